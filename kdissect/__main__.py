@@ -1,0 +1,3 @@
+from kdissect.cli import entry
+
+entry()

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Idempotent setup for a fresh Debian/Ubuntu machine: the system tools kdissect's
+# lab and tests use (tcpdump, tshark, Java for Spark) and a virtualenv in .venv
+# holding kdissect with all its extras.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v tcpdump >/dev/null || missing+=(tcpdump)
+command -v tshark >/dev/null || missing+=(tshark)
+command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+if ((${#missing[@]})); then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  # tshark's package asks whether non-root users may capture; answer "no".
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections || true
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+stamp=.venv/.kdissect-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[all]'
+  touch "$stamp"
+fi
