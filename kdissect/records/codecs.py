@@ -1,0 +1,281 @@
+"""Bounded decompression for Kafka's record codecs.
+
+`decompress(codec_id, data, limit)` never raises and never produces more than
+`limit` bytes: every codec is driven through a streaming decompressor (or a
+declared-length check first, for snappy blocks) so a small batch that would
+inflate to gigabytes stops at the cap. Codec libraries are optional: a missing
+one is reported as a problem for the batches that need it.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+from kdissect.records.xxh32 import xxh32
+
+try:  # python-snappy (0.7+ is backed by cramjam)
+    import snappy as _snappy
+except Exception:  # pragma: no cover - depends on the environment
+    _snappy = None
+try:
+    import lz4.frame as _lz4frame
+except Exception:  # pragma: no cover
+    _lz4frame = None
+try:
+    import zstandard as _zstd
+except Exception:  # pragma: no cover
+    _zstd = None
+
+GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+DEFAULT_LIMIT = 64 * 1024 * 1024
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+LZ4_MAGIC = b"\x04\x22\x4d\x18"  # 0x184D2204 little-endian
+
+_LIBRARY = {GZIP: "zlib", SNAPPY: "python-snappy", LZ4: "lz4", ZSTD: "zstandard"}
+
+
+def available_codecs() -> dict[str, bool]:
+    """Which codec libraries could be imported (for diagnostics)."""
+    return {
+        "gzip": True,
+        "snappy": _snappy is not None,
+        "lz4": _lz4frame is not None,
+        "zstd": _zstd is not None,
+    }
+
+
+@dataclass(slots=True)
+class Inflated:
+    data: bytes
+    problems: list[str] = field(default_factory=list)
+    over_limit: bool = False
+    notes: list[str] = field(default_factory=list)  # harmless observations (legacy framing)
+
+
+def decompress(codec_id: int, data: bytes, limit: int = DEFAULT_LIMIT, *, magic: int = 2) -> Inflated:
+    """Decompress `data` with Kafka codec `codec_id`, producing at most `limit` bytes."""
+    try:
+        if codec_id == GZIP:
+            return _gunzip(data, limit)
+        if codec_id == SNAPPY:
+            if _snappy is None:
+                return Inflated(b"", ["snappy codec unavailable (python-snappy not installed)"])
+            return _unsnappy(data, limit)
+        if codec_id == LZ4:
+            if _lz4frame is None:
+                return Inflated(b"", ["lz4 codec unavailable (lz4 not installed)"])
+            return _unlz4(data, limit, magic)
+        if codec_id == ZSTD:
+            if _zstd is None:
+                return Inflated(b"", ["zstd codec unavailable (zstandard not installed)"])
+            return _unzstd(data, limit)
+        return Inflated(b"", [f"unknown compression codec {codec_id}"])
+    except Exception as problem:  # a codec library choking on hostile bytes
+        return Inflated(b"", [f"{_LIBRARY.get(codec_id, 'codec')} failed: {type(problem).__name__}: {problem}"])
+
+
+def _over(limit: int) -> str:
+    return f"decompressed size exceeds the limit of {limit} bytes; stopped there"
+
+
+def _gunzip(data: bytes, limit: int) -> Inflated:
+    out = bytearray()
+    pending = data
+    problems: list[str] = []
+    while pending:
+        inflater = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
+        chunk_input = pending
+        while True:
+            try:
+                chunk = inflater.decompress(chunk_input, limit - len(out) + 1)
+            except zlib.error as problem:
+                problems.append(f"gzip data corrupt: {problem}")
+                return Inflated(bytes(out), problems)
+            out += chunk
+            if len(out) > limit:
+                return Inflated(bytes(out[:limit]), [_over(limit)], over_limit=True)
+            if inflater.eof:
+                break
+            chunk_input = inflater.unconsumed_tail
+            if not chunk and not chunk_input:
+                problems.append("gzip stream ends early")
+                return Inflated(bytes(out), problems)
+        pending = inflater.unused_data
+        if pending and not pending.startswith(b"\x1f\x8b"):
+            if pending.strip(b"\x00"):
+                problems.append(f"{len(pending)} bytes of trailing data after the gzip stream")
+            break
+    return Inflated(bytes(out), problems)
+
+
+def _varint_u32(data: bytes, pos: int) -> int | None:
+    """Unsigned LEB128 length preamble of a raw snappy block."""
+    result = 0
+    for shift in range(0, 35, 7):
+        if pos >= len(data):
+            return None
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result
+    return None
+
+
+def _unsnappy(data: bytes, limit: int) -> Inflated:
+    if not data.startswith(XERIAL_MAGIC):
+        return _snappy_block(data, limit, 0)
+    # Java/xerial framing: magic, version int32, compatible version int32, then
+    # chunks of [int32 compressed length][raw snappy block].
+    out = bytearray()
+    pos = len(XERIAL_MAGIC) + 8
+    if pos > len(data):
+        return Inflated(b"", ["xerial snappy header truncated"])
+    while pos < len(data):
+        if pos + 4 > len(data):
+            return Inflated(bytes(out), ["xerial snappy chunk header truncated"])
+        (size,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if size < 0 or pos + size > len(data):
+            return Inflated(bytes(out), [f"xerial snappy chunk of {size} bytes runs past the data"])
+        part = _snappy_block(data[pos : pos + size], limit - len(out), 0)
+        out += part.data
+        if part.problems:
+            return Inflated(bytes(out), part.problems, over_limit=part.over_limit)
+        pos += size
+    return Inflated(bytes(out))
+
+
+def _snappy_block(block: bytes, limit: int, _pos: int) -> Inflated:
+    declared = _varint_u32(block, 0)
+    if declared is None:
+        return Inflated(b"", ["snappy block length preamble unreadable"])
+    if declared > limit:
+        return Inflated(b"", [f"snappy block declares {declared} bytes, over the limit; " + _over(limit)], over_limit=True)
+    try:
+        return Inflated(bytes(_snappy.uncompress(block)))
+    except Exception as problem:
+        return Inflated(b"", [f"snappy data corrupt: {problem}"])
+
+
+def _lz4_header_length(frame: bytes, pos: int) -> int | None:
+    """Length of the frame descriptor (FLG .. before HC), or None if unreadable."""
+    if pos + 6 > len(frame):
+        return None
+    flags = frame[pos + 4]
+    return 2 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
+
+
+def repair_lz4_header(data: bytes) -> tuple[bytes, list[str]]:
+    """Give every LZ4 frame in `data` a correct header checksum.
+
+    Kafka before KIP-57 (message format magic 0) computed the checksum over the
+    magic number and descriptor instead of the descriptor alone. Such frames are
+    fixed here; the notes say what was found. Only the first frame is handled:
+    Kafka writes one frame per message set.
+    """
+    notes: list[str] = []
+    if not data.startswith(LZ4_MAGIC):
+        return data, notes
+    desc_len = _lz4_header_length(data, 0)
+    if desc_len is None or 4 + desc_len >= len(data):
+        return data, notes
+    checksum_at = 4 + desc_len
+    stored = data[checksum_at]
+    correct = (xxh32(data[4:checksum_at]) >> 8) & 0xFF
+    if stored == correct:
+        return data, notes
+    legacy = (xxh32(data[0:checksum_at]) >> 8) & 0xFF
+    if stored == legacy:
+        notes.append("lz4 frame uses Kafka's pre-KIP-57 header checksum")
+    else:
+        notes.append("lz4 frame header checksum mismatch (decoded anyway)")
+    return data[:checksum_at] + bytes([correct]) + data[checksum_at + 1 :], notes
+
+
+def _unlz4(data: bytes, limit: int, magic: int) -> Inflated:
+    data, notes = repair_lz4_header(data)
+    problems = [n for n in notes if "mismatch" in n or magic >= 2 and "KIP-57" in n]
+    quiet = [n for n in notes if n not in problems]
+    out = bytearray()
+    pending = data
+    while pending:
+        inflater = _lz4frame.LZ4FrameDecompressor()
+        chunk_input = pending
+        while True:
+            try:
+                chunk = inflater.decompress(chunk_input, max_length=limit - len(out) + 1)
+            except RuntimeError as problem:
+                problems.append(f"lz4 data corrupt: {problem}")
+                return Inflated(bytes(out), problems, notes=quiet)
+            out += chunk
+            if len(out) > limit:
+                return Inflated(bytes(out[:limit]), problems + [_over(limit)], True, quiet)
+            if inflater.eof:
+                break
+            chunk_input = b""
+            if inflater.needs_input:
+                problems.append("lz4 frame ends early")
+                return Inflated(bytes(out), problems, notes=quiet)
+        pending = inflater.unused_data or b""
+        if pending and not pending.startswith(LZ4_MAGIC):
+            problems.append(f"{len(pending)} bytes of trailing data after the lz4 frame")
+            break
+    return Inflated(bytes(out), problems, notes=quiet)
+
+
+def _unzstd(data: bytes, limit: int) -> Inflated:
+    # Kafka's zstd frames may omit the content size, so one-shot decompression
+    # is not possible; read through a stream reader with an explicit budget.
+    reader = _zstd.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    out = bytearray()
+    try:
+        while len(out) <= limit:
+            chunk = reader.read(min(1 << 20, limit - len(out) + 1))
+            if not chunk:
+                break
+            out += chunk
+    except _zstd.ZstdError as problem:
+        return Inflated(bytes(out), [f"zstd data corrupt: {problem}"])
+    if len(out) > limit:
+        return Inflated(bytes(out[:limit]), [_over(limit)], over_limit=True)
+    return Inflated(bytes(out))
+
+
+def declared_size(codec_id: int, data: bytes) -> int | None:
+    """Uncompressed size announced by the compressed data itself, cheaply, or None.
+
+    gzip: ISIZE trailer (mod 2**32, last member); snappy: length preambles;
+    lz4 / zstd: frame content size when the writer stored it.
+    """
+    try:
+        if codec_id == GZIP:
+            if len(data) >= 18 and data.startswith(b"\x1f\x8b"):
+                return struct.unpack_from("<I", data, len(data) - 4)[0]
+            return None
+        if codec_id == SNAPPY:
+            if not data.startswith(XERIAL_MAGIC):
+                return _varint_u32(data, 0)
+            total, pos = 0, len(XERIAL_MAGIC) + 8
+            while pos + 4 <= len(data):
+                (size,) = struct.unpack_from(">i", data, pos)
+                block_len = _varint_u32(data, pos + 4)
+                if size < 0 or block_len is None:
+                    return None
+                total += block_len
+                pos += 4 + size
+            return total
+        if codec_id == LZ4:
+            if not data.startswith(LZ4_MAGIC) or len(data) < 15 or not data[4] & 0x08:
+                return None
+            return struct.unpack_from("<Q", data, 6)[0]
+        if codec_id == ZSTD and _zstd is not None:
+            size = _zstd.frame_content_size(data)
+            return size if size >= 0 else None
+    except Exception:
+        return None
+    return None

@@ -1,0 +1,127 @@
+"""Cheap figures for exchange rows, from batch headers only (no decompression).
+
+`batch_counts(raw) -> (records, record_bytes, codecs)`:
+
+- records: magic 2: the record count of each batch header; magic 0/1: one per
+  uncompressed message. A compressed magic 0/1 wrapper does not say how many
+  messages it holds, so when one is present `records` is None (unknown) rather
+  than a wrong number.
+- record_bytes: size of the uncompressed records data. Uncompressed magic 2
+  batch: the records section; uncompressed message: its entry (offset, size
+  and message); compressed data: the size the compressed stream itself
+  declares (gzip ISIZE trailer, snappy length preambles, lz4/zstd frame content
+  size). None when any batch leaves it unknown.
+- codecs: distinct codec names in first-seen order.
+
+A partial entry cut off at the end (Fetch responses) is not counted.
+`batch_checks(raw, limit)` adds the checks that are still cheap: CRCs (C speed)
+and compressed data declaring more than the decompression limit.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import crc32c as _crc32c
+
+from kdissect.records import codecs as _codecs
+from kdissect.records.model import codec_name
+
+_ENTRY = struct.Struct(">qi")
+_V2_COUNT = struct.Struct(">i")
+_V2_HEADER = 61
+
+
+def _entries(data: bytes):
+    """(pos, end, magic) of each complete top-level entry."""
+    pos, total = 0, len(data)
+    while total - pos >= 17:
+        _offset, size = _ENTRY.unpack_from(data, pos)
+        end = pos + 12 + size
+        if size < 0 or end > total:
+            return
+        yield pos, end, data[pos + 16]
+        pos = end
+
+
+def batch_counts(raw: bytes | None) -> tuple[int | None, int | None, list[str]]:
+    """(records, record_bytes, codecs) of a records field, from headers only; never raises."""
+    if not raw:
+        return 0, 0, []
+    data = bytes(raw)
+    records: int | None = 0
+    record_bytes: int | None = 0
+    names: list[str] = []
+    try:
+        for pos, end, magic in _entries(data):
+            if magic == 2 and end - pos >= _V2_HEADER:
+                codec_id = struct.unpack_from(">h", data, pos + 21)[0] & 0x07
+                count = _V2_COUNT.unpack_from(data, pos + 57)[0]
+                size = end - pos - _V2_HEADER if codec_id == 0 else _codecs.declared_size(codec_id, data[pos + _V2_HEADER : end])
+            elif magic in (0, 1) and end - pos >= 18:
+                codec_id = data[pos + 17] & 0x07
+                count = 1 if codec_id == 0 else None
+                size = end - pos if codec_id == 0 else _declared_legacy(data, pos, end, magic, codec_id)
+            else:
+                continue
+            name = codec_name(codec_id)
+            if name not in names:
+                names.append(name)
+            records = None if records is None or count is None else records + max(count, 0)
+            record_bytes = None if record_bytes is None or size is None else record_bytes + size
+    except Exception:  # headers are fixed-size reads; this is belt and braces
+        return None, None, names
+    return records, record_bytes, names
+
+
+def _legacy_value(data: bytes, pos: int, end: int, magic: int) -> bytes | None:
+    cursor = pos + 12 + 6 + (8 if magic == 1 else 0)
+    if cursor + 4 > end:
+        return None
+    (key_len,) = struct.unpack_from(">i", data, cursor)
+    cursor += 4 + max(key_len, 0)
+    if cursor + 4 > end:
+        return None
+    (value_len,) = struct.unpack_from(">i", data, cursor)
+    cursor += 4
+    if value_len < 0 or cursor + value_len > end:
+        return None
+    return data[cursor : cursor + value_len]
+
+
+def _declared_legacy(data: bytes, pos: int, end: int, magic: int, codec_id: int) -> int | None:
+    value = _legacy_value(data, pos, end, magic)
+    return None if value is None else _codecs.declared_size(codec_id, value)
+
+
+def batch_checks(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIMIT) -> list[str]:
+    """Problems visible without decoding records: CRC mismatches, declared sizes over the limit."""
+    if not raw:
+        return []
+    data = bytes(raw)
+    problems: list[str] = []
+    try:
+        for pos, end, magic in _entries(data):
+            (offset,) = struct.unpack_from(">q", data, pos)
+            if magic == 2 and end - pos >= _V2_HEADER:
+                (crc,) = struct.unpack_from(">I", data, pos + 17)
+                if _crc32c.crc32c(data[pos + 21 : end]) != crc:
+                    problems.append(f"record batch at offset {offset}: CRC32C mismatch")
+                codec_id = struct.unpack_from(">h", data, pos + 21)[0] & 0x07
+                declared = _codecs.declared_size(codec_id, data[pos + _V2_HEADER : end]) if codec_id else None
+            elif magic in (0, 1) and end - pos >= 18:
+                (crc,) = struct.unpack_from(">I", data, pos + 12)
+                if zlib.crc32(data[pos + 16 : end]) != crc:
+                    problems.append(f"message at offset {offset}: CRC32 mismatch")
+                codec_id = data[pos + 17] & 0x07
+                declared = _declared_legacy(data, pos, end, magic, codec_id) if codec_id else None
+            else:
+                problems.append(f"entry at offset {offset}: unknown magic {magic}")
+                continue
+            if declared is not None and declared > max_uncompressed:
+                problems.append(f"batch at offset {offset} declares {declared} uncompressed bytes, "
+                                f"over the {max_uncompressed}-byte decompression limit")
+    except Exception as problem:
+        problems.append(f"records check failed: {type(problem).__name__}")
+    return problems
