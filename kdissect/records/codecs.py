@@ -78,6 +78,11 @@ def decompress(codec_id: int, data: bytes, limit: int = DEFAULT_LIMIT, *, magic:
         return Inflated(b"", [f"{_LIBRARY.get(codec_id, 'codec')} failed: {type(problem).__name__}: {problem}"])
 
 
+def _trim(out: bytearray, limit: int) -> bytes:
+    del out[limit:]  # in place: no second copy of a large buffer
+    return bytes(out)
+
+
 def _over(limit: int) -> str:
     return f"decompressed size exceeds the limit of {limit} bytes; stopped there"
 
@@ -97,7 +102,7 @@ def _gunzip(data: bytes, limit: int) -> Inflated:
                 return Inflated(bytes(out), problems)
             out += chunk
             if len(out) > limit:
-                return Inflated(bytes(out[:limit]), [_over(limit)], over_limit=True)
+                return Inflated(_trim(out, limit), [_over(limit)], over_limit=True)
             if inflater.eof:
                 break
             chunk_input = inflater.unconsumed_tail
@@ -214,7 +219,7 @@ def _unlz4(data: bytes, limit: int, magic: int) -> Inflated:
                 return Inflated(bytes(out), problems, notes=quiet)
             out += chunk
             if len(out) > limit:
-                return Inflated(bytes(out[:limit]), problems + [_over(limit)], True, quiet)
+                return Inflated(_trim(out, limit), problems + [_over(limit)], True, quiet)
             if inflater.eof:
                 break
             chunk_input = b""
@@ -242,7 +247,7 @@ def _unzstd(data: bytes, limit: int) -> Inflated:
     except _zstd.ZstdError as problem:
         return Inflated(bytes(out), [f"zstd data corrupt: {problem}"])
     if len(out) > limit:
-        return Inflated(bytes(out[:limit]), [_over(limit)], over_limit=True)
+        return Inflated(_trim(out, limit), [_over(limit)], over_limit=True)
     return Inflated(bytes(out))
 
 
