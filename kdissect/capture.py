@@ -1,0 +1,526 @@
+"""Read capture files (pcap, pcapng, gzip-compressed either) into TcpSegments.
+
+Several files given together are one capture set, ordered by the timestamp of
+their first packet and then by path; `TcpSegment.capture_index` is a file's
+position in that order and `frame_number` counts packets from 1 per file, as
+tshark does.
+
+Files are read in large chunks and parsed with `struct`, so memory does not grow
+with the file. A damaged file yields every packet before the damage; what
+follows is counted in `ReadStats`, never silently lost. A path that cannot be
+opened or is not a capture at all raises `InputError` with a one-line message.
+
+The pcap header parser and record iterator are public so the Spark job can
+split files into byte ranges and decode them itself with `segment_from_frame`.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from kdissect.failures import InputError
+from kdissect.linklayers import (
+    IP_FRAGMENT,
+    NOT_TCP,
+    UNSUPPORTED_LINK,
+    decode_frame,
+    segment_from_frame,
+)
+from kdissect.packet import TcpSegment
+
+__all__ = [
+    "CaptureSet",
+    "Frame",
+    "PcapHeader",
+    "PcapRecord",
+    "ReadStats",
+    "capture_set_order",
+    "iter_frames",
+    "iter_pcap_records",
+    "parse_pcap_header",
+    "read_segments",
+    "segment_from_frame",
+]
+
+_CHUNK = 1 << 20
+# Wireshark refuses records larger than this unless the snaplen says otherwise;
+# a bigger length field means the record header is damaged.
+_MAX_RECORD = 262144
+_MAX_PCAPNG_BLOCK = 64 << 20
+
+_PCAP_MAGICS = {
+    # magic as read little-endian -> (byte order, ticks per second, record header size)
+    0xA1B2C3D4: ("<", 1_000_000, 16),
+    0xA1B23C4D: ("<", 1_000_000_000, 16),
+    0xA1B2CD34: ("<", 1_000_000, 24),  # Kuznetzov's modified pcap: 8 more bytes per record
+    0xD4C3B2A1: (">", 1_000_000, 16),
+    0x4D3CB2A1: (">", 1_000_000_000, 16),
+    0x34CDB2A1: (">", 1_000_000, 24),
+}
+_PCAPNG_SHB = 0x0A0D0D0A
+_PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(slots=True)
+class ReadStats:
+    """Per-run reading accounting; additive across files and runs."""
+
+    files: int = 0
+    packets: int = 0  # records read (every packet, TCP or not)
+    bytes: int = 0  # captured bytes of those records
+    tcp_segments: int = 0
+    non_tcp: int = 0  # well-formed packets that are not TCP/IP
+    undecodable: int = 0  # damaged or cut link/IP/TCP headers, unsupported link types
+    ip_fragments: int = 0  # fragmented IP datagrams (not reassembled)
+    cut_records: int = 0  # a last record cut short by the end of the file
+    damaged_files: int = 0  # files with a damaged record or block header
+    unread_bytes: int = 0  # file bytes after damage or a cut, not decoded
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, other: ReadStats) -> None:
+        for name in self.__slots__:
+            if name == "problems":
+                self.problems.extend(other.problems)
+            else:
+                setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass(slots=True, frozen=True)
+class PcapHeader:
+    byte_order: str  # "<" or ">"
+    ticks_per_second: int  # 1_000_000 (microsecond) or 1_000_000_000 (nanosecond)
+    snaplen: int
+    linktype: int
+    record_header_size: int = 16
+    version: tuple[int, int] = (2, 4)
+
+
+@dataclass(slots=True, frozen=True)
+class PcapRecord:
+    offset: int  # of the packet data within the buffer
+    ts: float
+    captured_len: int
+    wire_len: int
+
+
+@dataclass(slots=True)
+class Frame:
+    """One captured packet before decoding."""
+
+    capture_index: int
+    frame_number: int
+    linktype: int
+    ts: float
+    data: bytes
+    wire_len: int
+    interface: int = 0
+
+
+def parse_pcap_header(head: bytes) -> PcapHeader:
+    """Parse a pcap global header (the first 24 bytes); InputError if it is not one."""
+    if len(head) < 24:
+        raise InputError("file too short for a pcap header")
+    magic = int.from_bytes(head[:4], "little")
+    try:
+        order, ticks, record_size = _PCAP_MAGICS[magic]
+    except KeyError:
+        raise InputError("not a pcap file (bad magic number)") from None
+    major, minor, _zone, _sigfigs, snaplen, linktype = struct.unpack_from(order + "HHiIII", head, 4)
+    # The upper bits of the link-type field carry FCS information.
+    return PcapHeader(order, ticks, snaplen, linktype & 0xFFFF, record_size, (major, minor))
+
+
+def _record_limit(snaplen: int) -> int:
+    return max(_MAX_RECORD, snaplen) if snaplen <= (256 << 20) else _MAX_RECORD
+
+
+def iter_pcap_records(buffer: bytes, header: PcapHeader, start: int = 24) -> Iterator[PcapRecord]:
+    """Records whose header and data lie wholly inside `buffer` from `start`.
+
+    Stops at the first record that runs past the end of the buffer; raises
+    ValueError at a record header that cannot be right (length over the limit),
+    with the record's offset in the message.
+    """
+    rec = struct.Struct(header.byte_order + "IIII")
+    ticks = header.ticks_per_second
+    hsize = header.record_header_size
+    limit = _record_limit(header.snaplen)
+    pos = start
+    end = len(buffer)
+    while pos + hsize <= end:
+        sec, frac, caplen, wirelen = rec.unpack_from(buffer, pos)
+        if caplen > limit:
+            raise ValueError(f"implausible record length {caplen} at byte {pos}")
+        data_at = pos + hsize
+        if data_at + caplen > end:
+            return
+        yield PcapRecord(data_at, sec + frac / ticks, caplen, wirelen)
+        pos = data_at + caplen
+
+
+def _open(path: Path) -> BinaryIO:
+    """Open a capture, transparently decompressing gzip (detected by magic)."""
+    try:
+        raw = open(path, "rb")
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a capture file") from None
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open: {exc.strerror or exc}") from None
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
+    except OSError as exc:
+        raw.close()
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if magic == _GZIP_MAGIC:
+        return _GzipStream(raw)  # type: ignore[return-value]
+    return raw
+
+
+class _GzipStream:
+    """Decompress gzip (possibly several members) chunk by chunk. Unlike
+    GzipFile, a cut stream hands back everything decompressed so far and
+    then ends, setting `cut`."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw = raw
+        self.inflater = zlib.decompressobj(wbits=31)
+        self.cut = False
+        self.done = False
+
+    def read(self, n: int) -> bytes:
+        out = []
+        size = 0
+        while size < n and not self.done:
+            piece = self.raw.read(_CHUNK // 4)
+            if not piece:
+                self.done = True
+                if not self.inflater.eof:
+                    self.cut = True
+                    out.append(self.inflater.flush())
+                break
+            while piece:
+                data = self.inflater.decompress(piece)
+                out.append(data)
+                size += len(data)
+                if self.inflater.eof:
+                    piece = self.inflater.unused_data
+                    self.inflater = zlib.decompressobj(wbits=31)
+                    if piece.lstrip(b"\0") == b"":
+                        piece = b""  # trailing padding after the last member
+                else:
+                    piece = b""
+        return b"".join(out)
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+_STREAM_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def _read_head(path: Path, stream: BinaryIO) -> bytes:
+    try:
+        head = stream.read(_CHUNK)
+    except _STREAM_ERRORS as exc:
+        raise InputError(f"{path}: unreadable or corrupt compressed data ({exc})") from None
+    if len(head) < 4:
+        raise InputError(f"{path}: empty or too short to be a capture file")
+    return head
+
+
+class _FileReader:
+    """Reads one file, yielding Frames and counting problems into `stats`."""
+
+    def __init__(self, path: Path, capture_index: int, stats: ReadStats):
+        self.path = path
+        self.capture_index = capture_index
+        self.stats = stats
+        self.stream = _open(path)
+        try:
+            self.head = _read_head(path, self.stream)
+        except InputError:
+            self.stream.close()
+            raise
+        magic = int.from_bytes(self.head[:4], "little")
+        if magic in _PCAP_MAGICS:
+            self.kind = "pcap"
+            if len(self.head) < 24:
+                self.stream.close()
+                raise InputError(f"{path}: file too short for a pcap header")
+            self.pcap = parse_pcap_header(self.head)
+        elif magic == _PCAPNG_SHB:
+            self.kind = "pcapng"
+        else:
+            self.stream.close()
+            raise InputError(f"{path}: not a pcap or pcapng capture file")
+
+    # -- problem accounting -------------------------------------------------
+
+    def _drain(self) -> int:
+        """Count the bytes left in the stream (after damage)."""
+        total = 0
+        try:
+            while chunk := self.stream.read(_CHUNK):
+                total += len(chunk)
+        except _STREAM_ERRORS:
+            pass
+        return total
+
+    def _damaged(self, what: str, leftover: int) -> None:
+        rest = leftover + self._drain()
+        self.stats.damaged_files += 1
+        self.stats.unread_bytes += rest
+        self.stats.problems.append(f"{self.path.name}: {what}; {rest} bytes after it not read")
+
+    def _cut(self, leftover: int, frame_number: int) -> None:
+        self.stats.cut_records += 1
+        self.stats.unread_bytes += leftover
+        self.stats.problems.append(
+            f"{self.path.name}: file ends inside packet {frame_number} ({leftover} bytes of it dropped)"
+        )
+
+    def _more(self) -> bytes:
+        """Next chunk; b"" at the end or when the stream broke (counted)."""
+        try:
+            return self.stream.read(_CHUNK)
+        except _STREAM_ERRORS as exc:
+            self.stats.damaged_files += 1
+            self.stats.problems.append(f"{self.path.name}: read error ({exc}); rest of file not read")
+            return b""
+
+    # -- formats ------------------------------------------------------------
+
+    def frames(self) -> Iterator[Frame]:
+        try:
+            self.stats.files += 1
+            if self.kind == "pcap":
+                yield from self._pcap_frames()
+            else:
+                yield from self._pcapng_frames()
+            if getattr(self.stream, "cut", False):
+                self.stats.problems.append(f"{self.path.name}: compressed data ends early (file cut)")
+        finally:
+            self.stream.close()
+
+    def _pcap_frames(self) -> Iterator[Frame]:
+        header = self.pcap
+        rec = struct.Struct(header.byte_order + "IIII")
+        unpack = rec.unpack_from
+        ticks = header.ticks_per_second
+        hsize = header.record_header_size
+        limit = _record_limit(header.snaplen)
+        linktype = header.linktype
+        ci = self.capture_index
+        stats = self.stats
+        buf = self.head
+        pos = 24
+        number = 0
+        while True:
+            end = len(buf)
+            while pos + hsize <= end:
+                sec, frac, caplen, wirelen = unpack(buf, pos)
+                if caplen > limit:
+                    self._damaged(f"packet {number + 1} has an implausible length {caplen}", end - pos)
+                    return
+                data_at = pos + hsize
+                if data_at + caplen > end:
+                    break
+                number += 1
+                stats.packets += 1
+                stats.bytes += caplen
+                yield Frame(ci, number, linktype, sec + frac / ticks, buf[data_at : data_at + caplen], wirelen)
+                pos = data_at + caplen
+            more = self._more()
+            if not more:
+                if pos < len(buf):
+                    self._cut(len(buf) - pos, number + 1)
+                return
+            buf = buf[pos:] + more
+            pos = 0
+
+    def _pcapng_frames(self) -> Iterator[Frame]:
+        buf = self.head
+        pos = 0
+        number = 0
+        order = "<"
+        interfaces: list[tuple[int, float, float, int]] = []  # linktype, seconds per tick, offset, snaplen
+        ci = self.capture_index
+        stats = self.stats
+        while True:
+            if len(buf) - pos < 12:
+                more = self._more()
+                if more:
+                    buf = buf[pos:] + more
+                    pos = 0
+                    continue
+                if pos < len(buf):
+                    self._cut(len(buf) - pos, number + 1)
+                return
+            block_type = int.from_bytes(buf[pos : pos + 4], "little" if order == "<" else "big")
+            if block_type == _PCAPNG_SHB:
+                bom = buf[pos + 8 : pos + 12]
+                if bom == b"\x4d\x3c\x2b\x1a":
+                    order = "<"
+                elif bom == b"\x1a\x2b\x3c\x4d":
+                    order = ">"
+                else:
+                    if number == 0 and pos == 0:
+                        raise InputError(f"{self.path}: damaged pcapng section header")
+                    self._damaged(f"damaged section header after packet {number}", len(buf) - pos)
+                    return
+                interfaces = []
+            (length,) = struct.unpack_from(order + "I", buf, pos + 4)
+            if length < 12 or length % 4 or length > _MAX_PCAPNG_BLOCK:
+                if number == 0 and pos == 0:
+                    raise InputError(f"{self.path}: damaged pcapng section header")
+                self._damaged(f"damaged block header after packet {number}", len(buf) - pos)
+                return
+            while len(buf) - pos < length:
+                more = self._more()
+                if not more:
+                    self._cut(len(buf) - pos, number + 1)
+                    return
+                buf = buf[pos:] + more
+                pos = 0
+            (trailer,) = struct.unpack_from(order + "I", buf, pos + length - 4)
+            if trailer != length:
+                self._damaged(f"damaged block after packet {number}", len(buf) - pos)
+                return
+            body = pos + 8
+            body_end = pos + length - 4
+            if block_type in (6, 2):  # enhanced / obsolete packet block
+                if block_type == 6:
+                    iface, ts_hi, ts_lo, caplen, wirelen = struct.unpack_from(order + "IIIII", buf, body)
+                    data_at = body + 20
+                else:
+                    iface, _drops, ts_hi, ts_lo, caplen, wirelen = struct.unpack_from(order + "HHIIII", buf, body)
+                    data_at = body + 20
+                number += 1
+                stats.packets += 1
+                if iface >= len(interfaces) or data_at + caplen > body_end:
+                    stats.bytes += max(0, body_end - data_at)
+                    stats.undecodable += 1
+                    stats.problems.append(f"{self.path.name}: packet {number} is malformed")
+                else:
+                    linktype, tick, offset, _snap = interfaces[iface]
+                    stats.bytes += caplen
+                    ts = ((ts_hi << 32) | ts_lo) * tick + offset
+                    yield Frame(ci, number, linktype, ts, buf[data_at : data_at + caplen], wirelen, iface)
+            elif block_type == 3:  # simple packet block: no timestamp, interface 0
+                (wirelen,) = struct.unpack_from(order + "I", buf, body)
+                number += 1
+                stats.packets += 1
+                if not interfaces:
+                    stats.undecodable += 1
+                    stats.problems.append(f"{self.path.name}: packet {number} precedes any interface")
+                else:
+                    linktype, _tick, _offset, snap = interfaces[0]
+                    caplen = min(wirelen, body_end - body - 4, snap or wirelen)
+                    stats.bytes += caplen
+                    yield Frame(ci, number, linktype, 0.0, buf[body + 4 : body + 4 + caplen], wirelen)
+            elif block_type == 1:  # interface description
+                interfaces.append(self._interface(buf, body, body_end, order))
+            pos += length
+
+    @staticmethod
+    def _interface(buf: bytes, body: int, end: int, order: str) -> tuple[int, float, float, int]:
+        linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", buf, body)
+        tick = 1e-6
+        offset = 0.0
+        opt = body + 8
+        while opt + 4 <= end:
+            code, size = struct.unpack_from(order + "HH", buf, opt)
+            value = buf[opt + 4 : opt + 4 + size]
+            if code == 0:
+                break
+            if code == 9 and size >= 1:  # if_tsresol
+                resolution = value[0]
+                tick = 2.0 ** -(resolution & 0x7F) if resolution & 0x80 else 10.0**-resolution
+            elif code == 14 and size >= 8:  # if_tsoffset, seconds
+                offset = float(struct.unpack_from(order + "q", value)[0])
+            opt += 4 + ((size + 3) & ~3)
+        return linktype, tick, offset, snaplen
+
+
+def _first_timestamp(path: Path) -> float | None:
+    """Time of the first packet, None when the file has none."""
+    reader = _FileReader(path, 0, ReadStats())
+    frames = reader.frames()
+    try:
+        for frame in frames:
+            return frame.ts
+        return None
+    finally:
+        frames.close()
+
+
+def capture_set_order(paths: Sequence[str | Path]) -> list[Path]:
+    """The files of a capture set in order: first packet time, then path.
+
+    Files without packets sort last. Raises InputError for files that are
+    missing or not captures, before anything is read."""
+    keyed = []
+    for p in paths:
+        path = Path(p)
+        first = _first_timestamp(path)
+        keyed.append((first is None, first or 0.0, str(path), path))
+    keyed.sort(key=lambda k: k[:3])
+    return [k[3] for k in keyed]
+
+
+class CaptureSet:
+    """Several files read as one capture; `stats` accumulates while iterating."""
+
+    def __init__(self, paths: Sequence[str | Path], stats: ReadStats | None = None):
+        if isinstance(paths, (str, Path)):
+            paths = [paths]
+        self.paths = capture_set_order(paths)
+        self.stats = stats if stats is not None else ReadStats()
+
+    def frames(self) -> Iterator[Frame]:
+        for index, path in enumerate(self.paths):
+            yield from _FileReader(path, index, self.stats).frames()
+
+    def segments(self) -> Iterator[TcpSegment]:
+        stats = self.stats
+        warned: set[int] = set()
+        for index, path in enumerate(self.paths):
+            for frame in _FileReader(path, index, stats).frames():
+                result = decode_frame(
+                    frame.linktype, frame.ts, frame.data, frame.wire_len, index, frame.frame_number
+                )
+                if type(result) is TcpSegment:
+                    stats.tcp_segments += 1
+                    yield result
+                elif result == NOT_TCP:
+                    stats.non_tcp += 1
+                elif result == IP_FRAGMENT:
+                    stats.ip_fragments += 1
+                else:
+                    stats.undecodable += 1
+                    if result == UNSUPPORTED_LINK and frame.linktype not in warned:
+                        warned.add(frame.linktype)
+                        stats.problems.append(f"{path.name}: unsupported link type {frame.linktype}")
+
+    __iter__ = segments
+
+
+def read_segments(paths: Sequence[str | Path], stats: ReadStats | None = None) -> Iterator[TcpSegment]:
+    """TCP segments of a capture set in capture order. Pass a ReadStats to get
+    the reading accounting (it is filled in as the iterator advances)."""
+    return CaptureSet(paths, stats).segments()
+
+
+def iter_frames(paths: Sequence[str | Path], stats: ReadStats | None = None) -> Iterator[Frame]:
+    """Undecoded packets of a capture set (for tools and tests)."""
+    return CaptureSet(paths, stats).frames()
+

@@ -1,0 +1,402 @@
+"""TCP stream reassembly: TcpSegments in capture order -> per-connection,
+per-direction ordered Chunks of stream bytes.
+
+Each direction's chunks come out in stream order and contiguous: bytes that
+were never captured are covered by a "gap" chunk, bytes that were on the wire
+but cut by the snaplen by a "truncated" chunk holding the captured prefix. Every
+stream byte is delivered once (the first copy wins); retransmitted copies are
+counted, not delivered.
+
+A hole in the sequence space is held open while later data waits in a bounded
+buffer, and declared a gap when
+  * the peer has acknowledged past the hole and `reorder_tolerance` more
+    segments of the connection have passed without filling it (so the bytes
+    were received but the capture missed them, and reordering in the capture
+    cannot explain it),
+  * the direction's held bytes exceed `max_buffered_bytes`,
+  * or the connection closes (RST, port reuse, end of capture).
+Decisions depend only on the connection's own segments, so feeding one
+connection's segments alone (as the Spark job does) gives the same chunks as
+feeding the whole capture.
+
+Memory: open connections x held out-of-order bytes. Closed connections are
+forgotten after their Closed event; a small table of recently closed 4-tuples
+absorbs their stray last ACKs without opening phantom connections.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from kdissect.packet import ACK, FIN, RST, SYN, TcpSegment
+
+_MASK = 0xFFFFFFFF
+_HALF = 1 << 31
+# A segment of a closed 4-tuple this soon after the close belongs to the old
+# connection (its last ACK, a retransmitted FIN) unless it is a new SYN.
+_AFTER_CLOSE_SECONDS = 120.0
+_TOMBSTONE_LIMIT = 1 << 16
+
+
+@dataclass(slots=True)
+class Chunk:
+    kind: str  # "data" | "gap" | "truncated"
+    offset: int  # stream offset of the first byte (0 = first byte seen in this direction)
+    length: int  # stream bytes covered
+    data: bytes  # captured bytes: all of them for "data", b"" for "gap", the captured prefix for "truncated"
+    ts: float  # time of the segment whose arrival made these bytes deliverable
+    capture_index: int
+    frame_number: int  # of that same segment
+
+
+class _Half:
+    """One direction of a connection."""
+
+    __slots__ = ("base", "next", "pending", "pending_bytes", "fin", "acked", "syn_seq", "deadline")
+
+    def __init__(self) -> None:
+        self.base: int | None = None  # sequence number of stream offset 0
+        self.next = 0  # next stream offset to deliver
+        self.pending: list[tuple[int, int, TcpSegment]] = []  # heap of (offset, arrival, segment)
+        self.pending_bytes = 0
+        self.fin: int | None = None  # stream offset of the FIN
+        self.acked = 0  # highest offset the peer acknowledged
+        self.syn_seq: int | None = None
+        self.deadline: int | None = None  # segment count at which an acknowledged hole becomes a gap
+
+    def has_hole(self) -> bool:
+        return bool(self.pending) or (self.fin is not None and self.fin > self.next)
+
+
+class TcpConnection:
+    """One TCP connection: one SYN epoch of a 4-tuple."""
+
+    __slots__ = (
+        "id",
+        "initiator",
+        "responder",
+        "first_segment",
+        "saw_syn",
+        "closed",
+        "segments",
+        "halves",
+        "last_ts",
+        "last_frame",
+        "keys",
+    )
+
+    def __init__(self, conn_id: int, initiator: tuple[str, int], responder: tuple[str, int], seg: TcpSegment, saw_syn: bool):
+        self.id = conn_id
+        self.initiator = initiator
+        self.responder = responder
+        self.first_segment = (seg.capture_index, seg.frame_number)
+        self.saw_syn = saw_syn
+        self.closed = False
+        self.segments = 0  # segments of this connection fed so far
+        self.halves = (_Half(), _Half())
+        self.last_ts = seg.ts
+        self.last_frame = (seg.capture_index, seg.frame_number)
+        self.keys = (
+            (initiator[0], initiator[1], responder[0], responder[1]),
+            (responder[0], responder[1], initiator[0], initiator[1]),
+        )
+
+    def __repr__(self) -> str:
+        i, r = self.initiator, self.responder
+        return f"TcpConnection(id={self.id}, {i[0]}:{i[1]} -> {r[0]}:{r[1]}, saw_syn={self.saw_syn}, closed={self.closed})"
+
+
+@dataclass(slots=True)
+class Opened:
+    conn: TcpConnection
+
+
+@dataclass(slots=True)
+class Data:
+    conn: TcpConnection
+    direction: int  # 0 = initiator -> responder, 1 = responder -> initiator
+    chunk: Chunk
+
+
+@dataclass(slots=True)
+class Closed:
+    conn: TcpConnection
+    reason: str  # "fin" | "rst" | "end-of-capture" | "port-reuse"
+
+
+Event = Opened | Data | Closed
+
+
+@dataclass(slots=True)
+class ReassemblyStats:
+    """Per-run accounting; additive (sum per-connection runs)."""
+
+    segments: int = 0
+    connections: int = 0
+    delivered_bytes: int = 0  # captured stream bytes handed out in data/truncated chunks
+    gap_bytes: int = 0  # stream bytes never captured
+    gaps: int = 0
+    truncated_bytes: int = 0  # stream bytes on the wire but cut by the snaplen
+    retransmitted_bytes: int = 0  # copies of bytes already delivered (retransmissions, duplicates, overlaps)
+    out_of_order_segments: int = 0
+    before_start_bytes: int = 0  # bytes older than the first byte seen in a direction (capture began mid-stream)
+    after_close_segments: int = 0  # stray segments of a closed connection (last ACKs)
+    after_close_bytes: int = 0
+    stray_resets: int = 0  # RSTs of connections never otherwise seen
+    closed: dict[str, int] = field(default_factory=dict)  # close reason -> connections
+
+    def add(self, other: ReassemblyStats) -> None:
+        for name in self.__slots__:
+            if name == "closed":
+                for reason, n in other.closed.items():
+                    self.closed[reason] = self.closed.get(reason, 0) + n
+            else:
+                setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+class Reassembler:
+    def __init__(self, max_buffered_bytes: int = 4 << 20, reorder_tolerance: int = 32):
+        self.max_buffered_bytes = max_buffered_bytes
+        self.reorder_tolerance = reorder_tolerance
+        self.stats = ReassemblyStats()
+        self._conns: dict[tuple[str, int, str, int], TcpConnection] = {}  # both directions' keys
+        self._recently_closed: dict[tuple[str, int, str, int], float] = {}  # key -> close time
+        self._next_id = 0
+        self._arrivals = 0
+
+    @property
+    def open_connections(self) -> list[TcpConnection]:
+        seen: dict[int, TcpConnection] = {}
+        for conn in self._conns.values():
+            seen[conn.id] = conn
+        return [seen[i] for i in sorted(seen)]
+
+    # -- public API -------------------------------------------------------------
+
+    def feed(self, seg: TcpSegment) -> list[Event]:
+        """Events caused by this segment, in order."""
+        self.stats.segments += 1
+        events: list[Event] = []
+        key = (seg.src, seg.sport, seg.dst, seg.dport)
+        flags = seg.flags
+        conn = self._conns.get(key)
+        if conn is None:
+            closed_at = self._recently_closed.get(key)
+            if closed_at is not None:
+                if flags & SYN and not flags & ACK or seg.ts - closed_at > _AFTER_CLOSE_SECONDS:
+                    self._forget_tombstone(key)
+                else:
+                    self.stats.after_close_segments += 1
+                    self.stats.after_close_bytes += seg.payload_len
+                    return events
+            if flags & RST and not seg.payload_len:
+                self.stats.stray_resets += 1
+                return events
+            conn = self._open(seg, events)
+        elif flags & SYN and not flags & ACK and self._is_new_syn(conn, seg):
+            self._close(conn, "port-reuse", events, seg)
+            conn = self._open(seg, events)
+
+        conn.segments += 1
+        conn.last_ts = seg.ts
+        conn.last_frame = (seg.capture_index, seg.frame_number)
+        if seg.sport == conn.initiator[1] and seg.src == conn.initiator[0]:
+            direction = 0
+        else:
+            direction = 1
+        half = conn.halves[direction]
+        peer = conn.halves[1 - direction]
+
+        start = seg.seq
+        if flags & SYN:
+            start = (start + 1) & _MASK
+            if half.syn_seq is None:
+                half.syn_seq = seg.seq
+            if half.base is None:
+                half.base = start
+        plen = seg.payload_len
+        if half.base is None and (plen or flags & FIN):
+            half.base = start
+        if half.base is not None and (plen or flags & FIN):
+            nxt = half.next
+            off = nxt + (((start - half.base - nxt + _HALF) & _MASK) - _HALF)
+            if plen:
+                self._accept(conn, direction, half, off, seg, events)
+            if flags & FIN and half.fin is None:
+                half.fin = off + plen
+        if flags & ACK and peer.base is not None:
+            nxt = peer.next
+            acked = nxt + (((seg.ack - peer.base - nxt + _HALF) & _MASK) - _HALF)
+            if acked > peer.acked:
+                peer.acked = acked
+
+        if flags & RST:
+            self._close(conn, "rst", events, seg)
+            return events
+        for d in (0, 1):
+            h = conn.halves[d]
+            if h.acked > h.next and h.has_hole():
+                if h.deadline is None:
+                    h.deadline = conn.segments + self.reorder_tolerance
+                if conn.segments >= h.deadline:
+                    h.deadline = None
+                    self._declare_acked_holes(conn, d, h, seg, events)
+            elif h.deadline is not None:
+                h.deadline = None
+        if half.fin is not None and peer.fin is not None and half.next >= half.fin and peer.next >= peer.fin:
+            self._close(conn, "fin", events, seg)
+        return events
+
+    def finish(self) -> list[Event]:
+        """Flush held data (as gaps where holes remain) and close every open connection."""
+        events: list[Event] = []
+        for conn in self.open_connections:
+            self._close(conn, "end-of-capture", events, None)
+        return events
+
+    # -- connections ------------------------------------------------------------
+
+    def _open(self, seg: TcpSegment, events: list[Event]) -> TcpConnection:
+        src, dst = (seg.src, seg.sport), (seg.dst, seg.dport)
+        flags = seg.flags
+        if flags & SYN and flags & ACK:
+            # The SYN itself was not captured, but a SYN-ACK names its sender.
+            initiator, responder = dst, src
+        else:
+            initiator, responder = src, dst
+        conn = TcpConnection(self._next_id, initiator, responder, seg, bool(flags & SYN and not flags & ACK))
+        self._next_id += 1
+        self.stats.connections += 1
+        for key in conn.keys:
+            self._conns[key] = conn
+        events.append(Opened(conn))
+        return conn
+
+    @staticmethod
+    def _is_new_syn(conn: TcpConnection, seg: TcpSegment) -> bool:
+        """A SYN on a known 4-tuple: a retransmission of this connection's SYN,
+        or a new connection reusing the ports?"""
+        direction = 0 if (seg.src, seg.sport) == conn.initiator else 1
+        half = conn.halves[direction]
+        if half.syn_seq is not None:
+            return seg.seq != half.syn_seq
+        if half.base is not None:
+            return (seg.seq + 1 - half.base) & _MASK != 0
+        return conn.halves[1 - direction].base is not None or half.next > 0
+
+    def _close(self, conn: TcpConnection, reason: str, events: list[Event], seg: TcpSegment | None) -> None:
+        for direction in (0, 1):
+            self._flush(conn, direction, conn.halves[direction], seg, events)
+        conn.closed = True
+        events.append(Closed(conn, reason))
+        self.stats.closed[reason] = self.stats.closed.get(reason, 0) + 1
+        when = seg.ts if seg is not None else conn.last_ts
+        for key in conn.keys:
+            if self._conns.get(key) is conn:
+                del self._conns[key]
+            self._recently_closed[key] = when
+        while len(self._recently_closed) > _TOMBSTONE_LIMIT:
+            del self._recently_closed[next(iter(self._recently_closed))]
+
+    def _forget_tombstone(self, key: tuple[str, int, str, int]) -> None:
+        self._recently_closed.pop(key, None)
+        self._recently_closed.pop((key[2], key[3], key[0], key[1]), None)
+
+    # -- stream bytes -------------------------------------------------------------
+
+    def _accept(self, conn: TcpConnection, direction: int, half: _Half, off: int, seg: TcpSegment, events: list[Event]) -> None:
+        plen = seg.payload_len
+        nxt = half.next
+        if off + plen <= nxt:
+            if off < 0:
+                self.stats.before_start_bytes += min(plen, -off)
+                self.stats.retransmitted_bytes += max(0, off + plen)
+            else:
+                self.stats.retransmitted_bytes += plen
+            return
+        if off > nxt:
+            self.stats.out_of_order_segments += 1
+            heapq.heappush(half.pending, (off, self._arrivals, seg))
+            self._arrivals += 1
+            half.pending_bytes += plen
+            while half.pending_bytes > self.max_buffered_bytes and half.pending:
+                self._gap(conn, direction, half, half.pending[0][0], seg, events)
+                self._drain(conn, direction, half, None, events)
+            return
+        self._deliver(conn, direction, half, off, seg, seg, events)
+        if half.pending:
+            self._drain(conn, direction, half, seg, events)
+
+    def _deliver(
+        self, conn: TcpConnection, direction: int, half: _Half, off: int, seg: TcpSegment, trigger: TcpSegment, events: list[Event]
+    ) -> None:
+        """Deliver the part of `seg` (at stream offset `off`) beyond half.next."""
+        nxt = half.next
+        skip = nxt - off
+        payload = seg.payload
+        length = seg.payload_len - skip
+        if skip > 0:
+            if off < 0:
+                self.stats.before_start_bytes += min(skip, -off)
+                self.stats.retransmitted_bytes += max(0, skip + off)
+            else:
+                self.stats.retransmitted_bytes += skip
+            payload = payload[skip:]
+        captured = len(payload)
+        stats = self.stats
+        stats.delivered_bytes += captured
+        if captured == length:
+            kind = "data"
+        else:
+            kind = "truncated"
+            stats.truncated_bytes += length - captured
+        events.append(
+            Data(conn, direction, Chunk(kind, nxt, length, payload, trigger.ts, trigger.capture_index, trigger.frame_number))
+        )
+        half.next = nxt + length
+
+    def _drain(self, conn: TcpConnection, direction: int, half: _Half, trigger: TcpSegment | None, events: list[Event]) -> None:
+        """Deliver held segments that now start at or before half.next. With no
+        trigger (after a gap), each carries its own time."""
+        pending = half.pending
+        while pending and pending[0][0] <= half.next:
+            off, _, seg = heapq.heappop(pending)
+            half.pending_bytes -= seg.payload_len
+            if off + seg.payload_len <= half.next:
+                self.stats.retransmitted_bytes += seg.payload_len
+                continue
+            self._deliver(conn, direction, half, off, seg, trigger or seg, events)
+
+    def _gap(self, conn: TcpConnection, direction: int, half: _Half, target: int, seg: TcpSegment | None, events: list[Event]) -> None:
+        nxt = half.next
+        if target <= nxt:
+            return
+        if seg is not None:
+            ts, where = seg.ts, (seg.capture_index, seg.frame_number)
+        else:
+            ts, where = conn.last_ts, conn.last_frame
+        self.stats.gap_bytes += target - nxt
+        self.stats.gaps += 1
+        events.append(Data(conn, direction, Chunk("gap", nxt, target - nxt, b"", ts, where[0], where[1])))
+        half.next = target
+
+    def _declare_acked_holes(self, conn: TcpConnection, direction: int, half: _Half, seg: TcpSegment, events: list[Event]) -> None:
+        while half.acked > half.next:
+            if half.pending:
+                target = half.pending[0][0]
+            elif half.fin is not None and half.fin > half.next:
+                target = half.fin
+            else:
+                break
+            self._gap(conn, direction, half, target, seg, events)
+            self._drain(conn, direction, half, None, events)
+
+    def _flush(self, conn: TcpConnection, direction: int, half: _Half, seg: TcpSegment | None, events: list[Event]) -> None:
+        while half.pending:
+            self._gap(conn, direction, half, half.pending[0][0], seg, events)
+            self._drain(conn, direction, half, None, events)
+        # Bytes the peer acknowledged (or that precede the FIN) but the capture never showed.
+        tail = half.fin if half.fin is not None else half.acked
+        if half.base is not None:
+            self._gap(conn, direction, half, tail, seg, events)

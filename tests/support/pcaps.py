@@ -1,0 +1,312 @@
+"""Test helpers for capture reading and reassembly: record a real loopback
+capture of known application bytes, and ask tshark about capture files.
+
+The recording runs a small framed request/response exchange (a 4-byte
+big-endian length prefix, like Kafka) over real sockets while tcpdump captures
+loopback. Every byte each side wrote is saved, so reassembled streams can be
+checked against the application's own bytes, independently of kdissect.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class RecordedConnection:
+    family: str  # "ipv4" | "ipv6"
+    client: tuple[str, int]
+    server: tuple[str, int]
+    client_bytes: bytes  # everything the client wrote, in order
+    server_bytes: bytes  # everything the server wrote
+    close: str  # "fin" | "rst"
+
+
+def _frame(rng: random.Random, size: int) -> bytes:
+    return size.to_bytes(4, "big") + rng.randbytes(size)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    parts = []
+    while n:
+        part = sock.recv(n)
+        if not part:
+            raise ConnectionError("peer closed")
+        parts.append(part)
+        n -= len(part)
+    return b"".join(parts)
+
+
+def _send_in_pieces(sock: socket.socket, data: bytes, rng: random.Random | None) -> None:
+    """With TCP_NODELAY, each small write leaves as its own segment, which
+    loopback (no segmentation offload split) would otherwise merge."""
+    if rng is None:
+        sock.sendall(data)
+        return
+    pos = 0
+    while pos < len(data):
+        step = rng.randint(1, 1400)
+        sock.sendall(data[pos : pos + step])
+        pos += step
+
+
+def _serve_one(listener: socket.socket, rng_seed: int, out: dict, small_writes: bool) -> None:
+    conn, _ = listener.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    pieces = random.Random(rng_seed * 3) if small_writes else None
+    rng = random.Random(rng_seed)
+    written = bytearray()
+    try:
+        while True:
+            head = conn.recv(4, socket.MSG_WAITALL)
+            if len(head) < 4:
+                break
+            size = int.from_bytes(head, "big")
+            _recv_exact(conn, size)
+            reply = _frame(rng, rng.choice([8, 40, 700, 3000, 20000]) if size else 0)
+            _send_in_pieces(conn, reply, pieces)
+            written += reply
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        out["server_bytes"] = bytes(written)
+        conn.close()
+
+
+def _run_connection(
+    family: int, host: str, port: int, sizes: list[int], seed: int, close: str, small_writes: bool
+) -> RecordedConnection:
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    listener.listen(1)
+    result: dict = {}
+    server = threading.Thread(target=_serve_one, args=(listener, seed + 1, result, small_writes))
+    server.start()
+    client = socket.socket(family, socket.SOCK_STREAM)
+    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    client.connect(listener.getsockname()[:2])
+    rng = random.Random(seed)
+    pieces = random.Random(seed * 3) if small_writes else None
+    written = bytearray()
+    for size in sizes:
+        frame = _frame(rng, size)
+        _send_in_pieces(client, frame, pieces)
+        written += frame
+        head = _recv_exact(client, 4)
+        _recv_exact(client, int.from_bytes(head, "big"))
+    cname = client.getsockname()[:2]
+    sname = listener.getsockname()[:2]
+    if close == "rst":
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, (1).to_bytes(4, "little") + (0).to_bytes(4, "little"))
+    client.close()
+    server.join()
+    listener.close()
+    return RecordedConnection(
+        "ipv6" if family == socket.AF_INET6 else "ipv4",
+        (cname[0], cname[1]),
+        (sname[0], sname[1]),
+        bytes(written),
+        result.get("server_bytes", b""),
+        close,
+    )
+
+
+SERVER_PORTS = 7
+
+
+def generate_traffic(ports: list[int], seed: int = 7) -> list[RecordedConnection]:
+    """The workload recorded by `record_loopback` (runs in the capturing
+    process); `ports` are SERVER_PORTS free ports for the servers."""
+    v4, v6 = (socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")
+    conns = [
+        # many small segments (Ethernet-like sizes), large and small frames
+        _run_connection(*v4, ports[0], [10, 1000, 70000, 5, 150000, 0, 3], seed, "fin", True),
+        # loopback's own segment sizes: few, large segments
+        _run_connection(*v4, ports[1], [200000, 17, 64000], seed + 10, "fin", False),
+        _run_connection(*v6, ports[2], [30, 9000, 45000, 2], seed + 20, "fin", True),
+        _run_connection(*v4, ports[3], [100, 5000], seed + 30, "rst", True),
+    ]
+    for i in range(3):  # a few short connections
+        conns.append(_run_connection(*v4, ports[4 + i], [20 + i, 300], seed + 40 + i, "fin", True))
+    return conns
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        s.bind(("::", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def record_loopback(directory: Path, name: str = "loop", seed: int = 7) -> Path:
+    """Capture `generate_traffic` on loopback with tcpdump; returns the pcap path.
+    A JSON manifest `<name>.json` next to it lists each connection's endpoints and
+    the application bytes (hex) each side wrote."""
+    if shutil.which("tcpdump") is None:
+        raise RuntimeError("tcpdump is not installed")
+    directory.mkdir(parents=True, exist_ok=True)
+    pcap = directory / f"{name}.pcap"
+    manifest = directory / f"{name}.json"
+    # Capture only the workload's servers: others may be using loopback too.
+    ports = _free_ports(SERVER_PORTS)
+    bpf = " or ".join(f"tcp port {p}" for p in ports)
+    proc = subprocess.Popen(
+        ["tcpdump", "-i", "lo", "-B", "65536", "-U", "-s", "0", "-w", str(pcap), bpf],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        # tcpdump reports "listening on lo" on stderr once it captures
+        line = proc.stderr.readline()
+        if b"listening" not in line:
+            raise RuntimeError(f"tcpdump did not start: {line!r}")
+        time.sleep(0.2)
+        subprocess.run(
+            [sys.executable, "-m", "tests.support.pcaps", str(manifest), str(seed), *map(str, ports)],
+            check=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        time.sleep(1.0)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    # "N packets dropped by kernel": the capture must be complete to be a reference.
+    for line in err.decode(errors="replace").splitlines():
+        if "dropped by kernel" in line and not line.startswith("0 "):
+            raise RuntimeError(f"tcpdump lost packets: {line}")
+    return pcap
+
+
+def load_manifest(pcap: Path) -> list[RecordedConnection]:
+    entries = json.loads(pcap.with_suffix(".json").read_text())
+    return [
+        RecordedConnection(
+            e["family"],
+            tuple(e["client"]),
+            tuple(e["server"]),
+            bytes.fromhex(e["client_bytes"]),
+            bytes.fromhex(e["server_bytes"]),
+            e["close"],
+        )
+        for e in entries
+    ]
+
+
+# -- tshark ----------------------------------------------------------------------
+
+TSHARK_FIELDS = [
+    "frame.number",
+    "frame.time_epoch",
+    "ip.src",
+    "ipv6.src",
+    "tcp.srcport",
+    "ip.dst",
+    "ipv6.dst",
+    "tcp.dstport",
+    "tcp.seq_raw",
+    "tcp.ack_raw",
+    "tcp.flags",
+    "tcp.len",
+    "tcp.stream",
+]
+
+
+def tshark_segments(path: Path, extra_args: list[str] | None = None) -> list[dict]:
+    """One dict per TCP frame as tshark decodes it."""
+    cmd = ["tshark", "-n", "-r", str(path), "-Y", "tcp", "-T", "fields", "-E", "separator=\t", "-E", "occurrence=l"]
+    for f in TSHARK_FIELDS:
+        cmd += ["-e", f]
+    out = subprocess.run(cmd + (extra_args or []), check=True, capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        v = line.split("\t")
+        rows.append(
+            {
+                "frame": int(v[0]),
+                "ts": float(v[1]),
+                "src": v[2] or v[3],
+                "sport": int(v[4]),
+                "dst": v[5] or v[6],
+                "dport": int(v[7]),
+                "seq": int(v[8]),
+                "ack": int(v[9]),
+                "flags": int(v[10], 16),
+                "len": int(v[11]),
+                "stream": int(v[12]),
+            }
+        )
+    return rows
+
+
+def tshark_follow(path: Path, stream: int) -> tuple[tuple[str, int], bytes, bytes]:
+    """tshark's reassembled bytes of one TCP stream: (node0, node0->node1, node1->node0)."""
+    out = subprocess.run(
+        ["tshark", "-n", "-r", str(path), "-q", "-z", f"follow,tcp,raw,{stream}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    node0 = None
+    forward, backward = bytearray(), bytearray()
+    body = False
+    for line in out.splitlines():
+        if line.startswith("Node 0:"):
+            host, _, port = line.split(":", 1)[1].strip().rpartition(":")
+            node0 = (host.strip("[]"), int(port))
+            body = True
+            continue
+        if line.startswith("Node 1:") or not body or line.startswith("="):
+            continue
+        if line.startswith("\t"):
+            backward += bytes.fromhex(line.strip())
+        elif line.strip():
+            forward += bytes.fromhex(line.strip())
+    return node0, bytes(forward), bytes(backward)
+
+
+def _main(manifest: str, seed: str, *ports: str) -> None:
+    conns = generate_traffic([int(p) for p in ports], int(seed))
+    Path(manifest).write_text(
+        json.dumps(
+            [
+                {
+                    "family": c.family,
+                    "client": list(c.client),
+                    "server": list(c.server),
+                    "client_bytes": c.client_bytes.hex(),
+                    "server_bytes": c.server_bytes.hex(),
+                    "close": c.close,
+                }
+                for c in conns
+            ]
+        )
+    )
+
+
+if __name__ == "__main__":
+    _main(*sys.argv[1:])
+    os._exit(0)
