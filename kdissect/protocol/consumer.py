@@ -1,0 +1,95 @@
+"""The consumer group protocol embedded in group-coordination bytes fields.
+
+JoinGroup, SyncGroup and DescribeGroups carry opaque member metadata and
+assignments. When the group's protocol type is "consumer" those bytes are an
+int16 version followed by ConsumerProtocolSubscription (metadata) or
+ConsumerProtocolAssignment (assignment). Where a message version has no
+protocol type field, the bytes are decoded tentatively and kept only if they
+parse completely. Anything that does not parse stays raw bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdissect.protocol import primitives as prim
+from kdissect.protocol.model import ConsumerProtocolData, Struct
+from kdissect.protocol.primitives import DecodeError
+from kdissect.protocol.schema import embedded_versions
+
+SUBSCRIPTION = "ConsumerProtocolSubscription"
+ASSIGNMENT = "ConsumerProtocolAssignment"
+_KIND = {SUBSCRIPTION: "subscription", ASSIGNMENT: "assignment"}
+_NAME = {v: k for k, v in _KIND.items()}
+
+
+def parse_embedded(name: str, raw: Any, tentative: bool = False) -> ConsumerProtocolData | None:
+    """Decode consumer-protocol bytes, or None when they do not parse.
+    Tentative decodes (protocol type unknown) must consume every byte."""
+    from kdissect.protocol.codec import embedded_codec
+
+    if not isinstance(raw, bytes) or len(raw) < 2:
+        return None
+    (version,) = prim.INT16.unpack_from(raw, 0)
+    lo, hi = embedded_versions(name)
+    if version < lo:
+        return None
+    try:
+        data, pos = embedded_codec(name, min(version, hi)).decode(raw, 2, len(raw))
+    except DecodeError:
+        return None
+    # Newer versions than the spec knows may append fields: accept the prefix.
+    if pos != len(raw) and (version <= hi or tentative):
+        return None
+    return ConsumerProtocolData(_KIND[name], version, data, raw)
+
+
+def encode_embedded(value: ConsumerProtocolData) -> bytes:
+    from kdissect.protocol.codec import embedded_codec
+
+    name = _NAME[value.kind]
+    _lo, hi = embedded_versions(name)
+    out = bytearray(prim.INT16.pack(value.version))
+    embedded_codec(name, min(value.version, hi)).encode_into(value.data, out)
+    return bytes(out)
+
+
+def _is_consumer(body: Struct) -> bool | None:
+    """True/False from the protocol type field; None when the version has none."""
+    if "protocol_type" not in body._fields:
+        return None
+    return body.protocol_type == "consumer"
+
+
+def _convert(items: Any, attr: str, name: str, tentative: bool) -> None:
+    for item in items or ():
+        parsed = parse_embedded(name, getattr(item, attr), tentative)
+        if parsed is not None:
+            setattr(item, attr, parsed)
+
+
+def decode_embedded(api_key: int, direction: str, body: Struct) -> None:
+    """Replace consumer-protocol bytes in a decoded body by ConsumerProtocolData."""
+    if api_key == 15:  # DescribeGroups: protocol type per group
+        if direction == "response":
+            for group in body.groups or ():
+                if getattr(group, "protocol_type", None) == "consumer":
+                    _convert(group.members, "member_metadata", SUBSCRIPTION, False)
+                    _convert(group.members, "member_assignment", ASSIGNMENT, False)
+        return
+    consumer = _is_consumer(body)
+    if consumer is False:
+        return
+    tentative = consumer is None
+    if api_key == 11:  # JoinGroup
+        if direction == "request":
+            _convert(body.protocols, "metadata", SUBSCRIPTION, tentative)
+        else:
+            _convert(body.members, "metadata", SUBSCRIPTION, tentative)
+    elif api_key == 14:  # SyncGroup
+        if direction == "request":
+            _convert(body.assignments, "assignment", ASSIGNMENT, tentative)
+        else:
+            parsed = parse_embedded(ASSIGNMENT, body.assignment, tentative)
+            if parsed is not None:
+                body.assignment = parsed

@@ -1,0 +1,142 @@
+"""Request and response headers, and cheap checks on raw frame prefixes.
+
+Header versions follow the message's flexibility (request header v2 /
+response header v1 for flexible versions) with two exceptions: ApiVersions
+responses always use response header v0, and ControlledShutdown v0 requests
+have no client id (request header v0). The client id is never a compact
+string, even in header v2.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from kdissect.protocol import primitives as prim
+from kdissect.protocol._generated.index import APIS
+from kdissect.protocol.model import RequestHeader, ResponseHeader
+from kdissect.protocol.primitives import DecodeError
+from kdissect.protocol.schema import get_schema, header_versions, resolve_version
+
+_HEAD = prim.INT16  # reused layouts
+_KEY_VERSION_CORR = __import__("struct").Struct(">hhi")
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name for an api key ("Produce"), or "Unknown<n>"."""
+    entry = APIS.get(api_key)
+    return entry[0] if entry else f"Unknown{api_key}"
+
+
+@lru_cache(maxsize=None)
+def _union_span(api_key: int) -> tuple[int, int] | None:
+    entry = APIS.get(api_key)
+    if entry is None:
+        return None
+    spans = [s for s in (entry[2], entry[3]) if s is not None]
+    return min(s[0] for s in spans), max(s[1] for s in spans)
+
+
+@lru_cache(maxsize=None)
+def request_layout(api_key: int, api_version: int) -> tuple[int, int, str | None]:
+    """(request header version, body version, assumed-version problem | None).
+    KeyError when the version is defined in neither direction."""
+    body_version, problem = resolve_version(api_key, api_version, "request")
+    flexible = get_schema(api_key, body_version, "request").flexible
+    return header_versions(api_key, api_version if problem is None else body_version, flexible)[0], \
+        body_version, problem
+
+
+def peek_request_header(frame: bytes) -> tuple[int, int, int] | None:
+    """(api_key, api_version, correlation_id) from the first 8 bytes, or None."""
+    try:
+        if len(frame) < 8:
+            return None
+        return _KEY_VERSION_CORR.unpack_from(frame, 0)
+    except Exception:
+        return None
+
+
+def looks_like_request(prefix: bytes, frame_size: int) -> bool:
+    """Whether `prefix` (the first bytes of a frame of `frame_size` bytes,
+    size prefix excluded) plausibly starts a Kafka request: known api key,
+    version within the union of its request/response versions, and a client
+    id length that fits in the frame. Never raises."""
+    try:
+        if frame_size < 8 or len(prefix) < 8:
+            return False
+        api_key, api_version, _corr = _KEY_VERSION_CORR.unpack_from(prefix, 0)
+        span = _union_span(api_key)
+        if span is None or not span[0] <= api_version <= span[1]:
+            return False
+        if api_key == 7 and api_version == 0:  # ControlledShutdown v0: no client id
+            return True
+        if frame_size < 10:
+            return False
+        if len(prefix) >= 10:
+            (length,) = _HEAD.unpack_from(prefix, 8)
+            if length < -1 or length > frame_size - 10:
+                return False
+            shown = prefix[10:10 + max(length, 0)]
+            if any(byte < 0x20 or byte == 0x7F for byte in shown):
+                return False  # client ids are printable text
+        return True
+    except Exception:
+        return False
+
+
+def read_request_header(buf: bytes) -> tuple[RequestHeader, int, int, str | None]:
+    """Decode the header; returns (header, body offset, body version, assumed problem)."""
+    if len(buf) < 8:
+        raise DecodeError(0, "header", f"frame of {len(buf)} bytes is too short for a request header")
+    api_key, api_version, correlation_id = _KEY_VERSION_CORR.unpack_from(buf, 0)
+    try:
+        header_version, body_version, problem = request_layout(api_key, api_version)
+    except KeyError:
+        if api_key not in APIS:
+            raise DecodeError(0, "header.api_key", f"unknown api key {api_key}") from None
+        raise DecodeError(2, "header.api_version",
+                          f"{api_name(api_key)} request version {api_version} is not defined") from None
+    pos = 8
+    client_id = None
+    tags: list[tuple[int, bytes]] = []
+    end = len(buf)
+    try:
+        if header_version >= 1:
+            client_id, pos = prim.read_string(buf, pos, end)
+        if header_version >= 2:
+            tags, pos = prim.read_unknown_tags(buf, pos, end)
+    except DecodeError:
+        raise
+    except Exception as problem:
+        reason = "truncated" if isinstance(problem, (IndexError, __import__("struct").error)) else str(problem)
+        raise DecodeError(pos, "header.client_id" if header_version < 2 or pos == 8 else "header.tagged_fields",
+                          reason) from None
+    header = RequestHeader(api_key, api_version, correlation_id, client_id, tags, header_version)
+    return header, pos, body_version, problem
+
+
+def read_response_header(buf: bytes, header_version: int) -> tuple[ResponseHeader, int]:
+    if len(buf) < 4:
+        raise DecodeError(0, "header", f"frame of {len(buf)} bytes is too short for a response header")
+    (correlation_id,) = prim.INT32.unpack_from(buf, 0)
+    pos = 4
+    tags: list[tuple[int, bytes]] = []
+    if header_version >= 1:
+        try:
+            tags, pos = prim.read_unknown_tags(buf, pos, len(buf))
+        except DecodeError:
+            raise
+        except Exception as problem:
+            reason = "truncated" if isinstance(problem, IndexError) else str(problem)
+            raise DecodeError(pos, "header.tagged_fields", reason) from None
+    return ResponseHeader(correlation_id, tags, header_version), pos
+
+
+def write_request_header(header: RequestHeader, flexible: bool) -> bytes:
+    version = header_versions(header.api_key, header.api_version, flexible)[0]
+    out = bytearray(_KEY_VERSION_CORR.pack(header.api_key, header.api_version, header.correlation_id))
+    if version >= 1:
+        out += prim.len16(header.client_id)
+    if version >= 2:
+        out += prim.write_unknown_tags(header.tagged_fields)
+    return bytes(out)
