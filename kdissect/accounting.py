@@ -12,6 +12,11 @@ from typing import Any
 
 @dataclass(slots=True)
 class Accounting:
+    packets: int = 0  # packets read from the capture files
+    non_tcp_packets: int = 0  # packets that are not TCP over IP
+    undecodable_packets: int = 0  # damaged headers, unsupported link types, IP fragments
+    damaged_files: int = 0  # files with damage or a cut; the rest of such a file is not read
+    unread_file_bytes: int = 0  # file bytes after damage, not decoded
     segments: int = 0  # TCP segments fed to the dissector
     connections: int = 0  # TCP connections seen
     kafka_connections: int = 0  # classified as Kafka
@@ -50,6 +55,14 @@ class Accounting:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
+    def add_read_stats(self, stats: Any) -> None:
+        """Fold in the capture reader's counts (kdissect.capture.ReadStats)."""
+        self.packets += stats.packets
+        self.non_tcp_packets += stats.non_tcp
+        self.undecodable_packets += stats.undecodable + stats.ip_fragments
+        self.damaged_files += stats.damaged_files
+        self.unread_file_bytes += stats.unread_bytes
+
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
@@ -60,7 +73,15 @@ class Accounting:
 
     def summary_lines(self) -> list[str]:
         """A short human-readable summary, a few lines."""
-        lines = [
+        lines = []
+        if self.packets:
+            lines.append(
+                f"packets: {self.packets} read, {self.non_tcp_packets} not TCP, "
+                f"{self.undecodable_packets} undecodable"
+                + (f"; {self.damaged_files} damaged files ({self.unread_file_bytes} bytes unread)"
+                   if self.damaged_files else "")
+            )
+        lines += [
             f"connections: {self.kafka_connections} Kafka, {self.non_kafka_connections} other "
             f"({self.non_kafka_bytes} bytes ignored); {self.segments} segments",
             f"frames: {self.request_frames} requests, {self.response_frames} responses, "

@@ -1,0 +1,97 @@
+"""`kdissect show CAPTURE...`: one line per exchange, or decoded trees with -v."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import click
+
+from kdissect.commands.export import capture_options, print_accounting, run_analysis
+from kdissect.exchange import Exchange
+
+
+def _error_name(code: int) -> str:
+    from kdissect.protocol.errors import error_name
+
+    return error_name(code)
+
+
+def summary_line(ex: Exchange) -> str:
+    """Time, client -> broker, API vN, correlation id, latency, errors, throttle."""
+    ts = ex.request_ts if ex.request_ts is not None else ex.response_ts
+    when = (dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%H:%M:%S.%f")
+            if ts is not None else "?")
+    api = f"{ex.api_name} v{ex.api_version}" if ex.api_name is not None else "? (request not captured)"
+    parts = [when, f"{ex.client} -> {ex.broker}", api, f"corr={ex.correlation_id}"]
+    latency = ex.latency_ms
+    parts.append(f"{latency:.3f} ms" if latency is not None else "no response" if ex.response_ts is None else "-")
+    if ex.client_id:
+        parts.append(f"client_id={ex.client_id}")
+    if ex.error_codes or ex.error_code:
+        codes = sorted(set(ex.error_codes) | ({ex.error_code} if ex.error_code else set()))
+        parts.append("errors=" + ",".join(_error_name(c) for c in codes))
+    if ex.throttle_time_ms:
+        parts.append(f"throttle={ex.throttle_time_ms} ms")
+    if ex.status != "ok":
+        parts.append(f"[{ex.status}]")
+    if ex.problems:
+        parts.append("; ".join(ex.problems))
+    return "  ".join(parts)
+
+
+def _selected(ex: Exchange, apis: set[str], client_ids: set[str], errors_only: bool,
+              slower_than: float | None) -> bool:
+    if apis and not ({(ex.api_name or "").lower(), str(ex.api_key)} & apis):
+        return False
+    if client_ids and ex.client_id not in client_ids:
+        return False
+    if errors_only and not (ex.error_code or ex.error_codes):
+        return False
+    if slower_than is not None:
+        latency = ex.latency_ms
+        if latency is None or latency <= slower_than:
+            return False
+    return True
+
+
+def _tree(ex: Exchange, show_secrets: bool) -> str:
+    from kdissect.protocol.render import render_tree
+
+    lines = []
+    for label, message in (("request", ex.request), ("response", ex.response)):
+        if message is None:
+            continue
+        try:
+            text = render_tree(message, show_secrets=show_secrets)
+        except Exception as problem:  # a rendering bug must not hide the rest
+            text = f"(cannot render: {type(problem).__name__}: {problem})"
+        lines.append(f"  {label}:")
+        lines.extend("    " + line for line in text.splitlines())
+    return "\n".join(lines)
+
+
+@click.command("show")
+@capture_options
+@click.option("-v", "--verbose", is_flag=True, help="Print the decoded request and response trees.")
+@click.option("--show-secrets", is_flag=True, help="With -v: do not redact passwords, tokens and SASL bytes.")
+@click.option("--api", "apis", multiple=True, help="Only this API (name or key; repeatable).")
+@click.option("--client-id", "client_ids", multiple=True, help="Only this client id (repeatable).")
+@click.option("--errors", "errors_only", is_flag=True, help="Only exchanges with a non-zero error code.")
+@click.option("--slower-than", type=float, default=None, metavar="MS", help="Only exchanges slower than MS.")
+def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool, verbose: bool,
+            show_secrets: bool, apis: tuple[str, ...], client_ids: tuple[str, ...],
+            errors_only: bool, slower_than: float | None) -> None:
+    """One line per exchange (like tshark's summary); -v for decoded trees."""
+    analysis = run_analysis(captures, ports, no_detect, keep_messages=verbose)
+    api_set = {a.lower() for a in apis}
+    id_set = set(client_ids)
+    for ex in analysis:
+        if not _selected(ex, api_set, id_set, errors_only, slower_than):
+            continue
+        click.echo(summary_line(ex))
+        if verbose:
+            tree = _tree(ex, show_secrets)
+            if tree:
+                click.echo(tree)
+    print_accounting(analysis)

@@ -1,0 +1,30 @@
+"""`kdissect stats CAPTURE...`: latency, error, throttle and no-response tables."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from kdissect.commands.export import capture_options, run_analysis
+
+
+@click.command("stats")
+@capture_options
+@click.option("--json", "as_json", is_flag=True, help="Print the tables as one JSON object.")
+def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool, as_json: bool) -> None:
+    """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
+    from kdissect.report import Summary
+
+    # per-partition errors need the decoded response bodies
+    analysis = run_analysis(captures, ports, no_detect, keep_messages=True)
+    summary = Summary()
+    for ex in analysis:
+        summary.add(ex)
+        ex.request = ex.response = None  # keep memory bounded
+    if as_json:
+        payload = summary.to_dict()
+        payload["accounting"] = analysis.accounting.to_dict()
+        click.echo(json.dumps(payload, indent=2, default=str, allow_nan=True))
+    else:
+        click.echo(summary.render(analysis.accounting), nl=False)

@@ -1,0 +1,125 @@
+"""Writers for the exchange table: JSONL, CSV, Parquet, all from `exchange.COLUMNS`.
+
+`open_writer(path)` picks the format from the file extension ("-" or None means
+JSONL on stdout). Each writer takes rows (dicts from `Exchange.to_row`) one at
+a time, so exports stream in bounded memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from kdissect.exchange import COLUMN_NAMES, LIST_COLUMNS, SCHEMA
+from kdissect.failures import InputError
+
+FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+
+
+def format_for(path: str | None) -> str:
+    if path is None or path == "-":
+        return "jsonl"
+    suffix = Path(path).suffix.lower()
+    if path == "/dev/null":
+        return "jsonl"
+    try:
+        return FORMATS[suffix]
+    except KeyError:
+        raise InputError(
+            f"cannot tell the output format of {path!r}: use .jsonl, .csv or .parquet"
+        ) from None
+
+
+class JsonlWriter:
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
+                                        allow_nan=False).encode
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._stream.write(self._encode(row))
+        self._stream.write("\n")
+
+    def close(self) -> None:
+        self._stream.flush()
+
+
+class CsvWriter:
+    """Nulls are empty cells; list columns are JSON text."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._writer = csv.writer(stream, lineterminator="\n")
+        self._writer.writerow(COLUMN_NAMES)
+        self._list_positions = [i for i, name in enumerate(COLUMN_NAMES) if name in LIST_COLUMNS]
+
+    def write(self, row: dict[str, Any]) -> None:
+        values = list(row.values())
+        for i in self._list_positions:
+            if values[i] is not None:
+                values[i] = json.dumps(values[i], ensure_ascii=False, separators=(",", ":"))
+        self._writer.writerow(values)
+
+    def close(self) -> None:
+        self._stream.flush()
+
+
+class ParquetWriter:
+    """Buffers rows and writes row groups of `batch_rows`."""
+
+    def __init__(self, path: str, batch_rows: int = 65536) -> None:
+        import pyarrow.parquet as pq
+
+        self._writer = pq.ParquetWriter(path, SCHEMA)
+        self._rows: list[dict[str, Any]] = []
+        self._batch_rows = batch_rows
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._rows.append(row)
+        if len(self._rows) >= self._batch_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self._rows:
+            self._writer.write_table(pa.Table.from_pylist(self._rows, schema=SCHEMA))
+            self._rows = []
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+
+
+class _Owned:
+    """A writer plus the file it opened (closed together)."""
+
+    def __init__(self, writer: Any, handle: IO[str] | None) -> None:
+        self._writer = writer
+        self._handle = handle
+        self.write = writer.write
+
+    def close(self) -> None:
+        self._writer.close()
+        if self._handle is not None:
+            self._handle.close()
+
+
+def open_writer(path: str | None, stdout: IO[str] | None = None) -> _Owned:
+    """A writer with `write(row)` and `close()` for `path` (None/"-" = stdout JSONL)."""
+    kind = format_for(path)
+    if path is None or path == "-":
+        return _Owned(JsonlWriter(stdout or sys.stdout), None)
+    try:
+        if kind == "parquet":
+            return _Owned(ParquetWriter(path), None)
+        handle = open(path, "w", encoding="utf-8", newline="" if kind == "csv" else None,
+                      buffering=io.DEFAULT_BUFFER_SIZE * 16)
+    except OSError as problem:
+        raise InputError(f"cannot write {path}: {problem.strerror or problem}") from None
+    writer = CsvWriter(handle) if kind == "csv" else JsonlWriter(handle)
+    return _Owned(writer, handle)

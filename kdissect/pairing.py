@@ -1,0 +1,371 @@
+"""Pair the request and response frames of one connection into Exchanges.
+
+Requests wait in a map keyed by correlation id (not by order: clients pipeline
+requests and brokers may answer some out of order). A response is decoded with
+the api key and version of its request. Produce with acks=0 expects no
+response and is emitted at once; requests still waiting when the connection
+closes (or the capture ends) are emitted as `no_response`; responses with no
+waiting request are `orphan_response` rows whose api is unknown.
+
+After a SaslHandshake v0 exchange the connection carries raw SASL tokens
+(size-prefixed, no Kafka header) until the client speaks Kafka again; those
+frames are counted, not decoded.
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+from typing import Any, Sequence
+
+from kdissect import protocol
+from kdissect.accounting import Accounting
+from kdissect.exchange import (
+    MALFORMED,
+    NO_RESPONSE,
+    OK,
+    ORPHAN_RESPONSE,
+    TRUNCATED,
+    Exchange,
+)
+from kdissect.framing import Frame
+
+# protocol functions, bound on first use (the protocol package loads lazily)
+_decode_request: Any = None
+_decode_response: Any = None
+_DecodeError: Any = Exception
+_peek_request_header: Any = None
+_looks_like_request: Any = None
+_api_name: Any = None
+_summarize_response: Any = None
+
+
+def _bind_protocol() -> None:
+    global _decode_request, _decode_response, _DecodeError, _peek_request_header
+    global _looks_like_request, _api_name, _summarize_response
+    if _decode_request is not None:
+        return
+    from kdissect.protocol.summary import summarize_response
+
+    _decode_response = protocol.decode_response
+    _DecodeError = protocol.DecodeError
+    _peek_request_header = protocol.peek_request_header
+    _looks_like_request = protocol.looks_like_request
+    _api_name = protocol.api_name
+    _summarize_response = summarize_response
+    _decode_request = protocol.decode_request
+
+_INT16 = Struct(">h")
+_INT32 = Struct(">i")
+
+# Status precedence: a worse status is never overwritten by a better one.
+_RANK = {OK: 0, NO_RESPONSE: 1, ORPHAN_RESPONSE: 1, TRUNCATED: 2, MALFORMED: 3}
+
+_PRODUCE = 0
+_MAX_UNANSWERED = 64  # acks=0 requests held per connection
+_FETCH = 1
+_SHARE_FETCH = 78
+
+try:
+    from kdissect.records import exchange_columns as _record_columns
+except ImportError:  # pragma: no cover - records package missing
+    _record_columns = None
+
+
+def _worsen(exchange: Exchange, status: str) -> None:
+    if _RANK[status] > _RANK[exchange.status]:
+        exchange.status = status
+
+
+def _decode_error_text(side: str, error: Exception) -> str:
+    offset = getattr(error, "offset", None)
+    path = getattr(error, "path", None)
+    where = []
+    if offset is not None:
+        where.append(f"offset {offset}")
+    if path:
+        where.append(f"at {path}")
+    detail = str(error) or type(error).__name__
+    return f"{side} malformed: {detail}" + (f" ({', '.join(where)})" if where else "")
+
+
+def header_client_id(prefix: bytes, api_key: int, api_version: int) -> str | None:
+    """The client id from the captured start of a request header, if present."""
+    if api_key == 7 and api_version == 0:  # ControlledShutdown v0: no client id
+        return None
+    if len(prefix) < 10:
+        return None
+    length = _INT16.unpack_from(prefix, 8)[0]
+    if length < 0 or 10 + length > len(prefix):
+        return None
+    return prefix[10 : 10 + length].decode("utf-8", "replace")
+
+
+def _add_records(ex: Exchange, columns: dict) -> None:
+    if not columns:
+        return
+    ex.records = columns.get("records")
+    ex.record_bytes = columns.get("record_bytes")
+    ex.codecs = columns.get("codecs")
+    for text in columns.get("record_problems") or ():
+        ex.add_problem(text)
+
+
+class Pairer:
+    """Request/response pairing for one Kafka connection."""
+
+    __slots__ = (
+        "accounting", "capture_names", "stream", "client", "broker", "stream_key",
+        "keep_messages", "pending", "raw_sasl", "client_raw", "server_raw",
+        "_sasl_cid", "unanswered",
+    )
+
+    def __init__(
+        self,
+        accounting: Accounting,
+        capture_names: Sequence[str],
+        stream: int,
+        client: str,
+        broker: str,
+        stream_key: tuple[int, int],
+        keep_messages: bool = True,
+    ) -> None:
+        _bind_protocol()
+        self.accounting = accounting
+        self.capture_names = capture_names
+        self.stream = stream
+        self.client = client
+        self.broker = broker
+        self.stream_key = stream_key
+        self.keep_messages = keep_messages
+        self.pending: dict[int, Exchange] = {}
+        # requests that expect no response (Produce acks=0), held briefly in case
+        # the broker answers anyway (some do); emitted when a later response
+        # shows none is coming, when too many wait, or at the end
+        self.unanswered: dict[int, Exchange] = {}
+        self.client_raw = False  # client side is sending raw SASL tokens
+        self.server_raw = False
+        self._sasl_cid: int | None = None  # correlation id of a pending SaslHandshake v0
+
+    # -- helpers -------------------------------------------------------------
+
+    def _capture(self, index: int) -> str | None:
+        if 0 <= index < len(self.capture_names):
+            return self.capture_names[index]
+        return None
+
+    def _new(self) -> Exchange:
+        return Exchange(stream=self.stream, client=self.client, broker=self.broker,
+                        stream_key=self.stream_key)
+
+    def _emit(self, exchange: Exchange, out: list[Exchange]) -> None:
+        acc = self.accounting
+        acc.exchanges += 1
+        status = exchange.status
+        if status == OK:
+            acc.ok += 1
+        elif status == NO_RESPONSE:
+            acc.no_response += 1
+        elif status == ORPHAN_RESPONSE:
+            acc.orphan_responses += 1
+        elif status == MALFORMED:
+            acc.malformed += 1
+        else:
+            acc.truncated += 1
+        out.append(exchange)
+
+    # -- requests ------------------------------------------------------------
+
+    def on_request(self, frame: Frame, out: list[Exchange]) -> None:
+        acc = self.accounting
+        data = frame.data
+        if self.client_raw:
+            if frame.complete and _looks_like_request(data[:64], frame.size):
+                self.client_raw = False  # authentication over: Kafka again
+            else:
+                acc.raw_sasl_frames += 1
+                return
+        ex = self._new()
+        ex.capture = self._capture(frame.capture_index)
+        ex.request_capture_index = frame.capture_index
+        ex.request_ts = frame.ts
+        ex.request_frame = frame.frame_number
+        ex.request_bytes = frame.size
+        if not frame.complete:
+            acc.truncated_frames += 1
+            header = _peek_request_header(data)
+            if header is None:
+                # not even the header survived: count it, nothing to pair
+                ex.status = TRUNCATED
+                ex.add_problem(f"request truncated ({frame.missing}): header not captured")
+                self._emit(ex, out)
+                return
+            ex.api_key, ex.api_version, ex.correlation_id = header
+            ex.api_name = _api_name(ex.api_key)
+            ex.client_id = header_client_id(data, ex.api_key, ex.api_version)
+            ex.status = TRUNCATED
+            ex.add_problem(
+                f"request truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured"
+            )
+            self._wait(ex, out)
+            return
+        acc.request_frames += 1
+        try:
+            request = _decode_request(data)
+        except _DecodeError as error:
+            acc.malformed_frames += 1
+            ex.status = MALFORMED
+            ex.add_problem(_decode_error_text("request", error))
+            header = _peek_request_header(data)
+            if header is None:
+                self._emit(ex, out)
+                return
+            ex.api_key, ex.api_version, ex.correlation_id = header
+            ex.api_name = _api_name(ex.api_key)
+            ex.client_id = header_client_id(data, ex.api_key, ex.api_version)
+            self._wait(ex, out)
+            return
+        acc.decoded_frames += 1
+        h = request.header
+        ex.api_key = api_key = h.api_key
+        ex.api_version = h.api_version
+        ex.correlation_id = h.correlation_id
+        ex.api_name = _api_name(api_key)
+        ex.client_id = h.client_id
+        if self.keep_messages:
+            ex.request = request
+        if api_key == _PRODUCE and _record_columns is not None:
+            _add_records(ex, _record_columns(api_key, ex.api_version, request.body, None))
+        if not request.expects_response:
+            ex.expects_response = False
+            acc.acks0_requests += 1
+            unanswered = self.unanswered
+            earlier = unanswered.pop(h.correlation_id, None)
+            if earlier is not None:
+                self._emit(earlier, out)
+            unanswered[h.correlation_id] = ex
+            if len(unanswered) > _MAX_UNANSWERED:
+                self._emit(unanswered.pop(next(iter(unanswered))), out)
+            return
+        if request.starts_raw_sasl:
+            self._sasl_cid = h.correlation_id
+        self._wait(ex, out)
+
+    def _wait(self, ex: Exchange, out: list[Exchange]) -> None:
+        cid = ex.correlation_id
+        earlier = self.pending.pop(cid, None)
+        if earlier is not None:
+            # a client reused a correlation id before the answer came
+            _worsen(earlier, NO_RESPONSE)
+            earlier.add_problem("correlation id reused by a later request before any response")
+            self._emit(earlier, out)
+        self.pending[cid] = ex
+
+    # -- responses -----------------------------------------------------------
+
+    def expects(self, correlation_id: int) -> bool:
+        return correlation_id in self.pending or correlation_id in self.unanswered
+
+    def on_response(self, frame: Frame, out: list[Exchange]) -> None:
+        acc = self.accounting
+        data = frame.data
+        if self.server_raw:
+            if (not self.client_raw and frame.complete and len(data) >= 4
+                    and _INT32.unpack_from(data, 0)[0] in self.pending):
+                self.server_raw = False
+            else:
+                acc.raw_sasl_frames += 1
+                return
+        if len(data) < 4:
+            if frame.complete:
+                acc.response_frames += 1
+                acc.malformed_frames += 1
+            else:
+                acc.truncated_frames += 1
+            acc.unreadable_responses += 1
+            return
+        cid = _INT32.unpack_from(data, 0)[0]
+        ex = self.pending.pop(cid, None)
+        if self.unanswered:
+            if ex is None and cid in self.unanswered:
+                ex = self.unanswered.pop(cid)
+                ex.add_problem("response to a request that asked for none (acks=0)")
+            self._release_unanswered_before(cid, out)
+        if ex is None:
+            ex = self._new()
+            ex.capture = self._capture(frame.capture_index)
+            ex.correlation_id = cid
+            ex.status = ORPHAN_RESPONSE
+            ex.add_problem("request not in capture")
+            self._fill_response_timing(ex, frame)
+            if frame.complete:
+                acc.response_frames += 1
+            else:
+                acc.truncated_frames += 1
+                ex.add_problem(f"response truncated ({frame.missing})")
+            self._emit(ex, out)
+            return
+        self._fill_response_timing(ex, frame)
+        if not frame.complete:
+            acc.truncated_frames += 1
+            _worsen(ex, TRUNCATED)
+            ex.add_problem(
+                f"response truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured"
+            )
+            self._emit(ex, out)
+            return
+        acc.response_frames += 1
+        try:
+            response = _decode_response(data, ex.api_key, ex.api_version)
+            summary = _summarize_response(ex.api_key, ex.api_version, response.body)
+        except _DecodeError as error:
+            acc.malformed_frames += 1
+            _worsen(ex, MALFORMED)
+            ex.add_problem(_decode_error_text("response", error))
+            self._emit(ex, out)
+            return
+        acc.decoded_frames += 1
+        if self.keep_messages:
+            ex.response = response
+        if ex.api_key in (_FETCH, _SHARE_FETCH) and _record_columns is not None:
+            _add_records(ex, _record_columns(ex.api_key, ex.api_version, None, response.body))
+        ex.throttle_time_ms = summary.throttle_time_ms
+        ex.error_code = summary.error_code
+        ex.error_codes = list(summary.error_codes)
+        assumed = response.assumed_version
+        if assumed:
+            ex.add_problem(assumed)
+        if cid == self._sasl_cid:
+            self._sasl_cid = None
+            if not summary.error_code:
+                # SaslHandshake v0 succeeded: raw tokens follow on both sides
+                self.client_raw = self.server_raw = True
+        self._emit(ex, out)
+
+    def _release_unanswered_before(self, cid: int, out: list[Exchange]) -> None:
+        """A response to `cid` came: earlier acks=0 requests will not get one."""
+        for waiting in [c for c in self.unanswered if c < cid]:
+            self._emit(self.unanswered.pop(waiting), out)
+
+    def _fill_response_timing(self, ex: Exchange, frame: Frame) -> None:
+        ex.response_ts = frame.ts
+        ex.response_frame = frame.frame_number
+        ex.response_bytes = frame.size
+        ex.response_capture_index = frame.capture_index
+
+    # -- losses and the end --------------------------------------------------
+
+    def note_response_gap(self) -> None:
+        """Server bytes were lost: a waiting request's response may be among them."""
+        for ex in self.pending.values():
+            ex.add_problem("bytes lost in the response stream while waiting")
+
+    def flush(self, reason: str, out: list[Exchange]) -> None:
+        """Emit every waiting request (connection closed or capture ended)."""
+        for ex in self.pending.values():
+            _worsen(ex, NO_RESPONSE)
+            ex.add_problem(f"no response before {reason}")
+            self._emit(ex, out)
+        self.pending.clear()
+        for ex in self.unanswered.values():
+            self._emit(ex, out)
+        self.unanswered.clear()

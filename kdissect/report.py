@@ -1,0 +1,171 @@
+"""Summaries of an exchange stream: latency percentiles, errors, throttling.
+
+`Summary.add(exchange)` one at a time (memory: one float per answered
+exchange for the percentiles), then `render(accounting)` for text or
+`to_dict()` for machines. Percentiles interpolate linearly between the closest
+ranks (numpy's default method).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Any, Iterable
+
+from kdissect.exchange import NO_RESPONSE, Exchange
+
+try:  # per-partition errors need the decoded response body
+    from kdissect.protocol.errors import error_name
+except ImportError:  # pragma: no cover - protocol package incomplete
+    def error_name(code: int) -> str:
+        return f"UNKNOWN_{code}"
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """q in [0, 100] of an ascending list, linear interpolation between ranks."""
+    if not sorted_values:
+        return math.nan
+    position = (len(sorted_values) - 1) * q / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    fraction = position - low
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+
+
+def latency_row(values: list[float]) -> dict[str, float | int]:
+    values.sort()
+    return {
+        "count": len(values),
+        "p50": percentile(values, 50),
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+        "max": values[-1] if values else math.nan,
+    }
+
+
+class Summary:
+    def __init__(self) -> None:
+        self.by_api: dict[tuple[str, int | None], list[float]] = defaultdict(list)
+        self.by_client: dict[str, list[float]] = defaultdict(list)
+        self.by_broker: dict[str, list[float]] = defaultdict(list)
+        self.statuses: Counter[str] = Counter()
+        self.top_errors: Counter[str] = Counter()  # exchanges per top-level error name
+        self.any_errors: Counter[str] = Counter()  # exchanges with this code anywhere
+        self.partition_errors: Counter[tuple[str, int, str]] = Counter()
+        self.throttled: Counter[str] = Counter()  # exchanges with throttle > 0, per broker
+        self.throttle_ms: dict[str, list[int]] = defaultdict(list)
+        self.no_response: Counter[str] = Counter()
+        self.exchanges = 0
+
+    def add(self, ex: Exchange) -> None:
+        self.exchanges += 1
+        self.statuses[ex.status] += 1
+        api = ex.api_name or "unknown"
+        latency = ex.latency_ms
+        if latency is not None and ex.api_key is not None:
+            self.by_api[(api, ex.api_version)].append(latency)
+            self.by_client[ex.client_id if ex.client_id is not None else "(none)"].append(latency)
+            self.by_broker[ex.broker or "?"].append(latency)
+        if ex.status == NO_RESPONSE:
+            self.no_response[f"{api} v{ex.api_version}" if ex.api_version is not None else api] += 1
+        if ex.error_code:
+            self.top_errors[error_name(ex.error_code)] += 1
+        for code in ex.error_codes:
+            self.any_errors[error_name(code)] += 1
+        if ex.throttle_time_ms is not None:
+            broker = ex.broker or "?"
+            if ex.throttle_time_ms > 0:
+                self.throttled[broker] += 1
+                self.throttle_ms[broker].append(ex.throttle_time_ms)
+        if ex.response is not None and ex.api_key is not None:
+            for topic, partition, code in _partition_errors(ex):
+                self.partition_errors[(str(topic), partition, error_name(code))] += 1
+
+    def add_all(self, exchanges: Iterable[Exchange]) -> None:
+        for ex in exchanges:
+            self.add(ex)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exchanges": self.exchanges,
+            "statuses": dict(self.statuses),
+            "latency_by_api": [
+                {"api": api, "version": version, **latency_row(values)}
+                for (api, version), values in sorted(self.by_api.items(), key=_api_order)
+            ],
+            "latency_by_client": [{"client_id": k, **latency_row(v)} for k, v in sorted(self.by_client.items())],
+            "latency_by_broker": [{"broker": k, **latency_row(v)} for k, v in sorted(self.by_broker.items())],
+            "top_level_errors": dict(self.top_errors.most_common()),
+            "errors_anywhere": dict(self.any_errors.most_common()),
+            "partition_errors": [
+                {"topic": t, "partition": p, "error": e, "count": n}
+                for (t, p, e), n in self.partition_errors.most_common()
+            ],
+            "throttle": [
+                {"broker": b, "throttled": self.throttled[b], "max_ms": max(v), "total_ms": sum(v)}
+                for b, v in sorted(self.throttle_ms.items())
+            ],
+            "no_response": dict(self.no_response.most_common()),
+        }
+
+    def render(self, accounting: Any = None) -> str:
+        d = self.to_dict()
+        parts: list[str] = [f"exchanges: {self.exchanges} "
+                            + "(" + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) + ")"]
+        lat_cols = ["count", "p50", "p90", "p99", "max"]
+        parts.append(_table("latency (ms) by API", ["api", "version"] + lat_cols,
+                            [[r["api"], r["version"]] + [r[c] for c in lat_cols] for r in d["latency_by_api"]]))
+        parts.append(_table("latency (ms) by client id", ["client_id"] + lat_cols,
+                            [[r["client_id"]] + [r[c] for c in lat_cols] for r in d["latency_by_client"]]))
+        parts.append(_table("latency (ms) by broker", ["broker"] + lat_cols,
+                            [[r["broker"]] + [r[c] for c in lat_cols] for r in d["latency_by_broker"]]))
+        names = sorted(set(self.top_errors) | set(self.any_errors),
+                       key=lambda n: (-self.any_errors.get(n, 0), n))
+        parts.append(_table("error codes", ["error", "top_level", "anywhere"],
+                            [[n, self.top_errors.get(n, 0), self.any_errors.get(n, 0)] for n in names]))
+        parts.append(_table("per-partition errors", ["topic", "partition", "error", "count"],
+                            [[r["topic"], r["partition"], r["error"], r["count"]] for r in d["partition_errors"]]))
+        parts.append(_table("throttling", ["broker", "throttled", "max_ms", "total_ms"],
+                            [[r["broker"], r["throttled"], r["max_ms"], r["total_ms"]] for r in d["throttle"]]))
+        parts.append(_table("without response", ["api", "count"], [[k, v] for k, v in d["no_response"].items()]))
+        if accounting is not None:
+            parts.append("accounting\n" + "\n".join("  " + line for line in accounting.summary_lines()))
+        return "\n\n".join(parts) + "\n"
+
+
+def _partition_errors(ex: Exchange) -> list[tuple[Any, int, int]]:
+    try:
+        from kdissect.protocol.summary import partition_errors
+
+        return list(partition_errors(ex.api_key, ex.api_version, ex.response.body))
+    except Exception:  # a summary problem must not stop a report
+        return []
+
+
+def _api_order(item: tuple[tuple[str, int | None], list[float]]) -> tuple[str, int]:
+    (api, version), _ = item
+    return (api, -1 if version is None else version)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "-" if math.isnan(value) else f"{value:.3f}"
+    return "-" if value is None else str(value)
+
+
+def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
+    if not rows:
+        return f"{title}\n  (none)"
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
+    numeric = [all(_is_number(r[i]) for r in rows) for i in range(len(header))]
+
+    def line(values: list[str]) -> str:
+        return "  " + "  ".join(v.rjust(w) if num else v.ljust(w)
+                                for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    return "\n".join([title, line(header), *(line(r) for r in cells)])
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
