@@ -15,6 +15,9 @@ buffer, and declared a gap when
     cannot explain it),
   * the direction's held bytes exceed `max_buffered_bytes`,
   * or the connection closes (RST, port reuse, end of capture).
+A RST closes its connection after `reorder_tolerance` more segments of that
+connection (or 1024+ segments of the run), so data the capture shows just
+after the RST is still delivered.
 Decisions depend only on the connection's own segments, so feeding one
 connection's segments alone (as the Spark job does) gives the same chunks as
 feeding the whole capture.
@@ -27,6 +30,7 @@ absorbs their stray last ACKs without opening phantom connections.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from dataclasses import dataclass, field
 
 from kdissect.packet import ACK, FIN, RST, SYN, TcpSegment
@@ -84,6 +88,7 @@ class TcpConnection:
         "last_ts",
         "last_frame",
         "keys",
+        "closing",
     )
 
     def __init__(self, conn_id: int, initiator: tuple[str, int], responder: tuple[str, int], seg: TcpSegment, saw_syn: bool):
@@ -97,6 +102,7 @@ class TcpConnection:
         self.halves = (_Half(), _Half())
         self.last_ts = seg.ts
         self.last_frame = (seg.capture_index, seg.frame_number)
+        self.closing: int | None = None  # segment count at the RST, while reordered stragglers may come
         self.keys = (
             (initiator[0], initiator[1], responder[0], responder[1]),
             (responder[0], responder[1], initiator[0], initiator[1]),
@@ -164,6 +170,11 @@ class Reassembler:
         self._recently_closed: dict[tuple[str, int, str, int], float] = {}  # key -> close time
         self._next_id = 0
         self._arrivals = 0
+        # Reset connections waiting out their straggler window: (deadline in
+        # segments of the whole run, conn). The per-connection bound decides
+        # when fed one connection alone; this one bounds memory in a full run.
+        self._closing: deque[tuple[int, TcpConnection]] = deque()
+        self._rst_global_grace = max(1024, 8 * reorder_tolerance)
 
     @property
     def open_connections(self) -> list[TcpConnection]:
@@ -195,7 +206,8 @@ class Reassembler:
                 return events
             conn = self._open(seg, events)
         elif flags & SYN and not flags & ACK and self._is_new_syn(conn, seg):
-            self._close(conn, "port-reuse", events, seg)
+            self._close(conn, "rst" if conn.closing is not None else "port-reuse", events, seg)
+            self._forget_tombstone(key)
             conn = self._open(seg, events)
 
         conn.segments += 1
@@ -213,6 +225,8 @@ class Reassembler:
             start = (start + 1) & _MASK
             if half.syn_seq is None:
                 half.syn_seq = seg.seq
+                if direction == 0 and not flags & ACK:
+                    conn.saw_syn = True  # a SYN the capture showed late
             if half.base is None:
                 half.base = start
         plen = seg.payload_len
@@ -231,8 +245,15 @@ class Reassembler:
             if acked > peer.acked:
                 peer.acked = acked
 
-        if flags & RST:
-            self._close(conn, "rst", events, seg)
+        if flags & RST and conn.closing is None:
+            # Close a little later: a capture may show the RST before data
+            # segments that preceded it.
+            conn.closing = conn.segments
+            self._closing.append((self.stats.segments + self._rst_global_grace, conn))
+        if conn.closing is not None:
+            if conn.segments - conn.closing >= self.reorder_tolerance:
+                self._close(conn, "rst", events, seg)
+            self._close_due(events, seg)
             return events
         for d in (0, 1):
             h = conn.halves[d]
@@ -246,13 +267,24 @@ class Reassembler:
                 h.deadline = None
         if half.fin is not None and peer.fin is not None and half.next >= half.fin and peer.next >= peer.fin:
             self._close(conn, "fin", events, seg)
+        if self._closing:
+            self._close_due(events, seg)
         return events
+
+    def _close_due(self, events: list[Event], seg: TcpSegment) -> None:
+        """Close reset connections whose straggler window has passed."""
+        closing = self._closing
+        while closing and (closing[0][1].closed or closing[0][0] <= self.stats.segments):
+            _, conn = closing.popleft()
+            if not conn.closed:
+                self._close(conn, "rst", events, seg)
 
     def finish(self) -> list[Event]:
         """Flush held data (as gaps where holes remain) and close every open connection."""
         events: list[Event] = []
         for conn in self.open_connections:
-            self._close(conn, "end-of-capture", events, None)
+            self._close(conn, "rst" if conn.closing is not None else "end-of-capture", events, None)
+        self._closing.clear()
         return events
 
     # -- connections ------------------------------------------------------------
@@ -275,15 +307,19 @@ class Reassembler:
 
     @staticmethod
     def _is_new_syn(conn: TcpConnection, seg: TcpSegment) -> bool:
-        """A SYN on a known 4-tuple: a retransmission of this connection's SYN,
-        or a new connection reusing the ports?"""
+        """A SYN on a known 4-tuple: this connection's SYN (retransmitted, or
+        late because the capture reordered it), or a new connection reusing
+        the ports?"""
         direction = 0 if (seg.src, seg.sport) == conn.initiator else 1
         half = conn.halves[direction]
         if half.syn_seq is not None:
             return seg.seq != half.syn_seq
         if half.base is not None:
             return (seg.seq + 1 - half.base) & _MASK != 0
-        return conn.halves[1 - direction].base is not None or half.next > 0
+        # This side has sent nothing with a sequence number yet: a late SYN
+        # unless the other side is already past its handshake data.
+        peer = conn.halves[1 - direction]
+        return peer.next > 0 or bool(peer.pending) or conn.closing is not None
 
     def _close(self, conn: TcpConnection, reason: str, events: list[Event], seg: TcpSegment | None) -> None:
         for direction in (0, 1):

@@ -310,3 +310,25 @@ def _main(manifest: str, seed: str, *ports: str) -> None:
 if __name__ == "__main__":
     _main(*sys.argv[1:])
     os._exit(0)
+
+
+def compare_with_tshark(path: Path) -> tuple[int, list[str]]:
+    """Read `path` with kdissect and with tshark; return (frames compared,
+    descriptions of frames that differ)."""
+    from kdissect.capture import read_segments
+
+    ours = {(s.capture_index, s.frame_number): s for s in read_segments([path])}
+    theirs = tshark_segments(path)
+    problems = []
+    if len(ours) != len(theirs):
+        problems.append(f"{len(ours)} TCP segments read, tshark has {len(theirs)}")
+    for t in theirs:
+        s = ours.get((0, t["frame"]))
+        if s is None:
+            problems.append(f"frame {t['frame']}: missing")
+            continue
+        mine = (s.src, s.sport, s.dst, s.dport, s.seq, s.ack, s.flags, s.payload_len)
+        ref = (t["src"], t["sport"], t["dst"], t["dport"], t["seq"], t["ack"], t["flags"], t["len"])
+        if mine != ref or abs(s.ts - t["ts"]) > 1e-6:
+            problems.append(f"frame {t['frame']}: {mine} {s.ts!r} != tshark {ref} {t['ts']!r}")
+    return len(theirs), problems
