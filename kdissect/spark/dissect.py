@@ -1,0 +1,175 @@
+"""Executor side of the shuffle: one connection's segments -> exchange rows.
+
+Input batches arrive sorted by 4-tuple and then by (capture_index,
+frame_number), so all segments of one 4-tuple are consecutive and in capture
+order. Each 4-tuple gets a fresh `Dissector` (the single-process one), so a
+task holds one connection's state at a time.
+
+Output rows (OUTPUT_SCHEMA) are of three kinds:
+  EXCHANGE    an exchange row (stream still local to its 4-tuple) with its
+              connection's classification key and its per-partition errors;
+  CONNECTION  one per connection classified as Kafka, with that key, so the
+              driver can number streams exactly as the CLI does, even for
+              connections without exchanges;
+  ACCOUNTING  one per task: the summed `Accounting` as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+
+from kdissect.accounting import Accounting
+from kdissect.exchange import COLUMNS, Exchange
+from kdissect.pipeline import Dissector
+from kdissect.spark.segments import row_segment
+
+EXCHANGE, CONNECTION, ACCOUNTING = 0, 1, 2
+
+PARTITION_ERROR_TYPE = pa.struct(
+    [("topic", pa.string()), ("partition", pa.int32()), ("error_code", pa.int16()), ("error_name", pa.string())]
+)
+OUTPUT_COLUMNS: list[tuple[str, pa.DataType]] = [
+    ("kind", pa.int8()),
+    *COLUMNS,
+    ("stream_capture_index", pa.int32()),  # where the connection was classified as Kafka
+    ("stream_frame_number", pa.int64()),
+    ("ordinal", pa.int64()),  # emission order of the exchange within its 4-tuple
+    ("partition_errors", pa.list_(PARTITION_ERROR_TYPE)),
+    ("accounting", pa.string()),
+]
+OUTPUT_SCHEMA = pa.schema(OUTPUT_COLUMNS)
+_EXCHANGE_NAMES = [name for name, _ in COLUMNS]
+
+BATCH_ROWS = 2048
+
+
+class _KeyRecordingDissector(Dissector):
+    """A Dissector that also lists the classification key of every connection it classified.
+
+    Adapter: the pipeline keeps the key only on exchanges (`stream_key`);
+    connections without exchanges need it too for exact stream numbering.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.classified: list[tuple[int, int]] = []
+
+    def _classify(self, state: Any, client_dir: int, key: tuple[int, int]) -> None:  # type: ignore[override]
+        super()._classify(state, client_dir, key)
+        self.classified.append(tuple(key))
+
+
+def _partition_errors(exchange: Exchange) -> list[dict[str, Any]] | None:
+    response = exchange.response
+    if response is None or exchange.api_key is None:
+        return None
+    from kdissect.protocol.errors import error_name
+    from kdissect.protocol.summary import partition_errors
+
+    body = getattr(response, "body", None)
+    if body is None:
+        return None
+    rows = []
+    for topic, partition, code in partition_errors(exchange.api_key, exchange.api_version, body):
+        rows.append({"topic": None if topic is None else str(topic), "partition": partition,
+                     "error_code": code, "error_name": error_name(code)})
+    return rows
+
+
+class _Output:
+    """Collects output rows column-wise and cuts them into Arrow batches."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list[Any]] = {name: [] for name, _ in OUTPUT_COLUMNS}
+        self.size = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        for name, values in self.columns.items():
+            values.append(row.get(name))
+        self.size += 1
+
+    def batch(self) -> pa.RecordBatch:
+        arrays = [pa.array(self.columns[name], type=kind) for name, kind in OUTPUT_COLUMNS]
+        for values in self.columns.values():
+            values.clear()
+        self.size = 0
+        return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
+
+
+class ConnectionRunner:
+    """Feeds consecutive rows of one 4-tuple at a time to a fresh Dissector."""
+
+    def __init__(self, ports: Sequence[int], detect: bool, capture_names: Sequence[str]) -> None:
+        self.ports = list(ports)
+        self.detect = detect
+        self.capture_names = list(capture_names)
+        self.accounting = Accounting()
+        self.partition_error_failures = 0
+        self.output = _Output()
+        self._dissector: _KeyRecordingDissector | None = None
+        self._ordinal = 0
+
+    def _start(self) -> None:
+        self._dissector = _KeyRecordingDissector(
+            ports=self.ports, detect=self.detect, capture_names=self.capture_names, keep_messages=True
+        )
+        self._ordinal = 0
+
+    def _emit(self, exchanges: Iterable[Exchange]) -> None:
+        for exchange in exchanges:
+            row = exchange.to_row()
+            row["kind"] = EXCHANGE
+            key = exchange.stream_key
+            row["stream_capture_index"], row["stream_frame_number"] = key if key is not None else (None, None)
+            row["ordinal"] = self._ordinal
+            self._ordinal += 1
+            try:
+                row["partition_errors"] = _partition_errors(exchange)
+            except Exception:  # a summary problem must not lose the exchange; counted
+                self.partition_error_failures += 1
+            self.output.add(row)
+            # decoded messages are not needed any more
+            exchange.request = exchange.response = None
+
+    def finish_connection(self) -> None:
+        dissector = self._dissector
+        if dissector is None:
+            return
+        self._emit(dissector.finish())
+        for capture_index, frame_number in dissector.classified:
+            self.output.add({"kind": CONNECTION, "stream_capture_index": capture_index,
+                             "stream_frame_number": frame_number})
+        self.accounting.add(dissector.accounting)
+        self._dissector = None
+
+    def run(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        current = None
+        for batch in batches:
+            columns = [batch.column(name).to_pylist() for name in (
+                "capture_index", "frame_number", "ts", "addr_a", "port_a", "addr_b", "port_b",
+                "direction", "seq", "ack", "flags", "payload", "payload_len")]
+            for values in zip(*columns):
+                key = values[3:7]
+                if key != current:
+                    self.finish_connection()
+                    self._start()
+                    current = key
+                exchanges = self._dissector.feed(row_segment(*values))  # type: ignore[union-attr]
+                if exchanges:
+                    self._emit(exchanges)
+            if self.output.size >= BATCH_ROWS:
+                yield self.output.batch()
+        self.finish_connection()
+        totals = self.accounting.to_dict()
+        totals["partition_error_failures"] = self.partition_error_failures
+        self.output.add({"kind": ACCOUNTING, "accounting": json.dumps(totals)})
+        yield self.output.batch()
+
+
+def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], detect: bool,
+                      capture_names: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: sorted segment batches of one partition -> OUTPUT_SCHEMA batches."""
+    yield from ConnectionRunner(ports, detect, capture_names).run(batches)

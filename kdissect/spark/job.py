@@ -1,0 +1,259 @@
+"""The batch job: capture archive -> Parquet tables under OUTDIR.
+
+Driver steps (nothing large is collected: split plans, per-range record
+counts, one accounting row per task, a few summary rows):
+
+1. expand the inputs, order them as one capture set, plan byte-range splits;
+2. pre-pass over split files: first record and record count of each range,
+   so every range knows its first frame number;
+3. read splits into segment rows, shuffle by 4-tuple, sort each partition by
+   4-tuple then capture order, and run one `Dissector` per 4-tuple
+   (`mapInArrow`); the result goes to a work dataset;
+4. number streams by ranking the connections' classification keys, write
+   `exchanges/` and `partition_errors/`, then the summary tables;
+5. write `manifest.json` and print a short summary.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from kdissect.accounting import Accounting
+from kdissect.failures import InputError
+from kdissect.spark import plan as planning
+from kdissect.spark.inputs import expand_inputs, file_kind
+
+DEFAULT_PORTS = (9092,)
+TABLES = ("exchanges", "partition_errors", "latency", "errors", "throttle", "timeseries")
+WORK_DIR = "_work"
+# rows per Arrow batch handed to Python: bounded because payloads can be 64 KiB each
+ARROW_BATCH_ROWS = 1024
+
+
+@dataclass
+class JobOptions:
+    inputs: list[str]
+    outdir: str
+    ports: tuple[int, ...] = DEFAULT_PORTS
+    detect: bool = True
+    master: str | None = "local[*]"
+    split_size: int = planning.DEFAULT_SPLIT_SIZE
+    partitions: int | None = None  # shuffle partitions; None: from data size and cores
+
+
+@dataclass
+class JobResult:
+    manifest: dict[str, Any]
+    summary: str
+    splits: list[planning.Split] = field(default_factory=list)
+
+
+def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    from kdissect.capture import capture_set_order
+
+    files, skipped = expand_inputs(list(inputs))
+    ordered = [str(path) for path in capture_set_order(files)]
+    return [(path, file_kind(path) or "pcap") for path in ordered], skipped
+
+
+def _read_stats_param():
+    from pyspark.accumulators import AccumulatorParam
+
+    class ReadStatsSum(AccumulatorParam):
+        """Sums ReadStats dicts from the read tasks (problems kept up to a cap)."""
+
+        def zero(self, value: dict) -> dict:
+            return {}
+
+        def addInPlace(self, total: dict, more: dict) -> dict:
+            for key, value in more.items():
+                if key == "problems":
+                    total.setdefault("problems", []).extend(value[: max(0, 100 - len(total.get("problems", [])))])
+                else:
+                    total[key] = total.get(key, 0) + value
+            return total
+
+    return ReadStatsSum()
+
+
+def _remove(spark, path: str) -> None:
+    """Delete a directory through Hadoop's FileSystem (works for any Spark filesystem)."""
+    jvm = spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(hadoop_path, True)
+
+
+def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None = None) -> JobResult:
+    """Run the whole job; `spark` may be an existing session (tests, spark-submit)."""
+    from kdissect.spark.session import start_session
+
+    say = log or (lambda message: None)
+    started = time.monotonic()
+    ordered, skipped = _ordered_captures(options.inputs)
+    splits = planning.plan_splits(ordered, options.split_size)
+    capture_names = [Path(path).name for path, _ in ordered]
+    total_bytes = sum(os.path.getsize(path) for path, _ in ordered)
+    say(f"{len(ordered)} capture files, {total_bytes / 1e6:.1f} MB, {len(splits)} planned splits")
+
+    if spark is None:
+        spark = start_session(options.master)
+    sc = spark.sparkContext
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
+
+    # -- 2. pre-pass over files cut into several ranges -----------------------
+    multi = {}
+    for split in splits:
+        multi.setdefault(split.capture_index, []).append(split)
+    to_scan = [split for group in multi.values() if len(group) > 1 for split in group]
+    scans: dict[int, planning.RangeScan] = {}
+    if to_scan:
+        scanned = sc.parallelize(to_scan, len(to_scan)).map(planning.scan_range).collect()
+        scans = {scan.split_id: scan for scan in scanned}
+    splits, fallbacks = planning.apply_scans(splits, scans)
+    say(f"{len(splits)} read tasks" + (f" ({len(fallbacks)} files read whole after a boundary check failed)"
+                                       if fallbacks else ""))
+
+    # -- 3. read, shuffle by connection, dissect ------------------------------
+    from kdissect.spark.dissect import OUTPUT_SCHEMA, dissect_partition
+    from kdissect.spark.segments import KEY_COLUMNS, ORDER_COLUMNS, SEGMENT_SCHEMA, split_batches
+
+    read_stats = sc.accumulator({}, _read_stats_param())
+
+    def read_split_rows(batches):
+        from dataclasses import asdict
+
+        from kdissect.capture import ReadStats
+
+        for batch in batches:
+            for split in batch.to_pylist():
+                stats = ReadStats()
+                yield from split_batches(split, stats)
+                read_stats.add(asdict(stats))
+
+    split_rows = [split.as_row() for split in splits]
+    split_frame = spark.createDataFrame(sc.parallelize(split_rows, max(1, len(split_rows))),
+                                        schema=_split_schema())
+    partitions = options.partitions or max(2 * sc.defaultParallelism, math.ceil(total_bytes / (64 << 20)))
+    ports = list(options.ports)
+    detect = options.detect
+
+    def dissect(batches):
+        return dissect_partition(batches, ports, detect, capture_names)
+
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    segments = split_frame.mapInArrow(read_split_rows, from_arrow_schema(SEGMENT_SCHEMA))
+    dissected = (
+        segments.repartition(partitions, *KEY_COLUMNS)
+        .sortWithinPartitions(*KEY_COLUMNS, *ORDER_COLUMNS)
+        .mapInArrow(dissect, from_arrow_schema(OUTPUT_SCHEMA))
+    )
+    outdir = options.outdir.rstrip("/")
+    work = f"{outdir}/{WORK_DIR}"
+    dissected.write.mode("overwrite").partitionBy("kind").parquet(work)
+    say("dissected")
+
+    # -- 4. stream numbers, exchange and partition error tables ---------------
+    from kdissect.spark import tables
+
+    work_frame = spark.read.parquet(work)
+    accounting = Accounting()
+    partition_error_failures = 0
+    for row in work_frame.where("kind = 2").select("accounting").toLocalIterator():
+        values = json.loads(row.accounting)
+        partition_error_failures += values.pop("partition_error_failures", 0)
+        accounting.add(Accounting.from_dict(values))
+    reading = dict(read_stats.value)
+    accounting.add_read_stats(_ReadTotals(reading))
+    exchanges = tables.number_streams(spark, work_frame)
+    exchanges.select(*tables.EXCHANGE_COLUMNS).write.mode("overwrite").parquet(f"{outdir}/exchanges")
+    tables.partition_errors(exchanges).write.mode("overwrite").parquet(f"{outdir}/partition_errors")
+
+    written = spark.read.parquet(f"{outdir}/exchanges")
+    counts: dict[str, int] = {"exchanges": written.count()}
+    for name, frame in tables.summary_tables(spark, written).items():
+        frame.write.mode("overwrite").parquet(f"{outdir}/{name}")
+    for name in TABLES[1:]:
+        counts[name] = spark.read.parquet(f"{outdir}/{name}").count()
+    counts["kafka_connections"] = work_frame.where("kind = 1").count()
+
+    summary = tables.render_summary(spark, outdir, accounting)
+    _remove(spark, work)
+
+    manifest = {
+        "tool": "kdissect spark",
+        "master": sc.master,
+        "inputs": [
+            {"capture_index": index, "path": path, "name": Path(path).name, "format": kind,
+             "bytes": os.path.getsize(path)}
+            for index, (path, kind) in enumerate(ordered)
+        ],
+        "skipped_files": skipped,
+        "split_size": options.split_size,
+        "read_tasks": len(splits),
+        "byte_range_tasks": sum(1 for split in splits if split.kind == "pcap"),
+        "files_read_whole_after_boundary_check": fallbacks,
+        "shuffle_partitions": partitions,
+        "ports": list(options.ports),
+        "detect": options.detect,
+        "counts": counts,
+        "read": reading,
+        "accounting": accounting.to_dict(),
+        "partition_error_failures": partition_error_failures,
+        "seconds": round(time.monotonic() - started, 3),
+        "input_bytes": total_bytes,
+    }
+    _write_local(f"{outdir}/manifest.json", json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    return JobResult(manifest, summary, splits)
+
+
+class _ReadTotals:
+    """Attribute view of summed ReadStats values (for Accounting.add_read_stats)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def __getattr__(self, name: str) -> Any:
+        return self._values.get(name, [] if name == "problems" else 0)
+
+
+def _split_schema():
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    return StructType([
+        StructField("split_id", IntegerType()),
+        StructField("capture_index", IntegerType()),
+        StructField("path", StringType()),
+        StructField("kind", StringType()),
+        StructField("start", LongType()),
+        StructField("end", LongType()),
+        StructField("file_size", LongType()),
+        StructField("boundary", LongType()),
+        StructField("first_frame", LongType()),
+    ])
+
+
+def _write_local(path: str, text: str) -> None:
+    if "://" in path and not path.startswith("file://"):
+        raise InputError(f"cannot write the manifest to {path}: OUTDIR must be a local or mounted path")
+    path = path.removeprefix("file://")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def prepare_outdir(outdir: str) -> None:
+    """Create OUTDIR; refuse a path that is a file."""
+    if os.path.exists(outdir) and not os.path.isdir(outdir):
+        raise InputError(f"{outdir}: exists and is not a directory")
+    os.makedirs(outdir, exist_ok=True)
+    stale = os.path.join(outdir, WORK_DIR)
+    if os.path.isdir(stale):
+        shutil.rmtree(stale)

@@ -1,0 +1,222 @@
+"""Tables derived from the dissected work dataset and from the exchange table.
+
+All functions take and return DataFrames; nothing here collects more than a
+few summary rows to the driver.
+
+Percentiles are exact (Spark's `percentile`, linear interpolation between
+closest ranks, as `kdissect stats` computes them).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kdissect.exchange import COLUMN_NAMES
+
+EXCHANGE_COLUMNS = list(COLUMN_NAMES)
+_NO_CLIENT_ID = "(none)"  # as `kdissect stats` labels a null client id
+_NO_BROKER = "?"
+
+
+def number_streams(spark, work):
+    """Exchange rows with `stream` numbered as the CLI numbers them.
+
+    The CLI numbers connections in the order they are classified as Kafka;
+    each connection's classification key (capture_index, frame_number) is
+    unique, so ranking all keys reproduces that order. Ranks come from a
+    distributed sort plus `zipWithIndex` (no single-partition window).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, IntegerType, StructField, StructType
+
+    keys = (
+        work.where("kind = 1")
+        .select("stream_capture_index", "stream_frame_number")
+        .orderBy("stream_capture_index", "stream_frame_number")
+    )
+    ranked = keys.rdd.zipWithIndex().map(lambda pair: (pair[0][0], pair[0][1], pair[1]))
+    ranks = spark.createDataFrame(ranked, StructType([
+        StructField("stream_capture_index", IntegerType()),
+        StructField("stream_frame_number", LongType()),
+        StructField("global_stream", LongType()),
+    ]))
+    exchanges = work.where("kind = 0").drop("stream")
+    joined = exchanges.join(ranks, ["stream_capture_index", "stream_frame_number"], "left")
+    return (
+        joined.withColumn("stream", F.col("global_stream"))
+        .orderBy("stream", "ordinal")
+        .select(*EXCHANGE_COLUMNS, "partition_errors")
+    )
+
+
+def partition_errors(exchanges):
+    """One row per non-zero error per topic-partition of each response."""
+    from pyspark.sql import functions as F
+
+    exploded = exchanges.select(
+        "capture", "stream", "correlation_id", "api_key", "api_name", "api_version",
+        F.explode("partition_errors").alias("e"),
+    )
+    return exploded.select(
+        "capture", "stream", "correlation_id", "api_key", "api_name", "api_version",
+        F.col("e.topic").alias("topic"), F.col("e.partition").alias("partition"),
+        F.col("e.error_code").alias("error_code"), F.col("e.error_name").alias("error_name"),
+    ).where("error_code != 0")
+
+
+def latency_table(exchanges):
+    """count, p50, p90, p99, max, mean of latency_ms per API+version, per client id, per broker.
+
+    One table, three groupings (`dimension` says which; the other key
+    columns are null), over exchanges with a request and a response.
+    """
+    from pyspark.sql import functions as F
+
+    answered = exchanges.where("latency_ms IS NOT NULL AND api_key IS NOT NULL").select(
+        "api_name", "api_version",
+        F.coalesce("client_id", F.lit(_NO_CLIENT_ID)).alias("client_id"),
+        F.coalesce("broker", F.lit(_NO_BROKER)).alias("broker"),
+        "latency_ms",
+    )
+    stats = [
+        F.count("latency_ms").alias("count"),
+        F.percentile("latency_ms", 0.5).alias("p50"),
+        F.percentile("latency_ms", 0.9).alias("p90"),
+        F.percentile("latency_ms", 0.99).alias("p99"),
+        F.max("latency_ms").alias("max"),
+        F.avg("latency_ms").alias("mean"),
+    ]
+    by_api = answered.groupBy("api_name", "api_version").agg(*stats).select(
+        F.lit("api").alias("dimension"), "api_name", "api_version",
+        F.lit(None).cast("string").alias("client_id"), F.lit(None).cast("string").alias("broker"),
+        "count", "p50", "p90", "p99", "max", "mean")
+    by_client = answered.groupBy("client_id").agg(*stats).select(
+        F.lit("client_id").alias("dimension"), F.lit(None).cast("string").alias("api_name"),
+        F.lit(None).cast("short").alias("api_version"), "client_id",
+        F.lit(None).cast("string").alias("broker"), "count", "p50", "p90", "p99", "max", "mean")
+    by_broker = answered.groupBy("broker").agg(*stats).select(
+        F.lit("broker").alias("dimension"), F.lit(None).cast("string").alias("api_name"),
+        F.lit(None).cast("short").alias("api_version"), F.lit(None).cast("string").alias("client_id"),
+        "broker", "count", "p50", "p90", "p99", "max", "mean")
+    return by_api.unionByName(by_client).unionByName(by_broker)
+
+
+def error_names(spark, codes: list[int]):
+    """A small (error_code, error_name) DataFrame for the codes given."""
+    from pyspark.sql.types import ShortType, StringType, StructField, StructType
+
+    from kdissect.protocol.errors import error_name
+
+    rows = [(int(code), error_name(int(code))) for code in codes]
+    return spark.createDataFrame(rows, StructType([
+        StructField("error_code", ShortType()), StructField("error_name", StringType())]))
+
+
+def errors_table(spark, exchanges):
+    """Per API and error name: exchanges whose top-level error it is, and with it anywhere."""
+    from pyspark.sql import functions as F
+
+    top = (
+        exchanges.where("error_code IS NOT NULL AND error_code != 0")
+        .groupBy(F.coalesce("api_name", F.lit("unknown")).alias("api_name"), "error_code")
+        .agg(F.count(F.lit(1)).alias("top_level"))
+    )
+    anywhere = (
+        exchanges.select(F.coalesce("api_name", F.lit("unknown")).alias("api_name"),
+                         F.explode(F.array_distinct("error_codes")).alias("error_code"))
+        .where("error_code != 0")
+        .groupBy("api_name", "error_code")
+        .agg(F.count(F.lit(1)).alias("anywhere"))
+    )
+    counts = top.join(anywhere, ["api_name", "error_code"], "full_outer").fillna(0, ["top_level", "anywhere"])
+    codes = [row.error_code for row in counts.select("error_code").distinct().collect()]
+    named = counts.join(F.broadcast(error_names(spark, codes)), "error_code", "left")
+    return named.select("api_name", "error_code", "error_name", "top_level", "anywhere").orderBy(
+        F.desc("anywhere"), "api_name", "error_code")
+
+
+def throttle_table(exchanges):
+    """Per client id and broker: responses carrying a throttle time, how many were throttled (> 0),
+    and p50/p90/p99/max/total of the throttle time over the throttled ones."""
+    from pyspark.sql import functions as F
+
+    with_throttle = exchanges.where("throttle_time_ms IS NOT NULL").select(
+        F.coalesce("client_id", F.lit(_NO_CLIENT_ID)).alias("client_id"),
+        F.coalesce("broker", F.lit(_NO_BROKER)).alias("broker"),
+        "throttle_time_ms",
+    )
+    throttled = F.when(F.col("throttle_time_ms") > 0, F.col("throttle_time_ms"))
+    return with_throttle.groupBy("client_id", "broker").agg(
+        F.count(F.lit(1)).alias("responses"),
+        F.count(throttled).alias("throttled"),
+        F.percentile(throttled, 0.5).alias("p50_ms"),
+        F.percentile(throttled, 0.9).alias("p90_ms"),
+        F.percentile(throttled, 0.99).alias("p99_ms"),
+        F.max(throttled).alias("max_ms"),
+        F.coalesce(F.sum(throttled), F.lit(0)).alias("total_ms"),
+    ).orderBy("client_id", "broker")
+
+
+def timeseries_table(exchanges):
+    """Per minute (of the request, else the response) and API: exchanges, bytes, errors, p99 latency."""
+    from pyspark.sql import functions as F
+
+    ts = F.coalesce("request_ts", "response_ts")
+    minute = F.timestamp_seconds((F.floor(ts / 60) * 60).cast("long"))
+    has_error = ((F.coalesce("error_code", F.lit(0)) != 0)
+                 | (F.size(F.coalesce("error_codes", F.array())) > 0))
+    return (
+        exchanges.where(ts.isNotNull())
+        .select(minute.alias("minute"), F.coalesce("api_name", F.lit("unknown")).alias("api_name"),
+                (F.coalesce("request_bytes", F.lit(0)) + F.coalesce("response_bytes", F.lit(0))).alias("bytes"),
+                has_error.alias("has_error"), "latency_ms")
+        .groupBy("minute", "api_name")
+        .agg(F.count(F.lit(1)).alias("exchanges"), F.sum("bytes").alias("bytes"),
+             F.sum(F.col("has_error").cast("long")).alias("errors"),
+             F.percentile("latency_ms", 0.99).alias("p99_latency_ms"))
+        .orderBy("minute", "api_name")
+    )
+
+
+def summary_tables(spark, exchanges) -> dict[str, Any]:
+    return {
+        "latency": latency_table(exchanges),
+        "errors": errors_table(spark, exchanges),
+        "throttle": throttle_table(exchanges),
+        "timeseries": timeseries_table(exchanges),
+    }
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "-" if math.isnan(value) else f"{value:.3f}"
+    return str(value)
+
+
+def render_summary(spark, outdir: str, accounting: Any, top: int = 8) -> str:
+    """A few lines for the terminal, read from the written tables."""
+    from pyspark.sql import functions as F
+
+    lines: list[str] = []
+    exchanges = spark.read.parquet(f"{outdir}/exchanges")
+    statuses = exchanges.groupBy("status").count().orderBy(F.desc("count")).collect()
+    total = sum(row["count"] for row in statuses)
+    lines.append(f"exchanges: {total} (" + ", ".join(f"{row.status} {row['count']}" for row in statuses) + ")")
+    latency = (spark.read.parquet(f"{outdir}/latency").where("dimension = 'api'")
+               .orderBy(F.desc("count")).limit(top).collect())
+    if latency:
+        lines.append("latency (ms) by API, busiest first:  count     p50     p99     max")
+        for row in latency:
+            lines.append(f"  {row.api_name} v{row.api_version}".ljust(37)
+                         + f"{row['count']:>6} {_fmt(row.p50):>7} {_fmt(row.p99):>7} {_fmt(row.max):>7}")
+    errors = spark.read.parquet(f"{outdir}/errors").orderBy(F.desc("anywhere")).limit(top).collect()
+    if errors:
+        lines.append("errors: " + ", ".join(f"{row.api_name} {row.error_name} x{row.anywhere}" for row in errors))
+    throttle = spark.read.parquet(f"{outdir}/throttle").agg(
+        F.coalesce(F.sum("throttled"), F.lit(0)).alias("n"), F.max("max_ms").alias("max")).collect()[0]
+    lines.append(f"throttled responses: {throttle.n}" + (f" (max {throttle.max} ms)" if throttle.n else ""))
+    lines.extend(accounting.summary_lines())
+    return "\n".join(lines)
