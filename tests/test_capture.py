@@ -1,0 +1,386 @@
+"""Capture reading checked frame by frame against tshark, on a real loopback
+recording rewritten into every supported format and link layer, and on the
+capture lab's recordings. Plus damaged and hostile files."""
+
+from __future__ import annotations
+
+import gzip
+import random
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kdissect import impair
+from kdissect.capture import (
+    ReadStats,
+    capture_set_order,
+    iter_frames,
+    iter_pcap_records,
+    parse_pcap_header,
+    read_segments,
+    segment_from_frame,
+)
+from kdissect.failures import InputError
+from tests.support.pcaps import compare_with_tshark, lab_captures, shared_recording, tshark_frame_count
+
+
+@pytest.fixture(scope="module")
+def clean() -> Path:
+    return shared_recording()
+
+
+@pytest.fixture(scope="module")
+def trace(clean: Path) -> impair.Trace:
+    return impair.load_pcap(clean)
+
+
+def _write_variant(trace: impair.Trace, name: str, directory: Path) -> Path:
+    t = trace
+    match name:
+        case "pcap-us":
+            return impair.write_pcap(t, directory / "v.pcap")
+        case "pcap-us-bigendian":
+            return impair.write_pcap(t, directory / "v.pcap", big_endian=True)
+        case "pcap-ns":
+            return impair.write_pcap(t, directory / "v.pcap", nanosecond=True)
+        case "pcap-ns-bigendian":
+            return impair.write_pcap(t, directory / "v.pcap", nanosecond=True, big_endian=True)
+        case "pcap-gzip":
+            return impair.write_pcap(t, directory / "v.pcap", compress=True)  # detected by magic, not name
+        case "pcapng":
+            return impair.write_pcapng(t, directory / "v.pcapng")
+        case "pcapng-gzip":
+            return impair.write_pcapng(t, directory / "v.bin", tsresol=9, compress=True)
+        case "pcapng-bigendian-mixed-interfaces":
+            # three interfaces: Ethernet/us, Linux cooked v2/ns, raw IP/2^-20 s
+            mixed = impair.mixed_links(t, ("ethernet", "sll2", "raw"))
+            return impair.write_pcapng(mixed, directory / "v.pcapng", tsresol=[6, 9, 0x80 | 20], big_endian=True)
+        case "vlan":
+            return impair.write_pcap(impair.with_vlan(t, (100,)), directory / "v.pcap")
+        case "qinq":
+            return impair.write_pcap(impair.with_vlan(t, (10, 20)), directory / "v.pcap")
+        case "snaplen96":
+            return impair.write_pcap(impair.with_snaplen(t, 96), directory / "v.pcap")
+        case "snaplen60":  # cuts inside TCP headers with options
+            return impair.write_pcap(impair.with_snaplen(t, 60), directory / "v.pcap")
+        case _:
+            link = name.removeprefix("link-")
+            relinked = impair.relink(t, link)
+            if link == "ipv4":  # LINKTYPE_IPV4 holds only IPv4
+                relinked = impair.Trace(tuple(p for p in relinked.packets if p.data[0] >> 4 == 4), relinked.snaplen)
+            return impair.write_pcap(relinked, directory / "v.pcap")
+
+
+VARIANTS = [
+    "pcap-us",
+    "pcap-us-bigendian",
+    "pcap-ns",
+    "pcap-ns-bigendian",
+    "pcap-gzip",
+    "pcapng",
+    "pcapng-gzip",
+    "pcapng-bigendian-mixed-interfaces",
+    "vlan",
+    "qinq",
+    "snaplen96",
+    "link-sll",
+    "link-sll2",
+    "link-raw",
+    "link-raw12",
+    "link-ipv4",
+    "link-null",
+    "link-null-be",
+    "link-loop",
+]
+
+
+def test_recording_is_tcp_over_ipv4_and_ipv6(clean: Path) -> None:
+    segs = list(read_segments([clean]))
+    assert any(":" in s.src for s in segs) and any("." in s.src for s in segs)
+    assert sum(1 for s in segs if s.payload_len) > 50
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_frames_match_tshark(trace: impair.Trace, tmp_path: Path, variant: str) -> None:
+    path = _write_variant(trace, variant, tmp_path)
+    compared, problems = compare_with_tshark(path)
+    assert compared > 100
+    assert problems == []
+
+
+@pytest.mark.parametrize("path", lab_captures(), ids=lambda p: p.name)
+def test_lab_capture_frames_match_tshark(path: Path) -> None:
+    stats = ReadStats()
+    list(read_segments([path], stats))
+    _, problems = compare_with_tshark(path)
+    assert problems == []
+    assert stats.packets == tshark_frame_count(path)
+
+
+def test_snaplen_cut_segments_are_marked_truncated(trace: impair.Trace, tmp_path: Path) -> None:
+    path = impair.write_pcap(impair.with_snaplen(trace, 96), tmp_path / "s.pcap")
+    out = subprocess.run(
+        ["tshark", "-n", "-r", str(path), "-Y", "tcp", "-T", "fields", "-e", "frame.number", "-e", "frame.cap_len", "-e", "frame.len"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    cut_frames = {int(f) for f, cap, wire in (line.split("\t") for line in out.splitlines()) if int(cap) < int(wire)}
+    segs = list(read_segments([path]))
+    assert cut_frames and {s.frame_number for s in segs if s.truncated} == cut_frames
+    for s in segs:
+        assert len(s.payload) <= s.payload_len
+
+
+def test_snaplen_inside_tcp_header_is_counted_undecodable(trace: impair.Trace, tmp_path: Path) -> None:
+    path = impair.write_pcap(impair.with_snaplen(trace, 60), tmp_path / "s.pcap")
+    stats = ReadStats()
+    segs = list(read_segments([path], stats))
+    # 60 bytes cut every IPv6 frame (14 + 40 + 20 > 60): those cannot be decoded
+    v6 = sum(1 for p in trace.packets if impair.ip_packet(p)[0] >> 4 == 6)
+    assert stats.undecodable == v6 and len(segs) == stats.packets - v6
+    assert stats.packets == len(trace.packets)
+
+
+def test_non_tcp_and_fragments_are_counted(trace: impair.Trace, tmp_path: Path) -> None:
+    from scapy.layers.inet import ICMP, IP, TCP, UDP
+    from scapy.layers.l2 import ARP, Ether
+
+    extra = [
+        Ether() / ARP(),
+        Ether() / IP(dst="127.0.0.1") / UDP(dport=53) / b"q",
+        Ether() / IP(dst="127.0.0.1") / ICMP(),
+        Ether() / IP(dst="127.0.0.1", flags="MF", frag=0) / TCP(dport=9092) / (b"x" * 40),
+        Ether() / IP(dst="127.0.0.1", frag=8, proto=6) / (b"y" * 40),
+    ]
+    base = trace.packets[-1].ts_ns
+    added = tuple(impair.Packet(base + i + 1, bytes(p), len(bytes(p)), 1) for i, p in enumerate(extra))
+    path = impair.write_pcap(impair.Trace(trace.packets + added, trace.snaplen), tmp_path / "x.pcap")
+    stats = ReadStats()
+    segs = list(read_segments([path], stats))
+    assert stats.non_tcp == 3
+    assert stats.ip_fragments == 2
+    assert stats.tcp_segments == len(segs) == len(trace.packets)
+    assert stats.packets == tshark_frame_count(path)
+    assert stats.bytes == sum(len(p.data) for p in trace.packets + added)
+
+
+def test_capture_set_is_ordered_by_first_packet(trace: impair.Trace, tmp_path: Path) -> None:
+    parts = impair.split(trace, 100)
+    assert len(parts) >= 3
+    # names sort the opposite way from time
+    paths = [impair.write_pcap(part, tmp_path / f"{9 - i}.pcap") for i, part in enumerate(parts)]
+    shuffled = paths[:]
+    random.Random(1).shuffle(shuffled)
+    assert capture_set_order(shuffled) == paths
+    segs = list(read_segments(shuffled))
+    for index, path in enumerate(paths):
+        mine = [s for s in segs if s.capture_index == index]
+        assert [s.frame_number for s in mine] == list(range(1, len(mine) + 1))
+        _, problems = compare_with_tshark(path)
+        assert problems == []
+    assert len(segs) == len(trace.packets)
+
+
+def test_files_without_packets_sort_last(trace: impair.Trace, tmp_path: Path) -> None:
+    empty = impair.write_pcap(impair.Trace((), 65535), tmp_path / "a.pcap")
+    full = impair.write_pcap(trace, tmp_path / "b.pcap")
+    assert capture_set_order([empty, full]) == [full, empty]
+
+
+def test_record_iterator_and_frame_decoder_give_the_same_segments(clean: Path) -> None:
+    data = clean.read_bytes()
+    header = parse_pcap_header(data[:24])
+    assert header.linktype == 1 and header.ticks_per_second == 1_000_000 and header.snaplen == 262144
+    by_hand = []
+    for n, rec in enumerate(iter_pcap_records(data, header), start=1):
+        seg = segment_from_frame(header.linktype, rec.ts, data[rec.offset : rec.offset + rec.captured_len], rec.wire_len, 0, n)
+        if seg is not None:
+            by_hand.append(seg)
+    assert by_hand == list(read_segments([clean]))
+    # a buffer ending mid-record yields only the whole records
+    records = list(iter_pcap_records(data[: len(data) // 2], header))
+    assert records and records[-1].offset + records[-1].captured_len <= len(data) // 2
+
+
+def test_frames_carry_link_types_of_each_pcapng_interface(trace: impair.Trace, tmp_path: Path) -> None:
+    mixed = impair.mixed_links(trace, ("ethernet", "sll", "null"))
+    path = impair.write_pcapng(mixed, tmp_path / "m.pcapng", tsresol=[6, 9])
+    frames = list(iter_frames([path]))
+    assert {f.linktype for f in frames} == {1, 113, 0}
+    assert len({f.interface for f in frames}) == 6  # 3 link types x 2 resolutions
+    _, problems = compare_with_tshark(path)
+    assert problems == []
+
+
+# -- damaged files -----------------------------------------------------------------
+
+
+def test_cut_mid_record_keeps_every_whole_packet(trace: impair.Trace, tmp_path: Path) -> None:
+    path = impair.write_pcap(trace, tmp_path / "c.pcap")
+    offsets = impair.record_offsets(trace)
+    cut_at = offsets[200] + 16 + 10  # 10 bytes into packet 201
+    impair.cut_file(path, cut_at)
+    stats = ReadStats()
+    segs = list(read_segments([path], stats))
+    assert [s.frame_number for s in segs] == list(range(1, 201))
+    assert stats.cut_records == 1 and stats.unread_bytes == 26
+    assert tshark_frame_count(path) == 200  # tshark agrees on what is intact
+    assert any("ends inside packet 201" in p for p in stats.problems)
+
+
+def test_cut_inside_record_header(trace: impair.Trace, tmp_path: Path) -> None:
+    path = impair.write_pcap(trace, tmp_path / "c.pcap")
+    impair.cut_file(path, impair.record_offsets(trace)[50] + 7)
+    stats = ReadStats()
+    assert len(list(read_segments([path], stats))) == 50
+    assert stats.cut_records == 1 and stats.unread_bytes == 7
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_cut_gzip_keeps_what_was_decompressed(trace: impair.Trace, tmp_path: Path, fmt: str) -> None:
+    raw = impair.pcap_bytes(trace) if fmt == "pcap" else impair.pcapng_bytes(trace)
+    packed = gzip.compress(raw)
+    path = tmp_path / "g"
+    path.write_bytes(packed[: len(packed) * 2 // 3])
+    stats = ReadStats()
+    segs = list(read_segments([path], stats))
+    assert 0 < len(segs) < len(trace.packets)
+    assert [s.frame_number for s in segs] == list(range(1, len(segs) + 1))
+    assert stats.problems
+
+
+def test_damaged_record_header_stops_and_counts(trace: impair.Trace, tmp_path: Path) -> None:
+    data = bytearray(impair.pcap_bytes(trace))
+    at = impair.record_offsets(trace)[120]
+    struct.pack_into("<I", data, at + 8, 0x7FFFFFF0)  # absurd captured length
+    path = tmp_path / "d.pcap"
+    path.write_bytes(bytes(data))
+    stats = ReadStats()
+    segs = list(read_segments([path], stats))
+    assert len(segs) == 120
+    assert stats.damaged_files == 1 and stats.unread_bytes == len(data) - at
+
+
+def test_pcapng_damaged_block_stops_and_counts(trace: impair.Trace, tmp_path: Path) -> None:
+    data = bytearray(impair.pcapng_bytes(trace))
+    # find the 31st enhanced packet block and break its trailing length
+    pos, seen = 0, 0
+    while True:
+        btype, blen = struct.unpack_from("<II", data, pos)
+        if btype == 6:
+            seen += 1
+            if seen == 31:
+                break
+        pos += blen
+    struct.pack_into("<I", data, pos + blen - 4, blen + 4)
+    path = tmp_path / "d.pcapng"
+    path.write_bytes(bytes(data))
+    stats = ReadStats()
+    assert len(list(read_segments([path], stats))) == 30
+    assert stats.damaged_files == 1 and stats.unread_bytes == len(data) - pos
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"", "empty"),
+        (b"hello world, not a capture\n", "not a pcap"),
+        (b"\xd4\xc3\xb2\xa1\x02\x00", "too short"),
+        (gzip.compress(b"just text inside gzip, long enough"), "not a pcap"),
+        (b"\x1f\x8b\x08\x00garbage-garbage-garbage", "corrupt"),
+        (b"\x0a\x0d\x0d\x0a\x1c\x00\x00\x00\x00\x00\x00\x00" + b"\0" * 16, "pcapng"),
+    ],
+)
+def test_not_a_capture_is_a_one_line_input_error(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.pcap"
+    path.write_bytes(content)
+    with pytest.raises(InputError) as err:
+        list(read_segments([path]))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_missing_and_directory_paths_are_input_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        list(read_segments([tmp_path / "nope.pcap"]))
+    with pytest.raises(InputError, match="directory"):
+        list(read_segments([tmp_path]))
+
+
+def test_garbage_appended_is_counted(trace: impair.Trace, tmp_path: Path) -> None:
+    path = tmp_path / "g.pcap"
+    path.write_bytes(impair.pcap_bytes(trace) + bytes(range(256)) * 40)
+    stats = ReadStats()
+    segs = list(read_segments([path], stats))
+    assert len(segs) >= len(trace.packets)  # every real packet is still there
+    assert stats.problems and (stats.damaged_files or stats.cut_records or stats.undecodable)
+
+
+def _read_or_input_error(path: Path) -> ReadStats:
+    stats = ReadStats()
+    try:
+        for seg in read_segments([path], stats):
+            assert len(seg.payload) <= seg.payload_len
+    except InputError as err:
+        assert "\n" not in str(err)
+    return stats
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng", "pcap.gz", "pcapng.gz", "sll2", "ipv4"])
+def test_fuzz_flipped_bytes_never_raise(trace: impair.Trace, tmp_path: Path, fmt: str) -> None:
+    small = impair.Trace(trace.packets[:60], trace.snaplen)
+    if fmt == "sll2":
+        clean = impair.pcap_bytes(impair.relink(small, "sll2"))
+    elif fmt == "ipv4":
+        clean = impair.pcap_bytes(impair.relink(small, "raw"))
+    elif fmt.startswith("pcapng"):
+        clean = impair.pcapng_bytes(small)
+    else:
+        clean = impair.pcap_bytes(small)
+    rng = random.Random(fmt)
+    path = tmp_path / "f"
+    for _ in range(60):
+        data = bytearray(clean)
+        for _ in range(rng.choice([1, 3, 20])):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        if rng.random() < 0.3:
+            data = data[: rng.randrange(len(data))]
+        if rng.random() < 0.2:
+            data += rng.randbytes(rng.randrange(1, 300))
+        if fmt.endswith(".gz"):
+            data = bytearray(gzip.compress(bytes(data)))
+            if rng.random() < 0.3:
+                data[rng.randrange(10, len(data))] ^= 0xFF
+        path.write_bytes(bytes(data))
+        _read_or_input_error(path)
+
+
+def test_fuzz_broken_headers(trace: impair.Trace, tmp_path: Path) -> None:
+    clean = impair.pcap_bytes(impair.Trace(trace.packets[:20], trace.snaplen))
+    path = tmp_path / "h.pcap"
+    for pos in range(24):
+        for value in (0x00, 0xFF, 0x80):
+            data = bytearray(clean)
+            data[pos] = value
+            path.write_bytes(bytes(data))
+            _read_or_input_error(path)
+
+
+def test_unreadable_file_is_input_error(tmp_path: Path) -> None:
+    if shutil.which("setpriv") is None:
+        pytest.fail("setpriv (util-linux) missing")
+    path = tmp_path / "locked.pcap"
+    path.write_bytes(b"\xd4\xc3\xb2\xa1" + b"\0" * 20)
+    path.chmod(0)
+    # root can read anything: check as an unprivileged user
+    out = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "python3", "-c",
+         "import sys; from kdissect.capture import read_segments\n"
+         "from kdissect.failures import InputError\n"
+         "try:\n list(read_segments([sys.argv[1]]))\n"
+         "except InputError as e: print('InputError:', e)",
+         str(path)],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
+    )
+    assert "InputError:" in out.stdout and "cannot open" in out.stdout, out.stderr
