@@ -92,6 +92,9 @@ class Exchange:
     response: Any = None
     request_capture_index: int | None = None
     response_capture_index: int | None = None
+    # stream offsets of the frames' size fields (per direction, from the first byte seen)
+    request_offset: int | None = None
+    response_offset: int | None = None
     expects_response: bool = True
     # (capture_index, frame_number) at which the connection was classified as Kafka
     stream_key: tuple[int, int] | None = None

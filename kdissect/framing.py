@@ -114,6 +114,15 @@ class FrameReader:
         self._last: ChunkLike | None = None  # the chunk pushed last (for finish)
 
     @property
+    def started(self) -> bool:
+        """Whether any chunk has been pushed yet."""
+        return self._last is not None
+
+    def set_aligned(self, aligned: bool) -> None:
+        """Before the first push: does the stream start at a frame boundary?"""
+        self._state = _SYNC if aligned else _HUNT
+
+    @property
     def in_step(self) -> bool:
         return self._state != _HUNT
 

@@ -62,6 +62,7 @@ _RANK = {OK: 0, NO_RESPONSE: 1, ORPHAN_RESPONSE: 1, TRUNCATED: 2, MALFORMED: 3}
 
 _PRODUCE = 0
 _MAX_UNANSWERED = 64  # acks=0 requests held per connection
+_MAX_EARLY = 64  # responses held per connection waiting for their request
 _FETCH = 1
 _SHARE_FETCH = 78
 
@@ -116,7 +117,7 @@ class Pairer:
     __slots__ = (
         "accounting", "capture_names", "stream", "client", "broker", "stream_key",
         "keep_messages", "pending", "raw_sasl", "client_raw", "server_raw",
-        "_sasl_cid", "unanswered",
+        "_sasl_cid", "unanswered", "early",
     )
 
     def __init__(
@@ -142,6 +143,8 @@ class Pairer:
         # the broker answers anyway (some do); emitted when a later response
         # shows none is coming, when too many wait, or at the end
         self.unanswered: dict[int, Exchange] = {}
+        # responses whose request has not been seen (yet), oldest first
+        self.early: dict[int, Frame] = {}
         self.client_raw = False  # client side is sending raw SASL tokens
         self.server_raw = False
         self._sasl_cid: int | None = None  # correlation id of a pending SaslHandshake v0
@@ -190,6 +193,7 @@ class Pairer:
         ex.request_ts = frame.ts
         ex.request_frame = frame.frame_number
         ex.request_bytes = frame.size
+        ex.request_offset = frame.offset
         if not frame.complete:
             acc.truncated_frames += 1
             header = _peek_request_header(data)
@@ -245,6 +249,8 @@ class Pairer:
             unanswered[h.correlation_id] = ex
             if len(unanswered) > _MAX_UNANSWERED:
                 self._emit(unanswered.pop(next(iter(unanswered))), out)
+            if self.early and h.correlation_id in self.early:
+                self.on_response(self.early.pop(h.correlation_id), out)
             return
         if request.starts_raw_sasl:
             self._sasl_cid = h.correlation_id
@@ -259,6 +265,8 @@ class Pairer:
             earlier.add_problem("correlation id reused by a later request before any response")
             self._emit(earlier, out)
         self.pending[cid] = ex
+        if self.early and cid in self.early:
+            self.on_response(self.early.pop(cid), out)
 
     # -- responses -----------------------------------------------------------
 
@@ -291,18 +299,14 @@ class Pairer:
                 ex.add_problem("response to a request that asked for none (acks=0)")
             self._release_unanswered_before(cid, out)
         if ex is None:
-            ex = self._new()
-            ex.capture = self._capture(frame.capture_index)
-            ex.correlation_id = cid
-            ex.status = ORPHAN_RESPONSE
-            ex.add_problem("request not in capture")
-            self._fill_response_timing(ex, frame)
-            if frame.complete:
-                acc.response_frames += 1
-            else:
-                acc.truncated_frames += 1
-                ex.add_problem(f"response truncated ({frame.missing})")
-            self._emit(ex, out)
+            # no request yet: it may still come (packets captured out of
+            # order, e.g. on two interfaces); hold the response a little
+            early = self.early
+            if cid in early:
+                self._emit_orphan(early.pop(cid), out)
+            early[cid] = frame
+            if len(early) > _MAX_EARLY:
+                self._emit_orphan(early.pop(next(iter(early))), out)
             return
         self._fill_response_timing(ex, frame)
         if not frame.complete:
@@ -341,6 +345,20 @@ class Pairer:
                 self.client_raw = self.server_raw = True
         self._emit(ex, out)
 
+    def _emit_orphan(self, frame: Frame, out: list[Exchange]) -> None:
+        ex = self._new()
+        ex.capture = self._capture(frame.capture_index)
+        ex.correlation_id = _INT32.unpack_from(frame.data, 0)[0]
+        ex.status = ORPHAN_RESPONSE
+        ex.add_problem("request not in capture")
+        self._fill_response_timing(ex, frame)
+        if frame.complete:
+            self.accounting.response_frames += 1
+        else:
+            self.accounting.truncated_frames += 1
+            ex.add_problem(f"response truncated ({frame.missing})")
+        self._emit(ex, out)
+
     def _release_unanswered_before(self, cid: int, out: list[Exchange]) -> None:
         """A response to `cid` came: earlier acks=0 requests will not get one."""
         for waiting in [c for c in self.unanswered if c < cid]:
@@ -351,6 +369,7 @@ class Pairer:
         ex.response_frame = frame.frame_number
         ex.response_bytes = frame.size
         ex.response_capture_index = frame.capture_index
+        ex.response_offset = frame.offset
 
     # -- losses and the end --------------------------------------------------
 
@@ -361,6 +380,9 @@ class Pairer:
 
     def flush(self, reason: str, out: list[Exchange]) -> None:
         """Emit every waiting request (connection closed or capture ended)."""
+        for frame in self.early.values():
+            self._emit_orphan(frame, out)
+        self.early.clear()
         for ex in self.pending.values():
             _worsen(ex, NO_RESPONSE)
             ex.add_problem(f"no response before {reason}")

@@ -36,6 +36,17 @@ _UNDECIDED, _KAFKA, _IGNORED = 0, 1, 2
 _MAX_HELD_BYTES = 1 << 20
 
 
+def _starts_aligned(conn: Any, direction: int) -> bool:
+    """Whether a direction's first byte is the first byte after its SYN (so a
+    frame starts there), rather than somewhere inside a running stream."""
+    if getattr(conn, "saw_syn", False):
+        return True
+    halves = getattr(conn, "halves", None)  # the reassembler knows each side's ISN
+    if halves is not None:
+        return getattr(halves[direction], "syn_seq", None) is not None
+    return False
+
+
 class _Conn:
     """Per-connection state."""
 
@@ -137,6 +148,8 @@ class Dissector:
         if state.state == _KAFKA:
             self.accounting.stream_bytes += chunk.length
             reader = state.readers[direction]  # type: ignore[index]
+            if not reader.started:
+                reader.set_aligned(_starts_aligned(state.conn, direction))
             frames = reader.push(chunk)
             if frames:
                 pairer = state.pairer
@@ -180,7 +193,7 @@ class Dissector:
         pairer = Pairer(self.accounting, self.capture_names, self._next_stream, client, broker,
                         key, self.keep_messages)
         self._next_stream += 1
-        aligned = bool(getattr(conn, "saw_syn", True))
+        aligned = True  # decided per direction at its first chunk
         acc = self.accounting
 
         def lost_request_step() -> None:
