@@ -537,8 +537,10 @@ class _Generator:
             known = []
             for f in tagged:
                 enc_fn = self._tag_encoder(f, flexible, nested.get(f.attr))
-                default: Any = None if (f.is_struct or (f.is_array and f.default is None)) else (
-                    [] if f.is_array else f.default)
+                if f.is_array:
+                    default: Any = None if f.default is None else []
+                else:
+                    default = None if f.is_struct else f.default
                 known.append((f.tag, f.attr, enc_fn, default))
             known_key = self.src.add(tuple(known), "_tenc")
             body += ["_at = 'tagged fields'",
