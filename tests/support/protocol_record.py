@@ -95,23 +95,48 @@ def confluent_workload(bootstrap: str) -> None:
     print(f"confluent-kafka consumed {seen}", file=sys.stderr)
 
 
+def _packets(path: Path):
+    """(ip packet) for each captured packet of a pcap / pcapng, optionally gzipped."""
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        magic = handle.read(4)
+        handle.seek(0)
+        reader = dpkt.pcapng.Reader(handle) if magic == b"\x0a\x0d\x0d\x0a" else dpkt.pcap.Reader(handle)
+        link = reader.datalink()
+        for _ts, raw in reader:
+            if link == dpkt.pcap.DLT_EN10MB:
+                ip = dpkt.ethernet.Ethernet(raw).data
+            elif link == dpkt.pcap.DLT_LINUX_SLL:
+                ip = dpkt.sll.SLL(raw).data
+            elif link == 276:  # Linux cooked v2: 20-byte header
+                ip = raw[20:]
+                ip = dpkt.ip.IP(ip) if ip[:1] and ip[0] >> 4 == 4 else dpkt.ip6.IP6(ip)
+            elif link in (dpkt.pcap.DLT_NULL, dpkt.pcap.DLT_LOOP):
+                ip = dpkt.loopback.Loopback(raw).data
+            elif link in (dpkt.pcap.DLT_RAW, 101, 228, 229):
+                ip = dpkt.ip.IP(raw) if raw[:1] and raw[0] >> 4 == 4 else dpkt.ip6.IP6(raw)
+            else:
+                continue
+            yield ip
+
+
 def split_frames(pcap: Path) -> list[dict]:
     """Per TCP connection and direction, concatenate payloads in sequence
-    order and cut them at the int32 size prefixes."""
+    order and cut them at the int32 size prefixes (stops a direction at its
+    first gap)."""
     streams: dict[tuple, dict[int, bytes]] = {}
     first_seen: dict[tuple, int] = {}
-    with open(pcap, "rb") as handle:
-        for number, (_ts, raw) in enumerate(dpkt.pcap.Reader(handle), start=1):
-            eth = dpkt.ethernet.Ethernet(raw)
-            ip = eth.data
-            if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP):
-                continue
-            tcp = ip.data
-            key = (bytes(ip.src), tcp.sport, bytes(ip.dst), tcp.dport)
-            if tcp.flags & dpkt.tcp.TH_SYN:
-                first_seen.setdefault(key, tcp.seq + 1)
-            if tcp.data:
-                streams.setdefault(key, {})[tcp.seq] = bytes(tcp.data)
+    for ip in _packets(pcap):
+        if not isinstance(ip, (dpkt.ip.IP, dpkt.ip6.IP6)) or not isinstance(ip.data, dpkt.tcp.TCP):
+            continue
+        tcp = ip.data
+        key = (bytes(ip.src), tcp.sport, bytes(ip.dst), tcp.dport)
+        if tcp.flags & dpkt.tcp.TH_SYN:
+            first_seen.setdefault(key, (tcp.seq + 1) & 0xFFFFFFFF)
+        if tcp.data:
+            streams.setdefault(key, {}).setdefault(tcp.seq, bytes(tcp.data))
     frames = []
     for key, pieces in streams.items():
         start = first_seen.get(key, min(pieces))
@@ -121,7 +146,7 @@ def split_frames(pcap: Path) -> list[dict]:
             if seq < expected:
                 continue  # retransmission
             if seq != expected:
-                break  # gap: stop this direction
+                break  # gap (or sequence wrap): stop this direction
             data += pieces[seq]
             expected += len(pieces[seq])
         pos = 0

@@ -1,0 +1,44 @@
+"""`kdissect apis`: every Kafka API the protocol tables know, with version ranges."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from kdissect.protocol.schema import api_keys, api_versions
+
+
+def api_table() -> list[dict]:
+    """One entry per api key: key, name and request/response [min, max] versions."""
+    rows = []
+    for key in api_keys():
+        info = api_versions(key)
+        rows.append({
+            "api_key": key,
+            "name": info.name,
+            "request_versions": list(info.request) if info.request else None,
+            "response_versions": list(info.response) if info.response else None,
+        })
+    return rows
+
+
+def _span(span: list[int] | None) -> str:
+    if not span:
+        return "-"
+    return f"{span[0]}-{span[1]}" if span[0] != span[1] else str(span[0])
+
+
+@click.command(name="apis")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def command(as_json: bool) -> None:
+    """List every Kafka API (key, name, request and response versions)."""
+    rows = api_table()
+    if as_json:
+        click.echo("[\n" + ",\n".join(" " + json.dumps(row) for row in rows) + "\n]")
+        return
+    width = max(len(row["name"]) for row in rows)
+    click.echo(f"{'key':>4}  {'name':<{width}}  {'request':>8}  {'response':>8}")
+    for row in rows:
+        click.echo(f"{row['api_key']:>4}  {row['name']:<{width}}  {_span(row['request_versions']):>8}  "
+                   f"{_span(row['response_versions']):>8}")
