@@ -88,8 +88,10 @@ def _bytes_text(raw: bytes) -> str:
     text = f"<{len(raw)} bytes> {shown.hex(' ')}"
     if len(raw) > _TREE_BYTES:
         text += " ..."
-    if shown and all(0x20 <= b < 0x7F for b in shown):
-        text += f'  "{shown.decode("ascii")}"' + ("..." if len(raw) > _TREE_BYTES else "")
+    printable = sum(1 for b in shown if 0x20 <= b < 0x7F)
+    if shown and printable * 4 >= len(shown) * 3:  # mostly text: show it, dots for the rest
+        ascii_text = "".join(chr(b) if 0x20 <= b < 0x7F else "." for b in shown)
+        text += f'  "{ascii_text}"' + ("..." if len(raw) > _TREE_BYTES else "")
     return text
 
 
