@@ -170,11 +170,14 @@ class Reassembler:
         self._recently_closed: dict[tuple[str, int, str, int], float] = {}  # key -> close time
         self._next_id = 0
         self._arrivals = 0
-        # Reset connections waiting out their straggler window: (deadline in
-        # segments of the whole run, conn). The per-connection bound decides
-        # when fed one connection alone; this one bounds memory in a full run.
-        self._closing: deque[tuple[int, TcpConnection]] = deque()
-        self._rst_global_grace = max(1024, 8 * reorder_tolerance)
+        # Reset connections waiting out their straggler window, and
+        # acknowledged holes waiting to be declared: (deadline counted in
+        # segments of the whole run, conn). The per-connection bound
+        # (reorder_tolerance) decides when a connection is fed alone; this
+        # one, much larger, stops a quiet connection from waiting until the
+        # end of a long capture.
+        self._timers: deque[tuple[int, TcpConnection]] = deque()
+        self._global_grace = max(1024, 8 * reorder_tolerance)
 
     @property
     def open_connections(self) -> list[TcpConnection]:
@@ -217,6 +220,13 @@ class Reassembler:
             direction = 0
         else:
             direction = 1
+        if flags & SYN and (direction == 1) == (not flags & ACK) and self._untouched(conn):
+            # The capture showed a segment of the responder before the SYN:
+            # the handshake tells who initiated, and nothing was delivered yet.
+            conn.initiator, conn.responder = conn.responder, conn.initiator
+            conn.halves = (conn.halves[1], conn.halves[0])
+            conn.keys = (conn.keys[1], conn.keys[0])
+            direction = 1 - direction
         half = conn.halves[direction]
         peer = conn.halves[1 - direction]
 
@@ -249,17 +259,19 @@ class Reassembler:
             # Close a little later: a capture may show the RST before data
             # segments that preceded it.
             conn.closing = conn.segments
-            self._closing.append((self.stats.segments + self._rst_global_grace, conn))
+            self._timers.append((self.stats.segments + self._global_grace, conn))
         if conn.closing is not None:
             if conn.segments - conn.closing >= self.reorder_tolerance:
                 self._close(conn, "rst", events, seg)
-            self._close_due(events, seg)
+            if self._timers:
+                self._run_timers(events, seg)
             return events
         for d in (0, 1):
             h = conn.halves[d]
             if h.acked > h.next and h.has_hole():
                 if h.deadline is None:
                     h.deadline = conn.segments + self.reorder_tolerance
+                    self._timers.append((self.stats.segments + self._global_grace, conn))
                 if conn.segments >= h.deadline:
                     h.deadline = None
                     self._declare_acked_holes(conn, d, h, seg, events)
@@ -267,24 +279,47 @@ class Reassembler:
                 h.deadline = None
         if half.fin is not None and peer.fin is not None and half.next >= half.fin and peer.next >= peer.fin:
             self._close(conn, "fin", events, seg)
-        if self._closing:
-            self._close_due(events, seg)
+        if self._timers:
+            self._run_timers(events, seg)
         return events
 
-    def _close_due(self, events: list[Event], seg: TcpSegment) -> None:
-        """Close reset connections whose straggler window has passed."""
-        closing = self._closing
-        while closing and (closing[0][1].closed or closing[0][0] <= self.stats.segments):
-            _, conn = closing.popleft()
-            if not conn.closed:
+    def _run_timers(self, events: list[Event], seg: TcpSegment) -> None:
+        """Close reset connections and declare acknowledged holes whose
+        run-wide deadline has passed."""
+        timers = self._timers
+        now = self.stats.segments
+        while timers and (timers[0][1].closed or timers[0][0] <= now):
+            _, conn = timers.popleft()
+            if conn.closed:
+                continue
+            if conn.closing is not None:
                 self._close(conn, "rst", events, seg)
+                continue
+            for d in (0, 1):
+                h = conn.halves[d]
+                if h.deadline is not None and h.acked > h.next and h.has_hole():
+                    h.deadline = None
+                    self._declare_acked_holes(conn, d, h, seg, events)
+            if self._fins_done(conn):
+                self._close(conn, "fin", events, seg)
+
+    @staticmethod
+    def _fins_done(conn: TcpConnection) -> bool:
+        a, b = conn.halves
+        return a.fin is not None and b.fin is not None and a.next >= a.fin and b.next >= b.fin
 
     def finish(self) -> list[Event]:
         """Flush held data (as gaps where holes remain) and close every open connection."""
         events: list[Event] = []
         for conn in self.open_connections:
-            self._close(conn, "rst" if conn.closing is not None else "end-of-capture", events, None)
-        self._closing.clear()
+            if conn.closing is not None:
+                reason = "rst"
+            elif all(h.fin is not None for h in conn.halves):
+                reason = "fin"  # ended normally; a hole before a FIN kept it open
+            else:
+                reason = "end-of-capture"
+            self._close(conn, reason, events, None)
+        self._timers.clear()
         return events
 
     # -- connections ------------------------------------------------------------
@@ -304,6 +339,10 @@ class Reassembler:
             self._conns[key] = conn
         events.append(Opened(conn))
         return conn
+
+    @staticmethod
+    def _untouched(conn: TcpConnection) -> bool:
+        return all(h.next == 0 and not h.pending and h.fin is None for h in conn.halves)
 
     @staticmethod
     def _is_new_syn(conn: TcpConnection, seg: TcpSegment) -> bool:
@@ -418,15 +457,18 @@ class Reassembler:
         half.next = target
 
     def _declare_acked_holes(self, conn: TcpConnection, direction: int, half: _Half, seg: TcpSegment, events: list[Event]) -> None:
-        while half.acked > half.next:
-            if half.pending:
-                target = half.pending[0][0]
-            elif half.fin is not None and half.fin > half.next:
-                target = half.fin
-            else:
-                break
-            self._gap(conn, direction, half, target, seg, events)
-            self._drain(conn, direction, half, None, events)
+        """Declare the first hole a gap. A later hole gets its own grace
+        period: the data filling it may still be a few segments away."""
+        if half.acked <= half.next:
+            return
+        if half.pending:
+            target = half.pending[0][0]
+        elif half.fin is not None and half.fin > half.next:
+            target = half.fin
+        else:
+            return
+        self._gap(conn, direction, half, target, seg, events)
+        self._drain(conn, direction, half, None, events)
 
     def _flush(self, conn: TcpConnection, direction: int, half: _Half, seg: TcpSegment | None, events: list[Event]) -> None:
         while half.pending:

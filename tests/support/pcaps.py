@@ -235,30 +235,33 @@ TSHARK_FIELDS = [
 ]
 
 
-def tshark_segments(path: Path, extra_args: list[str] | None = None) -> list[dict]:
-    """One dict per TCP frame as tshark decodes it."""
+def tshark_segments(path: Path, extra_fields: list[str] | None = None) -> list[dict]:
+    """One dict per TCP frame as tshark decodes it; `extra_fields` are kept
+    as text under their own names."""
+    extra = list(extra_fields or [])
     cmd = ["tshark", "-n", "-r", str(path), "-Y", "tcp", "-T", "fields", "-E", "separator=\t", "-E", "occurrence=l"]
-    for f in TSHARK_FIELDS:
+    for f in TSHARK_FIELDS + extra:
         cmd += ["-e", f]
-    out = subprocess.run(cmd + (extra_args or []), check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rows = []
     for line in out.splitlines():
         v = line.split("\t")
-        rows.append(
-            {
-                "frame": int(v[0]),
-                "ts": float(v[1]),
-                "src": v[2] or v[3],
-                "sport": int(v[4]),
-                "dst": v[5] or v[6],
-                "dport": int(v[7]),
-                "seq": int(v[8]),
-                "ack": int(v[9]),
-                "flags": int(v[10], 16),
-                "len": int(v[11]),
-                "stream": int(v[12]),
-            }
-        )
+        row = {
+            "frame": int(v[0]),
+            "ts": float(v[1]),
+            "src": v[2] or v[3],
+            "sport": int(v[4]),
+            "dst": v[5] or v[6],
+            "dport": int(v[7]),
+            "seq": int(v[8]),
+            "ack": int(v[9]),
+            "flags": int(v[10], 16),
+            "len": int(v[11]),
+            "stream": int(v[12]),
+        }
+        for name, value in zip(extra, v[len(TSHARK_FIELDS) :]):
+            row[name] = value
+        rows.append(row)
     return rows
 
 
@@ -332,3 +335,49 @@ def compare_with_tshark(path: Path) -> tuple[int, list[str]]:
         if mine != ref or abs(s.ts - t["ts"]) > 1e-6:
             problems.append(f"frame {t['frame']}: {mine} {s.ts!r} != tshark {ref} {t['ts']!r}")
     return len(theirs), problems
+
+
+_RECORDING: dict[str, Path] = {}
+
+
+def shared_recording() -> Path:
+    """One loopback recording per test process (about a second to make)."""
+    if "loop" not in _RECORDING:
+        import tempfile
+
+        directory = Path(tempfile.mkdtemp(prefix="kdissect-loop-"))
+        _RECORDING["loop"] = record_loopback(directory)
+    return _RECORDING["loop"]
+
+
+def lab_captures() -> list[Path]:
+    """The capture lab's recordings in captures/ (absent early in the project)."""
+    return sorted((REPO / "captures").glob("*.pcap"))
+
+
+def tshark_frame_count(path: Path) -> int:
+    out = subprocess.run(["tshark", "-n", "-r", str(path), "-T", "fields", "-e", "frame.number"], capture_output=True, text=True)
+    return len(out.stdout.split())
+
+
+def reassemble(paths, **options):
+    """Run the Reassembler over a capture set: (chunks by (conn id, direction),
+    connections by id, close reasons by id, stats, event list)."""
+    from kdissect.capture import read_segments
+    from kdissect.reassembly import Closed, Data, Opened, Reassembler
+
+    r = Reassembler(**options)
+    events = []
+    for seg in read_segments(paths):
+        events += r.feed(seg)
+    events += r.finish()
+    chunks: dict[tuple[int, int], list] = {}
+    conns, reasons = {}, {}
+    for e in events:
+        if isinstance(e, Opened):
+            conns[e.conn.id] = e.conn
+        elif isinstance(e, Data):
+            chunks.setdefault((e.conn.id, e.direction), []).append(e.chunk)
+        elif isinstance(e, Closed):
+            reasons[e.conn.id] = e.reason
+    return chunks, conns, reasons, r.stats, events
