@@ -34,6 +34,7 @@ from kdissect.protocol.model import (
     ResponseHeader,
     Struct,
 )
+from kdissect.protocol.headers import read_request_header, read_response_header
 from kdissect.protocol.primitives import DecodeError, EncodeError
 from kdissect.protocol.schema import (
     FieldSchema,
@@ -57,6 +58,7 @@ _FIXED = {
     "float64": ("d", "d", 8), "bool": ("B", "?", 1), "uuid": ("16s", "16s", 16),
 }
 API_VERSIONS = 18
+_CORRELATION = prim.INT32.unpack_from
 UNSUPPORTED_VERSION = 35
 
 
@@ -208,6 +210,7 @@ class _Source:
             "_rtags": _read_tags,
             "_wtags": _write_tags,
             "_rfix": _read_fixed_array,
+            "_unpack": struct.unpack_from,
             "_rvar": _read_var_array,
             "_wfix": _write_fixed_array,
         }
@@ -484,6 +487,10 @@ class _Generator:
                 "        _ap(_x)",
                 f"    {target} = _l",
             ]
+        elif kind in _FIXED and kind not in ("bool", "uuid"):
+            code, _enc, size = _FIXED[kind]
+            lines += [f"    {target} = list(_unpack('>%d{code}' % _n, b, p)) if _n else []",
+                      f"    p += _n * {size}"]
         elif kind in _FIXED:
             code, _enc, size = _FIXED[kind]
             lines.append(f"    {target}, p = _rfix(b, p, _n, {code!r}, {size}, {kind!r})")
@@ -713,13 +720,10 @@ def _as_bytes(frame: Any) -> bytes:
 
 def decode_request(frame: bytes) -> Request:
     """Decode one request frame (without its 4-byte size prefix)."""
-    from kdissect.protocol.headers import read_request_header
-
-    buf = _as_bytes(frame)
+    buf = frame if type(frame) is bytes else _as_bytes(frame)
     header, pos, body_version, assumed = read_request_header(buf)
     end = len(buf)
-    codec = message_codec(header.api_key, body_version, "request")
-    body, pos = codec.decode(buf, pos, end)
+    body, pos = message_codec(header.api_key, body_version, "request").decode(buf, pos, end)
     if pos != end:
         raise DecodeError(pos, "", f"{end - pos} bytes left over after the last field")
     if header.api_key in _EMBEDDED_APIS:
@@ -729,21 +733,30 @@ def decode_request(frame: bytes) -> Request:
     return Request(header, body, body_version, assumed)
 
 
+@lru_cache(maxsize=None)
+def _response_plan(api_key: int, api_version: int) -> tuple[MessageCodec, int, int, str | None]:
+    """(codec, header version, body version, assumed problem); KeyError if unknown."""
+    body_version, assumed = resolve_version(api_key, api_version, "response")
+    codec = message_codec(api_key, body_version, "response")
+    header_version = header_versions(api_key, body_version, codec.schema.flexible)[1]
+    return codec, header_version, body_version, assumed
+
+
 def decode_response(frame: bytes, api_key: int, api_version: int) -> Response:
     """Decode one response frame given the api key and version of its request."""
-    from kdissect.protocol.headers import read_response_header
-
-    buf = _as_bytes(frame)
+    buf = frame if type(frame) is bytes else _as_bytes(frame)
     try:
-        body_version, assumed = resolve_version(api_key, api_version, "response")
+        codec, header_version, body_version, assumed = _response_plan(api_key, api_version)
     except KeyError as problem:
         raise DecodeError(0, "", str(problem.args[0]) if problem.args else "unknown version") from None
     except (TypeError, ValueError) as problem:
         raise DecodeError(0, "", f"bad api key/version: {problem}") from None
-    flexible = get_schema(api_key, body_version, "response").flexible
-    header_version = header_versions(api_key, body_version, flexible)[1]
-    header, pos = read_response_header(buf, header_version)
     end = len(buf)
+    if header_version == 0 and end >= 4:
+        header = ResponseHeader(_CORRELATION(buf, 0)[0], [], 0)
+        pos = 4
+    else:
+        header, pos = read_response_header(buf, header_version)
     if api_key == API_VERSIONS and body_version > 0 and end - pos >= 2 and \
             prim.INT16.unpack_from(buf, pos)[0] == UNSUPPORTED_VERSION:
         # The broker answers an unsupported ApiVersions version with a v0 body.
@@ -754,7 +767,6 @@ def decode_response(frame: bytes, api_key: int, api_version: int) -> Response:
                                 f"ApiVersions v{api_version} response with UNSUPPORTED_VERSION is laid out as v0")
         except DecodeError:
             pass
-    codec = message_codec(api_key, body_version, "response")
     body, pos = codec.decode(buf, pos, end)
     if pos != end:
         raise DecodeError(pos, "", f"{end - pos} bytes left over after the last field")

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Decode throughput of the protocol core on real frames.
+
+    python3 benchmarks/bench_decode.py [--seconds 1.0]
+
+Uses the frames recorded from kafka-python / confluent-kafka talking to a
+Tansu broker (tests/fixtures/frames/*.jsonl): Produce requests and
+responses, Fetch requests and responses, Metadata requests and responses.
+Prints frames/s and MB/s per kind (decode only: header + body; records stay
+raw bytes, as in the pipeline). Also times summarize_response on the
+responses. Not a test: figures depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from kdissect import decode_request, decode_response  # noqa: E402
+from kdissect.protocol.summary import summarize_response  # noqa: E402
+
+KINDS = {0: "Produce", 1: "Fetch", 3: "Metadata"}
+
+
+def load_frames() -> dict[tuple[str, str], list[tuple[bytes, int, int]]]:
+    groups: dict[tuple[str, str], list[tuple[bytes, int, int]]] = {}
+    for path in sorted((REPO / "tests" / "fixtures" / "frames").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            entry = json.loads(line)
+            if entry["api_key"] in KINDS:
+                key = (KINDS[entry["api_key"]], entry["direction"])
+                groups.setdefault(key, []).append((bytes.fromhex(entry["hex"]), entry["api_key"], entry["api_version"]))
+    return groups
+
+
+def bench(frames: list[tuple[bytes, int, int]], direction: str, seconds: float) -> tuple[float, float]:
+    # warm up (compiles the decoders once)
+    for frame, key, version in frames:
+        decode_request(frame) if direction == "request" else decode_response(frame, key, version)
+    count = 0
+    size = 0
+    started = time.perf_counter()
+    deadline = started + seconds
+    while time.perf_counter() < deadline:
+        if direction == "request":
+            for frame, _key, _version in frames:
+                decode_request(frame)
+                size += len(frame)
+        else:
+            for frame, key, version in frames:
+                decode_response(frame, key, version)
+                size += len(frame)
+        count += len(frames)
+    elapsed = time.perf_counter() - started
+    return count / elapsed, size / elapsed / 1e6
+
+
+def bench_summary(frames: list[tuple[bytes, int, int]], seconds: float) -> float:
+    bodies = [(decode_response(f, k, v).body, k, v) for f, k, v in frames]
+    count = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        for body, key, version in bodies:
+            summarize_response(key, version, body)
+        count += len(bodies)
+    return count / (time.perf_counter() - started)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="protocol decode throughput on real frames")
+    parser.add_argument("--seconds", type=float, default=1.0, help="time per measurement")
+    args = parser.parse_args()
+    groups = load_frames()
+    print(f"{'frames':<22} {'n':>3} {'avg bytes':>9} {'frames/s':>10} {'MB/s':>7}")
+    for (name, direction), frames in sorted(groups.items()):
+        rate, mbps = bench(frames, direction, args.seconds)
+        avg = sum(len(f) for f, _k, _v in frames) / len(frames)
+        print(f"{name + ' ' + direction:<22} {len(frames):>3} {avg:>9.0f} {rate:>10,.0f} {mbps:>7.1f}")
+    for (name, direction), frames in sorted(groups.items()):
+        if direction == "response":
+            print(f"summarize_response {name:<10} {bench_summary(frames, args.seconds / 2):>12,.0f} /s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
