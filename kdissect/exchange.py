@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 # status values
 OK = "ok"
 NO_RESPONSE = "no_response"
@@ -20,38 +18,60 @@ MALFORMED = "malformed"
 TRUNCATED = "truncated"
 STATUSES = (OK, NO_RESPONSE, ORPHAN_RESPONSE, MALFORMED, TRUNCATED)
 
-# The exchange table: (column, Arrow type), in output order.
-COLUMNS: list[tuple[str, pa.DataType]] = [
-    ("capture", pa.string()),
-    ("stream", pa.int64()),
-    ("client", pa.string()),
-    ("broker", pa.string()),
-    ("correlation_id", pa.int32()),
-    ("api_key", pa.int16()),
-    ("api_name", pa.string()),
-    ("api_version", pa.int16()),
-    ("client_id", pa.string()),
-    ("request_ts", pa.float64()),
-    ("response_ts", pa.float64()),
-    ("request_frame", pa.int64()),
-    ("response_frame", pa.int64()),
-    ("latency_ms", pa.float64()),
-    ("request_bytes", pa.int64()),
-    ("response_bytes", pa.int64()),
-    ("throttle_time_ms", pa.int32()),
-    ("error_code", pa.int16()),
-    ("error_codes", pa.list_(pa.int16())),
-    ("status", pa.string()),
-    ("problems", pa.list_(pa.string())),
+# The exchange table: (column, Arrow type name), in output order. Type names
+# (not pyarrow objects) keep pyarrow out of the import path of the CLI;
+# `arrow_schema()` builds the pyarrow schema from them.
+COLUMN_TYPES: list[tuple[str, str]] = [
+    ("capture", "string"),
+    ("stream", "int64"),
+    ("client", "string"),
+    ("broker", "string"),
+    ("correlation_id", "int32"),
+    ("api_key", "int16"),
+    ("api_name", "string"),
+    ("api_version", "int16"),
+    ("client_id", "string"),
+    ("request_ts", "float64"),
+    ("response_ts", "float64"),
+    ("request_frame", "int64"),
+    ("response_frame", "int64"),
+    ("latency_ms", "float64"),
+    ("request_bytes", "int64"),
+    ("response_bytes", "int64"),
+    ("throttle_time_ms", "int32"),
+    ("error_code", "int16"),
+    ("error_codes", "list<int16>"),
+    ("status", "string"),
+    ("problems", "list<string>"),
     # record counts from batch headers (kdissect.records), null where the
-    # exchange carries no records or the records package is unavailable
-    ("records", pa.int64()),
-    ("record_bytes", pa.int64()),
-    ("codecs", pa.list_(pa.string())),
+    # exchange carries no records
+    ("records", "int64"),
+    ("record_bytes", "int64"),
+    ("codecs", "list<string>"),
 ]
-COLUMN_NAMES: list[str] = [name for name, _ in COLUMNS]
-LIST_COLUMNS = frozenset(name for name, kind in COLUMNS if pa.types.is_list(kind))
-SCHEMA = pa.schema(COLUMNS)
+COLUMN_NAMES: list[str] = [name for name, _ in COLUMN_TYPES]
+LIST_COLUMNS = frozenset(name for name, kind in COLUMN_TYPES if kind.startswith("list<"))
+
+
+def _arrow_type(name: str):  # -> pyarrow.DataType
+    import pyarrow as pa
+
+    if name.startswith("list<"):
+        return pa.list_(_arrow_type(name[5:-1]))
+    return {"string": pa.string(), "int64": pa.int64(), "int32": pa.int32(),
+            "int16": pa.int16(), "float64": pa.float64()}[name]
+
+
+def arrow_columns() -> list:
+    """[(name, pyarrow type)] of the exchange table."""
+    return [(name, _arrow_type(kind)) for name, kind in COLUMN_TYPES]
+
+
+def arrow_schema():  # -> pyarrow.Schema
+    """The exchange table's pyarrow schema (JSONL/CSV/Parquet/Spark all follow it)."""
+    import pyarrow as pa
+
+    return pa.schema(arrow_columns())
 
 
 def endpoint(ip: str, port: int) -> str:
@@ -140,3 +160,13 @@ class Exchange:
     def add_problem(self, text: str) -> None:
         if text not in self.problems:
             self.problems.append(text)
+
+
+def __getattr__(name: str):
+    # COLUMNS ([(name, pyarrow type)]) and SCHEMA (pyarrow.Schema), built on
+    # first use so that importing this module does not import pyarrow
+    if name == "COLUMNS":
+        return arrow_columns()
+    if name == "SCHEMA":
+        return arrow_schema()
+    raise AttributeError(f"module 'kdissect.exchange' has no attribute {name!r}")

@@ -19,6 +19,7 @@ how tshark labels a reassembled PDU.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from struct import Struct
 from typing import Callable, Protocol
@@ -30,6 +31,10 @@ _unpack_int32 = _INT32.unpack_from
 # any non-negative size up to MAX_FRAME_SIZE is believed.
 MAX_FRAME_SIZE = 1 << 30
 HUNT_MAX_SIZE = 128 << 20
+# Where a hunted size field may start: big-endian, so a size up to
+# HUNT_MAX_SIZE (0x08000000) begins with a byte 0x00-0x08. Zero-width, to
+# find every position.
+_SIZE_CANDIDATE = re.compile(rb"(?=[\x00-\x08])")
 # Bytes after the size field handed to `plausible` while hunting.
 HUNT_PREFIX = 64
 
@@ -132,9 +137,22 @@ class FrameReader:
         return len(self._buf)
 
     def push(self, chunk: ChunkLike) -> list[Frame]:
-        out: list[Frame] = []
         self._last = chunk
         offset, length = chunk.offset, chunk.length
+        if (length >= 4 and offset == self._end and self._state == _SYNC and not self._buf
+                and chunk.kind == "data"):
+            # fast path: a chunk holding exactly one whole frame (most packets)
+            data = chunk.data
+            size = _unpack_int32(data, 0)[0]
+            if size + 4 == length:
+                pos = self._pos
+                self._pos = self._end = offset + length
+                stats = self.stats
+                stats.frames += 1
+                stats.framed_bytes += length
+                return [Frame(self.direction, pos, size, data[4:], True,
+                              chunk.ts, chunk.capture_index, chunk.frame_number)]
+        out: list[Frame] = []
         if offset > self._end:  # the reassembler skipped bytes without saying so
             self._hole(offset - self._end, "gap", chunk, out)
         elif offset < self._end:  # overlap with what we already have: trim it
@@ -317,20 +335,26 @@ class FrameReader:
         n = len(buf)
         plausible = self.plausible
         min_size = self.min_size
-        p = 0
+        p = max(0, n - 3)  # where to resume when no candidate is left
         found = -1
-        while p + 4 <= n:
-            size = _unpack_int32(buf, p)[0]
+        # only positions whose first two bytes allow a size <= HUNT_MAX_SIZE
+        # are worth a look; the regex finds them in C
+        for match in _SIZE_CANDIDATE.finditer(buf):
+            q = match.start()
+            if q + 4 > n:
+                p = q
+                break
+            size = _unpack_int32(buf, q)[0]
             if min_size <= size <= HUNT_MAX_SIZE:
-                have = n - p - 4
+                have = n - q - 4
                 need = size if size < HUNT_PREFIX else HUNT_PREFIX
                 if have < need and not final:
+                    p = q
                     break  # wait for more bytes before judging this position
                 if have >= 8 or have >= size:
-                    if plausible(bytes(buf[p + 4 : p + 4 + min(have, need)]), size):
-                        found = p
+                    if plausible(bytes(buf[q + 4 : q + 4 + min(have, need)]), size):
+                        found = q
                         break
-            p += 1
         if found < 0:
             keep_from = n if final else p
             self.stats.skipped_bytes += keep_from

@@ -1,4 +1,4 @@
-"""Writers for the exchange table: JSONL, CSV, Parquet, all from `exchange.COLUMNS`.
+"""Writers for the exchange table: JSONL, CSV, Parquet, all from `exchange.COLUMN_TYPES`.
 
 `open_writer(path)` picks the format from the file extension ("-" or None means
 JSONL on stdout). Each writer takes rows (dicts from `Exchange.to_row`) one at
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from kdissect.exchange import COLUMN_NAMES, LIST_COLUMNS, SCHEMA
+from kdissect.exchange import COLUMN_NAMES, LIST_COLUMNS, arrow_schema
 from kdissect.failures import InputError
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -34,6 +34,31 @@ def format_for(path: str | None) -> str:
         ) from None
 
 
+def safe_text(text: str) -> str:
+    """`text` made encodable as UTF-8: undecodable bytes (lone surrogates, as
+    produced by surrogateescape) become U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def safe_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `row` whose strings are all valid UTF-8 (used only after a failure)."""
+    clean: dict[str, Any] = {}
+    for name, value in row.items():
+        if isinstance(value, str):
+            value = safe_text(value)
+        elif isinstance(value, list):
+            value = [safe_text(v) if isinstance(v, str) else v for v in value]
+        clean[name] = value
+    return clean
+
+
 class JsonlWriter:
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
@@ -41,8 +66,11 @@ class JsonlWriter:
                                         allow_nan=False).encode
 
     def write(self, row: dict[str, Any]) -> None:
-        self._stream.write(self._encode(row))
-        self._stream.write("\n")
+        line = self._encode(row)
+        try:
+            self._stream.write(line + "\n")
+        except UnicodeEncodeError:
+            self._stream.write(self._encode(safe_row(row)) + "\n")
 
     def close(self) -> None:
         self._stream.flush()
@@ -62,7 +90,10 @@ class CsvWriter:
         for i in self._list_positions:
             if values[i] is not None:
                 values[i] = json.dumps(values[i], ensure_ascii=False, separators=(",", ":"))
-        self._writer.writerow(values)
+        try:
+            self._writer.writerow(values)
+        except UnicodeEncodeError:
+            self._writer.writerow([safe_text(v) if isinstance(v, str) else v for v in values])
 
     def close(self) -> None:
         self._stream.flush()
@@ -74,7 +105,8 @@ class ParquetWriter:
     def __init__(self, path: str, batch_rows: int = 65536) -> None:
         import pyarrow.parquet as pq
 
-        self._writer = pq.ParquetWriter(path, SCHEMA)
+        self._schema = arrow_schema()
+        self._writer = pq.ParquetWriter(path, self._schema)
         self._rows: list[dict[str, Any]] = []
         self._batch_rows = batch_rows
 
@@ -87,7 +119,11 @@ class ParquetWriter:
         import pyarrow as pa
 
         if self._rows:
-            self._writer.write_table(pa.Table.from_pylist(self._rows, schema=SCHEMA))
+            try:
+                table = pa.Table.from_pylist(self._rows, schema=self._schema)
+            except (UnicodeEncodeError, pa.ArrowException):
+                table = pa.Table.from_pylist([safe_row(r) for r in self._rows], schema=self._schema)
+            self._writer.write_table(table)
             self._rows = []
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ def capture_options(function: Callable[..., Any]) -> Callable[..., Any]:
         help="A port Kafka brokers listen on (repeatable; default 9092).",
     )(function)
     return click.argument("captures", nargs=-1, required=True,
-                          type=click.Path(dir_okay=False, path_type=str))(function)
+                          type=str)(function)
 
 
 def check_readable(paths: tuple[str, ...]) -> list[str]:
@@ -53,7 +53,7 @@ def print_accounting(analysis: Any) -> None:
     for line in analysis.accounting.summary_lines():
         click.echo(f"kdissect: {line}", err=True)
     for problem in analysis.read_stats.problems:
-        click.echo(f"kdissect: {problem}", err=True)
+        click.echo(f"kdissect: {problem}".encode("utf-8", "replace").decode("utf-8"), err=True)
 
 
 @click.command("export")

@@ -9,6 +9,7 @@ import click
 
 from kdissect.commands.export import capture_options, print_accounting, run_analysis
 from kdissect.exchange import Exchange
+from kdissect.output import safe_text
 
 
 def _error_name(code: int) -> str:
@@ -89,9 +90,9 @@ def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool, 
     for ex in analysis:
         if not _selected(ex, api_set, id_set, errors_only, slower_than):
             continue
-        click.echo(summary_line(ex))
+        click.echo(safe_text(summary_line(ex)))
         if verbose:
             tree = _tree(ex, show_secrets)
             if tree:
-                click.echo(tree)
+                click.echo(safe_text(tree))
     print_accounting(analysis)

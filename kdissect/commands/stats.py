@@ -7,6 +7,7 @@ import json
 import click
 
 from kdissect.commands.export import capture_options, run_analysis
+from kdissect.output import safe_text
 
 
 @click.command("stats")
@@ -25,6 +26,8 @@ def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool, 
     if as_json:
         payload = summary.to_dict()
         payload["accounting"] = analysis.accounting.to_dict()
-        click.echo(json.dumps(payload, indent=2, default=str, allow_nan=True))
+        click.echo(safe_text(json.dumps(payload, indent=2, default=str, allow_nan=True)))
     else:
-        click.echo(summary.render(analysis.accounting), nl=False)
+        click.echo(safe_text(summary.render(analysis.accounting)), nl=False)
+    for problem in analysis.read_stats.problems:
+        click.echo(f"kdissect: {safe_text(problem)}", err=True)

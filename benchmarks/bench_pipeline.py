@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""kdissect export vs tshark on two large captures from the capture lab.
+
+    python3 benchmarks/bench_pipeline.py [--rounds 3] [--regenerate]
+
+Generates (once, into benchmarks/out/) a bulk capture (large produce batches
+and fetches, >= 50 MB) and a chatty one (>= 30,000 small pipelined produce
+exchanges) with `captures/lab.py`, then runs, alternating, in the same run:
+
+    python3 -m kdissect export F -o /dev/null
+    tshark -r F -T fields -e frame.number -e kafka.api_key -e kafka.correlation_id \
+           -e kafka.error -e kafka.throttle_time
+
+Each run is a child process measured with wait4: wall time, CPU time
+(user + sys) and peak resident memory. The best of the rounds is reported,
+with tshark/kdissect ratios (> 1 means kdissect is faster). Results also go
+to benchmarks/out/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+OUT = HERE / "out"
+
+TSHARK_FIELDS = ["-e", "frame.number", "-e", "kafka.api_key", "-e", "kafka.correlation_id",
+                 "-e", "kafka.error", "-e", "kafka.throttle_time"]
+
+
+def generate(kind: str, path: Path, regenerate: bool) -> None:
+    if path.exists() and not regenerate:
+        return
+    if kind == "bulk":
+        extra = ["--mb", "120"]  # what reaches the file, not what was sent, must be >= 50 MB
+    else:
+        extra = ["--exchanges", "30000"]
+    command = [sys.executable, str(REPO / "captures" / "lab.py"), kind, str(path), *extra]
+    print("generating:", " ".join(command), flush=True)
+    subprocess.run(command, check=True, cwd=REPO)
+
+
+def measure(command: list[str]) -> dict[str, float]:
+    """Run `command` with stdout to /dev/null; wall, CPU seconds and peak RSS (MiB)."""
+    with open(os.devnull, "wb") as sink:
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.PIPE, cwd=REPO)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{command[0]} failed ({proc.returncode}): {err.decode(errors='replace')[-400:]}")
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024,
+            "stderr": err.decode(errors="replace")}
+
+
+def bench(path: Path, rounds: int) -> dict:
+    kdissect = [sys.executable, "-m", "kdissect", "export", str(path), "-o", os.devnull]
+    tshark = [shutil.which("tshark") or "tshark", "-r", str(path), "-T", "fields", *TSHARK_FIELDS]
+    runs: dict[str, list[dict]] = {"kdissect": [], "tshark": []}
+    for i in range(rounds):
+        order = [("kdissect", kdissect), ("tshark", tshark)]
+        if i % 2:
+            order.reverse()
+        for name, command in order:
+            runs[name].append(measure(command))
+    best = {name: {key: min(r[key] for r in results) for key in ("wall_s", "cpu_s")} |
+            {"peak_rss_mib": max(r["peak_rss_mib"] for r in results)}
+            for name, results in runs.items()}
+    accounting = [line.removeprefix("kdissect: ") for line in runs["kdissect"][0]["stderr"].splitlines()]
+    return {
+        "capture": path.name,
+        "size_mib": path.stat().st_size / (1 << 20),
+        "rounds": rounds,
+        "kdissect": best["kdissect"],
+        "tshark": best["tshark"],
+        "speedup_wall": best["tshark"]["wall_s"] / best["kdissect"]["wall_s"],
+        "speedup_cpu": best["tshark"]["cpu_s"] / best["kdissect"]["cpu_s"],
+        "kdissect_accounting": accounting,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--regenerate", action="store_true", help="re-record the captures")
+    parser.add_argument("captures", nargs="*", type=Path, help="benchmark these files instead")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    paths = args.captures
+    if not paths:
+        paths = []
+        for kind in ("bulk", "chatty"):
+            path = OUT / f"{kind}.pcap"
+            generate(kind, path, args.regenerate)
+            paths.append(path)
+    results = []
+    for path in paths:
+        result = bench(path, args.rounds)
+        results.append(result)
+        k, t = result["kdissect"], result["tshark"]
+        print(f"\n{result['capture']} ({result['size_mib']:.1f} MiB), best of {args.rounds}:")
+        print(f"  kdissect  wall {k['wall_s']:7.2f} s  cpu {k['cpu_s']:7.2f} s  peak RSS {k['peak_rss_mib']:7.1f} MiB")
+        print(f"  tshark    wall {t['wall_s']:7.2f} s  cpu {t['cpu_s']:7.2f} s  peak RSS {t['peak_rss_mib']:7.1f} MiB")
+        print(f"  speed-up (tshark / kdissect): wall {result['speedup_wall']:.2f}x, cpu {result['speedup_cpu']:.2f}x")
+        for line in result["kdissect_accounting"]:
+            print(f"  | {line}")
+    (OUT / "results.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
