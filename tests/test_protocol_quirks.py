@@ -133,7 +133,6 @@ def test_unknown_tagged_fields_are_kept_in_order() -> None:
 
 def test_known_tagged_field_decodes_by_name() -> None:
     # Fetch v12 response partition with tag 1 = CurrentLeader (leader 7, epoch 3)
-    partition = i32(0) + i16(6) + i64(10) + i64(-1) + i64(0) + b"\x01" + i32(-1) + b"\x01"  # records null -> 0
     partition = i32(0) + i16(6) + i64(10) + i64(-1) + i64(0) + b"\x00" + i32(-1) + b"\x00"
     tags = b"\x01" + b"\x01" + b"\x09" + i32(7) + i32(3) + b"\x00"
     body = i32(0) + i16(0) + i32(0) + b"\x02" + cstr("t") + b"\x02" + partition + tags + b"\x00" + b"\x00"
@@ -266,3 +265,35 @@ def test_header_helpers() -> None:
     assert not looks_like_request(i16(3) + i16(1) + i32(1) + i16(3) + b"\x01\x02\x03", 40)  # not text
     assert not looks_like_request(b"\xff" * 20, 100)
     assert looks_like_request(i16(7) + i16(0) + i32(1), 12)  # ControlledShutdown v0
+
+
+# ---------------------------------------------------------------- varints
+
+@pytest.mark.parametrize("value, raw", [(0, b"\x00"), (1, b"\x01"), (127, b"\x7f"), (128, b"\x80\x01"),
+                                        (300, b"\xac\x02"), (2**32 - 1, b"\xff\xff\xff\xff\x0f")])
+def test_unsigned_varint(value: int, raw: bytes) -> None:
+    from kdissect.protocol.primitives import read_uvarint, write_uvarint
+
+    assert write_uvarint(value) == raw
+    assert read_uvarint(raw + b"\xee", 0) == (value, len(raw))
+
+
+@pytest.mark.parametrize("value, raw", [(0, b"\x00"), (-1, b"\x01"), (1, b"\x02"), (-64, b"\x7f"),
+                                        (64, b"\x80\x01"), (-(2**31), b"\xff\xff\xff\xff\x0f")])
+def test_zigzag_varint(value: int, raw: bytes) -> None:
+    from kdissect.protocol.primitives import read_varint, read_varlong, write_varint, write_varlong
+
+    assert write_varint(value) == raw and read_varint(raw, 0) == (value, len(raw))
+    assert write_varlong(value) == raw and read_varlong(raw, 0) == (value, len(raw))
+
+
+def test_varlong_extremes_and_overlong() -> None:
+    from kdissect.protocol.primitives import read_uvarint, read_varlong, write_varlong
+
+    for value in (2**63 - 1, -(2**63)):
+        raw = write_varlong(value)
+        assert len(raw) == 10 and read_varlong(raw, 0) == (value, 10)
+    with pytest.raises(ValueError):
+        read_uvarint(b"\x80\x00", 0)  # non-minimal
+    with pytest.raises(ValueError):
+        read_uvarint(b"\xff\xff\xff\xff\xff\x01", 0)  # longer than 5 bytes

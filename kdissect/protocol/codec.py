@@ -34,7 +34,7 @@ from kdissect.protocol.model import (
     ResponseHeader,
     Struct,
 )
-from kdissect.protocol.headers import read_request_header, read_response_header
+from kdissect.protocol.headers import read_request_header_layout, read_response_header
 from kdissect.protocol.primitives import DecodeError, EncodeError
 from kdissect.protocol.schema import (
     FieldSchema,
@@ -721,16 +721,21 @@ def _as_bytes(frame: Any) -> bytes:
 def decode_request(frame: bytes) -> Request:
     """Decode one request frame (without its 4-byte size prefix)."""
     buf = frame if type(frame) is bytes else _as_bytes(frame)
-    header, pos, body_version, assumed = read_request_header(buf)
+    header, pos, layout = read_request_header_layout(buf)
     end = len(buf)
-    body, pos = message_codec(header.api_key, body_version, "request").decode(buf, pos, end)
+    body, pos = _request_codec(header.api_key, layout[1]).decode(buf, pos, end)
     if pos != end:
         raise DecodeError(pos, "", f"{end - pos} bytes left over after the last field")
     if header.api_key in _EMBEDDED_APIS:
         from kdissect.protocol.consumer import decode_embedded
 
         decode_embedded(header.api_key, "request", body)
-    return Request(header, body, body_version, assumed)
+    return Request(header, body, layout[1], layout[2])
+
+
+@lru_cache(maxsize=None)
+def _request_codec(api_key: int, body_version: int) -> MessageCodec:
+    return message_codec(api_key, body_version, "request")
 
 
 @lru_cache(maxsize=None)

@@ -86,33 +86,51 @@ def looks_like_request(prefix: bytes, frame_size: int) -> bool:
 
 def read_request_header(buf: bytes) -> tuple[RequestHeader, int, int, str | None]:
     """Decode the header; returns (header, body offset, body version, assumed problem)."""
-    if len(buf) < 8:
-        raise DecodeError(0, "header", f"frame of {len(buf)} bytes is too short for a request header")
+    header, pos, _layout = read_request_header_layout(buf)
+    return header, pos, _layout[1], _layout[2]
+
+
+def read_request_header_layout(buf: bytes) -> tuple[RequestHeader, int, tuple[int, int, str | None]]:
+    """Like read_request_header, also returning the cached request_layout tuple."""
+    end = len(buf)
+    if end < 8:
+        raise DecodeError(0, "header", f"frame of {end} bytes is too short for a request header")
     api_key, api_version, correlation_id = _KEY_VERSION_CORR.unpack_from(buf, 0)
     try:
-        header_version, body_version, problem = request_layout(api_key, api_version)
+        layout = request_layout(api_key, api_version)
     except KeyError:
         if api_key not in APIS:
             raise DecodeError(0, "header.api_key", f"unknown api key {api_key}") from None
         raise DecodeError(2, "header.api_version",
                           f"{api_name(api_key)} request version {api_version} is not defined") from None
-    pos = 8
+    header_version = layout[0]
     client_id = None
     tags: list[tuple[int, bytes]] = []
-    end = len(buf)
-    try:
-        if header_version >= 1:
-            client_id, pos = prim.read_string(buf, pos, end)
+    pos = 8
+    if header_version >= 1:
+        if end < 10:
+            raise DecodeError(8, "header.client_id", "truncated")
+        (length,) = _HEAD.unpack_from(buf, 8)
+        pos = 10
+        if length >= 0:
+            if pos + length > end:
+                raise DecodeError(8, "header.client_id", f"length {length} exceeds the {end - pos} bytes left")
+            client_id = str(buf[pos:pos + length], "utf-8", "surrogateescape")
+            pos += length
+        elif length != -1:
+            raise DecodeError(8, "header.client_id", f"negative length {length}")
         if header_version >= 2:
-            tags, pos = prim.read_unknown_tags(buf, pos, end)
-    except DecodeError:
-        raise
-    except Exception as problem:
-        reason = "truncated" if isinstance(problem, (IndexError, __import__("struct").error)) else str(problem)
-        raise DecodeError(pos, "header.client_id" if header_version < 2 or pos == 8 else "header.tagged_fields",
-                          reason) from None
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                start = pos
+                try:
+                    tags, pos = prim.read_unknown_tags(buf, pos, end)
+                except Exception as problem:
+                    reason = "truncated" if isinstance(problem, IndexError) else str(problem)
+                    raise DecodeError(start, "header.tagged_fields", reason) from None
     header = RequestHeader(api_key, api_version, correlation_id, client_id, tags, header_version)
-    return header, pos, body_version, problem
+    return header, pos, layout
 
 
 def read_response_header(buf: bytes, header_version: int) -> tuple[ResponseHeader, int]:
