@@ -143,3 +143,127 @@ def reference_captures(limit_bytes: int = 3 << 20) -> list[Path]:
     for pattern in ("*.pcap", "*.pcapng"):
         found += [p for p in CAPTURES.glob(pattern) if 1000 < p.stat().st_size <= limit_bytes]
     return sorted(found)
+
+
+# -- hand-built Kafka conversations ------------------------------------------
+# Frames are packed with struct from the protocol guide's layouts, so the
+# expected values in tests are the ones written here, not kdissect's output.
+
+from kdissect.packet import ACK, FIN, PSH, SYN, TcpSegment  # noqa: E402
+
+
+def kstring(text: str | None) -> bytes:
+    if text is None:
+        return struct.pack(">h", -1)
+    raw = text.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def sized(frame: bytes) -> bytes:
+    return struct.pack(">i", len(frame)) + frame
+
+
+def request_v0_header(api_key: int, version: int, cid: int, client_id: str = "test-client") -> bytes:
+    return struct.pack(">hhi", api_key, version, cid) + kstring(client_id)
+
+
+def heartbeat_request(cid: int, client_id: str = "test-client") -> bytes:
+    """Heartbeat v0: group_id, generation_id, member_id."""
+    return sized(request_v0_header(12, 0, cid, client_id) + kstring("group") + struct.pack(">i", 1) + kstring("m1"))
+
+
+def heartbeat_response(cid: int, error_code: int = 0) -> bytes:
+    return sized(struct.pack(">ih", cid, error_code))
+
+
+def metadata_request(cid: int, topics: list[str]) -> bytes:
+    """Metadata v0: topics array."""
+    body = struct.pack(">i", len(topics)) + b"".join(kstring(t) for t in topics)
+    return sized(request_v0_header(3, 0, cid) + body)
+
+
+def metadata_response(cid: int, topics: list[tuple[str, int]]) -> bytes:
+    """Metadata v0: no brokers, each topic with an error code and no partitions."""
+    body = struct.pack(">i", 0) + struct.pack(">i", len(topics))
+    for name, error in topics:
+        body += struct.pack(">h", error) + kstring(name) + struct.pack(">i", 0)
+    return sized(struct.pack(">i", cid) + body)
+
+
+def produce_v0_request(cid: int, acks: int) -> bytes:
+    """Produce v0 with no topics: acks, timeout, topics array."""
+    return sized(request_v0_header(0, 0, cid) + struct.pack(">hii", acks, 1000, 0))
+
+
+def produce_v0_response(cid: int) -> bytes:
+    return sized(struct.pack(">ii", cid, 0))
+
+
+def sasl_handshake_request(cid: int, mechanism: str = "PLAIN") -> bytes:
+    return sized(request_v0_header(17, 0, cid) + kstring(mechanism))
+
+
+def sasl_handshake_response(cid: int, error_code: int = 0) -> bytes:
+    return sized(struct.pack(">ih", cid, error_code) + struct.pack(">i", 1) + kstring("PLAIN"))
+
+
+class Conversation:
+    """TcpSegments of one TCP connection, with real sequence numbers and times."""
+
+    def __init__(self, client=("10.0.0.1", 40000), broker=("10.0.0.2", 9092), isn=(1000, 5000),
+                 start_ts: float = 1_700_000_000.0, capture_index: int = 0, numbering=None):
+        self.client, self.broker = client, broker
+        self.seq = [isn[0], isn[1]]  # next sequence number: client, server
+        self.ts = start_ts
+        self.capture_index = capture_index
+        self.numbering = numbering if numbering is not None else [0]  # shared packet counter
+        self.segments: list[TcpSegment] = []
+
+    def _segment(self, from_client: bool, flags: int, payload: bytes = b"", wire_len: int | None = None,
+                 advance: float = 0.001) -> TcpSegment:
+        self.ts += advance
+        self.numbering[0] += 1
+        side = 0 if from_client else 1
+        src, dst = (self.client, self.broker) if from_client else (self.broker, self.client)
+        length = len(payload) if wire_len is None else wire_len
+        seg = TcpSegment(self.capture_index, self.numbering[0], round(self.ts, 6), src[0], src[1], dst[0], dst[1],
+                         self.seq[side] & 0xFFFFFFFF, self.seq[1 - side] & 0xFFFFFFFF, flags, payload, length)
+        self.seq[side] += length + (1 if flags & (SYN | FIN) else 0)
+        self.segments.append(seg)
+        return seg
+
+    def handshake(self) -> "Conversation":
+        self._segment(True, SYN)
+        self._segment(False, SYN | ACK)
+        self._segment(True, ACK)
+        return self
+
+    def send(self, payload: bytes, advance: float = 0.001) -> TcpSegment:
+        return self._segment(True, PSH | ACK, payload, advance=advance)
+
+    def reply(self, payload: bytes, advance: float = 0.001) -> TcpSegment:
+        return self._segment(False, PSH | ACK, payload, advance=advance)
+
+    def lose(self, from_client: bool, length: int) -> None:
+        """Bytes sent but not captured: advance the sequence number only."""
+        self.seq[0 if from_client else 1] += length
+
+    def truncated(self, from_client: bool, payload: bytes, captured: int) -> TcpSegment:
+        return self._segment(from_client, PSH | ACK, payload[:captured], wire_len=len(payload))
+
+    def close(self) -> "Conversation":
+        self._segment(True, FIN | ACK)
+        self._segment(False, FIN | ACK)
+        self._segment(True, ACK)
+        return self
+
+
+def dissect(segments, ports=(9092,), detect=True):
+    from kdissect.pipeline import Dissector
+
+    dissector = Dissector(ports, detect, ["test.pcap"])
+    out = []
+    for seg in segments:
+        out += dissector.feed(seg)
+    out += dissector.finish()
+    return out, dissector.accounting
