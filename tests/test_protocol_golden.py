@@ -106,3 +106,17 @@ def test_every_frame_in_lab_captures(path: Path) -> None:
                 assert decode_response(frame, key, version).encode() == frame
                 checked += 1
     assert checked or not requests
+
+
+def test_decoded_messages_pickle() -> None:
+    """Spark workers may ship decoded messages: they pickle and still re-encode."""
+    import pickle
+
+    from kdissect import DecodeError
+
+    for entry in FRAMES:
+        frame, message = _decode(entry)
+        copy = pickle.loads(pickle.dumps(message))
+        assert copy.body == message.body and copy.encode() == frame
+    error = pickle.loads(pickle.dumps(DecodeError(7, ["topics", "[1]", "name"], "truncated")))
+    assert (error.offset, error.path, str(error)) == (7, "topics[1].name", "truncated at offset 7 in topics[1].name")

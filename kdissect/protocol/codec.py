@@ -251,16 +251,18 @@ def _min_size(f: FieldSchema, flexible: bool, nested: _StructCode | None) -> int
 class _Generator:
     """Writes decoder/encoder source for the structs of one message version."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, origin: tuple = ()) -> None:
         self.src = _Source(label)
+        self.origin = origin  # how to find the codec again (for pickling)
 
     # ------------------------------------------------------------- structs
     def struct(self, fields: tuple[FieldSchema, ...], flexible: bool, class_name: str,
-               secrets: frozenset[str] = frozenset()) -> _StructCode:
+               secrets: frozenset[str] = frozenset(), path: tuple[str, ...] = ()) -> _StructCode:
         nested: dict[str, _StructCode] = {}
         for f in fields:
             if f.is_struct:
-                nested[f.attr] = self.struct(f.fields, flexible, f.struct_name or f.name)  # type: ignore[arg-type]
+                nested[f.attr] = self.struct(f.fields, flexible, f.struct_name or f.name,  # type: ignore[arg-type]
+                                             path=path + (f.attr,))
         attrs = tuple(f.attr for f in fields if not f.tagged) + tuple(f.attr for f in fields if f.tagged)
         defaults = []
         for f in fields:
@@ -279,6 +281,7 @@ class _Generator:
             "_secrets": frozenset(f.attr for f in fields if f.secret) | secrets,
             "_schema": fields,
             "_message": self.src.label,
+            "_origin": (self.origin, path),
             "__module__": "kdissect.protocol.generated_structs",
         })
         if flexible:
@@ -629,8 +632,8 @@ class MessageCodec:
 
     __slots__ = ("schema", "cls", "_decode", "_encode", "source")
 
-    def __init__(self, schema: MessageSchema, label: str) -> None:
-        gen = _Generator(label)
+    def __init__(self, schema: MessageSchema, label: str, origin: tuple = ()) -> None:
+        gen = _Generator(label, origin)
         top = gen.struct(schema.fields, schema.flexible, schema.name)
         ns = gen.finish()
         self.schema = schema
@@ -660,13 +663,24 @@ class MessageCodec:
 def message_codec(api_key: int, version: int, direction: str) -> MessageCodec:
     """Codec of a defined (api key, version, direction); KeyError if undefined."""
     schema = get_schema(api_key, version, direction)
-    return MessageCodec(schema, f"{schema.name} v{version}")
+    return MessageCodec(schema, f"{schema.name} v{version}", ("message", api_key, version, direction))
 
 
 @lru_cache(maxsize=None)
 def embedded_codec(name: str, version: int) -> MessageCodec:
     schema = embedded_schema(name, version)
-    return MessageCodec(schema, f"{name} v{version}")
+    return MessageCodec(schema, f"{name} v{version}", ("embedded", name, version))
+
+
+def struct_class(origin: tuple, path: tuple[str, ...]) -> type:
+    """The struct class of a codec (origin as stored on classes) at a field path."""
+    if origin[0] == "message":
+        cls = message_codec(origin[1], origin[2], origin[3]).cls
+    else:
+        cls = embedded_codec(origin[1], origin[2]).cls
+    for attr in path:
+        cls = cls._nested[attr]
+    return cls
 
 
 def body_class(api_key: int, api_version: int, direction: str) -> type:

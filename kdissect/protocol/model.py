@@ -26,6 +26,7 @@ class Struct:
     _schema: Any = None  # tuple of FieldSchema
     _message: str = ""  # e.g. "MetadataResponse v12"
     _nested: dict = {}  # attr -> struct class of struct-typed fields
+    _origin: Any = ((), ())  # (codec origin, field path) to find the class again
     unknown_tagged_fields: Any = ()
     _tag_order: Any = None
 
@@ -75,9 +76,27 @@ class Struct:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __reduce__(self) -> tuple:
+        """Pickle by codec origin and field path (classes are built at run time)."""
+        state = [getattr(self, name) for name in self._fields]
+        tags = (list(self.unknown_tagged_fields or ()), self._tag_order)
+        return (_rebuild_struct, (self._origin, state, tags))
+
     def __repr__(self) -> str:
         inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
         return f"{type(self).__name__}({inner})"
+
+
+def _rebuild_struct(origin: tuple, state: list, tags: tuple) -> Struct:
+    from kdissect.protocol.codec import struct_class
+
+    cls = struct_class(*origin)
+    obj = object.__new__(cls)
+    for name, value in zip(cls._fields, state):
+        object.__setattr__(obj, name, value)
+    if "unknown_tagged_fields" in cls.__slots__:
+        obj.unknown_tagged_fields, obj._tag_order = tags
+    return obj
 
 
 class ConsumerProtocolData:
