@@ -91,7 +91,7 @@ def _chain_holds(stream: BinaryIO, fmt: PcapFormat, offset: int, file_size: int)
         if position == file_size:
             return checked > 0  # the chain ran exactly to the end of the file
         if position + size > file_size:
-            return False
+            return checked > 0  # a header cut by the end of the file after valid records
         stream.seek(position)
         sec, frac, caplen, wirelen = header.unpack(stream.read(16))
         if not plausible(fmt, sec, frac, caplen, wirelen):
@@ -99,8 +99,9 @@ def _chain_holds(stream: BinaryIO, fmt: PcapFormat, offset: int, file_size: int)
         position += size + caplen
         if position > file_size:
             # A record cut short by the end of the file (a capture killed
-            # mid-write) is accepted only after valid headers.
-            return checked > 0
+            # mid-write) ends the chain. Accepting it unchecked is safe: a
+            # wrong boundary is caught when the driver chains the ranges.
+            return True
     return True
 
 

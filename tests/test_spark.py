@@ -1,0 +1,135 @@
+"""The Spark job in local mode against the single-process CLI on real captures.
+
+One SparkSession (local[2]) serves the module. Expected tables come from
+`kdissect export` (the single-process path), the rotation from editcap, frame
+counts from tshark.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from kdissect.exchange import COLUMN_NAMES, SCHEMA
+from kdissect.spark.job import JobOptions, run_job
+from tests.support.spark import (
+    canonical,
+    editcap_split,
+    export_rows,
+    local_session,
+    table_rows,
+    tshark_frame_count,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    with local_session(cores=2, shuffle_partitions=4) as session:
+        yield session
+
+
+def _captures(captures_dir: Path) -> list[Path]:
+    found = sorted(p for p in captures_dir.glob("*.pcap") if p.stat().st_size > 24)
+    assert found, f"no recorded captures in {captures_dir}"
+    return found
+
+
+def _run(spark, inputs: list[Path], outdir: Path, **options) -> dict:
+    result = run_job(JobOptions(inputs=[str(p) for p in inputs], outdir=str(outdir), master=None, **options),
+                     spark=spark)
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    assert manifest == json.loads(json.dumps(result.manifest))
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def whole_run(spark, captures_dir, tmp_path_factory):
+    """The job over all project captures with the default split size."""
+    captures = _captures(captures_dir)
+    outdir = tmp_path_factory.mktemp("spark-all")
+    manifest = _run(spark, captures, outdir)
+    expected = export_rows(captures, outdir.parent / "export-all.parquet")
+    return captures, outdir, manifest, expected
+
+
+def test_exchanges_identical_to_export(whole_run):
+    captures, outdir, manifest, expected = whole_run
+    got = table_rows(outdir, "exchanges")
+    assert len(expected) > 0
+    assert canonical(got) == canonical(expected)
+    # same columns and Arrow types as `kdissect export`
+    schema = ds.dataset(str(outdir / "exchanges")).schema
+    assert [(f.name, f.type) for f in schema] == [(f.name, f.type) for f in SCHEMA]
+    assert manifest["counts"]["exchanges"] == len(expected)
+    assert manifest["read"]["packets"] == sum(tshark_frame_count(p) for p in captures)
+    assert manifest["accounting"]["exchanges"] == len(expected)
+
+
+def test_summary_tables_agree_with_exchanges(whole_run):
+    import pandas as pd
+
+    _captures_, outdir, manifest, expected = whole_run
+    frame = pd.DataFrame(expected, columns=COLUMN_NAMES)
+    answered = frame[frame.latency_ms.notna() & frame.api_key.notna()]
+    latency = pd.DataFrame(table_rows(outdir, "latency"))
+    by_api = latency[latency.dimension == "api"].set_index(["api_name", "api_version"])
+    for (api, version), group in answered.groupby(["api_name", "api_version"]):
+        row = by_api.loc[(api, version)]
+        assert row["count"] == len(group)
+        assert row["p50"] == pytest.approx(group.latency_ms.quantile(0.5))
+        assert row["p99"] == pytest.approx(group.latency_ms.quantile(0.99))
+        assert row["max"] == pytest.approx(group.latency_ms.max())
+        assert row["mean"] == pytest.approx(group.latency_ms.mean())
+    errors = table_rows(outdir, "errors")
+    top_level = frame[frame.error_code.fillna(0) != 0]
+    assert sum(r["top_level"] for r in errors) == len(top_level)
+    timeseries = table_rows(outdir, "timeseries")
+    assert sum(r["exchanges"] for r in timeseries) == len(frame)
+    throttle = table_rows(outdir, "throttle")
+    assert sum(r["responses"] for r in throttle) == int(frame.throttle_time_ms.notna().sum())
+    for name in ("partition_errors", "latency", "errors", "throttle", "timeseries"):
+        assert manifest["counts"][name] == len(table_rows(outdir, name))
+
+
+def test_rotated_files_give_the_whole_files_exchanges(spark, captures_dir, tmp_path):
+    """editcap -c cuts connections across files; they must come out whole."""
+    source = max(_captures(captures_dir), key=lambda p: p.stat().st_size)
+    frames = tshark_frame_count(source)
+    pieces = editcap_split(source, max(2, frames // 5), tmp_path / "rotated")
+    assert len(pieces) >= 4
+    # one piece gzip-compressed: read whole by the capture reader
+    compressed = pieces[1].with_name(pieces[1].name + ".gz")
+    compressed.write_bytes(gzip.compress(pieces[1].read_bytes()))
+    pieces[1].unlink()
+    manifest = _run(spark, [tmp_path / "rotated"], tmp_path / "out")
+    assert len(manifest["inputs"]) == len(pieces)
+    got = table_rows(tmp_path / "out", "exchanges")
+    whole = export_rows([source], tmp_path / "whole.parquet")
+    # per-file columns (capture name, frame numbers) differ by construction
+    per_file = ("capture", "request_frame", "response_frame")
+    assert canonical(got, per_file) == canonical(whole, per_file)
+    streams_spanning = {}
+    for row in got:
+        streams_spanning.setdefault(row["stream"], set()).add(row["capture"])
+    assert any(len(names) > 1 for names in streams_spanning.values()), "no connection spans a cut"
+    # and exactly what the CLI gives on the same rotated set
+    rotated = sorted((tmp_path / "rotated").iterdir())
+    assert canonical(got) == canonical(export_rows(rotated, tmp_path / "rotated.parquet"))
+
+
+def test_small_split_size_uses_several_byte_ranges(spark, captures_dir, tmp_path):
+    source = max(_captures(captures_dir), key=lambda p: p.stat().st_size)
+    split_size = max(4096, source.stat().st_size // 6)
+    manifest = _run(spark, [source], tmp_path / "out", split_size=split_size)
+    assert manifest["byte_range_tasks"] >= 4
+    assert manifest["files_read_whole_after_boundary_check"] == []
+    assert manifest["read"]["packets"] == tshark_frame_count(source)
+    got = table_rows(tmp_path / "out", "exchanges")
+    assert canonical(got) == canonical(export_rows([source], tmp_path / "whole.parquet"))

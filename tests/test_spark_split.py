@@ -1,0 +1,137 @@
+"""Byte-range splitting of pcap files (no Spark): every split size gives back
+exactly the records tshark sees, with the right frame numbers."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from kdissect.failures import InputError
+from kdissect.spark import pcapsplit, plan
+from kdissect.spark.inputs import expand_inputs
+from kdissect.spark.session import check_java, find_java
+from tests.support.spark import env_without_java, run_cli, tshark_frame_count
+
+
+def _captures(captures_dir: Path) -> list[Path]:
+    found = sorted(p for p in captures_dir.glob("*.pcap") if p.stat().st_size > 24)
+    assert found, f"no recorded captures in {captures_dir}"
+    return found
+
+
+def _biggest(captures_dir: Path) -> Path:
+    return max(_captures(captures_dir), key=lambda p: p.stat().st_size)
+
+
+def _tshark_frames(path: Path) -> list[tuple[int, str, int]]:
+    """(frame number, epoch time text, captured length) per frame, from tshark."""
+    import subprocess
+
+    out = subprocess.run(
+        ["tshark", "-r", str(path), "-T", "fields", "-e", "frame.number", "-e", "frame.time_epoch",
+         "-e", "frame.cap_len"], check=True, capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        number, epoch, caplen = line.split("\t")
+        rows.append((int(number), epoch, int(caplen)))
+    return rows
+
+
+def _walk_all(path: Path, split_size: int) -> tuple[list[tuple[int, float, int]], list[plan.Split], list[str]]:
+    splits = plan.plan_splits([(str(path), "pcap")], split_size)
+    scans = {split.split_id: plan.scan_range(split) for split in splits}
+    final, fallbacks = plan.apply_scans(splits, scans)
+    records = []
+    for split in final:
+        with open(path, "rb") as stream:
+            fmt = pcapsplit.read_format(stream)
+            number = split.first_frame
+            for ts, data, _wire in pcapsplit.walk_records(stream, fmt, split.boundary, split.end):
+                records.append((number, ts, len(data)))
+                number += 1
+    return records, final, fallbacks
+
+
+@pytest.mark.parametrize("split_size", [700, 4096, 65536])
+def test_every_split_size_yields_tsharks_frames(captures_dir, tshark, split_size):
+    path = _biggest(captures_dir)
+    expected = _tshark_frames(path)
+    records, final, fallbacks = _walk_all(path, split_size)
+    assert fallbacks == []
+    assert len([s for s in final if s.boundary > 24]) >= min(3, path.stat().st_size // split_size - 1)
+    assert [(n, caplen) for n, _, caplen in records] == [(n, caplen) for n, _, caplen in expected]
+    for (_, ts, _), (_, epoch, _) in zip(records, expected):
+        assert abs(ts - float(epoch)) < 1e-6
+
+
+def test_boundary_found_mid_record(captures_dir):
+    """Starting the search inside a record finds the next record header, not a false one."""
+    path = _biggest(captures_dir)
+    with open(path, "rb") as stream:
+        fmt = pcapsplit.read_format(stream)
+        header = struct.Struct(fmt.header.byte_order + "IIII")
+        stream.seek(24)
+        sec, frac, caplen, wire = header.unpack(stream.read(16))
+        second = 24 + 16 + caplen
+        size = path.stat().st_size
+        assert pcapsplit.find_boundary(stream, fmt, 25, size, size) == second
+        assert pcapsplit.find_boundary(stream, fmt, second, size, size) == second
+
+
+def test_ranges_that_do_not_chain_fall_back_to_one_task(captures_dir):
+    path = _biggest(captures_dir)
+    splits = plan.plan_splits([(str(path), "pcap")], 4096)
+    scans = {split.split_id: plan.scan_range(split) for split in splits}
+    # Pretend the second non-empty range found a wrong boundary (one byte late).
+    victim = next(s for s in splits[1:] if scans[s.split_id].boundary != -1)
+    bad = scans[victim.split_id]
+    scans[victim.split_id] = plan.RangeScan(bad.split_id, bad.boundary + 1, bad.records, bad.stop)
+    final, fallbacks = plan.apply_scans(splits, scans)
+    assert fallbacks == [str(path)]
+    assert len(final) == 1 and final[0].start == 0 and final[0].end == path.stat().st_size
+
+
+def test_cut_file_ends_at_last_whole_record(captures_dir, tmp_path):
+    path = _biggest(captures_dir)
+    cut = tmp_path / "cut.pcap"
+    data = path.read_bytes()
+    cut.write_bytes(data[: len(data) - 10])
+    expected = tshark_frame_count(cut)
+    records, _final, fallbacks = _walk_all(cut, 4096)
+    assert fallbacks == []
+    assert len(records) == expected
+
+
+def test_inputs_directories_globs_and_non_captures(captures_dir, tmp_path):
+    pcaps = _captures(captures_dir)
+    (tmp_path / "sub").mkdir()
+    shutil.copy(pcaps[0], tmp_path / "sub" / "a.pcap")
+    (tmp_path / "notes.txt").write_text("not a capture")
+    found, skipped = expand_inputs([str(tmp_path)])
+    assert found == [str(tmp_path / "sub" / "a.pcap")]
+    assert skipped == [str(tmp_path / "notes.txt")]
+    found, _ = expand_inputs([str(tmp_path / "**" / "*.pcap")])
+    assert found == [str(tmp_path / "sub" / "a.pcap")]
+    with pytest.raises(InputError, match="not a pcap"):
+        expand_inputs([str(tmp_path / "notes.txt")])
+    with pytest.raises(InputError, match="no such file"):
+        expand_inputs([str(tmp_path / "missing.pcap")])
+
+
+def test_java_missing_is_a_clear_error(tmp_path):
+    with pytest.raises(InputError, match=r"Java not found.*Java 17 or newer"):
+        find_java({"PATH": "/nonexistent-bin"})
+    with pytest.raises(InputError, match="JAVA_HOME"):
+        find_java({"PATH": "", "JAVA_HOME": str(tmp_path)})
+    assert check_java()  # this machine has Java 17+
+
+
+def test_cli_without_java_exits_2_with_one_line(captures_dir, tmp_path):
+    result = run_cli(["spark", str(_biggest(captures_dir)), "-o", str(tmp_path / "out")], env_without_java())
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kdissect: error: Java not found")
+    assert "Traceback" not in result.stderr
