@@ -181,3 +181,55 @@ def test_corrupted_captures_never_crash(capsys, capture, tmp_path, seed):
             code, _, err = _cli(capsys, [command, str(target), *_port_args(capture)])
             assert code in (0, 2), f"{command} on {name}: exit {code}: {err[-500:]}"
             assert "internal error" not in err and "Traceback" not in err, f"{name}: {err[-500:]}"
+
+
+# -- hand-built captures -------------------------------------------------------
+
+from tests.support.pipeline import (  # noqa: E402
+    Conversation,
+    heartbeat_request,
+    heartbeat_response,
+    request_v0_header,
+    sasl_handshake_request,
+    sasl_handshake_response,
+    write_pcap,
+)
+
+
+def _sasl_capture(path: Path) -> Path:
+    import struct
+
+    conv = Conversation(client=("fd00::1", 40000), broker=("fd00::2", 9092)).handshake()
+    conv.send(sasl_handshake_request(1))
+    conv.reply(sasl_handshake_response(1))
+    token = b"\x00alice\x00hunter2-pass"
+    frame = request_v0_header(36, 0, 2) + struct.pack(">i", len(token)) + token
+    conv.send(struct.pack(">i", len(frame)) + frame)
+    conv.reply(struct.pack(">i", 12) + struct.pack(">ihhi", 2, 0, -1, 0))
+    conv.close()
+    return write_pcap(path, conv.segments)
+
+
+def test_show_verbose_redacts_secrets(capsys, tmp_path):
+    capture = _sasl_capture(tmp_path / "sasl.pcap")
+    code, out, err = _cli(capsys, ["show", "-v", str(capture)])
+    assert code == 0, err
+    assert "[fd00::1]:40000 -> [fd00::2]:9092" in out
+    assert "SaslAuthenticate v0" in out and "[malformed]" not in out
+    assert "hunter2" not in out and "redacted" in out
+    code, out, _ = _cli(capsys, ["show", "-v", "--show-secrets", str(capture)])
+    assert "hunter2" in out
+
+
+def test_export_detects_kafka_on_unnamed_port(capsys, tmp_path):
+    conv = Conversation(broker=("10.1.1.1", 31000)).handshake()
+    conv.send(heartbeat_request(1, client_id="detect-me"))
+    conv.reply(heartbeat_response(1, error_code=25))
+    conv.close()
+    capture = write_pcap(tmp_path / "other-port.pcap", conv.segments)
+    code, out, _ = _cli(capsys, ["export", str(capture)])
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["broker"], r["client_id"], r["error_code"], r["status"]) for r in rows] == \
+        [("10.1.1.1:31000", "detect-me", 25, "ok")]
+    code, out, err = _cli(capsys, ["export", "--no-detect", str(capture)])
+    assert out == "" and "1 other" in err

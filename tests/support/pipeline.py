@@ -267,3 +267,27 @@ def dissect(segments, ports=(9092,), detect=True):
         out += dissector.feed(seg)
     out += dissector.finish()
     return out, dissector.accounting
+
+
+def write_pcap(path, segments) -> Path:
+    """A classic microsecond pcap (Ethernet) holding `segments`, built with struct."""
+    import ipaddress
+
+    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)]
+    for seg in segments:
+        src, dst = ipaddress.ip_address(seg.src), ipaddress.ip_address(seg.dst)
+        tcp = struct.pack(">HHIIBBHHH", seg.sport, seg.dport, seg.seq, seg.ack, 5 << 4, seg.flags, 65535, 0, 0)
+        if src.version == 4:
+            ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + 20 + seg.payload_len, 0, 0, 64, 6, 0,
+                             src.packed, dst.packed)
+            ethertype = 0x0800
+        else:
+            ip = struct.pack(">IHBB16s16s", 6 << 28, 20 + seg.payload_len, 6, 64, src.packed, dst.packed)
+            ethertype = 0x86DD
+        frame = b"\x00" * 12 + struct.pack(">H", ethertype) + ip + tcp + seg.payload
+        wire = len(frame) + seg.payload_len - len(seg.payload)
+        seconds = int(seg.ts)
+        micros = round((seg.ts - seconds) * 1_000_000)
+        out.append(struct.pack("<IIII", seconds, micros, len(frame), wire) + frame)
+    Path(path).write_bytes(b"".join(out))
+    return Path(path)
