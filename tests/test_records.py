@@ -80,6 +80,22 @@ def test_decodes_kafka_python_builders(magic, codec):
     assert essence(decoded.records(), timestamps=magic > 0) == essence(records, timestamps=magic > 0)
 
 
+@pytest.mark.parametrize("magic, codec", KAFKA_PYTHON_CASES)
+def test_own_encoder_read_by_kafka_python(magic, codec):
+    """The project's encoder checked by an independent reader (kafka-python's)."""
+    from kafka.record import MemoryRecords
+
+    records = sample_records(with_headers=magic == 2)
+    raw = encode_record_batch(records, codec) if magic == 2 else encode_message_set(records, magic, codec)
+    reader = MemoryRecords(raw)
+    seen = []
+    while (batch := reader.next_batch()) is not None:
+        for record in batch:
+            seen.append((record.key, record.value, [tuple(h) for h in record.headers] if magic == 2 else None,
+                         record.timestamp if magic else None))
+    assert seen == essence(records, headers=magic == 2, timestamps=magic > 0)
+
+
 def test_magic1_relative_offsets_resolved_against_wrapper():
     records = sample_records(4, with_headers=False)
     raw = bytearray(encode_message_set(records, 1, "gzip"))

@@ -78,3 +78,84 @@ def gzip_bomb_batch(inflated_size: int, *, base_offset: int = 0) -> bytes:
     after_crc = struct.pack(">hiqqqhii", 1, 0, 0, 0, -1, -1, -1, 1) + section
     after_length = struct.pack(">ib", -1, 2) + struct.pack(">I", crc32c.crc32c(after_crc)) + after_crc
     return struct.pack(">qi", base_offset, len(after_length)) + after_length
+
+
+# -- crafted captures --------------------------------------------------------
+
+
+def _kstring(text: str | None) -> bytes:
+    import struct
+
+    if text is None:
+        return struct.pack(">h", -1)
+    raw = text.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def produce_request(correlation_id: int, topic: str, partition: int, records: bytes,
+                    version: int = 3, client_id: str = "crafted") -> bytes:
+    """A Produce v0-v3 request frame (size prefix included), written by hand from the
+    spec: header v1 (api key, version, correlation id, client id), then the
+    transactional id (v3+), acks, timeout, [topic name, [partition index, records]]."""
+    import struct
+
+    body = struct.pack(">hhi", 0, version, correlation_id) + _kstring(client_id)
+    if version >= 3:
+        body += _kstring(None)
+    body += struct.pack(">hi", 1, 30_000)
+    body += struct.pack(">i", 1) + _kstring(topic) + struct.pack(">i", 1)
+    body += struct.pack(">ii", partition, len(records)) + records
+    return struct.pack(">i", len(body)) + body
+
+
+def produce_response(correlation_id: int, topic: str, partition: int, base_offset: int,
+                     version: int = 3) -> bytes:
+    """Produce v0-v3 response: correlation id; [name, [index, error, base offset,
+    log append time (v2+)]], throttle time (v1+)."""
+    import struct
+
+    body = struct.pack(">i", correlation_id) + struct.pack(">i", 1) + _kstring(topic)
+    body += struct.pack(">i", 1) + struct.pack(">ihq", partition, 0, base_offset)
+    if version >= 2:
+        body += struct.pack(">q", -1)
+    if version >= 1:
+        body += struct.pack(">i", 0)
+    return struct.pack(">i", len(body)) + body
+
+
+def write_tcp_pcap(path, exchanges: list[tuple[bytes, bytes]], *, client=("10.0.0.1", 40000),
+                   broker=("10.0.0.2", 9092), mss: int = 60_000) -> None:
+    """A pcap of one TCP connection (handshake, then each request and its response,
+    then FIN) carrying the given (request bytes, response bytes) pairs."""
+    import socket
+
+    import dpkt
+
+    c_ip, b_ip = socket.inet_aton(client[0]), socket.inet_aton(broker[0])
+    seq = {0: 1000, 1: 5000}
+    clock = [1_700_000_000.0]
+
+    def packet(writer, side: int, flags: int, payload: bytes = b"") -> None:
+        src, dst = (c_ip, b_ip) if side == 0 else (b_ip, c_ip)
+        sport, dport = (client[1], broker[1]) if side == 0 else (broker[1], client[1])
+        tcp = dpkt.tcp.TCP(sport=sport, dport=dport, seq=seq[side], ack=0 if flags == dpkt.tcp.TH_SYN else seq[1 - side], flags=flags,
+                           win=65535, data=payload)
+        ip = dpkt.ip.IP(src=src, dst=dst, p=dpkt.ip.IP_PROTO_TCP, ttl=64, data=tcp)
+        ip.len = 20 + len(bytes(tcp))
+        eth = dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6, type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
+        clock[0] += 0.0005
+        writer.writepkt(bytes(eth), ts=clock[0])
+        seq[side] = (seq[side] + len(payload) + (1 if flags & (dpkt.tcp.TH_SYN | dpkt.tcp.TH_FIN) else 0)) % 2**32
+
+    with open(path, "wb") as handle:
+        writer = dpkt.pcap.Writer(handle, snaplen=262144, linktype=dpkt.pcap.DLT_EN10MB)
+        packet(writer, 0, dpkt.tcp.TH_SYN)
+        packet(writer, 1, dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK)
+        packet(writer, 0, dpkt.tcp.TH_ACK)
+        for request, response in exchanges:
+            for side, data in ((0, request), (1, response)):
+                for start in range(0, len(data), mss):
+                    packet(writer, side, dpkt.tcp.TH_ACK | dpkt.tcp.TH_PUSH, data[start : start + mss])
+        packet(writer, 0, dpkt.tcp.TH_FIN | dpkt.tcp.TH_ACK)
+        packet(writer, 1, dpkt.tcp.TH_FIN | dpkt.tcp.TH_ACK)
+        packet(writer, 0, dpkt.tcp.TH_ACK)
