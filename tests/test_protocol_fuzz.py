@@ -122,3 +122,23 @@ def test_junk_never_escapes(junk: bytes) -> None:
     except DecodeError as problem:
         decode_error_types.add(type(problem))
     assert decode_error_types == {DecodeError}
+
+
+def test_mutations_of_every_message_version() -> None:
+    """Every generated decoder: random valid messages, then mutated."""
+    from kdissect.protocol.codec import body_class, encode_request, encode_response
+    from kdissect.protocol.schema import api_keys, defined_versions
+    from tests.support.protocol import random_struct
+
+    rng = random.Random(7)
+    for key in api_keys():
+        for direction in ("request", "response"):
+            for version in defined_versions(key, direction):
+                body = random_struct(rng, body_class(key, version, direction))
+                if direction == "request":
+                    frame = encode_request(key, version, 1, "fuzz", body)
+                else:
+                    frame = encode_response(key, version, 1, body)
+                entry = {"direction": direction, "api_key": key, "api_version": version}
+                for _ in range(6):
+                    _try(entry, _mutate(rng, frame))
