@@ -120,3 +120,17 @@ def test_decoded_messages_pickle() -> None:
         assert copy.body == message.body and copy.encode() == frame
     error = pickle.loads(pickle.dumps(DecodeError(7, ["topics", "[1]", "name"], "truncated")))
     assert (error.offset, error.path, str(error)) == (7, "topics[1].name", "truncated at offset 7 in topics[1].name")
+
+
+def test_real_create_topics_matches_the_workload() -> None:
+    """kafka-python created topic "golden" with 2 partitions, replication 1;
+    Tansu's response echoes them, with a tagged field written explicitly."""
+    responses = [_decode(e)[1] for e in FRAMES if e["api_key"] == 19 and e["direction"] == "response"]
+    requests = [_decode(e)[1] for e in FRAMES if e["api_key"] == 19 and e["direction"] == "request"]
+    assert len(responses) == len(requests) == 1
+    asked = requests[0].body.topics[0]
+    assert (asked.name, asked.num_partitions, asked.replication_factor) == ("golden", 2, 1)
+    topic = responses[0].body.topics[0]
+    assert (topic.name, topic.error_code, topic.num_partitions, topic.replication_factor) == ("golden", 0, 2, 1)
+    assert topic.topic_id.int != 0
+    assert topic._tag_order == (0,) and topic.topic_config_error_code == 0
