@@ -18,9 +18,6 @@ import click
 from kdissect.commands.export import capture_options, print_accounting, run_analysis
 from kdissect.failures import InputError
 
-_PRODUCE, _METADATA, _FETCH, _SHARE_FETCH = 0, 3, 1, 78
-
-
 class _CsvRecordWriter:
     """Nulls are empty cells; list columns are JSON text (as `export` writes them)."""
 
@@ -98,68 +95,6 @@ class _Output:
             self._handle.close()
 
 
-class _Tally:
-    __slots__ = ("rows", "produce", "fetch", "batches", "partial", "troubled", "over_limit")
-
-    def __init__(self) -> None:
-        self.rows = self.produce = self.fetch = self.batches = 0
-        self.partial = self.troubled = self.over_limit = 0
-
-    def lines(self) -> list[str]:
-        return [
-            f"records: {self.rows} rows ({self.produce} produced, {self.fetch} fetched) from {self.batches} batches",
-            f"records: {self.partial} partial batches at the end of record data (cut by the broker, not decoded)",
-            f"records: {self.troubled} batches with problems ({self.over_limit} over the decompression limit)",
-        ]
-
-
-def _learn_topic_ids(body: Any, names: dict[str, str]) -> None:
-    for topic in getattr(body, "topics", None) or ():
-        topic_id = getattr(topic, "topic_id", None)
-        name = getattr(topic, "name", None)
-        if topic_id is not None and name:
-            names[str(topic_id)] = name
-
-
-def record_rows(exchanges: Any, topics: frozenset[str] = frozenset(), max_uncompressed: int | None = None,
-                tally: _Tally | None = None):
-    """Rows of the record table for an iterable of Exchanges (kept messages)."""
-    from kdissect.records import DEFAULT_LIMIT, iter_batches, record_sets
-    from kdissect.records.table import record_row
-
-    limit = max_uncompressed or DEFAULT_LIMIT
-    tally = tally or _Tally()
-    names: dict[str, str] = {}
-    for ex in exchanges:
-        key = ex.api_key
-        if key == _METADATA and ex.response is not None:
-            _learn_topic_ids(ex.response.body, names)
-            continue
-        if key == _PRODUCE and ex.request is not None:
-            direction, body, side = "produce", ex.request.body, "request"
-        elif key in (_FETCH, _SHARE_FETCH) and ex.response is not None:
-            direction, body, side = "fetch", ex.response.body, "response"
-        else:
-            continue
-        for topic, partition, raw in record_sets(key, ex.api_version or 0, body, side):
-            topic = names.get(topic, topic) if topic else topic
-            if topics and topic not in topics:
-                continue
-            for batch in iter_batches(raw, limit):
-                tally.batches += 1
-                tally.partial += batch.partial
-                tally.troubled += bool(batch.problems)
-                tally.over_limit += batch.over_limit
-                for record in batch.records:
-                    tally.rows += 1
-                    if direction == "produce":
-                        tally.produce += 1
-                    else:
-                        tally.fetch += 1
-                    yield record_row(record, batch, direction=direction, capture=ex.capture, stream=ex.stream,
-                                     correlation_id=ex.correlation_id, topic=topic, partition=partition)
-
-
 @click.command("records")
 @capture_options
 @click.option("--topic", "-t", "topics", multiple=True, help="Only records of this topic (repeatable).")
@@ -173,9 +108,11 @@ def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool, 
     """Write one row per produced or fetched record."""
     analysis = run_analysis(captures, ports, no_detect, keep_messages=True)
     writer = _Output(output)
-    tally = _Tally()
+    from kdissect.records.table import RecordTally, exchange_record_rows
+
+    tally = RecordTally()
     try:
-        for row in record_rows(analysis, frozenset(topics), max_uncompressed_mib * 1024 * 1024, tally):
+        for row in exchange_record_rows(analysis, frozenset(topics), max_uncompressed_mib * 1024 * 1024, tally):
             writer.write(row)
     finally:
         writer.close()

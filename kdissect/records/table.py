@@ -12,7 +12,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from kdissect.records.access import FETCH, PRODUCE, SHARE_FETCH, record_sets
+from kdissect.records.codecs import DEFAULT_LIMIT
+from kdissect.records.decode import iter_batches
 from kdissect.records.model import Batch, Record
+
+_METADATA = 3
 
 RECORD_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("direction", pa.string()),  # "produce" or "fetch"
@@ -71,3 +76,65 @@ def record_row(record: Record, batch: Batch, *, direction: str, capture: str | N
         "control": record.control,
         "problems": list(batch.problems),
     }
+
+
+class RecordTally:
+    """What `exchange_record_rows` saw, including batches that gave no rows."""
+
+    __slots__ = ("rows", "produce", "fetch", "batches", "partial", "troubled", "over_limit")
+
+    def __init__(self) -> None:
+        self.rows = self.produce = self.fetch = self.batches = 0
+        self.partial = self.troubled = self.over_limit = 0
+
+    def lines(self) -> list[str]:
+        return [
+            f"records: {self.rows} rows ({self.produce} produced, {self.fetch} fetched) from {self.batches} batches",
+            f"records: {self.partial} partial batches at the end of record data (cut by the broker, not decoded)",
+            f"records: {self.troubled} batches with problems ({self.over_limit} over the decompression limit)",
+        ]
+
+
+def _learn_topic_ids(body: Any, names: dict[str, str]) -> None:
+    for topic in getattr(body, "topics", None) or ():
+        topic_id = getattr(topic, "topic_id", None)
+        name = getattr(topic, "name", None)
+        if topic_id is not None and name:
+            names[str(topic_id)] = name
+
+
+def exchange_record_rows(exchanges: Any, topics: frozenset[str] = frozenset(), max_uncompressed: int | None = None,
+                tally: RecordTally | None = None):
+    """Rows of the record table for Exchanges decoded with their messages kept
+    (`keep_messages=True`); Metadata responses among them name topic ids."""
+    limit = max_uncompressed or DEFAULT_LIMIT
+    tally = tally if tally is not None else RecordTally()
+    names: dict[str, str] = {}
+    for ex in exchanges:
+        key = ex.api_key
+        if key == _METADATA and ex.response is not None:
+            _learn_topic_ids(ex.response.body, names)
+            continue
+        if key == PRODUCE and ex.request is not None:
+            direction, body, side = "produce", ex.request.body, "request"
+        elif key in (FETCH, SHARE_FETCH) and ex.response is not None:
+            direction, body, side = "fetch", ex.response.body, "response"
+        else:
+            continue
+        for topic, partition, raw in record_sets(key, ex.api_version or 0, body, side):
+            topic = names.get(topic, topic) if topic else topic
+            if topics and topic not in topics:
+                continue
+            for batch in iter_batches(raw, limit):
+                tally.batches += 1
+                tally.partial += batch.partial
+                tally.troubled += bool(batch.problems)
+                tally.over_limit += batch.over_limit
+                for record in batch.records:
+                    tally.rows += 1
+                    if direction == "produce":
+                        tally.produce += 1
+                    else:
+                        tally.fetch += 1
+                    yield record_row(record, batch, direction=direction, capture=ex.capture, stream=ex.stream,
+                                     correlation_id=ex.correlation_id, topic=topic, partition=partition)
