@@ -231,14 +231,16 @@ class FrameReader:
         i = 0
         stats = self.stats
         direction = self.direction
+        view = None  # copies below go through a memoryview: one copy, not two
         while n - i >= 4:
             size = _unpack_int32(data, i)[0]
             if size < 0 or size > MAX_FRAME_SIZE:
                 # not a frame boundary after all: look for the next one
-                self._buf = bytearray(data[i:])
+                if view is not None:
+                    view.release()
+                self._buf = bytearray(data[i + 1 :])
                 self._pos += i
                 self._lose_step()
-                self._buf = self._buf[1:]
                 self._pos += 1
                 stats.skipped_bytes += 1
                 self._hunt(chunk, out, final=False)
@@ -246,17 +248,24 @@ class FrameReader:
             end = i + 4 + size
             if end > n:
                 break
+            if view is None:
+                view = memoryview(data)
             out.append(
-                Frame(direction, self._pos + i, size, bytes(data[i + 4 : end]), True,
+                Frame(direction, self._pos + i, size, view[i + 4 : end].tobytes(), True,
                       chunk.ts, chunk.capture_index, chunk.frame_number)
             )
             stats.frames += 1
             stats.framed_bytes += 4 + size
             i = end
+        if view is not None:
+            view.release()
         if data is buf:
-            del buf[:i]
+            if i:
+                del buf[:i]
+        elif i < n:
+            self._buf = bytearray(memoryview(data)[i:]) if i else bytearray(data)
         else:
-            self._buf = bytearray(data[i:]) if i < n else bytearray()
+            self._buf = bytearray()
         self._pos += i
 
     # -- missing bytes -------------------------------------------------------
