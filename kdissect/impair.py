@@ -347,6 +347,28 @@ def _peer_of(trace: Trace, endpoint: tuple[str, int]) -> tuple[str, int]:
     raise ValueError(f"no packets from {endpoint}")
 
 
+def repeat(trace: Trace, copies: int, port_step: int = 1) -> Trace:
+    """`copies` back-to-back copies of the capture, each later copy's ports
+    moved by `port_step` (so each copy's connections are new 4-tuples):
+    builds a large capture out of a small real one."""
+    span = max(p.ts_ns for p in trace.packets) - min(p.ts_ns for p in trace.packets) + 1_000_000
+    out: list[Packet] = []
+    for n in range(copies):
+        shift = n * port_step
+
+        def edit(ip: bytearray, v: _Tcp, shift: int = shift):
+            if not shift:
+                return None
+            sport, dport = struct.unpack_from("!HH", ip, v.tcp)
+            struct.pack_into("!HH", ip, v.tcp, (sport + shift) % 65536, (dport + shift) % 65536)
+            return ip
+
+        for p in trace.packets:
+            q = _rewrite_tcp(p, edit)
+            out.append(replace(q, ts_ns=q.ts_ns + n * span))
+    return replace(trace, packets=tuple(out))
+
+
 # -- writing ---------------------------------------------------------------------------------
 
 

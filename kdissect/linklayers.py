@@ -177,8 +177,10 @@ def decode_frame(
             return UNDECODABLE
         else:
             ip_end = off + total
-        src = _v4(data[off + 12 : off + 16])
-        dst = _v4(data[off + 16 : off + 20])
+        raw = data[off + 12 : off + 16]
+        src = _v4_names.get(raw) or _v4(raw)
+        raw = data[off + 16 : off + 20]
+        dst = _v4_names.get(raw) or _v4(raw)
         tcp = off + ihl
     else:
         if n < off + 40:
@@ -187,8 +189,10 @@ def decode_frame(
             return UNDECODABLE
         plen = (data[off + 4] << 8) | data[off + 5]
         next_header = data[off + 6]
-        src = _v6(data[off + 8 : off + 24])
-        dst = _v6(data[off + 24 : off + 40])
+        raw = data[off + 8 : off + 24]
+        src = _v6_names.get(raw) or _v6(raw)
+        raw = data[off + 24 : off + 40]
+        dst = _v6_names.get(raw) or _v6(raw)
         tcp = off + 40
         ip_end = tcp + plen if plen else wire_len
         while next_header != 6:

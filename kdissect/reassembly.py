@@ -263,25 +263,34 @@ class Reassembler:
         if conn.closing is not None:
             if conn.segments - conn.closing >= self.reorder_tolerance:
                 self._close(conn, "rst", events, seg)
-            if self._timers:
+            if self._timers and self._timers[0][0] <= self.stats.segments:
                 self._run_timers(events, seg)
             return events
+        halves = conn.halves
         for d in (0, 1):
-            h = conn.halves[d]
-            if h.acked > h.next and h.has_hole():
-                if h.deadline is None:
-                    h.deadline = conn.segments + self.reorder_tolerance
-                    self._timers.append((self.stats.segments + self._global_grace, conn))
-                if conn.segments >= h.deadline:
-                    h.deadline = None
-                    self._declare_acked_holes(conn, d, h, seg, events)
+            h = halves[d]
+            if h.acked > h.next and (h.pending or h.fin is not None):
+                self._check_acked_hole(conn, d, h, seg, events)
             elif h.deadline is not None:
                 h.deadline = None
         if half.fin is not None and peer.fin is not None and half.next >= half.fin and peer.next >= peer.fin:
             self._close(conn, "fin", events, seg)
-        if self._timers:
+        timers = self._timers
+        if timers and (timers[0][0] <= self.stats.segments or timers[0][1].closed):
             self._run_timers(events, seg)
         return events
+
+    def _check_acked_hole(self, conn: TcpConnection, d: int, h: _Half, seg: TcpSegment, events: list[Event]) -> None:
+        """The peer acknowledged bytes past this direction's next offset."""
+        if not h.has_hole():
+            h.deadline = None
+            return
+        if h.deadline is None:
+            h.deadline = conn.segments + self.reorder_tolerance
+            self._timers.append((self.stats.segments + self._global_grace, conn))
+        if conn.segments >= h.deadline:
+            h.deadline = None
+            self._declare_acked_holes(conn, d, h, seg, events)
 
     def _run_timers(self, events: list[Event], seg: TcpSegment) -> None:
         """Close reset connections and declare acknowledged holes whose

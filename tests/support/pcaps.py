@@ -63,7 +63,7 @@ def _send_in_pieces(sock: socket.socket, data: bytes, rng: random.Random | None)
         pos += step
 
 
-def _serve_one(listener: socket.socket, rng_seed: int, out: dict, small_writes: bool) -> None:
+def _serve_one(listener: socket.socket, rng_seed: int, out: dict, small_writes: bool, reply_sizes: list[int]) -> None:
     conn, _ = listener.accept()
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     pieces = random.Random(rng_seed * 3) if small_writes else None
@@ -76,7 +76,7 @@ def _serve_one(listener: socket.socket, rng_seed: int, out: dict, small_writes: 
                 break
             size = int.from_bytes(head, "big")
             _recv_exact(conn, size)
-            reply = _frame(rng, rng.choice([8, 40, 700, 3000, 20000]) if size else 0)
+            reply = _frame(rng, rng.choice(reply_sizes) if size else 0)
             _send_in_pieces(conn, reply, pieces)
             written += reply
     except (ConnectionError, OSError):
@@ -87,14 +87,15 @@ def _serve_one(listener: socket.socket, rng_seed: int, out: dict, small_writes: 
 
 
 def _run_connection(
-    family: int, host: str, port: int, sizes: list[int], seed: int, close: str, small_writes: bool
+    family: int, host: str, port: int, sizes: list[int], seed: int, close: str, small_writes: bool,
+    reply_sizes: tuple[int, ...] = (8, 40, 700, 3000, 20000),
 ) -> RecordedConnection:
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))
     listener.listen(1)
     result: dict = {}
-    server = threading.Thread(target=_serve_one, args=(listener, seed + 1, result, small_writes))
+    server = threading.Thread(target=_serve_one, args=(listener, seed + 1, result, small_writes, list(reply_sizes)))
     server.start()
     client = socket.socket(family, socket.SOCK_STREAM)
     client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -128,10 +129,13 @@ def _run_connection(
 SERVER_PORTS = 7
 
 
-def generate_traffic(ports: list[int], seed: int = 7) -> list[RecordedConnection]:
+def generate_traffic(ports: list[int], seed: int = 7, chatty: int = 0) -> list[RecordedConnection]:
     """The workload recorded by `record_loopback` (runs in the capturing
-    process); `ports` are SERVER_PORTS free ports for the servers."""
+    process); `ports` are SERVER_PORTS free ports for the servers. With
+    `chatty`, one connection making that many small exchanges instead."""
     v4, v6 = (socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")
+    if chatty:
+        return [_run_connection(*v4, ports[0], [60] * chatty, seed, "fin", False, (8, 40, 200))]
     conns = [
         # many small segments (Ethernet-like sizes), large and small frames
         _run_connection(*v4, ports[0], [10, 1000, 70000, 5, 150000, 0, 3], seed, "fin", True),
@@ -157,7 +161,7 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
-def record_loopback(directory: Path, name: str = "loop", seed: int = 7) -> Path:
+def record_loopback(directory: Path, name: str = "loop", seed: int = 7, chatty: int = 0) -> Path:
     """Capture `generate_traffic` on loopback with tcpdump; returns the pcap path.
     A JSON manifest `<name>.json` next to it lists each connection's endpoints and
     the application bytes (hex) each side wrote."""
@@ -181,7 +185,7 @@ def record_loopback(directory: Path, name: str = "loop", seed: int = 7) -> Path:
             raise RuntimeError(f"tcpdump did not start: {line!r}")
         time.sleep(0.2)
         subprocess.run(
-            [sys.executable, "-m", "tests.support.pcaps", str(manifest), str(seed), *map(str, ports)],
+            [sys.executable, "-m", "tests.support.pcaps", str(manifest), str(seed), str(chatty), *map(str, ports)],
             check=True,
             cwd=REPO,
             timeout=120,
@@ -291,8 +295,8 @@ def tshark_follow(path: Path, stream: int) -> tuple[tuple[str, int], bytes, byte
     return node0, bytes(forward), bytes(backward)
 
 
-def _main(manifest: str, seed: str, *ports: str) -> None:
-    conns = generate_traffic([int(p) for p in ports], int(seed))
+def _main(manifest: str, seed: str, chatty: str, *ports: str) -> None:
+    conns = generate_traffic([int(p) for p in ports], int(seed), int(chatty))
     Path(manifest).write_text(
         json.dumps(
             [
