@@ -153,3 +153,19 @@ def test_snaplen_96_keeps_request_headers_and_timing(clean, tmp_path):
                 and (ex.broker, ex.client, ex.response_offset) in starts:
             assert short.response_ts == ex.response_ts
             assert short.latency_ms == ex.latency_ms
+
+
+def test_rotated_files_are_one_capture(clean, tmp_path):
+    path, ports, trace, exchanges, _ = clean
+    per_file = max(10, len(trace.packets) // 4)
+    parts = impair.split(trace, per_file)
+    files = [impair.write_pcap(part, tmp_path / f"rot-{i}.pcap") for i, part in enumerate(parts)]
+    got, accounting = run(list(reversed(files)), ports)  # order comes from the packets' times
+    assert _counter(got, content) == _counter(exchanges, content)
+    assert accounting.gap_bytes == 0
+    # frame numbers restart in every file; `capture` names the file holding the request
+    for ex in got:
+        if ex.request_frame is not None:
+            index = int(ex.capture.removeprefix("rot-").removesuffix(".pcap"))
+            original = index * per_file + ex.request_frame
+            assert any(e.request_frame == original and identity(e) == identity(ex) for e in exchanges)
