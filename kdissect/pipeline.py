@@ -94,12 +94,30 @@ class Dissector:
 
     def feed(self, segment: Any) -> list[Exchange]:
         self.accounting.segments += 1
-        self._key = (segment.capture_index, segment.frame_number)
         events = self._reassembler.feed(segment)
         if not events:
             return []
+        self._key = (segment.capture_index, segment.frame_number)
         out: list[Exchange] = []
+        conns = self._conns
         for event in events:
+            if event.__class__.__name__ == "Data":
+                state = conns.get(event.conn.id)
+                if state is not None and state.state == _KAFKA:
+                    # the hot path: bytes of a known Kafka connection
+                    chunk = event.chunk
+                    direction = event.direction
+                    self.accounting.stream_bytes += chunk.length
+                    reader = state.readers[direction]  # type: ignore[index]
+                    if not reader.started:
+                        reader.set_aligned(_starts_aligned(state.conn, direction))
+                    frames = reader.push(chunk)
+                    if frames:
+                        pairer = state.pairer
+                        handle = pairer.on_request if direction == state.client_dir else pairer.on_response  # type: ignore[union-attr]
+                        for frame in frames:
+                            handle(frame, out)
+                    continue
             self._event(event, out)
         return out
 
