@@ -257,10 +257,14 @@ def test_capture_starting_mid_connection(trace, manifest, tshark_rows, tmp_path:
     cut_frame = client_data[10]["frame"]
     path = impair.write_pcap(impair.cut_head(trace, cut_frame), tmp_path / "late.pcap")
     chunks, conns, reasons, stats, _ = reassemble([path])
-    (cid,) = _conn_by_client(conns, first.client)
+    # no SYN: the initiator is whichever side the capture shows first
+    (cid,) = [i for i, c in conns.items() if {c.initiator, c.responder} == {tuple(first.client), tuple(first.server)}]
     assert not conns[cid].saw_syn
+    first_row = next(r for r in tshark_rows if r["frame"] > cut_frame and tuple(first.client) in ((r["src"], r["sport"]), (r["dst"], r["dport"])))
+    assert conns[cid].initiator == (first_row["src"], first_row["sport"])
     rows_after = [r for r in tshark_rows if r["frame"] > cut_frame]
-    for direction, app, sender in ((0, first.client_bytes, first.client), (1, first.server_bytes, first.server)):
+    for app, sender in ((first.client_bytes, first.client), (first.server_bytes, first.server)):
+        direction = 0 if conns[cid].initiator == tuple(sender) else 1
         data_rows = [r for r in rows_after if (r["src"], r["sport"]) == tuple(sender) and r["len"]]
         start = int(data_rows[0]["tcp.seq"]) - 1  # first byte seen in this direction
         got = chunks[(cid, direction)]
