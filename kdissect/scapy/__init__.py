@@ -1,0 +1,37 @@
+"""Kafka for Scapy: frame headers, one body class per API and direction, and
+TCP reassembly that pairs responses with their requests.
+
+    >>> from kdissect.scapy import *
+    >>> frame = KafkaRequest(api_version=6, correlation_id=3, client_id="x") / \\
+    ...     MetadataRequest(topics=[MetadataRequestTopic(name="t")], allow_auto_topic_creation=0)
+    >>> packets = sniff(offline="capture.pcap", session=TCPSession)   # Kafka layers on port 9092
+
+Importing this module binds TCP port 9092; `bind_kafka(port)` adds others.
+The body and struct classes are generated at import time from the same
+protocol tables as the core codec (see kdissect.scapy.messages).
+"""
+
+from __future__ import annotations
+
+from kdissect.scapy import fields
+from kdissect.scapy.layers import (
+    KafkaBody,
+    KafkaRequest,
+    KafkaResponse,
+    KafkaStruct,
+    bind_kafka,
+    dissect_response,
+    remember_response,
+    unbind_kafka,
+)
+from kdissect.scapy.messages import generate as _generate
+
+GENERATED: dict[str, type] = _generate()
+globals().update(GENERATED)
+
+bind_kafka(9092)
+
+__all__ = [
+    "KafkaRequest", "KafkaResponse", "KafkaBody", "KafkaStruct", "bind_kafka", "unbind_kafka",
+    "dissect_response", "remember_response", "fields", *sorted(GENERATED),
+]

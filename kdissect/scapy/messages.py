@@ -1,0 +1,188 @@
+"""GENERATED AT IMPORT TIME from the kdissect.protocol tables -- do not add
+hand-written classes here.
+
+`generate()` builds, for every API and direction, one body Packet class
+named after the spec message (`MetadataRequest`, `ProduceResponse`) and one
+Packet class per nested struct (`MetadataRequestTopic`), whose fields are the
+snake_case spec fields of all versions in wire order, each present only in
+the versions that define it (see kdissect.scapy.layers). The bodies are bound
+under the headers by api key.
+
+Spec struct names are not unique across APIs (`PartitionData` appears in a
+dozen messages). A struct name used by one message only is the class name;
+a shared one is prefixed with the message name
+(`FetchRequestFetchTopic`, `ShareFetchRequestFetchTopic`). Every struct class
+is also reachable from its message class (`FetchRequest.FetchTopic`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from scapy.packet import bind_layers
+
+from kdissect.protocol.schema import FieldSchema, api_keys, api_versions, defined_versions, get_schema
+from kdissect.scapy.fields import (
+    KafkaStructArrayField,
+    KafkaStructField,
+    KafkaScalarArrayField,
+    KafkaTagSectionField,
+    scalar_field_class,
+)
+from kdissect.scapy.layers import KafkaBody, KafkaRequest, KafkaResponse, KafkaStruct, VersionedField
+
+DIRECTIONS = ("request", "response")
+
+
+class _Union:
+    """Fields of one struct (or body) over all versions, in wire order."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.newest: dict[str, FieldSchema] = {}
+        self.flexible_somewhere = False
+
+    def add(self, fields: tuple[FieldSchema, ...], flexible: bool) -> None:
+        self.flexible_somewhere |= flexible
+        names = [f.attr for f in fields]
+        for index, f in enumerate(fields):
+            self.newest[f.attr] = f  # versions are added oldest first
+            if f.attr in self.order:
+                continue
+            # insert after the nearest earlier field of this version already placed
+            position = 0
+            for earlier in reversed(names[:index]):
+                if earlier in self.order:
+                    position = self.order.index(earlier) + 1
+                    break
+            self.order.insert(position, f.attr)
+
+    def check(self, fields: tuple[FieldSchema, ...], where: str) -> None:
+        names = [f.attr for f in fields]
+        placed = [name for name in self.order if name in names]
+        if placed != names:
+            raise RuntimeError(f"{where}: field order {names} does not fit the union {self.order}")
+
+
+def _collect(api_key: int, direction: str) -> tuple[_Union, dict[str, _Union]]:
+    body = _Union()
+    structs: dict[str, _Union] = defaultdict(_Union)
+    schemas = [get_schema(api_key, v, direction) for v in defined_versions(api_key, direction)]
+
+    def walk(union: _Union, fields: tuple[FieldSchema, ...], flexible: bool, check: bool, where: str) -> None:
+        if check:
+            union.check(fields, where)
+        else:
+            union.add(fields, flexible)
+        for f in fields:
+            if f.is_struct:
+                walk(structs[f.struct_name], f.fields, flexible, check, f"{where}.{f.struct_name}")
+
+    for schema in schemas:
+        walk(body, schema.fields, schema.flexible, False, schema.name)
+    for schema in schemas:
+        walk(body, schema.fields, schema.flexible, True, f"{schema.name} v{schema.version}")
+    return body, dict(structs)
+
+
+def _scapy_default(f: FieldSchema) -> Any:
+    if f.is_array:
+        return None if f.default is None else []
+    if f.is_struct:
+        return None
+    return f.default
+
+
+def _field(f: FieldSchema, classes: dict[str, type]) -> Any:
+    default = _scapy_default(f)
+    if f.is_struct:
+        cls = classes[f.struct_name]
+        inner: Any = KafkaStructArrayField(f.attr, default, cls) if f.is_array else \
+            KafkaStructField(f.attr, default, cls)
+    elif f.is_array:
+        inner = KafkaScalarArrayField(f.attr, default, f.element)
+    else:
+        inner = scalar_field_class(f.element)(f.attr, default)
+    return VersionedField(inner, f.attr)
+
+
+def _fields_desc(union: _Union, classes: dict[str, type]) -> list:
+    desc = [_field(union.newest[name], classes) for name in union.order]
+    if union.flexible_somewhere:
+        desc.append(VersionedTagSection())
+    return desc
+
+
+class VersionedTagSection(VersionedField):
+    """The struct's tagged-field section, present in flexible versions."""
+
+    def __init__(self) -> None:
+        VersionedField.__init__(self, KafkaTagSectionField("unknown_tagged_fields"), "")
+        self.cond = lambda pkt: pkt.kafka_flexible()
+
+
+def _dependency_order(structs: dict[str, _Union]) -> list[str]:
+    """Struct names, nested ones first (classes must exist before their users)."""
+    done: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in done:
+            return
+        for f in structs[name].newest.values():
+            if f.is_struct:
+                visit(f.struct_name)
+        done.append(name)
+
+    for name in structs:
+        visit(name)
+    return done
+
+
+def generate() -> dict[str, type]:
+    """Build all body and struct classes; returns {python name: class}."""
+    plan = {}
+    users: dict[str, set[tuple[int, str]]] = defaultdict(set)
+    for api_key in api_keys():
+        for direction in DIRECTIONS:
+            if not defined_versions(api_key, direction):
+                continue
+            body, structs = _collect(api_key, direction)
+            plan[(api_key, direction)] = (body, structs)
+            for name in structs:
+                users[name].add((api_key, direction))
+
+    namespace: dict[str, type] = {}
+    for (api_key, direction), (body, structs) in plan.items():
+        message = api_versions(api_key).name + ("Request" if direction == "request" else "Response")
+        classes: dict[str, type] = {}
+        for struct_name in _dependency_order(structs):
+            shared = len(users[struct_name]) > 1 or struct_name == message
+            py_name = message + struct_name if shared else struct_name
+            cls = type(py_name, (KafkaStruct,), {
+                "name": py_name,
+                "kafka_api_key": api_key,
+                "kafka_direction": direction,
+                "kafka_struct": struct_name,
+                "fields_desc": _fields_desc(structs[struct_name], classes),
+                "__module__": __name__,
+                "__doc__": f"{message} struct {struct_name} (generated from the protocol tables).",
+            })
+            classes[struct_name] = cls
+            namespace[py_name] = cls
+        attrs: dict[str, Any] = {
+            "name": message,
+            "kafka_api_key": api_key,
+            "kafka_direction": direction,
+            "kafka_struct": None,
+            "fields_desc": _fields_desc(body, classes),
+            "__module__": __name__,
+            "__doc__": f"Kafka {message} body, all versions (generated from the protocol tables).",
+        }
+        cls = type(message, (KafkaBody,), attrs)
+        for struct_name, struct_cls in classes.items():
+            type.__setattr__(cls, struct_name, struct_cls)
+        namespace[message] = cls
+        header = KafkaRequest if direction == "request" else KafkaResponse
+        bind_layers(header, cls, api_key=api_key)
+    return namespace
