@@ -7,6 +7,8 @@ Public API (see docs/architecture.md):
 - `decode_records(raw, max_uncompressed=64 MiB)` -> DecodedRecords (iterate batches)
 - `iter_batches(raw)` lazily; `iter_records(request_or_response_or_exchange)` for notebooks
 - `exchange_columns(api_key, api_version, request_body, response_body)` -> row fields
+- `render_records(message, api_key, api_version)` -> text lines (for `show -v`)
+- `kdissect.records.table`: the record table (`exchange_record_rows`, RECORD_SCHEMA)
 
 Decoding never raises for any input bytes; problems are text on each batch.
 """
@@ -22,6 +24,7 @@ from kdissect.records.codecs import DEFAULT_LIMIT, available_codecs
 from kdissect.records.counts import batch_checks, batch_counts
 from kdissect.records.decode import decode_records, iter_batches
 from kdissect.records.model import Batch, DecodedRecords, Record
+from kdissect.records.render import render_records
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -38,4 +41,5 @@ __all__ = [
     "iter_batches_of",
     "iter_records",
     "record_sets",
+    "render_records",
 ]
