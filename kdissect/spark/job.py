@@ -143,6 +143,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     partitions = options.partitions or max(2 * sc.defaultParallelism, math.ceil(total_bytes / (64 << 20)))
     ports = list(options.ports)
     detect = options.detect
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
     def dissect(batches):
         return dissect_partition(batches, ports, detect, capture_names)
@@ -166,25 +167,34 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     work_frame = spark.read.parquet(work)
     accounting = Accounting()
     partition_error_failures = 0
-    for row in work_frame.where("kind = 2").select("accounting").toLocalIterator():
+    for row in work_frame.where("kind = 2").select("accounting").collect():  # one small row per task
         values = json.loads(row.accounting)
         partition_error_failures += values.pop("partition_error_failures", 0)
         accounting.add(Accounting.from_dict(values))
     reading = dict(read_stats.value)
     accounting.add_read_stats(_ReadTotals(reading))
     exchanges = tables.number_streams(spark, work_frame)
-    exchanges.select(*tables.EXCHANGE_COLUMNS).write.mode("overwrite").parquet(f"{outdir}/exchanges")
+    exchanges.orderBy("stream", "ordinal").select(*tables.EXCHANGE_COLUMNS).write.mode("overwrite").parquet(
+        f"{outdir}/exchanges")
     tables.partition_errors(exchanges).write.mode("overwrite").parquet(f"{outdir}/partition_errors")
+    say("exchange tables written")
 
     written = spark.read.parquet(f"{outdir}/exchanges")
-    counts: dict[str, int] = {"exchanges": written.count()}
-    for name, frame in tables.summary_tables(spark, written).items():
+    counts: dict[str, int] = {
+        "exchanges": written.count(),
+        "partition_errors": spark.read.parquet(f"{outdir}/partition_errors").count(),
+        "kafka_connections": work_frame.where("kind = 1").count(),
+    }
+    # The summary tables are small (groups of APIs, clients, brokers, minutes):
+    # cached, they are written, counted and summarised without recomputing.
+    summaries = {name: frame.cache() for name, frame in tables.summary_tables(spark, written).items()}
+    for name, frame in summaries.items():
         frame.write.mode("overwrite").parquet(f"{outdir}/{name}")
-    for name in TABLES[1:]:
-        counts[name] = spark.read.parquet(f"{outdir}/{name}").count()
-    counts["kafka_connections"] = work_frame.where("kind = 1").count()
-
-    summary = tables.render_summary(spark, outdir, accounting)
+        counts[name] = frame.count()
+    say("summary tables written")
+    summary = tables.render_summary(written, summaries, accounting)
+    for frame in summaries.values():
+        frame.unpersist()
     _remove(spark, work)
 
     manifest = {

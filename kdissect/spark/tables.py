@@ -20,34 +20,27 @@ _NO_BROKER = "?"
 
 
 def number_streams(spark, work):
-    """Exchange rows with `stream` numbered as the CLI numbers them.
+    """Exchange rows (plus `ordinal` and `partition_errors`) with `stream`
+    numbered as the CLI numbers them.
 
     The CLI numbers connections in the order they are classified as Kafka;
     each connection's classification key (capture_index, frame_number) is
-    unique, so ranking all keys reproduces that order. Ranks come from a
-    distributed sort plus `zipWithIndex` (no single-partition window).
+    unique, so ranking all keys reproduces that order. The keys are a dozen
+    bytes per connection, so one window over all of them is cheap.
     """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, IntegerType, StructField, StructType
 
-    keys = (
+    order = Window.orderBy("stream_capture_index", "stream_frame_number")
+    ranks = (
         work.where("kind = 1")
         .select("stream_capture_index", "stream_frame_number")
-        .orderBy("stream_capture_index", "stream_frame_number")
+        .withColumn("global_stream", F.row_number().over(order) - 1)
     )
-    ranked = keys.rdd.zipWithIndex().map(lambda pair: (pair[0][0], pair[0][1], pair[1]))
-    ranks = spark.createDataFrame(ranked, StructType([
-        StructField("stream_capture_index", IntegerType()),
-        StructField("stream_frame_number", LongType()),
-        StructField("global_stream", LongType()),
-    ]))
     exchanges = work.where("kind = 0").drop("stream")
     joined = exchanges.join(ranks, ["stream_capture_index", "stream_frame_number"], "left")
-    return (
-        joined.withColumn("stream", F.col("global_stream"))
-        .orderBy("stream", "ordinal")
-        .select(*EXCHANGE_COLUMNS, "partition_errors")
-    )
+    return joined.withColumn("stream", F.col("global_stream").cast("long")).select(
+        *EXCHANGE_COLUMNS, "ordinal", "partition_errors")
 
 
 def partition_errors(exchanges):
@@ -99,16 +92,16 @@ def latency_table(exchanges):
         F.lit("broker").alias("dimension"), F.lit(None).cast("string").alias("api_name"),
         F.lit(None).cast("short").alias("api_version"), F.lit(None).cast("string").alias("client_id"),
         "broker", "count", "p50", "p90", "p99", "max", "mean")
-    return by_api.unionByName(by_client).unionByName(by_broker)
+    return by_api.unionByName(by_client).unionByName(by_broker).repartition(1)
 
 
-def error_names(spark, codes: list[int]):
-    """A small (error_code, error_name) DataFrame for the codes given."""
+def error_names(spark):
+    """(error_code, error_name) for every code Kafka defines (a hundred-odd rows)."""
     from pyspark.sql.types import ShortType, StringType, StructField, StructType
 
-    from kdissect.protocol.errors import error_name
+    from kdissect.protocol.errors import ERRORS
 
-    rows = [(int(code), error_name(int(code))) for code in codes]
+    rows = [(int(code), entry[0]) for code, entry in sorted(ERRORS.items())]
     return spark.createDataFrame(rows, StructType([
         StructField("error_code", ShortType()), StructField("error_name", StringType())]))
 
@@ -130,10 +123,10 @@ def errors_table(spark, exchanges):
         .agg(F.count(F.lit(1)).alias("anywhere"))
     )
     counts = top.join(anywhere, ["api_name", "error_code"], "full_outer").fillna(0, ["top_level", "anywhere"])
-    codes = [row.error_code for row in counts.select("error_code").distinct().collect()]
-    named = counts.join(F.broadcast(error_names(spark, codes)), "error_code", "left")
-    return named.select("api_name", "error_code", "error_name", "top_level", "anywhere").orderBy(
-        F.desc("anywhere"), "api_name", "error_code")
+    named = counts.join(F.broadcast(error_names(spark)), "error_code", "left").withColumn(
+        "error_name", F.coalesce("error_name", F.concat(F.lit("UNKNOWN_"), F.col("error_code").cast("string"))))
+    return named.select("api_name", "error_code", "error_name", "top_level", "anywhere").repartition(1) \
+        .sortWithinPartitions(F.desc("anywhere"), "api_name", "error_code")
 
 
 def throttle_table(exchanges):
@@ -155,7 +148,7 @@ def throttle_table(exchanges):
         F.percentile(throttled, 0.99).alias("p99_ms"),
         F.max(throttled).alias("max_ms"),
         F.coalesce(F.sum(throttled), F.lit(0)).alias("total_ms"),
-    ).orderBy("client_id", "broker")
+    ).repartition(1).sortWithinPartitions("client_id", "broker")
 
 
 def timeseries_table(exchanges):
@@ -175,7 +168,8 @@ def timeseries_table(exchanges):
         .agg(F.count(F.lit(1)).alias("exchanges"), F.sum("bytes").alias("bytes"),
              F.sum(F.col("has_error").cast("long")).alias("errors"),
              F.percentile("latency_ms", 0.99).alias("p99_latency_ms"))
-        .orderBy("minute", "api_name")
+        .repartition(1)
+        .sortWithinPartitions("minute", "api_name")
     )
 
 
@@ -196,26 +190,25 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def render_summary(spark, outdir: str, accounting: Any, top: int = 8) -> str:
-    """A few lines for the terminal, read from the written tables."""
+def render_summary(exchanges, summaries: dict[str, Any], accounting: Any, top: int = 8) -> str:
+    """A few lines for the terminal, from the exchange table and the (small) summary tables."""
     from pyspark.sql import functions as F
 
     lines: list[str] = []
-    exchanges = spark.read.parquet(f"{outdir}/exchanges")
-    statuses = exchanges.groupBy("status").count().orderBy(F.desc("count")).collect()
+    statuses = exchanges.groupBy("status").count().collect()
+    statuses.sort(key=lambda row: -row["count"])
     total = sum(row["count"] for row in statuses)
     lines.append(f"exchanges: {total} (" + ", ".join(f"{row.status} {row['count']}" for row in statuses) + ")")
-    latency = (spark.read.parquet(f"{outdir}/latency").where("dimension = 'api'")
-               .orderBy(F.desc("count")).limit(top).collect())
+    latency = summaries["latency"].where("dimension = 'api'").orderBy(F.desc("count")).limit(top).collect()
     if latency:
         lines.append("latency (ms) by API, busiest first:  count     p50     p99     max")
         for row in latency:
             lines.append(f"  {row.api_name} v{row.api_version}".ljust(37)
                          + f"{row['count']:>6} {_fmt(row.p50):>7} {_fmt(row.p99):>7} {_fmt(row.max):>7}")
-    errors = spark.read.parquet(f"{outdir}/errors").orderBy(F.desc("anywhere")).limit(top).collect()
+    errors = summaries["errors"].orderBy(F.desc("anywhere")).limit(top).collect()
     if errors:
         lines.append("errors: " + ", ".join(f"{row.api_name} {row.error_name} x{row.anywhere}" for row in errors))
-    throttle = spark.read.parquet(f"{outdir}/throttle").agg(
+    throttle = summaries["throttle"].agg(
         F.coalesce(F.sum("throttled"), F.lit(0)).alias("n"), F.max("max_ms").alias("max")).collect()[0]
     lines.append(f"throttled responses: {throttle.n}" + (f" (max {throttle.max} ms)" if throttle.n else ""))
     lines.extend(accounting.summary_lines())
