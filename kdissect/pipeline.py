@@ -89,6 +89,9 @@ class Dissector:
         self._conns: dict[int, _Conn] = {}
         self._next_stream = 0
         self._key: tuple[int, int] = (0, 0)  # segment being fed
+        # (capture_index, frame_number) at which each Kafka connection was
+        # classified, in stream-number order (also for connections without exchanges)
+        self.classification_keys: list[tuple[int, int]] = []
 
     # -- public --------------------------------------------------------------
 
@@ -208,6 +211,8 @@ class Dissector:
         ends = (conn.initiator, conn.responder)
         client = endpoint(*ends[client_dir])
         broker = endpoint(*ends[1 - client_dir])
+        key = (int(key[0]), int(key[1]))
+        self.classification_keys.append(key)
         pairer = Pairer(self.accounting, self.capture_names, self._next_stream, client, broker,
                         key, self.keep_messages)
         self._next_stream += 1
