@@ -58,3 +58,14 @@ def test_matches_tshark(capture: Path, tshark: str):
     assert accounting.malformed_frames == 0
     assert accounting.gap_bytes == 0 and accounting.skipped_bytes == 0
     assert all(ex.status != "malformed" for ex in exchanges)
+
+
+@pytest.mark.parametrize("capture", [c for c in capture_files() if ports_of(c) != (9092,)], ids=lambda p: p.name)
+def test_detection_finds_kafka_on_other_ports(capture: Path):
+    """Without --port, the shape of the first requests identifies Kafka."""
+    named, _ = analyze([capture], ports_of(capture))
+    detected, accounting = analyze([capture])
+    key = lambda ex: (ex.client, ex.broker, ex.correlation_id, ex.api_key, ex.status,  # noqa: E731
+                      ex.request_ts, ex.response_ts, tuple(ex.error_codes))
+    named, detected = sorted(map(key, named), key=str), sorted(map(key, detected), key=str)
+    assert detected == named and named
