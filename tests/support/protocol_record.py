@@ -1,11 +1,11 @@
 """Record real Kafka frames for the protocol golden tests.
 
-    python3 -m tests.support.protocol_record [OUT_DIR]
+    python3 -m tests.support.protocol_record [OUT_DIR] [--only WORKLOAD ...]
 
 Starts an in-memory Tansu broker on loopback, captures it with tcpdump while
 kafka-python and confluent-kafka produce, consume in a group and commit,
 then splits each TCP direction into Kafka frames and writes them to
-OUT_DIR/<client>.jsonl (default tests/fixtures/frames). Each line holds one
+OUT_DIR/<workload>.jsonl (default tests/fixtures/frames). Each line holds one
 frame as hex plus the api key / version / correlation id that tshark's own
 Kafka dissector reports for it (the independent expectation the tests use).
 The pcap files are kept beside the JSONL for provenance.
@@ -71,6 +71,47 @@ def kafka_python_workload(bootstrap: str) -> None:
     print(f"kafka-python consumed {seen} in a group", file=sys.stderr)
 
 
+def kafka_python_extended_workload(bootstrap: str) -> None:
+    """More APIs: idempotent gzip bulk produce, admin calls, offset commit/fetch."""
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kdissect-admin")
+    admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=1)])
+    for step in (lambda: admin.describe_cluster(),
+                 lambda: admin.create_topics([NewTopic("scratch", num_partitions=1, replication_factor=1)]),
+                 lambda: admin.delete_topics(["scratch"])):
+        try:
+            step()
+        except Exception as problem:  # keep recording what the broker supports
+            print("admin step:", type(problem).__name__, problem, file=sys.stderr)
+    admin.close()
+    bulk = KafkaProducer(bootstrap_servers=bootstrap, client_id="kdissect-bulk", acks="all",
+                         linger_ms=50, batch_size=256 * 1024, compression_type="gzip")
+    for index in range(2000):
+        bulk.send(TOPIC, key=f"b{index}".encode(), value=(f"bulk record {index} ".encode() * 4), partition=index % 2)
+    bulk.flush()
+    bulk.close()
+    committer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="kdissect-committer", group_id="golden-offsets",
+                              auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=2000)
+    committer.assign([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)])
+    seen = sum(1 for _message in committer)
+    try:
+        committer.commit()
+        committer.committed(TopicPartition(TOPIC, 0))
+    except Exception as problem:
+        print("commit step:", type(problem).__name__, problem, file=sys.stderr)
+    committer.close()
+    print(f"kafka-python extended read {seen}", file=sys.stderr)
+
+
+WORKLOADS = {
+    "kafka-python": lambda bootstrap: kafka_python_workload(bootstrap),
+    "kafka-python-extended": lambda bootstrap: kafka_python_extended_workload(bootstrap),
+    "confluent-kafka": lambda bootstrap: confluent_workload(bootstrap),
+}
+
+
 def confluent_workload(bootstrap: str) -> None:
     from confluent_kafka import Consumer, Producer
 
@@ -120,6 +161,16 @@ def _packets(path: Path):
             else:
                 continue
             yield ip
+
+
+def server_ports(pcap: Path) -> set[int]:
+    """Ports that received a connection-opening SYN (the broker side)."""
+    ports = set()
+    for ip in _packets(pcap):
+        tcp = getattr(ip, "data", None)
+        if isinstance(tcp, dpkt.tcp.TCP) and tcp.flags & dpkt.tcp.TH_SYN and not tcp.flags & dpkt.tcp.TH_ACK:
+            ports.add(tcp.dport)
+    return ports
 
 
 def split_frames(pcap: Path) -> list[dict]:
@@ -205,9 +256,10 @@ def label_frames(pcap: Path, client: str, port: int) -> list[dict]:
     return rows
 
 
-def record(out_dir: Path) -> None:
+def record(out_dir: Path, names: list[str]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    for client, workload in (("kafka-python", kafka_python_workload), ("confluent-kafka", confluent_workload)):
+    for client in names:
+        workload = WORKLOADS[client]
         pcap = out_dir / f"{client}.pcap"
         with tansu_broker() as broker:
             with tcpdump(pcap, broker.port, settle=0.5):
@@ -220,4 +272,11 @@ def record(out_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    record(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "fixtures" / "frames")
+    import argparse
+
+    parser = argparse.ArgumentParser(description="record real Kafka frames for the protocol tests")
+    parser.add_argument("out", nargs="?", type=Path,
+                        default=Path(__file__).resolve().parents[1] / "fixtures" / "frames")
+    parser.add_argument("--only", action="append", choices=sorted(WORKLOADS), help="workload(s) to record")
+    args = parser.parse_args()
+    record(args.out, args.only or list(WORKLOADS))
