@@ -300,6 +300,23 @@ def shift_sequence(trace: Trace, endpoint: tuple[str, int], delta: int) -> Trace
     return replace(trace, packets=tuple(_rewrite_tcp(p, edit) for p in trace.packets))
 
 
+def with_ipv6_extensions(trace: Trace) -> Trace:
+    """Put a hop-by-hop and a destination-options header (PadN only) in
+    front of the TCP header of every IPv6 packet; IPv4 packets are unchanged."""
+
+    def edit(ip: bytearray, v: _Tcp):
+        if v.version != 6:
+            return None
+        hop = bytes([60, 0, 1, 4, 0, 0, 0, 0])  # next: destination options
+        dest = bytes([6, 1, 1, 12]) + bytes(12)  # next: TCP; 16 bytes long
+        new = ip[:40] + hop + dest + ip[40:]
+        new[6] = 0  # next header: hop-by-hop
+        struct.pack_into("!H", new, 4, int.from_bytes(ip[4:6], "big") + len(hop) + len(dest))
+        return new
+
+    return replace(trace, packets=tuple(_rewrite_tcp(p, edit) for p in trace.packets), snaplen=trace.snaplen + 24)
+
+
 def connection_packets(trace: Trace, endpoint: tuple[str, int]) -> list[int]:
     """Indices of the packets to or from `endpoint`."""
     import ipaddress
@@ -399,10 +416,12 @@ def _block(order: str, block_type: int, body: bytes) -> bytes:
     return struct.pack(order + "II", block_type, length) + body + struct.pack(order + "I", length)
 
 
-def pcapng_bytes(trace: Trace, tsresol: int | Sequence[int] = 6, big_endian: bool = False) -> bytes:
+def pcapng_bytes(trace: Trace, tsresol: int | Sequence[int] = 6, big_endian: bool = False, packet_block: str = "enhanced") -> bytes:
     """pcapng with one interface per (link type, resolution) pair. `tsresol`
     is the if_tsresol byte (6 = microseconds, 9 = ns, 0x80|n = 2^-n); a list
-    cycles per packet, so one file mixes interfaces of different resolutions."""
+    cycles per packet, so one file mixes interfaces of different resolutions.
+    `packet_block` "obsolete" writes the old Packet Block (type 2) and
+    "simple" Simple Packet Blocks (type 3: no timestamp, one interface)."""
     order = ">" if big_endian else "<"
     resolutions = [tsresol] if isinstance(tsresol, int) else list(tsresol)
     out = [_block(order, 0x0A0D0D0A, struct.pack(order + "IHHq", 0x1A2B3C4D, 1, 0, -1))]
@@ -418,13 +437,22 @@ def pcapng_bytes(trace: Trace, tsresol: int | Sequence[int] = 6, big_endian: boo
             ticks = (p.ts_ns << (res & 0x7F)) // 1_000_000_000
         else:
             ticks = p.ts_ns * 10**res // 1_000_000_000
-        body = struct.pack(order + "IIIII", interfaces[key], ticks >> 32, ticks & _MASK, len(p.data), p.wire_len) + p.data
-        out.append(_block(order, 6, body))
+        if packet_block == "simple":
+            out.append(_block(order, 3, struct.pack(order + "I", p.wire_len) + p.data))
+        elif packet_block == "obsolete":
+            body = struct.pack(order + "HHIIII", interfaces[key], 0, ticks >> 32, ticks & _MASK, len(p.data), p.wire_len)
+            out.append(_block(order, 2, body + p.data))
+        else:
+            body = struct.pack(order + "IIIII", interfaces[key], ticks >> 32, ticks & _MASK, len(p.data), p.wire_len)
+            out.append(_block(order, 6, body + p.data))
     return b"".join(out)
 
 
-def write_pcapng(trace: Trace, path: str | Path, tsresol: int | Sequence[int] = 6, big_endian: bool = False, compress: bool = False) -> Path:
-    data = pcapng_bytes(trace, tsresol, big_endian)
+def write_pcapng(
+    trace: Trace, path: str | Path, tsresol: int | Sequence[int] = 6, big_endian: bool = False, compress: bool = False,
+    packet_block: str = "enhanced",
+) -> Path:
+    data = pcapng_bytes(trace, tsresol, big_endian, packet_block)
     path = Path(path)
     path.write_bytes(gzip.compress(data, compresslevel=1) if compress else data)
     return path

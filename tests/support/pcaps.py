@@ -252,7 +252,7 @@ def tshark_segments(path: Path, extra_fields: list[str] | None = None) -> list[d
         v = line.split("\t")
         row = {
             "frame": int(v[0]),
-            "ts": float(v[1]),
+            "ts": float(v[1]) if v[1] else None,  # None: the packet has no time (pcapng simple block)
             "src": v[2] or v[3],
             "sport": int(v[4]),
             "dst": v[5] or v[6],
@@ -336,7 +336,7 @@ def compare_with_tshark(path: Path) -> tuple[int, list[str]]:
             continue
         mine = (s.src, s.sport, s.dst, s.dport, s.seq, s.ack, s.flags, s.payload_len)
         ref = (t["src"], t["sport"], t["dst"], t["dport"], t["seq"], t["ack"], t["flags"], t["len"])
-        if mine != ref or abs(s.ts - t["ts"]) > 1e-6:
+        if mine != ref or abs(s.ts - (t["ts"] or 0.0)) > 1e-6:
             problems.append(f"frame {t['frame']}: {mine} {s.ts!r} != tshark {ref} {t['ts']!r}")
     return len(theirs), problems
 
