@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import threading
 from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
@@ -50,7 +51,7 @@ from kdissect.scapy.fields import (
 
 __all__ = [
     "KafkaRequest", "KafkaResponse", "KafkaStruct", "KafkaBody", "VersionedField",
-    "bind_kafka", "unbind_kafka", "dissect_response", "remember_response", "body_version",
+    "NameFieldAttribute", "bind_kafka", "unbind_kafka", "dissect_response", "remember_response", "body_version",
 ]
 
 API_VERSIONS = 18
@@ -119,6 +120,32 @@ class VersionedField(ConditionalField):
         ConditionalField.__init__(self, fld, lambda pkt, _n=name: pkt.kafka_field(_n) is not None)
 
 
+_SHOWING = threading.local()
+
+
+class NameFieldAttribute:
+    """Lets a Kafka field called `name` be read and set as `pkt.name`.
+
+    Scapy keeps the layer's display name in the `name` slot, but Kafka
+    names topics, groups and resources `Name`. On classes with such a field
+    this descriptor replaces the slot: `pkt.name` is the field value, while
+    Scapy's own use of `self.name` (the layer title in show()) and the class
+    attribute still give the layer name.
+    """
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        if obj is None or getattr(_SHOWING, "depth", 0):
+            return owner._name or owner.__name__
+        return obj.getfieldval("name")
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        try:
+            Packet.fields.__get__(obj)  # type: ignore[attr-defined]
+        except AttributeError:
+            return  # Packet.__init__ storing the layer name: derived from the class
+        obj.setfieldval("name", value)
+
+
 class KafkaStruct(Packet):
     """Base of every generated Kafka body and nested struct class."""
 
@@ -174,6 +201,13 @@ class KafkaStruct(Packet):
         return fs.default
 
     # --- Scapy hooks
+    def _show_or_dump(self, *args: Any, **kwargs: Any) -> Any:
+        _SHOWING.depth = getattr(_SHOWING, "depth", 0) + 1
+        try:
+            return super()._show_or_dump(*args, **kwargs)
+        finally:
+            _SHOWING.depth -= 1
+
     def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
         return b"", s  # what follows belongs to the enclosing struct
 

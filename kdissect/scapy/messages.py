@@ -30,7 +30,14 @@ from kdissect.scapy.fields import (
     KafkaTagSectionField,
     scalar_field_class,
 )
-from kdissect.scapy.layers import KafkaBody, KafkaRequest, KafkaResponse, KafkaStruct, VersionedField
+from kdissect.scapy.layers import (
+    KafkaBody,
+    KafkaRequest,
+    KafkaResponse,
+    KafkaStruct,
+    NameFieldAttribute,
+    VersionedField,
+)
 
 DIRECTIONS = ("request", "response")
 
@@ -139,6 +146,11 @@ def _dependency_order(structs: dict[str, _Union]) -> list[str]:
     return done
 
 
+def _expose_name_field(cls: type) -> None:
+    if any(f.name == "name" for f in cls.fields_desc):
+        type.__setattr__(cls, "name", NameFieldAttribute())
+
+
 def generate() -> dict[str, type]:
     """Build all body and struct classes; returns {python name: class}."""
     plan = {}
@@ -160,7 +172,7 @@ def generate() -> dict[str, type]:
             shared = len(users[struct_name]) > 1 or struct_name == message
             py_name = message + struct_name if shared else struct_name
             cls = type(py_name, (KafkaStruct,), {
-                "name": py_name,
+                "_name": py_name,  # not "name": Scapy would take it as the default of a "name" field
                 "kafka_api_key": api_key,
                 "kafka_direction": direction,
                 "kafka_struct": struct_name,
@@ -168,10 +180,11 @@ def generate() -> dict[str, type]:
                 "__module__": __name__,
                 "__doc__": f"{message} struct {struct_name} (generated from the protocol tables).",
             })
+            _expose_name_field(cls)
             classes[struct_name] = cls
             namespace[py_name] = cls
         attrs: dict[str, Any] = {
-            "name": message,
+            "_name": message,
             "kafka_api_key": api_key,
             "kafka_direction": direction,
             "kafka_struct": None,
@@ -180,6 +193,7 @@ def generate() -> dict[str, type]:
             "__doc__": f"Kafka {message} body, all versions (generated from the protocol tables).",
         }
         cls = type(message, (KafkaBody,), attrs)
+        _expose_name_field(cls)
         for struct_name, struct_cls in classes.items():
             type.__setattr__(cls, struct_name, struct_cls)
         namespace[message] = cls
