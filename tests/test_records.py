@@ -101,6 +101,8 @@ def test_magic1_relative_offsets_resolved_against_wrapper():
     raw = bytearray(encode_message_set(records, 1, "gzip"))
     raw[0:8] = struct.pack(">q", 90_003)  # the broker sets the wrapper to the last absolute offset
     assert [r.offset for r in decode_records(bytes(raw)).records()] == [90_000, 90_001, 90_002, 90_003]
+    raw[0:8] = struct.pack(">q", 0)  # kafka-python's Produce requests: wrapper offset left at 0
+    assert [r.offset for r in decode_records(bytes(raw)).records()] == [0, 1, 2, 3]
 
 
 def test_log_append_time_overrides_record_timestamps():

@@ -149,9 +149,12 @@ def _expand_wrapper(batch: Batch, wrapper_offset: int, magic: int, attributes: i
         batch.problems.append("inner offsets left relative: the inner message set was not read to its end")
     elif magic == 1 and found:
         # Relative inner offsets: the wrapper holds the absolute offset of the last one.
+        # In Produce requests some clients (kafka-python) leave the wrapper at 0;
+        # resolving would give negative offsets, so those stay relative (0..n-1).
         shift = wrapper_offset - found[-1].offset
-        for record in found:
-            record.offset += shift
+        if found[0].offset + shift >= 0:
+            for record in found:
+                record.offset += shift
     if magic == 1 and attributes & 0x08:
         for record in found:
             record.timestamp = timestamp
