@@ -110,10 +110,13 @@ def test_lost_segments_lose_only_touched_exchanges(clean, seed, tmp_path):
         if ex.status == "ok":
             # untouched exchanges are unchanged (a gap elsewhere may add a problem note only)
             assert got_all[content_untimed(ex)] > 0, f"lost untouched exchange {identity(ex)}"
-    # no invented exchanges: every ok row of the lossy capture is a clean row
+    # no invented exchanges: every ok row of the lossy capture is a clean row,
+    # or one whose lost bytes changed it (e.g. an acks=0 request whose
+    # unexpected response was lost is still ok, without the response)
     clean_rows = _counter(exchanges, content)
+    hit = {identity(ex) for ex in exchanges if touched(ex, lost)}
     for row, n in got_ok.items():
-        assert clean_rows[row] >= n, f"exchange not in the clean capture: {row}"
+        assert clean_rows[row] >= n or row[:5] in hit, f"exchange not in the clean capture: {row}"
     assert accounting.gaps > 0 or accounting.gap_bytes > 0 or accounting.truncated_frames > 0
     assert accounting.gap_bytes <= sum(p.length for p in lost)
 
