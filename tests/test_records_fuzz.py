@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from kdissect.records import batch_checks, batch_counts, decode_records, exchange_columns
 from kdissect.records.encode import encode_message_set, encode_record_batch
-from tests.support.records import CODECS, LEGACY_CODECS, sample_records
+from kdissect.records.model import Record
+from tests.support.records import CODECS, LEGACY_CODECS, essence, sample_records
 
 SEEDS = [encode_record_batch(sample_records(4), codec, base_offset=10) for codec in CODECS] + [
     encode_message_set(sample_records(3), magic, codec) for magic in (0, 1) for codec in LEGACY_CODECS
@@ -64,3 +65,34 @@ def test_garbage_after_compressed_payload_never_raises(seed, junk):
     raw = bytearray(seed[:61]) + junk
     struct.pack_into(">i", raw, 8, len(raw) - 12)
     _exercise(bytes(raw))
+
+
+_maybe_bytes = st.one_of(st.none(), st.binary(max_size=64))
+_record = st.builds(
+    lambda key, value, headers, ts: Record(0, ts, key, value, headers),
+    _maybe_bytes,
+    _maybe_bytes,
+    st.lists(st.tuples(st.text(max_size=8), _maybe_bytes), max_size=3),
+    st.integers(0, 2**41),
+)
+
+
+ROUND_TRIPS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@ROUND_TRIPS
+@given(st.lists(_record, min_size=1, max_size=12), st.sampled_from(CODECS), st.integers(0, 2**40))
+def test_any_records_round_trip_magic2(records, codec, base_offset):
+    decoded = decode_records(encode_record_batch(records, codec, base_offset=base_offset))
+    assert decoded.all_problems() == []
+    assert essence(decoded.records()) == essence(records)
+    assert [r.offset for r in decoded.records()] == list(range(base_offset, base_offset + len(records)))
+
+
+@ROUND_TRIPS
+@given(st.lists(_record, min_size=1, max_size=12), st.sampled_from(LEGACY_CODECS), st.sampled_from([0, 1]))
+def test_any_records_round_trip_message_sets(records, codec, magic):
+    decoded = decode_records(encode_message_set(records, magic, codec))
+    assert decoded.all_problems() == []
+    assert essence(decoded.records(), headers=False, timestamps=magic == 1) == essence(
+        records, headers=False, timestamps=magic == 1)
