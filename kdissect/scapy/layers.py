@@ -329,6 +329,18 @@ class _KafkaHeader(Packet):
             return Raw
         return super().guess_payload_class(payload)
 
+    def do_dissect_payload(self, s: bytes) -> None:
+        if not s:
+            # Scapy adds no layer for zero bytes, but some bodies are empty
+            # (ApiVersions v0 request): add the body when its version has no field
+            cls = self.guess_payload_class(s)
+            if isinstance(cls, type) and issubclass(cls, KafkaBody):
+                body = cls(_internal=1, _underlayer=self)
+                if not body.kafka_fields_now() and not body.kafka_flexible():
+                    self.add_payload(body)
+                    return
+        super().do_dissect_payload(s)
+
     def post_build(self, pkt: bytes, pay: bytes) -> bytes:
         if self.getfieldval("length") is None:
             pkt = _INT32.pack(len(pkt) - 4 + len(pay)) + pkt[4:]

@@ -1,0 +1,68 @@
+"""On every bundled capture, the Scapy path (sniff + TCPSession + kdissect
+layers) and `kdissect export` (the core pipeline, via the CLI) see the same
+Kafka frames: direction, connection, correlation id, api key and version.
+
+Both share the protocol tables but nothing else: Scapy does its own TCP
+reassembly, framing and pairing. The fixture captures of the protocol golden
+tests (real clients against Tansu) are checked the same way.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import kdissect
+from tests.support.scapy import (
+    bundled_captures,
+    capture_port,
+    core_plain,
+    export_frames,
+    export_rows,
+    fixture_captures,
+    frame_keys,
+    scapy_frames,
+    scapy_plain,
+)
+
+CAPTURES = bundled_captures() + fixture_captures()
+
+
+def test_there_are_captures():
+    assert bundled_captures(), "captures/ holds no capture"
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_scapy_and_export_see_the_same_frames(capture: Path):
+    port = capture_port(capture)
+    rows = export_rows(capture, port)
+    frames = scapy_frames(capture, port)
+    expected = export_frames(rows)
+    assert frames, f"Scapy found no Kafka frame in {capture.name}"
+    assert frame_keys(frames) == expected
+    statuses = Counter(row["status"] for row in rows)
+    if set(statuses) <= {"ok", "no_response"}:
+        # everything the core decoded, Scapy decodes into a body class
+        undecoded = [f for f in frames if not f["decoded"]]
+        assert not undecoded, [f["layer"].summary() for f in undecoded[:3]]
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_scapy_bodies_equal_core_bodies(capture: Path):
+    """Field by field, the layers hold what kdissect.decode_* decodes."""
+    port = capture_port(capture)
+    checked = 0
+    for frame in scapy_frames(capture, port):
+        if not frame["decoded"]:
+            continue
+        layer = frame["layer"]
+        raw = bytes(layer)[4:4 + layer.length]
+        if frame["direction"] == "request":
+            core = kdissect.decode_request(raw)
+        else:
+            core = kdissect.decode_response(raw, frame["api_key"], frame["api_version"])
+        assert scapy_plain(layer.payload) == core_plain(core.body), layer.summary()
+        checked += 1
+    assert checked
