@@ -41,6 +41,9 @@ _HALF = 1 << 31
 # connection (its last ACK, a retransmitted FIN) unless it is a new SYN.
 _AFTER_CLOSE_SECONDS = 120.0
 _TOMBSTONE_LIMIT = 1 << 16
+# A segment of a closed 4-tuple whose sequence number is this far from where
+# the old connection ended starts a new connection (whose SYN was not captured).
+_STRAGGLER_WINDOW = 1 << 22
 
 
 @dataclass(slots=True)
@@ -167,7 +170,8 @@ class Reassembler:
         self.reorder_tolerance = reorder_tolerance
         self.stats = ReassemblyStats()
         self._conns: dict[tuple[str, int, str, int], TcpConnection] = {}  # both directions' keys
-        self._recently_closed: dict[tuple[str, int, str, int], float] = {}  # key -> close time
+        # key -> (close time, {sender: next sequence number it would send})
+        self._recently_closed: dict[tuple[str, int, str, int], tuple[float, dict]] = {}
         self._next_id = 0
         self._arrivals = 0
         # Reset connections waiting out their straggler window, and
@@ -196,14 +200,13 @@ class Reassembler:
         flags = seg.flags
         conn = self._conns.get(key)
         if conn is None:
-            closed_at = self._recently_closed.get(key)
-            if closed_at is not None:
-                if flags & SYN and not flags & ACK or seg.ts - closed_at > _AFTER_CLOSE_SECONDS:
-                    self._forget_tombstone(key)
-                else:
+            tombstone = self._recently_closed.get(key)
+            if tombstone is not None:
+                if self._belongs_to_closed(seg, *tombstone):
                     self.stats.after_close_segments += 1
                     self.stats.after_close_bytes += seg.payload_len
                     return events
+                self._forget_tombstone(key)
             if flags & RST and not seg.payload_len:
                 self.stats.stray_resets += 1
                 return events
@@ -376,12 +379,27 @@ class Reassembler:
         events.append(Closed(conn, reason))
         self.stats.closed[reason] = self.stats.closed.get(reason, 0) + 1
         when = seg.ts if seg is not None else conn.last_ts
+        ends = {}
+        for sender, h in zip((conn.initiator, conn.responder), conn.halves):
+            ends[sender] = None if h.base is None else (h.base + h.next) & _MASK
         for key in conn.keys:
             if self._conns.get(key) is conn:
                 del self._conns[key]
-            self._recently_closed[key] = when
+            self._recently_closed[key] = (when, ends)
         while len(self._recently_closed) > _TOMBSTONE_LIMIT:
             del self._recently_closed[next(iter(self._recently_closed))]
+
+    @staticmethod
+    def _belongs_to_closed(seg: TcpSegment, closed_at: float, ends: dict) -> bool:
+        """A straggler of the connection that closed on this 4-tuple (its last
+        ACK, a retransmission), rather than the start of a new one?"""
+        if seg.flags & SYN or seg.ts - closed_at > _AFTER_CLOSE_SECONDS:
+            return False
+        expected = ends.get((seg.src, seg.sport))
+        if expected is None:
+            return True
+        distance = ((seg.seq - expected + _HALF) & _MASK) - _HALF
+        return -_STRAGGLER_WINDOW <= distance <= _STRAGGLER_WINDOW
 
     def _forget_tombstone(self, key: tuple[str, int, str, int]) -> None:
         self._recently_closed.pop(key, None)

@@ -326,6 +326,22 @@ def test_port_reuse_while_open_closes_the_old_connection(trace, manifest, tshark
         assert b"".join(c.data for c in chunks[(cid, 1)]) == rec.server_bytes
 
 
+def test_port_reuse_without_the_new_syn_in_the_capture(trace, manifest, tshark_rows, tmp_path: Path) -> None:
+    rec = manifest[6]
+    reused = impair.replay_connection(trace, tuple(rec.client), delay_s=0.5, seq_delta=555_555_555)
+    n = len(trace.packets)
+    # drop the second copy's SYN and SYN-ACK: it starts "mid-connection"
+    handshake = [i for i in range(n, len(reused.packets)) if i - n < 2]
+    path = impair.write_pcap(impair.drop(reused, handshake), tmp_path / "reuse.pcap")
+    chunks, conns, reasons, stats, _ = reassemble([path])
+    first, second = _conn_by_client(conns, rec.client)
+    assert conns[first].saw_syn and not conns[second].saw_syn
+    for cid in (first, second):
+        assert b"".join(c.data for c in chunks[(cid, 0)]) == rec.client_bytes
+        assert b"".join(c.data for c in chunks[(cid, 1)]) == rec.server_bytes
+        assert reasons[cid] == "fin"
+
+
 def test_keepalive_byte_is_not_stream_data(trace, manifest, tshark_rows, tmp_path: Path) -> None:
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
