@@ -54,6 +54,7 @@ class Summary:
         self.partition_errors: Counter[tuple[str, int, str]] = Counter()
         self.throttled: Counter[str] = Counter()  # exchanges with throttle > 0, per broker
         self.throttle_ms: dict[str, list[int]] = defaultdict(list)
+        self.throttle_fields: Counter[str] = Counter()  # responses carrying a throttle time
         self.no_response: Counter[str] = Counter()
         self.exchanges = 0
 
@@ -74,9 +75,11 @@ class Summary:
             self.any_errors[error_name(code)] += 1
         if ex.throttle_time_ms is not None:
             broker = ex.broker or "?"
+            self.throttle_ms[broker]  # noqa: B018 - a broker that reports throttle fields
             if ex.throttle_time_ms > 0:
                 self.throttled[broker] += 1
                 self.throttle_ms[broker].append(ex.throttle_time_ms)
+            self.throttle_fields[broker] += 1
         if ex.response is not None and ex.api_key is not None:
             for topic, partition, code in _partition_errors(ex):
                 self.partition_errors[(str(topic), partition, error_name(code))] += 1
@@ -102,7 +105,8 @@ class Summary:
                 for (t, p, e), n in self.partition_errors.most_common()
             ],
             "throttle": [
-                {"broker": b, "throttled": self.throttled[b], "max_ms": max(v), "total_ms": sum(v)}
+                {"broker": b, "responses": self.throttle_fields[b], "throttled": self.throttled[b],
+                 "max_ms": max(v, default=0), "total_ms": sum(v)}
                 for b, v in sorted(self.throttle_ms.items())
             ],
             "no_response": dict(self.no_response.most_common()),
@@ -125,8 +129,9 @@ class Summary:
                             [[n, self.top_errors.get(n, 0), self.any_errors.get(n, 0)] for n in names]))
         parts.append(_table("per-partition errors", ["topic", "partition", "error", "count"],
                             [[r["topic"], r["partition"], r["error"], r["count"]] for r in d["partition_errors"]]))
-        parts.append(_table("throttling", ["broker", "throttled", "max_ms", "total_ms"],
-                            [[r["broker"], r["throttled"], r["max_ms"], r["total_ms"]] for r in d["throttle"]]))
+        parts.append(_table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
+                            [[r["broker"], r["responses"], r["throttled"], r["max_ms"], r["total_ms"]]
+                             for r in d["throttle"]]))
         parts.append(_table("without response", ["api", "count"], [[k, v] for k, v in d["no_response"].items()]))
         if accounting is not None:
             parts.append("accounting\n" + "\n".join("  " + line for line in accounting.summary_lines()))
