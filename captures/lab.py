@@ -195,7 +195,9 @@ def kp_produce(
         offset, error = None, None
         try:
             meta = fut.get(timeout=1)
-            offset = meta.offset if meta.offset is not None and meta.offset >= 0 else None
+            # With acks=0 the broker reports nothing: kafka-python then makes
+            # offsets up (relative ones), so they are not recorded.
+            offset = meta.offset if acks != 0 and meta.offset is not None and meta.offset >= 0 else None
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         m.produced(
@@ -275,7 +277,8 @@ def ck_produce(
             partition=msg.partition() if msg is not None else (partition_of(i) if partition_of else partition),
             key=encode_bytes(rec.key), value=encode_bytes(rec.value), headers=encode_headers(rec.headers),
             codec=codec, magic=2, acks=acks, api_version=None,
-            delivered=err is None, offset=offset if offset is not None and offset >= 0 else None,
+            delivered=err is None,
+            offset=offset if acks != 0 and offset is not None and offset >= 0 else None,
             error=None if err is None else str(err),
         )
     if left:
