@@ -30,6 +30,11 @@ _unpack_int32 = _INT32.unpack_from
 # Sizes accepted while hunting for a frame boundary. In step with the stream
 # any non-negative size up to MAX_FRAME_SIZE is believed.
 MAX_FRAME_SIZE = 1 << 30
+# Frames larger than this are not held in memory: their first HEADER_KEEP
+# bytes are kept and the rest is skipped (the frame comes out incomplete,
+# missing="oversized"), so memory stays bounded whatever a size field says.
+MAX_BUFFERED_FRAME = 128 << 20
+HEADER_KEEP = 64 << 10
 HUNT_MAX_SIZE = 128 << 20
 # Where a hunted size field may start: big-endian, so a size up to
 # HUNT_MAX_SIZE (0x08000000) begins with a byte 0x00-0x08. Zero-width, to
@@ -90,7 +95,7 @@ class FrameReader:
     __slots__ = (
         "direction", "plausible", "min_size", "stats", "_state", "_buf", "_pos",
         "_end", "_skip_end", "_skip_start", "_skip_size", "_skip_header", "_skip_why",
-        "on_hunt", "_last",
+        "on_hunt", "_last", "max_buffered",
     )
 
     def __init__(
@@ -117,6 +122,7 @@ class FrameReader:
         # called (no arguments) whenever the reader loses step with the stream
         self.on_hunt: Callable[[], None] | None = None
         self._last: ChunkLike | None = None  # the chunk pushed last (for finish)
+        self.max_buffered = MAX_BUFFERED_FRAME
 
     @property
     def started(self) -> bool:
@@ -247,6 +253,13 @@ class FrameReader:
                 return
             end = i + 4 + size
             if end > n:
+                if size > self.max_buffered:
+                    # too big to hold: keep its start, skip the rest
+                    if view is not None:
+                        view.release()
+                    self._begin_skip(self._pos + i, size, bytes(data[i + 4 : i + 4 + HEADER_KEEP]), "oversized")
+                    self._buf = bytearray()
+                    return
                 break
             if view is None:
                 view = memoryview(data)

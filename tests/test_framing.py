@@ -155,3 +155,19 @@ def test_zero_length_frames_are_frames():
     stream = struct.pack(">i", 0) + struct.pack(">i", 3) + b"abc"
     frames = feed(FrameReader(0, plausible), [("data", stream)])
     assert [(f.size, f.data) for f in frames] == [(0, b""), (3, b"abc")]
+
+
+def test_oversized_frame_is_skipped_not_buffered():
+    big = request(0, 9, 1, b"B" * 5000)
+    after = request(1, 11, 2)
+    reader = FrameReader(0, plausible)
+    reader.max_buffered = 1000
+    pieces = [("data", big[i : i + 700]) for i in range(0, len(big), 700)] + [("data", after)]
+    frames = []
+    offset = 0
+    for number, (_, value) in enumerate(pieces, start=1):
+        frames += reader.push(Chunk("data", offset, len(value), value, float(number)))
+        offset += len(value)
+        assert reader.pending_bytes <= 1000
+    assert [(cid_of(f), f.complete, f.missing) for f in frames] == [(1, False, "oversized"), (2, True, None)]
+    assert frames[0].size == len(big) - 4 and frames[0].data == big[4:700]
