@@ -161,6 +161,7 @@ def test_lz4_pre_kip57_framing():
     # ... the decoder repairs it
     decoded = decode_records(raw)
     assert decoded.all_problems() == []
+    assert decoded[0].notes == ["lz4 frame uses Kafka's pre-KIP-57 header checksum"]
     assert essence(decoded.records(), headers=False, timestamps=False) == essence(records, headers=False, timestamps=False)
     # kafka-python's old-Kafka lz4 writer (independent) produces the same wrong checksum byte
     from kafka.codec import lz4_encode_old_kafka

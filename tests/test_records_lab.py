@@ -17,12 +17,9 @@ CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 MANIFESTS = sorted(CAPTURES.glob("*.manifest.json"))
 WITH_RECORDS = [m for m in MANIFESTS if (lambda d: d.get("produced") or d.get("consumed"))(json.loads(m.read_text()))]
 
-# Every generation and codec to see verified on real traffic. Magic-0 lz4 is
-# missing: kafka-python needs the `xxhash` package to write that framing and
-# fails before sending without it; the pre-KIP-57 framing is covered by the
-# crafted tests (test_records.py::test_lz4_pre_kip57_framing) instead.
+# Every generation and codec to see verified on real traffic.
 REQUIRED_PRODUCED = {(2, c) for c in ("none", "gzip", "snappy", "lz4", "zstd")} | {
-    (1, c) for c in ("none", "gzip", "snappy", "lz4")} | {(0, c) for c in ("none", "gzip", "snappy")}
+    (m, c) for m in (0, 1) for c in ("none", "gzip", "snappy", "lz4")}
 
 
 def _decode(manifest: dict) -> list[dict]:
@@ -109,3 +106,26 @@ def test_every_generation_and_codec_verified():
         consumed += _check_consumed(manifest, rows)
     assert REQUIRED_PRODUCED <= seen, f"not covered by the lab captures: {sorted(REQUIRED_PRODUCED - seen)}"
     assert consumed > 0, "no consume workload verified"
+
+
+def test_real_magic0_lz4_uses_pre_kip57_framing():
+    """kafka-python writes magic-0 lz4 with Kafka's old, wrong header checksum
+    (KIP-57); the real captures must have exercised the repair, magic 1 not."""
+    from kdissect.records import iter_batches_of
+
+    seen = Counter()
+    for path in WITH_RECORDS:
+        manifest = json.loads(path.read_text())
+        if not any(e["codec"] == "lz4" and e["magic"] < 2 for e in manifest["produced"]):
+            continue
+        exchanges, _ = analyze([CAPTURES / manifest["capture"]], ports=(manifest.get("port", 9092),),
+                               keep_messages=True)
+        for exchange in exchanges:
+            if exchange.api_key != 0 or exchange.request is None:
+                continue
+            for _topic, _partition, batch in iter_batches_of(exchange):
+                if batch.codec == "lz4" and batch.magic < 2:
+                    legacy = "lz4 frame uses Kafka's pre-KIP-57 header checksum" in batch.notes
+                    seen[(batch.magic, legacy)] += 1
+    assert seen[(0, True)] > 0 and seen[(0, False)] == 0, seen
+    assert seen[(1, False)] > 0 and seen[(1, True)] == 0, seen

@@ -72,6 +72,7 @@ def decode_batch(data: bytes, pos: int, end: int, limit: int) -> Batch:
         inflated = codecs.decompress(codec_id, body, limit, magic=2)
         body = inflated.data
         batch.problems.extend(inflated.problems)
+        batch.notes.extend(inflated.notes)
         batch.over_limit = inflated.over_limit
     batch.uncompressed_bytes = len(body)
     _decode_records(batch, body)

@@ -114,6 +114,7 @@ def _expand_wrapper(batch: Batch, wrapper_offset: int, magic: int, attributes: i
     inflated = codecs.decompress(attributes & 0x07, value, budget.left, magic=magic)
     budget.left -= len(inflated.data)
     batch.problems.extend(inflated.problems)
+    batch.notes.extend(n for n in inflated.notes if n not in batch.notes)
     if inflated.over_limit:
         batch.over_limit = True
     inner = inflated.data
@@ -140,6 +141,7 @@ def _expand_wrapper(batch: Batch, wrapper_offset: int, magic: int, attributes: i
             nested = Batch(position=pos, base_offset=offset, length=size, magic=inner_magic)
             _expand_wrapper(nested, offset, inner_magic, inner_attributes, inner_ts, inner_value, budget, depth + 1)
             batch.problems.extend(nested.problems)
+            batch.notes.extend(n for n in nested.notes if n not in batch.notes)
             batch.over_limit = batch.over_limit or nested.over_limit
             found.extend(nested.records)
         else:

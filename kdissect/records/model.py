@@ -62,6 +62,7 @@ class Batch:
     record_count: int | None = None  # as declared in the header (magic 2)
     records: list[Record] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # harmless observations (e.g. legacy lz4 framing)
     partial: bool = False  # cut off at the end of the data (normal in Fetch responses)
     over_limit: bool = False  # decompression stopped at the configured cap
     uncompressed_bytes: int | None = None  # size of the (decompressed) records section
