@@ -18,7 +18,6 @@ from tests.support.records import (
     CODECS,
     LEGACY_CODECS,
     essence,
-    gzip_bomb_batch,
     kafka_python_batch,
     sample_records,
 )
