@@ -133,7 +133,7 @@ def _varint_u32(data: bytes, pos: int) -> int | None:
 
 def _unsnappy(data: bytes, limit: int) -> Inflated:
     if not data.startswith(XERIAL_MAGIC):
-        return _snappy_block(data, limit, 0)
+        return _snappy_block(data, limit)
     # Java/xerial framing: magic, version int32, compatible version int32, then
     # chunks of [int32 compressed length][raw snappy block].
     out = bytearray()
@@ -147,7 +147,7 @@ def _unsnappy(data: bytes, limit: int) -> Inflated:
         pos += 4
         if size < 0 or pos + size > len(data):
             return Inflated(bytes(out), [f"xerial snappy chunk of {size} bytes runs past the data"])
-        part = _snappy_block(data[pos : pos + size], limit - len(out), 0)
+        part = _snappy_block(data[pos : pos + size], limit - len(out))
         out += part.data
         if part.problems:
             return Inflated(bytes(out), part.problems, over_limit=part.over_limit)
@@ -155,7 +155,7 @@ def _unsnappy(data: bytes, limit: int) -> Inflated:
     return Inflated(bytes(out))
 
 
-def _snappy_block(block: bytes, limit: int, _pos: int) -> Inflated:
+def _snappy_block(block: bytes, limit: int) -> Inflated:
     declared = _varint_u32(block, 0)
     if declared is None:
         return Inflated(b"", ["snappy block length preamble unreadable"])
@@ -204,7 +204,9 @@ def repair_lz4_header(data: bytes) -> tuple[bytes, list[str]]:
 
 def _unlz4(data: bytes, limit: int, magic: int) -> Inflated:
     data, notes = repair_lz4_header(data)
-    problems = [n for n in notes if "mismatch" in n or magic >= 2 and "KIP-57" in n]
+    # The old checksum is expected from magic 0/1 writers (a note); a checksum
+    # matching neither rule, or the old one in a magic-2 batch, is a problem.
+    problems = [n for n in notes if "mismatch" in n or (magic >= 2 and "KIP-57" in n)]
     quiet = [n for n in notes if n not in problems]
     out = bytearray()
     pending = data
