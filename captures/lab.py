@@ -246,6 +246,7 @@ def ck_produce(
         "message.send.max.retries": 0,
         "socket.timeout.ms": 5000,
         "message.timeout.ms": 10000,
+        "log.connection.close": False,
     }
     conf.update(extra or {})
     producer = Producer(conf)
@@ -312,6 +313,8 @@ def kp_consume(
     )
     if api_version is not None:
         conf["api_version"] = api_version
+        if api_version < (0, 10, 1):  # JoinGroup v0 has one timeout for both
+            conf["max_poll_interval_ms"] = conf["session_timeout_ms"]
     consumer = KafkaConsumer(*topics, **conf)
     got = 0
     deadline = time.monotonic() + timeout
@@ -329,6 +332,51 @@ def kp_consume(
         consumer.commit()
     m.operation("kafka-python", f"consume group={group}", {"received": got, "expected": expect})
     consumer.close()
+    return got
+
+
+def kp_fetch_from_start(
+    m: Manifest,
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    expect: int,
+    *,
+    api_version: tuple[int, ...] | None = None,
+    timeout: float = 10.0,
+    client_id: str = "lab-kafka-python-fetcher",
+) -> int:
+    """Fetch from offset 0 without a group or ListOffsets (assign + seek)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    conf: dict[str, Any] = dict(bootstrap_servers=bootstrap, client_id=client_id, enable_auto_commit=False,
+                                request_timeout_ms=8000)
+    if api_version is not None:
+        conf["api_version"] = api_version
+    consumer = KafkaConsumer(**conf)
+    tp = TopicPartition(topic, partition)
+    consumer.assign([tp])
+    consumer.seek(tp, 0)
+    got = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while got < expect and time.monotonic() < deadline:
+            for _tp, msgs in consumer.poll(timeout_ms=500).items():
+                for msg in msgs:
+                    got += 1
+                    m.consumed(
+                        client="kafka-python", client_id=client_id, group=None, topic=msg.topic,
+                        partition=msg.partition, offset=msg.offset, timestamp=msg.timestamp,
+                        key=encode_bytes(msg.key), value=encode_bytes(msg.value),
+                        headers=encode_headers(getattr(msg, "headers", None)),
+                    )
+        m.operation("kafka-python", f"fetch {topic}[{partition}] from offset 0 (no group)",
+                    {"received": got, "expected": expect})
+    except Exception as exc:
+        m.operation("kafka-python", f"fetch {topic}[{partition}] from offset 0 (no group)",
+                    f"error: {type(exc).__name__}: {exc}")
+    finally:
+        consumer.close()
     return got
 
 
@@ -553,6 +601,18 @@ def wl_old(api_version: tuple[int, ...]) -> Callable[[Manifest, str], None]:
                        client_id=f"lab-kafka-python-{label}")
         kp_produce(m, bootstrap, topic, payloads(f"{label}-gzip-acks0", 3, with_headers=False),
                    codec="gzip", acks=0, api_version=api_version, client_id=f"lab-kafka-python-{label}")
+        # Tansu stores nothing from message sets, so the old consumer fetches
+        # magic 2 batches written by librdkafka: old Fetch/group API versions.
+        feed = f"old-{label}-fetch"
+        kp_create_topics(bootstrap, {feed: 1})
+        ck_produce(m, bootstrap, feed, payloads(f"{label}-feed", 4, with_headers=False), codec="gzip", acks=1)
+        kp_fetch_from_start(m, bootstrap, feed, 0, 4, api_version=api_version,
+                            client_id=f"lab-kafka-python-{label}-fetcher")
+        try:
+            kp_consume(m, bootstrap, [feed], f"lab-group-{label}", 4, api_version=api_version, timeout=20,
+                       client_id=f"lab-kafka-python-{label}-consumer")
+        except Exception as exc:
+            m.operation("kafka-python", f"consume group=lab-group-{label}", f"error: {type(exc).__name__}: {exc}")
         if any(not r["delivered"] for r in m.data["produced"]):
             m.note("Tansu 0.6.0 parses every Produce payload as a v2 record batch: message sets "
                    "(magic 0/1) are rejected (uncompressed: the broker closes the connection; "
@@ -643,7 +703,7 @@ def bench_bulk(out: Path, megabytes: int, port: int) -> None:
             producer = Producer({
                 "bootstrap.servers": broker.bootstrap, "client.id": "bench-bulk", "acks": "1",
                 "linger.ms": 20, "batch.size": 1_000_000, "message.max.bytes": 2_000_000,
-                "enable.idempotence": False,
+                "enable.idempotence": False, "log.connection.close": False,
             })
             for i in range(count):
                 while True:
@@ -684,6 +744,7 @@ def bench_chatty(out: Path, exchanges: int, port: int) -> None:
                 "bootstrap.servers": broker.bootstrap, "client.id": "bench-chatty", "acks": "1",
                 "linger.ms": 0, "batch.num.messages": 1, "max.in.flight.requests.per.connection": 8,
                 "enable.idempotence": False, "queue.buffering.max.messages": 1_000_000,
+                "log.connection.close": False,
             })
             for i in range(exchanges):
                 while True:
