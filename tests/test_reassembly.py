@@ -113,8 +113,9 @@ def test_streams_equal_tshark_follow(clean: Path, path: Path | None) -> None:
     chunks, conns, *_ = reassemble([path])
     streams = sorted({r["stream"] for r in tshark_segments(path)})
     assert len(streams) == len(conns)
+    followed = tshark_follow(path, streams)
     for n in streams:
-        node0, forward, backward = tshark_follow(path, n)
+        node0, forward, backward = followed[n]
         (cid,) = [cid for cid, c in conns.items() if node0 in (c.initiator, c.responder)]
         ours = [b"".join(ch.data for ch in chunks.get((cid, d), [])) for d in (0, 1)]
         if conns[cid].initiator != node0:
@@ -466,3 +467,24 @@ def test_tshark_agrees_recording_has_no_analysis_problems(clean: Path) -> None:
         capture_output=True, text=True, check=True,
     ).stdout
     assert out.strip() == ""
+
+
+def _streams_by_endpoints(chunks, conns) -> dict:
+    out = {}
+    for (cid, direction), chunk_list in chunks.items():
+        c = conns[cid]
+        out[(c.initiator, c.responder, direction, c.first_segment[0])] = b"".join(ch.data for ch in chunk_list)
+    return out
+
+
+@pytest.mark.parametrize("path", lab_captures(), ids=lambda p: p.name)
+def test_lab_capture_reordered_duplicated_rotated_gives_the_same_streams(path: Path, tmp_path: Path) -> None:
+    trace = impair.load_pcap(path)
+    assert trace.packets, "the lab capture is empty"
+    clean_chunks, clean_conns, *_ = reassemble([path])
+    messy = impair.reorder(impair.duplicate(trace, 11, rate=0.1), 11, window=3, rate=0.2)
+    parts = [impair.write_pcap(p, tmp_path / f"p{i}.pcap") for i, p in enumerate(impair.split(messy, max(1, len(messy.packets) // 3)))]
+    chunks, conns, _, stats, _ = reassemble(parts)
+    assert stats.gap_bytes == 0
+    ours = {(a, b, d): v for (a, b, d, _), v in _streams_by_endpoints(chunks, conns).items()}
+    assert ours == {(a, b, d): v for (a, b, d, _), v in _streams_by_endpoints(clean_chunks, clean_conns).items()}

@@ -269,30 +269,38 @@ def tshark_segments(path: Path, extra_fields: list[str] | None = None) -> list[d
     return rows
 
 
-def tshark_follow(path: Path, stream: int) -> tuple[tuple[str, int], bytes, bytes]:
-    """tshark's reassembled bytes of one TCP stream: (node0, node0->node1, node1->node0)."""
-    out = subprocess.run(
-        ["tshark", "-n", "-r", str(path), "-q", "-z", f"follow,tcp,raw,{stream}"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    node0 = None
+def tshark_follow(path: Path, streams: list[int]) -> dict[int, tuple[tuple[str, int], bytes, bytes]]:
+    """tshark's reassembled bytes of TCP streams, from one tshark run:
+    stream -> (node0, node0->node1 bytes, node1->node0 bytes)."""
+    cmd = ["tshark", "-n", "-r", str(path), "-q"]
+    for n in streams:
+        cmd += ["-z", f"follow,tcp,raw,{n}"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    result: dict[int, tuple[tuple[str, int], bytes, bytes]] = {}
+    stream = None
+    node0: tuple[str, int] | None = None
     forward, backward = bytearray(), bytearray()
-    body = False
+
+    def done() -> None:
+        if stream is not None and node0 is not None:
+            result[stream] = (node0, bytes(forward), bytes(backward))
+
     for line in out.splitlines():
-        if line.startswith("Node 0:"):
+        if line.startswith("Filter: tcp.stream eq "):
+            done()
+            stream, node0 = int(line.rsplit(" ", 1)[1]), None
+            forward, backward = bytearray(), bytearray()
+        elif line.startswith("Node 0:"):
             host, _, port = line.split(":", 1)[1].strip().rpartition(":")
             node0 = (host.strip("[]"), int(port))
-            body = True
+        elif line.startswith(("Node 1:", "=", "Follow:")) or node0 is None:
             continue
-        if line.startswith("Node 1:") or not body or line.startswith("="):
-            continue
-        if line.startswith("\t"):
+        elif line.startswith("\t"):
             backward += bytes.fromhex(line.strip())
         elif line.strip():
             forward += bytes.fromhex(line.strip())
-    return node0, bytes(forward), bytes(backward)
+    done()
+    return result
 
 
 def _main(manifest: str, seed: str, chatty: str, *ports: str) -> None:
