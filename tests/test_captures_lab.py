@@ -176,6 +176,15 @@ def test_every_codec_and_acks_setting_is_produced():
         assert required and {row[0] for row in required} == {str(acks)}
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_produced_keys_and_values_are_distinct(name):
+    rows = manifest(name)["produced"]
+    values = [r["value"] for r in rows]
+    keys = [r["key"] for r in rows if r["key"] is not None]
+    assert len(set(values)) == len(values)
+    assert len(set(keys)) == len(keys)
+
+
 def test_delivered_offsets_are_distinct_per_partition():
     for name in NAMES:
         seen = collections.Counter(
