@@ -133,3 +133,46 @@ def test_records_command_formats(tmp_path, capsys):
     assert table.num_rows == 5 and table.column("topic").to_pylist().count("other") == 1
     assert main(["records", str(pcap), "-o", str(tmp_path / "r.txt")]) == 2
     assert main(["records", str(tmp_path / "missing.pcap")]) == 2
+
+
+def _fetch_v4_exchange(correlation_id: int, topic: str, partition: int, records: bytes) -> tuple[bytes, bytes]:
+    from kdissect import encode_request, encode_response
+    from kdissect.protocol.codec import frame_with_size
+
+    request = encode_request(1, 4, correlation_id, "crafted-consumer", {
+        "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "topics": [{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": 0,
+                                                     "partition_max_bytes": 1 << 20}]}]})
+    response = encode_response(1, 4, correlation_id, {
+        "throttle_time_ms": 0,
+        "responses": [{"topic": topic, "partitions": [{"partition_index": partition, "error_code": 0,
+                                                        "high_watermark": 100, "last_stable_offset": 100,
+                                                        "aborted_transactions": [], "records": records}]}]})
+    return frame_with_size(request), frame_with_size(response)
+
+
+def test_crc_mismatch_and_partial_fetch_through_the_pipeline(tmp_path):
+    good = encode_record_batch(sample_records(3), "zstd", base_offset=0)
+    corrupt = bytearray(encode_record_batch(sample_records(2), "gzip", base_offset=3))
+    corrupt[-5] ^= 0x10  # in the gzip trailer's CRC: the batch CRC32C no longer matches either
+    cut = encode_record_batch(sample_records(4), "snappy", base_offset=5)[:-30]
+    pcap = tmp_path / "fetch.pcap"
+    write_tcp_pcap(pcap, [
+        _fetch_v4_exchange(21, "orders", 0, good + bytes(corrupt) + cut),
+        (produce_request(22, "orders", 1, bytes(corrupt)), produce_response(22, "orders", 1, 0)),
+    ])
+    exchanges = tmp_path / "x.jsonl"
+    assert main(["export", str(pcap), "-o", str(exchanges), "-q"]) == 0
+    rows = {r["correlation_id"]: r for r in map(json.loads, exchanges.read_text().splitlines())}
+    assert rows[21]["api_name"] == "Fetch" and rows[21]["records"] == 5  # the cut batch is not counted
+    assert rows[21]["codecs"] == ["zstd", "gzip"]
+    assert rows[21]["problems"] == ["orders-0: record batch at offset 3: CRC32C mismatch"]
+    assert rows[22]["problems"] == ["orders-1: record batch at offset 3: CRC32C mismatch"]
+    out = tmp_path / "r.jsonl"
+    assert main(["records", str(pcap), "-o", str(out), "-q"]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    fetched = [(r["offset"], r["crc_ok"]) for r in records if r["direction"] == "fetch"]
+    assert fetched == [(0, True), (1, True), (2, True), (3, False), (4, False)]
+    for row in records:
+        if not row["crc_ok"]:  # the records before the damage are still shown, flagged
+            assert row["problems"][0] == "CRC32C mismatch" and "gzip data corrupt" in row["problems"][1]

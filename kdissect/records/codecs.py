@@ -31,6 +31,7 @@ except Exception:  # pragma: no cover
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 DEFAULT_LIMIT = 64 * 1024 * 1024
+_PIECE = 64 * 1024  # compressed input fed per call
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 LZ4_MAGIC = b"\x04\x22\x4d\x18"  # 0x184D2204 little-endian
@@ -88,33 +89,56 @@ def _over(limit: int) -> str:
 
 
 def _gunzip(data: bytes, limit: int) -> Inflated:
+    # Input goes in pieces so that a corrupt stream still yields what came
+    # before the damage (zlib drops a call's output when it raises).
     out = bytearray()
-    pending = data
-    problems: list[str] = []
-    while pending:
+    start = 0
+    while start < len(data):
         inflater = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
-        chunk_input = pending
-        while True:
+        pos = start
+        piece = b""
+        while not inflater.eof:
+            if not piece:
+                if pos >= len(data):
+                    return Inflated(bytes(out), ["gzip stream ends early"])
+                piece = data[pos : pos + _PIECE]
+                pos += len(piece)
+            saved = inflater.copy()
             try:
-                chunk = inflater.decompress(chunk_input, limit - len(out) + 1)
+                chunk = inflater.decompress(piece, limit - len(out) + 1)
             except zlib.error as problem:
-                problems.append(f"gzip data corrupt: {problem}")
-                return Inflated(bytes(out), problems)
+                out += _salvage(saved, piece, limit - len(out))
+                return Inflated(_trim(out, limit), [f"gzip data corrupt: {problem}"])
             out += chunk
             if len(out) > limit:
                 return Inflated(_trim(out, limit), [_over(limit)], over_limit=True)
-            if inflater.eof:
-                break
-            chunk_input = inflater.unconsumed_tail
-            if not chunk and not chunk_input:
-                problems.append("gzip stream ends early")
-                return Inflated(bytes(out), problems)
-        pending = inflater.unused_data
-        if pending and not pending.startswith(b"\x1f\x8b"):
-            if pending.strip(b"\x00"):
-                problems.append(f"{len(pending)} bytes of trailing data after the gzip stream")
+            piece = inflater.unconsumed_tail
+        start = pos - len(inflater.unused_data)  # where this member ended
+        if not data.startswith(b"\x1f\x8b", start):  # another gzip member follows?
+            rest = data[start:]
+            if rest.strip(b"\x00"):
+                return Inflated(bytes(out), [f"{len(rest)} bytes of trailing data after the gzip stream"])
             break
-    return Inflated(bytes(out), problems)
+    return Inflated(bytes(out))
+
+
+def _salvage(inflater, piece: bytes, room: int, step: int = 4096) -> bytes:
+    """Output of `piece` up to the damage, fed in ever smaller steps to copies of
+    the inflater taken before the failing call (forensics: keep what is readable;
+    zlib drops all output of a call that raises)."""
+    got = bytearray()
+    for at in range(0, len(piece), step):
+        part = piece[at : at + step]
+        saved = inflater.copy()
+        try:
+            got += inflater.decompress(part, room - len(got) + 1)
+        except zlib.error:
+            if step > 1:
+                got += _salvage(saved, part, room - len(got), max(step // 64, 1))
+            break
+        if len(got) > room:
+            break
+    return bytes(got)
 
 
 def _varint_u32(data: bytes, pos: int) -> int | None:
@@ -209,28 +233,31 @@ def _unlz4(data: bytes, limit: int, magic: int) -> Inflated:
     problems = [n for n in notes if "mismatch" in n or (magic >= 2 and "KIP-57" in n)]
     quiet = [n for n in notes if n not in problems]
     out = bytearray()
-    pending = data
-    while pending:
+    start = 0
+    while start < len(data):
         inflater = _lz4frame.LZ4FrameDecompressor()
-        chunk_input = pending
-        while True:
+        pos = start
+        piece = b""
+        while not inflater.eof:
+            if inflater.needs_input:
+                if pos >= len(data):
+                    return Inflated(bytes(out), problems + ["lz4 frame ends early"], notes=quiet)
+                piece = data[pos : pos + _PIECE]
+                pos += len(piece)
             try:
-                chunk = inflater.decompress(chunk_input, max_length=limit - len(out) + 1)
+                chunk = inflater.decompress(piece, max_length=limit - len(out) + 1)
             except RuntimeError as problem:
-                problems.append(f"lz4 data corrupt: {problem}")
-                return Inflated(bytes(out), problems, notes=quiet)
+                return Inflated(bytes(out), problems + [f"lz4 data corrupt: {problem}"], notes=quiet)
+            if not chunk and not piece and not inflater.needs_input and not inflater.eof:
+                return Inflated(bytes(out), problems + ["lz4 decompressor made no progress"], notes=quiet)
+            piece = b""  # the decompressor keeps any input it did not use yet
             out += chunk
             if len(out) > limit:
                 return Inflated(_trim(out, limit), problems + [_over(limit)], True, quiet)
-            if inflater.eof:
-                break
-            chunk_input = b""
-            if inflater.needs_input:
-                problems.append("lz4 frame ends early")
-                return Inflated(bytes(out), problems, notes=quiet)
-        pending = inflater.unused_data or b""
-        if pending and not pending.startswith(LZ4_MAGIC):
-            problems.append(f"{len(pending)} bytes of trailing data after the lz4 frame")
+        start = pos - len(inflater.unused_data or b"")
+        if not data.startswith(LZ4_MAGIC, start):
+            if start < len(data):
+                problems.append(f"{len(data) - start} bytes of trailing data after the lz4 frame")
             break
     return Inflated(bytes(out), problems, notes=quiet)
 
