@@ -737,7 +737,12 @@ def decode_request(frame: bytes) -> Request:
     buf = frame if type(frame) is bytes else _as_bytes(frame)
     header, pos, layout = read_request_header_layout(buf)
     end = len(buf)
-    body, pos = _request_codec(header.api_key, layout[1]).decode(buf, pos, end)
+    try:
+        body, pos = _request_decoder(header.api_key, layout[1])(buf, pos, end)
+    except DecodeError:
+        raise
+    except Exception as problem:  # RecursionError / MemoryError: generated code converts the rest
+        raise DecodeError(pos, "", f"{type(problem).__name__}: {problem}") from None
     if pos != end:
         raise DecodeError(pos, "", f"{end - pos} bytes left over after the last field")
     if header.api_key in _EMBEDDED_APIS:
@@ -748,8 +753,8 @@ def decode_request(frame: bytes) -> Request:
 
 
 @lru_cache(maxsize=None)
-def _request_codec(api_key: int, body_version: int) -> MessageCodec:
-    return message_codec(api_key, body_version, "request")
+def _request_decoder(api_key: int, body_version: int) -> Callable:
+    return message_codec(api_key, body_version, "request")._decode
 
 
 @lru_cache(maxsize=None)
@@ -786,7 +791,12 @@ def decode_response(frame: bytes, api_key: int, api_version: int) -> Response:
                                 f"ApiVersions v{api_version} response with UNSUPPORTED_VERSION is laid out as v0")
         except DecodeError:
             pass
-    body, pos = codec.decode(buf, pos, end)
+    try:
+        body, pos = codec._decode(buf, pos, end)
+    except DecodeError:
+        raise
+    except Exception as problem:
+        raise DecodeError(pos, "", f"{type(problem).__name__}: {problem}") from None
     if pos != end:
         raise DecodeError(pos, "", f"{end - pos} bytes left over after the last field")
     if api_key in _EMBEDDED_APIS:
