@@ -297,3 +297,19 @@ def test_varlong_extremes_and_overlong() -> None:
         read_uvarint(b"\x80\x00", 0)  # non-minimal
     with pytest.raises(ValueError):
         read_uvarint(b"\xff\xff\xff\xff\xff\x01", 0)  # longer than 5 bytes
+
+
+def test_consumer_protocol_built_from_values() -> None:
+    from kdissect.protocol.consumer import new_embedded
+
+    subscription = new_embedded("subscription", 1, topics=["a", "b"],
+                                owned_partitions=[{"topic": "a", "partitions": [0, 2]}])
+    raw = subscription.to_bytes()
+    # int16 version, [topics], user_data (null -> -1), owned partitions
+    assert raw[:2] == i16(1) and raw[2:6] == i32(2) and s16("a") in raw
+    body = new_body(11, 5, "request", group_id="g", protocol_type="consumer",
+                    protocols=[{"name": "range", "metadata": subscription}])
+    frame = encode_request(11, 5, 1, "c", body)
+    metadata = decode_request(frame).body.protocols[0].metadata
+    assert metadata.version == 1 and metadata.data.topics == ["a", "b"]
+    assert metadata.data.owned_partitions[0].partitions == [0, 2] and metadata.raw == raw

@@ -93,3 +93,14 @@ def decode_embedded(api_key: int, direction: str, body: Struct) -> None:
             parsed = parse_embedded(ASSIGNMENT, body.assignment, tentative)
             if parsed is not None:
                 body.assignment = parsed
+
+
+def new_embedded(kind: str, version: int, **values: Any) -> ConsumerProtocolData:
+    """Build a consumer-protocol subscription/assignment from field values
+    (spec defaults for the rest); assign it to a JoinGroup/SyncGroup bytes field."""
+    from kdissect.protocol.codec import build, embedded_codec
+
+    name = _NAME[kind]
+    _lo, hi = embedded_versions(name)
+    data = build(embedded_codec(name, min(version, hi)).cls, values)
+    return ConsumerProtocolData(kind, version, data)
