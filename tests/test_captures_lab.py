@@ -218,6 +218,25 @@ def test_consumers_received_exactly_what_was_produced(name):
             assert offsets[(r["topic"], r["partition"], r["offset"])] == r["value"]
 
 
+def test_transactions_manifest_and_capture_agree():
+    data = manifest("transactions")
+    outcomes = collections.Counter(r["transaction"] for r in data["produced"])
+    assert outcomes == {"committed": 6, "aborted": 3}
+    committed = {r["value"] for r in data["produced"] if r["transaction"] == "committed"}
+    everything = {r["value"] for r in data["produced"]}
+    by_group = collections.defaultdict(set)
+    for r in data["consumed"]:
+        by_group[r["group"]].add(r["value"])
+    assert by_group["lab-group-read_uncommitted"] == everything
+    assert committed <= by_group["lab-group-read_committed"] <= everything
+    # Offsets skip a slot after each finished transaction: the control batch.
+    offsets = [r["offset"] for r in data["produced"]]
+    assert offsets == sorted(offsets)
+    assert offsets[-1] - offsets[0] + 1 - len(offsets) >= 2
+    requested = {r[1] for r in pdus("transactions") if r[4]}
+    assert {22, 24, 26} <= requested  # InitProducerId, AddPartitionsToTxn, EndTxn
+
+
 def test_pipelined_capture_has_many_requests_in_flight():
     rows = tshark_fields(CAPTURES / "produce_pipelined.pcap", 9092, "kafka", "tcp.stream", "tcp.srcport",
                          "kafka.correlation_id")
