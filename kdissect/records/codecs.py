@@ -32,6 +32,7 @@ except Exception:  # pragma: no cover
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 DEFAULT_LIMIT = 64 * 1024 * 1024
 _PIECE = 64 * 1024  # compressed input fed per call
+_OUTPUT_STEP = 1 << 20  # output asked for per call: keeps transient copies small
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 LZ4_MAGIC = b"\x04\x22\x4d\x18"  # 0x184D2204 little-endian
@@ -97,18 +98,21 @@ def _gunzip(data: bytes, limit: int) -> Inflated:
         inflater = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
         pos = start
         piece = b""
+        output_bound = False  # the last call stopped at its output size: call again first
         while not inflater.eof:
-            if not piece:
+            if not piece and not output_bound:
                 if pos >= len(data):
                     return Inflated(bytes(out), ["gzip stream ends early"])
                 piece = data[pos : pos + _PIECE]
                 pos += len(piece)
+            step = min(limit - len(out) + 1, _OUTPUT_STEP)
             saved = inflater.copy()
             try:
-                chunk = inflater.decompress(piece, limit - len(out) + 1)
+                chunk = inflater.decompress(piece, step)
             except zlib.error as problem:
                 out += _salvage(saved, piece, limit - len(out))
                 return Inflated(_trim(out, limit), [f"gzip data corrupt: {problem}"])
+            output_bound = len(chunk) == step
             out += chunk
             if len(out) > limit:
                 return Inflated(_trim(out, limit), [_over(limit)], over_limit=True)
@@ -245,7 +249,7 @@ def _unlz4(data: bytes, limit: int, magic: int) -> Inflated:
                 piece = data[pos : pos + _PIECE]
                 pos += len(piece)
             try:
-                chunk = inflater.decompress(piece, max_length=limit - len(out) + 1)
+                chunk = inflater.decompress(piece, max_length=min(limit - len(out) + 1, _OUTPUT_STEP))
             except RuntimeError as problem:
                 return Inflated(bytes(out), problems + [f"lz4 data corrupt: {problem}"], notes=quiet)
             if not chunk and not piece and not inflater.needs_input and not inflater.eof:
