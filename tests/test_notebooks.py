@@ -1,0 +1,79 @@
+"""The notebooks run top to bottom (nbclient, kernel `python3`) and are stored
+with their outputs cleared."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+KERNEL = "python3"
+
+
+def _kernel_env(tmp_path: Path) -> None:
+    """Make sure a `python3` kernel spec exists (write one in a temp dir if not)."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    if KERNEL in KernelSpecManager().find_kernel_specs():
+        return
+    from ipykernel.kernelspec import write_kernel_spec
+
+    write_kernel_spec(str(tmp_path / "kernels" / KERNEL))
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(
+        [str(tmp_path)] + [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p])
+
+
+def _run(name: str, tmp_path: Path, timeout: int) -> nbformat.NotebookNode:
+    _kernel_env(tmp_path)
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    client = NotebookClient(notebook, timeout=timeout, kernel_name=KERNEL,
+                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client.execute()  # raises CellExecutionError on the first failing cell
+    return notebook
+
+
+def _outputs(notebook: nbformat.NotebookNode, kind: str) -> list:
+    return [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs
+            if o.output_type == kind]
+
+
+def _text(notebook: nbformat.NotebookNode) -> str:
+    parts = []
+    for cell in notebook.cells:
+        for out in cell.get("outputs", []):
+            parts.append(out.get("text", ""))
+            parts.append(out.get("data", {}).get("text/plain", ""))
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("name", ["forensics.ipynb", "report.ipynb"])
+def test_stored_without_outputs(name):
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    nbformat.validate(notebook)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, "clear the outputs before committing"
+
+
+@pytest.mark.slow
+def test_forensics_notebook_runs(tmp_path):
+    notebook = _run("forensics.ipynb", tmp_path, timeout=300)
+    images = [o for o in _outputs(notebook, "display_data") if "image/png" in o.data]
+    assert len(images) >= 3  # latency over time, histograms, heatmap
+    text = _text(notebook)
+    assert "records in the failing request" in text
+    assert "Scapy: KafkaRequest / Kafka ProduceRequest" in text
+    assert "###[ ProduceResponse ]###" in text
+
+
+@pytest.mark.slow
+def test_report_notebook_runs(tmp_path):
+    notebook = _run("report.ipynb", tmp_path, timeout=600)
+    images = [o for o in _outputs(notebook, "display_data") if "image/png" in o.data]
+    assert len(images) >= 3  # latency, traffic over time, errors
+    assert "Spark job finished in" in _text(notebook)
