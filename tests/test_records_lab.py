@@ -129,3 +129,28 @@ def test_real_magic0_lz4_uses_pre_kip57_framing():
                     seen[(batch.magic, legacy)] += 1
     assert seen[(0, True)] > 0 and seen[(0, False)] == 0, seen
     assert seen[(1, False)] > 0 and seen[(1, True)] == 0, seen
+
+
+def test_transaction_markers_match_manifest():
+    """Control batches in Fetch responses: one commit/abort marker right after
+    each transaction's records, in the order the producer ended them."""
+    checked = 0
+    for path in WITH_RECORDS:
+        manifest = json.loads(path.read_text())
+        produced = [e for e in manifest["produced"] if e.get("transaction")]
+        if not produced:
+            continue
+        expected = []  # (topic, partition, marker offset, kind), one per transaction
+        for entry in produced:
+            kind = {"committed": "commit", "aborted": "abort"}[entry["transaction"]]
+            place = (entry["topic"], entry["partition"])
+            if expected and expected[-1][3] == kind and expected[-1][:2] == place \
+                    and expected[-1][2] == entry["offset"]:
+                expected[-1] = (*place, entry["offset"] + 1, kind)
+            else:
+                expected.append((*place, entry["offset"] + 1, kind))
+        markers = {(r["topic"], r["partition"], r["offset"], r["control"])
+                   for r in _decode(manifest) if r["direction"] == "fetch" and r["control"]}
+        assert sorted(markers, key=lambda m: m[2]) == expected
+        checked += 1
+    assert checked, "no capture with transactional produce in the lab"
