@@ -674,12 +674,30 @@ def wl_transactions(m: Manifest, bootstrap: str) -> None:
         m.note("Tansu 0.6.0 delivers the aborted records to the read_committed consumer too")
 
 
+def wl_ipv6(m: Manifest, bootstrap: str) -> None:
+    """Over ::1. Tansu advertises the host as "[::1]", which kafka-python cannot
+    resolve, so only librdkafka runs here."""
+    from confluent_kafka.admin import AdminClient, NewTopic as CkNewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "lab-librdkafka-admin"})
+    for topic, fut in admin.create_topics([CkNewTopic("six", num_partitions=2, replication_factor=1)],
+                                          request_timeout=10).items():
+        fut.result(10)
+        m.operation("confluent-kafka", f"create_topics {topic}(2)", "ok")
+    ck_produce(m, bootstrap, "six", payloads("six-lz4", 6, with_headers=True), codec="lz4", acks=1,
+               partition=None, partition_of=lambda i: i % 2)
+    ck_produce(m, bootstrap, "six", payloads("six-gzip", 4, with_headers=True), codec="gzip", acks=1,
+               partition=0)
+    ck_consume(m, bootstrap, ["six"], "lab-group-six", len(m.data["produced"]))
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
     port: int
     description: str
     run: Callable[[Manifest, str], None]
+    host: str = "127.0.0.1"
 
 
 WORKLOADS = [
@@ -713,6 +731,9 @@ WORKLOADS = [
     Workload("transactions", STANDARD_PORT,
              "librdkafka transactional producer (snappy): commit 4, abort 3, commit 2 records; then "
              "read_committed and read_uncommitted group consumers", wl_transactions),
+    Workload("ipv6", STANDARD_PORT,
+             "IPv6 loopback [::1]: librdkafka produce (lz4, gzip) and group consume with commit",
+             wl_ipv6, host="::1"),
     Workload("port_19092", 19092,
              "Non-standard port 19092: librdkafka zstd acks=all, kafka-python snappy, group consume",
              wl_other_port),
@@ -727,7 +748,8 @@ def record(workload: Workload, out_dir: Path) -> Path:
     manifest.data["clients"] = client_versions()
     manifest.data["command"] = f"python3 captures/lab.py record --only {workload.name}"
     started = time.monotonic()
-    with tansu_broker(workload.port) as broker:
+    manifest.data["broker_address"] = workload.host
+    with tansu_broker(workload.port, host=workload.host) as broker:
         with tcpdump(pcap, workload.port):
             workload.run(manifest, broker.bootstrap)
     manifest.write(out_dir / f"{workload.name}.manifest.json")
@@ -855,7 +877,7 @@ def api_table(out_dir: Path) -> str:
 
 
 def provenance_table(out_dir: Path) -> str:
-    lines = ["| capture | port | recorded (UTC) | broker | clients | workload | produced | consumed |",
+    lines = ["| capture | broker address | recorded (UTC) | broker | clients | workload | produced | consumed |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for wl in WORKLOADS:
         path = out_dir / f"{wl.name}.manifest.json"
@@ -873,7 +895,8 @@ def provenance_table(out_dir: Path) -> str:
                 names.append(f"{client} {versions[client]}")
             else:
                 names.append(client)
-        lines.append(f"| `{wl.name}.pcap` | {wl.port} | {data['recorded_utc']} | {data['broker']} | "
+        address = f"[{wl.host}]:{wl.port}" if ":" in wl.host else f"{wl.host}:{wl.port}"
+        lines.append(f"| `{wl.name}.pcap` | {address} | {data['recorded_utc']} | {data['broker']} | "
                      f"{'; '.join(names)} | {wl.description} | {len(data['produced'])} | {len(data['consumed'])} |")
     return "\n".join(lines)
 
@@ -943,7 +966,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.cmd == "list":
         for wl in WORKLOADS:
-            print(f"{wl.name:20} port {wl.port:5}  {wl.description}")
+            print(f"{wl.name:20} {wl.host:>9} port {wl.port:5}  {wl.description}")
     elif args.cmd == "record":
         wanted = set(args.only or [wl.name for wl in WORKLOADS])
         unknown = wanted - {wl.name for wl in WORKLOADS}

@@ -192,7 +192,7 @@ def test_delivered_offsets_are_distinct_per_partition():
         assert all(n == 1 for n in seen.values()), name
 
 
-CONSUMING = ("consume_group", "port_19092", "old_v0_8_2", "old_v0_9", "old_v0_10_1")
+CONSUMING = ("consume_group", "port_19092", "ipv6", "old_v0_8_2", "old_v0_9", "old_v0_10_1")
 
 
 @pytest.mark.parametrize("name", CONSUMING)
@@ -254,6 +254,11 @@ def test_non_standard_port_is_not_kafka_to_tshark_without_a_hint():
     out = subprocess.run(["tshark", "-r", str(pcap), "-Y", "kafka"], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ""
     assert len(pdus("port_19092")) > 20
+
+
+def test_ipv6_capture_is_ipv6_only():
+    rows = tshark_fields(CAPTURES / "ipv6.pcap", 9092, "tcp", "ipv6.src", "ip.src")
+    assert rows and all(row[0] == "::1" and row[1] == "" for row in rows)
 
 
 def test_manifest_bytes_encoding_round_trips():

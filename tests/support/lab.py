@@ -87,15 +87,19 @@ def tansu_version() -> str:
     return out.stdout.strip() or out.stderr.strip()
 
 
+def _family(host: str) -> int:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nobody listens on right now (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
@@ -135,7 +139,7 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -155,7 +159,7 @@ def tansu_broker(
         os.close(fd)
         log_path = name
     log_path = Path(log_path)
-    url = f"tcp://{host}:{port}"
+    url = f"tcp://{'[' + host + ']' if ':' in host else host}:{port}"
     cmd = [
         str(tansu_binary()), "broker",
         "--listener-url", url,
