@@ -186,38 +186,51 @@ def _open(path: Path) -> BinaryIO:
 
 
 class _GzipStream:
-    """Decompress gzip (possibly several members) chunk by chunk. Unlike
-    GzipFile, a cut stream hands back everything decompressed so far and
-    then ends, setting `cut`."""
+    """Decompress gzip (possibly several members) chunk by chunk, never more
+    than asked for at once (a small file may inflate enormously). Unlike
+    GzipFile, a cut or corrupt stream hands back everything decompressed
+    before the problem, then ends, noting it in `problem`."""
 
     def __init__(self, raw: BinaryIO):
         self.raw = raw
         self.inflater = zlib.decompressobj(wbits=31)
-        self.cut = False
+        self.unused = b""  # compressed input not yet inflated
+        self.produced = 0
+        self.problem: str | None = None
         self.done = False
+        self.in_member = False  # inside a gzip member (its end not yet seen)
 
     def read(self, n: int) -> bytes:
         out = []
         size = 0
         while size < n and not self.done:
-            piece = self.raw.read(_CHUNK // 4)
+            piece = self.unused or self.raw.read(1 << 16)
+            self.unused = b""
             if not piece:
                 self.done = True
-                if not self.inflater.eof:
-                    self.cut = True
-                    out.append(self.inflater.flush())
+                if self.in_member:
+                    self.problem = "compressed data ends early (file cut)"
                 break
-            while piece:
-                data = self.inflater.decompress(piece)
-                out.append(data)
-                size += len(data)
-                if self.inflater.eof:
-                    piece = self.inflater.unused_data
-                    self.inflater = zlib.decompressobj(wbits=31)
-                    if piece.lstrip(b"\0") == b"":
-                        piece = b""  # trailing padding after the last member
-                else:
-                    piece = b""
+            try:
+                data = self.inflater.decompress(piece, n - size)
+            except zlib.error as exc:
+                if not self.in_member and not piece.strip(b"\0"):
+                    continue  # zero padding after the last member
+                if not self.produced and not out:
+                    raise
+                self.problem = f"corrupt compressed data ({exc}); rest of file not read"
+                self.done = True
+                break
+            self.in_member = True
+            out.append(data)
+            size += len(data)
+            if self.inflater.eof:
+                self.unused = self.inflater.unused_data
+                self.inflater = zlib.decompressobj(wbits=31)
+                self.in_member = False
+            else:
+                self.unused = self.inflater.unconsumed_tail
+        self.produced += size
         return b"".join(out)
 
     def close(self) -> None:
@@ -306,8 +319,10 @@ class _FileReader:
                 yield from self._pcap_frames()
             else:
                 yield from self._pcapng_frames()
-            if getattr(self.stream, "cut", False):
-                self.stats.problems.append(f"{self.path.name}: compressed data ends early (file cut)")
+            problem = getattr(self.stream, "problem", None)
+            if problem:
+                self.stats.damaged_files += 1
+                self.stats.problems.append(f"{self.path.name}: {problem}")
         finally:
             self.stream.close()
 

@@ -246,6 +246,41 @@ def test_cut_inside_record_header(trace: impair.Trace, tmp_path: Path) -> None:
     assert stats.cut_records == 1 and stats.unread_bytes == 7
 
 
+def test_gzip_members_and_padding(trace: impair.Trace, tmp_path: Path) -> None:
+    raw = impair.pcap_bytes(trace)
+    half = impair.record_offsets(trace)[100]
+    path = tmp_path / "m.gz"
+    path.write_bytes(gzip.compress(raw[:half]) + gzip.compress(raw[half:]) + b"\0" * 700)
+    stats = ReadStats()
+    assert len(list(read_segments([path], stats))) == len(trace.packets)
+    assert stats.problems == [] and stats.damaged_files == 0
+
+
+def test_gzip_bomb_is_streamed(tmp_path: Path) -> None:
+    """76 MB of zero-filled records in a 75 kB file: read in bounded memory
+    (checked in a fresh process, whose peak size is its own)."""
+    import zlib
+
+    header = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    record = struct.pack("<IIII", 1, 0, 60, 60) + bytes(60)
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = record * 10_000
+    parts = [packer.compress(header)] + [packer.compress(chunk) for _ in range(100)] + [packer.flush()]
+    path = tmp_path / "bomb.gz"
+    path.write_bytes(b"".join(parts))
+    code = (
+        "import resource, sys\n"
+        "from kdissect.capture import ReadStats, iter_frames\n"
+        "stats = ReadStats()\n"
+        "for _ in iter_frames([sys.argv[1]], stats): pass\n"
+        "print(stats.packets, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    out = subprocess.run(["python3", "-c", code, str(path)], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout.split()
+    assert int(out[0]) == 1_000_000
+    assert int(out[1]) < 100_000  # KiB: far below the 76 MB the file inflates to
+
+
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
 def test_cut_gzip_keeps_what_was_decompressed(trace: impair.Trace, tmp_path: Path, fmt: str) -> None:
     raw = impair.pcap_bytes(trace) if fmt == "pcap" else impair.pcapng_bytes(trace)
@@ -316,9 +351,16 @@ def test_missing_and_directory_paths_are_input_errors(tmp_path: Path) -> None:
         list(read_segments([tmp_path]))
 
 
-def test_garbage_appended_is_counted(trace: impair.Trace, tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["pcap", "inside-gzip", "after-gzip"])
+def test_garbage_appended_is_counted(trace: impair.Trace, tmp_path: Path, where: str) -> None:
     path = tmp_path / "g.pcap"
-    path.write_bytes(impair.pcap_bytes(trace) + bytes(range(256)) * 40)
+    garbage = bytes(range(256)) * 40
+    if where == "pcap":
+        path.write_bytes(impair.pcap_bytes(trace) + garbage)
+    elif where == "inside-gzip":
+        path.write_bytes(gzip.compress(impair.pcap_bytes(trace) + garbage))
+    else:
+        path.write_bytes(gzip.compress(impair.pcap_bytes(trace)) + garbage)
     stats = ReadStats()
     segs = list(read_segments([path], stats))
     assert len(segs) >= len(trace.packets)  # every real packet is still there
