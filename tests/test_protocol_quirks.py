@@ -313,3 +313,29 @@ def test_consumer_protocol_built_from_values() -> None:
     metadata = decode_request(frame).body.protocols[0].metadata
     assert metadata.version == 1 and metadata.data.topics == ["a", "b"]
     assert metadata.data.owned_partitions[0].partitions == [0, 2] and metadata.raw == raw
+
+
+def test_api_versions_newer_than_the_spec() -> None:
+    """Clients open with their newest ApiVersions; a newer-than-spec version
+    decodes with the newest known layout (assumed), and the broker's v0 error
+    answer still decodes."""
+    newest = max(v for v in range(0, 10) if _defined(18, v))
+    body = cstr("kcat") + cstr("1.0") + b"\x00"  # ClientSoftwareName, ClientSoftwareVersion, tags
+    frame = i16(18) + i16(newest + 1) + i32(1) + s16("c") + b"\x00" + body
+    assert looks_like_request(frame, len(frame))
+    request = decode_request(frame)
+    assert request.body_version == newest and request.assumed_version
+    assert request.body.client_software_name == "kcat" and request.encode() == frame
+    answer = i32(1) + i16(35) + i32(1) + i16(18) + i16(0) + i16(newest)
+    response = decode_response(answer, 18, newest + 1)
+    assert response.body_version == 0 and response.body.error_code == 35
+    far = i16(18) + i16(newest + 20) + i32(1) + s16("c")
+    assert not looks_like_request(far, len(far) + 8)
+    with pytest.raises(DecodeError):
+        decode_request(far + b"\x00" + body)
+
+
+def _defined(key: int, version: int) -> bool:
+    from kdissect.protocol.schema import defined_versions
+
+    return version in defined_versions(key, "request")

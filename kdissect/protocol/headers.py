@@ -15,7 +15,13 @@ from kdissect.protocol import primitives as prim
 from kdissect.protocol._generated.index import APIS
 from kdissect.protocol.model import RequestHeader, ResponseHeader
 from kdissect.protocol.primitives import DecodeError
-from kdissect.protocol.schema import get_schema, header_versions, resolve_version
+from kdissect.protocol.schema import (
+    API_VERSIONS_KEY,
+    API_VERSIONS_SLACK,
+    get_schema,
+    header_versions,
+    resolve_version,
+)
 
 _HEAD = prim.INT16  # reused layouts
 _KEY_VERSION_CORR = __import__("struct").Struct(">hhi")
@@ -33,7 +39,10 @@ def _union_span(api_key: int) -> tuple[int, int] | None:
     if entry is None:
         return None
     spans = [s for s in (entry[2], entry[3]) if s is not None]
-    return min(s[0] for s in spans), max(s[1] for s in spans)
+    low, high = min(s[0] for s in spans), max(s[1] for s in spans)
+    if api_key == API_VERSIONS_KEY:
+        high += API_VERSIONS_SLACK  # clients probe with versions newer than the spec
+    return low, high
 
 
 @lru_cache(maxsize=None)

@@ -31,6 +31,8 @@ PRIMITIVE_TYPES = frozenset(
 )
 ZERO_UUID = uuid.UUID(int=0)
 DIRECTIONS = ("request", "response")
+API_VERSIONS_KEY = 18
+API_VERSIONS_SLACK = 4  # newer ApiVersions versions accepted (see resolve_version)
 
 
 class ApiInfo(NamedTuple):
@@ -123,8 +125,9 @@ def resolve_version(api_key: int, version: int, direction: str) -> tuple[int, st
 
     Returns (version, None) when the version is defined for this direction.
     When it is defined only for the other direction, returns the nearest lower
-    defined version and a problem text. Raises KeyError when neither direction
-    knows the version (or the api key is unknown).
+    defined version and a problem text; likewise an ApiVersions version up to
+    API_VERSIONS_SLACK above the newest known. Raises KeyError when neither
+    direction knows the version (or the api key is unknown).
     """
     if api_key not in APIS:
         raise KeyError(f"unknown api key {api_key}")
@@ -142,6 +145,12 @@ def resolve_version(api_key: int, version: int, direction: str) -> tuple[int, st
                 f"{APIS[api_key][0]} {direction} v{version} is not in the spec; "
                 f"decoded as v{used}"
             )
+    if api_key == API_VERSIONS_KEY and mine and max(mine) < version <= max(mine) + API_VERSIONS_SLACK:
+        # Clients open with their newest ApiVersions version, which may be newer
+        # than the spec; the broker answers such requests with a v0 error body.
+        return max(mine), (
+            f"ApiVersions {direction} v{version} is newer than the spec; decoded as v{max(mine)}"
+        )
     raise KeyError(f"{APIS[api_key][0]} {direction} version {version} is not defined")
 
 
