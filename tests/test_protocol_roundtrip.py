@@ -91,3 +91,27 @@ def test_unknown_version_is_a_decode_error() -> None:
         decode_response(b"\x00\x00\x00\x01", 3, 99)
     with pytest.raises(DecodeError):
         decode_response(b"\x00\x00\x00\x01", 999, 0)
+
+
+def test_every_version_renders() -> None:
+    """to_jsonable gives json-serialisable values and render_tree a tree for
+    every message version (random content, including non-ASCII text)."""
+    import json
+
+    from kdissect.protocol.render import render_tree, to_jsonable
+
+    for key, version, direction in CASES:
+        rng = random.Random(f"render/{key}/{version}/{direction}")
+        body = random_struct(rng, body_class(key, version, direction))
+        if direction == "request":
+            message = decode_request(encode_request(key, version, 1, "c", body))
+        else:
+            if key == 18:
+                body.error_code = 0
+            message = decode_response(encode_response(key, version, 1, body), key, version)
+        data = to_jsonable(message)
+        assert json.loads(json.dumps(data))["api_key"] == key
+        tree = render_tree(message)
+        assert tree.splitlines()[0].startswith(message.name)
+        for attr in message.body._fields:
+            assert f"    {attr}:" in tree
