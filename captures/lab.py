@@ -11,8 +11,12 @@ so tests can check a decoder against an independent source.
     python3 captures/lab.py record [--only NAME ...]   # re-record (root: tcpdump)
     python3 captures/lab.py list                       # workload names and ports
     python3 captures/lab.py table                      # APIs per capture, via tshark
+    python3 captures/lab.py readme                     # refresh the tables in README.md
     python3 captures/lab.py bulk OUT.pcap [--mb 60]    # benchmark capture, big batches
     python3 captures/lab.py chatty OUT.pcap [--exchanges 30000]
+
+record/bulk/chatty re-run themselves in a private network namespace when
+`unshare --net` works, so nobody else's loopback traffic reaches a capture.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import json
 import logging
 import os
 import random
-import shlex
 import subprocess
 import sys
 import time
