@@ -339,3 +339,35 @@ def _defined(key: int, version: int) -> bool:
     from kdissect.protocol.schema import defined_versions
 
     return version in defined_versions(key, "request")
+
+
+def test_describe_groups_members_decode_the_consumer_protocol() -> None:
+    subscription = i16(0) + i32(1) + s16("orders") + i32(-1)
+    assignment = i16(0) + i32(1) + s16("orders") + i32(2) + i32(0) + i32(1) + i32(-1)
+    member = s16("m-1") + s16("client") + s16("/10.0.0.1") + i32(len(subscription)) + subscription \
+        + i32(len(assignment)) + assignment
+
+    def group(protocol_type: str) -> bytes:
+        return i16(0) + s16("g") + s16("Stable") + s16(protocol_type) + s16("range") + i32(1) + member
+
+    frame = i32(9) + i32(2) + group("consumer") + group("connect")
+    response = decode_response(frame, 15, 0)
+    consumer, connect = response.body.groups
+    meta = consumer.members[0].member_metadata
+    assert meta.kind == "subscription" and meta.data.topics == ["orders"] and meta.data.user_data is None
+    owned = consumer.members[0].member_assignment.data.assigned_partitions
+    assert [(t.topic, t.partitions) for t in owned] == [("orders", [0, 1])]
+    assert connect.members[0].member_metadata == subscription  # not "consumer": raw bytes
+    assert response.encode() == frame
+    assert "consumer_protocol: assignment v0" in render_tree(response)
+
+
+def test_response_header_v1_tags_are_kept() -> None:
+    # Heartbeat v4 response: header v1 with one tag, body ThrottleTimeMs, ErrorCode, tags
+    frame = i32(3) + b"\x01\x05\x01\x07" + i32(10) + i16(27) + b"\x00"
+    response = decode_response(frame, 12, 4)
+    assert response.header.tagged_fields == [(5, b"\x07")]
+    assert response.body.throttle_time_ms == 10 and response.body.error_code == 27
+    summary = summarize_response(12, 4, response.body)
+    assert (summary.throttle_time_ms, summary.error_code, summary.error_codes) == (10, 27, (27,))
+    assert response.encode() == frame
