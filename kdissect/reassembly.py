@@ -267,7 +267,7 @@ class Reassembler:
             if conn.segments - conn.closing >= self.reorder_tolerance:
                 self._close(conn, "rst", events, seg)
             if self._timers and self._timers[0][0] <= self.stats.segments:
-                self._run_timers(events, seg)
+                self._run_timers(events)
             return events
         halves = conn.halves
         for d in (0, 1):
@@ -280,7 +280,7 @@ class Reassembler:
             self._close(conn, "fin", events, seg)
         timers = self._timers
         if timers and (timers[0][0] <= self.stats.segments or timers[0][1].closed):
-            self._run_timers(events, seg)
+            self._run_timers(events)
         return events
 
     def _check_acked_hole(self, conn: TcpConnection, d: int, h: _Half, seg: TcpSegment, events: list[Event]) -> None:
@@ -295,9 +295,11 @@ class Reassembler:
             h.deadline = None
             self._declare_acked_holes(conn, d, h, seg, events)
 
-    def _run_timers(self, events: list[Event], seg: TcpSegment) -> None:
+    def _run_timers(self, events: list[Event]) -> None:
         """Close reset connections and declare acknowledged holes whose
-        run-wide deadline has passed."""
+        run-wide deadline has passed. The segment being fed belongs to some
+        other connection, so chunks made here carry their connection's own
+        last segment."""
         timers = self._timers
         now = self.stats.segments
         while timers and (timers[0][1].closed or timers[0][0] <= now):
@@ -305,15 +307,15 @@ class Reassembler:
             if conn.closed:
                 continue
             if conn.closing is not None:
-                self._close(conn, "rst", events, seg)
+                self._close(conn, "rst", events, None)
                 continue
             for d in (0, 1):
                 h = conn.halves[d]
                 if h.deadline is not None and h.acked > h.next and h.has_hole():
                     h.deadline = None
-                    self._declare_acked_holes(conn, d, h, seg, events)
+                    self._declare_acked_holes(conn, d, h, None, events)
             if self._fins_done(conn):
-                self._close(conn, "fin", events, seg)
+                self._close(conn, "fin", events, None)
 
     @staticmethod
     def _fins_done(conn: TcpConnection) -> bool:
@@ -483,7 +485,9 @@ class Reassembler:
         events.append(Data(conn, direction, Chunk("gap", nxt, target - nxt, b"", ts, where[0], where[1])))
         half.next = target
 
-    def _declare_acked_holes(self, conn: TcpConnection, direction: int, half: _Half, seg: TcpSegment, events: list[Event]) -> None:
+    def _declare_acked_holes(
+        self, conn: TcpConnection, direction: int, half: _Half, seg: TcpSegment | None, events: list[Event]
+    ) -> None:
         """Declare the first hole a gap. A later hole gets its own grace
         period: the data filling it may still be a few segments away."""
         if half.acked <= half.next:

@@ -488,3 +488,30 @@ def test_lab_capture_reordered_duplicated_rotated_gives_the_same_streams(path: P
     assert stats.gap_bytes == 0
     ours = {(a, b, d): v for (a, b, d, _), v in _streams_by_endpoints(chunks, conns).items()}
     assert ours == {(a, b, d): v for (a, b, d, _), v in _streams_by_endpoints(clean_chunks, clean_conns).items()}
+
+
+def test_quiet_connection_with_a_hole_is_resolved_before_the_end(trace, manifest, tshark_rows, tmp_path: Path) -> None:
+    """A hole before the FIN of a connection that then falls silent is
+    declared once the rest of the capture has moved on (1024+ segments),
+    not only at the end; its chunks carry the connection's own times."""
+    rec = manifest[4]
+    client_data = [r for r in tshark_rows if (r["src"], r["sport"]) == tuple(rec.client) and r["len"] and not r["flags"] & FIN]
+    lost = client_data[-1]
+    lossy = impair.drop(trace, [lost["frame"] - 1])
+    copies = 2 + 1100 // len(trace.packets)
+    path = impair.write_pcap(impair.repeat(lossy, copies, 11), tmp_path / "q.pcap")
+    r = Reassembler()
+    own_frames = set()
+    gap = closed = None
+    for seg in read_segments([path]):
+        if (seg.src, seg.sport) == tuple(rec.client) or (seg.dst, seg.dport) == tuple(rec.client):
+            own_frames.add(seg.frame_number)
+        for e in r.feed(seg):
+            if e.conn.initiator == tuple(rec.client):
+                if isinstance(e, Data) and e.chunk.kind == "gap":
+                    gap = e.chunk
+                elif isinstance(e, Closed):
+                    closed = e.reason
+    assert closed == "fin" and gap is not None
+    assert (gap.offset, gap.length) == (int(lost["tcp.seq"]) - 1, lost["len"])
+    assert gap.frame_number in own_frames
