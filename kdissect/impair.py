@@ -317,6 +317,19 @@ def with_ipv6_extensions(trace: Trace) -> Trace:
     return replace(trace, packets=tuple(_rewrite_tcp(p, edit) for p in trace.packets), snaplen=trace.snaplen + 24)
 
 
+def zero_ip_lengths(trace: Trace) -> Trace:
+    """Set every IPv4 total length to 0, as captures taken on a host with TCP
+    segmentation offload show large outgoing segments."""
+
+    def edit(ip: bytearray, v: _Tcp):
+        if v.version != 4:
+            return None
+        ip[2:4] = b"\0\0"
+        return ip
+
+    return replace(trace, packets=tuple(_rewrite_tcp(p, edit) for p in trace.packets))
+
+
 def connection_packets(trace: Trace, endpoint: tuple[str, int]) -> list[int]:
     """Indices of the packets to or from `endpoint`."""
     import ipaddress
@@ -389,22 +402,28 @@ def repeat(trace: Trace, copies: int, port_step: int = 1) -> Trace:
 # -- writing ---------------------------------------------------------------------------------
 
 
-def pcap_bytes(trace: Trace, nanosecond: bool = False, big_endian: bool = False) -> bytes:
+def pcap_bytes(trace: Trace, nanosecond: bool = False, big_endian: bool = False, modified: bool = False) -> bytes:
+    """Classic pcap; `modified` writes Kuznetzov's variant (magic a1b2cd34,
+    8 more bytes per record: interface index, protocol, packet type)."""
     order = ">" if big_endian else "<"
-    magic = 0xA1B23C4D if nanosecond else 0xA1B2C3D4
+    magic = 0xA1B2CD34 if modified else 0xA1B23C4D if nanosecond else 0xA1B2C3D4
     out = [struct.pack(order + "IHHiIII", magic, 2, 4, 0, 0, trace.snaplen, trace.linktype)]
+    extra = struct.pack(order + "IHBx", 1, 0x0800, 0) if modified else b""
     for p in trace.packets:
         if p.linktype != trace.linktype:
             raise ValueError("a pcap file has one link type; use write_pcapng")
         sec, ns = divmod(p.ts_ns, 1_000_000_000)
-        frac = ns if nanosecond else ns // 1000
-        out.append(struct.pack(order + "IIII", sec, frac, len(p.data), p.wire_len))
+        frac = ns if nanosecond and not modified else ns // 1000
+        out.append(struct.pack(order + "IIII", sec, frac, len(p.data), p.wire_len) + extra)
         out.append(p.data)
     return b"".join(out)
 
 
-def write_pcap(trace: Trace, path: str | Path, nanosecond: bool = False, big_endian: bool = False, compress: bool = False) -> Path:
-    data = pcap_bytes(trace, nanosecond, big_endian)
+def write_pcap(
+    trace: Trace, path: str | Path, nanosecond: bool = False, big_endian: bool = False, compress: bool = False,
+    modified: bool = False,
+) -> Path:
+    data = pcap_bytes(trace, nanosecond, big_endian, modified)
     path = Path(path)
     path.write_bytes(gzip.compress(data, compresslevel=1) if compress else data)
     return path

@@ -49,6 +49,8 @@ def _write_variant(trace: impair.Trace, name: str, directory: Path) -> Path:
             return impair.write_pcap(t, directory / "v.pcap", nanosecond=True)
         case "pcap-ns-bigendian":
             return impair.write_pcap(t, directory / "v.pcap", nanosecond=True, big_endian=True)
+        case "pcap-modified-kuznetzov":
+            return impair.write_pcap(t, directory / "v.pcap", modified=True)
         case "pcap-gzip":
             return impair.write_pcap(t, directory / "v.pcap", compress=True)  # detected by magic, not name
         case "pcapng":
@@ -84,6 +86,7 @@ VARIANTS = [
     "pcap-us-bigendian",
     "pcap-ns",
     "pcap-ns-bigendian",
+    "pcap-modified-kuznetzov",
     "pcap-gzip",
     "pcapng",
     "pcapng-obsolete-packet-blocks",

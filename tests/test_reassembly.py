@@ -141,6 +141,8 @@ def _variant(trace: impair.Trace, name: str, directory: Path) -> list[Path]:
         return [impair.write_pcap(trace, directory / "z.pcap.gz", compress=True)]
     if name == "ipv6-extension-headers":
         return [impair.write_pcap(impair.with_ipv6_extensions(trace), directory / "x.pcap")]
+    if name == "ip-length-zero":  # segmentation offload: lengths from the frame
+        return [impair.write_pcap(impair.zero_ip_lengths(trace), directory / "t.pcap")]
     if name == "rotated":
         parts = impair.split(trace, 37)
         return [impair.write_pcap(p, directory / f"part{i:02}.pcap") for i, p in enumerate(parts)][::-1]
@@ -150,7 +152,7 @@ def _variant(trace: impair.Trace, name: str, directory: Path) -> list[Path]:
 @pytest.mark.parametrize(
     "variant",
     ["reorder-1", "reorder-2", "reorder-3", "duplicate", "reorder+duplicate", "vlan", "pcapng", "nanosecond", "gzip",
-     "rotated", "ipv6-extension-headers", "sll", "sll2", "raw", "null", "loop"],
+     "rotated", "ip-length-zero", "ipv6-extension-headers", "sll", "sll2", "raw", "null", "loop"],
 )
 def test_impaired_captures_reassemble_to_the_same_bytes(trace, manifest, tmp_path: Path, variant: str) -> None:
     paths = _variant(trace, variant, tmp_path)
