@@ -517,3 +517,29 @@ def test_quiet_connection_with_a_hole_is_resolved_before_the_end(trace, manifest
     assert closed == "fin" and gap is not None
     assert (gap.offset, gap.length) == (int(lost["tcp.seq"]) - 1, lost["len"])
     assert gap.frame_number in own_frames
+
+
+def test_out_of_order_bytes_carry_the_time_of_the_segment_that_filled_the_hole(trace, manifest, tmp_path: Path) -> None:
+    path = impair.write_pcap(impair.reorder(trace, 21, window=3, rate=0.4), tmp_path / "r.pcap")
+    rows = tshark_segments(path, ["tcp.seq"])
+    by_frame = {r["frame"]: r for r in rows}
+    chunks, conns, *_ = reassemble([path])
+    late = 0
+    for (cid, direction), chunk_list in chunks.items():
+        c = conns[cid]
+        sender = c.initiator if direction == 0 else c.responder
+        carriers = [r for r in rows if (r["src"], r["sport"]) == sender and r["len"]]
+        for ch in chunk_list:
+            trigger = by_frame[ch.frame_number]
+            assert (trigger["src"], trigger["sport"]) == sender and abs(trigger["ts"] - ch.ts) < 1e-6
+            # the bytes arrived in a segment at or before the trigger...
+            own = [r for r in carriers if int(r["tcp.seq"]) - 1 <= ch.offset and ch.offset + ch.length <= int(r["tcp.seq"]) - 1 + r["len"]]
+            assert min(r["frame"] for r in own) <= ch.frame_number
+            if min(r["frame"] for r in own) < ch.frame_number:
+                # ...and were held until the trigger filled a hole before them
+                late += 1
+                filler_end = int(trigger["tcp.seq"]) - 1 + trigger["len"]
+                assert filler_end <= ch.offset
+                # the trigger's own bytes were delivered in the same cascade
+                assert any(o.frame_number == ch.frame_number and o.offset + o.length == filler_end for o in chunk_list)
+    assert late > 0
