@@ -54,6 +54,10 @@ def fixture_captures() -> list[Path]:
     return sorted(FIXTURES.glob("*.pcap"))
 
 
+def _endpoint(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
 def scapy_frames(path: Path, port: int) -> list[dict]:
     """Kafka frames Scapy's TCPSession delivers with the kdissect layers."""
     from scapy.layers.inet import IP, TCP
@@ -69,8 +73,8 @@ def scapy_frames(path: Path, port: int) -> list[dict]:
         if TCP not in packet:
             continue
         ip = packet[IP] if IP in packet else packet[IPv6]
-        src = f"{ip.src}:{packet[TCP].sport}"
-        dst = f"{ip.dst}:{packet[TCP].dport}"
+        src = _endpoint(ip.src, packet[TCP].sport)
+        dst = _endpoint(ip.dst, packet[TCP].dport)
         layer = packet[TCP].payload
         while layer:
             if isinstance(layer, (KafkaRequest, KafkaResponse)):
