@@ -80,23 +80,22 @@ def _partition_errors(exchange: Exchange) -> list[dict[str, Any]] | None:
 
 
 class _Output:
-    """Collects output rows column-wise and cuts them into Arrow batches."""
+    """Collects output rows and cuts them into Arrow batches."""
 
     def __init__(self) -> None:
-        self.columns: dict[str, list[Any]] = {name: [] for name, _ in OUTPUT_COLUMNS}
-        self.size = 0
+        self.rows: list[dict[str, Any]] = []
+
+    @property
+    def size(self) -> int:
+        return len(self.rows)
 
     def add(self, row: dict[str, Any]) -> None:
-        for name, values in self.columns.items():
-            values.append(row.get(name))
-        self.size += 1
+        self.rows.append(row)
 
     def batch(self) -> pa.RecordBatch:
-        arrays = [pa.array(self.columns[name], type=kind) for name, kind in OUTPUT_COLUMNS]
-        for values in self.columns.values():
-            values.clear()
-        self.size = 0
-        return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
+        batch = pa.RecordBatch.from_pylist(self.rows, schema=OUTPUT_SCHEMA)  # missing keys are nulls
+        self.rows = []
+        return batch
 
 
 class ConnectionRunner:
@@ -113,9 +112,14 @@ class ConnectionRunner:
         self._ordinal = 0
 
     def _start(self) -> None:
-        self._dissector = _KeyRecordingDissector(
+        dissector = _KeyRecordingDissector(
             ports=self.ports, detect=self.detect, capture_names=self.capture_names, keep_messages=True
         )
+        # All connections of the task count into one Accounting (it is additive;
+        # the dissector hands its `accounting` attribute to each connection's
+        # pairer when it classifies it, after this point).
+        dissector.accounting = self.accounting
+        self._dissector = dissector
         self._ordinal = 0
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
@@ -142,7 +146,6 @@ class ConnectionRunner:
         for capture_index, frame_number in dissector.classified:
             self.output.add({"kind": CONNECTION, "stream_capture_index": capture_index,
                              "stream_frame_number": frame_number})
-        self.accounting.add(dissector.accounting)
         self._dissector = None
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -1,0 +1,171 @@
+"""Benchmark of the Spark job: a >= 1 GB archive, local[1] vs local[2] vs the CLI.
+
+    python3 benchmarks/bench_spark.py [--size-gb 1.0] [--files 6] [SOURCE.pcap ...]
+
+1. Builds (once; kept in benchmarks/out/archive/, not committed) an archive of
+   rotated pcap files by replaying the lab captures (captures/*.pcap by
+   default) over and over: each replay gets its own loopback addresses
+   (127.a.b.c on both ends, so every replayed connection is a new 4-tuple)
+   and its times shifted to follow the previous replay. Files are cut at a
+   size limit wherever that falls, so connections span files as in a real
+   rotated capture. IP/TCP checksums are not recomputed (loopback captures
+   carry unverified checksums anyway; nothing here checks them).
+2. Runs `kdissect spark` with --master local[1] and local[2], and
+   `kdissect export` (single process) on the same archive, each in a fresh
+   process, and reports MB/s, the 1 -> 2 core speed-up and the ratio to the
+   CLI. Results go to benchmarks/out/bench_spark.json.
+
+The machine may be shared: run it when it is otherwise quiet, or expect noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "benchmarks" / "out"
+sys.path.insert(0, str(REPO))
+
+# bytes before the IPv4 header, per link type
+_LINK_HEADER = {0: 4, 1: 14, 101: 0, 108: 4, 113: 16, 228: 0, 276: 20}
+
+
+def _source_packets(paths: list[str]) -> list[tuple[float, bytes, int, int]]:
+    """(relative ts, frame bytes, wire length, offset of the IPv4 header) of the IPv4 packets of all sources,
+    one source after another, times made relative and sequential."""
+    from kdissect.capture import iter_frames
+
+    packets: list[tuple[float, bytes, int, int]] = []
+    clock = 0.0
+    for path in paths:
+        first = last = None
+        for frame in iter_frames([path]):
+            offset = _LINK_HEADER.get(frame.linktype)
+            if offset is None or len(frame.data) < offset + 20 or frame.data[offset] >> 4 != 4:
+                continue
+            if offset:  # normalise to Ethernet framing so one output linktype fits all
+                ethernet = b"\x00" * 12 + b"\x08\x00"
+                data = ethernet + frame.data[offset:]
+            else:
+                data = b"\x00" * 12 + b"\x08\x00" + frame.data
+            first = frame.ts if first is None else first
+            last = frame.ts
+            packets.append((clock + frame.ts - first, data, frame.wire_len - offset + 14, 14))
+        if first is not None:
+            clock += (last - first) + 1.0
+    return packets
+
+
+def build_archive(sources: list[str], target_bytes: int, files: int, directory: Path) -> list[Path]:
+    """Write the archive; returns its files. Reuses an existing archive of the right size."""
+    done = directory / "complete.json"
+    if done.exists():
+        info = json.loads(done.read_text())
+        if info.get("target_bytes") == target_bytes and info.get("sources") == sources:
+            return [Path(p) for p in info["files"]]
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("*.pcap"):
+        old.unlink()
+    packets = _source_packets(sources)
+    if not packets:
+        raise SystemExit("no IPv4 packets in the sources")
+    span = packets[-1][0] + 1.0
+    per_file = target_bytes // files
+    start = 1_700_000_000.0
+    global_header = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)
+    record = struct.Struct("<IIII")
+    written: list[Path] = []
+    total = 0
+    replay = 0
+    handle = None
+    size = 0
+    while total < target_bytes:
+        replay += 1
+        # both ends of every connection of this replay move to 127.a.b.c
+        address = bytes((127, (replay // (254 * 256)) % 256, (replay // 254) % 256, 1 + replay % 254))
+        shift = start + replay * span
+        for ts, data, wire_len, ip in packets:
+            if handle is None or size >= per_file:
+                if handle is not None:
+                    handle.close()
+                path = directory / f"archive_{len(written):03d}.pcap"
+                handle = open(path, "wb", buffering=1 << 22)
+                handle.write(global_header)
+                written.append(path)
+                size = len(global_header)
+            frame = bytearray(data)
+            frame[ip + 12 : ip + 16] = address
+            frame[ip + 16 : ip + 20] = address
+            stamp = shift + ts
+            seconds = int(stamp)
+            handle.write(record.pack(seconds, int(round((stamp - seconds) * 1e6)) % 1_000_000, len(frame), wire_len))
+            handle.write(frame)
+            size += 16 + len(frame)
+            total += 16 + len(frame)
+    handle.close()
+    done.write_text(json.dumps({"target_bytes": target_bytes, "sources": sources,
+                                "files": [str(p) for p in written], "replays": replay}))
+    return written
+
+
+def _timed(command: list[str], log: Path) -> float:
+    started = time.monotonic()
+    with open(log, "w") as out:
+        subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, check=True)
+    return time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sources", nargs="*", help="lab captures to replay (default: captures/*.pcap)")
+    parser.add_argument("--size-gb", type=float, default=1.0)
+    parser.add_argument("--files", type=int, default=6)
+    parser.add_argument("--skip-cli", action="store_true", help="do not time the single-process CLI")
+    args = parser.parse_args()
+    sources = args.sources or sorted(glob.glob(str(REPO / "captures" / "*.pcap")))
+    sources = [str(Path(s).resolve()) for s in sources]
+    archive_dir = OUT / "archive"
+    target = int(args.size_gb * 1e9)
+    started = time.monotonic()
+    files = build_archive(sources, target, args.files, archive_dir)
+    total = sum(f.stat().st_size for f in files)
+    print(f"archive: {len(files)} files, {total / 1e6:.0f} MB in {archive_dir} "
+          f"(built/reused in {time.monotonic() - started:.0f}s)")
+    results: dict = {"archive_bytes": total, "archive_files": len(files), "sources": sources,
+                     "cpu_count": os.cpu_count()}
+    python = sys.executable
+    for cores in (1, 2):
+        outdir = OUT / f"spark_local{cores}"
+        seconds = _timed([python, "-m", "kdissect", "spark", str(archive_dir), "-o", str(outdir),
+                          "--master", f"local[{cores}]"], OUT / f"spark_local{cores}.log")
+        manifest = json.loads((outdir / "manifest.json").read_text())
+        results[f"local[{cores}]"] = {"seconds": round(seconds, 1), "mb_per_s": round(total / 1e6 / seconds, 2),
+                                      "exchanges": manifest["counts"]["exchanges"],
+                                      "read_tasks": manifest["read_tasks"],
+                                      "job_seconds": manifest["seconds"]}
+        print(f"local[{cores}]: {seconds:.0f}s, {total / 1e6 / seconds:.1f} MB/s, "
+              f"{manifest['counts']['exchanges']} exchanges, {manifest['read_tasks']} read tasks")
+    results["speedup_1_to_2"] = round(results["local[1]"]["seconds"] / results["local[2]"]["seconds"], 2)
+    print(f"speed-up local[1] -> local[2]: {results['speedup_1_to_2']}x (goal >= 1.7x)")
+    if not args.skip_cli:
+        seconds = _timed([python, "-m", "kdissect", "export", *map(str, files), "-o", str(OUT / "cli.parquet"),
+                          "--quiet"], OUT / "cli.log")
+        results["cli"] = {"seconds": round(seconds, 1), "mb_per_s": round(total / 1e6 / seconds, 2)}
+        for cores in (1, 2):
+            results[f"local[{cores}]"]["vs_cli"] = round(seconds / results[f"local[{cores}]"]["seconds"], 2)
+        print(f"single-process export: {seconds:.0f}s, {total / 1e6 / seconds:.1f} MB/s; "
+              f"Spark local[1] {results['local[1]']['vs_cli']}x, local[2] {results['local[2]']['vs_cli']}x its speed")
+    (OUT / "bench_spark.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"results in {OUT / 'bench_spark.json'}")
+
+
+if __name__ == "__main__":
+    main()
