@@ -3,6 +3,7 @@ when present, every Kafka frame in the capture lab's captures/*.pcap*."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 import struct
 import subprocess
@@ -61,7 +62,8 @@ def _capture_files() -> list[Path]:
     return sorted(p for p in (REPO / "captures").glob("*.pcap*") if p.is_file())
 
 
-def _tshark_requests(path: Path, ports: set[int]) -> dict[tuple[str, int], tuple[int, int]]:
+@functools.lru_cache(maxsize=None)
+def _tshark_requests(path: Path, ports: frozenset[int]) -> dict[tuple[str, int], tuple[int, int]]:
     args = ["tshark", "-r", str(path)]
     for port in sorted(ports):
         args += ["-d", f"tcp.port=={port},kafka"]
@@ -113,7 +115,7 @@ def test_every_frame_in_lab_captures(path: Path) -> None:
     """Frames of the lab's capture files: every request tshark labels and
     its response decode with all bytes consumed and re-encode identically."""
     frames = split_frames(path)
-    requests = _tshark_requests(path, server_ports(path))
+    requests = _tshark_requests(path, frozenset(server_ports(path)))
     versions = {}
     checked = 0
     seen_requests = set()
@@ -230,7 +232,7 @@ def test_topic_names_match_tshark(path: Path) -> None:
         if malformed or "Unsupported" in expert or "Unknown" in expert or "missing" in expert or "," in corr:
             continue  # tshark could not dissect this PDU fully (or several PDUs share the packet)
         expected[(f"{src}->{dst}", int(corr))] = set(filter(None, topics.split(",")))
-    requests = _tshark_requests(path, server_ports(path))
+    requests = _tshark_requests(path, frozenset(server_ports(path)))
     versions = {}
     compared = 0
     frames = split_frames(path)
