@@ -31,6 +31,7 @@ class TsharkPdu:
     malformed: bool = False  # tshark reported a malformed PDU (so its body decode is not trusted)
     unsupported_version: bool = False
     request_missing: bool = False
+    unknown_api: bool = False
     is_request: bool = False
 
     @property
@@ -132,6 +133,8 @@ def _read_kafka(proto: ET.Element, pdu: TsharkPdu) -> None:
             pdu.malformed = True
         elif n in _UNDECODED_NOTES:
             pdu.malformed = True
+            if n == "kafka.unknown_api_key":
+                pdu.unknown_api = True
     # expert notes about the PDU itself (not those inside an ApiVersions listing)
     for child in proto.findall("field"):
         if child.get("name") != "_ws.expert":
@@ -142,6 +145,10 @@ def _read_kafka(proto: ET.Element, pdu: TsharkPdu) -> None:
             elif note.get("name") == "kafka.request_missing":
                 pdu.request_missing = True
 
+
+
+def _malformed(exchange, side: str) -> bool:
+    return any(problem.startswith(f"{side} malformed") for problem in exchange.problems)
 
 
 def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], exchanges: list) -> dict:
@@ -163,6 +170,7 @@ def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], e
             by_response[(ex.client, ex.broker, ex.response_frame, ex.correlation_id)] = ex
     counts = {"requests": 0, "responses": 0, "paired_by_tshark": 0, "bodies_compared": 0,
               "undecoded_by_tshark": 0}
+    requests_by_frame = {(p.frame, p.correlation_id): p for p in pdus if p.is_request}
     for pdu in pdus:
         where = f"{Path(path).name} frame {pdu.frame} ({'request' if pdu.is_request else 'response'} " \
                 f"correlation id {pdu.correlation_id})"
@@ -177,20 +185,24 @@ def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], e
                 assert ex.response_frame == pdu.response_frame, where
             if not pdu.body_decoded:
                 counts["undecoded_by_tshark"] += 1
-                # tshark could not decode this version: kdissect must have
-                assert "malformed" not in ex.status, f"{where}: {ex.problems}"
+            if pdu.body_decoded or pdu.unsupported_version or pdu.unknown_api:
+                # tshark decoded it, or could not for want of the version: kdissect must decode it
+                assert not _malformed(ex, "request"), f"{where}: {ex.problems}"
         else:
             counts["responses"] += 1
             ex = by_response.get((pdu.dst, pdu.src, pdu.frame, pdu.correlation_id))
             assert ex is not None, f"{where}: not in the exchange table"
             assert ex.response_bytes == pdu.length, where
             assert abs(ex.response_ts - pdu.ts) < 5e-7, f"{where}: {ex.response_ts} != {pdu.ts}"
+            request = None
             if pdu.request_frame is not None:
                 counts["paired_by_tshark"] += 1
                 assert ex.request_frame == pdu.request_frame, f"{where}: paired differently"
                 assert ex.api_key == pdu.api_key, where
+                request = requests_by_frame.get((pdu.request_frame, pdu.correlation_id))
             if pdu.body_decoded and pdu.request_frame is not None:
                 counts["bodies_compared"] += 1
+                assert not _malformed(ex, "response"), f"{where}: {ex.problems}"
                 tshark_codes = sorted({code for code in pdu.errors if code != 0})
                 assert ex.error_codes == tshark_codes, f"{where}: errors {ex.error_codes} != {tshark_codes}"
                 if ex.error_code:
@@ -199,7 +211,22 @@ def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], e
                     f"{where}: throttle {ex.throttle_time_ms} != {pdu.throttle_time}"
             else:
                 counts["undecoded_by_tshark"] += 1
-                assert ex.status != "malformed", f"{where}: {ex.problems}"
+                version_unknown_to_tshark = (
+                    request is None or request.unsupported_version or request.unknown_api or pdu.unknown_api
+                )
+                if version_unknown_to_tshark and ex.request_frame is not None:
+                    # tshark could not decode this version: kdissect must
+                    # (a body tshark can read and calls malformed may really be bad)
+                    assert not _malformed(ex, "response"), f"{where}: {ex.problems}"
+    # whatever kdissect finds malformed, tshark finds malformed too
+    bad = {(p.frame, p.correlation_id, p.is_request) for p in pdus if p.malformed}
+    for ex in exchanges:
+        if _malformed(ex, "request"):
+            assert (ex.request_frame, ex.correlation_id, True) in bad, \
+                f"{Path(path).name} frame {ex.request_frame}: only kdissect finds the request malformed: {ex.problems}"
+        if _malformed(ex, "response"):
+            assert (ex.response_frame, ex.correlation_id, False) in bad, \
+                f"{Path(path).name} frame {ex.response_frame}: only kdissect finds the response malformed: {ex.problems}"
     ours_requests = sum(1 for ex in exchanges if ex.request_frame is not None)
     ours_responses = sum(1 for ex in exchanges if ex.response_frame is not None)
     assert ours_requests == counts["requests"], f"{ours_requests} requests in the table, tshark has {counts['requests']}"
