@@ -284,6 +284,8 @@ class FrameReader:
     # -- missing bytes -------------------------------------------------------
 
     def _hole(self, length: int, why: str, chunk: ChunkLike, out: list[Frame]) -> None:
+        if length <= 0:
+            return
         stats = self.stats
         if why == "gap":
             stats.gap_bytes += length

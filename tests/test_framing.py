@@ -171,3 +171,9 @@ def test_oversized_frame_is_skipped_not_buffered():
         assert reader.pending_bytes <= 1000
     assert [(cid_of(f), f.complete, f.missing) for f in frames] == [(1, False, "oversized"), (2, True, None)]
     assert frames[0].size == len(big) - 4 and frames[0].data == big[4:700]
+
+
+def test_empty_gap_changes_nothing():
+    stream = request(3, 1, 1, b"abc") + request(3, 1, 2)
+    frames = feed(FrameReader(0, plausible), [("data", stream[:10]), ("gap", 0), ("data", stream[10:])])
+    assert [(cid_of(f), f.complete) for f in frames] == [(1, True), (2, True)]
