@@ -412,7 +412,12 @@ class _FileReader:
                 return
             body = pos + 8
             body_end = pos + length - 4
-            if block_type in (6, 2):  # enhanced / obsolete packet block
+            if block_type in (6, 2, 3) and body_end - body < (4 if block_type == 3 else 20):
+                number += 1
+                stats.packets += 1
+                stats.undecodable += 1
+                stats.problems.append(f"{self.path.name}: packet {number} is malformed (block too short)")
+            elif block_type in (6, 2):  # enhanced / obsolete packet block
                 if block_type == 6:
                     iface, ts_hi, ts_lo, caplen, wirelen = struct.unpack_from(order + "IIIII", buf, body)
                     data_at = body + 20
@@ -443,6 +448,9 @@ class _FileReader:
                     stats.bytes += caplen
                     yield Frame(ci, number, linktype, 0.0, buf[body + 4 : body + 4 + caplen], wirelen)
             elif block_type == 1:  # interface description
+                if body_end - body < 8:
+                    self._damaged(f"damaged interface description after packet {number}", len(buf) - pos)
+                    return
                 interfaces.append(self._interface(buf, body, body_end, order))
             pos += length
 
@@ -454,13 +462,13 @@ class _FileReader:
         opt = body + 8
         while opt + 4 <= end:
             code, size = struct.unpack_from(order + "HH", buf, opt)
-            value = buf[opt + 4 : opt + 4 + size]
+            value = buf[opt + 4 : min(end, opt + 4 + size)]
             if code == 0:
                 break
-            if code == 9 and size >= 1:  # if_tsresol
+            if code == 9 and len(value) >= 1:  # if_tsresol
                 resolution = value[0]
                 tick = 2.0 ** -(resolution & 0x7F) if resolution & 0x80 else 10.0**-resolution
-            elif code == 14 and size >= 8:  # if_tsoffset, seconds
+            elif code == 14 and len(value) >= 8:  # if_tsoffset, seconds
                 offset = float(struct.unpack_from(order + "q", value)[0])
             opt += 4 + ((size + 3) & ~3)
         return linktype, tick, offset, snaplen

@@ -413,6 +413,19 @@ def test_fuzz_flipped_bytes_never_raise(trace: impair.Trace, tmp_path: Path, fmt
         _read_or_input_error(path)
 
 
+@pytest.mark.parametrize("block_type", [1, 2, 3, 5, 6])
+def test_fuzz_short_pcapng_blocks(trace: impair.Trace, tmp_path: Path, block_type: int) -> None:
+    """Blocks too short for their fields, placed where a packet would be."""
+    good = impair.pcapng_bytes(impair.Trace(trace.packets[:3], trace.snaplen))
+    path = tmp_path / "s.pcapng"
+    for length in range(12, 40, 4):
+        body = bytes(range(length - 12))
+        block = struct.pack("<II", block_type, length) + body + struct.pack("<I", length)
+        for data in (good + block, good + block + good[28:], good[:60] + block):
+            path.write_bytes(data)
+            _read_or_input_error(path)
+
+
 def test_fuzz_broken_headers(trace: impair.Trace, tmp_path: Path) -> None:
     clean = impair.pcap_bytes(impair.Trace(trace.packets[:20], trace.snaplen))
     path = tmp_path / "h.pcap"
