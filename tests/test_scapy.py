@@ -14,7 +14,7 @@ import uuid
 from contextlib import redirect_stdout
 
 import pytest
-from scapy.all import IP, TCP, Ether, Raw, ls, wrpcap
+from scapy.all import IP, TCP, Ether, Padding, Raw, ls, wrpcap
 from scapy.sendrecv import sniff
 from scapy.sessions import TCPSession
 
@@ -295,3 +295,71 @@ def test_struct_copies_follow_their_message():
     assert topic.kafka_version() == api_versions(3).request[1]  # standalone: newest
     assert isinstance(nested, KafkaStruct) and nested.topic_id == uuid.UUID(int=0)
     assert isinstance(packet[ProduceRequest] if ProduceRequest in packet else None, type(None))
+
+
+def _stream_pcap(path, port, turns):
+    """A pcap of one TCP connection: `turns` is [(from_client, payload bytes)]."""
+    seqs = {True: 1000, False: 9000}
+    packets = []
+    for from_client, payload in turns:
+        ip = IP(src="10.0.0.1", dst="10.0.0.2") if from_client else IP(src="10.0.0.2", dst="10.0.0.1")
+        tcp = TCP(sport=50001, dport=port, seq=seqs[True], flags="PA") if from_client else \
+            TCP(sport=port, dport=50001, seq=seqs[False], flags="PA")
+        packets.append(Ether() / ip / tcp / Raw(payload))
+        seqs[from_client] += len(payload)
+    wrpcap(str(path), packets)
+
+
+def _kafka_frames(path):
+    out = []
+    for packet in sniff(offline=str(path), session=TCPSession, quiet=True):
+        layer = packet[TCP].payload if TCP in packet else None
+        while layer:
+            if not isinstance(layer, Padding):
+                out.append(layer)
+            layer = layer.payload
+    return out
+
+
+def test_raw_sasl_tokens_after_handshake_v0(tmp_path):
+    """After a successful SaslHandshake v0 the tokens are size-prefixed but
+    headerless; the session shows them as KafkaSaslToken until the client
+    speaks Kafka again (the same rule as the core's pairing)."""
+    from kdissect.pipeline import analyze
+    from kdissect.scapy import KafkaSaslToken, SaslHandshakeRequest, SaslHandshakeResponse
+
+    port = 39093
+    bind_kafka(port)
+    turns = [
+        (True, bytes(KafkaRequest(api_version=0, correlation_id=1, client_id="c") /
+                     SaslHandshakeRequest(mechanism="PLAIN"))),
+        (False, bytes(KafkaResponse(correlation_id=1, api_version=0) /
+                      SaslHandshakeResponse(error_code=0, mechanisms=["PLAIN"]))),
+        (True, bytes(KafkaSaslToken(token=b"\x00user\x00secret"))),
+        (False, bytes(KafkaSaslToken(token=b""))),
+        (True, bytes(KafkaRequest(api_version=1, correlation_id=2, client_id="c") / MetadataRequest(topics=[]))),
+        (False, bytes(KafkaResponse(correlation_id=2, api_version=1) /
+                      MetadataResponse(brokers=[], controller_id=1, topics=[]))),
+    ]
+    path = tmp_path / "sasl.pcap"
+    _stream_pcap(path, port, turns)
+    layers = [type(layer).__name__ for layer in _kafka_frames(path)]
+    assert layers == ["KafkaRequest", "SaslHandshakeRequest", "KafkaResponse", "SaslHandshakeResponse",
+                      "KafkaSaslToken", "KafkaSaslToken",
+                      "KafkaRequest", "MetadataRequest", "KafkaResponse", "MetadataResponse"]
+    exchanges, accounting = analyze([str(path)], [port])
+    assert [(e.api_key, e.status) for e in exchanges] == [(17, "ok"), (3, "ok")]
+    assert accounting.raw_sasl_frames == 2
+
+
+def test_bad_frame_does_not_lose_the_stream(tmp_path):
+    port = 39094
+    bind_kafka(port)
+    good = bytes(KafkaRequest(api_version=1, correlation_id=2, client_id="c") / MetadataRequest(topics=[]))
+    bad = struct.pack(">ihhih", 12, 3, 1, 1, 0x7000) + b"ab"  # client id longer than the frame
+    path = tmp_path / "bad.pcap"
+    _stream_pcap(path, port, [(True, bad + good)])
+    frames = _kafka_frames(path)
+    assert type(frames[0]) is Raw and frames[0].load == bad
+    assert isinstance(frames[1], KafkaRequest) and frames[1].correlation_id == 2
+    assert isinstance(frames[2], MetadataRequest)

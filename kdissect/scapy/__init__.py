@@ -18,6 +18,7 @@ from kdissect.scapy.layers import (
     KafkaBody,
     KafkaRequest,
     KafkaResponse,
+    KafkaSaslToken,
     KafkaStruct,
     bind_kafka,
     dissect_response,
@@ -32,6 +33,6 @@ globals().update(GENERATED)
 bind_kafka(9092)
 
 __all__ = [
-    "KafkaRequest", "KafkaResponse", "KafkaBody", "KafkaStruct", "bind_kafka", "unbind_kafka",
+    "KafkaRequest", "KafkaResponse", "KafkaSaslToken", "KafkaBody", "KafkaStruct", "bind_kafka", "unbind_kafka",
     "dissect_response", "remember_response", "fields", *sorted(GENERATED),
 ]

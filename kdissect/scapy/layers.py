@@ -27,13 +27,13 @@ from functools import lru_cache
 from typing import Any
 
 from scapy.config import conf
-from scapy.fields import ConditionalField, Field, IntField, SignedIntField, SignedShortField
+from scapy.fields import ConditionalField, Field, SignedIntField, SignedShortField, StrLenField
 from scapy.layers.inet import TCP
 from scapy.packet import Packet, Raw, bind_layers, split_layers
 
 from kdissect.protocol.codec import message_codec
 from kdissect.protocol.errors import error_name
-from kdissect.protocol.headers import api_name, request_layout
+from kdissect.protocol.headers import api_name, looks_like_request, request_layout
 from kdissect.protocol.primitives import DecodeError
 from kdissect.protocol.schema import (
     FieldSchema,
@@ -50,13 +50,14 @@ from kdissect.scapy.fields import (
 )
 
 __all__ = [
-    "KafkaRequest", "KafkaResponse", "KafkaStruct", "KafkaBody", "VersionedField",
+    "KafkaRequest", "KafkaResponse", "KafkaSaslToken", "KafkaStruct", "KafkaBody", "VersionedField",
     "NameFieldAttribute", "bind_kafka", "unbind_kafka", "dissect_response", "remember_response", "body_version",
 ]
 
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
 PRODUCE = 0
+SASL_HANDSHAKE = 17
 MAX_FRAME = 1 << 30  # larger size prefixes are not Kafka framing
 _INT32 = struct.Struct(">i")
 
@@ -553,20 +554,74 @@ def _reassemble(cls: type[_KafkaHeader], data: bytes, metadata: dict, session: d
     if len(data) < 4 + size:
         metadata["tcp_min_len"] = 4 + size
         return None
+    frame = data[:4 + size]
     pending = session.setdefault("kafka_requests", {})
     if cls is KafkaResponse:
-        if size >= 4:
-            (correlation_id,) = _INT32.unpack_from(data, 4)
-            binding = pending.pop(correlation_id, None)
-            if binding is not None:
-                remember_response(data[:4 + size], *binding)
-        return KafkaResponse(data)
-    packet = KafkaRequest(data)
+        correlation_id = _INT32.unpack_from(data, 4)[0] if size >= 4 else None
+        if session.get("kafka_server_raw"):
+            if not session.get("kafka_client_raw") and correlation_id in pending:
+                session["kafka_server_raw"] = False  # authentication over
+            else:
+                return _cut(KafkaSaslToken, data, size)
+        binding = pending.pop(correlation_id, None)
+        if binding is not None:
+            remember_response(frame, *binding)
+        packet = _cut(KafkaResponse, data, size)
+        if binding is not None and binding[0] == SASL_HANDSHAKE and \
+                session.get("kafka_sasl_handshake") == correlation_id:
+            session.pop("kafka_sasl_handshake")
+            if isinstance(packet.payload, KafkaBody) and packet.payload.getfieldval("error_code") == 0:
+                # SaslHandshake v0 succeeded: raw SASL tokens follow on both sides
+                session["kafka_client_raw"] = session["kafka_server_raw"] = True
+        return packet
+    if session.get("kafka_client_raw"):
+        if looks_like_request(frame[4:68], size):
+            session["kafka_client_raw"] = False  # the client speaks Kafka again
+        else:
+            return _cut(KafkaSaslToken, data, size)
+    packet = _cut(KafkaRequest, data, size)
     # acks=0 Produce requests are remembered too: some brokers answer them
     if size >= 8:
         api_key, api_version, correlation_id = struct.unpack_from(">hhi", data, 4)
         pending[correlation_id] = (api_key, api_version)
+        if api_key == SASL_HANDSHAKE and api_version == 0:
+            session["kafka_sasl_handshake"] = correlation_id
     return packet
+
+
+def _cut(cls: type[Packet], data: bytes, size: int) -> Packet:
+    """Dissect the frame at the front of data as cls; what follows becomes
+    Padding. A frame whose header does not decode is returned as Raw (with
+    the rest still as Padding), so one bad frame does not lose the stream."""
+    try:
+        return cls(data)
+    except Exception:  # noqa: BLE001 - capture content must not stop the session
+        packet = conf.raw_layer(data[:4 + size])
+        if len(data) > 4 + size:
+            packet.add_payload(conf.padding_layer(data[4 + size:]))
+        return packet
+
+
+class KafkaSaslToken(Packet):
+    """A raw SASL token: size-prefixed, no Kafka header (after SaslHandshake v0)."""
+
+    name = "KafkaSaslToken"
+    fields_desc = [
+        SignedIntField("length", None),
+        StrLenField("token", b"", length_from=lambda pkt: max(0, pkt.length or 0)),
+    ]
+
+    def post_build(self, pkt: bytes, pay: bytes) -> bytes:
+        if self.length is None:
+            pkt = _INT32.pack(len(pkt) - 4) + pkt[4:]
+        return pkt + pay
+
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
+        return b"", s
+
+    @classmethod
+    def tcp_reassemble(cls, data: bytes, metadata: dict, session: dict) -> Packet | None:
+        return None  # only produced by the Kafka layers' reassembly
 
 
 # ------------------------------------------------------------ port binding
