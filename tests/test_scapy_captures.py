@@ -25,6 +25,7 @@ from tests.support.scapy import (
     frame_keys,
     scapy_frames,
     scapy_plain,
+    uncache,
 )
 
 CAPTURES = bundled_captures() + fixture_captures()
@@ -55,7 +56,8 @@ def test_scapy_and_export_see_the_same_frames(capture: Path):
 
 @pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
 def test_scapy_bodies_equal_core_bodies(capture: Path):
-    """Field by field, the layers hold what kdissect.decode_* decodes."""
+    """Field by field, the layers hold what kdissect.decode_* decodes, and
+    rebuilding a frame from its fields gives the captured bytes."""
     port = capture_port(capture)
     checked = 0
     for frame in scapy_frames(capture, port):
@@ -68,5 +70,11 @@ def test_scapy_bodies_equal_core_bodies(capture: Path):
         else:
             core = kdissect.decode_response(raw, frame["api_key"], frame["api_version"])
         assert scapy_plain(layer.payload) == core_plain(core.body), layer.summary()
+        # and every field re-encodes to the captured bytes
+        framed = bytes(layer)[:4 + layer.length]
+        copy = type(layer)(framed)
+        assert type(copy.payload) is type(layer.payload)
+        uncache(copy)
+        assert bytes(copy) == framed, layer.summary()
         checked += 1
     assert checked
