@@ -14,7 +14,11 @@ Responses do not carry their api key and version on the wire. `KafkaResponse`
 has them as fields that are not encoded: TCP reassembly fills them from the
 request with the same correlation id on the same connection. The pairing is
 also remembered by a digest of the exact response frame (bounded), so that
-`show2()` and re-dissection of the same bytes still decode the body.
+`show2()` and re-dissection of the same bytes still decode the body. Identical
+response bytes can answer different APIs (a Heartbeat and an EndTxn response
+with the same correlation id may be byte for byte the same): re-dissection
+then uses the most recent pairing; `dissect_response(frame, api_key,
+api_version)` pairs explicitly.
 """
 
 from __future__ import annotations
