@@ -129,6 +129,7 @@ def test_small_split_size_uses_several_byte_ranges(spark, captures_dir, tmp_path
     split_size = max(4096, source.stat().st_size // 6)
     manifest = _run(spark, [source], tmp_path / "out", split_size=split_size)
     assert manifest["byte_range_tasks"] >= 4
+    assert manifest["inputs"][0]["read_tasks"] == manifest["byte_range_tasks"]
     assert manifest["files_read_whole_after_boundary_check"] == []
     assert manifest["read"]["packets"] == tshark_frame_count(source)
     got = table_rows(tmp_path / "out", "exchanges")

@@ -202,7 +202,8 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         "master": sc.master,
         "inputs": [
             {"capture_index": index, "path": path, "name": Path(path).name, "format": kind,
-             "bytes": os.path.getsize(path)}
+             "bytes": os.path.getsize(path),
+             "read_tasks": sum(1 for split in splits if split.capture_index == index)}
             for index, (path, kind) in enumerate(ordered)
         ],
         "skipped_files": skipped,
