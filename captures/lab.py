@@ -694,6 +694,83 @@ def wl_ipv6(m: Manifest, bootstrap: str) -> None:
     ck_consume(m, bootstrap, ["six"], "lab-group-six", len(m.data["produced"]))
 
 
+SASL_USER, SASL_PASSWORD = "alice", "alice-secret"
+
+
+def _kp_sasl_login(bootstrap: str, api_version: tuple[int, ...] | None, mechanism: str) -> str:
+    from kafka import KafkaProducer
+
+    conf: dict[str, Any] = dict(
+        bootstrap_servers=bootstrap, client_id="lab-kafka-python-sasl", security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism, sasl_plain_username=SASL_USER, sasl_plain_password=SASL_PASSWORD,
+        max_block_ms=1500, request_timeout_ms=2000, reconnect_backoff_ms=2000, reconnect_backoff_max_ms=2000,
+    )
+    if api_version is not None:
+        conf["api_version"] = api_version
+    try:
+        producer = KafkaProducer(**conf)
+        producer.send("sasl", b"never", partition=0).get(timeout=2)
+        return "ok"
+    except Exception as exc:
+        return f"error: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _ck_sasl_login(bootstrap: str, mechanism: str) -> str:
+    from confluent_kafka import Producer
+
+    errors: list[str] = []
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "client.id": "lab-librdkafka-sasl", "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism, "sasl.username": SASL_USER, "sasl.password": SASL_PASSWORD,
+        "reconnect.backoff.ms": 2000, "reconnect.backoff.max.ms": 2000, "log_level": 0,
+        "error_cb": lambda err: errors.append(str(err)),
+    })
+    producer.poll(1.5)
+    return errors[0] if errors else "no error reported"
+
+
+def _bounded(seconds: float, fn: Callable[..., str], *args: Any) -> str:
+    """Run fn in a child process killed after `seconds`: failing clients
+    otherwise keep reconnecting in background threads."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=lambda: queue.put(fn(*args)), daemon=True)
+    proc.start()
+    proc.join(seconds)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    return queue.get(timeout=1) if not queue.empty() else f"no result within {seconds:.0f}s (client killed)"
+
+
+def wl_sasl(m: Manifest, bootstrap: str) -> None:
+    """SASL against a broker that requires authentication but knows no user.
+
+    Tansu's `user create` must itself authenticate, so an in-memory broker
+    can never hold a user: every login fails, which still puts the real
+    handshakes on the wire: SaslHandshake v0 followed by raw (unframed) SCRAM
+    tokens from kafka-python in the 0.10 generation, SaslHandshake v1 +
+    SaslAuthenticate from kafka-python 3 and librdkafka, and a mechanism the
+    broker does not offer (PLAIN). Each client runs in a child process that
+    is killed after a few seconds, so each makes one or two attempts."""
+    attempts = (
+        ((0, 10, 1), "SCRAM-SHA-256"),  # SaslHandshake v0, then raw tokens
+        ((0, 10, 1), "PLAIN"),
+        (None, "SCRAM-SHA-512"),  # SaslHandshake v1 + SaslAuthenticate
+        (None, "PLAIN"),
+    )
+    for api_version, mechanism in attempts:
+        label = f"api_version={api_version or 'auto'} {mechanism}"
+        m.operation("kafka-python", f"login {label}", _bounded(3, _kp_sasl_login, bootstrap, api_version, mechanism))
+    m.operation("confluent-kafka", "login SCRAM-SHA-256", _bounded(3, _ck_sasl_login, bootstrap, "SCRAM-SHA-256"))
+    m.note(f"credentials: user {SASL_USER!r}, password {SASL_PASSWORD!r}, unknown to the broker; the "
+           "SCRAM messages in the capture (nonces, proofs) are what a dissector should redact")
+    m.note("Tansu offers SCRAM-SHA-256/512 only: on a PLAIN SaslHandshake (v0 or v1) it closes the "
+           "connection without a response; SCRAM logins end with server-final 'e=unknown-user'")
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -701,6 +778,7 @@ class Workload:
     description: str
     run: Callable[[Manifest, str], None]
     host: str = "127.0.0.1"
+    broker_args: tuple[str, ...] = ()
 
 
 WORKLOADS = [
@@ -737,6 +815,10 @@ WORKLOADS = [
     Workload("ipv6", STANDARD_PORT,
              "IPv6 loopback [::1]: librdkafka produce (lz4, gzip) and group consume with commit",
              wl_ipv6, host="::1"),
+    Workload("sasl", STANDARD_PORT,
+             "SASL on a broker with --authentication and no users: SaslHandshake v0 + raw SCRAM tokens "
+             "(kafka-python 0.10.1), SaslHandshake v1 + SaslAuthenticate (kafka-python 3, librdkafka), "
+             "PLAIN refused; every login fails", wl_sasl, broker_args=("--authentication",)),
     Workload("port_19092", 19092,
              "Non-standard port 19092: librdkafka zstd acks=all, kafka-python snappy, group consume",
              wl_other_port),
@@ -752,7 +834,8 @@ def record(workload: Workload, out_dir: Path) -> Path:
     manifest.data["command"] = f"python3 captures/lab.py record --only {workload.name}"
     started = time.monotonic()
     manifest.data["broker_address"] = workload.host
-    with tansu_broker(workload.port, host=workload.host) as broker:
+    manifest.data["broker_args"] = list(workload.broker_args)
+    with tansu_broker(workload.port, host=workload.host, extra_args=workload.broker_args) as broker:
         with tcpdump(pcap, workload.port):
             workload.run(manifest, broker.bootstrap)
     manifest.write(out_dir / f"{workload.name}.manifest.json")

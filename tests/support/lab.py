@@ -147,9 +147,13 @@ class Broker:
 
 @contextlib.contextmanager
 def tansu_broker(
-    port: int | None = None, host: str = "127.0.0.1", log_path: str | os.PathLike | None = None
+    port: int | None = None,
+    host: str = "127.0.0.1",
+    log_path: str | os.PathLike | None = None,
+    extra_args: tuple[str, ...] = (),
 ) -> Iterator[Broker]:
-    """Run an in-memory Tansu broker on host:port (a free port if None)."""
+    """Run an in-memory Tansu broker on host:port (a free port if None);
+    `extra_args` go to `tansu broker` (e.g. ("--authentication",))."""
     port = free_port(host) if port is None else port
     if not port_is_free(port, host):
         raise LabError(f"port {port} is already in use on {host}")
@@ -165,6 +169,7 @@ def tansu_broker(
         "--listener-url", url,
         "--advertised-listener-url", url,
         "--storage-engine", "memory://tansu/",
+        *extra_args,
     ]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
