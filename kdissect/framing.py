@@ -35,6 +35,8 @@ MAX_FRAME_SIZE = 1 << 30
 # missing="oversized"), so memory stays bounded whatever a size field says.
 MAX_BUFFERED_FRAME = 128 << 20
 HEADER_KEEP = 64 << 10
+# Frames from this size on are collected as a list of chunks, joined once.
+_BIG_FRAME = 256 << 10
 HUNT_MAX_SIZE = 128 << 20
 # Where a hunted size field may start: big-endian, so a size up to
 # HUNT_MAX_SIZE (0x08000000) begins with a byte 0x00-0x08. Zero-width, to
@@ -95,7 +97,7 @@ class FrameReader:
     __slots__ = (
         "direction", "plausible", "min_size", "stats", "_state", "_buf", "_pos",
         "_end", "_skip_end", "_skip_start", "_skip_size", "_skip_header", "_skip_why",
-        "on_hunt", "_last", "max_buffered",
+        "on_hunt", "_last", "max_buffered", "_big", "_big_have", "_big_size", "_big_pos",
     )
 
     def __init__(
@@ -123,6 +125,12 @@ class FrameReader:
         self.on_hunt: Callable[[], None] | None = None
         self._last: ChunkLike | None = None  # the chunk pushed last (for finish)
         self.max_buffered = MAX_BUFFERED_FRAME
+        # a large frame being collected as a list of chunks (joined once at
+        # the end: one copy instead of append + slice)
+        self._big: list[bytes] | None = None
+        self._big_have = 0  # body bytes collected
+        self._big_size = 0  # the frame's size field
+        self._big_pos = 0  # stream offset of its size field
 
     @property
     def started(self) -> bool:
@@ -140,11 +148,15 @@ class FrameReader:
     @property
     def pending_bytes(self) -> int:
         """Captured bytes held back waiting for the rest of a frame."""
-        return len(self._buf)
+        return len(self._buf) + (self._big_have + 4 if self._big is not None else 0)
 
     def push(self, chunk: ChunkLike) -> list[Frame]:
         self._last = chunk
         offset, length = chunk.offset, chunk.length
+        if self._big is not None:
+            if chunk.kind == "data" and offset == self._end:
+                return self._grow_big(chunk)
+            self._unbig()
         if (length >= 4 and offset == self._end and self._state == _SYNC and not self._buf
                 and chunk.kind == "data"):
             # fast path: a chunk holding exactly one whole frame (most packets)
@@ -190,8 +202,12 @@ class FrameReader:
     def finish(self) -> list[Frame]:
         """End of stream: what is held is an incomplete frame or unframed bytes."""
         out: list[Frame] = []
+        if self._big is not None:
+            self._unbig()
         if self._state == _HUNT and self._buf:
             self._hunt(self._last, out, final=True)
+            if self._big is not None:
+                self._unbig()
         if self._state == _SKIP:
             # the frame's end was never seen: report what we have of it
             self._emit_incomplete(out, self._last)
@@ -260,6 +276,18 @@ class FrameReader:
                     self._begin_skip(self._pos + i, size, bytes(data[i + 4 : i + 4 + HEADER_KEEP]), "oversized")
                     self._buf = bytearray()
                     return
+                if size >= _BIG_FRAME:
+                    # collect the rest chunk by chunk (see _grow_big)
+                    body = view[i + 4 : n].tobytes() if view is not None else bytes(data[i + 4 : n])
+                    if view is not None:
+                        view.release()
+                    self._big = [body]
+                    self._big_have = len(body)
+                    self._big_size = size
+                    self._big_pos = self._pos + i
+                    self._pos += i
+                    self._buf = bytearray()
+                    return
                 break
             if view is None:
                 view = memoryview(data)
@@ -281,11 +309,46 @@ class FrameReader:
             self._buf = bytearray()
         self._pos += i
 
+    def _grow_big(self, chunk: ChunkLike) -> list[Frame]:
+        """The next data chunk of a large frame in progress."""
+        data = chunk.data
+        parts = self._big
+        assert parts is not None
+        need = self._big_size - self._big_have
+        self._end += len(data)
+        if len(data) < need:
+            parts.append(data)
+            self._big_have += len(data)
+            return []
+        parts.append(data if len(data) == need else data[:need])
+        size = self._big_size
+        out = [Frame(self.direction, self._big_pos, size, b"".join(parts), True,
+                     chunk.ts, chunk.capture_index, chunk.frame_number)]
+        self._big = None
+        self._big_have = 0
+        stats = self.stats
+        stats.frames += 1
+        stats.framed_bytes += 4 + size
+        self._pos = self._big_pos + 4 + size
+        if len(data) > need:
+            self._cut(data[need:], chunk, out)
+        return out
+
+    def _unbig(self) -> None:
+        """Back to a plain buffer holding the frame's start (before a hole or the end)."""
+        parts = self._big
+        assert parts is not None
+        self._buf = bytearray(_INT32.pack(self._big_size)) + b"".join(parts)
+        self._big = None
+        self._big_have = 0
+
     # -- missing bytes -------------------------------------------------------
 
     def _hole(self, length: int, why: str, chunk: ChunkLike, out: list[Frame]) -> None:
         if length <= 0:
             return
+        if self._big is not None:
+            self._unbig()
         stats = self.stats
         if why == "gap":
             stats.gap_bytes += length
@@ -299,6 +362,8 @@ class FrameReader:
             self._buf = bytearray()
         elif self._state == _HUNT and self._buf:
             self._hunt(chunk, out, final=True)
+            if self._big is not None:
+                self._unbig()
             if self._state == _SYNC and len(self._buf) >= 4:
                 size = _unpack_int32(self._buf, 0)[0]
                 self._begin_skip(self._pos, size, bytes(self._buf[4 : 4 + size]), why)

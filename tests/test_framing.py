@@ -177,3 +177,42 @@ def test_empty_gap_changes_nothing():
     stream = request(3, 1, 1, b"abc") + request(3, 1, 2)
     frames = feed(FrameReader(0, plausible), [("data", stream[:10]), ("gap", 0), ("data", stream[10:])])
     assert [(cid_of(f), f.complete) for f in frames] == [(1, True), (2, True)]
+
+
+def _random_pieces(rng):
+    stream = b"".join(request(rng.randrange(3), 1, c, rng.randbytes(rng.randrange(0, 300))) for c in range(20))
+    aligned = rng.random() < 0.5
+    data = stream if aligned else stream[rng.randrange(0, len(stream) // 2):]
+    pieces, off = [], 0
+    while off < len(data):
+        n = rng.randrange(1, 120)
+        r = rng.random()
+        if r < 0.05:
+            pieces.append(("gap", n))
+        elif r < 0.1:
+            pieces.append(("trunc", (data[off : off + min(n, rng.randrange(0, 40))], n)))
+        else:
+            pieces.append(("data", data[off : off + n]))
+        off += n
+    return aligned, pieces
+
+
+def test_large_frame_collection_agrees_with_plain_buffering(monkeypatch):
+    """Frames from _BIG_FRAME bytes on are gathered as a chunk list; with any
+    threshold the frames, times and counts must be the same."""
+    import dataclasses
+    import random
+
+    import kdissect.framing as framing
+
+    rng = random.Random(11)
+    for _ in range(400):
+        aligned, pieces = _random_pieces(rng)
+        results = []
+        for threshold in (1 << 40, 40):
+            monkeypatch.setattr(framing, "_BIG_FRAME", threshold)
+            reader = FrameReader(0, plausible, aligned=aligned, min_size=8)
+            frames = feed(reader, pieces)
+            results.append(([(f.offset, f.size, f.complete, f.data, f.ts, f.missing) for f in frames],
+                            dataclasses.astuple(reader.stats)))
+        assert results[0] == results[1]

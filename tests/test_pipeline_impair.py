@@ -138,22 +138,29 @@ def test_capture_cut_mid_stream(clean, fraction, tmp_path):
 
 def test_snaplen_96_keeps_request_headers_and_timing(clean, tmp_path):
     path, ports, trace, exchanges, _ = clean
-    target = impair.write_pcap(impair.with_snaplen(trace, 96), tmp_path / "short.pcap")
+    # size, api key, version and correlation id are 12 bytes (a response needs
+    # 8): 96 bytes leave room for them behind Ethernet/IPv4/TCP-with-timestamps
+    # headers; IPv6 headers are 20 bytes longer, so such captures get the
+    # equivalent snaplen
+    packets = packet_bytes(trace)
+    snaplen = max(96, max(p.header_len for p in packets) + 12)
+    target = impair.write_pcap(impair.with_snaplen(trace, snaplen), tmp_path / "short.pcap")
     got, accounting = run([target], ports)
     assert accounting.snaplen_bytes > 0
-    # requests whose frame starts a packet have their header in the 96 bytes
-    starts = {(p.src, p.dst, p.start) for p in packet_bytes(trace)}
+    # requests whose frame starts a packet have their header in the captured bytes
+    starts = {(p.src, p.dst, p.start) for p in packets if snaplen - p.header_len >= 12}
+    response_starts = {(p.src, p.dst, p.start) for p in packets if snaplen - p.header_len >= 8}
     expected = [ex for ex in exchanges if ex.request_offset is not None
                 and (ex.client, ex.broker, ex.request_offset) in starts]
     assert expected
     by_key = {(ex.client, ex.broker, ex.correlation_id, ex.request_frame): ex for ex in got}
     for ex in expected:
         short = by_key.get((ex.client, ex.broker, ex.correlation_id, ex.request_frame))
-        assert short is not None, f"request {identity(ex)} lost under snaplen 96"
+        assert short is not None, f"request {identity(ex)} lost under snaplen {snaplen}"
         assert (short.api_key, short.api_version) == (ex.api_key, ex.api_version)
         assert short.request_ts == ex.request_ts
         if ex.response_ts is not None and ex.response_offset is not None \
-                and (ex.broker, ex.client, ex.response_offset) in starts:
+                and (ex.broker, ex.client, ex.response_offset) in response_starts:
             assert short.response_ts == ex.response_ts
             assert short.latency_ms == ex.latency_ms
 

@@ -65,6 +65,7 @@ class PacketBytes:
     dst: str
     start: int  # stream offset of the first payload byte in this direction
     length: int  # payload bytes on the wire
+    header_len: int = 0  # link + IP + TCP header bytes before the payload
 
 
 def _ip_text(raw: bytes) -> str:
@@ -106,9 +107,11 @@ def packet_bytes(trace: Trace) -> list[PacketBytes]:
         sport, dport, seq = struct.unpack_from(">HHI", tcp, 0)
         header = (tcp[12] >> 4) * 4
         flags = tcp[13]
-        parsed.append((index, _endpoint(src, sport), _endpoint(dst, dport), seq, ip_payload - header, flags))
+        payload_len = ip_payload - header
+        headers = len(pkt.data) - len(ip) + (len(ip) - len(tcp)) + header
+        parsed.append((index, _endpoint(src, sport), _endpoint(dst, dport), seq, payload_len, flags, headers))
     base: dict[tuple[str, str], int] = {}
-    for index, src, dst, seq, length, flags in parsed:
+    for index, src, dst, seq, length, flags, _ in parsed:
         key = (src, dst)
         if flags & 0x02:
             base[key] = seq + 1
@@ -117,9 +120,9 @@ def packet_bytes(trace: Trace) -> list[PacketBytes]:
         elif length and key in base and seq < base[key] and (base[key] - seq) < (1 << 30):
             base[key] = seq  # a lower sequence number seen later (reordering)
     out = []
-    for index, src, dst, seq, length, flags in parsed:
+    for index, src, dst, seq, length, flags, headers in parsed:
         if length > 0:
-            out.append(PacketBytes(index, src, dst, seq - base[(src, dst)], length))
+            out.append(PacketBytes(index, src, dst, seq - base[(src, dst)], length, headers))
     return out
 
 
