@@ -543,3 +543,46 @@ def test_out_of_order_bytes_carry_the_time_of_the_segment_that_filled_the_hole(t
                 # the trigger's own bytes were delivered in the same cascade
                 assert any(o.frame_number == ch.frame_number and o.offset + o.length == filler_end for o in chunk_list)
     assert late > 0
+
+
+_segment = st.builds(
+    lambda fwd, port, flags, seq, ack, payload, cut: (fwd, port, flags, seq, ack, payload, cut),
+    st.booleans(),
+    st.sampled_from([40000, 40001]),
+    st.sampled_from([SYN, SYN | ACK, ACK, ACK | PSH, FIN | ACK, 0x04, 0x04 | ACK, ACK | FIN | PSH, 0]),
+    st.one_of(st.integers(0, 3000), st.integers(2**32 - 3000, 2**32 - 1), st.integers(0, 2**32 - 1)),
+    st.integers(0, 2**32 - 1),
+    st.binary(max_size=300),
+    st.integers(0, 50),
+)
+
+
+@given(st.lists(_segment, max_size=60), st.sampled_from([0, 3, 32]), st.sampled_from([100, 4 << 20]))
+@settings(max_examples=300, deadline=None)
+def test_arbitrary_segments_keep_the_event_invariants(raw, tolerance, limit) -> None:
+    """Whatever segments arrive: per direction, chunks are contiguous from 0;
+    each connection opens once, closes once, and nothing happens after."""
+    r = Reassembler(max_buffered_bytes=limit, reorder_tolerance=tolerance)
+    events = []
+    for n, (fwd, port, flags, seq, ack, payload, cut) in enumerate(raw, start=1):
+        a, b = ("10.0.0.1", port), ("10.0.0.2", 9092)
+        src, dst = (a, b) if fwd else (b, a)
+        wire = len(payload) + (cut if payload else 0)
+        events += r.feed(TcpSegment(0, n, n * 0.001, *src, *dst, seq, ack, flags, payload, wire))
+    events += r.finish()
+    assert r.open_connections == []
+    state: dict[int, str] = {}
+    offsets: dict[tuple[int, int], int] = {}
+    for e in events:
+        cid = e.conn.id
+        if isinstance(e, Opened):
+            assert cid not in state
+            state[cid] = "open"
+        elif isinstance(e, Data):
+            assert state.get(cid) == "open"
+            assert e.chunk.offset == offsets.get((cid, e.direction), 0) and e.chunk.length > 0
+            offsets[(cid, e.direction)] = e.chunk.offset + e.chunk.length
+        else:
+            assert state.get(cid) == "open"
+            state[cid] = "closed"
+    assert all(v == "closed" for v in state.values())
