@@ -694,6 +694,28 @@ def wl_ipv6(m: Manifest, bootstrap: str) -> None:
     ck_consume(m, bootstrap, ["six"], "lab-group-six", len(m.data["produced"]))
 
 
+def big_payloads(tag: str, count: int, size: int) -> list[Payload]:
+    """Seeded text values of about `size` bytes: frames bigger than one
+    loopback TCP segment (MSS ~64 KiB), so PDUs span several segments."""
+    rng = random.Random(tag)
+    out = []
+    for i in range(count):
+        words, length = [f"{tag} #{i}:"], 0
+        while length < size:
+            word = rng.choice(WORDS) + str(rng.randrange(1000))
+            words.append(word)
+            length += len(word) + 1
+        out.append(Payload(f"{tag}-k{i:03d}".encode(), " ".join(words).encode(), [("seq", str(i).encode())]))
+    return out
+
+
+def wl_large(m: Manifest, bootstrap: str) -> None:
+    kp_create_topics(bootstrap, {"large": 1})
+    ck_produce(m, bootstrap, "large", big_payloads("large", 4, 70_000), codec="none", acks=1,
+               extra={"linger.ms": 100, "batch.size": 1_000_000})
+    kp_consume(m, bootstrap, ["large"], "lab-group-large", len(m.data["produced"]))
+
+
 SASL_USER, SASL_PASSWORD = "alice", "alice-secret"
 
 
@@ -815,6 +837,9 @@ WORKLOADS = [
     Workload("ipv6", STANDARD_PORT,
              "IPv6 loopback [::1]: librdkafka produce (lz4, gzip) and group consume with commit",
              wl_ipv6, host="::1"),
+    Workload("large_records", STANDARD_PORT,
+             "4 records of ~70 KB (uncompressed text) in one librdkafka Produce, fetched by a kafka-python "
+             "group consumer: request and response frames span several TCP segments", wl_large),
     Workload("sasl", STANDARD_PORT,
              "SASL on a broker with --authentication and no users: SaslHandshake v0 + raw SCRAM tokens "
              "(kafka-python 0.10.1), SaslHandshake v1 + SaslAuthenticate (kafka-python 3, librdkafka), "

@@ -196,7 +196,7 @@ def test_delivered_offsets_are_distinct_per_partition():
         assert all(n == 1 for n in seen.values()), name
 
 
-CONSUMING = ("consume_group", "port_19092", "ipv6", "old_v0_8_2", "old_v0_9", "old_v0_10_1")
+CONSUMING = ("consume_group", "port_19092", "ipv6", "large_records", "old_v0_8_2", "old_v0_9", "old_v0_10_1")
 
 
 @pytest.mark.parametrize("name", CONSUMING)
@@ -279,6 +279,13 @@ def test_sasl_capture_has_both_handshake_generations_and_raw_tokens():
                 assert int.from_bytes(second[:4], "big") == len(second) - 4
                 raw_tokens += 1
     assert raw_tokens >= 1
+
+
+def test_large_records_span_several_segments():
+    rows = tshark_fields(CAPTURES / "large_records.pcap", 9092, "kafka && tcp.segment.count", "kafka.correlation_id",
+                         "tcp.segment.count", "tcp.srcport")
+    directions = {row[2] == "9092" for row in rows if int(row[1]) >= 3}
+    assert directions == {True, False}  # a Produce request and a Fetch response
 
 
 def test_ipv6_capture_is_ipv6_only():
