@@ -499,3 +499,72 @@ def record_offsets(trace: Trace) -> list[int]:
         offsets.append(pos)
         pos += 16 + len(p.data)
     return offsets
+
+
+# -- command line ---------------------------------------------------------------------
+
+
+_USAGE = """usage: python3 -m kdissect.impair IN.pcap OUT [OP ...]
+
+Operations, applied in order (SEED and numbers are integers):
+  reorder:SEED  duplicate:SEED  drop:SEED:COUNT  cut-head:N  snaplen:N
+  vlan:ID[,ID]  link:NAME (ethernet sll sll2 raw raw12 ipv4 ipv6 null null-be loop)
+  ipv6-ext  ip-length-zero  repeat:N
+Output (last one wins): pcap (default)  pcap-ns  pcap-be  pcapng  pcapng-ns  gzip
+  split:N writes OUT.000, OUT.001, ... of N packets each."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) < 2 or args[0] in ("-h", "--help"):
+        print(_USAGE)
+        return 0 if args[:1] in (["-h"], ["--help"]) else 2
+    trace = load_pcap(args[0])
+    out = Path(args[1])
+    fmt, compress, per_file = "pcap", False, 0
+    for op in args[2:]:
+        name, _, arg = op.partition(":")
+        nums = [int(x) for x in arg.replace(",", ":").split(":") if x.isdigit()]
+        if name == "reorder":
+            trace = reorder(trace, nums[0])
+        elif name == "duplicate":
+            trace = duplicate(trace, nums[0])
+        elif name == "drop":
+            trace, _ = drop_random(trace, nums[0], nums[1])
+        elif name == "cut-head":
+            trace = cut_head(trace, nums[0])
+        elif name == "snaplen":
+            trace = with_snaplen(trace, nums[0])
+        elif name == "vlan":
+            trace = with_vlan(trace, nums)
+        elif name == "link":
+            trace = relink(trace, arg)
+        elif name == "ipv6-ext":
+            trace = with_ipv6_extensions(trace)
+        elif name == "ip-length-zero":
+            trace = zero_ip_lengths(trace)
+        elif name == "repeat":
+            trace = repeat(trace, nums[0])
+        elif name in ("pcap", "pcap-ns", "pcap-be", "pcapng", "pcapng-ns"):
+            fmt = name
+        elif name == "gzip":
+            compress = True
+        elif name == "split":
+            per_file = nums[0]
+        else:
+            print(f"unknown operation {op!r}\n{_USAGE}", file=sys.stderr)
+            return 2
+    parts = split(trace, per_file) if per_file else [trace]
+    for n, part in enumerate(parts):
+        path = out.with_name(f"{out.name}.{n:03}") if per_file else out
+        if fmt.startswith("pcapng"):
+            write_pcapng(part, path, tsresol=9 if fmt == "pcapng-ns" else 6, compress=compress)
+        else:
+            write_pcap(part, path, nanosecond=fmt == "pcap-ns", big_endian=fmt == "pcap-be", compress=compress)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -454,3 +454,17 @@ def test_unreadable_file_is_input_error(tmp_path: Path) -> None:
         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
     )
     assert "InputError:" in out.stdout and "cannot open" in out.stdout, out.stderr
+
+
+def test_impair_command_line(clean: Path, trace: impair.Trace, tmp_path: Path) -> None:
+    out = tmp_path / "o.pcapng"
+    done = subprocess.run(
+        ["python3", "-m", "kdissect.impair", str(clean), str(out), "vlan:7", "link:sll2", "snaplen:96", "pcapng-ns", "gzip"],
+        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    frames = list(iter_frames([out]))
+    assert len(frames) == len(trace.packets) and {f.linktype for f in frames} == {276}
+    assert max(len(f.data) for f in frames) == 96
+    _, problems = compare_with_tshark(out)
+    assert problems == []
