@@ -161,9 +161,10 @@ def test_uncompressed_values_are_on_the_wire_verbatim():
     for name in NAMES:
         raw = (CAPTURES / f"{name}.pcap").read_bytes()
         for row in manifest(name)["produced"]:
-            if row["codec"] != "none":
-                continue
             value = decode_manifest_bytes(row["value"])
+            # Large values straddle TCP segments, so they are not contiguous in the file.
+            if row["codec"] != "none" or len(value) > 2000:
+                continue
             assert value in raw, (name, row["value"])
             checked += 1
     assert checked > 600
