@@ -52,7 +52,7 @@ def test_matches_tshark(capture: Path, tshark: str):
     ports = ports_of(capture)
     exchanges_iter, accounting = analyze([capture], ports)
     exchanges = list(exchanges_iter)
-    counts = compare_with_tshark(tshark, capture, ports, exchanges)
+    counts = compare_with_tshark(tshark, capture, ports, exchanges, accounting.raw_sasl_frames)
     assert counts["requests"] > 0, f"tshark found no Kafka requests in {capture.name}"
     # a clean capture: nothing lost (malformed frames were checked against tshark above)
     assert accounting.gap_bytes == 0 and accounting.skipped_bytes == 0

@@ -151,7 +151,14 @@ def _malformed(exchange, side: str) -> bool:
     return any(problem.startswith(f"{side} malformed") for problem in exchange.problems)
 
 
-def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], exchanges: list) -> dict:
+def _only_trailing_bytes(exchange, side: str) -> bool:
+    """The message decoded fully but bytes were left after its last field."""
+    return all("bytes left over after the last field" in p
+               for p in exchange.problems if p.startswith(f"{side} malformed"))
+
+
+def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], exchanges: list,
+                        raw_sasl_frames: int = 0) -> dict:
     """Check kdissect's exchanges against tshark PDU for PDU; returns counts.
 
     Every request and response PDU tshark finds must be in the table: same
@@ -159,6 +166,11 @@ def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], e
     response tshark pairs must be paired with the same request; error codes
     and throttle time must agree wherever tshark decoded the body. Raises
     AssertionError with the first difference.
+
+    Raw SASL tokens (after a SaslHandshake v0) are not Kafka messages; tshark
+    dissects them anyway, as requests of unknown APIs and responses without a
+    request. PDUs of that kind missing from the table are counted, and their
+    number must equal kdissect's count of raw SASL frames (`raw_sasl_frames`).
     """
     pdus = kafka_pdus(tshark, path, ports)
     by_request = {}
@@ -169,7 +181,7 @@ def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], e
         if ex.response_frame is not None:
             by_response[(ex.client, ex.broker, ex.response_frame, ex.correlation_id)] = ex
     counts = {"requests": 0, "responses": 0, "paired_by_tshark": 0, "bodies_compared": 0,
-              "undecoded_by_tshark": 0}
+              "undecoded_by_tshark": 0, "raw_sasl": 0, "raw_sasl_requests": 0, "raw_sasl_responses": 0}
     requests_by_frame = {(p.frame, p.correlation_id): p for p in pdus if p.is_request}
     for pdu in pdus:
         where = f"{Path(path).name} frame {pdu.frame} ({'request' if pdu.is_request else 'response'} " \
@@ -177,6 +189,10 @@ def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], e
         if pdu.is_request:
             counts["requests"] += 1
             ex = by_request.get((pdu.src, pdu.dst, pdu.frame, pdu.correlation_id))
+            if ex is None and pdu.unknown_api and raw_sasl_frames:
+                counts["raw_sasl"] += 1
+                counts["raw_sasl_requests"] += 1
+                continue
             assert ex is not None, f"{where}: not in the exchange table"
             assert (ex.api_key, ex.api_version) == (pdu.api_key, pdu.api_version), where
             assert ex.request_bytes == pdu.length, where
@@ -187,10 +203,17 @@ def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], e
                 counts["undecoded_by_tshark"] += 1
             if pdu.body_decoded or pdu.unsupported_version or pdu.unknown_api:
                 # tshark decoded it, or could not for want of the version: kdissect must decode it
-                assert not _malformed(ex, "request"), f"{where}: {ex.problems}"
+                # (a request with bytes after its last field is reported, not hidden:
+                # see captures/README.md on admin.pcap frame 61)
+                assert not _malformed(ex, "request") or _only_trailing_bytes(ex, "request"), \
+                    f"{where}: {ex.problems}"
         else:
             counts["responses"] += 1
             ex = by_response.get((pdu.dst, pdu.src, pdu.frame, pdu.correlation_id))
+            if ex is None and pdu.request_missing and raw_sasl_frames:
+                counts["raw_sasl"] += 1
+                counts["raw_sasl_responses"] += 1
+                continue
             assert ex is not None, f"{where}: not in the exchange table"
             assert ex.response_bytes == pdu.length, where
             assert abs(ex.response_ts - pdu.ts) < 5e-7, f"{where}: {ex.response_ts} != {pdu.ts}"
@@ -221,15 +244,19 @@ def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], e
     # whatever kdissect finds malformed, tshark finds malformed too
     bad = {(p.frame, p.correlation_id, p.is_request) for p in pdus if p.malformed}
     for ex in exchanges:
-        if _malformed(ex, "request"):
+        if _malformed(ex, "request") and not _only_trailing_bytes(ex, "request"):
             assert (ex.request_frame, ex.correlation_id, True) in bad, \
                 f"{Path(path).name} frame {ex.request_frame}: only kdissect finds the request malformed: {ex.problems}"
         if _malformed(ex, "response"):
             assert (ex.response_frame, ex.correlation_id, False) in bad, \
                 f"{Path(path).name} frame {ex.response_frame}: only kdissect finds the response malformed: {ex.problems}"
+    assert counts["raw_sasl"] == raw_sasl_frames, \
+        f"tshark shows {counts['raw_sasl']} raw SASL tokens, kdissect counted {raw_sasl_frames}"
     ours_requests = sum(1 for ex in exchanges if ex.request_frame is not None)
     ours_responses = sum(1 for ex in exchanges if ex.response_frame is not None)
-    assert ours_requests == counts["requests"], f"{ours_requests} requests in the table, tshark has {counts['requests']}"
-    assert ours_responses == counts["responses"], \
-        f"{ours_responses} responses in the table, tshark has {counts['responses']}"
+    tshark_requests = counts["requests"] - counts["raw_sasl_requests"]
+    tshark_responses = counts["responses"] - counts["raw_sasl_responses"]
+    assert ours_requests == tshark_requests, f"{ours_requests} requests in the table, tshark has {tshark_requests}"
+    assert ours_responses == tshark_responses, \
+        f"{ours_responses} responses in the table, tshark has {tshark_responses}"
     return counts
