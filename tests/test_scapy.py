@@ -362,3 +362,30 @@ def test_bad_frame_does_not_lose_the_stream(tmp_path):
     assert type(frames[0]) is Raw and frames[0].load == bad
     assert isinstance(frames[1], KafkaRequest) and frames[1].correlation_id == 2
     assert isinstance(frames[2], MetadataRequest)
+
+
+def test_header_versions_follow_the_spec_rules():
+    from kdissect.scapy import ApiVersionsResponse, ControlledShutdownRequest
+
+    # ControlledShutdown v0: request header v0, no client id
+    packet = KafkaRequest(api_version=0, correlation_id=4, client_id="ignored") / ControlledShutdownRequest(broker_id=7)
+    core = kdissect.encode_request(7, 0, 4, None, {"broker_id": 7})
+    assert bytes(packet) == _framed(core)
+    assert bytes(packet) == bytes.fromhex("0000000c" "0007" "0000" "00000004" "00000007")
+    # ApiVersions v3 is flexible but its response header stays v0 (no tag section)
+    response = KafkaResponse(correlation_id=9, api_version=3) / ApiVersionsResponse(error_code=0, api_keys=[])
+    assert "\n  tagged_fields" not in response.show(dump=True)
+    frame = bytes(response)
+    assert frame[4:8] == struct.pack(">i", 9) and frame[8:10] == b"\x00\x00"  # error code right after corr
+    assert kdissect.decode_response(frame[4:], 18, 3).header.correlation_id == 9
+    # a flexible Metadata response has response header v1
+    meta = bytes(KafkaResponse(correlation_id=9, api_version=12) / MetadataResponse())
+    assert meta[8:9] == b"\x00"  # empty header tag section, then throttle_time_ms
+    assert kdissect.decode_response(meta[4:], 3, 12).body.throttle_time_ms == 0
+
+
+def test_response_answers_its_request():
+    request = KafkaRequest(api_version=6, correlation_id=11, client_id="c") / MetadataRequest()
+    response = dissect_response(bytes(KafkaResponse(correlation_id=11, api_version=6) / MetadataResponse()), 3, 6)
+    assert response.answers(request) and request.hashret() == response.hashret()
+    assert not response.answers(KafkaRequest(api_version=6, correlation_id=12) / MetadataRequest())
