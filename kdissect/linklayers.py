@@ -177,6 +177,8 @@ def decode_frame(
             return UNDECODABLE
         else:
             ip_end = off + total
+            if ip_end > wire_len and ip_end > n:
+                ip_end = max(wire_len, n)  # a length beyond the frame itself is bogus
         raw = data[off + 12 : off + 16]
         src = _v4_names.get(raw) or _v4(raw)
         raw = data[off + 16 : off + 20]
@@ -195,6 +197,8 @@ def decode_frame(
         dst = _v6_names.get(raw) or _v6(raw)
         tcp = off + 40
         ip_end = tcp + plen if plen else wire_len
+        if ip_end > wire_len and ip_end > n:
+            ip_end = max(wire_len, n)  # a length beyond the frame itself is bogus
         while next_header != 6:
             if n < tcp + 8:
                 return UNDECODABLE if next_header in _IPV6_EXT_8 or next_header in (44, 51) else NOT_TCP
