@@ -233,3 +233,17 @@ def test_export_detects_kafka_on_unnamed_port(capsys, tmp_path):
         [("10.1.1.1:31000", "detect-me", 25, "ok")]
     code, out, err = _cli(capsys, ["export", "--no-detect", str(capture)])
     assert out == "" and "1 other" in err
+
+
+SASL_CAPTURE = Path(__file__).resolve().parent.parent / "captures" / "sasl.pcap"
+
+
+@pytest.mark.skipif(not SASL_CAPTURE.exists(), reason="captures/sasl.pcap not recorded")
+def test_real_sasl_capture_redacted_and_raw_tokens_counted(capsys):
+    # the lab's broker has no users: kafka-python logs in as "alice" with SCRAM
+    code, out, err = _cli(capsys, ["show", "-v", str(SASL_CAPTURE)])
+    assert code == 0
+    assert "SaslAuthenticate" in out and "n=alice" not in out and "redacted" in out
+    assert "raw SASL" in err and " 0 raw SASL" not in err
+    code, out, _ = _cli(capsys, ["show", "-v", "--show-secrets", str(SASL_CAPTURE)])
+    assert "n=alice" in out
