@@ -5,26 +5,36 @@ Each direction's chunks come out in stream order and contiguous: bytes that
 were never captured are covered by a "gap" chunk, bytes that were on the wire
 but cut by the snaplen by a "truncated" chunk holding the captured prefix. Every
 stream byte is delivered once (the first copy wins); retransmitted copies are
-counted, not delivered.
+counted, not delivered. Offsets are unbounded integers: sequence numbers are
+unwrapped around the next expected byte, so 32-bit wraparound is invisible.
 
 A hole in the sequence space is held open while later data waits in a bounded
 buffer, and declared a gap when
   * the peer has acknowledged past the hole and `reorder_tolerance` more
-    segments of the connection have passed without filling it (so the bytes
-    were received but the capture missed them, and reordering in the capture
-    cannot explain it),
+    segments of the connection have passed without filling it (the bytes
+    were received, the capture missed them, and reordering in the capture
+    cannot explain it); each later hole gets its own grace period,
   * the direction's held bytes exceed `max_buffered_bytes`,
   * or the connection closes (RST, port reuse, end of capture).
 A RST closes its connection after `reorder_tolerance` more segments of that
-connection (or 1024+ segments of the run), so data the capture shows just
-after the RST is still delivered.
-Decisions depend only on the connection's own segments, so feeding one
+connection, so data the capture shows just after the RST is still delivered.
+These decisions depend only on the connection's own segments, so feeding one
 connection's segments alone (as the Spark job does) gives the same chunks as
-feeding the whole capture.
+feeding the whole capture. In a whole run, a run-wide deadline (1024+
+segments) also settles a connection that fell silent, so it does not wait
+for the end of a long capture; that only differs from a lone run for data
+reordered by more than that many packets.
+
+Roles: the initiator is the SYN's sender; when the capture shows a SYN-ACK
+first, its receiver; with no handshake, the source of the first segment. A
+handshake segment arriving late (capture reordering) corrects the roles as
+long as nothing has been delivered yet.
 
 Memory: open connections x held out-of-order bytes. Closed connections are
-forgotten after their Closed event; a small table of recently closed 4-tuples
-absorbs their stray last ACKs without opening phantom connections.
+forgotten after their Closed event; a bounded table of recently closed
+4-tuples absorbs their stray last ACKs and retransmissions without opening
+phantom connections, while a SYN, or a segment far from where the old
+connection's sequence numbers ended, starts a new one.
 """
 
 from __future__ import annotations
