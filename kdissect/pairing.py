@@ -3,9 +3,12 @@
 Requests wait in a map keyed by correlation id (not by order: clients pipeline
 requests and brokers may answer some out of order). A response is decoded with
 the api key and version of its request. Produce with acks=0 expects no
-response and is emitted at once; requests still waiting when the connection
-closes (or the capture ends) are emitted as `no_response`; responses with no
-waiting request are `orphan_response` rows whose api is unknown.
+response; it is held briefly in case the broker answers anyway (some do) and
+emitted as `ok` either way. Requests still waiting when the connection closes
+(or the capture ends) are emitted as `no_response`. A response with no waiting
+request is held briefly too (a capture merged from two interfaces can show a
+response before its request), then becomes an `orphan_response` row whose api
+is unknown.
 
 After a SaslHandshake v0 exchange the connection carries raw SASL tokens
 (size-prefixed, no Kafka header) until the client speaks Kafka again; those
@@ -54,6 +57,7 @@ def _bind_protocol() -> None:
     _summarize_response = summarize_response
     _decode_request = protocol.decode_request
 
+
 _INT16 = Struct(">h")
 _INT32 = Struct(">i")
 
@@ -61,10 +65,10 @@ _INT32 = Struct(">i")
 _RANK = {OK: 0, NO_RESPONSE: 1, ORPHAN_RESPONSE: 1, TRUNCATED: 2, MALFORMED: 3}
 
 _PRODUCE = 0
-_MAX_UNANSWERED = 64  # acks=0 requests held per connection
-_MAX_EARLY = 64  # responses held per connection waiting for their request
 _FETCH = 1
 _SHARE_FETCH = 78
+_MAX_UNANSWERED = 64  # acks=0 requests held per connection
+_MAX_EARLY = 64  # responses held per connection waiting for their request
 
 try:
     from kdissect.records import exchange_columns as _record_columns
@@ -116,7 +120,7 @@ class Pairer:
 
     __slots__ = (
         "accounting", "capture_names", "stream", "client", "broker", "stream_key",
-        "keep_messages", "pending", "raw_sasl", "client_raw", "server_raw",
+        "keep_messages", "pending", "client_raw", "server_raw",
         "_sasl_cid", "unanswered", "early",
     )
 
