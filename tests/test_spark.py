@@ -87,6 +87,8 @@ def test_summary_tables_agree_with_exchanges(whole_run):
         assert row["p99"] == pytest.approx(group.latency_ms.quantile(0.99))
         assert row["max"] == pytest.approx(group.latency_ms.max())
         assert row["mean"] == pytest.approx(group.latency_ms.mean())
+    for dimension in ("client_id", "broker"):
+        assert sum(latency[latency.dimension == dimension]["count"]) == len(answered)
     errors = table_rows(outdir, "errors")
     top_level = frame[frame.error_code.fillna(0) != 0]
     assert sum(r["top_level"] for r in errors) == len(top_level)
@@ -134,3 +136,21 @@ def test_small_split_size_uses_several_byte_ranges(spark, captures_dir, tmp_path
     assert manifest["read"]["packets"] == tshark_frame_count(source)
     got = table_rows(tmp_path / "out", "exchanges")
     assert canonical(got) == canonical(export_rows([source], tmp_path / "whole.parquet"))
+
+
+def test_partition_errors_match_the_single_process_report(whole_run):
+    """Same per-partition error counts as `kdissect stats` computes them."""
+    from collections import Counter
+
+    from kdissect.pipeline import Analysis
+    from kdissect.report import Summary
+
+    captures, outdir, _manifest, _expected = whole_run
+    analysis = Analysis([str(p) for p in captures], (9092,), True, keep_messages=True)
+    summary = Summary()
+    summary.add_all(analysis)
+    expected = Counter({(r["topic"], r["partition"], r["error"]): r["count"]
+                        for r in summary.to_dict()["partition_errors"]})
+    got = Counter((r["topic"], r["partition"], r["error_name"]) for r in table_rows(outdir, "partition_errors"))
+    assert got == expected
+

@@ -135,3 +135,14 @@ def test_cli_without_java_exits_2_with_one_line(captures_dir, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kdissect: error: Java not found")
     assert "Traceback" not in result.stderr
+
+
+def test_package_zip_for_remote_executors():
+    import zipfile
+
+    from kdissect.spark.session import package_zip
+
+    names = zipfile.ZipFile(package_zip()).namelist()
+    assert "kdissect/__init__.py" in names and "kdissect/spark/dissect.py" in names
+    assert "kdissect/spark/log4j2.properties" in names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
