@@ -10,6 +10,13 @@ with the file. A damaged file yields every packet before the damage; what
 follows is counted in `ReadStats`, never silently lost. A path that cannot be
 opened or is not a capture at all raises `InputError` with a one-line message.
 
+Formats: pcap (micro/nanosecond magic, either byte order, Kuznetzov's
+modified variant), pcapng (any number of sections and interfaces, each with
+its own link type, timestamp resolution and offset; enhanced, obsolete and
+simple packet blocks, the last having no time: ts 0.0), and gzip of either,
+recognised by magic number, not by file name. Link layers and IP are decoded
+in `kdissect.linklayers`.
+
 The pcap header parser and record iterator are public so the Spark job can
 split files into byte ranges and decode them itself with `segment_from_frame`.
 """
