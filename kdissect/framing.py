@@ -98,6 +98,7 @@ class FrameReader:
         "direction", "plausible", "min_size", "stats", "_state", "_buf", "_pos",
         "_end", "_skip_end", "_skip_start", "_skip_size", "_skip_header", "_skip_why",
         "on_hunt", "_last", "max_buffered", "_big", "_big_have", "_big_size", "_big_pos",
+        "plausible_exact",
     )
 
     def __init__(
@@ -125,6 +126,10 @@ class FrameReader:
         self.on_hunt: Callable[[], None] | None = None
         self._last: ChunkLike | None = None  # the chunk pushed last (for finish)
         self.max_buffered = MAX_BUFFERED_FRAME
+        # optional second test for a hunted frame that ends exactly where the
+        # captured bytes end (a packet boundary): so exact a fit is itself
+        # strong evidence, so this test may be looser than `plausible`
+        self.plausible_exact: Plausible | None = None
         # a large frame being collected as a list of chunks (joined once at
         # the end: one copy instead of append + slice)
         self._big: list[bytes] | None = None
@@ -441,7 +446,10 @@ class FrameReader:
                     p = q
                     break  # wait for more bytes before judging this position
                 if have >= 8 or have >= size:
-                    if plausible(bytes(buf[q + 4 : q + 4 + min(have, need)]), size):
+                    prefix = bytes(buf[q + 4 : q + 4 + min(have, need)])
+                    if plausible(prefix, size) or (
+                        have == size and self.plausible_exact is not None and self.plausible_exact(prefix, size)
+                    ):
                         found = q
                         break
         if found < 0:

@@ -234,8 +234,15 @@ class Dissector:
         def plausible_response(prefix: bytes, size: int) -> bool:
             return len(prefix) >= 4 and pairer.expects(_INT32.unpack_from(prefix, 0)[0])
 
+        def response_ending_at_packet_end(prefix: bytes, size: int) -> bool:
+            # a response whose request is not in the capture (it may have been
+            # sent before the capture started): accepted only when its size
+            # lands exactly on the end of the captured bytes
+            return len(prefix) >= 4 and _INT32.unpack_from(prefix, 0)[0] >= 0
+
         requests = FrameReader(client_dir, plausible_request, aligned, MIN_REQUEST_SIZE)
         responses = FrameReader(1 - client_dir, plausible_response, aligned, 4)
+        responses.plausible_exact = response_ending_at_packet_end
         requests.on_hunt = lost_request_step
         responses.on_hunt = lost_response_step
         readers = [requests, responses] if client_dir == 0 else [responses, requests]

@@ -241,3 +241,19 @@ def test_capture_starting_mid_stream_resynchronises():
     got = by_cid(exchanges)
     assert got[3].status == "ok" and got[3].api_name == "Heartbeat"
     assert 2 not in got or got[2].status != "ok"
+
+
+def test_capture_starting_mid_stream_keeps_responses_to_unseen_requests():
+    conv = Conversation().handshake()
+    conv.send(heartbeat_request(1) + metadata_request(2, ["t"]))
+    conv.reply(heartbeat_response(1, error_code=27))  # requests sent before the capture started
+    conv.reply(metadata_response(2, [("t", 3)]))
+    conv.send(heartbeat_request(3))
+    conv.reply(heartbeat_response(3))
+    late = conv.segments[4:]  # no handshake, no requests 1 and 2
+    exchanges, acc = dissect(late)
+    got = by_cid(exchanges)
+    assert got[1].status == got[2].status == "orphan_response"
+    assert got[1].api_key is None and got[1].response_bytes == len(heartbeat_response(1)) - 4
+    assert got[3].status == "ok"
+    assert acc.skipped_bytes == 0
