@@ -257,3 +257,26 @@ def test_capture_starting_mid_stream_keeps_responses_to_unseen_requests():
     assert got[1].api_key is None and got[1].response_bytes == len(heartbeat_response(1)) - 4
     assert got[3].status == "ok"
     assert acc.skipped_bytes == 0
+
+
+def test_state_stays_bounded_by_open_exchanges():
+    """A long acks=0 producer and a long run of unanswered responses do not
+    pile up state: held items are capped, and nothing is dropped uncounted."""
+    from kdissect.pipeline import Dissector
+
+    conv = Conversation().handshake()
+    dissector = Dissector(capture_names=["t.pcap"])
+    emitted = []
+    for seg in list(conv.segments):
+        emitted += dissector.feed(seg)
+    for cid in range(1, 2001):
+        emitted += dissector.feed(conv.send(produce_v0_request(cid, acks=0)))
+    for cid in range(5000, 5500):
+        emitted += dissector.feed(conv.reply(heartbeat_response(cid)))
+    (state,) = dissector._conns.values()
+    assert len(state.pairer.unanswered) <= 64 and len(state.pairer.early) <= 64
+    assert len(state.pairer.pending) == 0
+    emitted += dissector.finish()
+    acc = dissector.accounting
+    assert acc.acks0_requests == 2000 and acc.orphan_responses == 500
+    assert len(emitted) == acc.exchanges == 2500
