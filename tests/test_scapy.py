@@ -389,3 +389,20 @@ def test_response_answers_its_request():
     response = dissect_response(bytes(KafkaResponse(correlation_id=11, api_version=6) / MetadataResponse()), 3, 6)
     assert response.answers(request) and request.hashret() == response.hashret()
     assert not response.answers(KafkaRequest(api_version=6, correlation_id=12) / MetadataRequest())
+
+
+def test_secrets_are_redacted_in_show_but_kept_in_values():
+    from kdissect.scapy import KafkaSaslToken, SaslAuthenticateRequest, show_secrets
+
+    packet = KafkaRequest(api_version=2, correlation_id=1, client_id="c") / \
+        SaslAuthenticateRequest(auth_bytes=b"\x00user\x00hunter2")
+    assert packet.auth_bytes == b"\x00user\x00hunter2"
+    assert bytes(packet)[-15:-1] == b"\x0e\x00user\x00hunter2"  # compact length 13+1, the bytes, then the tag section
+    text = packet.show(dump=True)
+    assert "hunter2" not in text and "<redacted 13 bytes>" in text
+    assert "hunter2" not in repr(KafkaSaslToken(token=b"\x00user\x00hunter2"))
+    show_secrets(True)
+    try:
+        assert "hunter2" in packet.show(dump=True)
+    finally:
+        show_secrets(False)

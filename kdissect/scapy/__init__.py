@@ -25,6 +25,7 @@ from kdissect.scapy.layers import (
     remember_response,
     unbind_kafka,
 )
+from kdissect.scapy.fields import show_secrets
 from kdissect.scapy.messages import generate as _generate
 
 GENERATED: dict[str, type] = _generate()
@@ -34,5 +35,5 @@ bind_kafka(9092)
 
 __all__ = [
     "KafkaRequest", "KafkaResponse", "KafkaSaslToken", "KafkaBody", "KafkaStruct", "bind_kafka", "unbind_kafka",
-    "dissect_response", "remember_response", "fields", *sorted(GENERATED),
+    "dissect_response", "remember_response", "fields", "show_secrets", *sorted(GENERATED),
 ]

@@ -30,9 +30,9 @@ __all__ = [
     "KafkaDecodeError", "UVarIntField", "VarIntField", "VarLongField",
     "KafkaBoolField", "KafkaInt8Field", "KafkaInt16Field", "KafkaUInt16Field", "KafkaInt32Field",
     "KafkaUInt32Field", "KafkaInt64Field", "KafkaFloat64Field", "KafkaUuidField",
-    "KafkaStringField", "KafkaBytesField", "KafkaRecordsField", "KafkaScalarArrayField",
+    "KafkaStringField", "KafkaBytesField", "KafkaSecretBytesField", "KafkaRecordsField", "KafkaScalarArrayField",
     "KafkaStructArrayField", "KafkaStructField", "KafkaTagSectionField", "KafkaHeaderTagsField",
-    "KafkaNullableStringField", "ApiKeyField", "scalar_field_class",
+    "KafkaNullableStringField", "ApiKeyField", "scalar_field_class", "show_secrets",
 ]
 
 
@@ -258,6 +258,30 @@ class KafkaBytesField(KafkaValueField):
         if isinstance(x, (bytes, bytearray)) and len(x) > 48:
             return f"<{len(x)} bytes> {bytes(x[:32])!r}..."
         return repr(x)
+
+
+_SHOW_SECRETS = [False]
+
+
+def show_secrets(flag: bool = True) -> None:
+    """Show (True) or redact (False, the default) sensitive bytes in show()/repr."""
+    _SHOW_SECRETS[0] = bool(flag)
+
+
+def redacted(x: Any) -> str | None:
+    """Placeholder for a secret value, or None when secrets are shown / value is null."""
+    if x is None or _SHOW_SECRETS[0]:
+        return None
+    return f"<redacted {len(x)} bytes>"
+
+
+class KafkaSecretBytesField(KafkaBytesField):
+    """Bytes the spec marks sensitive (SASL auth bytes, token HMACs, SCRAM
+    salts and passwords): redacted in show() and repr unless
+    `show_secrets(True)`; the value itself is untouched."""
+
+    def i2repr(self, pkt: Packet | None, x: Any) -> str:
+        return redacted(x) or KafkaBytesField.i2repr(self, pkt, x)
 
 
 class KafkaRecordsField(KafkaBytesField):

@@ -51,6 +51,7 @@ from kdissect.scapy.fields import (
     KafkaDecodeError,
     KafkaHeaderTagsField,
     KafkaNullableStringField,
+    redacted,
 )
 
 __all__ = [
@@ -606,13 +607,18 @@ def _cut(cls: type[Packet], data: bytes, size: int) -> Packet:
         return packet
 
 
+class _SecretToken(StrLenField):
+    def i2repr(self, pkt: Packet | None, x: Any) -> str:
+        return redacted(x) or StrLenField.i2repr(self, pkt, x)
+
+
 class KafkaSaslToken(Packet):
     """A raw SASL token: size-prefixed, no Kafka header (after SaslHandshake v0)."""
 
     name = "KafkaSaslToken"
     fields_desc = [
         SignedIntField("length", None),
-        StrLenField("token", b"", length_from=lambda pkt: max(0, pkt.length or 0)),
+        _SecretToken("token", b"", length_from=lambda pkt: max(0, pkt.length or 0)),
     ]
 
     def post_build(self, pkt: bytes, pay: bytes) -> bytes:

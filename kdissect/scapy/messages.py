@@ -27,6 +27,7 @@ from kdissect.scapy.fields import (
     KafkaStructArrayField,
     KafkaStructField,
     KafkaScalarArrayField,
+    KafkaSecretBytesField,
     KafkaTagSectionField,
     scalar_field_class,
 )
@@ -109,6 +110,8 @@ def _field(f: FieldSchema, classes: dict[str, type]) -> Any:
             KafkaStructField(f.attr, default, cls)
     elif f.is_array:
         inner = KafkaScalarArrayField(f.attr, default, f.element)
+    elif f.secret and f.element == "bytes":
+        inner = KafkaSecretBytesField(f.attr, default)
     else:
         inner = scalar_field_class(f.element)(f.attr, default)
     return VersionedField(inner, f.attr)
