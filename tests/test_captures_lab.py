@@ -135,6 +135,17 @@ def test_expected_apis_and_versions_are_captured():
     assert DELETE_TOPICS in {key for key, _ in requested("unknown_topic")}
 
 
+@pytest.mark.parametrize("name", [n for n in NAMES if n.startswith("old_")])
+def test_old_generation_capture_holds_only_its_own_clients(name):
+    """A client left retrying by one workload must not leak into the next."""
+    label = name.removeprefix("old_")
+    rows = tshark_fields(CAPTURES / f"{name}.pcap", 9092, "kafka.api_version", "kafka.client_id")
+    client_ids = {cid for row in rows for cid in row[0].split(";")}
+    generation_ids = {cid for cid in client_ids if "-v0_" in cid}
+    assert generation_ids and all(f"-{label}" in cid for cid in generation_ids), generation_ids
+    assert client_ids - generation_ids <= {"lab-setup", "lab-librdkafka"}
+
+
 def test_old_generations_write_the_message_format_tshark_reports():
     for name, magic in (("old_v0_8_2", "0"), ("old_v0_9", "0"), ("old_v0_10_1", "1")):
         rows = tshark_fields(CAPTURES / f"{name}.pcap", 9092, "kafka.api_key == 0 && kafka.api_version <= 2",
