@@ -110,8 +110,10 @@ def test_rotated_files_give_the_whole_files_exchanges(spark, captures_dir, tmp_p
     compressed = pieces[1].with_name(pieces[1].name + ".gz")
     compressed.write_bytes(gzip.compress(pieces[1].read_bytes()))
     pieces[1].unlink()
+    # and a file with no packets at all (a rotation that caught nothing)
+    (tmp_path / "rotated" / "zz_empty.pcap").write_bytes(source.read_bytes()[:24])
     manifest = _run(spark, [tmp_path / "rotated"], tmp_path / "out")
-    assert len(manifest["inputs"]) == len(pieces)
+    assert len(manifest["inputs"]) == len(pieces) + 1
     got = table_rows(tmp_path / "out", "exchanges")
     whole = export_rows([source], tmp_path / "whole.parquet")
     # per-file columns (capture name, frame numbers) differ by construction

@@ -146,3 +146,15 @@ def test_package_zip_for_remote_executors():
     assert "kdissect/__init__.py" in names and "kdissect/spark/dissect.py" in names
     assert "kdissect/spark/log4j2.properties" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_cli_bad_inputs_are_one_line_errors(tmp_path, capsys):
+    from kdissect.cli import main
+
+    assert main(["spark", str(tmp_path / "missing.pcap"), "-o", str(tmp_path / "out")]) == 2
+    assert "missing.pcap: no such file or directory" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("hello")
+    assert main(["spark", str(tmp_path / "notes.txt"), "-o", str(tmp_path / "out")]) == 2
+    assert "not a pcap, pcapng or gzip capture" in capsys.readouterr().err
+    assert main(["spark", str(tmp_path), "-o", str(tmp_path / "out"), "--split-size", "12q"]) == 2
+    assert "--split-size" in capsys.readouterr().err

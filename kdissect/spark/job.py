@@ -162,9 +162,11 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     say("dissected")
 
     # -- 4. stream numbers, exchange and partition error tables ---------------
+    from kdissect.exchange import SCHEMA as EXCHANGE_SCHEMA
     from kdissect.spark import tables
 
-    work_frame = spark.read.parquet(work)
+    # explicit schemas: a dataset with no rows may have no file to infer one from
+    work_frame = spark.read.schema(dissected.schema).parquet(work)
     accounting = Accounting()
     partition_error_failures = 0
     for row in work_frame.where("kind = 2").select("accounting").collect():  # one small row per task
@@ -176,13 +178,14 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     exchanges = tables.number_streams(spark, work_frame)
     exchanges.orderBy("stream", "ordinal").select(*tables.EXCHANGE_COLUMNS).write.mode("overwrite").parquet(
         f"{outdir}/exchanges")
-    tables.partition_errors(exchanges).write.mode("overwrite").parquet(f"{outdir}/partition_errors")
+    partition_errors = tables.partition_errors(exchanges)
+    partition_errors.write.mode("overwrite").parquet(f"{outdir}/partition_errors")
     say("exchange tables written")
 
-    written = spark.read.parquet(f"{outdir}/exchanges")
+    written = spark.read.schema(from_arrow_schema(EXCHANGE_SCHEMA)).parquet(f"{outdir}/exchanges")
     counts: dict[str, int] = {
         "exchanges": written.count(),
-        "partition_errors": spark.read.parquet(f"{outdir}/partition_errors").count(),
+        "partition_errors": spark.read.schema(partition_errors.schema).parquet(f"{outdir}/partition_errors").count(),
         "kafka_connections": work_frame.where("kind = 1").count(),
     }
     # The summary tables are small (groups of APIs, clients, brokers, minutes):

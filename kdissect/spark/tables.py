@@ -198,7 +198,8 @@ def render_summary(exchanges, summaries: dict[str, Any], accounting: Any, top: i
     statuses = exchanges.groupBy("status").count().collect()
     statuses.sort(key=lambda row: -row["count"])
     total = sum(row["count"] for row in statuses)
-    lines.append(f"exchanges: {total} (" + ", ".join(f"{row.status} {row['count']}" for row in statuses) + ")")
+    detail = ", ".join(f"{row.status} {row['count']}" for row in statuses)
+    lines.append(f"exchanges: {total}" + (f" ({detail})" if detail else ""))
     latency = summaries["latency"].where("dimension = 'api'").orderBy(F.desc("count")).limit(top).collect()
     if latency:
         lines.append("latency (ms) by API, busiest first:  count     p50     p99     max")
