@@ -355,3 +355,11 @@ def test_live_broker_produce_and_fetch_over_loopback(tmp_path):
     responses = {r[3] for r in rows if not r[4]}
     produce_corrs = {r[3] for r in rows if r[4] and r[1] == PRODUCE}
     assert produce_corrs and produce_corrs <= responses
+
+
+def test_tcpdump_drop_counts_are_read_from_its_summary():
+    from tests.support.lab import _dropped_packets
+
+    summary = "120 packets captured\n130 packets received by filter\n7 packets dropped by kernel\n"
+    assert _dropped_packets(summary) == 7
+    assert _dropped_packets("5 packets captured\n0 packets dropped by kernel\n") == 0

@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -61,8 +62,6 @@ def run_in_private_network(argv: list[str]) -> int | None:
     namespace, so the lab's loopback traffic cannot mix with anyone else's
     (another broker on 9092, other tests). Returns the child's exit status, or
     None when already inside one or namespaces are not available."""
-    import sys
-
     if os.environ.get(NETNS_ENV) == "1" or not private_network_available():
         return None
     env = dict(os.environ, **{NETNS_ENV: "1"})
@@ -229,4 +228,18 @@ def tcpdump(
         time.sleep(settle)
     finally:
         _stop(proc, signal.SIGINT, timeout=15)
+        dropped = _dropped_packets(stderr_text())
         err.close()
+    if dropped:
+        # The capture is missing packets: say so loudly rather than hand out a lossy file.
+        print(f"tcpdump: {dropped} packets dropped by the kernel while writing {out}", file=sys.stderr)
+
+
+def _dropped_packets(tcpdump_stderr: str) -> int:
+    """Sum of tcpdump's 'N packets dropped by kernel/interface' lines."""
+    total = 0
+    for line in tcpdump_stderr.splitlines():
+        words = line.split()
+        if len(words) >= 4 and words[1:3] == ["packets", "dropped"] and words[0].isdigit():
+            total += int(words[0])
+    return total
