@@ -89,3 +89,30 @@ def test_every_version_both_ways():
             failures.append(f"{where}: {type(problem).__name__}: {problem}")
     assert not failures, f"{len(failures)} failures, e.g. {failures[:10]}"
     assert checked > 1000
+
+
+def test_consumer_protocol_every_version_both_ways():
+    from kdissect.protocol.codec import embedded_codec
+    from kdissect.protocol.consumer import encode_embedded, parse_embedded
+    from kdissect.protocol.model import ConsumerProtocolData
+    from kdissect.protocol.schema import embedded_versions
+
+    rng = random.Random(7)
+    checked = 0
+    for name, kind in (("ConsumerProtocolSubscription", "subscription"),
+                       ("ConsumerProtocolAssignment", "assignment")):
+        lo, hi = embedded_versions(name)
+        for version in range(lo, hi + 1):
+            for _ in range(5):
+                data = random_struct(rng, embedded_codec(name, version).cls)
+                raw = encode_embedded(ConsumerProtocolData(kind, version, data))
+                core = parse_embedded(name, raw)
+                packet = GENERATED[name](raw)
+                plain = scapy_plain(packet)
+                assert plain.pop("version") == version
+                assert plain == core_plain(core.data)
+                built = to_scapy(data, GENERATED[name])
+                built.version = version
+                assert bytes(built) == raw
+                checked += 1
+    assert checked == 5 * 8

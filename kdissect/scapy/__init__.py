@@ -16,6 +16,7 @@ from __future__ import annotations
 from kdissect.scapy import fields
 from kdissect.scapy.layers import (
     KafkaBody,
+    KafkaEmbeddedBody,
     KafkaRequest,
     KafkaResponse,
     KafkaSaslToken,
@@ -34,6 +35,6 @@ globals().update(GENERATED)
 bind_kafka(9092)
 
 __all__ = [
-    "KafkaRequest", "KafkaResponse", "KafkaSaslToken", "KafkaBody", "KafkaStruct", "bind_kafka", "unbind_kafka",
+    "KafkaRequest", "KafkaResponse", "KafkaSaslToken", "KafkaBody", "KafkaEmbeddedBody", "KafkaStruct", "bind_kafka", "unbind_kafka",
     "dissect_response", "remember_response", "fields", "show_secrets", *sorted(GENERATED),
 ]

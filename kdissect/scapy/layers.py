@@ -42,6 +42,8 @@ from kdissect.protocol.primitives import DecodeError
 from kdissect.protocol.schema import (
     FieldSchema,
     api_versions,
+    embedded_schema,
+    embedded_versions,
     get_schema,
     header_versions,
     resolve_version,
@@ -55,7 +57,7 @@ from kdissect.scapy.fields import (
 )
 
 __all__ = [
-    "KafkaRequest", "KafkaResponse", "KafkaSaslToken", "KafkaStruct", "KafkaBody", "VersionedField",
+    "KafkaRequest", "KafkaResponse", "KafkaSaslToken", "KafkaStruct", "KafkaBody", "KafkaEmbeddedBody", "VersionedField",
     "NameFieldAttribute", "bind_kafka", "unbind_kafka", "dissect_response", "remember_response", "body_version",
 ]
 
@@ -92,7 +94,16 @@ def body_version(api_key: int | None, api_version: int | None, direction: str) -
 @lru_cache(maxsize=4096)
 def struct_fields(api_key: int, version: int, direction: str) -> dict[str | None, dict[str, FieldSchema]]:
     """{struct name (None for the message itself): {attr: FieldSchema}} of one version."""
-    schema = get_schema(api_key, version, direction)
+    return _tables(get_schema(api_key, version, direction).fields)
+
+
+@lru_cache(maxsize=256)
+def embedded_struct_fields(name: str, version: int) -> dict[str | None, dict[str, FieldSchema]]:
+    """Like struct_fields, for an embedded consumer-protocol structure."""
+    return _tables(embedded_schema(name, version).fields)
+
+
+def _tables(fields: tuple[FieldSchema, ...]) -> dict[str | None, dict[str, FieldSchema]]:
     out: dict[str | None, dict[str, FieldSchema]] = {}
 
     def walk(owner: str | None, fields: tuple[FieldSchema, ...]) -> None:
@@ -101,7 +112,7 @@ def struct_fields(api_key: int, version: int, direction: str) -> dict[str | None
             if f.is_struct and f.struct_name not in out:
                 walk(f.struct_name, f.fields)
 
-    walk(None, schema.fields)
+    walk(None, fields)
     return out
 
 
@@ -158,35 +169,56 @@ class KafkaStruct(Packet):
     kafka_api_key: int = -1
     kafka_direction: str = "request"
     kafka_struct: str | None = None  # spec struct name; None for a message body
+    kafka_embedded: str | None = None  # consumer-protocol structure these fields belong to
     match_subclass = False
 
     # --- version context
-    def kafka_context(self) -> tuple[int, str, int]:
-        """(api key, direction, body version) this packet is laid out by."""
+    def _kafka_root_version(self) -> int | None:
         node: Packet | None = self
         while node is not None and not isinstance(node, KafkaBody):
             node = node.parent
-        version = node.kafka_body_version() if node is not None else None
-        if version is None:
-            version = newest_version(self.kafka_api_key, self.kafka_direction)
-        return self.kafka_api_key, self.kafka_direction, version
+        return node.kafka_body_version() if node is not None else None
 
-    def kafka_version(self) -> int:
-        return self.kafka_context()[2]
+    def _kafka_newest(self) -> int | None:
+        if self.kafka_embedded is not None:
+            return embedded_versions(self.kafka_embedded)[1]
+        return newest_version(self.kafka_api_key, self.kafka_direction)
+
+    def kafka_version(self) -> int | None:
+        """Version of the enclosing message this packet is laid out by."""
+        version = self._kafka_root_version()
+        return version if version is not None else self._kafka_newest()
+
+    def kafka_context(self) -> tuple[int, str, int | None]:
+        """(api key, direction, body version) this packet is laid out by."""
+        return self.kafka_api_key, self.kafka_direction, self.kafka_version()
 
     def kafka_fields_now(self) -> dict[str, FieldSchema]:
-        api_key, direction, version = self.kafka_context()
+        version = self.kafka_version()
+        if version is None:
+            return {}
         try:
-            return struct_fields(api_key, version, direction).get(self.kafka_struct, {})
+            if self.kafka_embedded is not None:
+                tables = embedded_struct_fields(self.kafka_embedded, version)
+            else:
+                tables = struct_fields(self.kafka_api_key, version, self.kafka_direction)
         except KeyError:
             return {}
+        return tables.get(self.kafka_struct, {})
 
     def kafka_field(self, name: str) -> FieldSchema | None:
         return self.kafka_fields_now().get(name)
 
     def kafka_flexible(self) -> bool:
-        api_key, direction, version = self.kafka_context()
-        return _flexible(api_key, version, direction)
+        version = self.kafka_version()
+        if version is None:
+            return False
+        try:
+            if self.kafka_embedded is not None:
+                return embedded_schema(self.kafka_embedded, version).flexible
+            return _flexible(self.kafka_api_key, version, self.kafka_direction)
+        except KeyError:
+            return False
 
     def kafka_tagged_fields(self) -> list[tuple[Any, FieldSchema]]:
         now = self.kafka_fields_now()
@@ -269,6 +301,38 @@ class KafkaBody(KafkaStruct):
             if code:
                 text += f" {error_name(code)}"
         return text
+
+
+class _EmbeddedVersionField(SignedShortField):
+    """Leading int16 version of a consumer-protocol structure; None builds the newest."""
+
+    def i2m(self, pkt: Packet | None, x: Any) -> int:
+        if x is None and pkt is not None:
+            x = embedded_versions(pkt.kafka_embedded)[1]
+        return 0 if x is None else x
+
+
+class KafkaEmbeddedBody(KafkaBody):
+    """Base of the consumer-protocol classes (`ConsumerProtocolSubscription`,
+    `ConsumerProtocolAssignment`): the bytes JoinGroup, SyncGroup and
+    DescribeGroups carry for consumer groups, an int16 version then fields."""
+
+    def kafka_body_version(self) -> int | None:
+        version = self.getfieldval("version")
+        lo, hi = embedded_versions(self.kafka_embedded)
+        if version is None:
+            return hi
+        # newer versions than the spec knows append fields: read the known prefix
+        return version if version < lo else min(version, hi)
+
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
+        version = self.getfieldval("version")
+        if version is not None and version > embedded_versions(self.kafka_embedded)[1]:
+            return s, b""  # fields of a newer version: left as a Raw payload
+        return super().extract_padding(s)
+
+    def mysummary(self) -> str:
+        return f"{self.__class__.__name__} v{self.getfieldval('version')}"
 
 
 # --------------------------------------------------------------- the headers

@@ -8,6 +8,11 @@ snake_case spec fields of all versions in wire order, each present only in
 the versions that define it (see kdissect.scapy.layers). The bodies are bound
 under the headers by api key.
 
+The consumer-protocol structures carried in JoinGroup / SyncGroup /
+DescribeGroups bytes fields are generated the same way
+(`ConsumerProtocolSubscription(member.metadata)`), with their leading int16
+version as a field.
+
 Spec struct names are not unique across APIs (`PartitionData` appears in a
 dozen messages). A struct name used by one message only is the class name;
 a shared one is prefixed with the message name
@@ -22,7 +27,16 @@ from typing import Any
 
 from scapy.packet import bind_layers
 
-from kdissect.protocol.schema import FieldSchema, api_keys, api_versions, defined_versions, get_schema
+from kdissect.protocol._generated.embedded import EMBEDDED
+from kdissect.protocol.schema import (
+    FieldSchema,
+    api_keys,
+    api_versions,
+    defined_versions,
+    embedded_schema,
+    embedded_versions,
+    get_schema,
+)
 from kdissect.scapy.fields import (
     KafkaStructArrayField,
     KafkaStructField,
@@ -33,11 +47,13 @@ from kdissect.scapy.fields import (
 )
 from kdissect.scapy.layers import (
     KafkaBody,
+    KafkaEmbeddedBody,
     KafkaRequest,
     KafkaResponse,
     KafkaStruct,
     NameFieldAttribute,
     VersionedField,
+    _EmbeddedVersionField,
 )
 
 DIRECTIONS = ("request", "response")
@@ -73,10 +89,10 @@ class _Union:
             raise RuntimeError(f"{where}: field order {names} does not fit the union {self.order}")
 
 
-def _collect(api_key: int, direction: str) -> tuple[_Union, dict[str, _Union]]:
+def _collect(schemas: list) -> tuple[_Union, dict[str, _Union]]:
+    """Union of the fields of a message (and of each nested struct) over `schemas`."""
     body = _Union()
     structs: dict[str, _Union] = defaultdict(_Union)
-    schemas = [get_schema(api_key, v, direction) for v in defined_versions(api_key, direction)]
 
     def walk(union: _Union, fields: tuple[FieldSchema, ...], flexible: bool, check: bool, where: str) -> None:
         if check:
@@ -162,14 +178,26 @@ def generate() -> dict[str, type]:
         for direction in DIRECTIONS:
             if not defined_versions(api_key, direction):
                 continue
-            body, structs = _collect(api_key, direction)
+            body, structs = _collect([get_schema(api_key, v, direction)
+                                      for v in defined_versions(api_key, direction)])
             plan[(api_key, direction)] = (body, structs)
             for name in structs:
                 users[name].add((api_key, direction))
+    for embedded in EMBEDDED:
+        lo, hi = embedded_versions(embedded)
+        body, structs = _collect([embedded_schema(embedded, v) for v in range(lo, hi + 1)])
+        plan[embedded] = (body, structs)
+        for name in structs:
+            users[name].add(embedded)
 
     namespace: dict[str, type] = {}
-    for (api_key, direction), (body, structs) in plan.items():
-        message = api_versions(api_key).name + ("Request" if direction == "request" else "Response")
+    for owner, (body, structs) in plan.items():
+        if isinstance(owner, str):  # a consumer-protocol structure
+            message, api_key, direction, embedded = owner, -1, "data", owner
+        else:
+            api_key, direction = owner
+            message = api_versions(api_key).name + ("Request" if direction == "request" else "Response")
+            embedded = None
         classes: dict[str, type] = {}
         for struct_name in _dependency_order(structs):
             shared = len(users[struct_name]) > 1 or struct_name == message
@@ -179,6 +207,7 @@ def generate() -> dict[str, type]:
                 "kafka_api_key": api_key,
                 "kafka_direction": direction,
                 "kafka_struct": struct_name,
+                "kafka_embedded": embedded,
                 "fields_desc": _fields_desc(structs[struct_name], classes),
                 "__module__": __name__,
                 "__doc__": f"{message} struct {struct_name} (generated from the protocol tables).",
@@ -191,15 +220,21 @@ def generate() -> dict[str, type]:
             "kafka_api_key": api_key,
             "kafka_direction": direction,
             "kafka_struct": None,
+            "kafka_embedded": embedded,
             "fields_desc": _fields_desc(body, classes),
             "__module__": __name__,
             "__doc__": f"Kafka {message} body, all versions (generated from the protocol tables).",
         }
-        cls = type(message, (KafkaBody,), attrs)
+        if embedded is not None:
+            attrs["fields_desc"] = [_EmbeddedVersionField("version", None)] + attrs["fields_desc"]
+            attrs["__doc__"] = f"Consumer protocol {message}, all versions (generated from the protocol tables)."
+        cls = type(message, (KafkaEmbeddedBody if embedded is not None else KafkaBody,), attrs)
         _expose_name_field(cls)
         for struct_name, struct_cls in classes.items():
-            type.__setattr__(cls, struct_name, struct_cls)
+            if not hasattr(cls, struct_name):
+                type.__setattr__(cls, struct_name, struct_cls)
         namespace[message] = cls
-        header = KafkaRequest if direction == "request" else KafkaResponse
-        bind_layers(header, cls, api_key=api_key)
+        if embedded is None:
+            header = KafkaRequest if direction == "request" else KafkaResponse
+            bind_layers(header, cls, api_key=api_key)
     return namespace
