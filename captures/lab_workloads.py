@@ -1,0 +1,438 @@
+"""Capture lab, part 2: one function per capture (the workload the clients
+run against a fresh broker) and the WORKLOADS table the recipe records."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from lab_clients import (
+    CODECS,
+    OLD_CODECS,
+    STANDARD_PORT,
+    Manifest,
+    Payload,
+    WORDS,
+    ck_consume,
+    ck_produce,
+    encode_bytes,
+    encode_headers,
+    kp_consume,
+    kp_create_topics,
+    kp_fetch_from_start,
+    kp_produce,
+    payloads,
+)
+
+
+# --------------------------------------------------------------- workloads --
+
+def wl_admin(m: Manifest, bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic as CkNewTopic
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="lab-kafka-python-admin")
+    res = admin.create_topics([NewTopic("admin-alpha", 3, 1), NewTopic("admin-bravo", 1, 1,
+                                                                       topic_configs={"retention.ms": "3600000"})])
+    m.operation("kafka-python", "create_topics admin-alpha(3) admin-bravo(1)", _jsonable(res))
+    m.operation("kafka-python", "list_topics", sorted(admin.list_topics()))
+    m.operation("kafka-python", "describe_topics", _jsonable(admin.describe_topics(["admin-alpha", "admin-bravo"])))
+    m.operation("kafka-python", "describe_configs topic admin-bravo",
+                _jsonable(admin.describe_configs([KpConfigResource(ConfigResourceType.TOPIC, "admin-bravo")])))
+    m.operation("kafka-python", "describe_cluster", _jsonable(admin.describe_cluster()))
+    admin.close()
+
+    ck = AdminClient({"bootstrap.servers": bootstrap, "client.id": "lab-librdkafka-admin"})
+    futs = ck.create_topics([CkNewTopic("admin-charlie", num_partitions=2, replication_factor=1)],
+                            operation_timeout=5, request_timeout=10)
+    for topic, fut in futs.items():
+        try:
+            fut.result(10)
+            m.operation("confluent-kafka", f"create_topics {topic}(2)", "ok")
+        except Exception as exc:
+            m.operation("confluent-kafka", f"create_topics {topic}(2)", f"error: {exc}")
+    md = ck.list_topics(timeout=10)
+    m.operation("confluent-kafka", "list_topics",
+                {t: len(md.topics[t].partitions) for t in sorted(md.topics)})
+    futs = ck.describe_configs([ConfigResource("topic", "admin-charlie")], request_timeout=10)
+    for res_, fut in futs.items():
+        try:
+            configs = fut.result(10)
+            m.operation("confluent-kafka", "describe_configs topic admin-charlie",
+                        {k: v.value for k, v in sorted(configs.items())})
+        except Exception as exc:
+            m.operation("confluent-kafka", "describe_configs topic admin-charlie", f"error: {exc}")
+
+
+def _jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=lambda o: getattr(o, "__dict__", repr(o))))
+
+
+def wl_produce(acks: int) -> Callable[[Manifest, str], None]:
+    def run(m: Manifest, bootstrap: str) -> None:
+        topic = f"produce-acks{acks}"
+        kp_create_topics(bootstrap, {topic: 2})
+        for codec in CODECS:
+            kp_produce(m, bootstrap, topic, payloads(f"kp-{codec}-a{acks}", 6, with_headers=True),
+                       codec=codec, acks=acks, partition=0)
+            ck_produce(m, bootstrap, topic, payloads(f"ck-{codec}-a{acks}", 6, with_headers=True),
+                       codec=codec, acks=acks, partition=1)
+    return run
+
+
+def wl_pipelined(m: Manifest, bootstrap: str) -> None:
+    topic = "pipelined"
+    kp_create_topics(bootstrap, {topic: 3})
+    ck_produce(
+        m, bootstrap, topic, payloads("pipe", 600, with_headers=False, seed=7), codec="none", acks=1,
+        partition=None, partition_of=lambda i: i % 3,
+        extra={"linger.ms": 0, "batch.num.messages": 4, "max.in.flight.requests.per.connection": 16,
+               "queue.buffering.max.ms": 0},
+    )
+    m.note("librdkafka with batch.num.messages=4, linger.ms=0, max.in.flight=16: many Produce requests in flight")
+
+
+def wl_consume_group(m: Manifest, bootstrap: str) -> None:
+    kp_create_topics(bootstrap, {"orders": 2, "events": 1})
+    ck_produce(m, bootstrap, "orders", payloads("orders", 10, with_headers=True), codec="lz4", acks=1,
+               partition=None, partition_of=lambda i: i % 2)
+    kp_produce(m, bootstrap, "events", payloads("events", 8, with_headers=True), codec="gzip", acks=1)
+    kp_produce(m, bootstrap, "events", payloads("events-zstd", 5, with_headers=True), codec="zstd", acks=1)
+    total = len(m.data["produced"])
+    kp_consume(m, bootstrap, ["orders", "events"], "lab-group-kp", total)
+    ck_consume(m, bootstrap, ["orders", "events"], "lab-group-ck", total)
+
+
+def wl_unknown_topic(m: Manifest, bootstrap: str) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="lab-unknown-topic")
+    m.operation("kafka-python", "describe_topics missing-topic (metadata, auto-create off)",
+                _jsonable(admin.describe_topics(["missing-topic"])))
+    for name, call in (
+        ("describe_configs topic missing-topic",
+         lambda: admin.describe_configs([KpConfigResource(ConfigResourceType.TOPIC, "missing-topic")])),
+        ("delete_topics missing-topic", lambda: admin.delete_topics(["missing-topic"])),
+    ):
+        try:
+            m.operation("kafka-python", name, _jsonable(call()))
+        except Exception as exc:
+            m.operation("kafka-python", name, f"error: {type(exc).__name__}: {exc}")
+    admin.close()
+    raw_produce_missing(m, bootstrap)
+
+
+def raw_produce_missing(m: Manifest, bootstrap: str) -> None:
+    """A Produce v3 for a topic that does not exist, sent on a plain socket
+    so no client can create the topic first (clients ask for metadata)."""
+    import socket
+    import struct
+
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    rec = payloads("missing", 1, with_headers=True)[0]
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+    builder.append(timestamp=1_700_000_000_000, key=rec.key, value=rec.value, headers=rec.headers)
+    builder.close()
+    batch = builder.buffer()
+
+    def string(s: str) -> bytes:
+        b = s.encode()
+        return struct.pack(">h", len(b)) + b
+
+    correlation_id = 4242
+    body = (struct.pack(">h", -1) + struct.pack(">hi", 1, 5000)  # no transactional id, acks=1
+            + struct.pack(">i", 1) + string("missing-topic")
+            + struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", len(batch)) + bytes(batch))
+    header = struct.pack(">hhi", 0, 3, correlation_id) + string("lab-raw-produce")
+    frame = header + body
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+        response = _recv_exact(sock, size)
+    # Produce v3 response: correlation id, [topics: name, [partition, error_code, base_offset, ...]]
+    n_topics = struct.unpack_from(">i", response, 4)[0]
+    name_len = struct.unpack_from(">h", response, 8)[0]
+    pos = 10 + name_len + 4
+    partition, error_code, base_offset = struct.unpack_from(">ihq", response, pos)
+    m.produced(client="raw-socket", client_id="lab-raw-produce", topic="missing-topic", partition=0,
+               key=encode_bytes(rec.key), value=encode_bytes(rec.value), headers=encode_headers(rec.headers),
+               codec="none", magic=2, acks=1, api_version=[3], delivered=error_code == 0,
+               offset=base_offset if error_code == 0 else None,
+               error=None if error_code == 0 else f"error_code {error_code}")
+    m.operation("raw-socket", "Produce v3 missing-topic partition 0 acks=1 correlation_id=4242",
+                {"topics": n_topics, "partition": partition, "error_code": error_code, "base_offset": base_offset})
+    if error_code == 0:
+        m.note("Tansu accepts a Produce to a topic it does not know (error_code 0): only the "
+               "Metadata and DeleteTopics responses here carry UNKNOWN_TOPIC_OR_PARTITION (DescribeConfigs returns no error)")
+
+
+def _recv_exact(sock: Any, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        buf += chunk
+    return buf
+
+
+def wl_old(api_version: tuple[int, ...]) -> Callable[[Manifest, str], None]:
+    def run(m: Manifest, bootstrap: str) -> None:
+        label = "v" + "_".join(map(str, api_version))
+        topic = f"old-{label}"
+        kp_create_topics(bootstrap, {topic: 1})
+        for codec in OLD_CODECS:
+            kp_produce(m, bootstrap, topic, payloads(f"{label}-{codec}", 4, with_headers=False),
+                       codec=codec, acks=1, api_version=api_version,
+                       client_id=f"lab-kafka-python-{label}")
+        kp_produce(m, bootstrap, topic, payloads(f"{label}-gzip-acks0", 3, with_headers=False),
+                   codec="gzip", acks=0, api_version=api_version, client_id=f"lab-kafka-python-{label}")
+        # Tansu stores nothing from message sets, so the old consumer fetches
+        # magic 2 batches written by librdkafka: old Fetch/group API versions.
+        feed = f"old-{label}-fetch"
+        kp_create_topics(bootstrap, {feed: 1})
+        ck_produce(m, bootstrap, feed, payloads(f"{label}-feed", 4, with_headers=False), codec="gzip", acks=1)
+        kp_fetch_from_start(m, bootstrap, feed, 0, 4, api_version=api_version,
+                            client_id=f"lab-kafka-python-{label}-fetcher")
+        try:
+            kp_consume(m, bootstrap, [feed], f"lab-group-{label}", 4, api_version=api_version, timeout=20,
+                       client_id=f"lab-kafka-python-{label}-consumer")
+        except Exception as exc:
+            m.operation("kafka-python", f"consume group=lab-group-{label}", f"error: {type(exc).__name__}: {exc}")
+        if any(not r["delivered"] for r in m.data["produced"]):
+            m.note("Tansu 0.6.0 parses every Produce payload as a v2 record batch: message sets "
+                   "(magic 0/1) are rejected (uncompressed: the broker closes the connection; "
+                   "compressed: an error response). The requests are in the capture intact.")
+    return run
+
+
+def wl_other_port(m: Manifest, bootstrap: str) -> None:
+    kp_create_topics(bootstrap, {"odd-port": 1})
+    ck_produce(m, bootstrap, "odd-port", payloads("odd-zstd", 6, with_headers=True), codec="zstd", acks="all")
+    kp_produce(m, bootstrap, "odd-port", payloads("odd-snappy", 5, with_headers=True), codec="snappy", acks=1)
+    kp_consume(m, bootstrap, ["odd-port"], "lab-group-odd", len(m.data["produced"]))
+
+
+def wl_transactions(m: Manifest, bootstrap: str) -> None:
+    """A committed and an aborted transaction, then read_committed and
+    read_uncommitted consumers: transactional APIs and control batches."""
+    from confluent_kafka import Producer
+
+    topic = "txn"
+    kp_create_topics(bootstrap, {topic: 1})
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "lab-librdkafka-txn",
+                         "transactional.id": "lab-txn-1", "acks": "all", "linger.ms": 20,
+                         "compression.codec": "snappy", "log.connection.close": False})
+    producer.init_transactions(15)
+    for outcome, batch in (("committed", payloads("txn-commit", 4, with_headers=True)),
+                           ("aborted", payloads("txn-abort", 3, with_headers=True)),
+                           ("committed", payloads("txn-commit2", 2, with_headers=True))):
+        producer.begin_transaction()
+        reports: dict[int, Any] = {}
+        for i, rec in enumerate(batch):
+            producer.produce(topic, key=rec.key, value=rec.value, headers=rec.headers, partition=0,
+                             on_delivery=lambda err, msg, i=i: reports.__setitem__(i, (err, msg)))
+        producer.flush(15)
+        if outcome == "committed":
+            producer.commit_transaction(15)
+        else:
+            producer.abort_transaction(15)
+        for i, rec in enumerate(batch):
+            err, msg = reports.get(i, ("not reported", None))
+            m.produced(client="confluent-kafka", client_id="lab-librdkafka-txn", topic=topic, partition=0,
+                       key=encode_bytes(rec.key), value=encode_bytes(rec.value),
+                       headers=encode_headers(rec.headers), codec="snappy", magic=2, acks="all",
+                       api_version=None, delivered=err is None,
+                       offset=msg.offset() if msg is not None and msg.offset() >= 0 else None,
+                       error=None if err is None else str(err), transaction=outcome)
+    m.operation("confluent-kafka", "transactions", "commit, abort, commit (transactional.id lab-txn-1)")
+    total = len(m.data["produced"])
+    # Read until everything or a quiet timeout: whether read_committed skips
+    # the aborted records is the broker's business, recorded as it happened.
+    for isolation, timeout in (("read_committed", 12.0), ("read_uncommitted", 25.0)):
+        ck_consume(m, bootstrap, [topic], f"lab-group-{isolation}", total, timeout=timeout,
+                   client_id=f"lab-librdkafka-{isolation}", extra={"isolation.level": isolation})
+    aborted = {r["value"] for r in m.data["produced"] if r["transaction"] == "aborted"}
+    if any(r["value"] in aborted for r in m.data["consumed"] if r["group"] == "lab-group-read_committed"):
+        m.note("Tansu 0.6.0 delivers the aborted records to the read_committed consumer too")
+
+
+def wl_ipv6(m: Manifest, bootstrap: str) -> None:
+    """Over ::1. Tansu advertises the host as "[::1]", which kafka-python cannot
+    resolve, so only librdkafka runs here."""
+    from confluent_kafka.admin import AdminClient, NewTopic as CkNewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "lab-librdkafka-admin"})
+    for topic, fut in admin.create_topics([CkNewTopic("six", num_partitions=2, replication_factor=1)],
+                                          request_timeout=10).items():
+        fut.result(10)
+        m.operation("confluent-kafka", f"create_topics {topic}(2)", "ok")
+    ck_produce(m, bootstrap, "six", payloads("six-lz4", 6, with_headers=True), codec="lz4", acks=1,
+               partition=None, partition_of=lambda i: i % 2)
+    ck_produce(m, bootstrap, "six", payloads("six-gzip", 4, with_headers=True), codec="gzip", acks=1,
+               partition=0)
+    ck_consume(m, bootstrap, ["six"], "lab-group-six", len(m.data["produced"]))
+
+
+def big_payloads(tag: str, count: int, size: int) -> list[Payload]:
+    """Seeded text values of about `size` bytes: frames bigger than one
+    loopback TCP segment (MSS ~64 KiB), so PDUs span several segments."""
+    rng = random.Random(tag)
+    out = []
+    for i in range(count):
+        words, length = [f"{tag} #{i}:"], 0
+        while length < size:
+            word = rng.choice(WORDS) + str(rng.randrange(1000))
+            words.append(word)
+            length += len(word) + 1
+        out.append(Payload(f"{tag}-k{i:03d}".encode(), " ".join(words).encode(), [("seq", str(i).encode())]))
+    return out
+
+
+def wl_large(m: Manifest, bootstrap: str) -> None:
+    kp_create_topics(bootstrap, {"large": 1})
+    ck_produce(m, bootstrap, "large", big_payloads("large", 4, 70_000), codec="none", acks=1,
+               extra={"linger.ms": 100, "batch.size": 1_000_000})
+    kp_consume(m, bootstrap, ["large"], "lab-group-large", len(m.data["produced"]))
+
+
+SASL_USER, SASL_PASSWORD = "alice", "alice-secret"
+
+
+def _kp_sasl_login(bootstrap: str, api_version: tuple[int, ...] | None, mechanism: str) -> str:
+    from kafka import KafkaProducer
+
+    conf: dict[str, Any] = dict(
+        bootstrap_servers=bootstrap, client_id="lab-kafka-python-sasl", security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism, sasl_plain_username=SASL_USER, sasl_plain_password=SASL_PASSWORD,
+        max_block_ms=1500, request_timeout_ms=2000, reconnect_backoff_ms=2000, reconnect_backoff_max_ms=2000,
+    )
+    if api_version is not None:
+        conf["api_version"] = api_version
+    try:
+        producer = KafkaProducer(**conf)
+        producer.send("sasl", b"never", partition=0).get(timeout=2)
+        return "ok"
+    except Exception as exc:
+        return f"error: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _ck_sasl_login(bootstrap: str, mechanism: str) -> str:
+    from confluent_kafka import Producer
+
+    errors: list[str] = []
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "client.id": "lab-librdkafka-sasl", "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism, "sasl.username": SASL_USER, "sasl.password": SASL_PASSWORD,
+        "reconnect.backoff.ms": 2000, "reconnect.backoff.max.ms": 2000, "log_level": 0,
+        "error_cb": lambda err: errors.append(str(err)),
+    })
+    producer.poll(1.5)
+    return errors[0] if errors else "no error reported"
+
+
+def _bounded(seconds: float, fn: Callable[..., str], *args: Any) -> str:
+    """Run fn in a child process killed after `seconds`: failing clients
+    otherwise keep reconnecting in background threads."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=lambda: queue.put(fn(*args)), daemon=True)
+    proc.start()
+    proc.join(seconds)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    return queue.get(timeout=1) if not queue.empty() else f"no result within {seconds:.0f}s (client killed)"
+
+
+def wl_sasl(m: Manifest, bootstrap: str) -> None:
+    """SASL against a broker that requires authentication but knows no user.
+
+    Tansu's `user create` must itself authenticate, so an in-memory broker
+    can never hold a user: every login fails, which still puts the real
+    handshakes on the wire: SaslHandshake v0 followed by raw (unframed) SCRAM
+    tokens from kafka-python in the 0.10 generation, SaslHandshake v1 +
+    SaslAuthenticate from kafka-python 3 and librdkafka, and a mechanism the
+    broker does not offer (PLAIN). Each client runs in a child process that
+    is killed after a few seconds, so each makes one or two attempts."""
+    attempts = (
+        ((0, 10, 1), "SCRAM-SHA-256"),  # SaslHandshake v0, then raw tokens
+        ((0, 10, 1), "PLAIN"),
+        (None, "SCRAM-SHA-512"),  # SaslHandshake v1 + SaslAuthenticate
+        (None, "PLAIN"),
+    )
+    for api_version, mechanism in attempts:
+        label = f"api_version={api_version or 'auto'} {mechanism}"
+        m.operation("kafka-python", f"login {label}", _bounded(3, _kp_sasl_login, bootstrap, api_version, mechanism))
+    m.operation("confluent-kafka", "login SCRAM-SHA-256", _bounded(3, _ck_sasl_login, bootstrap, "SCRAM-SHA-256"))
+    m.note(f"credentials: user {SASL_USER!r}, password {SASL_PASSWORD!r}, unknown to the broker; the "
+           "SCRAM messages in the capture (nonces, proofs) are what a dissector should redact")
+    m.note("Tansu offers SCRAM-SHA-256/512 only: on a PLAIN SaslHandshake (v0 or v1) it closes the "
+           "connection without a response; SCRAM logins end with server-final 'e=unknown-user'")
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    port: int
+    description: str
+    run: Callable[[Manifest, str], None]
+    host: str = "127.0.0.1"
+    broker_args: tuple[str, ...] = ()
+
+
+WORKLOADS = [
+    Workload("admin", STANDARD_PORT,
+             "Admin: CreateTopics, Metadata, DescribeConfigs, DescribeCluster via kafka-python "
+             "KafkaAdminClient and confluent-kafka AdminClient", wl_admin),
+    Workload("produce_acks1", STANDARD_PORT,
+             "Produce acks=1, one batch per codec (none, gzip, snappy, lz4, zstd) from kafka-python "
+             "(partition 0) and librdkafka (partition 1), record headers", wl_produce(1)),
+    Workload("produce_acks0", STANDARD_PORT,
+             "Produce acks=0 (no responses), one batch per codec from kafka-python and librdkafka",
+             wl_produce(0)),
+    Workload("produce_pipelined", STANDARD_PORT,
+             "600 small records over 3 partitions from librdkafka, tiny batches, up to 16 requests in flight",
+             wl_pipelined),
+    Workload("consume_group", STANDARD_PORT,
+             "Produce (lz4, gzip, zstd) then consume with consumer groups and offset commits, "
+             "kafka-python group lab-group-kp then librdkafka group lab-group-ck", wl_consume_group),
+    Workload("unknown_topic", STANDARD_PORT,
+             "Metadata for a missing topic with auto-create off, and a raw Produce v3 to it",
+             wl_unknown_topic),
+    Workload("old_v0_8_2", STANDARD_PORT,
+             "kafka-python api_version=(0,8,2): v0 requests, magic 0 message sets, none/gzip/snappy/lz4, acks 1 and 0",
+             wl_old((0, 8, 2))),
+    Workload("old_v0_9", STANDARD_PORT,
+             "kafka-python api_version=(0,9): magic 0 message sets, none/gzip/snappy/lz4, acks 1 and 0",
+             wl_old((0, 9))),
+    Workload("old_v0_10_1", STANDARD_PORT,
+             "kafka-python api_version=(0,10,1): magic 1 message sets, none/gzip/snappy/lz4, acks 1 and 0",
+             wl_old((0, 10, 1))),
+    Workload("transactions", STANDARD_PORT,
+             "librdkafka transactional producer (snappy): commit 4, abort 3, commit 2 records; then "
+             "read_committed and read_uncommitted group consumers", wl_transactions),
+    Workload("ipv6", STANDARD_PORT,
+             "IPv6 loopback [::1]: librdkafka produce (lz4, gzip) and group consume with commit",
+             wl_ipv6, host="::1"),
+    Workload("large_records", STANDARD_PORT,
+             "4 records of ~70 KB (uncompressed text) in one librdkafka Produce, fetched by a kafka-python "
+             "group consumer: request and response frames span several TCP segments", wl_large),
+    Workload("sasl", STANDARD_PORT,
+             "SASL on a broker with --authentication and no users: SaslHandshake v0 + raw SCRAM tokens "
+             "(kafka-python 0.10.1), SaslHandshake v1 + SaslAuthenticate (kafka-python 3, librdkafka), "
+             "PLAIN refused; every login fails", wl_sasl, broker_args=("--authentication",)),
+    Workload("port_19092", 19092,
+             "Non-standard port 19092: librdkafka zstd acks=all, kafka-python snappy, group consume",
+             wl_other_port),
+]
+
+
