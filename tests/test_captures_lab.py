@@ -33,6 +33,9 @@ def _load_recipe():
     return module
 
 
+# kafka-python 3.0 loads its schemas with deprecated importlib.resources calls.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
 lab = _load_recipe()
 WORKLOADS = {wl.name: wl for wl in lab.WORKLOADS}
 NAMES = sorted(WORKLOADS)
