@@ -34,6 +34,7 @@ from kdissect.failures import InputError
 from kdissect.linklayers import (
     IP_FRAGMENT,
     NOT_TCP,
+    SUPPORTED_LINKTYPES,
     UNSUPPORTED_LINK,
     decode_frame,
     segment_from_frame,
@@ -369,6 +370,62 @@ class _FileReader:
             buf = buf[pos:] + more
             pos = 0
 
+    def pcap_segments(self) -> Iterator[TcpSegment]:
+        """TCP segments of a pcap file, decoded inside the record loop (the
+        same accounting as frames() followed by decode_frame)."""
+        self.stats.files += 1
+        try:
+            header = self.pcap
+            unpack = struct.Struct(header.byte_order + "IIII").unpack_from
+            ticks = header.ticks_per_second
+            hsize = header.record_header_size
+            limit = _record_limit(header.snaplen)
+            linktype = header.linktype
+            if linktype not in SUPPORTED_LINKTYPES:
+                self.stats.problems.append(f"{self.path.name}: unsupported link type {linktype}")
+            ci = self.capture_index
+            stats = self.stats
+            buf = self.head
+            pos = 24
+            number = 0
+            while True:
+                end = len(buf)
+                while pos + hsize <= end:
+                    sec, frac, caplen, wirelen = unpack(buf, pos)
+                    if caplen > limit:
+                        self._damaged(f"packet {number + 1} has an implausible length {caplen}", end - pos)
+                        return
+                    data_at = pos + hsize
+                    if data_at + caplen > end:
+                        break
+                    number += 1
+                    pos = data_at + caplen
+                    stats.packets += 1
+                    stats.bytes += caplen
+                    result = decode_frame(linktype, sec + frac / ticks, buf[data_at:pos], wirelen, ci, number)
+                    if type(result) is TcpSegment:
+                        stats.tcp_segments += 1
+                        yield result
+                    elif result == NOT_TCP:
+                        stats.non_tcp += 1
+                    elif result == IP_FRAGMENT:
+                        stats.ip_fragments += 1
+                    else:
+                        stats.undecodable += 1
+                more = self._more()
+                if not more:
+                    if pos < len(buf):
+                        self._cut(len(buf) - pos, number + 1)
+                    break
+                buf = buf[pos:] + more
+                pos = 0
+            problem = getattr(self.stream, "problem", None)
+            if problem:
+                self.stats.damaged_files += 1
+                self.stats.problems.append(f"{self.path.name}: {problem}")
+        finally:
+            self.stream.close()
+
     def _pcapng_frames(self) -> Iterator[Frame]:
         buf = self.head
         pos = 0
@@ -524,7 +581,12 @@ class CaptureSet:
         stats = self.stats
         warned: set[int] = set()
         for index, path in enumerate(self.paths):
-            for frame in _FileReader(path, index, stats).frames():
+            reader = _FileReader(path, index, stats)
+            if reader.kind == "pcap":
+                # the common case, without a Frame per packet
+                yield from reader.pcap_segments()
+                continue
+            for frame in reader.frames():
                 result = decode_frame(
                     frame.linktype, frame.ts, frame.data, frame.wire_len, index, frame.frame_number
                 )

@@ -58,6 +58,8 @@ _IPV6_EXT_8 = frozenset({0, 43, 60, 135, 139, 140, 253, 254})
 
 _H = struct.Struct("!H")
 _TCP = struct.Struct("!HHIIBB")
+# version/IHL, total length, flags/fragment offset, protocol, addresses
+_IPV4 = struct.Struct("!BxHxxHxBxx4s4s")
 
 _NAME_CACHE_LIMIT = 1 << 16
 _v4_names: dict[bytes, str] = {}
@@ -160,15 +162,14 @@ def decode_frame(
     if version == 4:
         if n < off + 20:
             return UNDECODABLE
-        b0 = data[off]
-        ihl = (b0 & 15) * 4
-        if b0 >> 4 != 4 or ihl < 20 or n < off + ihl:
+        v_ihl, total, frag, proto, src_raw, dst_raw = _IPV4.unpack_from(data, off)
+        ihl = (v_ihl & 15) * 4
+        if v_ihl >> 4 != 4 or ihl < 20 or n < off + ihl:
             return UNDECODABLE
-        if data[off + 9] != 6:
+        if proto != 6:
             return NOT_TCP
-        if (data[off + 6] & 0x3F) or data[off + 7]:  # MF flag or a fragment offset
+        if frag & 0x3FFF:  # MF flag or a fragment offset
             return IP_FRAGMENT
-        total = (data[off + 2] << 8) | data[off + 3]
         if total == 0:
             # Segmentation offload on the capturing host leaves the length 0;
             # the wire length is then the best evidence.
@@ -179,10 +180,8 @@ def decode_frame(
             ip_end = off + total
             if ip_end > wire_len and ip_end > n:
                 ip_end = max(wire_len, n)  # a length beyond the frame itself is bogus
-        raw = data[off + 12 : off + 16]
-        src = _v4_names.get(raw) or _v4(raw)
-        raw = data[off + 16 : off + 20]
-        dst = _v4_names.get(raw) or _v4(raw)
+        src = _v4_names.get(src_raw) or _v4(src_raw)
+        dst = _v4_names.get(dst_raw) or _v4(dst_raw)
         tcp = off + ihl
     else:
         if n < off + 40:

@@ -280,8 +280,8 @@ def test_gzip_bomb_is_streamed(tmp_path: Path) -> None:
     )
     out = subprocess.run(["python3", "-c", code, str(path)], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1]).stdout.split()
-    assert int(out[0]) == 1_000_000
-    assert int(out[1]) < 100_000  # KiB: far below the 76 MB the file inflates to
+    assert int(out[0]) == 1_000_000, out
+    assert int(out[1]) < 100_000, out  # KiB: far below the 76 MB the file inflates to
 
 
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
