@@ -8,7 +8,12 @@ Used by the recipe (`captures/lab.py`) and by tests that need live traffic:
 
 Both context managers stop their process on exit (tcpdump with SIGINT so the
 file is flushed) and raise `LabError` with the process's output if it fails
-to start.
+to start. `tansu_broker(port, host="::1")` runs on IPv6 loopback;
+`extra_args=("--authentication",)` turns on SASL.
+
+`run_in_private_network(argv)` re-runs a script under `unshare --net` (the
+recipe uses it so fixed ports like 9092 are free and nobody else's loopback
+traffic reaches a capture); the script then calls `bring_loopback_up()`.
 """
 
 from __future__ import annotations
