@@ -69,6 +69,7 @@ def test_forensics_notebook_runs(tmp_path):
     assert "records in the failing request" in text
     assert "Scapy: KafkaRequest / Kafka ProduceRequest" in text
     assert "###[ ProduceResponse ]###" in text
+    assert "JoinGroup v" in text and "SyncGroup v" in text  # consumer-protocol table
 
 
 @pytest.mark.slow
