@@ -259,7 +259,22 @@ class Reassembler:
             nxt = half.next
             off = nxt + (((start - half.base - nxt + _HALF) & _MASK) - _HALF)
             if plen:
-                self._accept(conn, direction, half, off, seg, events)
+                if off == nxt and not half.pending:
+                    # in order, nothing held: the common case, inline
+                    payload = seg.payload
+                    captured = len(payload)
+                    stats = self.stats
+                    stats.delivered_bytes += captured
+                    if captured == plen:
+                        kind = "data"
+                    else:
+                        kind = "truncated"
+                        stats.truncated_bytes += plen - captured
+                    chunk = Chunk(kind, off, plen, payload, seg.ts, seg.capture_index, seg.frame_number)
+                    events.append(Data(conn, direction, chunk))
+                    half.next = off + plen
+                else:
+                    self._accept(conn, direction, half, off, seg, events)
             if flags & FIN and half.fin is None:
                 half.fin = off + plen
         if flags & ACK and peer.base is not None:
@@ -279,11 +294,9 @@ class Reassembler:
             if self._timers and self._timers[0][0] <= self.stats.segments:
                 self._run_timers(events)
             return events
-        halves = conn.halves
-        for d in (0, 1):
-            h = halves[d]
+        for h in conn.halves:
             if h.acked > h.next and (h.pending or h.fin is not None):
-                self._check_acked_hole(conn, d, h, seg, events)
+                self._check_acked_hole(conn, 0 if h is conn.halves[0] else 1, h, seg, events)
             elif h.deadline is not None:
                 h.deadline = None
         if half.fin is not None and peer.fin is not None and half.next >= half.fin and peer.next >= peer.fin:
