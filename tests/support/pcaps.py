@@ -358,7 +358,13 @@ def shared_recording() -> Path:
         import tempfile
 
         directory = Path(tempfile.mkdtemp(prefix="kdissect-loop-"))
-        _RECORDING["loop"] = record_loopback(directory)
+        for attempt in range(3):  # a loaded machine can make tcpdump drop packets
+            try:
+                _RECORDING["loop"] = record_loopback(directory)
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
     return _RECORDING["loop"]
 
 
