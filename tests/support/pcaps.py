@@ -357,7 +357,10 @@ def shared_recording() -> Path:
     if "loop" not in _RECORDING:
         import tempfile
 
+        import atexit
+
         directory = Path(tempfile.mkdtemp(prefix="kdissect-loop-"))
+        atexit.register(shutil.rmtree, directory, True)
         for attempt in range(3):  # a loaded machine can make tcpdump drop packets
             try:
                 _RECORDING["loop"] = record_loopback(directory)
