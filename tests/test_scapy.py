@@ -406,3 +406,15 @@ def test_secrets_are_redacted_in_show_but_kept_in_values():
         assert "hunter2" in packet.show(dump=True)
     finally:
         show_secrets(False)
+
+
+def test_header_longer_than_its_frame_is_not_read_across_frames(tmp_path):
+    port = 39095
+    bind_kafka(port)
+    good = bytes(KafkaRequest(api_version=1, correlation_id=5, client_id="c") / MetadataRequest(topics=[]))
+    short = struct.pack(">ihh", 4, 3, 1)  # size 4: api key and version only
+    path = tmp_path / "short.pcap"
+    _stream_pcap(path, port, [(True, short + good)])
+    frames = _kafka_frames(path)
+    assert type(frames[0]) is Raw and frames[0].load == short
+    assert isinstance(frames[1], KafkaRequest) and frames[1].correlation_id == 5

@@ -391,7 +391,11 @@ class _KafkaHeader(Packet):
 
     def do_dissect(self, s: bytes) -> bytes:
         rest = super().do_dissect(s)
-        self.__dict__["_kafka_header_bytes"] = len(s) - len(rest)
+        consumed = len(s) - len(rest)
+        size = self.getfieldval("length")
+        if size is not None and consumed > 4 + size:
+            raise KafkaDecodeError(f"a {size}-byte frame is too short for its {consumed - 4}-byte header")
+        self.__dict__["_kafka_header_bytes"] = consumed
         return rest
 
     def guess_payload_class(self, payload: bytes) -> type[Packet]:
@@ -662,13 +666,14 @@ def _cut(cls: type[Packet], data: bytes, size: int) -> Packet:
     """Dissect the frame at the front of data as cls; what follows becomes
     Padding. A frame whose header does not decode is returned as Raw (with
     the rest still as Padding), so one bad frame does not lose the stream."""
+    frame, rest = data[:4 + size], data[4 + size:]
     try:
-        return cls(data)
+        packet = cls(frame)
     except Exception:  # noqa: BLE001 - capture content must not stop the session
-        packet = conf.raw_layer(data[:4 + size])
-        if len(data) > 4 + size:
-            packet.add_payload(conf.padding_layer(data[4 + size:]))
-        return packet
+        packet = conf.raw_layer(frame)
+    if rest:
+        packet.add_payload(conf.padding_layer(rest))
+    return packet
 
 
 class _SecretToken(StrLenField):
