@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,6 @@ def _biggest(captures_dir: Path) -> Path:
 
 def _tshark_frames(path: Path) -> list[tuple[int, str, int]]:
     """(frame number, epoch time text, captured length) per frame, from tshark."""
-    import subprocess
-
     out = subprocess.run(
         ["tshark", "-r", str(path), "-T", "fields", "-e", "frame.number", "-e", "frame.time_epoch",
          "-e", "frame.cap_len"], check=True, capture_output=True, text=True).stdout
@@ -56,8 +55,10 @@ def _walk_all(path: Path, split_size: int) -> tuple[list[tuple[int, float, int]]
 
 
 @pytest.mark.parametrize("split_size", [700, 4096, 65536])
-def test_every_split_size_yields_tsharks_frames(captures_dir, tshark, split_size):
-    path = _biggest(captures_dir)
+@pytest.mark.parametrize("file_format", ["pcap", "nsecpcap", "modpcap"])
+def test_every_split_size_yields_tsharks_frames(captures_dir, tshark, tmp_path, split_size, file_format):
+    path = tmp_path / "copy.pcap"
+    subprocess.run(["editcap", "-F", file_format, str(_biggest(captures_dir)), str(path)], check=True)
     expected = _tshark_frames(path)
     records, final, fallbacks = _walk_all(path, split_size)
     assert fallbacks == []
@@ -65,6 +66,9 @@ def test_every_split_size_yields_tsharks_frames(captures_dir, tshark, split_size
     assert [(n, caplen) for n, _, caplen in records] == [(n, caplen) for n, _, caplen in expected]
     for (_, ts, _), (_, epoch, _) in zip(records, expected):
         assert abs(ts - float(epoch)) < 1e-6
+    with open(path, "rb") as stream:
+        assert pcapsplit.read_format(stream).header.ticks_per_second == (
+            10**9 if file_format == "nsecpcap" else 10**6)
 
 
 def test_boundary_found_mid_record(captures_dir):

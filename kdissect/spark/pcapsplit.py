@@ -6,7 +6,8 @@ the RAPCAP idea: at each candidate offset, read a record header and check it
 is plausible (timestamp near the file's first packet, sub-second part in
 range, captured length <= snaplen and <= wire length), then follow the
 lengths through a chain of several consecutive headers that must all be
-plausible. A random offset almost never passes a chain of eight.
+plausible and close in time to each other. A random offset almost never
+passes a chain of eight.
 
 A range owns the records that *start* inside it; its last record may run past
 its end. Every range also reports where its walk stopped (the first record
@@ -30,7 +31,10 @@ GLOBAL_HEADER_LEN = 24
 # Limits for the plausibility check; generous so real records always pass.
 MAX_RECORD = 262144  # as the capture reader: larger means a damaged header
 TS_SLACK_BEFORE = 86400  # a day before the first packet
-TS_SLACK_AFTER = 10 * 366 * 86400  # ten years after it
+TS_SLACK_AFTER = 366 * 86400  # a year after it
+# Consecutive records of a chain must be this close in time: a false header
+# whose length happens to land on a true record is caught by its timestamp.
+MAX_STEP_SECONDS = 86400
 CHAIN_LENGTH = 8
 
 
@@ -87,6 +91,7 @@ def _chain_holds(stream: BinaryIO, fmt: PcapFormat, offset: int, file_size: int)
     header = fmt.record_header
     size = fmt.record_header_size
     position = offset
+    previous = None
     for checked in range(CHAIN_LENGTH):
         if position == file_size:
             return checked > 0  # the chain ran exactly to the end of the file
@@ -96,6 +101,9 @@ def _chain_holds(stream: BinaryIO, fmt: PcapFormat, offset: int, file_size: int)
         sec, frac, caplen, wirelen = header.unpack(stream.read(16))
         if not plausible(fmt, sec, frac, caplen, wirelen):
             return False
+        if previous is not None and abs(sec - previous) > MAX_STEP_SECONDS:
+            return False
+        previous = sec
         position += size + caplen
         if position > file_size:
             # A record cut short by the end of the file (a capture killed
