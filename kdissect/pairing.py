@@ -219,10 +219,13 @@ class Pairer:
         acc.request_frames += 1
         try:
             request = _decode_request(data)
-        except _DecodeError as error:
+        except Exception as error:  # DecodeError, or a decoder bug: never stop the run
             acc.malformed_frames += 1
             ex.status = MALFORMED
-            ex.add_problem(_decode_error_text("request", error))
+            if isinstance(error, _DecodeError):
+                ex.add_problem(_decode_error_text("request", error))
+            else:
+                ex.add_problem(f"request malformed: decoder failed ({type(error).__name__}: {error})")
             header = _peek_request_header(data)
             if header is None:
                 self._emit(ex, out)
@@ -329,6 +332,12 @@ class Pairer:
             acc.malformed_frames += 1
             _worsen(ex, MALFORMED)
             ex.add_problem(_decode_error_text("response", error))
+            self._emit(ex, out)
+            return
+        except Exception as error:  # a decoder bug must not stop the run; say so in the row
+            acc.malformed_frames += 1
+            _worsen(ex, MALFORMED)
+            ex.add_problem(f"response malformed: decoder failed ({type(error).__name__}: {error})")
             self._emit(ex, out)
             return
         acc.decoded_frames += 1

@@ -51,7 +51,7 @@ class _Conn:
     """Per-connection state."""
 
     __slots__ = ("conn", "state", "client_dir", "readers", "pairer", "held", "held_bytes",
-                 "verdicts", "closed")
+                 "verdicts", "closed", "fresh")
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
@@ -63,6 +63,7 @@ class _Conn:
         self.held_bytes = 0
         self.verdicts: list[bool | None] = [None, None]
         self.closed = False
+        self.fresh = [True, True]  # no chunk yet in this direction
 
 
 class Dissector:
@@ -112,7 +113,8 @@ class Dissector:
                     direction = event.direction
                     self.accounting.stream_bytes += chunk.length
                     reader = state.readers[direction]  # type: ignore[index]
-                    if not reader.started:
+                    if state.fresh[direction]:
+                        state.fresh[direction] = False
                         reader.set_aligned(_starts_aligned(state.conn, direction))
                     frames = reader.push(chunk)
                     if frames:
@@ -169,7 +171,8 @@ class Dissector:
         if state.state == _KAFKA:
             self.accounting.stream_bytes += chunk.length
             reader = state.readers[direction]  # type: ignore[index]
-            if not reader.started:
+            if state.fresh[direction]:
+                state.fresh[direction] = False
                 reader.set_aligned(_starts_aligned(state.conn, direction))
             frames = reader.push(chunk)
             if frames:
