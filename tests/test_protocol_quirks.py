@@ -251,6 +251,17 @@ def test_summary_finds_nested_error_codes() -> None:
     assert "error_code: 9 (REPLICA_NOT_AVAILABLE)" in rendered
 
 
+def test_partition_errors_of_produce_responses() -> None:
+    # Produce response v3 laid out by hand from the spec: the partition field is "Index".
+    partition = lambda index, code: i32(index) + i16(code) + i64(-1) + i64(-1)
+    frame = (i32(7)  # correlation id (response header v0)
+             + i32(1) + s16("orders") + i32(2) + partition(0, 0) + partition(2, 59)
+             + i32(0))  # throttle_time_ms
+    body = decode_response(frame, 0, 3).body
+    assert partition_errors(0, 3, body) == [("orders", 2, 59)]
+    assert summarize_response(0, 3, body).error_codes == (59,)
+
+
 # ------------------------------------------------------- header helpers
 
 def test_header_helpers() -> None:

@@ -17,7 +17,8 @@ from kdissect.protocol.schema import FieldSchema, get_schema, resolve_version
 __all__ = ["ResponseSummary", "summarize_response", "partition_errors"]
 
 _TOPIC_NAMES = ("name", "topic_name", "topic")
-_PARTITION_NAMES = ("partition_index", "partition", "partition_id")
+# Produce and FetchSnapshot responses name the partition field "Index".
+_PARTITION_NAMES = ("partition_index", "partition", "partition_id", "index")
 
 
 @dataclass(frozen=True, slots=True)
