@@ -22,6 +22,7 @@ class Accounting:
     kafka_connections: int = 0  # classified as Kafka
     non_kafka_connections: int = 0  # ignored: not on a Kafka port and not Kafka-shaped
     non_kafka_bytes: int = 0  # payload bytes of ignored connections
+    tls_connections: int = 0  # of those, TLS on a Kafka port (encrypted: not decoded)
     stream_bytes: int = 0  # payload bytes of Kafka connections (captured or not)
     framed_bytes: int = 0  # bytes in complete Kafka frames (size prefix included)
     request_frames: int = 0  # complete request frames
@@ -83,7 +84,8 @@ class Accounting:
             )
         lines += [
             f"connections: {self.kafka_connections} Kafka, {self.non_kafka_connections} other "
-            f"({self.non_kafka_bytes} bytes ignored); {self.segments} segments",
+            + (f"({self.tls_connections} TLS, not decoded) " if self.tls_connections else "")
+            + f"({self.non_kafka_bytes} bytes ignored); {self.segments} segments",
             f"frames: {self.request_frames} requests, {self.response_frames} responses, "
             f"{self.framed_bytes} bytes framed, {self.decoded_frames} decoded, "
             f"{self.malformed_frames} malformed, {self.truncated_frames} truncated, "

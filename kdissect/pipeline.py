@@ -47,6 +47,12 @@ def _starts_aligned(conn: Any, direction: int) -> bool:
     return False
 
 
+def _starts_like_tls(data: bytes) -> bool:
+    """A TLS handshake record header (content type 22, version 3.x). As a Kafka
+    size field these bytes would announce a frame of over 360 MB."""
+    return len(data) >= 3 and data[0] == 0x16 and data[1] == 0x03 and data[2] <= 0x04
+
+
 class _Conn:
     """Per-connection state."""
 
@@ -111,11 +117,10 @@ class Dissector:
                     # the hot path: bytes of a known Kafka connection
                     chunk = event.chunk
                     direction = event.direction
+                    if state.fresh[direction] and not self._start_direction(state, direction, chunk):
+                        continue  # not Kafka after all (TLS)
                     self.accounting.stream_bytes += chunk.length
                     reader = state.readers[direction]  # type: ignore[index]
-                    if state.fresh[direction]:
-                        state.fresh[direction] = False
-                        reader.set_aligned(_starts_aligned(state.conn, direction))
                     frames = reader.push(chunk)
                     if frames:
                         pairer = state.pairer
@@ -169,11 +174,10 @@ class Dissector:
 
     def _data(self, state: _Conn, direction: int, chunk: Any, out: list[Exchange]) -> None:
         if state.state == _KAFKA:
+            if state.fresh[direction] and not self._start_direction(state, direction, chunk):
+                return  # not Kafka after all (TLS)
             self.accounting.stream_bytes += chunk.length
             reader = state.readers[direction]  # type: ignore[index]
-            if state.fresh[direction]:
-                state.fresh[direction] = False
-                reader.set_aligned(_starts_aligned(state.conn, direction))
             frames = reader.push(chunk)
             if frames:
                 pairer = state.pairer
@@ -251,6 +255,22 @@ class Dissector:
         readers = [requests, responses] if client_dir == 0 else [responses, requests]
         state.readers = readers
         state.pairer = pairer
+
+    def _start_direction(self, state: _Conn, direction: int, chunk: Any) -> bool:
+        """First chunk of a direction of a Kafka connection: set the framing's
+        alignment; False (and the connection dropped) if the client opens with
+        a TLS record, i.e. this is encrypted Kafka (or TLS) on a Kafka port."""
+        state.fresh[direction] = False
+        aligned = _starts_aligned(state.conn, direction)
+        state.readers[direction].set_aligned(aligned)  # type: ignore[index]
+        if aligned and direction == state.client_dir and _starts_like_tls(chunk.data):
+            acc = self.accounting
+            acc.kafka_connections -= 1
+            acc.tls_connections += 1
+            self._ignore(state)
+            acc.non_kafka_bytes += chunk.length
+            return False
+        return True
 
     def _ignore(self, state: _Conn) -> None:
         state.state = _IGNORED

@@ -280,3 +280,19 @@ def test_state_stays_bounded_by_open_exchanges():
     acc = dissector.accounting
     assert acc.acks0_requests == 2000 and acc.orphan_responses == 500
     assert len(emitted) == acc.exchanges == 2500
+
+
+def test_tls_on_a_kafka_port_is_counted_not_decoded():
+    conv = Conversation().handshake()
+    # a TLS ClientHello record header, then some of its body
+    conv.send(bytes([0x16, 0x03, 0x01, 0x02, 0x00]) + bytes(200))
+    conv.reply(bytes([0x16, 0x03, 0x03, 0x00, 0x40]) + bytes(64))
+    conv.close()
+    plain = Conversation(client=("10.0.0.9", 40009)).handshake()
+    plain.send(heartbeat_request(1))
+    plain.reply(heartbeat_response(1))
+    plain.close()
+    exchanges, acc = dissect(conv.segments + plain.segments)
+    assert [(ex.client, ex.status) for ex in exchanges] == [("10.0.0.9:40009", "ok")]
+    assert (acc.kafka_connections, acc.tls_connections, acc.non_kafka_connections) == (1, 1, 1)
+    assert acc.non_kafka_bytes == 205 + 69 and acc.truncated_frames == 0
