@@ -26,7 +26,7 @@ from kdissect import protocol
 from kdissect.accounting import Accounting
 from kdissect.detect import DEFAULT_PORTS, MIN_REQUEST_SIZE, client_direction_by_port, starts_like_request
 from kdissect.exchange import Exchange, endpoint
-from kdissect.framing import FrameReader
+from kdissect.framing import HUNT_PREFIX, FrameReader
 from kdissect.pairing import Pairer
 
 _INT32 = Struct(">i")
@@ -95,7 +95,7 @@ class Dissector:
         self.accounting = Accounting()
         self._conns: dict[int, _Conn] = {}
         self._next_stream = 0
-        self._key: tuple[int, int] = (0, 0)  # segment being fed
+        self._key: tuple[int, int] | None = (0, 0)  # segment being fed (None in finish)
         # (capture_index, frame_number) at which each Kafka connection was
         # classified, in stream-number order (also for connections without exchanges)
         self.classification_keys: list[tuple[int, int]] = []
@@ -133,6 +133,7 @@ class Dissector:
 
     def finish(self) -> list[Exchange]:
         out: list[Exchange] = []
+        self._key = None  # type: ignore[assignment]
         for event in self._reassembler.finish():
             self._event(event, out)
         for state in list(self._conns.values()):
@@ -195,12 +196,24 @@ class Dissector:
         state.held.append((direction, chunk))
         state.held_bytes += chunk.length
         verdicts = state.verdicts
-        if verdicts[direction] is None and chunk.kind != "gap" and chunk.data:
-            if len(chunk.data) >= 4 + MIN_REQUEST_SIZE or chunk.kind == "truncated":
-                verdicts[direction] = starts_like_request(chunk.data)
+        if verdicts[direction] is None:
+            # the direction's first captured bytes, up to the first hole
+            start = bytearray()
+            complete = False  # no more contiguous bytes can be added to `start`
+            for d, c in state.held:
+                if d != direction:
+                    continue
+                start += c.data
+                if c.kind != "data" or len(start) >= 4 + HUNT_PREFIX:
+                    complete = True
+                    break
+            if complete or len(start) >= 4 + MIN_REQUEST_SIZE:
+                # (a direction that starts with lost bytes cannot be judged: False)
+                verdicts[direction] = bool(start) and starts_like_request(bytes(start))
         if verdicts[direction]:
             held = state.held
             state.held = []
+            # the segment being fed; during finish() (no segment), the chunk's own
             key = (chunk.capture_index, chunk.frame_number) if self._key is None else self._key
             self._classify(state, direction, key)
             for d, c in held:

@@ -296,3 +296,15 @@ def test_tls_on_a_kafka_port_is_counted_not_decoded():
     assert [(ex.client, ex.status) for ex in exchanges] == [("10.0.0.9:40009", "ok")]
     assert (acc.kafka_connections, acc.tls_connections, acc.non_kafka_connections) == (1, 1, 1)
     assert acc.non_kafka_bytes == 205 + 69 and acc.truncated_frames == 0
+
+
+def test_detection_by_shape_with_a_request_split_over_segments():
+    conv = Conversation(broker=("10.0.0.2", 6000)).handshake()
+    frame = heartbeat_request(1)
+    conv.send(frame[:5])
+    conv.send(frame[5:])
+    conv.reply(heartbeat_response(1))
+    conv.close()
+    exchanges, acc = dissect(conv.segments)
+    assert [(ex.broker, ex.status) for ex in exchanges] == [("10.0.0.2:6000", "ok")]
+    assert acc.kafka_connections == 1 and acc.non_kafka_connections == 0
