@@ -94,8 +94,15 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     """Run the whole job; `spark` may be an existing session (tests, spark-submit)."""
     from kdissect.spark.session import start_session
 
-    say = log or (lambda message: None)
     started = time.monotonic()
+    timings: dict[str, float] = {}
+
+    def say(message: str, step: str | None = None) -> None:
+        if step is not None:
+            timings[step] = round(time.monotonic() - started, 1)
+        if log is not None:
+            log(message)
+
     ordered, skipped = _ordered_captures(options.inputs)
     splits = planning.plan_splits(ordered, options.split_size)
     capture_names = [Path(path).name for path, _ in ordered]
@@ -118,7 +125,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         scans = {scan.split_id: scan for scan in scanned}
     splits, fallbacks = planning.apply_scans(splits, scans)
     say(f"{len(splits)} read tasks" + (f" ({len(fallbacks)} files read whole after a boundary check failed)"
-                                       if fallbacks else ""))
+                                       if fallbacks else ""), "planned")
 
     # -- 3. read, shuffle by connection, dissect ------------------------------
     from kdissect.spark.dissect import OUTPUT_SCHEMA, dissect_partition
@@ -159,7 +166,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     outdir = options.outdir.rstrip("/")
     work = f"{outdir}/{WORK_DIR}"
     dissected.write.mode("overwrite").partitionBy("kind").parquet(work)
-    say("dissected")
+    say("packets read and dissected", "dissected")
 
     # -- 4. stream numbers, exchange and partition error tables ---------------
     from kdissect.exchange import SCHEMA as EXCHANGE_SCHEMA
@@ -180,7 +187,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         f"{outdir}/exchanges")
     partition_errors = tables.partition_errors(exchanges)
     partition_errors.write.mode("overwrite").parquet(f"{outdir}/partition_errors")
-    say("exchange tables written")
+    say("exchange tables written", "exchange_tables")
 
     written = spark.read.schema(from_arrow_schema(EXCHANGE_SCHEMA)).parquet(f"{outdir}/exchanges")
     counts: dict[str, int] = {
@@ -194,7 +201,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     for name, frame in summaries.items():
         frame.write.mode("overwrite").parquet(f"{outdir}/{name}")
         counts[name] = frame.count()
-    say("summary tables written")
+    say("summary tables written", "summary_tables")
     summary = tables.render_summary(written, summaries, accounting)
     for frame in summaries.values():
         frame.unpersist()
@@ -222,6 +229,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         "accounting": accounting.to_dict(),
         "partition_error_failures": partition_error_failures,
         "seconds": round(time.monotonic() - started, 3),
+        "seconds_since_start_at": timings,
         "input_bytes": total_bytes,
     }
     _write_local(f"{outdir}/manifest.json", json.dumps(manifest, indent=2, sort_keys=False) + "\n")
