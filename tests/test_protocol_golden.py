@@ -109,17 +109,52 @@ def _known_broker_bug(api_key: int, api_version: int, frame: bytes) -> str | Non
     return None
 
 
+def _raw_sasl_frames(frames: list[dict]) -> set[int]:
+    """Indices of frames that are raw SASL tokens, not Kafka messages: in a
+    client direction every frame after a SaslHandshake v0 request, in the
+    broker direction every frame after that request's response (the lab's
+    logins all fail, so the tokens run until the connection closes)."""
+    by_conn: dict[str, list[int]] = {}
+    for index, entry in enumerate(frames):
+        by_conn.setdefault(entry["conn"], []).append(index)
+    raw: set[int] = set()
+    for conn, indices in by_conn.items():
+        for n, index in enumerate(indices):
+            head = peek_request_header(frames[index]["frame"])
+            if head is None or head[:2] != (17, 0):
+                continue
+            raw.update(indices[n + 1:])
+            src, dst = conn.split("->")
+            back = by_conn.get(f"{dst}->{src}", [])
+            for m, answer in enumerate(back):
+                if int.from_bytes(frames[answer]["frame"][:4], "big", signed=True) == head[2]:
+                    raw.update(back[m + 1:])
+                    break
+            break
+    return raw
+
+
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark missing")
 @pytest.mark.parametrize("path", _capture_files(), ids=lambda p: p.name)
 def test_every_frame_in_lab_captures(path: Path) -> None:
     """Frames of the lab's capture files: every request tshark labels and
-    its response decode with all bytes consumed and re-encode identically."""
+    its response decode with all bytes consumed and re-encode identically.
+    tshark 4.0 also labels the raw SASL tokens that follow a SaslHandshake v0
+    as Kafka requests; those are left out (and must exist where expected)."""
     frames = split_frames(path)
     requests = _tshark_requests(path, frozenset(server_ports(path)))
+    raw_sasl = _raw_sasl_frames(frames)
+    raw_keys = {(frames[i]["conn"], int.from_bytes(frames[i]["frame"][4:8], "big", signed=True))
+                for i in raw_sasl if len(frames[i]["frame"]) >= 8}
+    if path.name == "sasl.pcap":
+        assert raw_sasl, "the SASL capture holds raw tokens after SaslHandshake v0"
+    requests = {key: value for key, value in requests.items() if key not in raw_keys}
     versions = {}
     checked = 0
     seen_requests = set()
-    for entry in frames:
+    for index, entry in enumerate(frames):
+        if index in raw_sasl:
+            continue
         frame = entry["frame"]
         head = peek_request_header(frame)
         if head and (entry["conn"], head[2]) in requests:
@@ -133,7 +168,9 @@ def test_every_frame_in_lab_captures(path: Path) -> None:
                     decode_request(frame)
                 continue
             assert decode_request(frame).encode() == frame
-    for entry in frames:
+    for index, entry in enumerate(frames):
+        if index in raw_sasl:
+            continue
         frame = entry["frame"]
         if len(frame) >= 4:
             corr = int.from_bytes(frame[:4], "big", signed=True)

@@ -212,7 +212,7 @@ def tcpdump(
     # be allowed to write into the checkout. -U: write packet by packet.
     # --immediate-mode: without it packets wait in a TPACKET_V3 block and a
     # SIGINT soon after the workload loses them.
-    cmd = [tcpdump_path, "-i", interface, "-s", str(snaplen), "-U", "--immediate-mode", "-B", "32768", "-Z", "root", "-w", str(out), f"tcp port {port}"]
+    cmd = [tcpdump_path, "-i", interface, "-s", str(snaplen), "-U", "--immediate-mode", "-B", "262144", "-Z", "root", "-w", str(out), f"tcp port {port}"]
     err = tempfile.TemporaryFile()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
 
