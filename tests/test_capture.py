@@ -9,6 +9,7 @@ import random
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -278,7 +279,7 @@ def test_gzip_bomb_is_streamed(tmp_path: Path) -> None:
         "for _ in iter_frames([sys.argv[1]], stats): pass\n"
         "print(stats.packets, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
-    out = subprocess.run(["python3", "-c", code, str(path)], capture_output=True, text=True, check=True,
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1]).stdout.split()
     assert int(out[0]) == 1_000_000, out
     assert int(out[1]) < 100_000, out  # KiB: far below the 76 MB the file inflates to
@@ -459,7 +460,7 @@ def test_unreadable_file_is_input_error(tmp_path: Path) -> None:
 def test_impair_command_line(clean: Path, trace: impair.Trace, tmp_path: Path) -> None:
     out = tmp_path / "o.pcapng"
     done = subprocess.run(
-        ["python3", "-m", "kdissect.impair", str(clean), str(out), "vlan:7", "link:sll2", "snaplen:96", "pcapng-ns", "gzip"],
+        [sys.executable, "-m", "kdissect.impair", str(clean), str(out), "vlan:7", "link:sll2", "snaplen:96", "pcapng-ns", "gzip"],
         cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
     )
     assert done.returncode == 0, done.stderr
