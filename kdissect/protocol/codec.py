@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any, Callable, Mapping
 
 from kdissect.protocol import primitives as prim
+from kdissect.protocol.codecache import compile_cached
 from kdissect.protocol.model import (
     ConsumerProtocolData,
     Request,
@@ -616,7 +617,7 @@ class _Generator:
     def finish(self) -> dict[str, Any]:
         source = "\n".join(self.src.lines)
         ns = self.src.ns
-        exec(compile(source, f"<kdissect codec {self.src.label}>", "exec"), ns)  # noqa: S102
+        exec(compile_cached(source, f"<kdissect codec {self.src.label}>"), ns)  # noqa: S102
         # tag tables were filled with function names before the functions existed
         for key, value in list(ns.items()):
             if key.startswith("_tags") and isinstance(value, dict):
