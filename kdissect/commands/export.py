@@ -68,10 +68,10 @@ def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool,
 
     analysis = run_analysis(captures, ports, no_detect)
     writer = open_writer(output)
-    write = writer.write
+    write_exchange = writer.write_exchange
     try:
         for exchange in analysis:
-            write(exchange.to_row())
+            write_exchange(exchange)
     finally:
         writer.close()
     if not quiet:

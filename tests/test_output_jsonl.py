@@ -1,0 +1,58 @@
+"""The JSONL fast path writes exactly what the json module writes for the row."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kdissect.exchange import COLUMN_TYPES, Exchange
+from kdissect.output import JsonlWriter
+from kdissect.pipeline import Analysis
+
+
+def _reference(exchange: Exchange) -> str:
+    return json.dumps(exchange.to_row(), separators=(",", ":")) + "\n"
+
+
+def _fast(exchange: Exchange) -> str:
+    out = io.StringIO()
+    JsonlWriter(out).write_exchange(exchange)
+    return out.getvalue()
+
+
+_VALUES = {
+    "string": st.none() | st.text(),
+    "int64": st.none() | st.integers(-(2**63), 2**63 - 1),
+    "int32": st.none() | st.integers(-(2**31), 2**31 - 1),
+    "int16": st.none() | st.integers(-(2**15), 2**15 - 1),
+    "float64": st.none() | st.floats(allow_nan=True, allow_infinity=True),
+    "list<int16>": st.lists(st.integers(-(2**15), 2**15 - 1), max_size=3),
+    "list<string>": st.lists(st.text(), max_size=3),
+}
+_SETTABLE = [(name, kind) for name, kind in COLUMN_TYPES if name != "latency_ms"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({name: _VALUES[kind] for name, kind in _SETTABLE}))
+def test_any_field_values(values: dict) -> None:
+    if values["status"] is None:
+        values["status"] = "ok"
+    exchange = Exchange(**values)
+    assert _fast(exchange) == _reference(exchange)
+
+
+def test_unexpected_types_fall_back_to_the_json_module() -> None:
+    exchange = Exchange(stream=3, client_id=b"bytes".decode(), problems=["a", None], records=2.5)  # type: ignore[list-item]
+    assert _fast(exchange) == _reference(exchange)
+    exchange = Exchange(request_ts=1.0, response_ts=float("inf"))
+    assert '"latency_ms":Infinity' in _fast(exchange) == _reference(exchange)
+
+
+def test_every_exchange_of_the_captures(captures_dir: Path) -> None:
+    for capture in sorted(captures_dir.glob("*.pcap")):
+        for exchange in Analysis([capture]):
+            assert _fast(exchange) == _reference(exchange), capture.name
