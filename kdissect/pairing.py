@@ -71,9 +71,9 @@ _MAX_UNANSWERED = 64  # acks=0 requests held per connection
 _MAX_EARLY = 64  # responses held per connection waiting for their request
 
 try:
-    from kdissect.records import exchange_columns as _record_columns
+    from kdissect.records.access import record_figures as _record_figures
 except ImportError:  # pragma: no cover - records package missing
-    _record_columns = None
+    _record_figures = None
 
 
 def _worsen(exchange: Exchange, status: str) -> None:
@@ -105,13 +105,12 @@ def header_client_id(prefix: bytes, api_key: int, api_version: int) -> str | Non
     return prefix[10 : 10 + length].decode("utf-8", "replace")
 
 
-def _add_records(ex: Exchange, columns: dict) -> None:
-    if not columns:
+def _add_records(ex: Exchange, figures: tuple | None) -> None:
+    """The records/record_bytes/codecs columns (kdissect.records.record_figures)."""
+    if figures is None:
         return
-    ex.records = columns.get("records")
-    ex.record_bytes = columns.get("record_bytes")
-    ex.codecs = columns.get("codecs")
-    for text in columns.get("record_problems") or ():
+    ex.records, ex.record_bytes, ex.codecs, problems = figures
+    for text in problems:
         ex.add_problem(text)
 
 
@@ -244,8 +243,8 @@ class Pairer:
         ex.client_id = h.client_id
         if self.keep_messages:
             ex.request = request
-        if api_key == _PRODUCE and _record_columns is not None:
-            _add_records(ex, _record_columns(api_key, ex.api_version, request.body, None))
+        if api_key == _PRODUCE and _record_figures is not None:
+            _add_records(ex, _record_figures(api_key, ex.api_version, request.body))
         if not request.expects_response:
             ex.expects_response = False
             acc.acks0_requests += 1
@@ -343,8 +342,8 @@ class Pairer:
         acc.decoded_frames += 1
         if self.keep_messages:
             ex.response = response
-        if ex.api_key in (_FETCH, _SHARE_FETCH) and _record_columns is not None:
-            _add_records(ex, _record_columns(ex.api_key, ex.api_version, None, response.body))
+        if ex.api_key in (_FETCH, _SHARE_FETCH) and _record_figures is not None:
+            _add_records(ex, _record_figures(ex.api_key, ex.api_version, response.body))
         ex.throttle_time_ms = summary.throttle_time_ms
         ex.error_code = summary.error_code
         ex.error_codes = list(summary.error_codes)

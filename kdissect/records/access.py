@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from kdissect.records.codecs import DEFAULT_LIMIT
-from kdissect.records.counts import batch_checks, batch_counts
+from kdissect.records.counts import batch_checks, batch_counts, batch_figures
 from kdissect.records.decode import iter_batches
 from kdissect.records.model import Batch, Record
 
@@ -67,6 +67,25 @@ def record_sets(api_key: int, api_version: int, body: Any, direction: str) -> It
                 yield topic, _get(partition_entry, index_field), bytes(raw)
 
 
+def _struct_record_sets(api_key: int, body: Any) -> list[tuple[str | None, int | None, bytes]]:
+    """record_sets() of a decoded Struct body (Produce request or Fetch/ShareFetch
+    response), reading attributes directly."""
+    if api_key == PRODUCE:
+        topics, name_field, parts_field, index_field = "topic_data", "name", "partition_data", "index"
+    else:
+        topics, name_field, parts_field, index_field = "responses", "topic", "partitions", "partition_index"
+    found = []
+    for topic_entry in getattr(body, topics, None) or ():
+        topic = None
+        for partition_entry in getattr(topic_entry, parts_field, None) or ():
+            raw = getattr(partition_entry, "records", None)
+            if raw:
+                if topic is None:
+                    topic = _topic_label(topic_entry, name_field)
+                found.append((topic, getattr(partition_entry, index_field, None), bytes(raw)))
+    return found
+
+
 def exchange_columns(api_key: int | None, api_version: int | None, request_body: Any,
                      response_body: Any, max_uncompressed: int = DEFAULT_LIMIT) -> dict[str, Any]:
     """Exchange-row figures for Produce (request) and Fetch/ShareFetch (response).
@@ -77,27 +96,57 @@ def exchange_columns(api_key: int | None, api_version: int | None, request_body:
     Never raises.
     """
     if api_key == PRODUCE:
-        body, direction = request_body, "request"
+        body = request_body
     elif api_key in (FETCH, SHARE_FETCH):
-        body, direction = response_body, "response"
+        body = response_body
     else:
         return {}
-    if body is None:
+    figures = record_figures(api_key, api_version, body, max_uncompressed)
+    if figures is None:
         return {}
+    records, record_bytes, names, problems = figures
+    return {"records": records, "record_bytes": record_bytes, "codecs": names, "record_problems": problems}
+
+
+def record_figures(api_key: int, api_version: int | None, body: Any, max_uncompressed: int = DEFAULT_LIMIT
+                   ) -> tuple[int | None, int | None, list[str], list[str]] | None:
+    """(records, record_bytes, codecs, problems) of the records in a Produce
+    request body or a Fetch/ShareFetch response body (the values of
+    `exchange_columns`); None for other APIs or no body. Never raises."""
+    if body is None:
+        return None
+    if api_key == PRODUCE:
+        direction = "request"
+    elif api_key == FETCH or api_key == SHARE_FETCH:
+        direction = "response"
+    else:
+        return None
     records: int | None = 0
     record_bytes: int | None = 0
     names: list[str] = []
     problems: list[str] = []
     try:
-        for topic, partition, raw in record_sets(api_key, api_version or 0, body, direction):
-            count, size, codecs = batch_counts(raw)
+        if getattr(type(body), "_fields", None) is not None:  # a decoded Struct
+            sets: Any = _struct_record_sets(api_key, body)
+            if len(sets) == 1:  # the common case, without the sums
+                topic, partition, raw = sets[0]
+                records, record_bytes, names, found = batch_figures(raw, max_uncompressed)
+                if found:
+                    problems = [f"{topic}-{partition}: {text}" for text in found]
+                return records, record_bytes, names, problems
+        else:
+            sets = record_sets(api_key, api_version or 0, body, direction)
+        for topic, partition, raw in sets:
+            count, size, codecs, found = batch_figures(raw, max_uncompressed)
             records = None if records is None or count is None else records + count
             record_bytes = None if record_bytes is None or size is None else record_bytes + size
-            names.extend(name for name in codecs if name not in names)
-            problems.extend(f"{topic}-{partition}: {text}" for text in batch_checks(raw, max_uncompressed))
+            if codecs != names:
+                names.extend(name for name in codecs if name not in names)
+            if found:
+                problems.extend(f"{topic}-{partition}: {text}" for text in found)
     except Exception as problem:  # an unexpected body shape must not break the row
         problems.append(f"records not counted ({type(problem).__name__})")
-    return {"records": records, "record_bytes": record_bytes, "codecs": names, "record_problems": problems}
+    return records, record_bytes, names, problems
 
 
 class TopicRecord(NamedTuple):
