@@ -203,6 +203,9 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         counts[name] = frame.count()
     say("summary tables written", "summary_tables")
     summary = tables.render_summary(written, summaries, accounting)
+    problems = reading.get("problems") or []
+    if problems:
+        summary += "\nreading problems (see manifest.json):\n" + "\n".join(f"  {p}" for p in problems[:10])
     for frame in summaries.values():
         frame.unpersist()
     _remove(spark, work)

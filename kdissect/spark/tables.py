@@ -36,6 +36,7 @@ def number_streams(spark, work):
         work.where("kind = 1")
         .select("stream_capture_index", "stream_frame_number")
         .withColumn("global_stream", F.row_number().over(order) - 1)
+        .cache()  # small; used by both the exchange and the partition error tables
     )
     exchanges = work.where("kind = 0").drop("stream")
     joined = exchanges.join(ranks, ["stream_capture_index", "stream_frame_number"], "left")
