@@ -63,13 +63,6 @@ def safe_row(row: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
-def _json_float(value: float) -> str:
-    text = _float_repr(value)
-    if text[-1] > "9":  # nan, inf: leave them to the json module (NaN, Infinity)
-        raise ValueError(text)
-    return text
-
-
 def _json_ints(values: list[int]) -> str:
     return "[" + ",".join(map(_int_repr, values)) + "]" if values else "[]"
 
@@ -83,7 +76,7 @@ _int_repr = int.__repr__
 _esc = json.encoder.encode_basestring_ascii
 # per column type: the expression for value `v` (never null-checked here)
 _JSON_OF_KIND = {"string": "_esc({v})", "int64": "_int_repr({v})", "int32": "_int_repr({v})",
-                 "int16": "_int_repr({v})", "float64": "_json_float({v})",
+                 "int16": "_int_repr({v})", "float64": "_float_repr({v})",
                  "list<int16>": "_json_ints({v})", "list<string>": "_json_strs({v})"}
 
 
@@ -98,11 +91,15 @@ def _exchange_line_function() -> Callable[[Any], str]:
     parts = []
     for i, (name, kind) in enumerate(COLUMN_TYPES):
         lines.append(f"    v{i} = ex.{name}")
+        if kind == "float64":
+            # nan - nan and inf - inf are nan (true); json writes NaN/Infinity, not repr's nan/inf
+            lines.append(f"    if v{i} is not None and v{i} - v{i}:")
+            lines.append(f"        raise ValueError('not finite')")
         text = _JSON_OF_KIND[kind].format(v=f"v{i}")
         key = json.dumps(name).replace("{", "{{").replace("}", "}}")
         parts.append(f'{key}:{{"null" if v{i} is None else {text}}}')
     lines.append("    return f'{{" + ",".join(parts) + "}}\\n'")
-    namespace: dict[str, Any] = {"_esc": _esc, "_int_repr": _int_repr, "_json_float": _json_float,
+    namespace: dict[str, Any] = {"_esc": _esc, "_int_repr": _int_repr, "_float_repr": _float_repr,
                                  "_json_ints": _json_ints, "_json_strs": _json_strs}
     exec(compile("\n".join(lines), "<kdissect exchange_line>", "exec"), namespace)  # noqa: S102
     return namespace["exchange_line"]

@@ -82,3 +82,14 @@ def test_struct_bodies_match_the_mapping_path() -> None:
         counts = [batch_counts(raw)[0] for _, _, raw in sets]
         assert expected["records"] == (None if None in counts else sum(counts))
     assert exchange_columns(3, 12, None, {"topics": []}) == {} and record_figures(3, 12, object()) is None
+
+
+def test_crc32c_check_values() -> None:
+    """RFC 3720 (iSCSI) B.4 CRC-32C examples, and the standard check value."""
+    from kdissect.records.crc import crc32c
+
+    assert crc32c(b"123456789") == 0xE3069283
+    assert crc32c(bytes(32)) == 0x8A9136AA
+    assert crc32c(b"\xff" * 32) == 0x62A8AB43
+    assert crc32c(bytes(range(32))) == 0x46DD794E
+    assert crc32c(memoryview(bytes(range(40)))[0:32]) == 0x46DD794E

@@ -13,11 +13,15 @@ back to compiling.
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import sys
 from types import CodeType
+
+try:  # the built-in module: hashlib would load OpenSSL first (a few ms at start)
+    from _blake2 import blake2b as _digest
+except ImportError:  # pragma: no cover - other Python implementations
+    from hashlib import blake2b as _digest
 
 # marshal's format and code objects change between Python versions
 _PYTHON_TAG = f"{sys.implementation.cache_tag}-{sys.hexversion:08x}"
@@ -50,8 +54,8 @@ def entry_path(source: str, filename: str) -> str | None:
     directory = cache_directory()
     if directory is None:
         return None
-    key = hashlib.sha256(f"{filename}\0{source}".encode("utf-8", "surrogatepass")).hexdigest()
-    return os.path.join(directory, key[:40] + ".marshal")
+    key = _digest(f"{filename}\0{source}".encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
+    return os.path.join(directory, key + ".marshal")
 
 
 def compile_cached(source: str, filename: str) -> CodeType:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-import crc32c as _crc32c
+from kdissect.records import crc as _crc32c
 
 from kdissect.records import codecs
 from kdissect.records.model import (

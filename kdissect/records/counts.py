@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-import crc32c as _crc32c
+from kdissect.records import crc as _crc32c
 
 from kdissect.records import codecs as _codecs
 from kdissect.records.model import codec_name

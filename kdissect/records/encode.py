@@ -11,7 +11,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 
-import crc32c as _crc32c
+from kdissect.records import crc as _crc32c
 
 from kdissect.records import codecs
 from kdissect.records.batch import ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL
