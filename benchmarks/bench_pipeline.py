@@ -12,7 +12,10 @@ exchanges) with `captures/lab.py`, then runs, alternating, in the same run:
            -e kafka.error -e kafka.throttle_time
 
 Each run is a child process measured with wait4: wall time, CPU time
-(user + sys) and peak resident memory. The best of the rounds is reported,
+(user + sys) and peak resident memory. kdissect runs as an installed package
+would: with its bytecode compiled (PYTHONDONTWRITEBYTECODE is dropped for the
+child and bytecode goes to benchmarks/out/pycache) and its codec cache
+filled, both by one unmeasured warm-up run (--cold: neither). The best of the rounds is reported,
 with tshark/kdissect ratios (> 1 means kdissect is faster). Results also go
 to benchmarks/out/results.json.
 """
@@ -67,11 +70,11 @@ def generate(kind: str, path: Path, regenerate: bool, buffer_kib: int) -> None:
     subprocess.run(command, check=True, cwd=REPO, env=env)
 
 
-def measure(command: list[str]) -> dict[str, float]:
+def measure(command: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Run `command` with stdout to /dev/null; wall, CPU seconds and peak RSS (MiB)."""
     with open(os.devnull, "wb") as sink:
         start = time.perf_counter()
-        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.PIPE, cwd=REPO)
+        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.PIPE, cwd=REPO, env=env)
         assert proc.stderr is not None
         err = proc.stderr.read()
         _, status, usage = os.wait4(proc.pid, 0)
@@ -83,16 +86,31 @@ def measure(command: list[str]) -> dict[str, float]:
             "stderr": err.decode(errors="replace")}
 
 
-def bench(path: Path, rounds: int) -> dict:
+def kdissect_env(cold: bool) -> dict[str, str]:
+    """The environment of the kdissect runs (see the module docstring)."""
+    env = dict(os.environ)
+    if cold:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["KDISSECT_CACHE_DIR"] = ""
+    else:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(OUT / "pycache")
+    return env
+
+
+def bench(path: Path, rounds: int, cold: bool = False) -> dict:
     kdissect = [sys.executable, "-m", "kdissect", "export", str(path), "-o", os.devnull]
     tshark = [shutil.which("tshark") or "tshark", "-r", str(path), "-T", "fields", *TSHARK_FIELDS]
+    env = kdissect_env(cold)
+    if not cold:
+        measure(kdissect, env)  # warm-up: bytecode and codec cache
     runs: dict[str, list[dict]] = {"kdissect": [], "tshark": []}
     for i in range(rounds):
-        order = [("kdissect", kdissect), ("tshark", tshark)]
+        order = [("kdissect", kdissect, env), ("tshark", tshark, None)]
         if i % 2:
             order.reverse()
-        for name, command in order:
-            runs[name].append(measure(command))
+        for name, command, command_env in order:
+            runs[name].append(measure(command, command_env))
     best = {name: {key: min(r[key] for r in results) for key in ("wall_s", "cpu_s")} |
             {"peak_rss_mib": max(r["peak_rss_mib"] for r in results)}
             for name, results in runs.items()}
@@ -101,6 +119,7 @@ def bench(path: Path, rounds: int) -> dict:
         "capture": path.name,
         "size_mib": path.stat().st_size / (1 << 20),
         "rounds": rounds,
+        "kdissect_start": "cold (no bytecode, no codec cache)" if cold else "warm (bytecode and codec cache)",
         "kdissect": best["kdissect"],
         "tshark": best["tshark"],
         "speedup_wall": best["tshark"]["wall_s"] / best["kdissect"]["wall_s"],
@@ -115,6 +134,8 @@ def main() -> int:
     parser.add_argument("--regenerate", action="store_true", help="re-record the captures")
     parser.add_argument("--tcpdump-buffer-kib", type=int, default=262144,
                         help="kernel capture buffer for recording (0: tcpdump's default)")
+    parser.add_argument("--cold", action="store_true",
+                        help="run kdissect without bytecode files or codec cache (every start compiles)")
     parser.add_argument("captures", nargs="*", type=Path, help="benchmark these files instead")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -127,10 +148,11 @@ def main() -> int:
             paths.append(path)
     results = []
     for path in paths:
-        result = bench(path, args.rounds)
+        result = bench(path, args.rounds, args.cold)
         results.append(result)
         k, t = result["kdissect"], result["tshark"]
-        print(f"\n{result['capture']} ({result['size_mib']:.1f} MiB), best of {args.rounds}:")
+        print(f"\n{result['capture']} ({result['size_mib']:.1f} MiB), best of {args.rounds}, "
+              f"kdissect start {result['kdissect_start']}:")
         print(f"  kdissect  wall {k['wall_s']:7.2f} s  cpu {k['cpu_s']:7.2f} s  peak RSS {k['peak_rss_mib']:7.1f} MiB")
         print(f"  tshark    wall {t['wall_s']:7.2f} s  cpu {t['cpu_s']:7.2f} s  peak RSS {t['peak_rss_mib']:7.1f} MiB")
         print(f"  speed-up (tshark / kdissect): wall {result['speedup_wall']:.2f}x, cpu {result['speedup_cpu']:.2f}x")
