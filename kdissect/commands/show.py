@@ -58,6 +58,7 @@ def _selected(ex: Exchange, apis: set[str], client_ids: set[str], errors_only: b
 
 def _tree(ex: Exchange, show_secrets: bool) -> str:
     from kdissect.protocol.render import render_tree
+    from kdissect.records.render import render_records
 
     lines = []
     for label, message in (("request", ex.request), ("response", ex.response)):
@@ -69,6 +70,8 @@ def _tree(ex: Exchange, show_secrets: bool) -> str:
             text = f"(cannot render: {type(problem).__name__}: {problem})"
         lines.append(f"  {label}:")
         lines.extend("    " + line for line in text.splitlines())
+        # Record data (Produce / Fetch / ShareFetch) is parsed only here, on demand.
+        lines.extend("    " + line for line in render_records(message, ex.api_key, ex.api_version))
     return "\n".join(lines)
 
 
