@@ -39,22 +39,22 @@ _DecodeError: Any = Exception
 _peek_request_header: Any = None
 _looks_like_request: Any = None
 _api_name: Any = None
-_summarize_response: Any = None
+_response_figures: Any = None
 
 
 def _bind_protocol() -> None:
     global _decode_request, _decode_response, _DecodeError, _peek_request_header
-    global _looks_like_request, _api_name, _summarize_response
+    global _looks_like_request, _api_name, _response_figures
     if _decode_request is not None:
         return
-    from kdissect.protocol.summary import summarize_response
+    from kdissect.protocol.summary import response_figures
 
     _decode_response = protocol.decode_response
     _DecodeError = protocol.DecodeError
     _peek_request_header = protocol.peek_request_header
     _looks_like_request = protocol.looks_like_request
     _api_name = protocol.api_name
-    _summarize_response = summarize_response
+    _response_figures = response_figures
     _decode_request = protocol.decode_request
 
 
@@ -326,7 +326,7 @@ class Pairer:
         acc.response_frames += 1
         try:
             response = _decode_response(data, ex.api_key, ex.api_version)
-            summary = _summarize_response(ex.api_key, ex.api_version, response.body)
+            throttle, error_code, error_codes = _response_figures(ex.api_key, ex.api_version, response.body)
         except _DecodeError as error:
             acc.malformed_frames += 1
             _worsen(ex, MALFORMED)
@@ -344,15 +344,15 @@ class Pairer:
             ex.response = response
         if ex.api_key in (_FETCH, _SHARE_FETCH) and _record_figures is not None:
             _add_records(ex, _record_figures(ex.api_key, ex.api_version, response.body))
-        ex.throttle_time_ms = summary.throttle_time_ms
-        ex.error_code = summary.error_code
-        ex.error_codes = list(summary.error_codes)
+        ex.throttle_time_ms = throttle
+        ex.error_code = error_code
+        ex.error_codes = error_codes
         assumed = response.assumed_version
         if assumed:
             ex.add_problem(assumed)
         if cid == self._sasl_cid:
             self._sasl_cid = None
-            if not summary.error_code:
+            if not error_code:
                 # SaslHandshake v0 succeeded: raw tokens follow on both sides
                 self.client_raw = self.server_raw = True
         self._emit(ex, out)

@@ -382,3 +382,18 @@ def test_response_header_v1_tags_are_kept() -> None:
     summary = summarize_response(12, 4, response.body)
     assert (summary.throttle_time_ms, summary.error_code, summary.error_codes) == (10, 27, (27,))
     assert response.encode() == frame
+
+
+def test_response_figures_are_the_summary_as_a_tuple() -> None:
+    from kdissect.protocol.summary import response_figures
+
+    body = new_body(3, 1, "response", topics=[
+        {"name": "a", "error_code": 0, "partitions": [{"partition_index": 0, "error_code": 9}]},
+        {"name": "b", "error_code": 3, "partitions": [{"partition_index": 4, "error_code": 9}]},
+    ])
+    assert response_figures(3, 1, body) == (None, None, [3, 9])
+    for api_key in (0, 3, 18):
+        for response in _real(api_key, "response"):
+            summary = summarize_response(api_key, response.api_version, response.body)
+            figures = response_figures(api_key, response.api_version, response.body)
+            assert figures == (summary.throttle_time_ms, summary.error_code, list(summary.error_codes))

@@ -14,7 +14,7 @@ from typing import Any
 
 from kdissect.protocol.schema import FieldSchema, get_schema, resolve_version
 
-__all__ = ["ResponseSummary", "summarize_response", "partition_errors"]
+__all__ = ["ResponseSummary", "summarize_response", "response_figures", "partition_errors"]
 
 _TOPIC_NAMES = ("name", "topic_name", "topic")
 # Produce and FetchSnapshot responses name the partition field "Index".
@@ -95,14 +95,19 @@ def _plan_for_body(api_key: int, api_version: int, body: Any) -> tuple[_Plan, bo
 
 def summarize_response(api_key: int, api_version: int, body: Any) -> ResponseSummary:
     """Throttle time, top-level error and every distinct non-zero error code."""
+    throttle, error, codes = response_figures(api_key, api_version, body)
+    return ResponseSummary(throttle_time_ms=throttle, error_code=error, error_codes=tuple(codes))
+
+
+def response_figures(api_key: int, api_version: int, body: Any) -> tuple[int | None, int | None, list[int]]:
+    """summarize_response's values as a plain tuple, the codes as a new sorted
+    list (for exchange rows, without building the summary object)."""
     plan, has_throttle, has_error = _plan_for_body(api_key, api_version, body)
     found: set[int] = set()
     _collect(body, plan, found)
-    return ResponseSummary(
-        throttle_time_ms=getattr(body, "throttle_time_ms", None) if has_throttle else None,
-        error_code=getattr(body, "error_code", None) if has_error else None,
-        error_codes=tuple(sorted(found)),
-    )
+    return (getattr(body, "throttle_time_ms", None) if has_throttle else None,
+            getattr(body, "error_code", None) if has_error else None,
+            sorted(found) if found else [])
 
 
 def _label(obj: Any, plan: _Plan) -> str | None:
