@@ -13,21 +13,35 @@ import io
 import struct
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from kdissect.records.xxh32 import xxh32
 
-try:  # python-snappy (0.7+ is backed by cramjam)
-    import snappy as _snappy
-except Exception:  # pragma: no cover - depends on the environment
-    _snappy = None
-try:
-    import lz4.frame as _lz4frame
-except Exception:  # pragma: no cover
-    _lz4frame = None
-try:
-    import zstandard as _zstd
-except Exception:  # pragma: no cover
-    _zstd = None
+# The codec libraries (python-snappy, lz4, zstandard) load on first use: most
+# runs never meet a compressed batch and importing them costs several ms at
+# every start. Until then each name holds _UNLOADED; after, the module or None
+# when it cannot be imported (tests may set them to None too).
+_UNLOADED: Any = object()
+_snappy: Any = _UNLOADED
+_lz4frame: Any = _UNLOADED
+_zstd: Any = _UNLOADED
+
+
+def _load(name: str) -> Any:
+    """The codec library held in global `name`, imported if not yet tried."""
+    library = globals()[name]
+    if library is _UNLOADED:
+        try:
+            if name == "_snappy":
+                import snappy as library
+            elif name == "_lz4frame":
+                import lz4.frame as library
+            else:
+                import zstandard as library
+        except Exception:  # pragma: no cover - depends on the environment
+            library = None
+        globals()[name] = library
+    return library
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 DEFAULT_LIMIT = 64 * 1024 * 1024
@@ -44,9 +58,9 @@ def available_codecs() -> dict[str, bool]:
     """Which codec libraries could be imported (for diagnostics)."""
     return {
         "gzip": True,
-        "snappy": _snappy is not None,
-        "lz4": _lz4frame is not None,
-        "zstd": _zstd is not None,
+        "snappy": _load("_snappy") is not None,
+        "lz4": _load("_lz4frame") is not None,
+        "zstd": _load("_zstd") is not None,
     }
 
 
@@ -64,15 +78,15 @@ def decompress(codec_id: int, data: bytes, limit: int = DEFAULT_LIMIT, *, magic:
         if codec_id == GZIP:
             return _gunzip(data, limit)
         if codec_id == SNAPPY:
-            if _snappy is None:
+            if _load("_snappy") is None:
                 return Inflated(b"", ["snappy codec unavailable (python-snappy not installed)"])
             return _unsnappy(data, limit)
         if codec_id == LZ4:
-            if _lz4frame is None:
+            if _load("_lz4frame") is None:
                 return Inflated(b"", ["lz4 codec unavailable (lz4 not installed)"])
             return _unlz4(data, limit, magic)
         if codec_id == ZSTD:
-            if _zstd is None:
+            if _load("_zstd") is None:
                 return Inflated(b"", ["zstd codec unavailable (zstandard not installed)"])
             return _unzstd(data, limit)
         return Inflated(b"", [f"unknown compression codec {codec_id}"])
@@ -311,7 +325,7 @@ def declared_size(codec_id: int, data: bytes) -> int | None:
             if not data.startswith(LZ4_MAGIC) or len(data) < 15 or not data[4] & 0x08:
                 return None
             return struct.unpack_from("<Q", data, 6)[0]
-        if codec_id == ZSTD and _zstd is not None:
+        if codec_id == ZSTD and _load("_zstd") is not None:
             size = _zstd.frame_content_size(data)
             return size if size >= 0 else None
     except Exception:
