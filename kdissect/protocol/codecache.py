@@ -16,6 +16,7 @@ from __future__ import annotations
 import marshal
 import os
 import sys
+from _thread import get_ident
 from types import CodeType
 
 try:  # the built-in module: hashlib would load OpenSSL first (a few ms at start)
@@ -76,7 +77,7 @@ def compile_cached(source: str, filename: str) -> CodeType:
 
 
 def _store(path: str, code: CodeType) -> None:
-    temporary = f"{path}.{os.getpid()}.tmp"
+    temporary = f"{path}.{os.getpid()}.{get_ident()}.tmp"  # private to this process and thread
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(temporary, "wb") as handle:
