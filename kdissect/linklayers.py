@@ -8,7 +8,6 @@ can count both; `segment_from_frame` is the simple form the Spark job uses.
 
 from __future__ import annotations
 
-import socket
 import struct
 
 from kdissect.packet import TcpSegment
@@ -71,7 +70,7 @@ def _v4(raw: bytes) -> str:
     if name is None:
         if len(_v4_names) >= _NAME_CACHE_LIMIT:
             _v4_names.clear()
-        name = _v4_names[raw] = socket.inet_ntop(socket.AF_INET, raw)
+        name = _v4_names[raw] = "%d.%d.%d.%d" % (raw[0], raw[1], raw[2], raw[3])  # as inet_ntop writes it
     return name
 
 
@@ -80,6 +79,8 @@ def _v6(raw: bytes) -> str:
     if name is None:
         if len(_v6_names) >= _NAME_CACHE_LIMIT:
             _v6_names.clear()
+        import socket  # only here: importing it costs a few ms at every start
+
         name = _v6_names[raw] = socket.inet_ntop(socket.AF_INET6, raw)
     return name
 
