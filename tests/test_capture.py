@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -444,20 +445,34 @@ def test_fuzz_broken_headers(trace: impair.Trace, tmp_path: Path) -> None:
 def test_unreadable_file_is_input_error(tmp_path: Path) -> None:
     if shutil.which("setpriv") is None:
         pytest.fail("setpriv (util-linux) missing")
-    path = tmp_path / "locked.pcap"
-    path.write_bytes(b"\xd4\xc3\xb2\xa1" + b"\0" * 20)
-    path.chmod(0)
-    # root can read anything: check as an unprivileged user
-    out = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "python3", "-c",
-         "import sys; from kdissect.capture import read_segments\n"
-         "from kdissect.failures import InputError\n"
-         "try:\n list(read_segments([sys.argv[1]]))\n"
-         "except InputError as e: print('InputError:', e)",
-         str(path)],
-        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
-    )
-    assert "InputError:" in out.stdout and "cannot open" in out.stdout, out.stderr
+    # root can read anything: check as an unprivileged user. That user needs an
+    # interpreter it may execute (the system one: a venv's or pyenv's may live
+    # under /root) and a copy of the package it may read (the checkout may
+    # not be readable to it); kdissect.capture needs only the standard library.
+    system_python = Path("/usr/bin/python3")
+    if not system_python.exists():
+        pytest.fail("/usr/bin/python3 missing: needed to run as an unprivileged user")
+    public = Path(tempfile.mkdtemp(prefix="kdissect-unprivileged-"))
+    try:
+        shutil.copytree(Path(__file__).resolve().parents[1] / "kdissect", public / "kdissect",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        for item in [public, *public.rglob("*")]:
+            item.chmod(0o755 if item.is_dir() else 0o644)
+        path = public / "locked.pcap"
+        path.write_bytes(b"\xd4\xc3\xb2\xa1" + b"\0" * 20)
+        path.chmod(0)
+        out = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(system_python), "-c",
+             "import sys; from kdissect.capture import read_segments\n"
+             "from kdissect.failures import InputError\n"
+             "try:\n list(read_segments([sys.argv[1]]))\n"
+             "except InputError as e: print('InputError:', e)",
+             str(path)],
+            capture_output=True, text=True, cwd=public, env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+    finally:
+        shutil.rmtree(public, ignore_errors=True)
+    assert "InputError:" in out.stdout and "cannot open" in out.stdout and "Permission" in out.stdout, out
 
 
 def test_impair_command_line(clean: Path, trace: impair.Trace, tmp_path: Path) -> None:
