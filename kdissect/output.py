@@ -1,4 +1,5 @@
-"""Writers for the exchange table: JSONL, CSV, Parquet, all from `exchange.COLUMN_TYPES`.
+"""Writers for kdissect's tables: JSONL, CSV, Parquet. The exchange table (from
+`exchange.COLUMN_TYPES`) is the default; the records table passes its own `Table`.
 
 `open_writer(path)` picks the format from the file extension ("-" or None means
 JSONL on stdout). Each writer takes rows (dicts from `Exchange.to_row`) one at
@@ -11,8 +12,9 @@ import csv
 import io
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Sequence
 
 from kdissect.exchange import COLUMN_NAMES, COLUMN_TYPES, LIST_COLUMNS, arrow_schema
 from kdissect.failures import InputError
@@ -141,14 +143,26 @@ class JsonlWriter:
         self._stream.flush()
 
 
+@dataclass(frozen=True)
+class Table:
+    """What a CSV or Parquet writer needs to know about a table."""
+
+    names: Sequence[str]  # column order
+    list_columns: frozenset[str]  # written as JSON text in CSV
+    arrow_schema: Callable[[], Any]  # built on demand: pyarrow stays off the JSONL path
+
+
+EXCHANGES = Table(COLUMN_NAMES, frozenset(LIST_COLUMNS), arrow_schema)
+
+
 class CsvWriter:
     """Nulls are empty cells; list columns are JSON text."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], table: Table = EXCHANGES) -> None:
         self._stream = stream
         self._writer = csv.writer(stream, lineterminator="\n")
-        self._writer.writerow(COLUMN_NAMES)
-        self._list_positions = [i for i, name in enumerate(COLUMN_NAMES) if name in LIST_COLUMNS]
+        self._writer.writerow(table.names)
+        self._list_positions = [i for i, name in enumerate(table.names) if name in table.list_columns]
 
     def write(self, row: dict[str, Any]) -> None:
         values = list(row.values())
@@ -167,10 +181,10 @@ class CsvWriter:
 class ParquetWriter:
     """Buffers rows and writes row groups of `batch_rows`."""
 
-    def __init__(self, path: str, batch_rows: int = 65536) -> None:
+    def __init__(self, path: str, batch_rows: int = 65536, table: Table = EXCHANGES) -> None:
         import pyarrow.parquet as pq
 
-        self._schema = arrow_schema()
+        self._schema = table.arrow_schema()
         self._writer = pq.ParquetWriter(path, self._schema)
         self._rows: list[dict[str, Any]] = []
         self._batch_rows = batch_rows
@@ -216,17 +230,17 @@ class _Owned:
             self._handle.close()
 
 
-def open_writer(path: str | None, stdout: IO[str] | None = None) -> _Owned:
+def open_writer(path: str | None, stdout: IO[str] | None = None, table: Table = EXCHANGES) -> _Owned:
     """A writer with `write(row)` and `close()` for `path` (None/"-" = stdout JSONL)."""
     kind = format_for(path)
     if path is None or path == "-":
         return _Owned(JsonlWriter(stdout or sys.stdout), None)
     try:
         if kind == "parquet":
-            return _Owned(ParquetWriter(path), None)
+            return _Owned(ParquetWriter(path, table=table), None)
         handle = open(path, "w", encoding="utf-8", newline="" if kind == "csv" else None,
                       buffering=io.DEFAULT_BUFFER_SIZE * 16)
     except OSError as problem:
         raise InputError(f"cannot write {path}: {problem.strerror or problem}") from None
-    writer = CsvWriter(handle) if kind == "csv" else JsonlWriter(handle)
+    writer = CsvWriter(handle, table) if kind == "csv" else JsonlWriter(handle)
     return _Owned(writer, handle)
