@@ -238,7 +238,6 @@ def test_export_detects_kafka_on_unnamed_port(capsys, tmp_path):
 SASL_CAPTURE = Path(__file__).resolve().parent.parent / "captures" / "sasl.pcap"
 
 
-@pytest.mark.skipif(not SASL_CAPTURE.exists(), reason="captures/sasl.pcap not recorded")
 def test_real_sasl_capture_redacted_and_raw_tokens_counted(capsys):
     # the lab's broker has no users: kafka-python logs in as "alice" with SCRAM
     code, out, err = _cli(capsys, ["show", "-v", str(SASL_CAPTURE)])

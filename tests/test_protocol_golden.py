@@ -4,7 +4,6 @@ when present, every Kafka frame in the capture lab's captures/*.pcap*."""
 from __future__ import annotations
 
 import functools
-import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -134,7 +133,6 @@ def _raw_sasl_frames(frames: list[dict]) -> set[int]:
     return raw
 
 
-@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark missing")
 @pytest.mark.parametrize("path", _capture_files(), ids=lambda p: p.name)
 def test_every_frame_in_lab_captures(path: Path) -> None:
     """Frames of the lab's capture files: every request tshark labels and
@@ -251,7 +249,6 @@ def _topic_names(obj, inside_topics: bool = False, out: set | None = None) -> se
     return out
 
 
-@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark missing")
 @pytest.mark.parametrize("path", _capture_files(), ids=lambda p: p.name)
 def test_topic_names_match_tshark(path: Path) -> None:
     """Bodies, not just headers: wherever tshark 4.0 dissects a PDU fully
