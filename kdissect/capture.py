@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -586,24 +586,31 @@ class CaptureSet:
                 # the common case, without a Frame per packet
                 yield from reader.pcap_segments()
                 continue
-            for frame in reader.frames():
-                result = decode_frame(
-                    frame.linktype, frame.ts, frame.data, frame.wire_len, index, frame.frame_number
-                )
-                if type(result) is TcpSegment:
-                    stats.tcp_segments += 1
-                    yield result
-                elif result == NOT_TCP:
-                    stats.non_tcp += 1
-                elif result == IP_FRAGMENT:
-                    stats.ip_fragments += 1
-                else:
-                    stats.undecodable += 1
-                    if result == UNSUPPORTED_LINK and frame.linktype not in warned:
-                        warned.add(frame.linktype)
-                        stats.problems.append(f"{path.name}: unsupported link type {frame.linktype}")
+            frames = ((f.linktype, f.frame_number, f.ts, f.data, f.wire_len) for f in reader.frames())
+            yield from decode_frames(frames, index, path.name, stats, warned)
 
     __iter__ = segments
+
+
+def decode_frames(frames: Iterable[tuple[int, int, float, bytes, int]], capture_index: int, source: str,
+                  stats: ReadStats, warned: set[int]) -> Iterator[TcpSegment]:
+    """TCP segments of (linktype, frame number, ts, data, wire length) frames,
+    counting every other frame into `stats`; an unsupported link type is named
+    once per `warned` set. (The pcap fast path inlines the same counting.)"""
+    for linktype, number, ts, data, wire_len in frames:
+        result = decode_frame(linktype, ts, data, wire_len, capture_index, number)
+        if type(result) is TcpSegment:
+            stats.tcp_segments += 1
+            yield result
+        elif result == NOT_TCP:
+            stats.non_tcp += 1
+        elif result == IP_FRAGMENT:
+            stats.ip_fragments += 1
+        else:
+            stats.undecodable += 1
+            if result == UNSUPPORTED_LINK and linktype not in warned:
+                warned.add(linktype)
+                stats.problems.append(f"{source}: unsupported link type {linktype}")
 
 
 def read_segments(paths: Sequence[str | Path], stats: ReadStats | None = None) -> Iterator[TcpSegment]:

@@ -13,8 +13,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from kdissect.capture import ReadStats, iter_frames
-from kdissect.linklayers import IP_FRAGMENT, NOT_TCP, UNSUPPORTED_LINK, decode_frame
+from kdissect.capture import ReadStats, decode_frames, iter_frames
 from kdissect.packet import TcpSegment
 from kdissect.spark import pcapsplit
 
@@ -76,22 +75,7 @@ def _frames(split: dict[str, Any], stats: ReadStats) -> Iterator[tuple[int, int,
 
 def split_segments(split: dict[str, Any], stats: ReadStats) -> Iterator[TcpSegment]:
     """TCP segments of one split, counting everything else into `stats` as the capture reader does."""
-    capture_index = split["capture_index"]
-    warned: set[int] = set()
-    for linktype, number, ts, data, wire_len in _frames(split, stats):
-        result = decode_frame(linktype, ts, data, wire_len, capture_index, number)
-        if type(result) is TcpSegment:
-            stats.tcp_segments += 1
-            yield result
-        elif result == NOT_TCP:
-            stats.non_tcp += 1
-        elif result == IP_FRAGMENT:
-            stats.ip_fragments += 1
-        else:
-            stats.undecodable += 1
-            if result == UNSUPPORTED_LINK and linktype not in warned:
-                warned.add(linktype)
-                stats.problems.append(f"{split['path']}: unsupported link type {linktype}")
+    return decode_frames(_frames(split, stats), split["capture_index"], split["path"], stats, set())
 
 
 def split_batches(split: dict[str, Any], stats: ReadStats, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
