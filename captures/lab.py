@@ -13,7 +13,7 @@ so tests can check a decoder against an independent source.
     python3 captures/lab.py table                      # APIs per capture, via tshark
     python3 captures/lab.py readme                     # refresh the tables in README.md
     python3 captures/lab.py bulk OUT.pcap [--mb 60]    # benchmark capture, big batches
-    python3 captures/lab.py chatty OUT.pcap [--exchanges 30000]
+    python3 captures/lab.py chatty OUT.pcap [--exchanges 30300]
 
 record/bulk/chatty re-run themselves in a private network namespace when
 `unshare --net` works, so nobody else's loopback traffic reaches a capture.
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     p_bulk.add_argument("--port", type=int, default=STANDARD_PORT)
     p_chat = sub.add_parser("chatty", help="benchmark capture: many small pipelined produce exchanges")
     p_chat.add_argument("output", type=Path)
-    p_chat.add_argument("--exchanges", type=int, default=30000)
+    p_chat.add_argument("--exchanges", type=int, default=30300)
     p_chat.add_argument("--port", type=int, default=STANDARD_PORT)
     for p in (p_rec, p_bulk, p_chat):
         p.add_argument("--shared-network", action="store_true",
