@@ -40,14 +40,20 @@ _peek_request_header: Any = None
 _looks_like_request: Any = None
 _api_name: Any = None
 _response_figures: Any = None
+_skim_request: Any = None
+_skim_response: Any = None
 
 
 def _bind_protocol() -> None:
     global _decode_request, _decode_response, _DecodeError, _peek_request_header
-    global _looks_like_request, _api_name, _response_figures
+    global _looks_like_request, _api_name, _response_figures, _skim_request, _skim_response
     if _decode_request is not None:
         return
+    from kdissect.protocol.skim import skim_request, skim_response
     from kdissect.protocol.summary import response_figures
+
+    _skim_request = skim_request
+    _skim_response = skim_response
 
     _decode_response = protocol.decode_response
     _DecodeError = protocol.DecodeError
@@ -72,8 +78,9 @@ _MAX_EARLY = 64  # responses held per connection waiting for their request
 
 try:
     from kdissect.records.access import record_figures as _record_figures
+    from kdissect.records.access import set_figures as _set_figures
 except ImportError:  # pragma: no cover - records package missing
-    _record_figures = None
+    _record_figures = _set_figures = None
 
 
 def _worsen(exchange: Exchange, status: str) -> None:
@@ -216,6 +223,23 @@ class Pairer:
             self._wait(ex, out)
             return
         acc.request_frames += 1
+        # Rows need a few values, not the objects: the skim decoder validates
+        # like the full one and returns just those. When it rejects a frame the
+        # full decoder runs, for its exact DecodeError (or, were the two ever
+        # to disagree, for the values).
+        skim = None if self.keep_messages else _skim_request(data)
+        if skim is not None:
+            acc.decoded_frames += 1
+            api_key, api_version, cid, client_id, expects_response, starts_raw_sasl, sets = skim
+            ex.api_key = api_key
+            ex.api_version = api_version
+            ex.correlation_id = cid
+            ex.api_name = _api_name(api_key)
+            ex.client_id = client_id
+            if api_key == _PRODUCE and _set_figures is not None:
+                _add_records(ex, _set_figures(sets))
+            self._requested(ex, expects_response, starts_raw_sasl, out)
+            return
         try:
             request = _decode_request(data)
         except Exception as error:  # DecodeError, or a decoder bug: never stop the run
@@ -245,21 +269,27 @@ class Pairer:
             ex.request = request
         if api_key == _PRODUCE and _record_figures is not None:
             _add_records(ex, _record_figures(api_key, ex.api_version, request.body))
-        if not request.expects_response:
+        self._requested(ex, request.expects_response, request.starts_raw_sasl, out)
+
+    def _requested(self, ex: Exchange, expects_response: bool, starts_raw_sasl: bool,
+                   out: list[Exchange]) -> None:
+        """A decoded request: wait for its response, or hold it if none is expected."""
+        cid = ex.correlation_id
+        if not expects_response:
             ex.expects_response = False
-            acc.acks0_requests += 1
+            self.accounting.acks0_requests += 1
             unanswered = self.unanswered
-            earlier = unanswered.pop(h.correlation_id, None)
+            earlier = unanswered.pop(cid, None)
             if earlier is not None:
                 self._emit(earlier, out)
-            unanswered[h.correlation_id] = ex
+            unanswered[cid] = ex
             if len(unanswered) > _MAX_UNANSWERED:
                 self._emit(unanswered.pop(next(iter(unanswered))), out)
-            if self.early and h.correlation_id in self.early:
-                self.on_response(self.early.pop(h.correlation_id), out)
+            if self.early and cid in self.early:
+                self.on_response(self.early.pop(cid), out)
             return
-        if request.starts_raw_sasl:
-            self._sasl_cid = h.correlation_id
+        if starts_raw_sasl:
+            self._sasl_cid = cid
         self._wait(ex, out)
 
     def _wait(self, ex: Exchange, out: list[Exchange]) -> None:
@@ -324,6 +354,14 @@ class Pairer:
             self._emit(ex, out)
             return
         acc.response_frames += 1
+        skim = None if self.keep_messages else _skim_response(data, ex.api_key, ex.api_version)
+        if skim is not None:  # see on_request
+            acc.decoded_frames += 1
+            throttle, error_code, error_codes, assumed, sets = skim
+            if ex.api_key in (_FETCH, _SHARE_FETCH) and _set_figures is not None:
+                _add_records(ex, _set_figures(sets))
+            self._answered(ex, cid, throttle, error_code, error_codes, assumed, out)
+            return
         try:
             response = _decode_response(data, ex.api_key, ex.api_version)
             throttle, error_code, error_codes = _response_figures(ex.api_key, ex.api_version, response.body)
@@ -344,10 +382,14 @@ class Pairer:
             ex.response = response
         if ex.api_key in (_FETCH, _SHARE_FETCH) and _record_figures is not None:
             _add_records(ex, _record_figures(ex.api_key, ex.api_version, response.body))
+        self._answered(ex, cid, throttle, error_code, error_codes, response.assumed_version, out)
+
+    def _answered(self, ex: Exchange, cid: int, throttle: int | None, error_code: int | None,
+                  error_codes: list[int], assumed: str | None, out: list[Exchange]) -> None:
+        """The response figures of a decoded response, then the row goes out."""
         ex.throttle_time_ms = throttle
         ex.error_code = error_code
         ex.error_codes = error_codes
-        assumed = response.assumed_version
         if assumed:
             ex.add_problem(assumed)
         if cid == self._sasl_cid:

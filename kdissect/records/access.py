@@ -121,21 +121,32 @@ def record_figures(api_key: int, api_version: int | None, body: Any, max_uncompr
         direction = "response"
     else:
         return None
+    if getattr(type(body), "_fields", None) is not None:  # a decoded Struct
+        try:
+            sets: Any = _struct_record_sets(api_key, body)
+        except Exception as problem:  # an unexpected body shape must not break the row
+            return 0, 0, [], [f"records not counted ({type(problem).__name__})"]
+    else:
+        sets = record_sets(api_key, api_version or 0, body, direction)
+    return set_figures(sets, max_uncompressed)
+
+
+def set_figures(sets: Any, max_uncompressed: int = DEFAULT_LIMIT
+                ) -> tuple[int | None, int | None, list[str], list[str]]:
+    """(records, record_bytes, codecs, problems) summed over record sets
+    `(topic, partition, raw)` (raw: bytes-like, as batch_figures takes it), as
+    `record_figures` gives them for a body holding those sets. Never raises."""
     records: int | None = 0
     record_bytes: int | None = 0
     names: list[str] = []
     problems: list[str] = []
     try:
-        if getattr(type(body), "_fields", None) is not None:  # a decoded Struct
-            sets: Any = _struct_record_sets(api_key, body)
-            if len(sets) == 1:  # the common case, without the sums
-                topic, partition, raw = sets[0]
-                records, record_bytes, names, found = batch_figures(raw, max_uncompressed)
-                if found:
-                    problems = [f"{topic}-{partition}: {text}" for text in found]
-                return records, record_bytes, names, problems
-        else:
-            sets = record_sets(api_key, api_version or 0, body, direction)
+        if type(sets) is list and len(sets) == 1:  # the common case, without the sums
+            topic, partition, raw = sets[0]
+            records, record_bytes, names, found = batch_figures(raw, max_uncompressed)
+            if found:
+                problems = [f"{topic}-{partition}: {text}" for text in found]
+            return records, record_bytes, names, problems
         for topic, partition, raw in sets:
             count, size, codecs, found = batch_figures(raw, max_uncompressed)
             records = None if records is None or count is None else records + count

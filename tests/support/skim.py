@@ -1,0 +1,81 @@
+"""Helpers for the skim-decoder tests: gather real frames from captures, and
+the row values derived from the full decoder (the oracle the skim must equal)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kdissect import pairing
+from kdissect.pipeline import analyze
+from kdissect.protocol import DecodeError, decode_request, decode_response
+from kdissect.protocol.summary import response_figures
+from kdissect.records.access import record_figures, record_sets
+
+INT32 = __import__("struct").Struct(">i")
+
+
+def capture_frames(path: Path, ports: tuple[int, ...]) -> list[tuple[str, bytes, int | None, int | None]]:
+    """Every complete frame the pipeline hands to pairing, in order:
+    ("request", data, None, None) or ("response", data, api_key, api_version)
+    (the key/version of the waiting request; None when there is none)."""
+    frames: list[tuple[str, bytes, int | None, int | None]] = []
+    on_request = pairing.Pairer.on_request
+    on_response = pairing.Pairer.on_response
+
+    def record_request(self: Any, frame: Any, out: list) -> None:
+        if frame.complete and not self.client_raw:
+            frames.append(("request", bytes(frame.data), None, None))
+        on_request(self, frame, out)
+
+    def record_response(self: Any, frame: Any, out: list) -> None:
+        data = bytes(frame.data)
+        if frame.complete and not self.server_raw and len(data) >= 4:
+            cid = INT32.unpack_from(data, 0)[0]
+            waiting = self.pending.get(cid) or self.unanswered.get(cid)
+            if waiting is not None and waiting.api_key is not None:
+                frames.append(("response", data, waiting.api_key, waiting.api_version))
+        on_response(self, frame, out)
+
+    pairing.Pairer.on_request = record_request  # type: ignore[method-assign]
+    pairing.Pairer.on_response = record_response  # type: ignore[method-assign]
+    try:
+        list(analyze([str(path)], ports, keep_messages=True)[0])
+    finally:
+        pairing.Pairer.on_request = on_request  # type: ignore[method-assign]
+        pairing.Pairer.on_response = on_response  # type: ignore[method-assign]
+    return frames
+
+
+def full_request_values(frame: bytes) -> tuple | None:
+    """What a row takes from a request, computed from the full decode (None: rejected)."""
+    try:
+        request = decode_request(frame)
+    except DecodeError:
+        return None
+    h = request.header
+    sets = [(t, p, bytes(raw)) for t, p, raw in record_sets(h.api_key, h.api_version, request.body, "request")]
+    return (h.api_key, h.api_version, h.correlation_id, h.client_id, request.expects_response,
+            request.starts_raw_sasl, sets)
+
+
+def full_response_values(frame: bytes, api_key: int, api_version: int) -> tuple | None:
+    try:
+        response = decode_response(frame, api_key, api_version)
+    except DecodeError:
+        return None
+    throttle, error_code, codes = response_figures(api_key, api_version, response.body)
+    sets = [(t, p, bytes(raw)) for t, p, raw in record_sets(api_key, api_version, response.body, "response")]
+    return throttle, error_code, codes, response.assumed_version, sets
+
+
+def skim_values(result: tuple | None) -> tuple | None:
+    """A skim result with the record sets as plain bytes (comparable)."""
+    if result is None:
+        return None
+    *head, sets = result
+    return (*head, [(t, p, bytes(raw)) for t, p, raw in sets])
+
+
+__all__ = ["capture_frames", "full_request_values", "full_response_values", "skim_values",
+           "record_figures"]
