@@ -59,6 +59,29 @@ class ChunkLike(Protocol):
     frame_number: int
 
 
+class Stamp(Protocol):
+    """Where bytes were seen: the time and packet a frame is labelled with."""
+
+    ts: float
+    capture_index: int
+    frame_number: int
+
+
+class _DataChunk:
+    """A "data" chunk made up by `push_data` when it cannot take its short cut."""
+
+    __slots__ = ("offset", "length", "data", "ts", "capture_index", "frame_number")
+    kind = "data"
+
+    def __init__(self, offset: int, data: bytes, where: Stamp) -> None:
+        self.offset = offset
+        self.length = len(data)
+        self.data = data
+        self.ts = where.ts
+        self.capture_index = where.capture_index
+        self.frame_number = where.frame_number
+
+
 @dataclass(slots=True)
 class Frame:
     """One size-prefixed Kafka frame (or what was captured of it)."""
@@ -154,6 +177,31 @@ class FrameReader:
     def pending_bytes(self) -> int:
         """Captured bytes held back waiting for the rest of a frame."""
         return len(self._buf) + (self._big_have + 4 if self._big is not None else 0)
+
+    def push_data(self, offset: int, data: bytes, where: Stamp) -> list[Frame]:
+        """Same as `push` of a "data" chunk of `data` at stream `offset`
+        whose ts / capture_index / frame_number are those of `where` (the
+        segment that delivered it), without building the chunk."""
+        length = len(data)
+        if offset != self._end or self._state != _SYNC or self._big is not None or length < 4:
+            return self.push(_DataChunk(offset, data, where))
+        self._last = where
+        buf = self._buf
+        if not buf:
+            size = _unpack_int32(data, 0)[0]
+            if size + 4 == length:
+                # a chunk holding exactly one whole frame (most packets)
+                pos = self._pos
+                self._pos = self._end = offset + length
+                stats = self.stats
+                stats.frames += 1
+                stats.framed_bytes += length
+                return [Frame(self.direction, pos, size, data[4:], True,
+                              where.ts, where.capture_index, where.frame_number)]
+        out: list[Frame] = []
+        self._end += length
+        self._cut(data, where, out)
+        return out
 
     def push(self, chunk: ChunkLike) -> list[Frame]:
         self._last = chunk

@@ -60,6 +60,11 @@ _TCP = struct.Struct("!HHIIBB")
 # version/IHL, total length, flags/fragment offset, protocol, addresses
 _IPV4 = struct.Struct("!BxHxxHxBxx4s4s")
 
+# Ethernet + IPv4 header without options + TCP header, as one unpack (the
+# capture reader's short cut): ethertype, version/IHL, total length,
+# flags/fragment offset, protocol, addresses, then the TCP fields of _TCP.
+ETHERNET_IPV4_TCP = struct.Struct("!12xHBxHxxHxBxx4s4sHHIIBB")
+
 _NAME_CACHE_LIMIT = 1 << 16
 _v4_names: dict[bytes, str] = {}
 _v6_names: dict[bytes, str] = {}
@@ -72,6 +77,11 @@ def _v4(raw: bytes) -> str:
             _v4_names.clear()
         name = _v4_names[raw] = "%d.%d.%d.%d" % (raw[0], raw[1], raw[2], raw[3])  # as inet_ntop writes it
     return name
+
+
+# public names for the capture reader's inlined decoding
+ipv4_names = _v4_names  # cache: raw address -> text (look here first)
+ipv4_name = _v4
 
 
 def _v6(raw: bytes) -> str:

@@ -92,6 +92,8 @@ class Dissector:
 
             reassembler = Reassembler()
         self._reassembler = reassembler
+        # the reassembler's event-free short cut for in-order segments, if it has one
+        self._in_order = getattr(reassembler, "feed_in_order", None)
         self.accounting = Accounting()
         self._conns: dict[int, _Conn] = {}
         self._next_stream = 0
@@ -104,6 +106,13 @@ class Dissector:
 
     def feed(self, segment: Any) -> list[Exchange]:
         self.accounting.segments += 1
+        if self._in_order is not None:
+            hit = self._in_order(segment)
+            if hit is not None:
+                # the fused fast path: an in-order segment of an open connection
+                if not hit:
+                    return []  # no payload: no event
+                return self._in_order_data(segment, *hit)
         events = self._reassembler.feed(segment)
         if not events:
             return []
@@ -129,6 +138,31 @@ class Dissector:
                             handle(frame, out)
                     continue
             self._event(event, out)
+        return out
+
+    def _in_order_data(self, segment: Any, conn: Any, direction: int, offset: int) -> list[Exchange]:
+        """What feed does with the one Data event the reassembler would have
+        made for this segment (see Reassembler.feed_in_order), without it."""
+        self._key = (segment.capture_index, segment.frame_number)
+        out: list[Exchange] = []
+        state = self._conns.get(conn.id)
+        if state is None or state.state != _KAFKA or state.fresh[direction]:
+            # not the hot path: the general handling of that event
+            from kdissect.reassembly import Chunk, Data
+
+            payload = segment.payload
+            chunk = Chunk("data", offset, len(payload), payload, segment.ts, segment.capture_index,
+                          segment.frame_number)
+            self._event(Data(conn, direction, chunk), out)
+            return out
+        payload = segment.payload
+        self.accounting.stream_bytes += len(payload)
+        frames = state.readers[direction].push_data(offset, payload, segment)  # type: ignore[index]
+        if frames:
+            pairer = state.pairer
+            handle = pairer.on_request if direction == state.client_dir else pairer.on_response  # type: ignore[union-attr]
+            for frame in frames:
+                handle(frame, out)
         return out
 
     def finish(self) -> list[Exchange]:

@@ -202,6 +202,56 @@ class Reassembler:
 
     # -- public API -------------------------------------------------------------
 
+    def feed_in_order(self, seg: TcpSegment) -> tuple[TcpConnection, int, int] | tuple[()] | None:
+        """`feed` for the overwhelmingly common segment, without event objects.
+
+        The common segment belongs to a known, open connection with nothing
+        held or pending in either direction (no out-of-order data, no FIN, no
+        RST, no timer running anywhere), has no SYN/FIN/RST flag and carries
+        whole (not snaplen-cut) payload exactly at the next expected offset,
+        or no payload at all. For it, `feed` would return at most one event,
+        Data(conn, direction, Chunk("data", offset, len(payload), payload,
+        seg.ts, seg.capture_index, seg.frame_number)), and this method makes
+        the same state changes and returns `(conn, direction, offset)`
+        instead, or `()` for a segment without payload (no event).
+
+        Any other segment returns None having changed nothing: call `feed`.
+        """
+        conn = self._conns.get((seg.src, seg.sport, seg.dst, seg.dport))
+        if conn is None or seg.flags & (SYN | FIN | RST) or conn.closing is not None or self._timers:
+            return None
+        first, second = conn.halves
+        if first.pending or second.pending or first.fin is not None or second.fin is not None:
+            return None
+        if seg.sport == conn.initiator[1] and seg.src == conn.initiator[0]:
+            direction, half, peer = 0, first, second
+        else:
+            direction, half, peer = 1, second, first
+        plen = seg.payload_len
+        nxt = half.next
+        if plen:
+            base = half.base
+            # in order: the unwrapped offset of seg.seq is exactly `nxt`
+            if base is None or (seg.seq - base - nxt) & _MASK or len(seg.payload) != plen:
+                return None
+        stats = self.stats
+        stats.segments += 1
+        conn.segments += 1
+        conn.last_ts = seg.ts
+        conn.last_frame = (seg.capture_index, seg.frame_number)
+        if seg.flags & ACK and peer.base is not None:
+            pnext = peer.next
+            acked = pnext + (((seg.ack - peer.base - pnext + _HALF) & _MASK) - _HALF)
+            if acked > peer.acked:
+                peer.acked = acked
+        # (what feed's hole check does when neither half holds anything)
+        first.deadline = second.deadline = None
+        if not plen:
+            return ()
+        stats.delivered_bytes += plen
+        half.next = nxt + plen
+        return conn, direction, nxt
+
     def feed(self, seg: TcpSegment) -> list[Event]:
         """Events caused by this segment, in order."""
         self.stats.segments += 1
