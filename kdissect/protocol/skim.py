@@ -35,6 +35,7 @@ the exact DecodeError. Neither function raises.
 from __future__ import annotations
 
 import struct as _struct
+from functools import partial
 from typing import Any, Callable
 
 from kdissect.protocol import primitives as prim
@@ -43,7 +44,9 @@ from kdissect.protocol.codecache import compile_cached
 from kdissect.protocol.headers import request_layout
 from kdissect.protocol.schema import FieldSchema, get_schema, header_versions, resolve_version
 
-__all__ = ["skim_request", "skim_response", "skim_source"]
+__all__ = ["skim_request", "skim_response", "skim_source", "frame_skim"]
+
+_KEY_VERSION_CORR = _struct.Struct(">hhi").unpack_from
 
 PRODUCE, FETCH, API_VERSIONS, SASL_HANDSHAKE, SHARE_FETCH = 0, 1, 18, 17, 78
 UNSUPPORTED_VERSION = 35
@@ -55,8 +58,6 @@ _RECORD_PATHS = {
     (FETCH, "response"): ("responses", "partitions", "partition_index", "topic"),
     (SHARE_FETCH, "response"): ("responses", "partitions", "partition_index", "topic"),
 }
-# Top-level values returned besides the end position.
-_TOP_VALUES = {"request": ("acks", None), "response": ("throttle_time_ms", "error_code")}
 
 
 def _is_error_code(f: FieldSchema) -> bool:
@@ -96,16 +97,29 @@ def _topic_label(name: str | None, topic_id: bytes | None) -> str | None:
     return None if topic_id is None else str(prim.uuid_from(topic_id))
 
 
-class _Struct:
-    __slots__ = ("fn", "min_size")
+class _Size:
+    """What codec._min_size reads from a nested struct."""
 
-    def __init__(self, fn: str, min_size: int) -> None:
-        self.fn = fn
+    __slots__ = ("min_size",)
+
+    def __init__(self, min_size: int) -> None:
         self.min_size = min_size
 
 
+def _struct_min_size(fields: tuple[FieldSchema, ...], flexible: bool) -> int:
+    """The smallest encoding of a struct, as the codec bounds array counts with."""
+    return sum(_min_size(f, flexible, _Size(_struct_min_size(f.fields, flexible)) if f.is_struct else None)
+               for f in fields) + (1 if flexible else 0)
+
+
+def _indent(lines: list[str], by: str = "    ") -> list[str]:
+    return [by + line for line in lines]
+
+
 class _SkimGenerator:
-    """Writes the skim functions of one message version."""
+    """Writes the skim of one message version: one function per frame layout
+    with nested structs inlined (temporaries suffixed by nesting depth), and
+    small functions for the values of tagged fields."""
 
     def __init__(self, label: str, direction: str, record_path: tuple[str, str, str, str] | None) -> None:
         self.label = label
@@ -116,8 +130,12 @@ class _SkimGenerator:
             "_uvar": prim.read_uvarint,
             "_I16": prim.INT16.unpack_from,
             "_I32": prim.INT32.unpack_from,
+            "_KVC": _KEY_VERSION_CORR,
+            "_rutags": prim.read_unknown_tags,
             "_Short": prim.Short,
             "_str": str,
+            "_set": set,
+            "_sorted": sorted,
             "_stags": _skip_tags,
             "_rfix": _fixed_array,
             "_rvar": _var_array,
@@ -128,69 +146,122 @@ class _SkimGenerator:
             "_label": _topic_label,
         }
         self.counter = 0
+        self._topic_locals = "None"  # label expression of the topic level being written
 
     def name(self, prefix: str) -> str:
         self.counter += 1
         return f"{prefix}{self.counter}"
 
+    def _add(self, obj: Any, prefix: str) -> str:
+        key = self.name(prefix)
+        self.ns[key] = obj
+        return key
+
+    # ------------------------------------------------------------- frames
+    def request_frame(self, schema: Any, api_key: int, header_version: int) -> str:
+        """fn(b) -> (api_key, api_version, correlation_id, client_id,
+        expects_response, starts_raw_sasl, record_sets) | None."""
+        fn = self.name("_frame")
+        lines = ["L = len(b)", "if L < 8: return None", "_k, _ver, _cid = _KVC(b, 0)", "p = 8", "_cl = None"]
+        if header_version >= 1:
+            lines += ["if L < 10: return None", "_n, = _I16(b, 8)", "p = 10", "if _n >= 0:",
+                      "    if p + _n > L: return None",
+                      "    _cl = _str(b[p:p + _n], 'utf-8', 'surrogateescape')", "    p += _n",
+                      "elif _n != -1: return None"]
+        if header_version >= 2:
+            lines += ["if p < L and b[p] == 0:", "    p += 1", "else:", "    p = _rutags(b, p, L)[1]"]
+        lines += ["e = None", "r = []"]
+        body, captured = self.struct_lines(schema.fields, schema.flexible, "top", 0, ("acks",))
+        lines += body
+        lines.append("if p != L: return None")
+        if api_key == PRODUCE:
+            acks = captured.get("acks")
+            expects = f"{acks} != 0" if acks else "True"
+        else:
+            expects = "True"
+        sasl = "_ver == 0" if api_key == SASL_HANDSHAKE else "False"
+        lines.append(f"return _k, _ver, _cid, _cl, {expects}, {sasl}, r")
+        self.lines += [f"def {fn}(b):"] + _indent(lines) + [""]
+        return fn
+
+    def response_frame(self, schema: Any, header_version: int) -> str:
+        """fn(b, assumed) -> (throttle_time_ms, error_code, error_codes, assumed,
+        record_sets) | None."""
+        fn = self.name("_frame")
+        lines = ["L = len(b)", "if L < 4: return None"]
+        if header_version >= 1:
+            lines += ["if b[4] == 0:", "    p = 5", "else:", "    p = _rutags(b, 4, L)[1]"]
+        else:
+            lines.append("p = 4")
+        lines += ["e = []", "r = []"]
+        body, captured = self.struct_lines(schema.fields, schema.flexible, "top", 0,
+                                           ("throttle_time_ms", "error_code"))
+        lines += body
+        lines += ["if p != L: return None", "if e: e = _sorted(_set(e))",
+                  f"return {captured.get('throttle_time_ms', 'None')}, {captured.get('error_code', 'None')}, "
+                  "e, assumed, r"]
+        self.lines += [f"def {fn}(b, assumed):"] + _indent(lines) + [""]
+        return fn
+
     # ------------------------------------------------------------- structs
-    def struct(self, fields: tuple[FieldSchema, ...], flexible: bool, role: str = "",
-               top_values: tuple[str | None, str | None] | None = None) -> _Struct:
-        """Skim function of one struct level. role: "top", "topic", "partition"
-        (levels of the record path) or ""."""
-        nested: dict[str, _Struct] = {}
-        for f in fields:
-            if f.is_struct:
-                nested[f.attr] = self.struct(f.fields, flexible, self._child_role(role, f))  # type: ignore[arg-type]
-        min_size = sum(_min_size(f, flexible, nested.get(f.attr)) for f in fields) + (1 if flexible else 0)
-        fn = self.name("_s")
+    def struct_lines(self, fields: tuple[FieldSchema, ...], flexible: bool, role: str, d: int,
+                     top_values: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str]]:
+        """Inline lines skimming one struct at nesting depth d, and the locals
+        holding the values kept at this level. role: "top", "topic",
+        "partition" (levels of the record path) or ""."""
         plain = [f for f in fields if not f.tagged]
         tagged = [f for f in fields if f.tagged]
-        captured = self._captured(role, top_values, fields)
-        body: list[str] = [f"{local} = None" for attr, local in captured.items()
-                           if attr not in self._always_read(plain)]
+        captured = self._captured(role, top_values, fields, d)
         if role == "topic":
-            body.append("_r0 = len(r)")
+            self._topic_locals = self._topic_label_expression(plain, captured)
+        always = {f.attr for f in plain if self._fixed(f)}
+        lines = [f"{local} = None" for attr, local in captured.items() if attr not in always]
         index = 0
         while index < len(plain):
             f = plain[index]
-            if not f.is_array and not f.is_struct and f.element in _FIXED:
+            if self._fixed(f):
                 group = [f]
                 while index + len(group) < len(plain) and self._fixed(plain[index + len(group)]):
                     group.append(plain[index + len(group)])
-                body += self._fixed_group(group, captured)
+                lines += self._fixed_group(group, captured)
                 index += len(group)
                 continue
-            body += self._field(f, flexible, nested.get(f.attr), "L", captured.get(f.attr))
+            lines += self._field(f, flexible, self._child_role(role, f), d, captured.get(f.attr))
             index += 1
         if flexible:
-            known = {f.tag: self._tag_skim(f, flexible, nested.get(f.attr)) for f in tagged}
             for f in tagged:
                 if self.codes and _is_error_code(f) and f.default:
                     raise NotImplementedError(f"{self.label}: tagged {f.attr} with a non-zero default")
                 if f.attr in captured:
                     raise NotImplementedError(f"{self.label}: tagged {f.attr} is needed by rows")
-            known_key = self._add(known, "_tags")
-            body += ["if b[p] == 0:", "    p += 1", "else:", f"    p = _stags(b, p, L, {known_key}, e, r)"]
+            known_key = self._add({f.tag: self._tag_skim(f, flexible) for f in tagged}, "_tags")
+            lines += ["if b[p] == 0:", "    p += 1", "else:", f"    p = _stags(b, p, L, {known_key}, e, r)"]
         if role == "partition":
-            index_local = captured.get(self.record_path[2]) if self.record_path else None  # type: ignore[index]
-            body += ["if _rec:", f"    r.append(({index_local or 'None'}, _rec))"]
-        elif role == "topic":
-            name_local = captured.get(self.record_path[3], "None")  # type: ignore[index]
-            id_local = captured.get("topic_id", "None")
-            body += ["if len(r) > _r0:",
-                     f"    _lb = _label({name_local}, {id_local})",
-                     "    r[_r0:] = [(_lb, _x, _y) for _x, _y in r[_r0:]]"]
-        if top_values is not None:
-            results = ", ".join(captured.get(name, "None") if name else "None" for name in top_values)
-            body.append(f"return p, {results}")
-        else:
-            body.append("return p")
-        self.lines += [f"def {fn}(b, p, L, e, r):"] + ["    " + line for line in body] + [""]
-        return _Struct(fn, min_size)
+            # inlined inside its topic's loop: the topic's locals are in scope
+            index_local = captured.get(self.record_path[2], "None")  # type: ignore[index]
+            lines += [f"if _rec{d}:", f"    r.append(({self._topic_locals}, {index_local}, _rec{d}))"]
+        return lines, captured
+
+    def _topic_label_expression(self, plain: list[FieldSchema], captured: dict[str, str]) -> str:
+        """records.access._topic_label as an expression on the topic level's
+        locals; they must be read before the partitions array."""
+        name_attr, parts_attr = self.record_path[3], self.record_path[1]  # type: ignore[index]
+        order = [f.attr for f in plain]
+        for attr in (name_attr, "topic_id"):
+            if attr in captured and (attr not in order or parts_attr not in order
+                                     or order.index(attr) > order.index(parts_attr)):
+                raise NotImplementedError(f"{self.label}: {attr} does not precede {parts_attr}")
+        name, topic_id = captured.get(name_attr), captured.get("topic_id")
+        if name and topic_id:
+            return f"({name} or _label(None, {topic_id}))"
+        if name:
+            return f"({name} or None)"
+        if topic_id:
+            return f"_label(None, {topic_id})"
+        return "None"
 
     def _child_role(self, role: str, f: FieldSchema) -> str:
-        if self.record_path is None or not f.is_array or f.tagged:
+        if self.record_path is None or not f.is_array or f.tagged or not f.is_struct:
             return ""
         if role == "top" and f.attr == self.record_path[0]:
             return "topic"
@@ -198,11 +269,10 @@ class _SkimGenerator:
             return "partition"
         return ""
 
-    def _captured(self, role: str, top_values: tuple | None, fields: tuple[FieldSchema, ...]) -> dict[str, str]:
+    def _captured(self, role: str, top_values: tuple[str, ...], fields: tuple[FieldSchema, ...],
+                  d: int) -> dict[str, str]:
         """Fields whose values this level keeps: attr -> local name."""
-        wanted: set[str] = set()
-        if top_values is not None:
-            wanted.update(name for name in top_values if name)
+        wanted: set[str] = set(top_values)
         if role == "partition":
             wanted.update((self.record_path[2], "records"))  # type: ignore[index]
         elif role == "topic":
@@ -210,23 +280,14 @@ class _SkimGenerator:
         captured = {}
         for f in fields:
             if f.attr in wanted and not f.is_array and not f.is_struct:
-                captured[f.attr] = "_rec" if f.attr == "records" and role == "partition" else f"_v_{f.attr}"
-        if role == "partition" and "records" not in captured:
-            captured["records"] = "_rec"  # absent: stays None
+                captured[f.attr] = f"_v{d}_{f.attr}"
+        if role == "partition":
+            captured["records"] = f"_rec{d}"  # stays None when absent
         return captured
-
-    def _always_read(self, plain: list[FieldSchema]) -> set[str]:
-        """Fixed non-tagged fields: their locals are always assigned."""
-        return {f.attr for f in plain if self._fixed(f)}
 
     @staticmethod
     def _fixed(f: FieldSchema) -> bool:
         return not f.is_array and not f.is_struct and f.element in _FIXED
-
-    def _add(self, obj: Any, prefix: str) -> str:
-        key = self.name(prefix)
-        self.ns[key] = obj
-        return key
 
     def _read_fixed(self, f: FieldSchema, at: str) -> str:
         """Expression reading fixed field f at position expression `at`."""
@@ -250,86 +311,91 @@ class _SkimGenerator:
                 if f.element == "uuid":
                     lines.append(f"if len({local}) != 16: raise _Short('uuid truncated')")
             if self.codes and _is_error_code(f):
-                lines.append(f"e.add({local})" if local else f"e.add(_I16(b, {at})[0])")
+                if local is None:
+                    local = "_c"
+                    lines.append(f"_c = _I16(b, {at})[0]")
+                lines.append(f"if {local}: e.append({local})")
             offset += _FIXED[f.element][2]
         lines.append(f"p += {offset}")
         return lines
 
-    def _field(self, f: FieldSchema, flexible: bool, nested: _Struct | None, end: str,
-               local: str | None) -> list[str]:
+    def _field(self, f: FieldSchema, flexible: bool, role: str, d: int, local: str | None) -> list[str]:
         """Lines skimming one non-grouped field (also the value of a tagged field)."""
         if f.is_array:
-            return self._array(f, flexible, nested, end)
+            return self._array(f, flexible, role, d)
         if f.is_struct:
-            assert nested is not None
-            call = f"p = {nested.fn}(b, p, {end}, e, r)"
+            inner, _captured = self.struct_lines(f.fields, flexible, role, d + 1)  # type: ignore[arg-type]
             if f.nullable:
-                return ["_m = b[p]", "p += 1", "if _m == 1:", f"    {call}", "elif _m != 255:",
-                        "    raise ValueError('bad presence byte for a nullable struct')"]
-            return [call]
+                return [f"_m{d} = b[p]", "p += 1", f"if _m{d} == 1:", *_indent(inner or ["pass"]),
+                        f"elif _m{d} != 255:", "    raise ValueError('bad presence byte for a nullable struct')"]
+            return inner
         kind = f.element
         if kind in _FIXED:
             return self._fixed_group([f], {f.attr: local} if local else {})
+        n, e = f"_n{d}", f"_e{d}"
         if kind == "string":
-            keep = [f"    {local} = _str(b[p:_e], 'utf-8', 'surrogateescape')"] if local else []
+            keep = [f"    {local} = _str(b[p:{e}], 'utf-8', 'surrogateescape')"] if local else []
             if flexible:
-                return ["_n = b[p]", "if _n < 128:", "    p += 1", "else:", "    _n, p = _uvar(b, p)",
-                        "if _n:", f"    _e = p + _n - 1",
-                        f"    if _e > {end}: raise _Short('string length exceeds the bytes left')",
-                        *keep, "    p = _e"]
-            return ["_n, = _I16(b, p)", "p += 2", "if _n < 0:",
-                    "    if _n != -1: raise ValueError('negative string length')",
-                    "else:", "    _e = p + _n",
-                    f"    if _e > {end}: raise _Short('string length exceeds the bytes left')",
-                    *keep, "    p = _e"]
-        # bytes / records: codec uses primitives.read_(compact_)bytes
-        keep = [f"    {local} = b[p:_e]"] if local else []
+                return [f"{n} = b[p]", f"if {n} < 128:", "    p += 1", "else:", f"    {n}, p = _uvar(b, p)",
+                        f"if {n}:", f"    {e} = p + {n} - 1",
+                        f"    if {e} > L: raise _Short('string length exceeds the bytes left')",
+                        *keep, f"    p = {e}"]
+            return [f"{n}, = _I16(b, p)", "p += 2", f"if {n} < 0:",
+                    f"    if {n} != -1: raise ValueError('negative string length')",
+                    "else:", f"    {e} = p + {n}",
+                    f"    if {e} > L: raise _Short('string length exceeds the bytes left')",
+                    *keep, f"    p = {e}"]
+        # bytes / records: the codec uses primitives.read_(compact_)bytes
+        keep = [f"    {local} = b[p:{e}]"] if local else []
         if flexible:
-            return ["_n = b[p]", "if _n < 128:", "    p += 1", "else:", "    _n, p = _uvar(b, p)",
-                    "if _n:", "    _e = p + _n - 1",
-                    f"    if _n - 1 > {end} - p: raise _Short('length exceeds the bytes left')",
-                    *keep, "    p = _e"]
-        return ["_n, = _I32(b, p)", "p += 4", "if _n < 0:",
-                "    if _n != -1: raise ValueError('negative length')",
-                "else:", "    _e = p + _n",
-                f"    if _e > {end}: raise _Short('length exceeds the bytes left')",
-                *keep, "    p = _e"]
+            return [f"{n} = b[p]", f"if {n} < 128:", "    p += 1", "else:", f"    {n}, p = _uvar(b, p)",
+                    f"if {n}:", f"    {e} = p + {n} - 1",
+                    f"    if {e} > L: raise _Short('length exceeds the bytes left')",
+                    *keep, f"    p = {e}"]
+        return [f"{n}, = _I32(b, p)", "p += 4", f"if {n} < 0:",
+                f"    if {n} != -1: raise ValueError('negative length')",
+                "else:", f"    {e} = p + {n}",
+                f"    if {e} > L: raise _Short('length exceeds the bytes left')",
+                *keep, f"    p = {e}"]
 
-    def _array(self, f: FieldSchema, flexible: bool, nested: _Struct | None, end: str) -> list[str]:
+    def _array(self, f: FieldSchema, flexible: bool, role: str, d: int) -> list[str]:
         kind = f.element
-        if nested is not None:
-            min_size = nested.min_size
+        if f.is_struct:
+            min_size = _struct_min_size(f.fields, flexible)  # type: ignore[arg-type]
         elif kind in _FIXED:
             min_size = _FIXED[kind][2]
         elif kind == "string":
             min_size = 1 if flexible else 2
         else:
             min_size = 1 if flexible else 4
+        n = f"_n{d}"
         if flexible:
-            lines = ["_n = b[p]", "if _n < 128:", "    p += 1", "else:", "    _n, p = _uvar(b, p)", "_n -= 1"]
+            lines = [f"{n} = b[p]", f"if {n} < 128:", "    p += 1", "else:", f"    {n}, p = _uvar(b, p)", f"{n} -= 1"]
         else:
-            lines = ["_n, = _I32(b, p)", "p += 4", "if _n < -1: raise ValueError('negative array count')"]
-        lines += ["if _n >= 0:",
-                  f"    if _n * {max(min_size, 1)} > {end} - p: raise _Short('array count exceeds the bytes left')"]
-        if nested is not None:
-            lines += ["    for _ in range(_n):", f"        p = {nested.fn}(b, p, {end}, e, r)"]
+            lines = [f"{n}, = _I32(b, p)", "p += 4", f"if {n} < -1: raise ValueError('negative array count')"]
+        lines += [f"if {n} >= 0:",
+                  f"    if {n} * {max(min_size, 1)} > L - p: raise _Short('array count exceeds the bytes left')"]
+        if f.is_struct:
+            inner, _captured = self.struct_lines(f.fields, flexible, role, d + 1)  # type: ignore[arg-type]
+            lines += [f"    for _i{d} in range({n}):", *_indent(inner or ["pass"], "        ")]
         elif kind in _FIXED and kind not in ("bool", "uuid"):
-            lines.append(f"    p += _n * {_FIXED[kind][2]}")  # within the count check above
+            lines.append(f"    p += {n} * {_FIXED[kind][2]}")  # within the count check above
         elif kind in _FIXED:
             code, _enc, size = _FIXED[kind]
-            lines.append(f"    p = _rfix(b, p, _n, {code!r}, {size}, {kind!r})")
+            lines.append(f"    p = _rfix(b, p, {n}, {code!r}, {size}, {kind!r})")
         else:
             if kind == "string":
                 reader = "_rcstr" if flexible else "_rstr"
             else:
                 reader = "_rcbytes" if flexible else "_rbytes"
-            lines.append(f"    p = _rvar(b, p, {end}, _n, {reader})")
+            lines.append(f"    p = _rvar(b, p, L, {n}, {reader})")
         return lines
 
-    def _tag_skim(self, f: FieldSchema, flexible: bool, nested: _Struct | None) -> str:
+    def _tag_skim(self, f: FieldSchema, flexible: bool) -> str:
+        """A function skimming a tagged field's value: fn(b, p, L, e, r) -> p."""
         fn = self.name("_t")
-        body = self._field(f, flexible, nested, "L", None)
-        self.lines += [f"def {fn}(b, p, L, e, r):"] + ["    " + line for line in body] + ["    return p", ""]
+        body = self._field(f, flexible, "", 0, None)
+        self.lines += [f"def {fn}(b, p, L, e, r):"] + _indent(body) + ["    return p", ""]
         return fn
 
     # ------------------------------------------------------------- finish
@@ -357,46 +423,38 @@ def _var_array(b: bytes, p: int, end: int, n: int, reader: Callable) -> int:
     return p
 
 
-def _generate(api_key: int, version: int, direction: str) -> tuple[Callable, str]:
-    schema = get_schema(api_key, version, direction)
-    gen = _SkimGenerator(f"{schema.name} v{version}", direction, _RECORD_PATHS.get((api_key, direction)))
-    top = gen.struct(schema.fields, schema.flexible, "top", _TOP_VALUES[direction])
-    ns = gen.finish()
-    return ns[top.fn], "\n".join(gen.lines)
+_FRAMES: dict[tuple[int, int, str, int], tuple[Callable, str]] = {}
 
 
-_SKIMS: dict[tuple[int, int, str], Callable] = {}
-
-
-def skim_function(api_key: int, version: int, direction: str) -> Callable:
-    """The skim of a defined body version: fn(buf, pos, end, codes, record_sets)
-    -> (end position, first top value, second top value). KeyError if undefined."""
-    key = (api_key, version, direction)
-    fn = _SKIMS.get(key)
-    if fn is None:
-        fn = _SKIMS[key] = _generate(api_key, version, direction)[0]
-    return fn
+def frame_skim(api_key: int, version: int, direction: str, header_version: int) -> tuple[Callable, str]:
+    """(skim function, its source) of a defined body version with a given
+    header version; KeyError if undefined. Requests: fn(frame); responses:
+    fn(frame, assumed) (see skim_request / skim_response for the results)."""
+    key = (api_key, version, direction, header_version)
+    found = _FRAMES.get(key)
+    if found is None:
+        schema = get_schema(api_key, version, direction)
+        gen = _SkimGenerator(f"{schema.name} v{version} header v{header_version}", direction,
+                             _RECORD_PATHS.get((api_key, direction)))
+        if direction == "request":
+            fn = gen.request_frame(schema, api_key, header_version)
+        else:
+            fn = gen.response_frame(schema, header_version)
+        found = _FRAMES[key] = (gen.finish()[fn], "\n".join(gen.lines))
+    return found
 
 
 def skim_source(api_key: int, version: int, direction: str) -> str:
-    """The generated source (for reading and debugging)."""
-    return _generate(api_key, version, direction)[1]
+    """The generated source of a version with its usual header (for reading and debugging)."""
+    flexible = get_schema(api_key, version, direction).flexible
+    header_version = header_versions(api_key, version, flexible)[0 if direction == "request" else 1]
+    return frame_skim(api_key, version, direction, header_version)[1]
 
 
 # ------------------------------------------------------------------ requests
 
-# first 4 bytes of a request (api key, api version) -> (header version, body skim)
-_REQUEST_PLANS: dict[bytes, tuple[int, Callable]] = {}
-_CLIENT_ID = prim.INT16.unpack_from
-_KEY_VERSION_CORR = _struct.Struct(">hhi").unpack_from
-
-
-def _request_plan(api_key: int, api_version: int) -> tuple[int, Callable] | None:
-    try:
-        header_version, body_version, _problem = request_layout(api_key, api_version)
-        return header_version, skim_function(api_key, body_version, "request")
-    except KeyError:
-        return None
+# first 4 bytes of a request (api key, api version) -> frame skim
+_REQUEST_PLANS: dict[bytes, Callable] = {}
 
 
 def skim_request(frame: Any) -> tuple | None:
@@ -405,60 +463,44 @@ def skim_request(frame: Any) -> tuple | None:
     None when it would reject it (or anything unexpected happens)."""
     try:
         b = frame if type(frame) is bytes else bytes(frame)
-        end = len(b)
-        if end < 8:
-            return None
-        plan = _REQUEST_PLANS.get(b[:4])
-        api_key, api_version, correlation_id = _KEY_VERSION_CORR(b, 0)
-        if plan is None:
-            plan = _request_plan(api_key, api_version)
-            if plan is None:
-                return None
-            _REQUEST_PLANS[b[:4]] = plan
-        header_version, skim = plan
-        client_id = None
-        p = 8
-        if header_version >= 1:
-            if end < 10:
-                return None
-            n = _CLIENT_ID(b, 8)[0]
-            p = 10
-            if n >= 0:
-                if p + n > end:
-                    return None
-                client_id = str(b[p:p + n], "utf-8", "surrogateescape")
-                p += n
-            elif n != -1:
-                return None
-            if header_version >= 2:
-                if p < end and b[p] == 0:
-                    p += 1
-                else:
-                    p = prim.read_unknown_tags(b, p, end)[1]
-        sets: list = []
-        p, acks, _unused = skim(b, p, end, None, sets)
-        if p != end:
-            return None
-        if api_key == PRODUCE:
-            return (api_key, api_version, correlation_id, client_id, (-1 if acks is None else acks) != 0,
-                    False, sets)
-        return (api_key, api_version, correlation_id, client_id, True,
-                api_key == SASL_HANDSHAKE and api_version == 0, sets)
+        skim = _REQUEST_PLANS.get(b[:4])
+        if skim is None:
+            api_key, api_version, _cid = _KEY_VERSION_CORR(b, 0)
+            header_version, body_version, _problem = request_layout(api_key, api_version)
+            skim = _REQUEST_PLANS[b[:4]] = frame_skim(api_key, body_version, "request", header_version)[0]
+        return skim(b)
     except Exception:  # rejected (or a bug): the full decoder decides and explains
         return None
 
 
 # ------------------------------------------------------------------ responses
 
-_RESPONSE_PLANS: dict[tuple[int, int], tuple[int, int, Callable, str | None]] = {}
+# (api key, api version of the request) -> (frame skim, assumed-version text)
+_RESPONSE_PLANS: dict[tuple[int, int], tuple[Callable, str | None]] = {}
 
 
-def _response_plan(api_key: int, api_version: int) -> tuple[int, int, Callable, str | None]:
-    """As codec._response_plan: (header version, body version, skim, assumed)."""
+def _response_plan(api_key: int, api_version: int) -> tuple[Callable, str | None]:
+    """As codec._response_plan, with the skim in place of the codec."""
     body_version, assumed = resolve_version(api_key, api_version, "response")
     flexible = get_schema(api_key, body_version, "response").flexible
     header_version = header_versions(api_key, body_version, flexible)[1]
-    return header_version, body_version, skim_function(api_key, body_version, "response"), assumed
+    skim = frame_skim(api_key, body_version, "response", header_version)[0]
+    if api_key == API_VERSIONS and body_version > 0:
+        v0 = frame_skim(API_VERSIONS, 0, "response", header_version)[0]
+        return partial(_api_versions, skim, v0, api_version), assumed
+    return skim, assumed
+
+
+def _api_versions(skim: Callable, v0: Callable, api_version: int, b: bytes, assumed: str | None) -> tuple | None:
+    """codec.decode_response: an UNSUPPORTED_VERSION answer may be laid out as v0."""
+    if len(b) >= 6 and prim.INT16.unpack_from(b, 4)[0] == UNSUPPORTED_VERSION:
+        try:
+            found = v0(b, f"ApiVersions v{api_version} response with UNSUPPORTED_VERSION is laid out as v0")
+        except Exception:
+            found = None
+        if found is not None:
+            return found
+    return skim(b, assumed)
 
 
 def skim_response(frame: Any, api_key: int, api_version: int) -> tuple | None:
@@ -469,39 +511,6 @@ def skim_response(frame: Any, api_key: int, api_version: int) -> tuple | None:
         plan = _RESPONSE_PLANS.get((api_key, api_version))
         if plan is None:
             plan = _RESPONSE_PLANS[(api_key, api_version)] = _response_plan(api_key, api_version)
-        header_version, body_version, skim, assumed = plan
-        b = frame if type(frame) is bytes else bytes(frame)
-        end = len(b)
-        if end < 4:
-            return None
-        p = 4
-        if header_version >= 1:
-            p = prim.read_unknown_tags(b, 4, end)[1]
-        if api_key == API_VERSIONS and body_version > 0 and end - p >= 2 and \
-                prim.INT16.unpack_from(b, p)[0] == UNSUPPORTED_VERSION:
-            # codec.decode_response: such an answer may be laid out as v0
-            found = _skim_body(skim_function(API_VERSIONS, 0, "response"), b, p, end)
-            if found is not None:
-                throttle, error_code, codes, sets = found
-                return (throttle, error_code, codes,
-                        f"ApiVersions v{api_version} response with UNSUPPORTED_VERSION is laid out as v0", sets)
-        found = _skim_body(skim, b, p, end)
-        if found is None:
-            return None
-        throttle, error_code, codes, sets = found
-        return throttle, error_code, codes, assumed, sets
+        return plan[0](frame if type(frame) is bytes else bytes(frame), plan[1])
     except Exception:
         return None
-
-
-def _skim_body(skim: Callable, b: bytes, p: int, end: int) -> tuple | None:
-    codes: set[int] = set()
-    sets: list = []
-    try:
-        p, throttle, error_code = skim(b, p, end, codes, sets)
-    except Exception:
-        return None
-    if p != end:
-        return None
-    codes.discard(0)
-    return throttle, error_code, sorted(codes) if codes else [], sets
