@@ -199,3 +199,53 @@ def test_tagged_field_rules(entries: list[tuple[int, bytes]], accepted: bool) ->
     full, skim = _both("response", frame, 18, 3)
     assert (full is not None) == accepted
     assert skim == full
+
+
+_CACHE_PROBE = """
+import builtins, sys
+compiled = []
+original = builtins.compile
+def counting(source, filename, *args, **kwargs):
+    compiled.append(str(filename))
+    return original(source, filename, *args, **kwargs)
+builtins.compile = counting
+from kdissect import encode_request
+from kdissect.protocol.skim import skim_request
+frame = encode_request(0, 10, 1, "c", {"acks": 1, "timeout_ms": 5, "topic_data": []})
+assert skim_request(frame) is not None
+print(sum(name.startswith("<kdissect skim") for name in compiled))
+"""
+
+
+def test_skim_code_is_kept_in_the_codec_cache(tmp_path: Path) -> None:
+    import marshal
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, KDISSECT_CACHE_DIR=str(tmp_path))
+    repo = Path(__file__).resolve().parent.parent
+    runs = [subprocess.run([sys.executable, "-c", _CACHE_PROBE], cwd=repo, env=env, capture_output=True,
+                           text=True, check=True).stdout.split() for _ in range(2)]
+    assert runs == [["1"], ["0"]]  # compiled once, then loaded
+    names = [marshal.loads(p.read_bytes()).co_filename for p in tmp_path.rglob("*.marshal")]
+    assert "<kdissect skim ProduceRequest v10 header v2>" in names
+
+
+def test_versions_decoded_with_an_assumed_layout() -> None:
+    """ApiVersions requests newer than the spec (decoded as the newest) and
+    responses to them: the skim follows the same assumed layout."""
+    newest = max(defined_versions(18, "request"))
+    frame = encode_request(18, newest, 3, "c", {"client_software_name": "x", "client_software_version": "1"})
+    for version in range(newest + 1, newest + 6):
+        probe = frame[:2] + struct.pack(">h", version) + frame[4:]
+        full, skim = _both("request", probe, None, None)
+        assert skim == full
+        assert (full is not None) == (version <= newest + 4)
+    response = encode_response(18, max(defined_versions(18, "response")), 3, {"error_code": 0})
+    for version in range(newest + 1, newest + 6):
+        full, skim = _both("response", response, 18, version)
+        assert skim == full
+        assert (full is not None) == (version <= newest + 4)
+        if full is not None:
+            assert "newer than the spec" in skim[3]
