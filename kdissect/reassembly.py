@@ -207,7 +207,7 @@ class Reassembler:
 
         The common segment belongs to a known, open connection with nothing
         held or pending in either direction (no out-of-order data, no FIN, no
-        RST, no timer running anywhere), has no SYN/FIN/RST flag and carries
+        RST), no timer due, has no SYN/FIN/RST flag and carries
         whole (not snaplen-cut) payload exactly at the next expected offset,
         or no payload at all. For it, `feed` would return at most one event,
         Data(conn, direction, Chunk("data", offset, len(payload), payload,
@@ -218,8 +218,11 @@ class Reassembler:
         Any other segment returns None having changed nothing: call `feed`.
         """
         conn = self._conns.get((seg.src, seg.sport, seg.dst, seg.dport))
-        if conn is None or seg.flags & (SYN | FIN | RST) or conn.closing is not None or self._timers:
+        if conn is None or seg.flags & (SYN | FIN | RST) or conn.closing is not None:
             return None
+        timers = self._timers
+        if timers and (timers[0][0] <= self.stats.segments + 1 or timers[0][1].closed):
+            return None  # a timer runs at this segment (for some connection)
         first, second = conn.halves
         if first.pending or second.pending or first.fin is not None or second.fin is not None:
             return None

@@ -1,0 +1,317 @@
+"""The export fast paths give exactly what the general paths give.
+
+Each short cut is run beside the code it short-cuts, on the lab captures and
+on impaired variants of them (reordered, duplicated, lost packets, late
+start, snaplen cuts, port reuse, zero IP lengths, VLAN tags, another link
+layer), and every value is compared:
+
+* the capture reader's in-place Ethernet/IPv4/TCP decoding and its mapping
+  of large files, against frame-by-frame reading and `decode_frame`;
+* `Reassembler.feed_in_order` against `Reassembler.feed` (events and state);
+* `FrameReader.push_data` against `FrameReader.push`;
+* the Dissector with the fused path against the Dissector without it
+  (exchanges, their offsets and stream keys, and the whole accounting).
+
+Some checks also assert that a short cut was taken at all, so a fast path
+that silently stopped applying fails here rather than only in a benchmark.
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kdissect import capture, impair
+from kdissect.capture import CaptureSet, ReadStats, iter_frames, read_segments
+from kdissect.framing import FrameReader
+from kdissect.linklayers import decode_frame
+from kdissect.packet import TcpSegment
+from kdissect.pipeline import Dissector
+from kdissect.reassembly import Data, Reassembler
+from tests.support.fastpath import (
+    VARIANTS,
+    event_values,
+    exchange_values,
+    frame_values,
+    segment_values,
+    split_randomly,
+    write_variant,
+)
+from tests.support.pipeline import ports_of, reference_captures
+
+CAPTURES = reference_captures()
+
+
+@pytest.fixture(scope="module", params=CAPTURES, ids=lambda p: p.name)
+def lab(request) -> tuple[Path, impair.Trace]:
+    return request.param, impair.load_pcap(request.param)
+
+
+def _variant(lab, name: str, tmp_path: Path) -> Path:
+    path, trace = lab
+    return write_variant(trace, name, tmp_path)
+
+
+# -- capture reader ----------------------------------------------------------
+
+
+def _frame_by_frame(path: Path) -> list[tuple]:
+    """Segments the slow way: undecoded frames, then decode_frame on each."""
+    out = []
+    for f in iter_frames([path]):
+        result = decode_frame(f.linktype, f.ts, f.data, f.wire_len, f.capture_index, f.frame_number)
+        if type(result) is TcpSegment:
+            out.append(segment_values(result))
+    return out
+
+
+@pytest.mark.parametrize("variant", ["clean", "snaplen96", "snaplen60", "zero-ip-length", "vlan", "sll2"])
+def test_reader_decodes_like_decode_frame(lab, tmp_path: Path, variant: str) -> None:
+    path = _variant(lab, variant, tmp_path)
+    fast = [segment_values(s) for s in read_segments([path])]
+    assert fast == _frame_by_frame(path)
+    assert fast or variant == "snaplen60", "no TCP segments read"  # (60 bytes may cut the TCP header)
+
+
+def test_reader_short_cut_handles_odd_ipv4_headers(tmp_path: Path) -> None:
+    """IPv4 options, a non-TCP protocol, a fragment, a total length larger
+    than the frame and smaller than the headers: the in-place decoding must
+    defer to decode_frame for each, and agree with it."""
+    source = CAPTURES[0]
+    base = next(p for p in impair.load_pcap(source).packets if impair.has_payload(p))
+    eth, ip = base.data[:14], bytearray(base.data[14:])
+    assert eth[12:14] == b"\x08\x00" and ip[0] == 0x45, "expected an Ethernet/IPv4 lab capture"
+
+    def frame(ip_bytes: bytes, wire_extra: int = 0) -> impair.Packet:
+        data = eth + bytes(ip_bytes)
+        return impair.Packet(base.ts_ns, data, len(data) + wire_extra, base.linktype)
+
+    with_options = bytearray(ip)
+    with_options[0] = 0x46
+    with_options[2:4] = (int.from_bytes(ip[2:4], "big") + 4).to_bytes(2, "big")
+    with_options[20:20] = b"\x01\x01\x01\x00"  # NOP NOP NOP EOL
+    udp = bytearray(ip)
+    udp[9] = 17
+    fragment = bytearray(ip)
+    fragment[6] = 0x20  # more fragments
+    too_long = bytearray(ip)
+    too_long[2:4] = (len(ip) + 100).to_bytes(2, "big")
+    too_short = bytearray(ip)
+    too_short[2:4] = (30).to_bytes(2, "big")
+    bad_offset = bytearray(ip)
+    bad_offset[32] = 0x40  # TCP data offset 4 words: invalid
+    packets = [frame(ip), frame(with_options), frame(udp), frame(fragment), frame(too_long),
+               frame(too_long, wire_extra=40), frame(too_short), frame(bad_offset), frame(ip[:30])]
+    path = impair.write_pcap(impair.Trace(tuple(packets)), tmp_path / "odd.pcap")
+    stats = ReadStats()
+    fast = [segment_values(s) for s in read_segments([path], stats)]
+    assert fast == _frame_by_frame(path)
+    assert len(fast) == 4  # plain, with options, too long (twice)
+    assert (stats.non_tcp, stats.ip_fragments, stats.undecodable) == (1, 1, 3)
+
+
+@pytest.mark.parametrize("variant", ["clean", "lossy", "snaplen96"])
+def test_mapped_file_reads_like_chunked_file(lab, tmp_path: Path, monkeypatch, variant: str) -> None:
+    """Large files are mapped whole, others read in chunks: with a tiny
+    chunk size (so every lab file counts as large, and chunk boundaries fall
+    inside packets) both ways give the same segments and the same counts,
+    also for a file cut inside a packet."""
+    path = _variant(lab, variant, tmp_path)
+    cut = impair.cut_file(shutil.copy(path, tmp_path / "cut.pcap"), path.stat().st_size - 7)
+    monkeypatch.setattr(capture, "_CHUNK", 4096)
+    for target in (path, cut):
+        mapped_stats = ReadStats()
+        mapped = [segment_values(s) for s in read_segments([target], mapped_stats)]
+        with monkeypatch.context() as m:
+            m.setattr(capture._FileReader, "_map_whole", lambda self: None)
+            chunked_stats = ReadStats()
+            chunked = [segment_values(s) for s in read_segments([target], chunked_stats)]
+        assert mapped == chunked
+        assert mapped_stats == chunked_stats
+    assert mapped_stats.cut_records == 1 and mapped_stats.problems
+
+
+def test_large_file_is_mapped_and_closed(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "big.pcap"
+    trace = impair.load_pcap(CAPTURES[0])
+    while True:
+        impair.write_pcap(trace, path)
+        if path.stat().st_size > capture._CHUNK:
+            break
+        trace = impair.repeat(trace, 2)
+    opened = []
+    original = capture._FileReader._map_whole
+
+    def spy(self):
+        mapped = original(self)
+        opened.append((self, mapped))
+        return mapped
+
+    monkeypatch.setattr(capture._FileReader, "_map_whole", spy)
+    segments = list(CaptureSet([path]).segments())
+    mapped = [(reader, m) for reader, m in opened if m is not None]
+    assert mapped, "a file over the chunk size was not mapped"
+    assert all(m.closed for _, m in mapped)
+    gz = tmp_path / "big.pcap.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes(), compresslevel=1))
+    assert [segment_values(s) for s in segments] == [segment_values(s) for s in read_segments([gz])]
+
+
+# -- reassembly ---------------------------------------------------------------
+
+REASSEMBLY_VARIANTS = ["clean", "messy", "reordered-wide", "lossy", "late", "snaplen96", "repeated", "repeated-long"]
+
+
+@pytest.mark.parametrize("variant", REASSEMBLY_VARIANTS)
+def test_feed_in_order_equals_feed(lab, tmp_path: Path, variant: str) -> None:
+    segments = list(read_segments([_variant(lab, variant, tmp_path)]))
+    general, fused = Reassembler(), Reassembler()
+    taken = 0
+    for seg in segments:
+        expected = [event_values(e) for e in general.feed(seg)]
+        hit = fused.feed_in_order(seg)
+        if hit is None:
+            got = [event_values(e) for e in fused.feed(seg)]
+        else:
+            taken += 1
+            got = []
+            if hit:
+                conn, direction, offset = hit
+                got = [("Data", conn.id, direction, "data", offset, len(seg.payload), bytes(seg.payload), seg.ts,
+                        seg.capture_index, seg.frame_number)]
+        assert got == expected, f"frame {seg.frame_number}"
+    assert [event_values(e) for e in fused.finish()] == [event_values(e) for e in general.finish()]
+    assert fused.stats == general.stats
+    if variant == "clean":
+        assert taken >= len(segments) // 2, f"short cut taken for only {taken} of {len(segments)} segments"
+
+
+def test_feed_in_order_declines_without_changing_anything(lab) -> None:
+    """Whenever it returns None the reassembler's state is untouched (the
+    caller then feeds the same segment to `feed`)."""
+    r = Reassembler()
+    for seg in read_segments([lab[0]]):
+        before = _state(r)
+        if r.feed_in_order(seg) is None:
+            assert _state(r) == before
+            r.feed(seg)
+
+
+def _state(r: Reassembler) -> tuple:
+    conns = []
+    for conn in r.open_connections:
+        halves = tuple((h.base, h.next, len(h.pending), h.fin, h.acked, h.syn_seq, h.deadline) for h in conn.halves)
+        conns.append((conn.id, conn.segments, conn.last_ts, conn.last_frame, conn.closing, halves))
+    return (tuple(conns), r.stats.segments, r.stats.delivered_bytes, len(r._timers))
+
+
+# -- framing ------------------------------------------------------------------
+
+
+def _direction_chunks(path: Path) -> dict[tuple[int, int], list]:
+    chunks: dict[tuple[int, int], list] = {}
+    r = Reassembler()
+    for seg in read_segments([path]):
+        for event in r.feed(seg):
+            if isinstance(event, Data):
+                chunks.setdefault((event.conn.id, event.direction), []).append(event.chunk)
+    for event in r.finish():
+        if isinstance(event, Data):
+            chunks.setdefault((event.conn.id, event.direction), []).append(event.chunk)
+    return chunks
+
+
+def _reader(direction: int) -> FrameReader:
+    reader = FrameReader(direction, lambda prefix, size: len(prefix) >= 4, aligned=True, min_size=8)
+    reader.plausible_exact = lambda prefix, size: True
+    return reader
+
+
+@pytest.mark.parametrize("variant", ["clean", "lossy", "late", "snaplen96"])
+@pytest.mark.parametrize("pieces", ["whole", "split"])
+def test_push_data_equals_push(lab, tmp_path: Path, variant: str, pieces: str) -> None:
+    """Chunks of every direction go to one reader with push and to another
+    with push_data (push for gaps and truncated chunks); "split" cuts the
+    data chunks into random pieces, so frames span chunks and size fields
+    are cut in two."""
+    rng = random.Random(11)
+    total = 0
+    for (_, direction), chunks in _direction_chunks(_variant(lab, variant, tmp_path)).items():
+        if pieces == "split":
+            chunks = _split_chunks(chunks, rng)
+        plain, fast = _reader(direction), _reader(direction)
+        for chunk in chunks:
+            expected = [frame_values(f) for f in plain.push(chunk)]
+            if chunk.kind == "data":
+                got = [frame_values(f) for f in fast.push_data(chunk.offset, chunk.data, chunk)]
+            else:
+                got = [frame_values(f) for f in fast.push(chunk)]
+            assert got == expected
+            total += len(got)
+        assert [frame_values(f) for f in fast.finish()] == [frame_values(f) for f in plain.finish()]
+        assert fast.stats == plain.stats
+    assert total, "no frames at all"
+
+
+def _split_chunks(chunks: list, rng: random.Random) -> list:
+    from kdissect.reassembly import Chunk
+
+    out = []
+    for c in chunks:
+        if c.kind != "data":
+            out.append(c)
+            continue
+        offset = c.offset
+        for piece in split_randomly(c.data, rng):
+            out.append(Chunk("data", offset, len(piece), piece, c.ts, c.capture_index, c.frame_number))
+            offset += len(piece)
+    return out
+
+
+# -- the whole dissector ------------------------------------------------------
+
+DISSECTOR_VARIANTS = ["clean", "messy", "reordered-wide", "lossy", "late", "snaplen96", "snaplen60", "repeated",
+                      "repeated-long"]
+
+
+@pytest.mark.parametrize("variant", DISSECTOR_VARIANTS)
+@pytest.mark.parametrize("by_port", [True, False], ids=["by-port", "by-shape"])
+def test_dissector_fast_path_equals_general_path(lab, tmp_path: Path, variant: str, by_port: bool) -> None:
+    path = _variant(lab, variant, tmp_path)
+    # port 1 is nobody's: every connection is then classified by its shape
+    # (its first segments are held undecided while the short cut applies)
+    ports = ports_of(lab[0]) if by_port else (1,)
+    segments = list(read_segments([path]))
+    results = []
+    for fused in (True, False):
+        d = Dissector(ports, True, [path.name], keep_messages=False)
+        if not fused:
+            d._in_order = None  # the general path only
+        exchanges = [exchange_values(e) for seg in segments for e in d.feed(seg)]
+        exchanges += [exchange_values(e) for e in d.finish()]
+        results.append((exchanges, d.accounting.to_dict(), d.classification_keys))
+    assert results[0] == results[1]
+    if by_port and variant != "snaplen60":  # (60 bytes leave no TCP payload at all)
+        assert results[0][0], "no exchanges"
+
+
+def test_fused_path_is_taken_on_a_clean_capture(lab) -> None:
+    d = Dissector(ports_of(lab[0]), True, [lab[0].name], keep_messages=False)
+    calls = {"taken": 0, "segments": 0}
+    in_order = d._in_order
+
+    def counting(seg):
+        calls["segments"] += 1
+        hit = in_order(seg)
+        calls["taken"] += hit is not None
+        return hit
+
+    d._in_order = counting
+    for seg in read_segments([lab[0]]):
+        d.feed(seg)
+    d.finish()
+    assert calls["taken"] >= calls["segments"] // 2
