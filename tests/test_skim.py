@@ -21,7 +21,12 @@ from kdissect.protocol.schema import api_keys, defined_versions
 from kdissect.protocol.skim import skim_request, skim_response, skim_source
 from tests.support.pipeline import ports_of
 from tests.support.protocol import frame_fixtures, random_struct
-from tests.support.skim import capture_frames, full_request_values, full_response_values, skim_values
+from tests.support.skim import (
+    capture_frames,
+    full_request_values,
+    full_response_values,
+    skim_values,
+)
 
 CAPTURES = sorted((Path(__file__).resolve().parent.parent / "captures").glob("*.pcap"))
 CASES = [(key, version, direction) for key in api_keys() for direction in ("request", "response")

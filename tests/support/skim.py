@@ -77,5 +77,10 @@ def skim_values(result: tuple | None) -> tuple | None:
     return (*head, [(t, p, bytes(raw)) for t, p, raw in sets])
 
 
-__all__ = ["capture_frames", "full_request_values", "full_response_values", "skim_values",
-           "record_figures"]
+__all__ = [
+    "capture_frames",
+    "full_request_values",
+    "full_response_values",
+    "record_figures",
+    "skim_values",
+]
