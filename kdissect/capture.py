@@ -23,8 +23,6 @@ split files into byte ranges and decode them itself with `segment_from_frame`.
 
 from __future__ import annotations
 
-import mmap
-import os
 import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -272,9 +270,8 @@ class _FileReader:
         self.capture_index = capture_index
         self.stats = stats
         self.stream = _open(path)
-        self._map: mmap.mmap | None = None
         try:
-            self.head = self._map_whole() or _read_head(path, self.stream)
+            self.head = _read_head(path, self.stream)
         except InputError:
             self._close()
             raise
@@ -291,28 +288,8 @@ class _FileReader:
             self._close()
             raise InputError(f"{path}: not a pcap or pcapng capture file")
 
-    def _map_whole(self) -> mmap.mmap | None:
-        """A large uncompressed file, mapped whole: the readers then see it as
-        one first chunk with nothing after it, and slice packets straight out
-        of the page cache (no read into a buffer, no joining of chunks)."""
-        if isinstance(self.stream, _GzipStream):
-            return None
-        try:
-            size = os.fstat(self.stream.fileno()).st_size
-            if size <= _CHUNK:
-                return None
-            mapped = mmap.mmap(self.stream.fileno(), size, access=mmap.ACCESS_READ)
-            self.stream.seek(size)  # later reads find the end: nothing beyond the map
-        except (OSError, ValueError, AttributeError):
-            return None  # not a regular file (a pipe, a device): read it in chunks
-        self._map = mapped
-        return mapped
-
     def _close(self) -> None:
         self.stream.close()
-        if self._map is not None:
-            self._map.close()
-            self._map = None
 
     # -- problem accounting -------------------------------------------------
 

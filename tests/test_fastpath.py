@@ -5,8 +5,8 @@ on impaired variants of them (reordered, duplicated, lost packets, late
 start, snaplen cuts, port reuse, zero IP lengths, VLAN tags, another link
 layer), and every value is compared:
 
-* the capture reader's in-place Ethernet/IPv4/TCP decoding and its mapping
-  of large files, against frame-by-frame reading and `decode_frame`;
+* the capture reader's in-place Ethernet/IPv4/TCP decoding, against
+  frame-by-frame reading and `decode_frame`, whatever its chunk size;
 * `Reassembler.feed_in_order` against `Reassembler.feed` (events and state);
 * `FrameReader.push_data` against `FrameReader.push`;
 * the Dissector with the fused path against the Dissector without it
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from kdissect import capture, impair
-from kdissect.capture import CaptureSet, ReadStats, iter_frames, read_segments
+from kdissect.capture import ReadStats, iter_frames, read_segments
 from kdissect.framing import FrameReader
 from kdissect.linklayers import decode_frame
 from kdissect.packet import TcpSegment
@@ -115,50 +115,26 @@ def test_reader_short_cut_handles_odd_ipv4_headers(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("variant", ["clean", "lossy", "snaplen96"])
-def test_mapped_file_reads_like_chunked_file(lab, tmp_path: Path, monkeypatch, variant: str) -> None:
-    """Large files are mapped whole, others read in chunks: with a tiny
-    chunk size (so every lab file counts as large, and chunk boundaries fall
-    inside packets) both ways give the same segments and the same counts,
-    also for a file cut inside a packet."""
+@pytest.mark.parametrize("chunk", [4096, 1000, 100])
+def test_chunk_boundaries_inside_packets(lab, tmp_path: Path, monkeypatch, variant: str, chunk: int) -> None:
+    """The reader's chunks end inside packets and record headers: small
+    chunk sizes give the same segments and counts as the default one, also
+    for a file cut inside a packet and for the same file gzip-compressed."""
     path = _variant(lab, variant, tmp_path)
     cut = impair.cut_file(shutil.copy(path, tmp_path / "cut.pcap"), path.stat().st_size - 7)
-    monkeypatch.setattr(capture, "_CHUNK", 4096)
-    for target in (path, cut):
-        mapped_stats = ReadStats()
-        mapped = [segment_values(s) for s in read_segments([target], mapped_stats)]
-        with monkeypatch.context() as m:
-            m.setattr(capture._FileReader, "_map_whole", lambda self: None)
-            chunked_stats = ReadStats()
-            chunked = [segment_values(s) for s in read_segments([target], chunked_stats)]
-        assert mapped == chunked
-        assert mapped_stats == chunked_stats
-    assert mapped_stats.cut_records == 1 and mapped_stats.problems
-
-
-def test_large_file_is_mapped_and_closed(tmp_path: Path, monkeypatch) -> None:
-    path = tmp_path / "big.pcap"
-    trace = impair.load_pcap(CAPTURES[0])
-    while True:
-        impair.write_pcap(trace, path)
-        if path.stat().st_size > capture._CHUNK:
-            break
-        trace = impair.repeat(trace, 2)
-    opened = []
-    original = capture._FileReader._map_whole
-
-    def spy(self):
-        mapped = original(self)
-        opened.append((self, mapped))
-        return mapped
-
-    monkeypatch.setattr(capture._FileReader, "_map_whole", spy)
-    segments = list(CaptureSet([path]).segments())
-    mapped = [(reader, m) for reader, m in opened if m is not None]
-    assert mapped, "a file over the chunk size was not mapped"
-    assert all(m.closed for _, m in mapped)
-    gz = tmp_path / "big.pcap.gz"
+    gz = tmp_path / "whole.pcap.gz"
     gz.write_bytes(gzip.compress(path.read_bytes(), compresslevel=1))
-    assert [segment_values(s) for s in segments] == [segment_values(s) for s in read_segments([gz])]
+    expected = {}
+    for target in (path, cut, gz):
+        stats = ReadStats()
+        expected[target] = ([segment_values(s) for s in read_segments([target], stats)], stats)
+    monkeypatch.setattr(capture, "_CHUNK", chunk)
+    for target in (path, cut, gz):
+        stats = ReadStats()
+        got = [segment_values(s) for s in read_segments([target], stats)]
+        assert (got, stats) == expected[target]
+    assert expected[cut][1].cut_records == 1 and expected[cut][1].problems
+    assert expected[gz][0] == expected[path][0]
 
 
 # -- reassembly ---------------------------------------------------------------
