@@ -398,12 +398,14 @@ class _FileReader:
             buf = self.head
             pos = 24
             number = 0
+            after: tuple[bytes, int] | None = None  # (chunk, where to go on in it) after a straddling record
             while True:
                 end = len(buf)
                 while pos + hsize <= end:
                     sec, frac, caplen, wirelen = unpack(buf, pos)
                     if caplen > limit:
-                        self._damaged(f"packet {number + 1} has an implausible length {caplen}", end - pos)
+                        rest = end - pos + (len(after[0]) - after[1] if after is not None else 0)
+                        self._damaged(f"packet {number + 1} has an implausible length {caplen}", rest)
                         return
                     data_at = pos + hsize
                     if data_at + caplen > end:
@@ -444,11 +446,32 @@ class _FileReader:
                         stats.ip_fragments += 1
                     else:
                         stats.undecodable += 1
+                if after is not None:
+                    # the straddling record is done: go on in the chunk itself
+                    chunk, at = after
+                    after = None
+                    if pos < len(buf):  # (cannot happen: that buffer held one whole record)
+                        buf, pos = buf[pos:] + chunk[at:], 0
+                    else:
+                        buf, pos = chunk, at
+                    continue
                 more = self._more()
                 if not more:
                     if pos < len(buf):
                         self._cut(len(buf) - pos, number + 1)
                     break
+                left = len(buf) - pos
+                if left >= hsize:
+                    need = hsize + unpack(buf, pos)[2] - left
+                    if 0 < need < len(more):
+                        # A record cut by the chunk boundary: complete it from
+                        # the start of the next chunk, then read on in that
+                        # chunk at an offset. Only the record's bytes are
+                        # copied, not the whole chunk.
+                        buf = buf[pos:] + more[:need]
+                        pos = 0
+                        after = (more, need)
+                        continue
                 buf = buf[pos:] + more
                 pos = 0
             problem = getattr(self.stream, "problem", None)
