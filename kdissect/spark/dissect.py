@@ -1,8 +1,8 @@
 """Executor side of the shuffle: one connection's segments -> exchange rows.
 
-Input batches arrive sorted by 4-tuple and then by (capture_index,
-frame_number), so all segments of one 4-tuple are consecutive and in capture
-order. Each 4-tuple gets a fresh `Dissector` (the single-process one), so a
+Input rows are runs of segments (see segments.py) sorted by 4-tuple and then
+by (capture_index, frame_number) of their first segment, so all segments of
+one 4-tuple arrive consecutively and in capture order. Each 4-tuple gets a fresh `Dissector` (the single-process one), so a
 task holds one connection's state at a time.
 
 Output rows (OUTPUT_SCHEMA) are of three kinds:
@@ -24,7 +24,7 @@ import pyarrow as pa
 from kdissect.accounting import Accounting
 from kdissect.exchange import COLUMNS, Exchange
 from kdissect.pipeline import Dissector
-from kdissect.spark.segments import row_segment
+from kdissect.spark.segments import run_segments
 
 EXCHANGE, CONNECTION, ACCOUNTING = 0, 1, 2
 
@@ -152,17 +152,18 @@ class ConnectionRunner:
         current = None
         for batch in batches:
             columns = [batch.column(name).to_pylist() for name in (
-                "capture_index", "frame_number", "ts", "addr_a", "port_a", "addr_b", "port_b",
-                "direction", "seq", "ack", "flags", "payload", "payload_len")]
-            for values in zip(*columns):
-                key = values[3:7]
+                "capture_index", "addr_a", "port_a", "addr_b", "port_b", "segments")]
+            for capture_index, addr_a, port_a, addr_b, port_b, packed in zip(*columns):
+                key = (addr_a, port_a, addr_b, port_b)
                 if key != current:
                     self.finish_connection()
                     self._start()
                     current = key
-                exchanges = self._dissector.feed(row_segment(*values))  # type: ignore[union-attr]
-                if exchanges:
-                    self._emit(exchanges)
+                feed = self._dissector.feed  # type: ignore[union-attr]
+                for segment in run_segments(capture_index, addr_a, port_a, addr_b, port_b, packed):
+                    exchanges = feed(segment)
+                    if exchanges:
+                        self._emit(exchanges)
             if self.output.size >= BATCH_ROWS:
                 yield self.output.batch()
         self.finish_connection()

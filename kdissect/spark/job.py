@@ -6,8 +6,8 @@ counts, one accounting row per task, a few summary rows):
 1. expand the inputs, order them as one capture set, plan byte-range splits;
 2. pre-pass over split files: first record and record count of each range,
    so every range knows its first frame number;
-3. read splits into segment rows, shuffle by 4-tuple, sort each partition by
-   4-tuple then capture order, and run one `Dissector` per 4-tuple
+3. read splits into rows of segment runs, shuffle by 4-tuple, sort each
+   partition by 4-tuple then capture order, and run one `Dissector` per 4-tuple
    (`mapInArrow`); the result goes to a work dataset;
 4. number streams by ranking the connections' classification keys, write
    `exchanges/` and `partition_errors/`, then the summary tables;
@@ -33,8 +33,9 @@ from kdissect.spark.inputs import expand_inputs, file_kind
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "errors", "throttle", "timeseries")
 WORK_DIR = "_work"
-# rows per Arrow batch handed to Python: bounded because payloads can be 64 KiB each
-ARROW_BATCH_ROWS = 1024
+# rows per Arrow batch handed to Python: bounded because a row (a run of
+# segments, see segments.py) can hold a little over a MiB of payload
+ARROW_BATCH_ROWS = 32
 
 
 @dataclass
@@ -129,7 +130,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
 
     # -- 3. read, shuffle by connection, dissect ------------------------------
     from kdissect.spark.dissect import OUTPUT_SCHEMA, dissect_partition
-    from kdissect.spark.segments import KEY_COLUMNS, ORDER_COLUMNS, SEGMENT_SCHEMA, split_batches
+    from kdissect.spark.segments import KEY_COLUMNS, ORDER_COLUMNS, RUN_SCHEMA, split_runs
 
     read_stats = sc.accumulator({}, _read_stats_param())
 
@@ -141,7 +142,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         for batch in batches:
             for split in batch.to_pylist():
                 stats = ReadStats()
-                yield from split_batches(split, stats)
+                yield from split_runs(split, stats)
                 read_stats.add(asdict(stats))
 
     split_rows = [split.as_row() for split in splits]
@@ -157,9 +158,9 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    segments = split_frame.mapInArrow(read_split_rows, from_arrow_schema(SEGMENT_SCHEMA))
+    runs = split_frame.mapInArrow(read_split_rows, from_arrow_schema(RUN_SCHEMA))
     dissected = (
-        segments.repartition(partitions, *KEY_COLUMNS)
+        runs.repartition(partitions, *KEY_COLUMNS)
         .sortWithinPartitions(*KEY_COLUMNS, *ORDER_COLUMNS)
         .mapInArrow(dissect, from_arrow_schema(OUTPUT_SCHEMA))
     )
@@ -190,24 +191,17 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     say("exchange tables written", "exchange_tables")
 
     written = spark.read.schema(from_arrow_schema(EXCHANGE_SCHEMA)).parquet(f"{outdir}/exchanges")
-    counts: dict[str, int] = {
-        "exchanges": written.count(),
-        "partition_errors": spark.read.schema(partition_errors.schema).parquet(f"{outdir}/partition_errors").count(),
-        "kafka_connections": work_frame.where("kind = 1").count(),
-    }
-    # The summary tables are small (groups of APIs, clients, brokers, minutes):
-    # cached, they are written, counted and summarised without recomputing.
-    summaries = {name: frame.cache() for name, frame in tables.summary_tables(spark, written).items()}
-    for name, frame in summaries.items():
+    for name, frame in tables.summary_tables(spark, written).items():
         frame.write.mode("overwrite").parquet(f"{outdir}/{name}")
-        counts[name] = frame.count()
     say("summary tables written", "summary_tables")
-    summary = tables.render_summary(written, summaries, accounting)
+    # Row counts and the printed summary come from the Parquet footers and the
+    # small summary tables read on the driver: no further Spark jobs.
+    counts: dict[str, int] = {name: tables.parquet_rows(spark, f"{outdir}/{name}") for name in TABLES}
+    counts["kafka_connections"] = tables.parquet_rows(spark, f"{work}/kind=1")
+    summary = tables.render_summary(spark, outdir, accounting)
     problems = reading.get("problems") or []
     if problems:
         summary += "\nreading problems (see manifest.json):\n" + "\n".join(f"  {p}" for p in problems[:10])
-    for frame in summaries.values():
-        frame.unpersist()
     _remove(spark, work)
 
     manifest = {

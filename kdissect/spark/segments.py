@@ -1,14 +1,16 @@
-"""Read one split into Arrow batches of TCP segment rows.
+"""Read one split into Arrow batches of rows of TCP segments.
 
-A row is a `TcpSegment` keyed for the shuffle: the connection's canonical
-4-tuple (lower endpoint first) plus the direction of the packet along it. The
-link/IP/TCP decoding is the capture reader's own (`kdissect.linklayers`), so
-the rows hold exactly the segments `kdissect export` would feed its
-dissector, with the same capture index and frame numbers.
+A row is a run of `TcpSegment`s of one connection, keyed for the shuffle by
+the connection's canonical 4-tuple (lower endpoint first); each packed
+segment carries its direction along that tuple. The link/IP/TCP decoding is
+the capture reader's own (`kdissect.linklayers`), so the rows hold exactly
+the segments `kdissect export` would feed its dissector, with the same
+capture index and frame numbers.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -17,26 +19,27 @@ from kdissect.capture import ReadStats, decode_frames, iter_frames
 from kdissect.packet import TcpSegment
 from kdissect.spark import pcapsplit
 
-SEGMENT_COLUMNS: list[tuple[str, pa.DataType]] = [
-    ("capture_index", pa.int32()),
-    ("frame_number", pa.int64()),
-    ("ts", pa.float64()),
-    ("addr_a", pa.string()),  # canonical key: (addr_a, port_a) < (addr_b, port_b)
+RUN_COLUMNS: list[tuple[str, pa.DataType]] = [
+    ("addr_a", pa.string()),  # canonical key: (addr_a, port_a) <= (addr_b, port_b)
     ("port_a", pa.int32()),
     ("addr_b", pa.string()),
     ("port_b", pa.int32()),
-    ("direction", pa.int8()),  # 0: a -> b, 1: b -> a
-    ("seq", pa.int64()),
-    ("ack", pa.int64()),
-    ("flags", pa.int16()),
-    ("payload", pa.binary()),
-    ("payload_len", pa.int64()),
+    ("capture_index", pa.int32()),  # file of the run (a run never leaves its split)
+    ("frame_number", pa.int64()),  # frame number of the run's first segment
+    ("segments", pa.binary()),  # the run's segments, packed with SEGMENT_HEADER
 ]
-SEGMENT_SCHEMA = pa.schema(SEGMENT_COLUMNS)
+RUN_SCHEMA = pa.schema(RUN_COLUMNS)
 KEY_COLUMNS = ["addr_a", "port_a", "addr_b", "port_b"]
 ORDER_COLUMNS = ["capture_index", "frame_number"]
 
-BATCH_ROWS = 4096
+# One packed segment: frame number, ts, direction (0: a -> b, 1: b -> a), seq,
+# ack, TCP flags, payload length on the wire, captured payload length; the
+# captured payload bytes follow.
+SEGMENT_HEADER = struct.Struct("<qdBIIHII")
+# A split is read in chunks of consecutive packets; each chunk becomes one row
+# per connection seen in it. The bounds keep rows and Arrow batches small.
+CHUNK_SEGMENTS = 4096
+CHUNK_PAYLOAD_BYTES = 1 << 20
 
 
 def _frames(split: dict[str, Any], stats: ReadStats) -> Iterator[tuple[int, int, float, bytes, int]]:
@@ -78,50 +81,72 @@ def split_segments(split: dict[str, Any], stats: ReadStats) -> Iterator[TcpSegme
     return decode_frames(_frames(split, stats), split["capture_index"], split["path"], stats, set())
 
 
-def split_batches(split: dict[str, Any], stats: ReadStats, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """Arrow batches (SEGMENT_SCHEMA) of one split's TCP segments."""
-    columns: list[list[Any]] = [[] for _ in SEGMENT_COLUMNS]
-    (ci, fn, ts, addr_a, port_a, addr_b, port_b, direction, seq, ack, flags, payload, payload_len) = columns
+def split_runs(split: dict[str, Any], stats: ReadStats) -> Iterator[pa.RecordBatch]:
+    """Arrow batches (RUN_SCHEMA) of one split's TCP segments, one row per run.
+
+    A run is the segments of one connection within one chunk of consecutive
+    packets of the split, in capture order. Shuffling runs instead of single
+    segments keeps the JVM's per-row work (serialising, sorting, Arrow
+    conversion) small; sorted by key and first frame number, the runs of a
+    connection come back in capture order because chunks never overlap.
+    """
+    pack = SEGMENT_HEADER.pack
+    runs: dict[tuple[str, int, str, int], tuple[int, bytearray]] = {}
+    segments = payload_bytes = 0
+    capture_index = split["capture_index"]
     for segment in split_segments(split, stats):
-        src = (segment.src, segment.sport)
-        dst = (segment.dst, segment.dport)
-        if src <= dst:
-            low, high, forward = src, dst, 0
+        src, sport, dst, dport = segment.src, segment.sport, segment.dst, segment.dport
+        if (src, sport) <= (dst, dport):
+            key, direction = (src, sport, dst, dport), 0
         else:
-            low, high, forward = dst, src, 1
-        ci.append(segment.capture_index)
-        fn.append(segment.frame_number)
-        ts.append(segment.ts)
-        addr_a.append(low[0])
-        port_a.append(low[1])
-        addr_b.append(high[0])
-        port_b.append(high[1])
-        direction.append(forward)
-        seq.append(segment.seq)
-        ack.append(segment.ack)
-        flags.append(segment.flags)
-        payload.append(segment.payload)
-        payload_len.append(segment.payload_len)
-        if len(ci) >= batch_rows:
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(values, type=kind) for values, (_, kind) in zip(columns, SEGMENT_COLUMNS)],
-                schema=SEGMENT_SCHEMA,
-            )
-            for values in columns:
-                values.clear()
-    if ci:
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(values, type=kind) for values, (_, kind) in zip(columns, SEGMENT_COLUMNS)],
-            schema=SEGMENT_SCHEMA,
-        )
+            key, direction = (dst, dport, src, sport), 1
+        run = runs.get(key)
+        if run is None:
+            run = runs[key] = (segment.frame_number, bytearray())
+        payload = segment.payload
+        buffer = run[1]
+        buffer += pack(segment.frame_number, segment.ts, direction, segment.seq, segment.ack, segment.flags,
+                       segment.payload_len, len(payload))
+        buffer += payload
+        segments += 1
+        payload_bytes += len(payload)
+        if segments >= CHUNK_SEGMENTS or payload_bytes >= CHUNK_PAYLOAD_BYTES:
+            yield _run_batch(runs, capture_index)
+            runs = {}
+            segments = payload_bytes = 0
+    if runs:
+        yield _run_batch(runs, capture_index)
 
 
-def row_segment(capture_index: int, frame_number: int, ts: float, addr_a: str, port_a: int, addr_b: str,
-                port_b: int, direction: int, seq: int, ack: int, flags: int, payload: bytes,
-                payload_len: int) -> TcpSegment:
-    """The TcpSegment a row stands for."""
-    if direction == 0:
-        return TcpSegment(capture_index, frame_number, ts, addr_a, port_a, addr_b, port_b, seq, ack, flags,
-                          payload, payload_len)
-    return TcpSegment(capture_index, frame_number, ts, addr_b, port_b, addr_a, port_a, seq, ack, flags,
-                      payload, payload_len)
+def _run_batch(runs: dict[tuple[str, int, str, int], tuple[int, bytearray]], capture_index: int) -> pa.RecordBatch:
+    keys = list(runs)
+    values = list(runs.values())
+    return pa.RecordBatch.from_arrays([
+        pa.array([key[0] for key in keys], pa.string()),
+        pa.array([key[1] for key in keys], pa.int32()),
+        pa.array([key[2] for key in keys], pa.string()),
+        pa.array([key[3] for key in keys], pa.int32()),
+        pa.array([capture_index] * len(keys), pa.int32()),
+        pa.array([value[0] for value in values], pa.int64()),
+        pa.array([bytes(value[1]) for value in values], pa.binary()),
+    ], schema=RUN_SCHEMA)
+
+
+def run_segments(capture_index: int, addr_a: str, port_a: int, addr_b: str, port_b: int,
+                 packed: bytes) -> Iterator[TcpSegment]:
+    """The TcpSegments of one run, in capture order."""
+    unpack = SEGMENT_HEADER.unpack_from
+    header_size = SEGMENT_HEADER.size
+    pos = 0
+    end = len(packed)
+    while pos < end:
+        frame_number, ts, direction, seq, ack, flags, payload_len, captured = unpack(packed, pos)
+        pos += header_size
+        payload = packed[pos : pos + captured]
+        pos += captured
+        if direction == 0:
+            yield TcpSegment(capture_index, frame_number, ts, addr_a, port_a, addr_b, port_b, seq, ack, flags,
+                             payload, payload_len)
+        else:
+            yield TcpSegment(capture_index, frame_number, ts, addr_b, port_b, addr_a, port_a, seq, ack, flags,
+                             payload, payload_len)

@@ -10,6 +10,7 @@ closest ranks, as `kdissect stats` computes them).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from kdissect.exchange import COLUMN_NAMES
@@ -183,6 +184,38 @@ def summary_tables(spark, exchanges) -> dict[str, Any]:
     }
 
 
+def _local_path(path: str) -> str | None:
+    """The local file system path of a Spark path, None for remote file systems."""
+    if path.startswith("file://"):
+        return path.removeprefix("file://")
+    return None if "://" in path else path
+
+
+def parquet_rows(spark, path: str) -> int:
+    """Rows of a written Parquet dataset: from the file footers where the
+    dataset is local (no Spark job), else counted by Spark. 0 if absent."""
+    local = _local_path(path)
+    if local is None:
+        return spark.read.parquet(path).count()
+    import pyarrow.parquet as pq
+
+    root = Path(local)
+    if not root.is_dir():
+        return 0
+    return sum(pq.ParquetFile(file).metadata.num_rows for file in sorted(root.rglob("*.parquet")))
+
+
+def _read_small_table(spark, path: str) -> list[dict[str, Any]]:
+    """All rows of a small summary table, as dicts."""
+    local = _local_path(path)
+    if local is None:
+        return [row.asDict() for row in spark.read.parquet(path).collect()]
+    import pyarrow.parquet as pq
+
+    files = sorted(Path(local).rglob("*.parquet"))
+    return [row for file in files for row in pq.read_table(file).to_pylist()]
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -191,27 +224,30 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def render_summary(exchanges, summaries: dict[str, Any], accounting: Any, top: int = 8) -> str:
-    """A few lines for the terminal, from the exchange table and the (small) summary tables."""
-    from pyspark.sql import functions as F
-
+def render_summary(spark, outdir: str, accounting: Any, top: int = 8) -> str:
+    """A few lines for the terminal, from the accounting and the (small) summary tables."""
     lines: list[str] = []
-    statuses = exchanges.groupBy("status").count().collect()
-    statuses.sort(key=lambda row: -row["count"])
-    total = sum(row["count"] for row in statuses)
-    detail = ", ".join(f"{row.status} {row['count']}" for row in statuses)
-    lines.append(f"exchanges: {total}" + (f" ({detail})" if detail else ""))
-    latency = summaries["latency"].where("dimension = 'api'").orderBy(F.desc("count")).limit(top).collect()
+    statuses = [("ok", accounting.ok), ("no_response", accounting.no_response),
+                ("orphan_response", accounting.orphan_responses), ("malformed", accounting.malformed),
+                ("truncated", accounting.truncated)]
+    statuses = sorted((item for item in statuses if item[1]), key=lambda item: -item[1])
+    detail = ", ".join(f"{status} {count}" for status, count in statuses)
+    lines.append(f"exchanges: {accounting.exchanges}" + (f" ({detail})" if detail else ""))
+    latency = [row for row in _read_small_table(spark, f"{outdir}/latency") if row["dimension"] == "api"]
+    latency.sort(key=lambda row: -row["count"])
     if latency:
         lines.append("latency (ms) by API, busiest first:  count     p50     p99     max")
-        for row in latency:
-            lines.append(f"  {row.api_name} v{row.api_version}".ljust(37)
-                         + f"{row['count']:>6} {_fmt(row.p50):>7} {_fmt(row.p99):>7} {_fmt(row.max):>7}")
-    errors = summaries["errors"].orderBy(F.desc("anywhere")).limit(top).collect()
+        for row in latency[:top]:
+            lines.append(f"  {row['api_name']} v{row['api_version']}".ljust(37)
+                         + f"{row['count']:>6} {_fmt(row['p50']):>7} {_fmt(row['p99']):>7} {_fmt(row['max']):>7}")
+    errors = _read_small_table(spark, f"{outdir}/errors")
+    errors.sort(key=lambda row: (-row["anywhere"], row["api_name"], row["error_code"]))
     if errors:
-        lines.append("errors: " + ", ".join(f"{row.api_name} {row.error_name} x{row.anywhere}" for row in errors))
-    throttle = summaries["throttle"].agg(
-        F.coalesce(F.sum("throttled"), F.lit(0)).alias("n"), F.max("max_ms").alias("max")).collect()[0]
-    lines.append(f"throttled responses: {throttle.n}" + (f" (max {throttle.max} ms)" if throttle.n else ""))
+        lines.append("errors: " + ", ".join(f"{row['api_name']} {row['error_name']} x{row['anywhere']}"
+                                            for row in errors[:top]))
+    throttle = _read_small_table(spark, f"{outdir}/throttle")
+    throttled = sum(row["throttled"] for row in throttle)
+    worst = max((row["max_ms"] for row in throttle if row["max_ms"] is not None), default=None)
+    lines.append(f"throttled responses: {throttled}" + (f" (max {worst} ms)" if throttled else ""))
     lines.extend(accounting.summary_lines())
     return "\n".join(lines)
