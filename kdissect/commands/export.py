@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any, Callable
 
 import click
 
-from kdissect.failures import InputError
+# shared by export, show and stats (they live beside export() so that the
+# CLI's click-free path for plain export arguments can use them too)
+from kdissect.commands.export_core import check_readable, export, print_accounting, run_analysis
 
-# -- shared by export, show and stats --------------------------------------
+__all__ = ["capture_options", "check_readable", "command", "print_accounting", "run_analysis"]
 
 
 def capture_options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -27,35 +27,6 @@ def capture_options(function: Callable[..., Any]) -> Callable[..., Any]:
                           type=str)(function)
 
 
-def check_readable(paths: tuple[str, ...]) -> list[str]:
-    for path in paths:
-        if not os.path.exists(path):
-            raise InputError(f"{path}: no such file")
-        if os.path.isdir(path):
-            raise InputError(f"{path}: is a directory")
-        if not os.access(path, os.R_OK):
-            raise InputError(f"{path}: permission denied")
-    return list(paths)
-
-
-def run_analysis(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool,
-                 keep_messages: bool = False) -> Any:
-    """An iterable Analysis over the capture set (exchanges; `.accounting`)."""
-    from kdissect.pipeline import Analysis
-
-    paths = check_readable(captures)
-    return Analysis(paths, ports or (9092,), not no_detect, keep_messages,
-                    progress=sys.stderr.isatty())
-
-
-def print_accounting(analysis: Any) -> None:
-    """The accounting summary (and the reader's problems) on stderr."""
-    for line in analysis.accounting.summary_lines():
-        click.echo(f"kdissect: {line}", err=True)
-    for problem in analysis.read_stats.problems:
-        click.echo(f"kdissect: {problem}".encode("utf-8", "replace").decode("utf-8"), err=True)
-
-
 @click.command("export")
 @capture_options
 @click.option("-o", "--output", "output", type=str, default=None,
@@ -64,15 +35,4 @@ def print_accounting(analysis: Any) -> None:
 def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool,
             output: str | None, quiet: bool) -> None:
     """Write one row per request/response exchange."""
-    from kdissect.output import open_writer
-
-    analysis = run_analysis(captures, ports, no_detect)
-    writer = open_writer(output)
-    write_exchange = writer.write_exchange
-    try:
-        for exchange in analysis:
-            write_exchange(exchange)
-    finally:
-        writer.close()
-    if not quiet:
-        print_accounting(analysis)
+    export(captures, ports, no_detect, output, quiet)
