@@ -134,9 +134,10 @@ def batch_figures(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIM
     when every entry is a whole magic 2 batch (the usual case); never raises."""
     if not raw:
         return 0, 0, [], []
-    data = bytes(raw)
-    view = memoryview(data)  # CRCs over slices without copying them
+    data = raw if type(raw) is bytes else bytes(raw)
     total = len(data)
+    # CRCs over slices: a view avoids copying big batches; small ones copy cheaper
+    view = memoryview(data) if total > 2048 else data
     pos = 0
     records = 0
     record_bytes: int | None = 0
@@ -145,13 +146,16 @@ def batch_figures(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIM
     crc32c = _crc32c.crc32c
     try:
         while total - pos >= 17:
-            offset, size = _ENTRY.unpack_from(data, pos)
+            if total - pos >= _V2_HEADER:
+                offset, size, magic, crc, attributes, count = _V2_FIELDS.unpack_from(data, pos)
+            else:  # too short for a batch header: whole entries here are unusual
+                offset, size = _ENTRY.unpack_from(data, pos)
+                magic = -1
             end = pos + 12 + size
             if size < 0 or end > total:
                 break
-            if data[pos + 16] != 2 or end - pos < _V2_HEADER:
+            if magic != 2 or end - pos < _V2_HEADER:
                 raise _Unusual
-            crc, attributes = _V2_CRC_ATTRIBUTES.unpack_from(data, pos + 17)
             if crc32c(view[pos + 21 : end]) != crc:
                 problems.append(f"record batch at offset {offset}: CRC32C mismatch")
             codec_id = attributes & 0x07
@@ -162,12 +166,13 @@ def batch_figures(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIM
                                     f"over the {max_uncompressed}-byte decompression limit")
             else:
                 declared = end - pos - _V2_HEADER
-            name = codec_name(codec_id)
+            name = _CODEC_NAMES[codec_id]
             if name not in names:
                 names.append(name)
-            count = _V2_COUNT.unpack_from(data, pos + 57)[0]
-            records += count if count > 0 else 0
-            record_bytes = None if record_bytes is None or declared is None else record_bytes + declared
+            if count > 0:
+                records += count
+            if record_bytes is not None:
+                record_bytes = None if declared is None else record_bytes + declared
             pos = end
     except Exception:  # _Unusual, or anything surprising: the two separate passes decide
         counts = batch_counts(data)
@@ -179,4 +184,8 @@ class _Unusual(Exception):
     """An entry the one-pass reading leaves to batch_counts/batch_checks."""
 
 
-_V2_CRC_ATTRIBUTES = struct.Struct(">Ih")
+# base offset, batch length, (leader epoch), magic, crc, attributes, (offset
+# delta, timestamps, producer id/epoch, base sequence), record count
+_V2_FIELDS = struct.Struct(">qi4xbIh34xi")
+assert _V2_FIELDS.size == _V2_HEADER
+_CODEC_NAMES = tuple(codec_name(codec_id) for codec_id in range(8))
