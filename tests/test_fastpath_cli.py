@@ -119,3 +119,25 @@ def test_cli_group_is_still_importable() -> None:
     from kdissect.cli import cli as group
 
     assert sorted(group.list_commands(None)) == sorted(cli.COMMANDS)
+
+
+def test_large_export_with_tuned_allocator_matches_in_process_rows(tmp_path: Path) -> None:
+    """A capture over export_core's size threshold (the allocator is tuned)
+    exports exactly the rows an untuned in-process analysis gives."""
+    from kdissect.commands import export_core
+    from kdissect.output import exchange_line
+    from kdissect.pipeline import analyze
+
+    big = impair.write_pcap(impair.repeat(impair.load_pcap(CAPTURES / "large_records.pcap"), 8), tmp_path / "big.pcap")
+    assert big.stat().st_size >= export_core._TUNE_FROM_BYTES
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO)
+    out = tmp_path / "big.jsonl"
+    result = subprocess.run([sys.executable, "-m", "kdissect", "export", str(big), "-o", str(out)],
+                            capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    exchanges, accounting = analyze([str(big)])
+    expected = "".join(exchange_line(e) for e in exchanges)
+    assert out.read_text() == expected
+    assert accounting.exchanges > 0
+    assert result.stderr.splitlines() == [f"kdissect: {line}" for line in accounting.summary_lines()]
