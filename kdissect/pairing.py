@@ -13,6 +13,11 @@ is unknown.
 After a SaslHandshake v0 exchange the connection carries raw SASL tokens
 (size-prefixed, no Kafka header) until the client speaks Kafka again; those
 frames are counted, not decoded.
+
+Without kept messages (`keep_messages=False`: export) frames are skimmed
+(`protocol.skim`): the same checks as the full decoder, only the row's
+values. A frame the skim rejects goes to the full decoder for its exact
+DecodeError, so rows do not depend on which path ran.
 """
 
 from __future__ import annotations
