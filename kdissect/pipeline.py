@@ -113,6 +113,51 @@ class Dissector:
                 if not hit:
                     return []  # no payload: no event
                 return self._in_order_data(segment, *hit)
+        return self._feed_events(segment)
+
+    def feed_many(self, segments: Iterable[Any]) -> Iterator[Exchange]:
+        """The exchanges of `feed(s)` for each of `segments` in turn (not
+        those of `finish()`); the hot path inlined into one loop."""
+        acc = self.accounting
+        in_order = self._in_order
+        if in_order is None:
+            for segment in segments:
+                out = self.feed(segment)
+                if out:
+                    yield from out
+            return
+        conns = self._conns
+        feed_events = self._feed_events
+        in_order_data = self._in_order_data
+        for segment in segments:
+            acc.segments += 1
+            hit = in_order(segment)
+            if hit is None:
+                out = feed_events(segment)
+            elif not hit:
+                continue  # no payload: no event
+            else:
+                conn, direction, offset = hit
+                state = conns.get(conn.id)
+                if state is None or state.state != _KAFKA or state.fresh[direction]:
+                    out = in_order_data(segment, conn, direction, offset)
+                else:
+                    # (as in _in_order_data)
+                    payload = segment.payload
+                    acc.stream_bytes += len(payload)
+                    frames = state.readers[direction].push_data(offset, payload, segment)  # type: ignore[index]
+                    if not frames:
+                        continue
+                    out = []
+                    pairer = state.pairer
+                    handle = pairer.on_request if direction == state.client_dir else pairer.on_response  # type: ignore[union-attr]
+                    for frame in frames:
+                        handle(frame, out)
+            if out:
+                yield from out
+
+    def _feed_events(self, segment: Any) -> list[Exchange]:
+        """feed() through the reassembler's events (the general path)."""
         events = self._reassembler.feed(segment)
         if not events:
             return []
@@ -123,7 +168,7 @@ class Dissector:
             if event.__class__.__name__ == "Data":
                 state = conns.get(event.conn.id)
                 if state is not None and state.state == _KAFKA:
-                    # the hot path: bytes of a known Kafka connection
+                    # bytes of a known Kafka connection
                     chunk = event.chunk
                     direction = event.direction
                     if state.fresh[direction] and not self._start_direction(state, direction, chunk):
@@ -143,18 +188,19 @@ class Dissector:
     def _in_order_data(self, segment: Any, conn: Any, direction: int, offset: int) -> list[Exchange]:
         """What feed does with the one Data event the reassembler would have
         made for this segment (see Reassembler.feed_in_order), without it."""
-        self._key = (segment.capture_index, segment.frame_number)
         out: list[Exchange] = []
         state = self._conns.get(conn.id)
         if state is None or state.state != _KAFKA or state.fresh[direction]:
             # not the hot path: the general handling of that event
             from kdissect.reassembly import Chunk, Data
 
+            self._key = (segment.capture_index, segment.frame_number)
             payload = segment.payload
             chunk = Chunk("data", offset, len(payload), payload, segment.ts, segment.capture_index,
                           segment.frame_number)
             self._event(Data(conn, direction, chunk), out)
             return out
+        # (the _key of the segment is only read while classifying: not here)
         payload = segment.payload
         self.accounting.stream_bytes += len(payload)
         frames = state.readers[direction].push_data(offset, payload, segment)  # type: ignore[index]
@@ -371,7 +417,6 @@ class Analysis:
 
     def __iter__(self) -> Iterator[Exchange]:
         dissector = self.dissector
-        feed = dissector.feed
         segments: Iterable[Any] = self.capture_set.segments()
         bar = None
         if self.progress:
@@ -380,10 +425,7 @@ class Analysis:
             bar = tqdm(segments, unit=" packets", unit_scale=True, leave=False, mininterval=0.5)
             segments = bar
         try:
-            for segment in segments:
-                exchanges = feed(segment)
-                if exchanges:
-                    yield from exchanges
+            yield from dissector.feed_many(segments)
         finally:
             if bar is not None:
                 bar.close()

@@ -9,8 +9,9 @@ layer), and every value is compared:
   frame-by-frame reading and `decode_frame`, whatever its chunk size;
 * `Reassembler.feed_in_order` against `Reassembler.feed` (events and state);
 * `FrameReader.push_data` against `FrameReader.push`;
-* the Dissector with the fused path against the Dissector without it
-  (exchanges, their offsets and stream keys, and the whole accounting).
+* the Dissector with the fused path (`feed`, and `feed_many`'s inlined
+  loop) against the Dissector without it (exchanges, their offsets and
+  stream keys, and the whole accounting).
 
 Some checks also assert that a short cut was taken at all, so a fast path
 that silently stopped applying fails here rather than only in a benchmark.
@@ -263,14 +264,18 @@ def test_dissector_fast_path_equals_general_path(lab, tmp_path: Path, variant: s
     ports = ports_of(lab[0]) if by_port else (1,)
     segments = list(read_segments([path]))
     results = []
-    for fused in (True, False):
+    for way in ("feed_many", "feed", "general"):
         d = Dissector(ports, True, [path.name], keep_messages=False)
-        if not fused:
-            d._in_order = None  # the general path only
-        exchanges = [exchange_values(e) for seg in segments for e in d.feed(seg)]
+        if way == "general":
+            d._in_order = None  # the reassembler's events only
+        if way == "feed_many":
+            exchanges = [exchange_values(e) for e in d.feed_many(iter(segments))]
+        else:
+            exchanges = [exchange_values(e) for seg in segments for e in d.feed(seg)]
         exchanges += [exchange_values(e) for e in d.finish()]
         results.append((exchanges, d.accounting.to_dict(), d.classification_keys))
-    assert results[0] == results[1]
+    assert results[0] == results[2]
+    assert results[1] == results[2]
     if by_port and variant != "snaplen60":  # (60 bytes leave no TCP payload at all)
         assert results[0][0], "no exchanges"
 
