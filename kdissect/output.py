@@ -14,7 +14,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import IO, Any, Callable, Iterable, Sequence
 
 from kdissect.exchange import COLUMN_NAMES, COLUMN_TYPES, LIST_COLUMNS, arrow_schema
 from kdissect.failures import InputError
@@ -139,6 +139,28 @@ class JsonlWriter:
             return
         self._stream.write(line)
 
+    def write_exchanges(self, exchanges: Iterable[Any]) -> None:
+        """`write_exchange` for each, the lines written to the stream in
+        batches (one write per few hundred rows)."""
+        write = self._stream.write
+        batch: list[str] = []
+        append = batch.append
+        try:
+            for exchange in exchanges:
+                try:
+                    append(exchange_line(exchange))
+                except (TypeError, ValueError):
+                    write("".join(batch))
+                    batch.clear()
+                    self.write(exchange.to_row())
+                    continue
+                if len(batch) >= 256:
+                    write("".join(batch))
+                    batch.clear()
+        finally:
+            if batch:  # also what came before a failure in `exchanges`
+                write("".join(batch))
+
     def close(self) -> None:
         self._stream.flush()
 
@@ -223,6 +245,12 @@ class _Owned:
                 writer.write(exchange.to_row())
         # write_exchange(exchange) == write(exchange.to_row())
         self.write_exchange = write_exchange
+        write_exchanges = getattr(writer, "write_exchanges", None)
+        if write_exchanges is None:
+            def write_exchanges(exchanges: Iterable[Any]) -> None:
+                for exchange in exchanges:
+                    write_exchange(exchange)
+        self.write_exchanges = write_exchanges
 
     def close(self) -> None:
         self._writer.close()

@@ -94,10 +94,8 @@ def export(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool,
     analysis = run_analysis(captures, ports, no_detect)
     tune_allocator(analysis.capture_set.paths)
     writer = open_writer(output)
-    write_exchange = writer.write_exchange
     try:
-        for exchange in analysis:
-            write_exchange(exchange)
+        writer.write_exchanges(analysis)
     finally:
         writer.close()
     if not quiet:
