@@ -77,9 +77,12 @@ _float_repr = float.__repr__
 _int_repr = int.__repr__
 _esc = json.encoder.encode_basestring_ascii
 # per column type: the expression for value `v` (never null-checked here)
+# (an empty list, the common case, is written inline: the same "[]" the
+# helpers write for any false value)
 _JSON_OF_KIND = {"string": "_esc({v})", "int64": "_int_repr({v})", "int32": "_int_repr({v})",
                  "int16": "_int_repr({v})", "float64": "_float_repr({v})",
-                 "list<int16>": "_json_ints({v})", "list<string>": "_json_strs({v})"}
+                 "list<int16>": '(_json_ints({v}) if {v} else "[]")',
+                 "list<string>": '(_json_strs({v}) if {v} else "[]")'}
 
 
 def _exchange_line_function() -> Callable[[Any], str]:

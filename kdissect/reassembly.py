@@ -47,6 +47,7 @@ from kdissect.packet import ACK, FIN, RST, SYN, TcpSegment
 
 _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
+_SYN_FIN_RST = SYN | FIN | RST
 # A segment of a closed 4-tuple this soon after the close belongs to the old
 # connection (its last ACK, a retransmitted FIN) unless it is a new SYN.
 _AFTER_CLOSE_SECONDS = 120.0
@@ -218,7 +219,8 @@ class Reassembler:
         Any other segment returns None having changed nothing: call `feed`.
         """
         conn = self._conns.get((seg.src, seg.sport, seg.dst, seg.dport))
-        if conn is None or seg.flags & (SYN | FIN | RST) or conn.closing is not None:
+        flags = seg.flags
+        if conn is None or flags & _SYN_FIN_RST or conn.closing is not None:
             return None
         timers = self._timers
         if timers and (timers[0][0] <= self.stats.segments + 1 or timers[0][1].closed):
@@ -242,7 +244,7 @@ class Reassembler:
         conn.segments += 1
         conn.last_ts = seg.ts
         conn.last_frame = (seg.capture_index, seg.frame_number)
-        if seg.flags & ACK and peer.base is not None:
+        if flags & ACK and peer.base is not None:
             pnext = peer.next
             acked = pnext + (((seg.ack - peer.base - pnext + _HALF) & _MASK) - _HALF)
             if acked > peer.acked:
