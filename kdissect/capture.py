@@ -23,6 +23,7 @@ split files into byte ranges and decode them itself with `segment_from_frame`.
 
 from __future__ import annotations
 
+import itertools
 import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -633,16 +634,21 @@ class CaptureSet:
             yield from _FileReader(path, index, self.stats).frames()
 
     def segments(self) -> Iterator[TcpSegment]:
+        # chained in C: a segment passes through no generator but its file's
+        return itertools.chain.from_iterable(self._per_file_segments())
+
+    def _per_file_segments(self) -> Iterator[Iterator[TcpSegment]]:
+        """Each file's segment iterator, the file opened when its turn comes."""
         stats = self.stats
         warned: set[int] = set()
         for index, path in enumerate(self.paths):
             reader = _FileReader(path, index, stats)
             if reader.kind == "pcap":
                 # the common case, without a Frame per packet
-                yield from reader.pcap_segments()
+                yield reader.pcap_segments()
                 continue
             frames = ((f.linktype, f.frame_number, f.ts, f.data, f.wire_len) for f in reader.frames())
-            yield from decode_frames(frames, index, path.name, stats, warned)
+            yield decode_frames(frames, index, path.name, stats, warned)
 
     __iter__ = segments
 
