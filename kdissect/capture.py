@@ -44,7 +44,7 @@ from kdissect.linklayers import (
     ipv4_names,
     segment_from_frame,
 )
-from kdissect.packet import TcpSegment
+from kdissect.packet import SlotRecord, TcpSegment
 
 __all__ = [
     "CaptureSet",
@@ -122,17 +122,20 @@ class PcapRecord:
     wire_len: int
 
 
-@dataclass(slots=True)
-class Frame:
+class Frame(SlotRecord):
     """One captured packet before decoding."""
 
-    capture_index: int
-    frame_number: int
-    linktype: int
-    ts: float
-    data: bytes
-    wire_len: int
-    interface: int = 0
+    __slots__ = ("capture_index", "frame_number", "linktype", "ts", "data", "wire_len", "interface")
+
+    def __init__(self, capture_index: int, frame_number: int, linktype: int, ts: float, data: bytes,
+                 wire_len: int, interface: int = 0) -> None:
+        self.capture_index = capture_index
+        self.frame_number = frame_number
+        self.linktype = linktype
+        self.ts = ts
+        self.data = data
+        self.wire_len = wire_len
+        self.interface = interface
 
 
 def parse_pcap_header(head: bytes) -> PcapHeader:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from struct import Struct
 from typing import Callable, Protocol
 
+from kdissect.packet import SlotRecord
+
 _INT32 = Struct(">i")
 _unpack_int32 = _INT32.unpack_from
 
@@ -82,19 +84,23 @@ class _DataChunk:
         self.frame_number = where.frame_number
 
 
-@dataclass(slots=True)
-class Frame:
+class Frame(SlotRecord):
     """One size-prefixed Kafka frame (or what was captured of it)."""
 
-    direction: int  # 0 = initiator -> responder, 1 = the reverse
-    offset: int  # stream offset of the size field
-    size: int  # the size field: bytes after the prefix on the wire
-    data: bytes  # frame bytes after the size prefix; a prefix of them if not complete
-    complete: bool  # False when bytes inside the frame were lost or cut by snaplen
-    ts: float  # time of the packet that completed the frame
-    capture_index: int
-    frame_number: int
-    missing: str | None = None  # why incomplete: "snaplen" or "gap"
+    __slots__ = ("direction", "offset", "size", "data", "complete", "ts", "capture_index", "frame_number",
+                 "missing")
+
+    def __init__(self, direction: int, offset: int, size: int, data: bytes, complete: bool, ts: float,
+                 capture_index: int, frame_number: int, missing: str | None = None) -> None:
+        self.direction = direction  # 0 = initiator -> responder, 1 = the reverse
+        self.offset = offset  # stream offset of the size field
+        self.size = size  # the size field: bytes after the prefix on the wire
+        self.data = data  # frame bytes after the size prefix; a prefix of them if not complete
+        self.complete = complete  # False when bytes inside the frame were lost or cut by snaplen
+        self.ts = ts  # time of the packet that completed the frame
+        self.capture_index = capture_index
+        self.frame_number = frame_number
+        self.missing = missing  # why incomplete: "snaplen" or "gap"
 
 
 @dataclass(slots=True)

@@ -12,12 +12,12 @@ import csv
 import io
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Sequence
 
 from kdissect.exchange import COLUMN_NAMES, COLUMN_TYPES, LIST_COLUMNS, arrow_schema
 from kdissect.failures import InputError
+from kdissect.packet import SlotRecord
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
@@ -168,13 +168,15 @@ class JsonlWriter:
         self._stream.flush()
 
 
-@dataclass(frozen=True)
-class Table:
+class Table(SlotRecord):
     """What a CSV or Parquet writer needs to know about a table."""
 
-    names: Sequence[str]  # column order
-    list_columns: frozenset[str]  # written as JSON text in CSV
-    arrow_schema: Callable[[], Any]  # built on demand: pyarrow stays off the JSONL path
+    __slots__ = ("names", "list_columns", "arrow_schema")
+
+    def __init__(self, names: Sequence[str], list_columns: frozenset[str], arrow_schema: Callable[[], Any]) -> None:
+        self.names = names  # column order
+        self.list_columns = list_columns  # written as JSON text in CSV
+        self.arrow_schema = arrow_schema  # built on demand: pyarrow stays off the JSONL path
 
 
 EXCHANGES = Table(COLUMN_NAMES, frozenset(LIST_COLUMNS), arrow_schema)

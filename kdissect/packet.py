@@ -9,7 +9,7 @@ maps one-to-one onto an Arrow/Spark row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 # TCP flag bits, as in the TCP header's flags byte.
 FIN = 0x01
@@ -19,20 +19,44 @@ PSH = 0x08
 ACK = 0x10
 
 
-@dataclass(slots=True)
-class TcpSegment:
-    capture_index: int  # position of the file within the capture set
-    frame_number: int  # 1-based packet number within its file, as tshark counts
-    ts: float  # epoch seconds of the packet
-    src: str  # source IP address, text form ("10.0.0.1", "::1")
-    sport: int
-    dst: str
-    dport: int
-    seq: int  # TCP sequence number (32-bit, as on the wire)
-    ack: int
-    flags: int  # TCP flags byte (FIN/SYN/RST/PSH/ACK bits above)
-    payload: bytes  # TCP payload bytes that were captured
-    payload_len: int  # TCP payload length on the wire; > len(payload) when snaplen cut it
+class SlotRecord:
+    """Base of small records with __slots__ and a hand-written __init__:
+    repr and equality by fields, as a dataclass has them, without the cost
+    of generating a dataclass at every start (these sit on the export path)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+    def __eq__(self, other: Any) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        names = self.__slots__
+        return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a dataclass with eq
+
+
+class TcpSegment(SlotRecord):
+    __slots__ = ("capture_index", "frame_number", "ts", "src", "sport", "dst", "dport", "seq", "ack", "flags",
+                 "payload", "payload_len")
+
+    def __init__(self, capture_index: int, frame_number: int, ts: float, src: str, sport: int, dst: str,
+                 dport: int, seq: int, ack: int, flags: int, payload: bytes, payload_len: int) -> None:
+        self.capture_index = capture_index  # position of the file within the capture set
+        self.frame_number = frame_number  # 1-based packet number within its file, as tshark counts
+        self.ts = ts  # epoch seconds of the packet
+        self.src = src  # source IP address, text form ("10.0.0.1", "::1")
+        self.sport = sport
+        self.dst = dst
+        self.dport = dport
+        self.seq = seq  # TCP sequence number (32-bit, as on the wire)
+        self.ack = ack
+        self.flags = flags  # TCP flags byte (FIN/SYN/RST/PSH/ACK bits above)
+        self.payload = payload  # TCP payload bytes that were captured
+        self.payload_len = payload_len  # TCP payload length on the wire; > len(payload) when snaplen cut it
 
     @property
     def truncated(self) -> bool:

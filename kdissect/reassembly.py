@@ -43,7 +43,7 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
-from kdissect.packet import ACK, FIN, RST, SYN, TcpSegment
+from kdissect.packet import ACK, FIN, RST, SYN, SlotRecord, TcpSegment
 
 _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
@@ -57,15 +57,19 @@ _TOMBSTONE_LIMIT = 1 << 16
 _STRAGGLER_WINDOW = 1 << 22
 
 
-@dataclass(slots=True)
-class Chunk:
-    kind: str  # "data" | "gap" | "truncated"
-    offset: int  # stream offset of the first byte (0 = first byte seen in this direction)
-    length: int  # stream bytes covered
-    data: bytes  # captured bytes: all of them for "data", b"" for "gap", the captured prefix for "truncated"
-    ts: float  # time of the segment whose arrival made these bytes deliverable
-    capture_index: int
-    frame_number: int  # of that same segment
+class Chunk(SlotRecord):
+    __slots__ = ("kind", "offset", "length", "data", "ts", "capture_index", "frame_number")
+
+    def __init__(self, kind: str, offset: int, length: int, data: bytes, ts: float, capture_index: int,
+                 frame_number: int) -> None:
+        self.kind = kind  # "data" | "gap" | "truncated"
+        self.offset = offset  # stream offset of the first byte (0 = first byte seen in this direction)
+        self.length = length  # stream bytes covered
+        # captured bytes: all of them for "data", b"" for "gap", the captured prefix for "truncated"
+        self.data = data
+        self.ts = ts  # time of the segment whose arrival made these bytes deliverable
+        self.capture_index = capture_index
+        self.frame_number = frame_number  # of that same segment
 
 
 class _Half:
@@ -127,22 +131,28 @@ class TcpConnection:
         return f"TcpConnection(id={self.id}, {i[0]}:{i[1]} -> {r[0]}:{r[1]}, saw_syn={self.saw_syn}, closed={self.closed})"
 
 
-@dataclass(slots=True)
-class Opened:
-    conn: TcpConnection
+class Opened(SlotRecord):
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: TcpConnection) -> None:
+        self.conn = conn
 
 
-@dataclass(slots=True)
-class Data:
-    conn: TcpConnection
-    direction: int  # 0 = initiator -> responder, 1 = responder -> initiator
-    chunk: Chunk
+class Data(SlotRecord):
+    __slots__ = ("conn", "direction", "chunk")
+
+    def __init__(self, conn: TcpConnection, direction: int, chunk: Chunk) -> None:
+        self.conn = conn
+        self.direction = direction  # 0 = initiator -> responder, 1 = responder -> initiator
+        self.chunk = chunk
 
 
-@dataclass(slots=True)
-class Closed:
-    conn: TcpConnection
-    reason: str  # "fin" | "rst" | "end-of-capture" | "port-reuse"
+class Closed(SlotRecord):
+    __slots__ = ("conn", "reason")
+
+    def __init__(self, conn: TcpConnection, reason: str) -> None:
+        self.conn = conn
+        self.reason = reason  # "fin" | "rst" | "end-of-capture" | "port-reuse"
 
 
 Event = Opened | Data | Closed
