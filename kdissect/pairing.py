@@ -131,7 +131,7 @@ class Pairer:
 
     __slots__ = (
         "accounting", "capture_names", "stream", "client", "broker", "stream_key",
-        "keep_messages", "pending", "client_raw", "server_raw",
+        "keep_messages", "keep_error_responses", "pending", "client_raw", "server_raw",
         "_sasl_cid", "unanswered", "early",
     )
 
@@ -153,6 +153,9 @@ class Pairer:
         self.broker = broker
         self.stream_key = stream_key
         self.keep_messages = keep_messages
+        # without kept messages, still keep the decoded response of exchanges
+        # with error codes (for per-partition error tables: Spark, stats)
+        self.keep_error_responses = False
         self.pending: dict[int, Exchange] = {}
         # requests that expect no response (Produce acks=0), held briefly in case
         # the broker answers anyway (some do); emitted when a later response
@@ -365,6 +368,11 @@ class Pairer:
             throttle, error_code, error_codes, assumed, sets = skim
             if ex.api_key in (_FETCH, _SHARE_FETCH) and _set_figures is not None:
                 _add_records(ex, _set_figures(sets))
+            if error_codes and self.keep_error_responses:
+                try:
+                    ex.response = _decode_response(data, ex.api_key, ex.api_version)
+                except Exception:  # the skim accepted it, so the decoder should too; the row stands
+                    pass
             self._answered(ex, cid, throttle, error_code, error_codes, assumed, out)
             return
         try:

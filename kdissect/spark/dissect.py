@@ -60,6 +60,9 @@ class _KeyRecordingDissector(Dissector):
     def _classify(self, state: Any, client_dir: int, key: tuple[int, int]) -> None:  # type: ignore[override]
         super()._classify(state, client_dir, key)
         self.classified.append(tuple(key))
+        # rows are skimmed (no decoded messages kept), except responses with
+        # error codes, whose per-partition errors the job tabulates
+        state.pairer.keep_error_responses = True
 
 
 def _partition_errors(exchange: Exchange) -> list[dict[str, Any]] | None:
@@ -113,7 +116,7 @@ class ConnectionRunner:
 
     def _start(self) -> None:
         dissector = _KeyRecordingDissector(
-            ports=self.ports, detect=self.detect, capture_names=self.capture_names, keep_messages=True
+            ports=self.ports, detect=self.detect, capture_names=self.capture_names, keep_messages=False
         )
         # All connections of the task count into one Accounting (it is additive;
         # the dissector hands its `accounting` attribute to each connection's
