@@ -7,7 +7,6 @@ their Arrow types are defined once, in `COLUMNS`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 # status values
@@ -79,45 +78,98 @@ def endpoint(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-@dataclass(slots=True, eq=False)
-class Exchange:
-    """One request/response pair of one connection, with what went wrong."""
+_NEW_LIST: Any = object()  # default of the list fields: a new empty list per exchange
 
-    capture: str | None = None
-    stream: int | None = None
-    client: str | None = None
-    broker: str | None = None
-    correlation_id: int | None = None
-    api_key: int | None = None
-    api_name: str | None = None
-    api_version: int | None = None
-    client_id: str | None = None
-    request_ts: float | None = None
-    response_ts: float | None = None
-    request_frame: int | None = None
-    response_frame: int | None = None
-    request_bytes: int | None = None
-    response_bytes: int | None = None
-    throttle_time_ms: int | None = None
-    error_code: int | None = None
-    error_codes: list[int] = field(default_factory=list)
-    status: str = OK
-    problems: list[str] = field(default_factory=list)
-    records: int | None = None
-    record_bytes: int | None = None
-    codecs: list[str] | None = None
-    # not in the table: the decoded messages (for `show -v`, notebooks) and
-    # where each half was seen
-    request: Any = None
-    response: Any = None
-    request_capture_index: int | None = None
-    response_capture_index: int | None = None
-    # stream offsets of the frames' size fields (per direction, from the first byte seen)
-    request_offset: int | None = None
-    response_offset: int | None = None
-    expects_response: bool = True
-    # (capture_index, frame_number) at which the connection was classified as Kafka
-    stream_key: tuple[int, int] | None = None
+
+class Exchange:
+    """One request/response pair of one connection, with what went wrong.
+
+    A plain slot class (equality is identity) rather than a dataclass: its
+    31 fields would cost a millisecond or two of generated code at every
+    start of the CLI. Construct it with keywords."""
+
+    __slots__ = ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
+                 "api_version", "client_id", "request_ts", "response_ts", "request_frame", "response_frame",
+                 "request_bytes", "response_bytes", "throttle_time_ms", "error_code", "error_codes", "status",
+                 "problems", "records", "record_bytes", "codecs", "request", "response",
+                 "request_capture_index", "response_capture_index", "request_offset", "response_offset",
+                 "expects_response", "stream_key")
+
+    def __init__(
+        self,
+        capture: str | None = None,
+        stream: int | None = None,
+        client: str | None = None,
+        broker: str | None = None,
+        correlation_id: int | None = None,
+        api_key: int | None = None,
+        api_name: str | None = None,
+        api_version: int | None = None,
+        client_id: str | None = None,
+        request_ts: float | None = None,
+        response_ts: float | None = None,
+        request_frame: int | None = None,
+        response_frame: int | None = None,
+        request_bytes: int | None = None,
+        response_bytes: int | None = None,
+        throttle_time_ms: int | None = None,
+        error_code: int | None = None,
+        error_codes: list[int] = _NEW_LIST,
+        status: str = OK,
+        problems: list[str] = _NEW_LIST,
+        records: int | None = None,
+        record_bytes: int | None = None,
+        codecs: list[str] | None = None,
+        request: Any = None,
+        response: Any = None,
+        request_capture_index: int | None = None,
+        response_capture_index: int | None = None,
+        request_offset: int | None = None,
+        response_offset: int | None = None,
+        expects_response: bool = True,
+        stream_key: tuple[int, int] | None = None,
+    ) -> None:
+        self.capture = capture
+        self.stream = stream
+        self.client = client
+        self.broker = broker
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.api_name = api_name
+        self.api_version = api_version
+        self.client_id = client_id
+        self.request_ts = request_ts
+        self.response_ts = response_ts
+        self.request_frame = request_frame
+        self.response_frame = response_frame
+        self.request_bytes = request_bytes
+        self.response_bytes = response_bytes
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_codes = [] if error_codes is _NEW_LIST else error_codes
+        self.status = status
+        self.problems = [] if problems is _NEW_LIST else problems
+        # record counts from batch headers (kdissect.records), None where the
+        # exchange carries no records
+        self.records = records
+        self.record_bytes = record_bytes
+        self.codecs = codecs
+        # not in the table: the decoded messages (for `show -v`, notebooks) and
+        # where each half was seen
+        self.request = request
+        self.response = response
+        self.request_capture_index = request_capture_index
+        self.response_capture_index = response_capture_index
+        # stream offsets of the frames' size fields (per direction, from the first byte seen)
+        self.request_offset = request_offset
+        self.response_offset = response_offset
+        self.expects_response = expects_response
+        # (capture_index, frame_number) at which the connection was classified as Kafka
+        self.stream_key = stream_key
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"Exchange({fields})"
 
     @property
     def latency_ms(self) -> float | None:
