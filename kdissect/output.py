@@ -8,9 +8,7 @@ a time, so exports stream in bounded memory.
 
 from __future__ import annotations
 
-import csv
 import io
-import json
 import sys
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Sequence
@@ -38,6 +36,22 @@ def format_for(path: str | None) -> str:
 
 def _unencodable(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _row_encoder() -> Callable[[dict[str, Any]], str]:
+    """A row dict -> its compact ASCII JSON text (the json module's encoder).
+
+    ASCII output (non-ASCII as \\u escapes) is the C encoder's fastest path;
+    building that encoder once (rather than per row, as JSONEncoder.encode
+    does) saves a quarter of the cost."""
+    import json
+
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - not CPython
+        return json.JSONEncoder(separators=(",", ":")).encode
+    chunks = make(None, _unencodable, json.encoder.encode_basestring_ascii, None, ":", ",",
+                  False, False, True)
+    return lambda row: "".join(chunks(row, 0))
 
 
 def safe_text(text: str) -> str:
@@ -75,7 +89,10 @@ def _json_strs(values: list[str]) -> str:
 
 _float_repr = float.__repr__
 _int_repr = int.__repr__
-_esc = json.encoder.encode_basestring_ascii
+try:  # the json module's own C string encoder, without importing json (a few ms at start)
+    from _json import encode_basestring_ascii as _esc
+except ImportError:  # pragma: no cover - not CPython
+    from json.encoder import encode_basestring_ascii as _esc
 # per column type: the expression for value `v` (never null-checked here)
 # (an empty list, the common case, is written inline: the same "[]" the
 # helpers write for any false value)
@@ -101,7 +118,7 @@ def _exchange_line_function() -> Callable[[Any], str]:
             lines.append(f"    if v{i} is not None and v{i} - v{i}:")
             lines.append(f"        raise ValueError('not finite')")
         text = _JSON_OF_KIND[kind].format(v=f"v{i}")
-        key = json.dumps(name).replace("{", "{{").replace("}", "}}")
+        key = _esc(name).replace("{", "{{").replace("}", "}}")  # as json.dumps writes a str
         parts.append(f'{key}:{{"null" if v{i} is None else {text}}}')
     lines.append("    return f'{{" + ",".join(parts) + "}}\\n'")
     namespace: dict[str, Any] = {"_esc": _esc, "_int_repr": _int_repr, "_float_repr": _float_repr,
@@ -116,15 +133,13 @@ exchange_line = _exchange_line_function()
 class JsonlWriter:
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
-        # ASCII output (non-ASCII as \u escapes) is the C encoder's fastest
-        # path; building that encoder once (rather than per row, as
-        # JSONEncoder.encode does) saves a quarter of the cost
-        self._encode = json.JSONEncoder(separators=(",", ":")).encode
-        make = getattr(json.encoder, "c_make_encoder", None)
-        if make is not None:
-            chunks = make(None, _unencodable, json.encoder.encode_basestring_ascii, None, ":", ",",
-                          False, False, True)
-            self._encode = lambda row: "".join(chunks(row, 0))
+        self._encoder: Callable[[dict[str, Any]], str] | None = None  # for write(); made on first use
+
+    def _encode(self, row: dict[str, Any]) -> str:
+        encode = self._encoder
+        if encode is None:
+            encode = self._encoder = _row_encoder()
+        return encode(row)
 
     def write(self, row: dict[str, Any]) -> None:
         line = self._encode(row)
@@ -186,6 +201,10 @@ class CsvWriter:
     """Nulls are empty cells; list columns are JSON text."""
 
     def __init__(self, stream: IO[str], table: Table = EXCHANGES) -> None:
+        import csv
+        import json
+
+        self._dumps = json.dumps
         self._stream = stream
         self._writer = csv.writer(stream, lineterminator="\n")
         self._writer.writerow(table.names)
@@ -195,7 +214,7 @@ class CsvWriter:
         values = list(row.values())
         for i in self._list_positions:
             if values[i] is not None:
-                values[i] = json.dumps(values[i], ensure_ascii=False, separators=(",", ":"))
+                values[i] = self._dumps(values[i], ensure_ascii=False, separators=(",", ":"))
         try:
             self._writer.writerow(values)
         except UnicodeEncodeError:
