@@ -96,8 +96,12 @@ except ImportError:  # pragma: no cover - not CPython
 # per column type: the expression for value `v` (never null-checked here)
 # (an empty list, the common case, is written inline: the same "[]" the
 # helpers write for any false value)
-_JSON_OF_KIND = {"string": "_esc({v})", "int64": "_int_repr({v})", "int32": "_int_repr({v})",
-                 "int16": "_int_repr({v})", "float64": "_float_repr({v})",
+# An exact int is formatted by the f-string itself (str of an int is its
+# repr, without a call); anything else goes through int.__repr__, which
+# raises for non-ints as before.
+_INT = "{v} if {v}.__class__ is int else _int_repr({v})"
+_JSON_OF_KIND = {"string": "_esc({v})", "int64": _INT, "int32": _INT,
+                 "int16": _INT, "float64": "_float_repr({v})",
                  "list<int16>": '(_json_ints({v}) if {v} else "[]")',
                  "list<string>": '(_json_strs({v}) if {v} else "[]")'}
 
@@ -111,8 +115,14 @@ def _exchange_line_function() -> Callable[[Any], str]:
     holds one."""
     lines = ["def exchange_line(ex):"]
     parts = []
+    where = {name: i for i, (name, _) in enumerate(COLUMN_TYPES)}
     for i, (name, kind) in enumerate(COLUMN_TYPES):
-        lines.append(f"    v{i} = ex.{name}")
+        if name == "latency_ms" and where["request_ts"] < i and where["response_ts"] < i:
+            # Exchange.latency_ms computed inline (the property is a call per row)
+            req, resp = f"v{where['request_ts']}", f"v{where['response_ts']}"
+            lines.append(f"    v{i} = None if {req} is None or {resp} is None else ({resp} - {req}) * 1000.0")
+        else:
+            lines.append(f"    v{i} = ex.{name}")
         if kind == "float64":
             # nan - nan and inf - inf are nan (true); json writes NaN/Infinity, not repr's nan/inf
             lines.append(f"    if v{i} is not None and v{i} - v{i}:")
@@ -122,7 +132,7 @@ def _exchange_line_function() -> Callable[[Any], str]:
         parts.append(f'{key}:{{"null" if v{i} is None else {text}}}')
     lines.append("    return f'{{" + ",".join(parts) + "}}\\n'")
     namespace: dict[str, Any] = {"_esc": _esc, "_int_repr": _int_repr, "_float_repr": _float_repr,
-                                 "_json_ints": _json_ints, "_json_strs": _json_strs}
+                                 "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int}
     exec(compile("\n".join(lines), "<kdissect exchange_line>", "exec"), namespace)  # noqa: S102
     return namespace["exchange_line"]
 
