@@ -126,7 +126,7 @@ def _exchange_line_function() -> Callable[[Any], str]:
         if kind == "float64":
             # nan - nan and inf - inf are nan (true); json writes NaN/Infinity, not repr's nan/inf
             lines.append(f"    if v{i} is not None and v{i} - v{i}:")
-            lines.append(f"        raise ValueError('not finite')")
+            lines.append("        raise ValueError('not finite')")
         text = _JSON_OF_KIND[kind].format(v=f"v{i}")
         key = _esc(name).replace("{", "{{").replace("}", "}}")  # as json.dumps writes a str
         parts.append(f'{key}:{{"null" if v{i} is None else {text}}}')

@@ -24,7 +24,12 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from kdissect import protocol
 from kdissect.accounting import Accounting
-from kdissect.detect import DEFAULT_PORTS, MIN_REQUEST_SIZE, client_direction_by_port, starts_like_request
+from kdissect.detect import (
+    DEFAULT_PORTS,
+    MIN_REQUEST_SIZE,
+    client_direction_by_port,
+    starts_like_request,
+)
 from kdissect.exchange import Exchange, endpoint
 from kdissect.framing import HUNT_PREFIX, FrameReader
 from kdissect.pairing import Pairer

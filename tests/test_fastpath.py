@@ -34,7 +34,6 @@ from kdissect.packet import TcpSegment
 from kdissect.pipeline import Dissector
 from kdissect.reassembly import Data, Reassembler
 from tests.support.fastpath import (
-    VARIANTS,
     event_values,
     exchange_values,
     frame_values,

@@ -8,7 +8,12 @@ import click
 
 # shared by export, show and stats (they live beside export() so that the
 # CLI's click-free path for plain export arguments can use them too)
-from kdissect.commands.export_core import check_readable, export, print_accounting, run_analysis
+from kdissect.commands.export_core import (
+    check_readable,
+    export,
+    print_accounting,
+    run_analysis,
+)
 
 __all__ = ["capture_options", "check_readable", "command", "print_accounting", "run_analysis"]
 
