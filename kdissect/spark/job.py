@@ -177,13 +177,14 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     work_frame = spark.read.schema(dissected.schema).parquet(work)
     accounting = Accounting()
     partition_error_failures = 0
-    for row in work_frame.where("kind = 2").select("accounting").collect():  # one small row per task
-        values = json.loads(row.accounting)
+    for row in tables.read_small_table(spark, f"{work}/kind=2", ["accounting"]):  # one small row per task
+        values = json.loads(row["accounting"])
         partition_error_failures += values.pop("partition_error_failures", 0)
         accounting.add(Accounting.from_dict(values))
     reading = dict(read_stats.value)
     accounting.add_read_stats(_ReadTotals(reading))
-    exchanges = tables.number_streams(spark, work_frame)
+    connections = tables.parquet_rows(spark, f"{work}/kind=1")
+    exchanges = tables.number_streams(spark, work_frame, connections)
     exchanges.orderBy("stream", "ordinal").select(*tables.EXCHANGE_COLUMNS).write.mode("overwrite").parquet(
         f"{outdir}/exchanges")
     partition_errors = tables.partition_errors(exchanges)
@@ -197,7 +198,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     # Row counts and the printed summary come from the Parquet footers and the
     # small summary tables read on the driver: no further Spark jobs.
     counts: dict[str, int] = {name: tables.parquet_rows(spark, f"{outdir}/{name}") for name in TABLES}
-    counts["kafka_connections"] = tables.parquet_rows(spark, f"{work}/kind=1")
+    counts["kafka_connections"] = connections
     summary = tables.render_summary(spark, outdir, accounting)
     problems = reading.get("problems") or []
     if problems:

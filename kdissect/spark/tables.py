@@ -20,7 +20,13 @@ _NO_CLIENT_ID = "(none)"  # as `kdissect stats` labels a null client id
 _NO_BROKER = "?"
 
 
-def number_streams(spark, work):
+# Up to this many connections, their stream numbers are broadcast to every
+# task and joined to the exchanges there, with no shuffle of the exchanges
+# (24 bytes or so per connection).
+BROADCAST_CONNECTIONS = 1_000_000
+
+
+def number_streams(spark, work, connections: int | None = None):
     """Exchange rows (plus `ordinal` and `partition_errors`) with `stream`
     numbered as the CLI numbers them.
 
@@ -40,6 +46,8 @@ def number_streams(spark, work):
         .cache()  # small; used by both the exchange and the partition error tables
     )
     exchanges = work.where("kind = 0").drop("stream")
+    if connections is not None and connections <= BROADCAST_CONNECTIONS:
+        ranks = F.broadcast(ranks)
     joined = exchanges.join(ranks, ["stream_capture_index", "stream_frame_number"], "left")
     return joined.withColumn("stream", F.col("global_stream").cast("long")).select(
         *EXCHANGE_COLUMNS, "ordinal", "partition_errors")
@@ -205,15 +213,16 @@ def parquet_rows(spark, path: str) -> int:
     return sum(pq.ParquetFile(file).metadata.num_rows for file in sorted(root.rglob("*.parquet")))
 
 
-def _read_small_table(spark, path: str) -> list[dict[str, Any]]:
-    """All rows of a small summary table, as dicts."""
+def read_small_table(spark, path: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """All rows of a small Parquet dataset, as dicts (read on the driver)."""
     local = _local_path(path)
     if local is None:
-        return [row.asDict() for row in spark.read.parquet(path).collect()]
+        frame = spark.read.parquet(path)
+        return [row.asDict() for row in (frame.select(*columns) if columns else frame).collect()]
     import pyarrow.parquet as pq
 
     files = sorted(Path(local).rglob("*.parquet"))
-    return [row for file in files for row in pq.read_table(file).to_pylist()]
+    return [row for file in files for row in pq.read_table(file, columns=columns).to_pylist()]
 
 
 def _fmt(value: Any) -> str:
@@ -233,19 +242,19 @@ def render_summary(spark, outdir: str, accounting: Any, top: int = 8) -> str:
     statuses = sorted((item for item in statuses if item[1]), key=lambda item: -item[1])
     detail = ", ".join(f"{status} {count}" for status, count in statuses)
     lines.append(f"exchanges: {accounting.exchanges}" + (f" ({detail})" if detail else ""))
-    latency = [row for row in _read_small_table(spark, f"{outdir}/latency") if row["dimension"] == "api"]
+    latency = [row for row in read_small_table(spark, f"{outdir}/latency") if row["dimension"] == "api"]
     latency.sort(key=lambda row: -row["count"])
     if latency:
         lines.append("latency (ms) by API, busiest first:  count     p50     p99     max")
         for row in latency[:top]:
             lines.append(f"  {row['api_name']} v{row['api_version']}".ljust(37)
                          + f"{row['count']:>6} {_fmt(row['p50']):>7} {_fmt(row['p99']):>7} {_fmt(row['max']):>7}")
-    errors = _read_small_table(spark, f"{outdir}/errors")
+    errors = read_small_table(spark, f"{outdir}/errors")
     errors.sort(key=lambda row: (-row["anywhere"], row["api_name"], row["error_code"]))
     if errors:
         lines.append("errors: " + ", ".join(f"{row['api_name']} {row['error_name']} x{row['anywhere']}"
                                             for row in errors[:top]))
-    throttle = _read_small_table(spark, f"{outdir}/throttle")
+    throttle = read_small_table(spark, f"{outdir}/throttle")
     throttled = sum(row["throttled"] for row in throttle)
     worst = max((row["max_ms"] for row in throttle if row["max_ms"] is not None), default=None)
     lines.append(f"throttled responses: {throttled}" + (f" (max {worst} ms)" if throttled else ""))
