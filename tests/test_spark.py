@@ -86,8 +86,17 @@ def test_summary_tables_agree_with_exchanges(whole_run):
         assert row["p99"] == pytest.approx(group.latency_ms.quantile(0.99))
         assert row["max"] == pytest.approx(group.latency_ms.max())
         assert row["mean"] == pytest.approx(group.latency_ms.mean())
-    for dimension in ("client_id", "broker"):
-        assert sum(latency[latency.dimension == dimension]["count"]) == len(answered)
+    assert latency[latency.dimension == "api"][["client_id", "broker"]].isna().all().all()
+    for dimension, fill in (("client_id", "(none)"), ("broker", "?")):
+        rows = latency[latency.dimension == dimension]
+        assert sum(rows["count"]) == len(answered)
+        others = [c for c in ("api_name", "api_version", "client_id", "broker") if c != dimension]
+        assert rows[others].isna().all().all()
+        by_key = rows.set_index(dimension)
+        for key, group in answered.fillna({dimension: fill}).groupby(dimension):
+            assert by_key.loc[key, "count"] == len(group)
+            assert by_key.loc[key, "p90"] == pytest.approx(group.latency_ms.quantile(0.9))
+            assert by_key.loc[key, "max"] == pytest.approx(group.latency_ms.max())
     errors = table_rows(outdir, "errors")
     top_level = frame[frame.error_code.fillna(0) != 0]
     assert sum(r["top_level"] for r in errors) == len(top_level)

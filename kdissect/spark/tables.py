@@ -90,19 +90,20 @@ def latency_table(exchanges):
         F.max("latency_ms").alias("max"),
         F.avg("latency_ms").alias("mean"),
     ]
-    by_api = answered.groupBy("api_name", "api_version").agg(*stats).select(
-        F.lit("api").alias("dimension"), "api_name", "api_version",
-        F.lit(None).cast("string").alias("client_id"), F.lit(None).cast("string").alias("broker"),
-        "count", "p50", "p90", "p99", "max", "mean")
-    by_client = answered.groupBy("client_id").agg(*stats).select(
-        F.lit("client_id").alias("dimension"), F.lit(None).cast("string").alias("api_name"),
-        F.lit(None).cast("short").alias("api_version"), "client_id",
-        F.lit(None).cast("string").alias("broker"), "count", "p50", "p90", "p99", "max", "mean")
-    by_broker = answered.groupBy("broker").agg(*stats).select(
-        F.lit("broker").alias("dimension"), F.lit(None).cast("string").alias("api_name"),
-        F.lit(None).cast("short").alias("api_version"), F.lit(None).cast("string").alias("client_id"),
-        "broker", "count", "p50", "p90", "p99", "max", "mean")
-    return by_api.unionByName(by_client).unionByName(by_broker).repartition(1)
+    # one aggregation over three grouping sets (a single shuffle); grouping_id
+    # tells them apart: a bit per grouping column, set where it is not grouped
+    keys = ("api_name", "api_version", "client_id", "broker")
+    dimension = (F.when(F.col("grouping") == 0b0011, "api").when(F.col("grouping") == 0b1101, "client_id")
+                 .when(F.col("grouping") == 0b1110, "broker"))
+    grouped = answered.groupingSets([("api_name", "api_version"), ("client_id",), ("broker",)], *keys).agg(
+        *stats, F.grouping_id(*keys).alias("grouping"))
+    return (
+        grouped.select(dimension.alias("dimension"), "api_name", F.col("api_version").cast("short"), "client_id",
+                       "broker", "count", "p50", "p90", "p99", "max", "mean", "grouping")
+        .repartition(1)
+        .sortWithinPartitions("grouping", *keys)
+        .drop("grouping")
+    )
 
 
 def error_names(spark):
