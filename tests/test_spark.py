@@ -164,3 +164,28 @@ def test_partition_errors_match_the_single_process_report(whole_run):
     got = Counter((r["topic"], r["partition"], r["error_name"]) for r in table_rows(outdir, "partition_errors"))
     assert got == expected
 
+
+
+def test_percentiles_of_throttle_times_equal_numpys(spark):
+    """The throttle table on crafted exchanges (the lab broker never throttles):
+    exact percentiles over the throttled responses only, none for a client
+    that was never throttled."""
+    import numpy as np
+
+    from kdissect.spark import tables
+
+    rng = np.random.default_rng(7)
+    waits = [int(v) for v in rng.integers(1, 5000, size=997)]
+    rows = [{"client_id": "busy", "broker": "b:9092", "throttle_time_ms": w} for w in waits]
+    rows += [{"client_id": "busy", "broker": "b:9092", "throttle_time_ms": 0}] * 50
+    rows += [{"client_id": "calm", "broker": "b:9092", "throttle_time_ms": 0}] * 3
+    rows += [{"client_id": "one", "broker": "b:9092", "throttle_time_ms": 42}]
+    frame = spark.createDataFrame(rows, "client_id string, broker string, throttle_time_ms int")
+    got = {row.client_id: row for row in tables.throttle_table(frame).collect()}
+    busy = got["busy"]
+    assert (busy.responses, busy.throttled, busy.max_ms, busy.total_ms) == (1047, 997, max(waits), sum(waits))
+    for column, q in (("p50_ms", 50), ("p90_ms", 90), ("p99_ms", 99)):
+        assert getattr(busy, column) == pytest.approx(float(np.percentile(waits, q)))
+        assert getattr(got["one"], column) == 42.0
+        assert getattr(got["calm"], column) is None
+    assert (got["calm"].throttled, got["calm"].total_ms) == (0, 0)

@@ -3,8 +3,10 @@
 All functions take and return DataFrames; nothing here collects more than a
 few summary rows to the driver.
 
-Percentiles are exact (Spark's `percentile`, linear interpolation between
-closest ranks, as `kdissect stats` computes them).
+Percentiles are exact (linear interpolation between closest ranks, as
+`kdissect stats` and Spark's `percentile` compute them), taken from each
+group's sorted values: several times faster than Spark's `percentile`, which
+counts values in a hash map per group.
 """
 
 from __future__ import annotations
@@ -24,6 +26,27 @@ _NO_BROKER = "?"
 # task and joined to the exchanges there, with no shuffle of the exchanges
 # (24 bytes or so per connection).
 BROADCAST_CONNECTIONS = 1_000_000
+
+
+def _sorted_values(column):
+    """Aggregate: the group's non-null values, sorted."""
+    from pyspark.sql import functions as F
+
+    return F.sort_array(F.collect_list(column))
+
+
+def _percentile(sorted_values: str, q: float):
+    """Exact percentile of a sorted array column, interpolating linearly
+    between the closest ranks; null for an empty array."""
+    from pyspark.sql import functions as F
+
+    values = F.col(sorted_values)
+    n = F.size(values)
+    position = (n - 1) * F.lit(q)
+    lower = F.floor(position).cast("int")
+    upper = F.ceil(position).cast("int")
+    low, high = F.get(values, lower), F.get(values, upper)
+    return F.when(n > 0, low + (high - low) * (position - lower)).cast("double")
 
 
 def number_streams(spark, work, connections: int | None = None):
@@ -84,9 +107,7 @@ def latency_table(exchanges):
     )
     stats = [
         F.count("latency_ms").alias("count"),
-        F.percentile("latency_ms", 0.5).alias("p50"),
-        F.percentile("latency_ms", 0.9).alias("p90"),
-        F.percentile("latency_ms", 0.99).alias("p99"),
+        _sorted_values("latency_ms").alias("values"),
         F.max("latency_ms").alias("max"),
         F.avg("latency_ms").alias("mean"),
     ]
@@ -99,7 +120,9 @@ def latency_table(exchanges):
         *stats, F.grouping_id(*keys).alias("grouping"))
     return (
         grouped.select(dimension.alias("dimension"), "api_name", F.col("api_version").cast("short"), "client_id",
-                       "broker", "count", "p50", "p90", "p99", "max", "mean", "grouping")
+                       "broker", "count", _percentile("values", 0.5).alias("p50"),
+                       _percentile("values", 0.9).alias("p90"), _percentile("values", 0.99).alias("p99"),
+                       "max", "mean", "grouping")
         .repartition(1)
         .sortWithinPartitions("grouping", *keys)
         .drop("grouping")
@@ -154,11 +177,13 @@ def throttle_table(exchanges):
     return with_throttle.groupBy("client_id", "broker").agg(
         F.count(F.lit(1)).alias("responses"),
         F.count(throttled).alias("throttled"),
-        F.percentile(throttled, 0.5).alias("p50_ms"),
-        F.percentile(throttled, 0.9).alias("p90_ms"),
-        F.percentile(throttled, 0.99).alias("p99_ms"),
+        _sorted_values(throttled).alias("values"),
         F.max(throttled).alias("max_ms"),
         F.coalesce(F.sum(throttled), F.lit(0)).alias("total_ms"),
+    ).select(
+        "client_id", "broker", "responses", "throttled", _percentile("values", 0.5).alias("p50_ms"),
+        _percentile("values", 0.9).alias("p90_ms"), _percentile("values", 0.99).alias("p99_ms"),
+        "max_ms", "total_ms",
     ).repartition(1).sortWithinPartitions("client_id", "broker")
 
 
@@ -178,7 +203,9 @@ def timeseries_table(exchanges):
         .groupBy("minute", "api_name")
         .agg(F.count(F.lit(1)).alias("exchanges"), F.sum("bytes").alias("bytes"),
              F.sum(F.col("has_error").cast("long")).alias("errors"),
-             F.percentile("latency_ms", 0.99).alias("p99_latency_ms"))
+             _sorted_values("latency_ms").alias("values"))
+        .select("minute", "api_name", "exchanges", "bytes", "errors",
+                _percentile("values", 0.99).alias("p99_latency_ms"))
         .repartition(1)
         .sortWithinPartitions("minute", "api_name")
     )
