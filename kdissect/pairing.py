@@ -205,6 +205,37 @@ class Pairer:
             else:
                 acc.raw_sasl_frames += 1
                 return
+        # Rows need a few values, not the objects: the skim decoder validates
+        # like the full one and returns just those. When it rejects a frame the
+        # full decoder runs, for its exact DecodeError (or, were the two ever
+        # to disagree, for the values).
+        skim = _skim_request(data) if frame.complete and not self.keep_messages else None
+        if skim is not None:
+            # the common request, in one go: what _new, _capture, _add_records,
+            # _requested and _wait do, without their calls
+            acc.request_frames += 1
+            acc.decoded_frames += 1
+            api_key, api_version, cid, client_id, expects_response, starts_raw_sasl, sets = skim
+            records = record_bytes = codecs = problems = None
+            if api_key == _PRODUCE and _set_figures is not None:
+                records, record_bytes, codecs, problems = _set_figures(sets)
+            ci = frame.capture_index
+            names = self.capture_names
+            # Exchange's constructor arguments in order (positional: a keyword
+            # call of 31 parameters costs twice as much)
+            ex = Exchange(names[ci] if 0 <= ci < len(names) else None, self.stream, self.client, self.broker,
+                          cid, api_key, _api_name(api_key), api_version, client_id, frame.ts, None,
+                          frame.frame_number, None, frame.size, None, None, None, [], OK, [],
+                          records, record_bytes, codecs, None, None, ci, None, frame.offset, None, True,
+                          self.stream_key)
+            if problems:
+                for text in problems:
+                    ex.add_problem(text)
+            if expects_response and not starts_raw_sasl and cid not in self.pending and not self.early:
+                self.pending[cid] = ex  # (what _wait does then)
+            else:
+                self._requested(ex, expects_response, starts_raw_sasl, out)
+            return
         ex = self._new()
         ex.capture = self._capture(frame.capture_index)
         ex.request_capture_index = frame.capture_index
@@ -231,23 +262,6 @@ class Pairer:
             self._wait(ex, out)
             return
         acc.request_frames += 1
-        # Rows need a few values, not the objects: the skim decoder validates
-        # like the full one and returns just those. When it rejects a frame the
-        # full decoder runs, for its exact DecodeError (or, were the two ever
-        # to disagree, for the values).
-        skim = None if self.keep_messages else _skim_request(data)
-        if skim is not None:
-            acc.decoded_frames += 1
-            api_key, api_version, cid, client_id, expects_response, starts_raw_sasl, sets = skim
-            ex.api_key = api_key
-            ex.api_version = api_version
-            ex.correlation_id = cid
-            ex.api_name = _api_name(api_key)
-            ex.client_id = client_id
-            if api_key == _PRODUCE and _set_figures is not None:
-                _add_records(ex, _set_figures(sets))
-            self._requested(ex, expects_response, starts_raw_sasl, out)
-            return
         try:
             request = _decode_request(data)
         except Exception as error:  # DecodeError, or a decoder bug: never stop the run
@@ -352,7 +366,12 @@ class Pairer:
             if len(early) > _MAX_EARLY:
                 self._emit_orphan(early.pop(next(iter(early))), out)
             return
-        self._fill_response_timing(ex, frame)
+        # (what _fill_response_timing does)
+        ex.response_ts = frame.ts
+        ex.response_frame = frame.frame_number
+        ex.response_bytes = frame.size
+        ex.response_capture_index = frame.capture_index
+        ex.response_offset = frame.offset
         if not frame.complete:
             acc.truncated_frames += 1
             _worsen(ex, TRUNCATED)
@@ -362,18 +381,28 @@ class Pairer:
             self._emit(ex, out)
             return
         acc.response_frames += 1
-        skim = None if self.keep_messages else _skim_response(data, ex.api_key, ex.api_version)
+        api_key = ex.api_key
+        skim = None if self.keep_messages else _skim_response(data, api_key, ex.api_version)
         if skim is not None:  # see on_request
             acc.decoded_frames += 1
             throttle, error_code, error_codes, assumed, sets = skim
-            if ex.api_key in (_FETCH, _SHARE_FETCH) and _set_figures is not None:
+            if (api_key == _FETCH or api_key == _SHARE_FETCH) and _set_figures is not None:
                 _add_records(ex, _set_figures(sets))
             if error_codes and self.keep_error_responses:
                 try:
-                    ex.response = _decode_response(data, ex.api_key, ex.api_version)
+                    ex.response = _decode_response(data, api_key, ex.api_version)
                 except Exception:  # the skim accepted it, so the decoder should too; the row stands
                     pass
-            self._answered(ex, cid, throttle, error_code, error_codes, assumed, out)
+            if assumed or cid == self._sasl_cid or ex.status != OK:
+                self._answered(ex, cid, throttle, error_code, error_codes, assumed, out)
+                return
+            # the common answer: what _answered and _emit do, without their calls
+            ex.throttle_time_ms = throttle
+            ex.error_code = error_code
+            ex.error_codes = error_codes
+            acc.exchanges += 1
+            acc.ok += 1
+            out.append(ex)
             return
         try:
             response = _decode_response(data, ex.api_key, ex.api_version)
