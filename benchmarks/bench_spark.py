@@ -169,6 +169,10 @@ def main() -> None:
     results: dict = {"archive_bytes": total, "archive_files": len(files), "sources": sources,
                      "cpu_count": os.cpu_count()}
     python = sys.executable
+    # unmeasured warm-up on a small capture: writes the JVM's class-data archive
+    # (a cache, like bytecode; see kdissect/spark/session.py) if there is none yet
+    _timed([python, "-m", "kdissect", "spark", str(REPO / "captures" / "admin.pcap"), "-o", str(OUT / "spark_warmup"),
+            "--master", "local[1]"], OUT / "spark_warmup.log")
     runs: dict[str, list[float]] = {name: [] for name in configurations}
     for _ in range(args.repeat):
         for name, (master, cpus) in configurations.items():

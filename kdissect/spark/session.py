@@ -59,6 +59,53 @@ def check_java(environ: dict[str, str] | None = None) -> str:
     return java
 
 
+def class_data_archive() -> Path | None:
+    """Where the class-data archive of this Java + Spark is cached (None: off).
+
+    The driver JVM of a local run loads some 15,000 classes from Spark's jars
+    before the first task; a class-data-sharing archive of them (Java's AppCDS)
+    maps them ready-made instead: measured here, session start ~7 s -> ~4 s and
+    the first job ~3 s -> ~2 s. Kept beside the codec cache (`KDISSECT_CACHE_DIR`,
+    default ~/.cache/kdissect; an empty value turns both off, as does
+    KDISSECT_SPARK_CDS=0), keyed by the java binary and the pyspark install, so
+    another Java or Spark gets its own archive.
+    """
+    if os.environ.get("KDISSECT_SPARK_CDS", "1") == "0":
+        return None
+    base = os.environ.get("KDISSECT_CACHE_DIR")
+    if base is None:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        base = os.path.join(xdg, "kdissect")
+    if not base:
+        return None
+    try:
+        import hashlib
+
+        import pyspark
+
+        java = os.path.realpath(find_java())
+        identity = f"{java}\0{os.stat(java).st_mtime_ns}\0{pyspark.__version__}\0{pyspark.__file__}"
+    except (InputError, OSError, ImportError):
+        return None
+    key = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return Path(base) / f"spark-classes-{key}.jsa"
+
+
+def class_data_options() -> str:
+    """JVM options that use the class-data archive, or write it at this run's
+    exit when there is none yet (the JVM's own CDS log lines silenced)."""
+    archive = class_data_archive()
+    if archive is None:
+        return ""
+    if archive.is_file() and archive.stat().st_size > 0:
+        return f" -XX:SharedArchiveFile={archive} -Xlog:disable -Xlog:all=error:stderr"
+    try:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return ""
+    return f" -XX:ArchiveClassesAtExit={archive} -Xlog:disable -Xlog:all=error:stderr"
+
+
 def package_zip() -> str:
     """Zip the kdissect package so remote executors can import it (addPyFile)."""
     package_dir = Path(__file__).resolve().parent.parent
@@ -100,7 +147,7 @@ def start_session(master: str | None, app_name: str = "kdissect", extra_conf: di
         # CPU time on a 333 MB archive went to C2 compiler threads).
         java_options = f"-Dlog4j2.configurationFile=file:{_LOG4J}"
         if master.startswith("local"):
-            java_options += " -XX:TieredStopAtLevel=1"
+            java_options += " -XX:TieredStopAtLevel=1" + class_data_options()
         os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-java-options '{java_options}' pyspark-shell")
         builder = (
             builder.config("spark.ui.enabled", "false")
