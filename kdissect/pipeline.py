@@ -62,7 +62,7 @@ class _Conn:
     """Per-connection state."""
 
     __slots__ = ("conn", "state", "client_dir", "readers", "pairer", "held", "held_bytes",
-                 "verdicts", "closed", "fresh")
+                 "verdicts", "closed", "fresh", "hot")
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
@@ -75,6 +75,10 @@ class _Conn:
         self.verdicts: list[bool | None] = [None, None]
         self.closed = False
         self.fresh = [True, True]  # no chunk yet in this direction
+        # per direction, once it is Kafka and started (not fresh): the
+        # (reader.push_data, pairer.on_request/on_response) of feed_many's
+        # hot path, bound once; None otherwise (reset when ignored or closed)
+        self.hot: list[tuple[Any, Any] | None] = [None, None]
 
 
 class Dissector:
@@ -144,18 +148,26 @@ class Dissector:
             else:
                 conn, direction, offset = hit
                 state = conns.get(conn.id)
-                if state is None or state.state != _KAFKA or state.fresh[direction]:
+                hot = None if state is None else state.hot[direction]
+                if hot is None:
+                    if state is None or state.state != _KAFKA or state.fresh[direction]:
+                        hot = None
+                    else:
+                        pairer = state.pairer
+                        hot = state.hot[direction] = (
+                            state.readers[direction].push_data,  # type: ignore[index]
+                            pairer.on_request if direction == state.client_dir else pairer.on_response)  # type: ignore[union-attr]
+                if hot is None:
                     out = in_order_data(segment, conn, direction, offset)
                 else:
                     # (as in _in_order_data)
                     payload = segment.payload
                     acc.stream_bytes += len(payload)
-                    frames = state.readers[direction].push_data(offset, payload, segment)  # type: ignore[index]
+                    push, handle = hot
+                    frames = push(offset, payload, segment)
                     if not frames:
                         continue
                     out = []
-                    pairer = state.pairer
-                    handle = pairer.on_request if direction == state.client_dir else pairer.on_response  # type: ignore[union-attr]
                     for frame in frames:
                         handle(frame, out)
             if out:
@@ -372,6 +384,7 @@ class Dissector:
 
     def _ignore(self, state: _Conn) -> None:
         state.state = _IGNORED
+        state.hot = [None, None]
         state.held = []
         state.held_bytes = 0
         self.accounting.non_kafka_connections += 1
@@ -380,6 +393,7 @@ class Dissector:
         if state.closed:
             return
         state.closed = True
+        state.hot = [None, None]
         if state.state == _UNDECIDED:
             # never showed a request: not Kafka
             held_bytes = state.held_bytes
