@@ -93,6 +93,32 @@ try:  # the json module's own C string encoder, without importing json (a few ms
     from _json import encode_basestring_ascii as _esc
 except ImportError:  # pragma: no cover - not CPython
     from json.encoder import encode_basestring_ascii as _esc
+
+
+class _Memo(dict):
+    """str -> its JSON text (`make(str)`), remembered for the first 4096
+    strings: the same few (capture names, endpoints, api names, client ids,
+    statuses, codecs) fill most rows, and a dict lookup is cheaper than the
+    encoder's call. A non-string key raises as `make` does (TypeError)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[str], str]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key: str) -> str:
+        if key.__class__ is not str:
+            return self.make(key)  # raises for non-strings; str subclasses not kept
+        text = self.make(key)
+        if len(self) < 4096:
+            self[key] = text
+        return text
+
+
+_esc_memo = _Memo(_esc)  # JSON of a str
+_one_str_memo = _Memo(lambda text: "[" + _esc(text) + "]")  # JSON of a list of that one str
+
 # per column type: the expression for value `v` (never null-checked here)
 # (an empty list, the common case, is written inline: the same "[]" the
 # helpers write for any false value)
@@ -100,10 +126,11 @@ except ImportError:  # pragma: no cover - not CPython
 # repr, without a call); anything else goes through int.__repr__, which
 # raises for non-ints as before.
 _INT = "{v} if {v}.__class__ is int else _int_repr({v})"
-_JSON_OF_KIND = {"string": "_esc({v})", "int64": _INT, "int32": _INT,
+_JSON_OF_KIND = {"string": "_esc_memo[{v}]", "int64": _INT, "int32": _INT,
                  "int16": _INT, "float64": "_float_repr({v})",
                  "list<int16>": '(_json_ints({v}) if {v} else "[]")',
-                 "list<string>": '(_json_strs({v}) if {v} else "[]")'}
+                 "list<string>": '((_one_str_memo[{v}[0]] if {v}.__class__ is list and len({v}) == 1 '
+                                 'else _json_strs({v})) if {v} else "[]")'}
 
 
 def _exchange_line_function() -> Callable[[Any], str]:
@@ -131,7 +158,8 @@ def _exchange_line_function() -> Callable[[Any], str]:
         key = _esc(name).replace("{", "{{").replace("}", "}}")  # as json.dumps writes a str
         parts.append(f'{key}:{{"null" if v{i} is None else {text}}}')
     lines.append("    return f'{{" + ",".join(parts) + "}}\\n'")
-    namespace: dict[str, Any] = {"_esc": _esc, "_int_repr": _int_repr, "_float_repr": _float_repr,
+    namespace: dict[str, Any] = {"_esc": _esc, "_esc_memo": _esc_memo, "_one_str_memo": _one_str_memo,
+                                 "_int_repr": _int_repr, "_float_repr": _float_repr,
                                  "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int}
     exec(compile("\n".join(lines), "<kdissect exchange_line>", "exec"), namespace)  # noqa: S102
     return namespace["exchange_line"]
