@@ -123,7 +123,7 @@ def latency_table(exchanges):
                        "broker", "count", _percentile("values", 0.5).alias("p50"),
                        _percentile("values", 0.9).alias("p90"), _percentile("values", 0.99).alias("p99"),
                        "max", "mean", "grouping")
-        .coalesce(1)
+        .repartition(1)
         .sortWithinPartitions("grouping", *keys)
         .drop("grouping")
     )
@@ -159,7 +159,7 @@ def errors_table(spark, exchanges):
     counts = top.join(anywhere, ["api_name", "error_code"], "full_outer").fillna(0, ["top_level", "anywhere"])
     named = counts.join(F.broadcast(error_names(spark)), "error_code", "left").withColumn(
         "error_name", F.coalesce("error_name", F.concat(F.lit("UNKNOWN_"), F.col("error_code").cast("string"))))
-    return named.select("api_name", "error_code", "error_name", "top_level", "anywhere").coalesce(1) \
+    return named.select("api_name", "error_code", "error_name", "top_level", "anywhere").repartition(1) \
         .sortWithinPartitions(F.desc("anywhere"), "api_name", "error_code")
 
 
@@ -184,7 +184,7 @@ def throttle_table(exchanges):
         "client_id", "broker", "responses", "throttled", _percentile("values", 0.5).alias("p50_ms"),
         _percentile("values", 0.9).alias("p90_ms"), _percentile("values", 0.99).alias("p99_ms"),
         "max_ms", "total_ms",
-    ).coalesce(1).sortWithinPartitions("client_id", "broker")
+    ).repartition(1).sortWithinPartitions("client_id", "broker")
 
 
 def timeseries_table(exchanges):
@@ -206,7 +206,7 @@ def timeseries_table(exchanges):
              _sorted_values("latency_ms").alias("values"))
         .select("minute", "api_name", "exchanges", "bytes", "errors",
                 _percentile("values", 0.99).alias("p99_latency_ms"))
-        .coalesce(1)
+        .repartition(1)
         .sortWithinPartitions("minute", "api_name")
     )
 
