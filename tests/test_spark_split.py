@@ -162,3 +162,4 @@ def test_cli_bad_inputs_are_one_line_errors(tmp_path, capsys):
     assert "not a pcap, pcapng or gzip capture" in capsys.readouterr().err
     assert main(["spark", str(tmp_path), "-o", str(tmp_path / "out"), "--split-size", "12q"]) == 2
     assert "--split-size" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # nothing is created for a run that cannot start

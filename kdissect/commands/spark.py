@@ -39,6 +39,7 @@ def command(inputs: tuple[str, ...], outdir: str, ports: tuple[int, ...], no_det
             split_size: str, partitions: int | None) -> None:
     """Turn capture files, directories (recursive) or globs into Parquet tables of
     exchanges, latency, errors, throttling and a per-minute time series."""
+    from kdissect.spark.inputs import expand_inputs
     from kdissect.spark.job import JobOptions, prepare_outdir, run_job
     from kdissect.spark.session import check_java
 
@@ -47,6 +48,7 @@ def command(inputs: tuple[str, ...], outdir: str, ports: tuple[int, ...], no_det
         master=master, split_size=parse_size(split_size), partitions=partitions,
     )
     check_java()  # before anything slow, and before Spark prints its own errors
+    expand_inputs(list(inputs))  # a bad input fails here, before OUTDIR is created
     prepare_outdir(outdir)
     result = run_job(options, log=lambda message: click.echo(f"kdissect: {message}", err=True))
     click.echo(result.summary)
