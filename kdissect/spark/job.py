@@ -8,7 +8,7 @@ counts, one accounting row per task, a few summary rows):
    so every range knows its first frame number;
 3. read splits into rows of segment runs, shuffle by 4-tuple, sort each
    partition by 4-tuple then capture order, and run one `Dissector` per 4-tuple
-   (`mapInArrow`); the result goes to a work dataset;
+   (`mapInArrow`); the result is persisted (memory, spilling to disk);
 4. number streams by ranking the connections' classification keys, write
    `exchanges/` and `partition_errors/`, then the summary tables;
 5. write `manifest.json` and print a short summary.
@@ -32,7 +32,7 @@ from kdissect.spark.inputs import expand_inputs, file_kind
 
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "errors", "throttle", "timeseries")
-WORK_DIR = "_work"
+WORK_DIR = "_work"  # where earlier versions kept the dissected rows; removed if found
 # rows per Arrow batch handed to Python: bounded because a row (a run of
 # segments, see segments.py) can hold a little over a MiB of payload
 ARROW_BATCH_ROWS = 32
@@ -91,13 +91,6 @@ def _read_stats_param():
             return total
 
     return ReadStatsSum()
-
-
-def _remove(spark, path: str) -> None:
-    """Delete a directory through Hadoop's FileSystem (works for any Spark filesystem)."""
-    jvm = spark.sparkContext._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(hadoop_path, True)
 
 
 def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None = None) -> JobResult:
@@ -179,25 +172,28 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         .mapInArrow(dissect, from_arrow_schema(OUTPUT_SCHEMA))
     )
     outdir = options.outdir.rstrip("/")
-    work = f"{outdir}/{WORK_DIR}"
-    dissected.write.mode("overwrite").partitionBy("kind").parquet(work)
+    # The dissected rows stay in Spark's block store (spilling to disk when
+    # memory runs short) for the table steps below; the first action computes
+    # them all.
+    from pyspark import StorageLevel
+
+    work_frame = dissected.persist(StorageLevel.MEMORY_AND_DISK)
+    task_accountings = work_frame.where("kind = 2").select("accounting").collect()  # one small row per task
     say("packets read and dissected", "dissected")
 
     # -- 4. stream numbers, exchange and partition error tables ---------------
     from kdissect.exchange import SCHEMA as EXCHANGE_SCHEMA
     from kdissect.spark import tables
 
-    # explicit schemas: a dataset with no rows may have no file to infer one from
-    work_frame = spark.read.schema(dissected.schema).parquet(work)
     accounting = Accounting()
     partition_error_failures = 0
-    for row in tables.read_small_table(spark, f"{work}/kind=2", ["accounting"]):  # one small row per task
+    for row in task_accountings:
         values = json.loads(row["accounting"])
         partition_error_failures += values.pop("partition_error_failures", 0)
         accounting.add(Accounting.from_dict(values))
     reading = dict(read_stats.value)
     accounting.add_read_stats(_ReadTotals(reading))
-    connections = tables.parquet_rows(spark, f"{work}/kind=1")
+    connections = work_frame.where("kind = 1").count()
     exchanges = tables.number_streams(spark, work_frame, connections)
     # Each file comes out sorted by stream and exchange order; a global sort
     # would cost a sampling pass and a shuffle of the whole table.
@@ -219,7 +215,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     problems = reading.get("problems") or []
     if problems:
         summary += "\nreading problems (see manifest.json):\n" + "\n".join(f"  {p}" for p in problems[:10])
-    _remove(spark, work)
+    work_frame.unpersist()
 
     manifest = {
         "tool": "kdissect spark",

@@ -1,4 +1,4 @@
-"""Tables derived from the dissected work dataset and from the exchange table.
+"""Tables derived from the dissected rows and from the exchange table.
 
 All functions take and return DataFrames; nothing here collects more than a
 few summary rows to the driver.
