@@ -235,6 +235,14 @@ class _StructCode:
         self.min_size = min_size
 
 
+def _element_reader(kind: str, flexible: bool) -> str:
+    """Name, in generated code, of the primitive reading one string or bytes
+    element of an array (compact in flexible versions)."""
+    if kind == "string":
+        return "_rcstr" if flexible else "_rstr"
+    return "_rcbytes" if flexible else "_rbytes"
+
+
 def _min_size(f: FieldSchema, flexible: bool, nested: _StructCode | None) -> int:
     if f.tagged:
         return 0
@@ -499,11 +507,7 @@ class _Generator:
             code, _enc, size = _FIXED[kind]
             lines.append(f"    {target}, p = _rfix(b, p, _n, {code!r}, {size}, {kind!r})")
         else:
-            if kind == "string":
-                reader = "_rcstr" if flexible else "_rstr"
-            else:
-                reader = "_rcbytes" if flexible else "_rbytes"
-            lines.append(f"    {target}, p = _rvar(b, p, {end}, _n, {reader})")
+            lines.append(f"    {target}, p = _rvar(b, p, {end}, _n, {_element_reader(kind, flexible)})")
         return lines
 
     def _tag_decoder(self, f: FieldSchema, flexible: bool, nested: _StructCode | None) -> Callable:

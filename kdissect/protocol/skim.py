@@ -43,7 +43,7 @@ from functools import partial
 from typing import Any
 
 from kdissect.protocol import primitives as prim
-from kdissect.protocol.codec import _FIXED, _min_size
+from kdissect.protocol.codec import _FIXED, _element_reader, _min_size
 from kdissect.protocol.codecache import compile_cached
 from kdissect.protocol.headers import request_layout
 from kdissect.protocol.schema import (
@@ -344,27 +344,26 @@ class _SkimGenerator:
         n, e = f"_n{d}", f"_e{d}"
         if kind == "string":
             keep = [f"    {local} = _str(b[p:{e}], 'utf-8', 'surrogateescape')"] if local else []
-            if flexible:
-                return [f"{n} = b[p]", f"if {n} < 128:", "    p += 1", "else:", f"    {n}, p = _uvar(b, p)",
-                        f"if {n}:", f"    {e} = p + {n} - 1",
-                        f"    if {e} > L: raise _Short('string length exceeds the bytes left')",
-                        *keep, f"    p = {e}"]
-            return [f"{n}, = _I16(b, p)", "p += 2", f"if {n} < 0:",
-                    f"    if {n} != -1: raise ValueError('negative string length')",
-                    "else:", f"    {e} = p + {n}",
-                    f"    if {e} > L: raise _Short('string length exceeds the bytes left')",
-                    *keep, f"    p = {e}"]
+            return self._length_prefixed(n, e, flexible, keep, "_I16", 2, "string length")
         # bytes / records: the codec uses primitives.read_(compact_)bytes
         keep = [f"    {local} = b[p:{e}]"] if local else []
+        return self._length_prefixed(n, e, flexible, keep, "_I32", 4, "length")
+
+    @staticmethod
+    def _length_prefixed(n: str, e: str, flexible: bool, keep: list[str], size_reader: str, size_bytes: int,
+                         what: str) -> list[str]:
+        """Lines stepping over a string or bytes value (null allowed): a compact
+        varint length + 1 in flexible versions, else a signed size field; `keep`
+        lines run with the value's end in `e` before `p` moves there."""
         if flexible:
             return [f"{n} = b[p]", f"if {n} < 128:", "    p += 1", "else:", f"    {n}, p = _uvar(b, p)",
                     f"if {n}:", f"    {e} = p + {n} - 1",
-                    f"    if {e} > L: raise _Short('length exceeds the bytes left')",
+                    f"    if {e} > L: raise _Short('{what} exceeds the bytes left')",
                     *keep, f"    p = {e}"]
-        return [f"{n}, = _I32(b, p)", "p += 4", f"if {n} < 0:",
-                f"    if {n} != -1: raise ValueError('negative length')",
+        return [f"{n}, = {size_reader}(b, p)", f"p += {size_bytes}", f"if {n} < 0:",
+                f"    if {n} != -1: raise ValueError('negative {what}')",
                 "else:", f"    {e} = p + {n}",
-                f"    if {e} > L: raise _Short('length exceeds the bytes left')",
+                f"    if {e} > L: raise _Short('{what} exceeds the bytes left')",
                 *keep, f"    p = {e}"]
 
     def _array(self, f: FieldSchema, flexible: bool, role: str, d: int) -> list[str]:
@@ -393,11 +392,7 @@ class _SkimGenerator:
             code, _enc, size = _FIXED[kind]
             lines.append(f"    p = _rfix(b, p, {n}, {code!r}, {size}, {kind!r})")
         else:
-            if kind == "string":
-                reader = "_rcstr" if flexible else "_rstr"
-            else:
-                reader = "_rcbytes" if flexible else "_rbytes"
-            lines.append(f"    p = _rvar(b, p, L, {n}, {reader})")
+            lines.append(f"    p = _rvar(b, p, L, {n}, {_element_reader(kind, flexible)})")
         return lines
 
     def _tag_skim(self, f: FieldSchema, flexible: bool) -> str:
