@@ -24,7 +24,7 @@ import pyarrow as pa
 from kdissect.accounting import Accounting
 from kdissect.exchange import COLUMNS, Exchange
 from kdissect.pipeline import Dissector
-from kdissect.spark.segments import run_segments
+from kdissect.spark.segments import READ_STATS_KEY, add_read_stats, run_segments
 
 EXCHANGE, CONNECTION, ACCOUNTING = 0, 1, 2
 
@@ -110,6 +110,7 @@ class ConnectionRunner:
         self.capture_names = list(capture_names)
         self.accounting = Accounting()
         self.partition_error_failures = 0
+        self.read_totals: dict[str, Any] = {}  # summed ReadStats of the splits whose counts came here
         self.output = _Output()
         self._dissector: _KeyRecordingDissector | None = None
         self._ordinal = 0
@@ -158,6 +159,9 @@ class ConnectionRunner:
                 "capture_index", "addr_a", "port_a", "addr_b", "port_b", "segments")]
             for capture_index, addr_a, port_a, addr_b, port_b, packed in zip(*columns):
                 key = (addr_a, port_a, addr_b, port_b)
+                if key == READ_STATS_KEY:  # a split's read counts, not a connection
+                    add_read_stats(self.read_totals, json.loads(packed))
+                    continue
                 if key != current:
                     self.finish_connection()
                     self._start()
@@ -172,6 +176,7 @@ class ConnectionRunner:
         self.finish_connection()
         totals = self.accounting.to_dict()
         totals["partition_error_failures"] = self.partition_error_failures
+        totals["read"] = self.read_totals
         self.output.add({"kind": ACCOUNTING, "accounting": json.dumps(totals)})
         yield self.output.batch()
 

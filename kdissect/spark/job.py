@@ -73,26 +73,6 @@ def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], lis
     return [(path, file_kind(path) or "pcap") for path in ordered], skipped
 
 
-def _read_stats_param():
-    from pyspark.accumulators import AccumulatorParam
-
-    class ReadStatsSum(AccumulatorParam):
-        """Sums ReadStats dicts from the read tasks (problems kept up to a cap)."""
-
-        def zero(self, value: dict) -> dict:
-            return {}
-
-        def addInPlace(self, total: dict, more: dict) -> dict:
-            for key, value in more.items():
-                if key == "problems":
-                    total.setdefault("problems", []).extend(value[: max(0, 100 - len(total.get("problems", [])))])
-                else:
-                    total[key] = total.get(key, 0) + value
-            return total
-
-    return ReadStatsSum()
-
-
 def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None = None) -> JobResult:
     """Run the whole job; `spark` may be an existing session (tests, spark-submit)."""
     from kdissect.spark.session import start_session
@@ -137,20 +117,17 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
 
     # -- 3. read, shuffle by connection, dissect ------------------------------
     from kdissect.spark.dissect import OUTPUT_SCHEMA, dissect_partition
-    from kdissect.spark.segments import KEY_COLUMNS, ORDER_COLUMNS, RUN_SCHEMA, split_runs
-
-    read_stats = sc.accumulator({}, _read_stats_param())
+    from kdissect.spark.segments import (KEY_COLUMNS, ORDER_COLUMNS, RUN_SCHEMA, add_read_stats,
+                                         read_stats_batch, split_runs)
 
     def read_split_rows(batches):
-        from dataclasses import asdict
-
         from kdissect.capture import ReadStats
 
         for batch in batches:
             for split in batch.to_pylist():
                 stats = ReadStats()
                 yield from split_runs(split, stats)
-                read_stats.add(asdict(stats))
+                yield read_stats_batch(stats, split["capture_index"])
 
     split_rows = [split.as_row() for split in splits]
     split_frame = spark.createDataFrame(sc.parallelize(split_rows, max(1, len(split_rows))),
@@ -187,11 +164,12 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
 
     accounting = Accounting()
     partition_error_failures = 0
+    reading: dict[str, Any] = {}
     for row in task_accountings:
         values = json.loads(row["accounting"])
         partition_error_failures += values.pop("partition_error_failures", 0)
+        add_read_stats(reading, values.pop("read", {}))
         accounting.add(Accounting.from_dict(values))
-    reading = dict(read_stats.value)
     accounting.add_read_stats(_ReadTotals(reading))
     connections = work_frame.where("kind = 1").count()
     exchanges = tables.number_streams(spark, work_frame, connections)

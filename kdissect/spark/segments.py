@@ -10,7 +10,9 @@ capture index and frame numbers.
 
 from __future__ import annotations
 
+import json
 import struct
+from dataclasses import asdict
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -150,3 +152,32 @@ def run_segments(capture_index: int, addr_a: str, port_a: int, addr_b: str, port
         else:
             yield TcpSegment(capture_index, frame_number, ts, addr_b, port_b, addr_a, port_a, seq, ack, flags,
                              payload, payload_len)
+
+
+# The read counts of a split travel with its rows, in one row under a key no
+# connection has (an empty address), so they are counted exactly once even if
+# Spark re-runs a read task (an accumulator would count a retried task twice).
+READ_STATS_KEY = ("", -1, "", -1)
+_MAX_PROBLEMS = 100
+
+
+def read_stats_batch(stats: ReadStats, capture_index: int) -> pa.RecordBatch:
+    """One RUN_SCHEMA row carrying a split's ReadStats as JSON."""
+    addr_a, port_a, addr_b, port_b = READ_STATS_KEY
+    return pa.RecordBatch.from_arrays([
+        pa.array([addr_a], pa.string()), pa.array([port_a], pa.int32()),
+        pa.array([addr_b], pa.string()), pa.array([port_b], pa.int32()),
+        pa.array([capture_index], pa.int32()), pa.array([-1], pa.int64()),
+        pa.array([json.dumps(asdict(stats)).encode()], pa.binary()),
+    ], schema=RUN_SCHEMA)
+
+
+def add_read_stats(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """Sum ReadStats dicts into `total` (problem texts kept up to a cap)."""
+    for key, value in more.items():
+        if key == "problems":
+            kept = total.setdefault("problems", [])
+            kept.extend(value[: max(0, _MAX_PROBLEMS - len(kept))])
+        else:
+            total[key] = total.get(key, 0) + value
+    return total
