@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from kdissect.protocol import primitives as prim
 from kdissect.protocol.codecache import compile_cached
@@ -243,6 +243,23 @@ def _element_reader(kind: str, flexible: bool) -> str:
     return "_rcbytes" if flexible else "_rbytes"
 
 
+def _field_runs(fields: Sequence[FieldSchema], groupable: Callable[[FieldSchema], bool]
+                ) -> Iterator[tuple[int, list[FieldSchema], bool]]:
+    """(index of the first field, fields, grouped): each run of consecutive
+    groupable fields together, every other field alone, in order."""
+    index = 0
+    while index < len(fields):
+        if groupable(fields[index]):
+            end = index + 1
+            while end < len(fields) and groupable(fields[end]):
+                end += 1
+            yield index, list(fields[index:end]), True
+            index = end
+        else:
+            yield index, [fields[index]], False
+            index += 1
+
+
 def _min_size(f: FieldSchema, flexible: bool, nested: _StructCode | None) -> int:
     if f.tagged:
         return 0
@@ -321,20 +338,13 @@ class _Generator:
         paths_key = self.src.add(tuple(paths), "_path")
         arrays_key = self.src.add(arrays, "_arr")
         body: list[str] = [f"o = _new({cls_key})"]
-        index = 0
-        while index < len(plain):
-            f = plain[index]
-            if self._groupable(f):
-                group = [f]
-                while index + len(group) < len(plain) and self._groupable(plain[index + len(group)]):
-                    group.append(plain[index + len(group)])
-                body.append(f"_f = {index}")
-                body += self._decode_group(group)
-                index += len(group)
-                continue
+        for index, group, grouped in _field_runs(plain, self._groupable):
             body.append(f"_f = {index}")
-            body += self._decode_field(f, f"o.{f.attr}", flexible, nested.get(f.attr), "L")
-            index += 1
+            if grouped:
+                body += self._decode_group(group)
+            else:
+                f = group[0]
+                body += self._decode_field(f, f"o.{f.attr}", flexible, nested.get(f.attr), "L")
         if flexible:
             body.append(f"_f = {len(plain)}")
             known = {}

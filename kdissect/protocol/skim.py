@@ -43,7 +43,7 @@ from functools import partial
 from typing import Any
 
 from kdissect.protocol import primitives as prim
-from kdissect.protocol.codec import _FIXED, _element_reader, _min_size
+from kdissect.protocol.codec import _FIXED, _element_reader, _field_runs, _min_size
 from kdissect.protocol.codecache import compile_cached
 from kdissect.protocol.headers import request_layout
 from kdissect.protocol.schema import (
@@ -225,18 +225,12 @@ class _SkimGenerator:
             self._topic_locals = self._topic_label_expression(plain, captured)
         always = {f.attr for f in plain if self._fixed(f)}
         lines = [f"{local} = None" for attr, local in captured.items() if attr not in always]
-        index = 0
-        while index < len(plain):
-            f = plain[index]
-            if self._fixed(f):
-                group = [f]
-                while index + len(group) < len(plain) and self._fixed(plain[index + len(group)]):
-                    group.append(plain[index + len(group)])
+        for _index, group, grouped in _field_runs(plain, self._fixed):
+            if grouped:
                 lines += self._fixed_group(group, captured)
-                index += len(group)
-                continue
-            lines += self._field(f, flexible, self._child_role(role, f), d, captured.get(f.attr))
-            index += 1
+            else:
+                f = group[0]
+                lines += self._field(f, flexible, self._child_role(role, f), d, captured.get(f.attr))
         if flexible:
             for f in tagged:
                 if self.codes and _is_error_code(f) and f.default:
