@@ -189,3 +189,34 @@ def test_percentiles_of_throttle_times_equal_numpys(spark):
         assert getattr(got["one"], column) == 42.0
         assert getattr(got["calm"], column) is None
     assert (got["calm"].throttled, got["calm"].total_ms) == (0, 0)
+
+
+def test_pre_pass_in_driver_processes_equals_the_spark_job(spark, captures_dir):
+    """Local masters run the pre-pass in worker processes of the driver (started
+    before the JVM); it must find what the Spark job and a plain loop find."""
+    from kdissect.spark import plan
+
+    biggest = max(captures_dir.glob("*.pcap"), key=lambda path: path.stat().st_size)
+    splits = plan.plan_splits([(str(biggest), "pcap"), (str(biggest), "pcap")], 8192)
+    to_scan = plan.ranges_to_scan(splits)
+    assert len(to_scan) == len(splits) >= 8
+    direct = {split.split_id: plan.scan_range(split) for split in to_scan}
+    assert plan.LocalScan(to_scan, 2).result() == direct
+    assert plan.scan_with_spark(spark.sparkContext, to_scan) == direct
+    final, fallbacks = plan.apply_scans(splits, direct)
+    assert fallbacks == [] and final[0].first_frame == 1 and len(final) > 2
+
+
+def test_local_task_slots_follow_the_master():
+    import os
+
+    from kdissect.spark.plan import local_task_slots
+
+    usable = len(os.sched_getaffinity(0))
+    assert local_task_slots("local") == 1
+    assert local_task_slots("local[1]") == 1
+    assert local_task_slots("local[*]") == usable
+    assert local_task_slots("local[64, 3]") == usable  # capped at the usable CPUs
+    assert local_task_slots("spark://host:7077") is None
+    assert local_task_slots("yarn") is None
+    assert local_task_slots(None) is None

@@ -111,6 +111,7 @@ class ConnectionRunner:
         self.accounting = Accounting()
         self.partition_error_failures = 0
         self.read_totals: dict[str, Any] = {}  # summed ReadStats of the splits whose counts came here
+        self.classified_connections = 0
         self.output = _Output()
         self._dissector: _KeyRecordingDissector | None = None
         self._ordinal = 0
@@ -147,6 +148,7 @@ class ConnectionRunner:
         if dissector is None:
             return
         self._emit(dissector.finish())
+        self.classified_connections += len(dissector.classified)
         for capture_index, frame_number in dissector.classified:
             self.output.add({"kind": CONNECTION, "stream_capture_index": capture_index,
                              "stream_frame_number": frame_number})
@@ -177,6 +179,7 @@ class ConnectionRunner:
         totals = self.accounting.to_dict()
         totals["partition_error_failures"] = self.partition_error_failures
         totals["read"] = self.read_totals
+        totals["classified_connections"] = self.classified_connections
         self.output.add({"kind": ACCOUNTING, "accounting": json.dumps(totals)})
         yield self.output.batch()
 

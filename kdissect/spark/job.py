@@ -5,12 +5,14 @@ counts, one accounting row per task, a few summary rows):
 
 1. expand the inputs, order them as one capture set, plan byte-range splits;
 2. pre-pass over split files: first record and record count of each range,
-   so every range knows its first frame number;
+   so every range knows its first frame number (a Spark job; with a local
+   master, driver processes started before the JVM);
 3. read splits into rows of segment runs, shuffle by 4-tuple, sort each
    partition by 4-tuple then capture order, and run one `Dissector` per 4-tuple
    (`mapInArrow`); the result is persisted (memory, spilling to disk);
-4. number streams by ranking the connections' classification keys, write
-   `exchanges/` and `partition_errors/`, then the summary tables;
+4. number streams by ranking the connections' classification keys; write
+   `exchanges/` and `partition_errors/` side by side, then the four summary
+   tables side by side (concurrent jobs, see `tables.write_all`);
 5. write `manifest.json` and print a short summary.
 """
 
@@ -92,8 +94,17 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     total_bytes = sum(os.path.getsize(path) for path, _ in ordered)
     say(f"{len(ordered)} capture files, {total_bytes / 1e6:.1f} MB, {len(splits)} planned splits")
 
+    # -- 2. pre-pass over files cut into several ranges -----------------------
+    to_scan = planning.ranges_to_scan(splits)
+    slots = planning.local_task_slots(options.master if spark is None else spark.sparkContext.master)
+    local_scan = planning.LocalScan(to_scan, slots) if to_scan and slots else None
     if spark is None:
-        spark = start_session(options.master)
+        try:
+            spark = start_session(options.master)
+        except BaseException:
+            if local_scan is not None:
+                local_scan.abandon()
+            raise
     sc = spark.sparkContext
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
     # The summary tables group by client id, broker and minute: thousands of
@@ -102,15 +113,11 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     # 622k exchanges: the latency table 5.8 s -> 3.3 s with the higher bound).
     spark.conf.set("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", str(OBJECT_AGGREGATE_GROUPS))
 
-    # -- 2. pre-pass over files cut into several ranges -----------------------
-    multi = {}
-    for split in splits:
-        multi.setdefault(split.capture_index, []).append(split)
-    to_scan = [split for group in multi.values() if len(group) > 1 for split in group]
     scans: dict[int, planning.RangeScan] = {}
-    if to_scan:
-        scanned = sc.parallelize(to_scan, len(to_scan)).map(planning.scan_range).collect()
-        scans = {scan.split_id: scan for scan in scanned}
+    if local_scan is not None:
+        scans = local_scan.result()
+    elif to_scan:
+        scans = planning.scan_with_spark(sc, to_scan)
     splits, fallbacks = planning.apply_scans(splits, scans)
     say(f"{len(splits)} read tasks" + (f" ({len(fallbacks)} files read whole after a boundary check failed)"
                                        if fallbacks else ""), "planned")
@@ -158,32 +165,37 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     task_accountings = work_frame.where("kind = 2").select("accounting").collect()  # one small row per task
     say("packets read and dissected", "dissected")
 
-    # -- 4. stream numbers, exchange and partition error tables ---------------
+    # -- 4. stream numbers, then every table ----------------------------------
     from kdissect.exchange import SCHEMA as EXCHANGE_SCHEMA
     from kdissect.spark import tables
 
     accounting = Accounting()
     partition_error_failures = 0
     reading: dict[str, Any] = {}
+    connections = 0  # classified as Kafka: each one gets a stream number
     for row in task_accountings:
         values = json.loads(row["accounting"])
+        connections += values.pop("classified_connections", 0)
         partition_error_failures += values.pop("partition_error_failures", 0)
         add_read_stats(reading, values.pop("read", {}))
         accounting.add(Accounting.from_dict(values))
     accounting.add_read_stats(_ReadTotals(reading))
-    connections = work_frame.where("kind = 1").count()
-    exchanges = tables.number_streams(spark, work_frame, connections)
-    # Each file comes out sorted by stream and exchange order; a global sort
-    # would cost a sampling pass and a shuffle of the whole table.
-    exchanges.sortWithinPartitions("stream", "ordinal").select(*tables.EXCHANGE_COLUMNS).write.mode(
-        "overwrite").parquet(f"{outdir}/exchanges")
-    partition_errors = tables.partition_errors(exchanges)
-    partition_errors.write.mode("overwrite").parquet(f"{outdir}/partition_errors")
+    ranks = tables.stream_ranks(work_frame, connections)
+    exchange_rows = work_frame.where("kind = 0")
+    # Each exchanges file comes out sorted by stream and exchange order; a
+    # global sort would cost a sampling pass and a shuffle of the whole table.
+    tables.write_all({
+        "exchanges": tables.number_streams(exchange_rows, ranks).sortWithinPartitions("stream", "ordinal")
+        .select(*tables.EXCHANGE_COLUMNS),
+        "partition_errors": tables.partition_errors(
+            tables.number_streams(exchange_rows.where("size(partition_errors) > 0"), ranks)),
+    }, outdir)
     say("exchange tables written", "exchange_tables")
 
+    # The summary tables read the written exchanges: scanning their Parquet
+    # columns is cheaper than scanning the cached rows.
     written = spark.read.schema(from_arrow_schema(EXCHANGE_SCHEMA)).parquet(f"{outdir}/exchanges")
-    for name, frame in tables.summary_tables(spark, written).items():
-        frame.write.mode("overwrite").parquet(f"{outdir}/{name}")
+    tables.write_all(tables.summary_tables(spark, written), outdir)
     say("summary tables written", "summary_tables")
     # Row counts and the printed summary come from the Parquet footers and the
     # small summary tables read on the driver: no further Spark jobs.

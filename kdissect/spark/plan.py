@@ -9,7 +9,10 @@ first frame number, so frame numbers are exact per file.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import re
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 
 from kdissect.spark import pcapsplit
@@ -73,6 +76,60 @@ def scan_range(split: Split) -> RangeScan:
             return RangeScan(split.split_id, -1, 0, -1)
         walk = pcapsplit.count_records(stream, fmt, boundary, split.end, split.file_size)
         return RangeScan(split.split_id, boundary, walk.records, walk.stop)
+
+
+def ranges_to_scan(splits: list[Split]) -> list[Split]:
+    """The splits the pre-pass must scan: every range of files cut into several."""
+    by_file: dict[int, list[Split]] = {}
+    for split in splits:
+        by_file.setdefault(split.capture_index, []).append(split)
+    return [split for group in by_file.values() if len(group) > 1 for split in group]
+
+
+def local_task_slots(master: str | None) -> int | None:
+    """How many tasks a local master runs at once (local, local[N], local[*],
+    local[N,F]), capped at the CPUs this process may use; None if not local."""
+    if master is None:
+        return None
+    match = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if match is None:
+        return None
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    wanted = match.group(1)
+    slots = 1 if wanted is None else usable if wanted == "*" else int(wanted)
+    return max(1, min(slots, usable))
+
+
+class LocalScan:
+    """The pre-pass run by worker processes of the driver, for local masters.
+
+    In local mode the driver's machine is the executors' machine, so the
+    pre-pass need not wait for the JVM: started before the Spark session, it
+    runs while the JVM starts, and saves a Spark job (whose tasks would each
+    start a Python worker first).
+    """
+
+    def __init__(self, to_scan: list[Split], workers: int) -> None:
+        # fork: started before the session, there is no JVM gateway to inherit
+        self._pool = ProcessPoolExecutor(max_workers=max(1, min(workers, len(to_scan))),
+                                         mp_context=multiprocessing.get_context("fork"))
+        self._futures = [self._pool.submit(scan_range, split) for split in to_scan]
+
+    def abandon(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def result(self) -> dict[int, RangeScan]:
+        try:
+            scans = [future.result() for future in self._futures]
+        finally:
+            self._pool.shutdown(cancel_futures=True)
+        return {scan.split_id: scan for scan in scans}
+
+
+def scan_with_spark(sc, to_scan: list[Split]) -> dict[int, RangeScan]:
+    """The pre-pass as a Spark job, one task per range (any master)."""
+    scanned = sc.parallelize(to_scan, max(1, len(to_scan))).map(scan_range).collect()
+    return {scan.split_id: scan for scan in scanned}
 
 
 def ranges_chain(file_splits: list[Split], scans: dict[int, RangeScan]) -> bool:

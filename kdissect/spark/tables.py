@@ -49,14 +49,15 @@ def _percentile(sorted_values: str, q: float):
     return F.when(n > 0, low + (high - low) * (position - lower)).cast("double")
 
 
-def number_streams(spark, work, connections: int | None = None):
-    """Exchange rows (plus `ordinal` and `partition_errors`) with `stream`
-    numbered as the CLI numbers them.
+def stream_ranks(work, connections: int | None = None):
+    """(stream_capture_index, stream_frame_number, global_stream) of every
+    connection classified as Kafka, numbered as the CLI numbers them.
 
     The CLI numbers connections in the order they are classified as Kafka;
     each connection's classification key (capture_index, frame_number) is
     unique, so ranking all keys reproduces that order. The keys are a dozen
-    bytes per connection, so one window over all of them is cheap.
+    bytes per connection, so one window over all of them is cheap. Marked for
+    broadcasting when there are few enough of them.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -68,10 +69,17 @@ def number_streams(spark, work, connections: int | None = None):
         .withColumn("global_stream", F.row_number().over(order) - 1)
         .cache()  # small; used by both the exchange and the partition error tables
     )
-    exchanges = work.where("kind = 0").drop("stream")
     if connections is not None and connections <= BROADCAST_CONNECTIONS:
         ranks = F.broadcast(ranks)
-    joined = exchanges.join(ranks, ["stream_capture_index", "stream_frame_number"], "left")
+    return ranks
+
+
+def number_streams(exchange_rows, ranks):
+    """Exchange rows of the dissected output (kind 0) with `stream` numbered
+    from `stream_ranks`; keeps `ordinal` and `partition_errors`."""
+    from pyspark.sql import functions as F
+
+    joined = exchange_rows.drop("stream").join(ranks, ["stream_capture_index", "stream_frame_number"], "left")
     return joined.withColumn("stream", F.col("global_stream").cast("long")).select(
         *EXCHANGE_COLUMNS, "ordinal", "partition_errors")
 
@@ -218,6 +226,26 @@ def summary_tables(spark, exchanges) -> dict[str, Any]:
         "throttle": throttle_table(exchanges),
         "timeseries": timeseries_table(exchanges),
     }
+
+
+def write_all(frames: dict[str, Any], outdir: str) -> None:
+    """Write each frame as Parquet dataset OUTDIR/<name>, all at once.
+
+    Each write is a Spark job (several, with adaptive execution) and most of
+    them are small: one- or two-task stages with driver-side planning between
+    them. Submitted from one thread each, their tasks fill the task slots the
+    others leave idle and their planning overlaps the others' tasks. The
+    first failure is raised once all writes have ended.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def write(name: str) -> None:
+        frames[name].write.mode("overwrite").parquet(f"{outdir}/{name}")
+
+    with ThreadPoolExecutor(max_workers=max(1, len(frames)), thread_name_prefix="kdissect-write") as pool:
+        futures = [pool.submit(write, name) for name in frames]  # in order: the big ones first
+    for future in futures:
+        future.result()
 
 
 def _local_path(path: str) -> str | None:
