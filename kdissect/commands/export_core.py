@@ -58,32 +58,16 @@ def print_accounting(analysis: Any) -> None:
         say(f"kdissect: {problem}".encode("utf-8", "replace").decode("utf-8"))
 
 
-# glibc mallopt parameters
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
 _TUNE_FROM_BYTES = 4 << 20
 
 
 def tune_allocator(paths: list[str]) -> None:
-    """For large captures: let glibc's malloc keep and reuse freed memory.
+    """For large captures, let malloc reuse freed memory (see kdissect.allocator)."""
+    if sum(os.path.getsize(p) for p in paths) < _TUNE_FROM_BYTES:
+        return  # not worth the ctypes import
+    from kdissect.allocator import keep_freed_memory
 
-    Big Kafka frames are collected from segment payloads and joined into
-    blocks of up to a few MiB; by default each such block is a fresh mmap
-    (and freed heap tops go back to the system), so every one is paid again
-    in page faults: about half the kernel time of exporting a capture of
-    large batches. Blocks under 32 MiB then come from the heap, and up to
-    256 MiB of freed heap is kept for reuse. Memory use is otherwise
-    unchanged (the process ends with the export). A no-op off glibc."""
-    try:
-        if sum(os.path.getsize(p) for p in paths) < _TUNE_FROM_BYTES:
-            return  # not worth the ctypes import
-        import ctypes
-
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError, ImportError):
-        return
-    mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-    mallopt(_M_TRIM_THRESHOLD, 256 << 20)
+    keep_freed_memory()
 
 
 def export(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool,

@@ -128,7 +128,10 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
                                          read_stats_batch, split_runs)
 
     def read_split_rows(batches):
+        from kdissect.allocator import keep_freed_memory
         from kdissect.capture import ReadStats
+
+        keep_freed_memory()  # a Python worker lives for the whole job
 
         for batch in batches:
             for split in batch.to_pylist():
@@ -145,6 +148,9 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
     def dissect(batches):
+        from kdissect.allocator import keep_freed_memory
+
+        keep_freed_memory()
         return dissect_partition(batches, ports, detect, capture_names)
 
     from pyspark.sql.pandas.types import from_arrow_schema
