@@ -3,6 +3,7 @@ exactly the records tshark sees, with the right frame numbers."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
@@ -163,3 +164,16 @@ def test_cli_bad_inputs_are_one_line_errors(tmp_path, capsys):
     assert main(["spark", str(tmp_path), "-o", str(tmp_path / "out"), "--split-size", "12q"]) == 2
     assert "--split-size" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # nothing is created for a run that cannot start
+
+
+def test_cli_run_prints_only_its_own_lines(captures_dir, tmp_path):
+    """A whole `kdissect spark` run in a child process: the summary on stdout,
+    and on stderr only kdissect's progress lines (no Spark log-level banner,
+    no log4j lines); the JVM's own module warning is the one line allowed."""
+    result = run_cli(["spark", str(captures_dir / "admin.pcap"), "-o", str(tmp_path / "out"),
+                      "--master", "local[1]"], dict(os.environ))
+    assert result.returncode == 0, result.stderr
+    assert "tables and manifest.json written to" in result.stdout
+    foreign = [line for line in result.stderr.splitlines()
+               if not line.startswith("kdissect: ") and "Using incubator modules" not in line]
+    assert foreign == []
