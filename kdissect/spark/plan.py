@@ -110,7 +110,8 @@ class LocalScan:
     """
 
     def __init__(self, to_scan: list[Split], workers: int) -> None:
-        # fork: started before the session, there is no JVM gateway to inherit
+        # fork: cheap, and the children only run scan_range (when a session
+        # exists already, as in tests, they inherit its gateway socket unused)
         self._pool = ProcessPoolExecutor(max_workers=max(1, min(workers, len(to_scan))),
                                          mp_context=multiprocessing.get_context("fork"))
         self._futures = [self._pool.submit(scan_range, split) for split in to_scan]
