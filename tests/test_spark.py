@@ -165,6 +165,47 @@ def test_partition_errors_match_the_single_process_report(whole_run):
     assert got == expected
 
 
+def test_partition_errors_point_at_their_exchanges(whole_run):
+    """Each partition error row names (capture, stream, correlation id) of an
+    exchange of the same API whose response carries that error code: the
+    stream numbers of both tables agree."""
+    _captures_, outdir, _manifest, expected = whole_run
+    by_key = {(r["capture"], r["stream"], r["correlation_id"]): r for r in expected}
+    rows = table_rows(outdir, "partition_errors")
+    assert rows, "the project's captures hold partition errors (unknown_topic.pcap)"
+    for row in rows:
+        exchange = by_key[(row["capture"], row["stream"], row["correlation_id"])]
+        assert (exchange["api_key"], exchange["api_version"]) == (row["api_key"], row["api_version"])
+        assert row["error_code"] in exchange["error_codes"]
+
+
+def test_each_exchanges_file_is_in_stream_order(whole_run):
+    import pyarrow.parquet as pq
+
+    _captures_, outdir, _manifest, _expected = whole_run
+    files = sorted((outdir / "exchanges").glob("*.parquet"))
+    assert len(files) > 1
+    for file in files:
+        streams = pq.read_table(file, columns=["stream"]).column("stream").to_pylist()
+        assert streams == sorted(streams)
+    assert (outdir / "exchanges" / "_SUCCESS").exists()
+    assert not (outdir / "_work").exists()
+
+
+def test_a_rerun_with_fewer_partitions_leaves_no_earlier_parts(spark, captures_dir, tmp_path):
+    """The exchange files are named by task partition: a second run into the
+    same OUTDIR with fewer partitions must not leave the first run's extra parts."""
+    source = max(_captures(captures_dir), key=lambda p: p.stat().st_size)
+    _run(spark, [source], tmp_path / "out", partitions=9)
+    first = sorted(p.name for p in (tmp_path / "out" / "exchanges").glob("*.parquet"))
+    manifest = _run(spark, [source], tmp_path / "out", partitions=2)
+    assert manifest["shuffle_partitions"] == 2 and len(first) > 2
+    assert {p.name for p in (tmp_path / "out" / "exchanges").glob("*.parquet")} <= {
+        "part-00000.parquet", "part-00001.parquet"}
+    got = table_rows(tmp_path / "out", "exchanges")
+    assert canonical(got) == canonical(export_rows([source], tmp_path / "whole.parquet"))
+
+
 
 def test_percentiles_of_throttle_times_equal_numpys(spark):
     """The throttle table on crafted exchanges (the lab broker never throttles):

@@ -65,7 +65,7 @@ def test_a_chunk_is_cut_by_payload_bytes(captures_dir, monkeypatch):
     assert len(rows) > 2 * len(default_rows)
 
 
-def test_read_counts_travel_as_rows_and_are_summed_once_per_row():
+def test_read_counts_travel_as_rows_and_are_summed_once_per_row(tmp_path):
     """A split's read counts are a row of the shuffle (not an accumulator, which
     counts a re-run task twice); the dissecting task sums the rows it gets and
     reports them in its accounting row."""
@@ -74,15 +74,18 @@ def test_read_counts_travel_as_rows_and_are_summed_once_per_row():
     import pyarrow as pa
 
     from kdissect.spark.dissect import ACCOUNTING, ConnectionRunner
+    from kdissect.spark.part_files import PartSink
 
     first, second = ReadStats(), ReadStats()
     first.packets, first.bytes, first.problems = 10, 1000, [f"problem {i}" for i in range(70)]
     second.packets, second.bytes, second.problems = 5, 300, [f"other {i}" for i in range(70)]
     batch = pa.concat_tables([pa.Table.from_batches([segments.read_stats_batch(stats, 0)])
                               for stats in (first, second)]).combine_chunks().to_batches()[0]
-    out = pa.Table.from_batches(list(ConnectionRunner([9092], True, ["x.pcap"]).run([batch]))).to_pylist()
+    out = pa.Table.from_batches(list(ConnectionRunner([9092], True, ["x.pcap"], PartSink(str(tmp_path), 3)).run([batch]))).to_pylist()
     [accounting] = [row for row in out if row["kind"] == ACCOUNTING]
     read = json.loads(accounting["accounting"])["read"]
     assert (read["packets"], read["bytes"]) == (15, 1300)
     assert read["problems"] == first.problems + second.problems[:30]  # capped at 100 texts
     assert json.loads(accounting["accounting"])["segments"] == 0  # no connection was fed
+    assert accounting["task_partition"] == 3
+    assert not list(tmp_path.rglob("*.arrow"))  # no rows, no files

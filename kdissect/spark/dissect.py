@@ -5,13 +5,16 @@ by (capture_index, frame_number) of their first segment, so all segments of
 one 4-tuple arrive consecutively and in capture order. Each 4-tuple gets a fresh `Dissector` (the single-process one), so a
 task holds one connection's state at a time.
 
-Output rows (OUTPUT_SCHEMA) are of three kinds:
-  EXCHANGE    an exchange row (stream still local to its 4-tuple) with its
-              connection's classification key and its per-partition errors;
+Exchange rows and the per-partition errors of their responses go to the
+task's own files (`part_files.PartSink`), with their connection's
+classification key in place of a stream number. What goes back to Spark is
+small (OUTPUT_SCHEMA), of two kinds:
   CONNECTION  one per connection classified as Kafka, with that key, so the
               driver can number streams exactly as the CLI does, even for
               connections without exchanges;
-  ACCOUNTING  one per task: the summed `Accounting` as JSON.
+  ACCOUNTING  one per task: the summed `Accounting` as JSON, with the rows
+              the task wrote.
+Both carry the task's partition index, which names its files.
 """
 
 from __future__ import annotations
@@ -22,28 +25,25 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from kdissect.accounting import Accounting
-from kdissect.exchange import COLUMNS, Exchange
+from kdissect.exchange import Exchange
 from kdissect.pipeline import Dissector
+from kdissect.spark.part_files import EXCHANGES, PARTITION_ERRORS, PartSink
 from kdissect.spark.segments import READ_STATS_KEY, add_read_stats, run_segments
 
-EXCHANGE, CONNECTION, ACCOUNTING = 0, 1, 2
+CONNECTION, ACCOUNTING = 1, 2
 
-PARTITION_ERROR_TYPE = pa.struct(
-    [("topic", pa.string()), ("partition", pa.int32()), ("error_code", pa.int16()), ("error_name", pa.string())]
-)
-OUTPUT_COLUMNS: list[tuple[str, pa.DataType]] = [
+OUTPUT_SCHEMA = pa.schema([
     ("kind", pa.int8()),
-    *COLUMNS,
+    ("task_partition", pa.int32()),
     ("stream_capture_index", pa.int32()),  # where the connection was classified as Kafka
     ("stream_frame_number", pa.int64()),
-    ("ordinal", pa.int64()),  # emission order of the exchange within its 4-tuple
-    ("partition_errors", pa.list_(PARTITION_ERROR_TYPE)),
     ("accounting", pa.string()),
-]
-OUTPUT_SCHEMA = pa.schema(OUTPUT_COLUMNS)
-_EXCHANGE_NAMES = [name for name, _ in COLUMNS]
+])
 
 BATCH_ROWS = 2048
+# the columns of an exchange's partition error rows taken from the exchange
+_PARTITION_ERROR_EXCHANGE_COLUMNS = ("capture", "correlation_id", "api_key", "api_name", "api_version",
+                                     "stream_capture_index", "stream_frame_number", "ordinal")
 
 
 class _KeyRecordingDissector(Dissector):
@@ -65,21 +65,20 @@ class _KeyRecordingDissector(Dissector):
         state.pairer.keep_error_responses = True
 
 
-def _partition_errors(exchange: Exchange) -> list[dict[str, Any]] | None:
+def _partition_errors(exchange: Exchange) -> list[dict[str, Any]]:
+    """The non-zero errors per topic-partition of the exchange's response."""
     response = exchange.response
     if response is None or exchange.api_key is None:
-        return None
+        return []
     from kdissect.protocol.errors import error_name
     from kdissect.protocol.summary import partition_errors
 
     body = getattr(response, "body", None)
     if body is None:
-        return None
-    rows = []
-    for topic, partition, code in partition_errors(exchange.api_key, exchange.api_version, body):
-        rows.append({"topic": None if topic is None else str(topic), "partition": partition,
-                     "error_code": code, "error_name": error_name(code)})
-    return rows
+        return []
+    return [{"topic": None if topic is None else str(topic), "partition": partition,
+             "error_code": code, "error_name": error_name(code)}
+            for topic, partition, code in partition_errors(exchange.api_key, exchange.api_version, body) if code]
 
 
 class _Output:
@@ -104,7 +103,8 @@ class _Output:
 class ConnectionRunner:
     """Feeds consecutive rows of one 4-tuple at a time to a fresh Dissector."""
 
-    def __init__(self, ports: Sequence[int], detect: bool, capture_names: Sequence[str]) -> None:
+    def __init__(self, ports: Sequence[int], detect: bool, capture_names: Sequence[str], sink: PartSink) -> None:
+        self.sink = sink
         self.ports = list(ports)
         self.detect = detect
         self.capture_names = list(capture_names)
@@ -130,16 +130,20 @@ class ConnectionRunner:
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
         for exchange in exchanges:
             row = exchange.to_row()
-            row["kind"] = EXCHANGE
             key = exchange.stream_key
             row["stream_capture_index"], row["stream_frame_number"] = key if key is not None else (None, None)
             row["ordinal"] = self._ordinal
             self._ordinal += 1
+            self.sink.add_exchange(row)
             try:
-                row["partition_errors"] = _partition_errors(exchange)
+                errors = _partition_errors(exchange)
             except Exception:  # a summary problem must not lose the exchange; counted
                 self.partition_error_failures += 1
-            self.output.add(row)
+                errors = []
+            if errors:
+                shared = {name: row[name] for name in _PARTITION_ERROR_EXCHANGE_COLUMNS}
+                for error in errors:
+                    self.sink.add_partition_error({**shared, **error})
             # decoded messages are not needed any more
             exchange.request = exchange.response = None
 
@@ -150,8 +154,8 @@ class ConnectionRunner:
         self._emit(dissector.finish())
         self.classified_connections += len(dissector.classified)
         for capture_index, frame_number in dissector.classified:
-            self.output.add({"kind": CONNECTION, "stream_capture_index": capture_index,
-                             "stream_frame_number": frame_number})
+            self.output.add({"kind": CONNECTION, "task_partition": self.sink.task_partition,
+                             "stream_capture_index": capture_index, "stream_frame_number": frame_number})
         self._dissector = None
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -176,15 +180,26 @@ class ConnectionRunner:
             if self.output.size >= BATCH_ROWS:
                 yield self.output.batch()
         self.finish_connection()
+        written = self.sink.close()
         totals = self.accounting.to_dict()
         totals["partition_error_failures"] = self.partition_error_failures
         totals["read"] = self.read_totals
         totals["classified_connections"] = self.classified_connections
-        self.output.add({"kind": ACCOUNTING, "accounting": json.dumps(totals)})
+        totals["rows_written"] = {EXCHANGES: written[EXCHANGES], PARTITION_ERRORS: written[PARTITION_ERRORS]}
+        self.output.add({"kind": ACCOUNTING, "task_partition": self.sink.task_partition,
+                         "accounting": json.dumps(totals)})
         yield self.output.batch()
 
 
 def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], detect: bool,
-                      capture_names: Sequence[str]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: sorted segment batches of one partition -> OUTPUT_SCHEMA batches."""
-    yield from ConnectionRunner(ports, detect, capture_names).run(batches)
+                      capture_names: Sequence[str], work_dir: str) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: sorted segment batches of one partition -> OUTPUT_SCHEMA
+    batches; the exchange rows go to this task partition's files in `work_dir`."""
+    from pyspark import TaskContext
+
+    sink = PartSink(work_dir, TaskContext.get().partitionId())
+    try:
+        yield from ConnectionRunner(ports, detect, capture_names, sink).run(batches)
+    except BaseException:
+        sink.abandon()
+        raise

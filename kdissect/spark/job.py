@@ -9,10 +9,13 @@ counts, one accounting row per task, a few summary rows):
    master, driver processes started before the JVM);
 3. read splits into rows of segment runs, shuffle by 4-tuple, sort each
    partition by 4-tuple then capture order, and run one `Dissector` per 4-tuple
-   (`mapInArrow`); the result is persisted (memory, spilling to disk);
-4. number streams by ranking the connections' classification keys; write
-   `exchanges/` and `partition_errors/` side by side, then the four summary
-   tables side by side (concurrent jobs, see `tables.write_all`);
+   (`mapInArrow`); each task writes its exchange and partition error rows to
+   its own Arrow files (see part_files.py) and hands back only a row per Kafka
+   connection and its accounting;
+4. number streams by ranking the connections' classification keys, and have
+   each task partition rewrite its files as the final Parquet parts of
+   `exchanges/` and `partition_errors/`; then the four summary tables from
+   the written exchanges, side by side (concurrent jobs, see `tables.write_all`);
 5. write `manifest.json` and print a short summary.
 """
 
@@ -34,7 +37,7 @@ from kdissect.spark.inputs import expand_inputs, file_kind
 
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "errors", "throttle", "timeseries")
-WORK_DIR = "_work"  # where earlier versions kept the dissected rows; removed if found
+WORK_DIR = "_work"  # the tasks' Arrow files before stream numbering (see part_files.py)
 # rows per Arrow batch handed to Python: bounded because a row (a run of
 # segments, see segments.py) can hold a little over a MiB of payload
 ARROW_BATCH_ROWS = 32
@@ -147,11 +150,15 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     detect = options.detect
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
+    outdir = options.outdir.rstrip("/")
+    work_dir = os.path.abspath(os.path.join(outdir, WORK_DIR))
+    _clear_tables(outdir)
+
     def dissect(batches):
         from kdissect.allocator import keep_freed_memory
 
         keep_freed_memory()
-        return dissect_partition(batches, ports, detect, capture_names)
+        return dissect_partition(batches, ports, detect, capture_names, work_dir)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -161,41 +168,39 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         .sortWithinPartitions(*KEY_COLUMNS, *ORDER_COLUMNS)
         .mapInArrow(dissect, from_arrow_schema(OUTPUT_SCHEMA))
     )
-    outdir = options.outdir.rstrip("/")
-    # The dissected rows stay in Spark's block store (spilling to disk when
-    # memory runs short) for the table steps below; the first action computes
-    # them all.
-    from pyspark import StorageLevel
-
-    work_frame = dissected.persist(StorageLevel.MEMORY_AND_DISK)
+    # What comes back is small (a row per Kafka connection and one per task);
+    # it is kept for the stream numbering below, and the first action
+    # computes it all.
+    work_frame = dissected.cache()
     task_accountings = work_frame.where("kind = 2").select("accounting").collect()  # one small row per task
     say("packets read and dissected", "dissected")
 
     # -- 4. stream numbers, then every table ----------------------------------
     from kdissect.exchange import SCHEMA as EXCHANGE_SCHEMA
     from kdissect.spark import tables
+    from kdissect.spark.part_files import write_empty_parts
 
     accounting = Accounting()
     partition_error_failures = 0
     reading: dict[str, Any] = {}
     connections = 0  # classified as Kafka: each one gets a stream number
+    rows_written = {"exchanges": 0, "partition_errors": 0}
     for row in task_accountings:
         values = json.loads(row["accounting"])
         connections += values.pop("classified_connections", 0)
         partition_error_failures += values.pop("partition_error_failures", 0)
+        for table, count in values.pop("rows_written", {}).items():
+            rows_written[table] += count
         add_read_stats(reading, values.pop("read", {}))
         accounting.add(Accounting.from_dict(values))
     accounting.add_read_stats(_ReadTotals(reading))
-    ranks = tables.stream_ranks(work_frame, connections)
-    exchange_rows = work_frame.where("kind = 0")
-    # Each exchanges file comes out sorted by stream and exchange order; a
-    # global sort would cost a sampling pass and a shuffle of the whole table.
-    tables.write_all({
-        "exchanges": tables.number_streams(exchange_rows, ranks).sortWithinPartitions("stream", "ordinal")
-        .select(*tables.EXCHANGE_COLUMNS),
-        "partition_errors": tables.partition_errors(
-            tables.number_streams(exchange_rows.where("size(partition_errors) > 0"), ranks)),
-    }, outdir)
+    finished = tables.finish_part_files(work_frame, partitions, work_dir, outdir)
+    for table, count in rows_written.items():
+        if finished[table] != count:  # every row a task wrote must reach the final table
+            raise RuntimeError(f"{table}: {count} rows dissected but {finished[table]} written")
+    write_empty_parts(outdir)
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_frame.unpersist()
     say("exchange tables written", "exchange_tables")
 
     # The summary tables read the written exchanges: scanning their Parquet
@@ -211,7 +216,6 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     problems = reading.get("problems") or []
     if problems:
         summary += "\nreading problems (see manifest.json):\n" + "\n".join(f"  {p}" for p in problems[:10])
-    work_frame.unpersist()
 
     manifest = {
         "tool": "kdissect spark",
@@ -275,6 +279,13 @@ def _write_local(path: str, text: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
+
+
+def _clear_tables(outdir: str) -> None:
+    """Remove what an earlier run left of the tables the tasks write file by
+    file (Spark's overwrite mode does this for the others)."""
+    for name in ("exchanges", "partition_errors", WORK_DIR):
+        shutil.rmtree(os.path.join(outdir, name), ignore_errors=True)
 
 
 def prepare_outdir(outdir: str) -> None:

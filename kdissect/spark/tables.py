@@ -15,17 +15,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from kdissect.exchange import COLUMN_NAMES
-
-EXCHANGE_COLUMNS = list(COLUMN_NAMES)
 _NO_CLIENT_ID = "(none)"  # as `kdissect stats` labels a null client id
 _NO_BROKER = "?"
-
-
-# Up to this many connections, their stream numbers are broadcast to every
-# task and joined to the exchanges there, with no shuffle of the exchanges
-# (24 bytes or so per connection).
-BROADCAST_CONNECTIONS = 1_000_000
 
 
 def _sorted_values(column):
@@ -49,54 +40,52 @@ def _percentile(sorted_values: str, q: float):
     return F.when(n > 0, low + (high - low) * (position - lower)).cast("double")
 
 
-def stream_ranks(work, connections: int | None = None):
-    """(stream_capture_index, stream_frame_number, global_stream) of every
-    connection classified as Kafka, numbered as the CLI numbers them.
+def stream_ranks(work):
+    """(task_partition, stream_capture_index, stream_frame_number, global_stream)
+    of every connection classified as Kafka, numbered as the CLI numbers them.
 
     The CLI numbers connections in the order they are classified as Kafka;
     each connection's classification key (capture_index, frame_number) is
     unique, so ranking all keys reproduces that order. The keys are a dozen
-    bytes per connection, so one window over all of them is cheap. Marked for
-    broadcasting when there are few enough of them.
+    bytes per connection, so one window over all of them is cheap.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     order = Window.orderBy("stream_capture_index", "stream_frame_number")
-    ranks = (
+    return (
         work.where("kind = 1")
-        .select("stream_capture_index", "stream_frame_number")
-        .withColumn("global_stream", F.row_number().over(order) - 1)
-        .cache()  # small; used by both the exchange and the partition error tables
+        .select("task_partition", "stream_capture_index", "stream_frame_number")
+        .withColumn("global_stream", F.row_number().over(order).cast("long") - 1)
     )
-    if connections is not None and connections <= BROADCAST_CONNECTIONS:
-        ranks = F.broadcast(ranks)
-    return ranks
 
 
-def number_streams(exchange_rows, ranks):
-    """Exchange rows of the dissected output (kind 0) with `stream` numbered
-    from `stream_ranks`; keeps `ordinal` and `partition_errors`."""
+def finish_part_files(work, partitions: int, work_dir: str, outdir: str) -> dict[str, int]:
+    """Number the streams of the rows the dissecting tasks wrote and turn
+    their files into the exchanges/ and partition_errors/ tables (see
+    part_files.py); rows written per table.
+
+    Each task partition gets its connections' stream numbers, plus one marker
+    row (from its accounting row) so a partition with no Kafka connection is
+    finished too.
+    """
     from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    joined = exchange_rows.drop("stream").join(ranks, ["stream_capture_index", "stream_frame_number"], "left")
-    return joined.withColumn("stream", F.col("global_stream").cast("long")).select(
-        *EXCHANGE_COLUMNS, "ordinal", "partition_errors")
+    from kdissect.spark.part_files import FINISHED_SCHEMA, RANK_SCHEMA, finish_partitions
 
-
-def partition_errors(exchanges):
-    """One row per non-zero error per topic-partition of each response."""
-    from pyspark.sql import functions as F
-
-    exploded = exchanges.select(
-        "capture", "stream", "correlation_id", "api_key", "api_name", "api_version",
-        F.explode("partition_errors").alias("e"),
+    markers = work.where("kind = 2").select(
+        "task_partition", F.lit(None).cast("int").alias("stream_capture_index"),
+        F.lit(None).cast("long").alias("stream_frame_number"), F.lit(None).cast("long").alias("global_stream"))
+    ranks = stream_ranks(work).unionByName(markers)
+    finished = (
+        ranks.repartition(partitions, "task_partition")
+        .sortWithinPartitions("task_partition")
+        .select(*RANK_SCHEMA.names)
+        .mapInArrow(lambda batches: finish_partitions(batches, work_dir, outdir), from_arrow_schema(FINISHED_SCHEMA))
+        .collect()  # one small row per task partition
     )
-    return exploded.select(
-        "capture", "stream", "correlation_id", "api_key", "api_name", "api_version",
-        F.col("e.topic").alias("topic"), F.col("e.partition").alias("partition"),
-        F.col("e.error_code").alias("error_code"), F.col("e.error_name").alias("error_name"),
-    ).where("error_code != 0")
+    return {table: sum(row[table] for row in finished) for table in ("exchanges", "partition_errors")}
 
 
 def latency_table(exchanges):
