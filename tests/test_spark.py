@@ -106,6 +106,13 @@ def test_summary_tables_agree_with_exchanges(whole_run):
     assert sum(r["responses"] for r in throttle) == int(frame.throttle_time_ms.notna().sum())
     for name in ("partition_errors", "latency", "errors", "throttle", "timeseries"):
         assert manifest["counts"][name] == len(table_rows(outdir, name))
+    # each summary table is one file in a fixed order
+    dimensions = [row["dimension"] for row in latency.to_dict("records")]
+    assert dimensions == sorted(dimensions, key=["api", "client_id", "broker"].index)
+    minutes = [(row["minute"], row["api_name"]) for row in timeseries]
+    assert minutes == sorted(minutes)
+    assert [len(list((outdir / name).glob("*.parquet"))) for name in ("latency", "errors", "throttle", "timeseries")] \
+        == [1, 1, 1, 1]
 
 
 def test_rotated_files_give_the_whole_files_exchanges(spark, captures_dir, tmp_path):
@@ -205,31 +212,6 @@ def test_a_rerun_with_fewer_partitions_leaves_no_earlier_parts(spark, captures_d
     got = table_rows(tmp_path / "out", "exchanges")
     assert canonical(got) == canonical(export_rows([source], tmp_path / "whole.parquet"))
 
-
-
-def test_percentiles_of_throttle_times_equal_numpys(spark):
-    """The throttle table on crafted exchanges (the lab broker never throttles):
-    exact percentiles over the throttled responses only, none for a client
-    that was never throttled."""
-    import numpy as np
-
-    from kdissect.spark import tables
-
-    rng = np.random.default_rng(7)
-    waits = [int(v) for v in rng.integers(1, 5000, size=997)]
-    rows = [{"client_id": "busy", "broker": "b:9092", "throttle_time_ms": w} for w in waits]
-    rows += [{"client_id": "busy", "broker": "b:9092", "throttle_time_ms": 0}] * 50
-    rows += [{"client_id": "calm", "broker": "b:9092", "throttle_time_ms": 0}] * 3
-    rows += [{"client_id": "one", "broker": "b:9092", "throttle_time_ms": 42}]
-    frame = spark.createDataFrame(rows, "client_id string, broker string, throttle_time_ms int")
-    got = {row.client_id: row for row in tables.throttle_table(frame).collect()}
-    busy = got["busy"]
-    assert (busy.responses, busy.throttled, busy.max_ms, busy.total_ms) == (1047, 997, max(waits), sum(waits))
-    for column, q in (("p50_ms", 50), ("p90_ms", 90), ("p99_ms", 99)):
-        assert getattr(busy, column) == pytest.approx(float(np.percentile(waits, q)))
-        assert getattr(got["one"], column) == 42.0
-        assert getattr(got["calm"], column) is None
-    assert (got["calm"].throttled, got["calm"].total_ms) == (0, 0)
 
 
 def test_pre_pass_in_driver_processes_equals_the_spark_job(spark, captures_dir):

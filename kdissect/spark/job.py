@@ -14,8 +14,9 @@ counts, one accounting row per task, a few summary rows):
    connection and its accounting;
 4. number streams by ranking the connections' classification keys, and have
    each task partition rewrite its files as the final Parquet parts of
-   `exchanges/` and `partition_errors/`; then the four summary tables from
-   the written exchanges, side by side (concurrent jobs, see `tables.write_all`);
+   `exchanges/` and `partition_errors/` and hand back its contributions to
+   the summary tables, which a shuffle by group merges (`tables.finish_tables`,
+   one job); the driver writes the four small summary tables;
 5. write `manifest.json` and print a short summary.
 """
 
@@ -41,7 +42,6 @@ WORK_DIR = "_work"  # the tasks' Arrow files before stream numbering (see part_f
 # rows per Arrow batch handed to Python: bounded because a row (a run of
 # segments, see segments.py) can hold a little over a MiB of payload
 ARROW_BATCH_ROWS = 32
-OBJECT_AGGREGATE_GROUPS = 65536
 
 
 @dataclass
@@ -110,11 +110,6 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
             raise
     sc = spark.sparkContext
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
-    # The summary tables group by client id, broker and minute: thousands of
-    # groups. Past 128 groups a task's hash aggregation of the percentile
-    # value lists falls back to sorting all its rows (measured on one core for
-    # 622k exchanges: the latency table 5.8 s -> 3.3 s with the higher bound).
-    spark.conf.set("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", str(OBJECT_AGGREGATE_GROUPS))
 
     scans: dict[int, planning.RangeScan] = {}
     if local_scan is not None:
@@ -176,9 +171,9 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     say("packets read and dissected", "dissected")
 
     # -- 4. stream numbers, then every table ----------------------------------
-    from kdissect.exchange import SCHEMA as EXCHANGE_SCHEMA
     from kdissect.spark import tables
     from kdissect.spark.part_files import write_empty_parts
+    from kdissect.spark.summaries import write_tables
 
     accounting = Accounting()
     partition_error_failures = 0
@@ -194,19 +189,15 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         add_read_stats(reading, values.pop("read", {}))
         accounting.add(Accounting.from_dict(values))
     accounting.add_read_stats(_ReadTotals(reading))
-    finished = tables.finish_part_files(work_frame, partitions, work_dir, outdir)
+    summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir)
     for table, count in rows_written.items():
-        if finished[table] != count:  # every row a task wrote must reach the final table
-            raise RuntimeError(f"{table}: {count} rows dissected but {finished[table]} written")
+        if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
+            raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
     write_empty_parts(outdir)
     shutil.rmtree(work_dir, ignore_errors=True)
     work_frame.unpersist()
     say("exchange tables written", "exchange_tables")
-
-    # The summary tables read the written exchanges: scanning their Parquet
-    # columns is cheaper than scanning the cached rows.
-    written = spark.read.schema(from_arrow_schema(EXCHANGE_SCHEMA)).parquet(f"{outdir}/exchanges")
-    tables.write_all(tables.summary_tables(spark, written), outdir)
+    write_tables(summary_rows, outdir)
     say("summary tables written", "summary_tables")
     # Row counts and the printed summary come from the Parquet footers and the
     # small summary tables read on the driver: no further Spark jobs.

@@ -11,7 +11,8 @@ Stream numbers are global (the order in which the CLI would have classified
 each connection), so they are only known once every task has finished. A
 second, small Spark job hands each task partition the stream numbers of its
 own connections (`finish_partitions`), and that task rewrites its Arrow files
-as the final Parquet parts, sorted by stream and exchange order.
+as the final Parquet parts, sorted by stream and exchange order, and sums up
+its exchanges for the summary tables (summaries.py).
 
 Files are written under a temporary name and renamed, and named by task
 partition, so a task that runs twice (a retry, speculation) writes the same
@@ -61,11 +62,6 @@ RANK_SCHEMA = pa.schema([
     ("stream_capture_index", pa.int32()),  # null: a marker row, one per task partition
     ("stream_frame_number", pa.int64()),
     ("global_stream", pa.int64()),
-])
-FINISHED_SCHEMA = pa.schema([
-    ("task_partition", pa.int32()),
-    ("exchanges", pa.int64()),
-    ("partition_errors", pa.int64()),
 ])
 BATCH_ROWS = 4096
 
@@ -153,14 +149,17 @@ class PartSink:
             file.abandon()
 
 
-def finish_part(work_dir: str, outdir: str, task_partition: int, streams: dict[tuple[int, int], int]) -> dict[str, int]:
+def finish_part(work_dir: str, outdir: str, task_partition: int,
+                streams: dict[tuple[int, int], int]) -> tuple[dict[str, int], pa.Table]:
     """Rewrite one task partition's Arrow files as final Parquet parts: stream
     numbers from `streams` ((capture index, frame number) -> stream), rows
-    sorted by stream and exchange order. Rows written per table."""
+    sorted by stream and exchange order. Returns the rows written per table
+    and the partition's exchanges (for the summary tables)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     written: dict[str, int] = {}
+    exchanges = EXCHANGE_SCHEMA.empty_table()
     for table, schema in FINAL_SCHEMAS.items():
         source = _work_file(work_dir, table, task_partition)
         if not source.exists():  # the task had no rows of this table
@@ -176,33 +175,54 @@ def finish_part(work_dir: str, outdir: str, task_partition: int, streams: dict[t
         final = ordered.select(schema.names).cast(schema)
         _replace_atomically(_final_file(outdir, table, task_partition), lambda path: pq.write_table(final, path))
         written[table] = final.num_rows
-    return written
+        if table == EXCHANGES:
+            exchanges = final
+    return written, exchanges
+
+
+# exchanges summed up together for the summary tables: more per batch, fewer
+# contribution rows (a group met in several batches gives a row in each)
+SUMMARY_BATCH_ROWS = 1 << 18
 
 
 def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: str) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: RANK_SCHEMA rows sorted by task partition (every task
-    partition has one marker row with null keys) -> one FINISHED_SCHEMA row
-    per task partition finished."""
+    partition has one marker row with null keys) -> the finished task
+    partitions' contributions to the summary tables and the rows they wrote
+    (summaries.CONTRIBUTION_SCHEMA). Exchanges of consecutive task partitions
+    are summed up together, up to SUMMARY_BATCH_ROWS at a time."""
+    from kdissect.spark.summaries import contributions
+
     current: int | None = None
     streams: dict[tuple[int, int], int] = {}
+    pending: list[pa.Table] = []
+    written = {table: 0 for table in FINAL_SCHEMAS}
 
-    def finish() -> pa.RecordBatch:
-        written = finish_part(work_dir, outdir, current, streams)
-        return pa.RecordBatch.from_pylist(
-            [{"task_partition": current, "exchanges": written[EXCHANGES],
-              "partition_errors": written[PARTITION_ERRORS]}], schema=FINISHED_SCHEMA)
+    def finish() -> Iterator[pa.RecordBatch]:
+        counts, exchanges = finish_part(work_dir, outdir, current, streams)
+        for table, count in counts.items():
+            written[table] += count
+        pending.append(exchanges)
+        if sum(table.num_rows for table in pending) >= SUMMARY_BATCH_ROWS:
+            yield from summarise()
+
+    def summarise(counts: dict[str, int] | None = None) -> Iterator[pa.RecordBatch]:
+        yield from contributions(pa.concat_tables(pending) if pending else EXCHANGE_SCHEMA.empty_table(),
+                                 counts or {}).to_batches()
+        pending.clear()
 
     for batch in batches:
         columns = [batch.column(name).to_pylist() for name in RANK_SCHEMA.names]
         for task_partition, capture_index, frame_number, stream in zip(*columns):
             if task_partition != current:
                 if current is not None:
-                    yield finish()
+                    yield from finish()
                 current, streams = task_partition, {}
             if capture_index is not None:
                 streams[(capture_index, frame_number)] = stream
     if current is not None:
-        yield finish()
+        yield from finish()
+    yield from summarise(written)
 
 
 def write_empty_parts(outdir: str) -> None:
