@@ -166,6 +166,17 @@ def test_cli_bad_inputs_are_one_line_errors(tmp_path, capsys):
     assert not (tmp_path / "out").exists()  # nothing is created for a run that cannot start
 
 
+def test_cli_remote_outdir_is_a_one_line_error(captures_dir, capsys):
+    """The tasks write the exchange files into OUTDIR directly: a remote URL
+    is refused before anything starts."""
+    from kdissect.cli import main
+
+    assert main(["spark", str(captures_dir / "admin.pcap"), "-o", "hdfs://namenode/reports"]) == 2
+    err = capsys.readouterr().err
+    assert "OUTDIR must be a local or mounted path" in err and len(err.strip().splitlines()) == 1
+    assert not Path("hdfs:").exists()
+
+
 def test_cli_run_prints_only_its_own_lines(captures_dir, tmp_path):
     """A whole `kdissect spark` run in a child process: the summary on stdout,
     and on stderr only kdissect's progress lines (no Spark log-level banner,

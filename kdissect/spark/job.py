@@ -145,7 +145,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     detect = options.detect
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
-    outdir = options.outdir.rstrip("/")
+    outdir = local_outdir(options.outdir).rstrip("/")
     work_dir = os.path.abspath(os.path.join(outdir, WORK_DIR))
     _clear_tables(outdir)
 
@@ -264,9 +264,6 @@ def _split_schema():
 
 
 def _write_local(path: str, text: str) -> None:
-    if "://" in path and not path.startswith("file://"):
-        raise InputError(f"cannot write the manifest to {path}: OUTDIR must be a local or mounted path")
-    path = path.removeprefix("file://")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
@@ -279,8 +276,18 @@ def _clear_tables(outdir: str) -> None:
         shutil.rmtree(os.path.join(outdir, name), ignore_errors=True)
 
 
+def local_outdir(outdir: str) -> str:
+    """OUTDIR as a file system path: the tasks and the driver write into it
+    with plain file operations, so it must be local or mounted (on every
+    node, for a cluster); a file:// URL is accepted."""
+    if "://" in outdir and not outdir.startswith("file://"):
+        raise InputError(f"{outdir}: OUTDIR must be a local or mounted path (the tasks write into it directly)")
+    return outdir.removeprefix("file://")
+
+
 def prepare_outdir(outdir: str) -> None:
-    """Create OUTDIR; refuse a path that is a file."""
+    """Create OUTDIR; refuse a path that is a file or a remote URL."""
+    outdir = local_outdir(outdir)
     if os.path.exists(outdir) and not os.path.isdir(outdir):
         raise InputError(f"{outdir}: exists and is not a directory")
     os.makedirs(outdir, exist_ok=True)
