@@ -6,9 +6,9 @@
    where a percentile is wanted.
 2. `merge_contributions`: Spark brings the rows of one group together
    (shuffled and sorted by the group columns) and the merge sums the counts
-   and takes exact percentiles of all the group's values (linear
-   interpolation between closest ranks, as `kdissect stats` and numpy
-   compute them). One JSON row per table row goes back to
+   and takes exact percentiles of all the group's values with
+   `kdissect.report.percentile`, as `kdissect stats` does (linear
+   interpolation between closest ranks, numpy's default method). One JSON row per table row goes back to
    the driver, which writes each table as one sorted Parquet file
    (`write_tables`): the tables have a row per API, client, broker or minute,
    so they are small.
@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kdissect.report import percentile
 
 NO_CLIENT_ID = "(none)"  # as `kdissect stats` labels a null client id
 NO_BROKER = "?"
@@ -165,31 +166,23 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def _percentile(values: Any, q: float) -> float:
-    """Exact percentile of an ascending sequence, interpolating linearly
-    between the closest ranks (numpy's default method; the same arithmetic
-    as the Spark SQL expression this replaced, so the same doubles)."""
-    position = (len(values) - 1) * q
-    lower, upper = math.floor(position), math.ceil(position)
-    low, high = float(values[lower]), float(values[upper])
-    return low + (high - low) * (position - lower)
+def _percentiles(values: list[float], *qs: float) -> list[float | None]:
+    """Exact percentiles (q in [0, 100]) of a sorted list, as `kdissect
+    stats` computes them; None for no values."""
+    return [percentile(values, q) if values else None for q in qs]
 
 
-def _percentiles(values: Any, *qs: float) -> list[float | None]:
-    return [_percentile(values, q) if len(values) else None for q in qs]
-
-
-def _merged_row(key: dict[str, Any], sums: dict[str, int], values: Any) -> dict[str, Any]:
+def _merged_row(key: dict[str, Any], sums: dict[str, int], values: list[float]) -> dict[str, Any]:
     """One table row from the summed contributions of one group and its
-    sorted values (a numpy array)."""
+    sorted values."""
     table = key["table"]
     if table == "latency":
         dimension = key["dimension"]
-        p50, p90, p99 = _percentiles(values, 0.5, 0.9, 0.99)
+        p50, p90, p99 = _percentiles(values, 50, 90, 99)
         merged = {"dimension": dimension, "api_name": None, "api_version": None, "client_id": None, "broker": None,
                   "count": len(values), "p50": p50, "p90": p90, "p99": p99,
-                  "max": float(values[-1]) if len(values) else None,
-                  "mean": math.fsum(values.tolist()) / len(values) if len(values) else None}
+                  "max": values[-1] if values else None,
+                  "mean": math.fsum(values) / len(values) if values else None}
         merged.update({name: key[name] for name in _LATENCY_DIMENSIONS[dimension]})
         return merged
     if table == "errors":
@@ -198,13 +191,13 @@ def _merged_row(key: dict[str, Any], sums: dict[str, int], values: Any) -> dict[
         return {"api_name": key["api_name"], "error_code": key["error_code"], "error_name": error_name(key["error_code"]),
                 "top_level": sums["count"], "anywhere": sums["anywhere"]}
     if table == "throttle":
-        p50, p90, p99 = _percentiles(values, 0.5, 0.9, 0.99)
+        p50, p90, p99 = _percentiles(values, 50, 90, 99)
         return {"client_id": key["client_id"], "broker": key["broker"], "responses": sums["count"],
                 "throttled": len(values), "p50_ms": p50, "p90_ms": p90, "p99_ms": p99,
-                "max_ms": int(values[-1]) if len(values) else None, "total_ms": int(math.fsum(values.tolist()))}
+                "max_ms": int(values[-1]) if values else None, "total_ms": int(math.fsum(values))}
     if table == "timeseries":
         return {"minute": key["minute"], "api_name": key["api_name"], "exchanges": sums["count"],
-                "bytes": sums["bytes"], "errors": sums["errors"], "p99_latency_ms": _percentiles(values, 0.99)[0]}
+                "bytes": sums["bytes"], "errors": sums["errors"], "p99_latency_ms": _percentiles(values, 99)[0]}
     return {"table": key["dimension"], "rows": sums["count"]}  # WRITTEN
 
 
@@ -248,7 +241,7 @@ def merge_contributions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Record
     keys = table.select(GROUP_COLUMNS).take(pa.array(starts)).to_pylist()
     out = []
     for group, key in enumerate(keys):
-        values = np.sort(flat_values[bounds[group]:bounds[group + 1]])
+        values = np.sort(flat_values[bounds[group]:bounds[group + 1]]).tolist()
         group_sums = {name: int(sums[name][group]) for name in _SUMMED}
         out.append({"table": key["table"], "row": json.dumps(_merged_row(key, group_sums, values))})
     yield pa.RecordBatch.from_pylist(out, schema=MERGED_SCHEMA)
