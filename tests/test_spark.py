@@ -243,3 +243,16 @@ def test_local_task_slots_follow_the_master():
     assert local_task_slots("spark://host:7077") is None
     assert local_task_slots("yarn") is None
     assert local_task_slots(None) is None
+
+
+def test_a_capture_without_packets_gives_empty_readable_tables(spark, captures_dir, tmp_path):
+    """No task writes a row: every table still exists with its schema (the
+    exchanges with `kdissect export`'s), and the counts are zero."""
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes((captures_dir / "admin.pcap").read_bytes()[:24])  # the file header only
+    manifest = _run(spark, [empty], tmp_path / "out")
+    for name in ("exchanges", "partition_errors", "latency", "errors", "throttle", "timeseries"):
+        assert table_rows(tmp_path / "out", name) == []
+        assert manifest["counts"][name] == 0
+    schema = ds.dataset(str(tmp_path / "out" / "exchanges")).schema
+    assert [(f.name, f.type) for f in schema] == [(f.name, f.type) for f in SCHEMA]
