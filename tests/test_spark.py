@@ -256,3 +256,15 @@ def test_a_capture_without_packets_gives_empty_readable_tables(spark, captures_d
         assert manifest["counts"][name] == 0
     schema = ds.dataset(str(tmp_path / "out" / "exchanges")).schema
     assert [(f.name, f.type) for f in schema] == [(f.name, f.type) for f in SCHEMA]
+
+
+def test_a_relative_outdir_is_where_the_tasks_write_too(spark, captures_dir, tmp_path, monkeypatch):
+    """The tasks write the exchange files themselves, in Python workers whose
+    working directory is the JVM's (an executor's own, on a cluster), not the
+    driver's: a relative OUTDIR must reach them as the driver's path."""
+    source = captures_dir / "admin.pcap"
+    monkeypatch.chdir(tmp_path)  # the session's JVM keeps its own working directory
+    result = run_job(JobOptions(inputs=[str(source)], outdir="relative-out", master=None), spark=spark)
+    assert result.manifest["counts"]["exchanges"] > 0
+    got = table_rows(tmp_path / "relative-out", "exchanges")
+    assert canonical(got) == canonical(export_rows([source], tmp_path / "whole.parquet"))

@@ -145,8 +145,10 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     detect = options.detect
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
-    outdir = local_outdir(options.outdir).rstrip("/")
-    work_dir = os.path.abspath(os.path.join(outdir, WORK_DIR))
+    # absolute: the tasks write into it, and an executor's working directory
+    # is not the driver's
+    outdir = os.path.abspath(local_outdir(options.outdir))
+    work_dir = os.path.join(outdir, WORK_DIR)
     _clear_tables(outdir)
 
     def dissect(batches):
