@@ -292,7 +292,4 @@ def prepare_outdir(outdir: str) -> None:
     outdir = local_outdir(outdir)
     if os.path.exists(outdir) and not os.path.isdir(outdir):
         raise InputError(f"{outdir}: exists and is not a directory")
-    os.makedirs(outdir, exist_ok=True)
-    stale = os.path.join(outdir, WORK_DIR)
-    if os.path.isdir(stale):
-        shutil.rmtree(stale)
+    os.makedirs(outdir, exist_ok=True)  # what an earlier run left is cleared by run_job
