@@ -176,7 +176,7 @@ def iter_pcap_records(buffer: bytes, header: PcapHeader, start: int = 24) -> Ite
         data_at = pos + hsize
         if data_at + caplen > end:
             return
-        yield PcapRecord(data_at, sec + frac / ticks, caplen, wirelen)
+        yield PcapRecord(data_at, sec * 1_000_000_000 + frac * (1_000_000_000 // ticks), caplen, wirelen)
         pos = data_at + caplen
 
 
@@ -371,7 +371,7 @@ class _FileReader:
                 number += 1
                 stats.packets += 1
                 stats.bytes += caplen
-                yield Frame(ci, number, linktype, sec + frac / ticks, buf[data_at : data_at + caplen], wirelen)
+                yield Frame(ci, number, linktype, sec * 1_000_000_000 + frac * (1_000_000_000 // ticks), buf[data_at : data_at + caplen], wirelen)
                 pos = data_at + caplen
             more = self._more()
             if not more:
@@ -388,7 +388,7 @@ class _FileReader:
         try:
             header = self.pcap
             unpack = struct.Struct(header.byte_order + "IIII").unpack_from
-            ticks = header.ticks_per_second
+            scale = 1_000_000_000 // header.ticks_per_second
             hsize = header.record_header_size
             limit = _record_limit(header.snaplen)
             linktype = header.linktype
@@ -418,7 +418,7 @@ class _FileReader:
                     pos = data_at + caplen
                     stats.packets += 1
                     stats.bytes += caplen
-                    ts = sec + frac / ticks
+                    ts = sec * 1_000_000_000 + frac * scale
                     if ethernet and caplen >= 54:
                         # Ethernet + IPv4 without options + TCP, the common
                         # case, taken apart in place (decode_frame does the
@@ -490,7 +490,7 @@ class _FileReader:
         pos = 0
         number = 0
         order = "<"
-        interfaces: list[tuple[int, float, float, int]] = []  # linktype, seconds per tick, offset, snaplen
+        interfaces: list[tuple[int, int, int, int, int]] = []  # linktype, seconds per tick, offset, snaplen
         ci = self.capture_index
         stats = self.stats
         while True:
@@ -554,9 +554,9 @@ class _FileReader:
                     stats.undecodable += 1
                     stats.problems.append(f"{self.path.name}: packet {number} is malformed")
                 else:
-                    linktype, tick, offset, _snap = interfaces[iface]
+                    linktype, tick, scale_div, offset, _snap = interfaces[iface]
                     stats.bytes += caplen
-                    ts = ((ts_hi << 32) | ts_lo) * tick + offset
+                    ts = ((ts_hi << 32) | ts_lo) * tick // scale_div + offset
                     yield Frame(ci, number, linktype, ts, buf[data_at : data_at + caplen], wirelen, iface)
             elif block_type == 3:  # simple packet block: no timestamp, interface 0
                 (wirelen,) = struct.unpack_from(order + "I", buf, body)
@@ -566,10 +566,10 @@ class _FileReader:
                     stats.undecodable += 1
                     stats.problems.append(f"{self.path.name}: packet {number} precedes any interface")
                 else:
-                    linktype, _tick, _offset, snap = interfaces[0]
+                    linktype, _tick, _div, _offset, snap = interfaces[0]
                     caplen = min(wirelen, body_end - body - 4, snap or wirelen)
                     stats.bytes += caplen
-                    yield Frame(ci, number, linktype, 0.0, buf[body + 4 : body + 4 + caplen], wirelen)
+                    yield Frame(ci, number, linktype, 0, buf[body + 4 : body + 4 + caplen], wirelen)
             elif block_type == 1:  # interface description
                 if body_end - body < 8:
                     self._damaged(f"damaged interface description after packet {number}", len(buf) - pos)
@@ -578,10 +578,11 @@ class _FileReader:
             pos += length
 
     @staticmethod
-    def _interface(buf: bytes, body: int, end: int, order: str) -> tuple[int, float, float, int]:
+    def _interface(buf: bytes, body: int, end: int, order: str) -> tuple[int, int, int, int, int]:
+        """linktype, then ts -> ns as ts * tick // div, the offset in ns, snaplen"""
         linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", buf, body)
-        tick = 1e-6
-        offset = 0.0
+        tick, div = 1000, 1
+        offset = 0
         opt = body + 8
         while opt + 4 <= end:
             code, size = struct.unpack_from(order + "HH", buf, opt)
@@ -590,11 +591,16 @@ class _FileReader:
                 break
             if code == 9 and len(value) >= 1:  # if_tsresol
                 resolution = value[0]
-                tick = 2.0 ** -(resolution & 0x7F) if resolution & 0x80 else 10.0**-resolution
+                if resolution & 0x80:
+                    tick, div = 1_000_000_000, 1 << (resolution & 0x7F)
+                elif resolution <= 9:
+                    tick, div = 10 ** (9 - resolution), 1
+                else:
+                    tick, div = 1, 10 ** (resolution - 9)
             elif code == 14 and len(value) >= 8:  # if_tsoffset, seconds
-                offset = float(struct.unpack_from(order + "q", value)[0])
+                offset = struct.unpack_from(order + "q", value)[0] * 1_000_000_000
             opt += 4 + ((size + 3) & ~3)
-        return linktype, tick, offset, snaplen
+        return linktype, tick, div, offset, snaplen
 
 
 def _first_timestamp(path: Path) -> float | None:
@@ -618,7 +624,7 @@ def capture_set_order(paths: Sequence[str | Path]) -> list[Path]:
     for p in paths:
         path = Path(p)
         first = _first_timestamp(path)
-        keyed.append((first is None, first or 0.0, str(path), path))
+        keyed.append((first is None, first or 0, str(path), path))
     keyed.sort(key=lambda k: k[:3])
     return [k[3] for k in keyed]
 
@@ -631,6 +637,21 @@ class CaptureSet:
             paths = [paths]
         self.paths = capture_set_order(paths)
         self.stats = stats if stats is not None else ReadStats()
+
+    @property
+    def finest_resolution(self) -> int:
+        """Ticks per second of the finest-grained file of the set."""
+        finest = 1_000_000
+        for path in self.paths:
+            reader = _FileReader(path, 0, ReadStats())
+            try:
+                if reader.kind == "pcap":
+                    finest = max(finest, reader.pcap.ticks_per_second)
+                else:
+                    finest = max(finest, 1_000_000_000)
+            finally:
+                reader._close()
+        return finest
 
     def frames(self) -> Iterator[Frame]:
         for index, path in enumerate(self.paths):

@@ -2,12 +2,16 @@
 
 An `Exchange` is one request and its response (either may be missing). Its row
 (`to_row`) is what JSONL, CSV, Parquet and the Spark job emit; the columns and
-their Arrow types are defined once, in `COLUMNS`.
+their Arrow types are defined once, in `COLUMN_TYPES`. Times are integers of
+nanoseconds since the epoch (`kdissect.times`); durations are computed from
+them and are exact to the capture's resolution.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from kdissect.problems import code_of
 
 # status values
 OK = "ok"
@@ -19,7 +23,8 @@ STATUSES = (OK, NO_RESPONSE, ORPHAN_RESPONSE, MALFORMED, TRUNCATED)
 
 # The exchange table: (column, Arrow type name), in output order. Type names
 # (not pyarrow objects) keep pyarrow out of the import path of the CLI;
-# `arrow_schema()` builds the pyarrow schema from them.
+# `arrow_schema()` builds the pyarrow schema from them. "timestamp" columns
+# hold integer nanoseconds in rows and take the run's unit in Arrow.
 COLUMN_TYPES: list[tuple[str, str]] = [
     ("capture", "string"),
     ("stream", "int64"),
@@ -30,8 +35,8 @@ COLUMN_TYPES: list[tuple[str, str]] = [
     ("api_name", "string"),
     ("api_version", "int16"),
     ("client_id", "string"),
-    ("request_ts", "float64"),
-    ("response_ts", "float64"),
+    ("request_ts", "timestamp"),
+    ("response_ts", "timestamp"),
     ("request_frame", "int64"),
     ("response_frame", "int64"),
     ("latency_ms", "float64"),
@@ -42,6 +47,7 @@ COLUMN_TYPES: list[tuple[str, str]] = [
     ("error_codes", "list<int16>"),
     ("status", "string"),
     ("problems", "list<string>"),
+    ("problem_codes", "list<string>"),
     # record counts from batch headers (kdissect.records), null where the
     # exchange carries no records
     ("records", "int64"),
@@ -50,27 +56,31 @@ COLUMN_TYPES: list[tuple[str, str]] = [
 ]
 COLUMN_NAMES: list[str] = [name for name, _ in COLUMN_TYPES]
 LIST_COLUMNS = frozenset(name for name, kind in COLUMN_TYPES if kind.startswith("list<"))
+TIMESTAMP_COLUMNS = frozenset(name for name, kind in COLUMN_TYPES if kind == "timestamp")
 
 
-def _arrow_type(name: str):  # -> pyarrow.DataType
+def arrow_type(name: str, ts_unit: str = "us"):  # -> pyarrow.DataType
+    """The pyarrow type of a column type name."""
     import pyarrow as pa
 
     if name.startswith("list<"):
-        return pa.list_(_arrow_type(name[5:-1]))
+        return pa.list_(arrow_type(name[5:-1], ts_unit))
+    if name == "timestamp":
+        return pa.timestamp(ts_unit, tz="UTC")
     return {"string": pa.string(), "int64": pa.int64(), "int32": pa.int32(),
-            "int16": pa.int16(), "float64": pa.float64()}[name]
+            "int16": pa.int16(), "float64": pa.float64(), "bool": pa.bool_()}[name]
 
 
-def arrow_columns() -> list:
+def arrow_columns(ts_unit: str = "us") -> list:
     """[(name, pyarrow type)] of the exchange table."""
-    return [(name, _arrow_type(kind)) for name, kind in COLUMN_TYPES]
+    return [(name, arrow_type(kind, ts_unit)) for name, kind in COLUMN_TYPES]
 
 
-def arrow_schema():  # -> pyarrow.Schema
+def arrow_schema(ts_unit: str = "us"):  # -> pyarrow.Schema
     """The exchange table's pyarrow schema (JSONL/CSV/Parquet/Spark all follow it)."""
     import pyarrow as pa
 
-    return pa.schema(arrow_columns())
+    return pa.schema(arrow_columns(ts_unit))
 
 
 def endpoint(ip: str, port: int) -> str:
@@ -78,22 +88,18 @@ def endpoint(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-_NEW_LIST: Any = object()  # default of the list fields: a new empty list per exchange
-
-
 class Exchange:
     """One request/response pair of one connection, with what went wrong.
 
-    A plain slot class (equality is identity) rather than a dataclass: its
-    31 fields would cost a millisecond or two of generated code at every
-    start of the CLI. Construct it with keywords."""
+    A plain slot class (equality is identity). Construct it with keywords;
+    the pairer sets the response side when the response comes."""
 
     __slots__ = ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
                  "api_version", "client_id", "request_ts", "response_ts", "request_frame", "response_frame",
                  "request_bytes", "response_bytes", "throttle_time_ms", "error_code", "error_codes", "status",
-                 "problems", "records", "record_bytes", "codecs", "request", "response",
+                 "problems", "problem_codes", "records", "record_bytes", "codecs", "request", "response",
                  "request_capture_index", "response_capture_index", "request_offset", "response_offset",
-                 "expects_response", "stream_key")
+                 "request_first_ts", "response_first_ts", "expects_response", "stream_key")
 
     def __init__(
         self,
@@ -106,17 +112,18 @@ class Exchange:
         api_name: str | None = None,
         api_version: int | None = None,
         client_id: str | None = None,
-        request_ts: float | None = None,
-        response_ts: float | None = None,
+        request_ts: int | None = None,
+        response_ts: int | None = None,
         request_frame: int | None = None,
         response_frame: int | None = None,
         request_bytes: int | None = None,
         response_bytes: int | None = None,
         throttle_time_ms: int | None = None,
         error_code: int | None = None,
-        error_codes: list[int] = _NEW_LIST,
+        error_codes: list[int] | None = None,
         status: str = OK,
-        problems: list[str] = _NEW_LIST,
+        problems: list[str] | None = None,
+        problem_codes: list[str] | None = None,
         records: int | None = None,
         record_bytes: int | None = None,
         codecs: list[str] | None = None,
@@ -126,10 +133,12 @@ class Exchange:
         response_capture_index: int | None = None,
         request_offset: int | None = None,
         response_offset: int | None = None,
+        request_first_ts: int | None = None,
+        response_first_ts: int | None = None,
         expects_response: bool = True,
         stream_key: tuple[int, int] | None = None,
     ) -> None:
-        self.capture = capture
+        self.capture = capture  # file holding the request (the response, for orphans)
         self.stream = stream
         self.client = client
         self.broker = broker
@@ -138,17 +147,18 @@ class Exchange:
         self.api_name = api_name
         self.api_version = api_version
         self.client_id = client_id
-        self.request_ts = request_ts
-        self.response_ts = response_ts
+        self.request_ts = request_ts  # ns: the packet that completed the request frame
+        self.response_ts = response_ts  # ns: the packet that completed the response frame
         self.request_frame = request_frame
         self.response_frame = response_frame
         self.request_bytes = request_bytes
         self.response_bytes = response_bytes
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
-        self.error_codes = [] if error_codes is _NEW_LIST else error_codes
+        self.error_codes = [] if error_codes is None else error_codes
         self.status = status
-        self.problems = [] if problems is _NEW_LIST else problems
+        self.problems = [] if problems is None else problems
+        self.problem_codes = [] if problem_codes is None else problem_codes  # one code per text
         # record counts from batch headers (kdissect.records), None where the
         # exchange carries no records
         self.records = records
@@ -163,6 +173,9 @@ class Exchange:
         # stream offsets of the frames' size fields (per direction, from the first byte seen)
         self.request_offset = request_offset
         self.response_offset = response_offset
+        # ns: the packets that carried each frame's first byte
+        self.request_first_ts = request_first_ts
+        self.response_first_ts = response_first_ts
         self.expects_response = expects_response
         # (capture_index, frame_number) at which the connection was classified as Kafka
         self.stream_key = stream_key
@@ -173,14 +186,14 @@ class Exchange:
 
     @property
     def latency_ms(self) -> float | None:
-        if self.request_ts is None or self.response_ts is None:
+        """From the packet that completed the request to the one that completed the response."""
+        request_ts, response_ts = self.request_ts, self.response_ts
+        if request_ts is None or response_ts is None:
             return None
-        return (self.response_ts - self.request_ts) * 1000.0
+        return (response_ts - request_ts) / 1_000_000
 
     def to_row(self) -> dict[str, Any]:
         """The table row: a dict with exactly COLUMN_NAMES as keys, in order."""
-        request_ts = self.request_ts
-        response_ts = self.response_ts
         return {
             "capture": self.capture,
             "stream": self.stream,
@@ -191,12 +204,11 @@ class Exchange:
             "api_name": self.api_name,
             "api_version": self.api_version,
             "client_id": self.client_id,
-            "request_ts": request_ts,
-            "response_ts": response_ts,
+            "request_ts": self.request_ts,
+            "response_ts": self.response_ts,
             "request_frame": self.request_frame,
             "response_frame": self.response_frame,
-            "latency_ms": None if request_ts is None or response_ts is None
-            else (response_ts - request_ts) * 1000.0,
+            "latency_ms": self.latency_ms,
             "request_bytes": self.request_bytes,
             "response_bytes": self.response_bytes,
             "throttle_time_ms": self.throttle_time_ms,
@@ -204,14 +216,17 @@ class Exchange:
             "error_codes": self.error_codes,
             "status": self.status,
             "problems": self.problems,
+            "problem_codes": self.problem_codes,
             "records": self.records,
             "record_bytes": self.record_bytes,
             "codecs": self.codecs,
         }
 
-    def add_problem(self, text: str) -> None:
+    def add_problem(self, code: str, text: str) -> None:
+        """Note a problem (code from kdissect.problems.CATALOG); repeats are kept once."""
         if text not in self.problems:
             self.problems.append(text)
+            self.problem_codes.append(code_of(code))
 
 
 def __getattr__(name: str):

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Sequence
 
-from kdissect.exchange import COLUMN_NAMES, COLUMN_TYPES, LIST_COLUMNS, arrow_schema
+from kdissect.exchange import COLUMN_NAMES, COLUMN_TYPES, LIST_COLUMNS, TIMESTAMP_COLUMNS, arrow_schema
+from kdissect.times import digits, seconds_text
 from kdissect.failures import InputError
 from kdissect.packet import SlotRecord
 
@@ -126,20 +127,21 @@ _one_str_memo = _Memo(lambda text: "[" + _esc(text) + "]")  # JSON of a list of 
 # repr, without a call); anything else goes through int.__repr__, which
 # raises for non-ints as before.
 _INT = "{v} if {v}.__class__ is int else _int_repr({v})"
-_JSON_OF_KIND = {"string": "_esc_memo[{v}]", "int64": _INT, "int32": _INT,
+_JSON_OF_KIND = {"string": "_esc_memo[{v}]", "int64": _INT, "int32": _INT, "timestamp": "_seconds({v})",
                  "int16": _INT, "float64": "_float_repr({v})",
                  "list<int16>": '(_json_ints({v}) if {v} else "[]")',
                  "list<string>": '((_one_str_memo[{v}[0]] if {v}.__class__ is list and len({v}) == 1 '
                                  'else _json_strs({v})) if {v} else "[]")'}
 
 
-def _exchange_line_function() -> Callable[[Any], str]:
+def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     """exchange -> its JSONL line, without building the row dict: one f-string
     written from COLUMN_TYPES. The output is byte for byte what the json
-    module writes for `exchange.to_row()` (ASCII, compact separators); a value
-    of an unexpected type raises (TypeError/ValueError) and the caller falls
-    back to the json module. Bools are not told apart from ints: no column
-    holds one."""
+    module writes for `exchange.to_row()` (ASCII, compact separators) with
+    timestamps written as exact epoch seconds at `ts_unit`'s resolution; a
+    value of an unexpected type raises (TypeError/ValueError) and the caller
+    falls back to the json module. Bools are not told apart from ints: no
+    column holds one."""
     lines = ["def exchange_line(ex):"]
     parts = []
     where = {name: i for i, (name, _) in enumerate(COLUMN_TYPES)}
@@ -147,7 +149,7 @@ def _exchange_line_function() -> Callable[[Any], str]:
         if name == "latency_ms" and where["request_ts"] < i and where["response_ts"] < i:
             # Exchange.latency_ms computed inline (the property is a call per row)
             req, resp = f"v{where['request_ts']}", f"v{where['response_ts']}"
-            lines.append(f"    v{i} = None if {req} is None or {resp} is None else ({resp} - {req}) * 1000.0")
+            lines.append(f"    v{i} = None if {req} is None or {resp} is None else ({resp} - {req}) / 1000000")
         else:
             lines.append(f"    v{i} = ex.{name}")
         if kind == "float64":
@@ -158,26 +160,72 @@ def _exchange_line_function() -> Callable[[Any], str]:
         key = _esc(name).replace("{", "{{").replace("}", "}}")  # as json.dumps writes a str
         parts.append(f'{key}:{{"null" if v{i} is None else {text}}}')
     lines.append("    return f'{{" + ",".join(parts) + "}}\\n'")
+    places = digits(ts_unit)
+
+    def seconds(value: Any) -> str:
+        if value.__class__ is not int:
+            raise TypeError("a timestamp is an int of nanoseconds")
+        return seconds_text(value, places)
+
     namespace: dict[str, Any] = {"_esc": _esc, "_esc_memo": _esc_memo, "_one_str_memo": _one_str_memo,
-                                 "_int_repr": _int_repr, "_float_repr": _float_repr,
+                                 "_int_repr": _int_repr, "_float_repr": _float_repr, "_seconds": seconds,
                                  "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int}
     exec(compile("\n".join(lines), "<kdissect exchange_line>", "exec"), namespace)  # noqa: S102
     return namespace["exchange_line"]
 
 
-exchange_line = _exchange_line_function()
+_LINE_FUNCTIONS: dict[str, Callable[[Any], str]] = {}
+
+
+def exchange_line_for(ts_unit: str) -> Callable[[Any], str]:
+    """The JSONL line function for timestamps at `ts_unit` ("us", "ns", ...)."""
+    function = _LINE_FUNCTIONS.get(ts_unit)
+    if function is None:
+        function = _LINE_FUNCTIONS[ts_unit] = _exchange_line_function(ts_unit)
+    return function
+
+
+class Table(SlotRecord):
+    """What a writer needs to know about a table."""
+
+    __slots__ = ("names", "list_columns", "arrow_schema", "timestamp_columns")
+
+    def __init__(self, names: Sequence[str], list_columns: frozenset[str], arrow_schema: Callable[..., Any],
+                 timestamp_columns: frozenset[str] = frozenset()) -> None:
+        self.names = names  # column order
+        self.list_columns = list_columns  # written as JSON text in CSV
+        # builds the pyarrow schema (given the timestamp unit when the table
+        # has timestamps): pyarrow stays off the JSONL path
+        self.arrow_schema = arrow_schema
+        # int nanoseconds in rows; exact seconds in text, the run's unit in Parquet
+        self.timestamp_columns = timestamp_columns
+
+
+EXCHANGES = Table(COLUMN_NAMES, frozenset(LIST_COLUMNS), arrow_schema, TIMESTAMP_COLUMNS)
 
 
 class JsonlWriter:
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], table: Table = EXCHANGES, ts_unit: str = "us") -> None:
         self._stream = stream
-        self._encoder: Callable[[dict[str, Any]], str] | None = None  # for write(); made on first use
+        self._encoder: Callable[[Any], str] | None = None  # for write(); made on first use
+        self._timestamps = table.timestamp_columns
+        self._places = digits(ts_unit)
+        self._line = exchange_line_for(ts_unit)
 
     def _encode(self, row: dict[str, Any]) -> str:
         encode = self._encoder
         if encode is None:
             encode = self._encoder = _row_encoder()
-        return encode(row)
+        if not self._timestamps:
+            return encode(row)
+        parts = []
+        for name, value in row.items():
+            if name in self._timestamps and value.__class__ is int:
+                text = seconds_text(value, self._places)
+            else:
+                text = encode(value)
+            parts.append(f"{_esc(name)}:{text}")
+        return "{" + ",".join(parts) + "}"
 
     def write(self, row: dict[str, Any]) -> None:
         line = self._encode(row)
@@ -189,7 +237,7 @@ class JsonlWriter:
     def write_exchange(self, exchange: Any) -> None:
         """Same as `write(exchange.to_row())`, faster."""
         try:
-            line = exchange_line(exchange)
+            line = self._line(exchange)
         except (TypeError, ValueError):
             self.write(exchange.to_row())
             return
@@ -199,12 +247,13 @@ class JsonlWriter:
         """`write_exchange` for each, the lines written to the stream in
         batches (one write per few hundred rows)."""
         write = self._stream.write
+        line_of = self._line
         batch: list[str] = []
         append = batch.append
         try:
             for exchange in exchanges:
                 try:
-                    append(exchange_line(exchange))
+                    append(line_of(exchange))
                 except (TypeError, ValueError):
                     write("".join(batch))
                     batch.clear()
@@ -221,24 +270,10 @@ class JsonlWriter:
         self._stream.flush()
 
 
-class Table(SlotRecord):
-    """What a CSV or Parquet writer needs to know about a table."""
-
-    __slots__ = ("names", "list_columns", "arrow_schema")
-
-    def __init__(self, names: Sequence[str], list_columns: frozenset[str], arrow_schema: Callable[[], Any]) -> None:
-        self.names = names  # column order
-        self.list_columns = list_columns  # written as JSON text in CSV
-        self.arrow_schema = arrow_schema  # built on demand: pyarrow stays off the JSONL path
-
-
-EXCHANGES = Table(COLUMN_NAMES, frozenset(LIST_COLUMNS), arrow_schema)
-
-
 class CsvWriter:
-    """Nulls are empty cells; list columns are JSON text."""
+    """Nulls are empty cells; list columns are JSON text; timestamps exact epoch seconds."""
 
-    def __init__(self, stream: IO[str], table: Table = EXCHANGES) -> None:
+    def __init__(self, stream: IO[str], table: Table = EXCHANGES, ts_unit: str = "us") -> None:
         import csv
         import json
 
@@ -247,12 +282,17 @@ class CsvWriter:
         self._writer = csv.writer(stream, lineterminator="\n")
         self._writer.writerow(table.names)
         self._list_positions = [i for i, name in enumerate(table.names) if name in table.list_columns]
+        self._ts_positions = [i for i, name in enumerate(table.names) if name in table.timestamp_columns]
+        self._places = digits(ts_unit)
 
     def write(self, row: dict[str, Any]) -> None:
         values = list(row.values())
         for i in self._list_positions:
             if values[i] is not None:
                 values[i] = self._dumps(values[i], ensure_ascii=False, separators=(",", ":"))
+        for i in self._ts_positions:
+            if values[i].__class__ is int:
+                values[i] = seconds_text(values[i], self._places)
         try:
             self._writer.writerow(values)
         except UnicodeEncodeError:
@@ -263,17 +303,25 @@ class CsvWriter:
 
 
 class ParquetWriter:
-    """Buffers rows and writes row groups of `batch_rows`."""
+    """Buffers rows and writes row groups of `batch_rows`; timestamps in `ts_unit`."""
 
-    def __init__(self, path: str, batch_rows: int = 65536, table: Table = EXCHANGES) -> None:
+    def __init__(self, path: str, batch_rows: int = 65536, table: Table = EXCHANGES, ts_unit: str = "us") -> None:
         import pyarrow.parquet as pq
 
-        self._schema = table.arrow_schema()
+        self._timestamps = table.timestamp_columns
+        self._schema = table.arrow_schema(ts_unit) if self._timestamps else table.arrow_schema()
+        self._divisor = {"s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}[ts_unit]
         self._writer = pq.ParquetWriter(path, self._schema)
         self._rows: list[dict[str, Any]] = []
         self._batch_rows = batch_rows
 
     def write(self, row: dict[str, Any]) -> None:
+        if self._timestamps and self._divisor != 1:
+            row = dict(row)
+            for name in self._timestamps:
+                value = row[name]
+                if value is not None:
+                    row[name] = value // self._divisor
         self._rows.append(row)
         if len(self._rows) >= self._batch_rows:
             self._flush()
@@ -320,17 +368,19 @@ class _Owned:
             self._handle.close()
 
 
-def open_writer(path: str | None, stdout: IO[str] | None = None, table: Table = EXCHANGES) -> _Owned:
-    """A writer with `write(row)` and `close()` for `path` (None/"-" = stdout JSONL)."""
+def open_writer(path: str | None, stdout: IO[str] | None = None, table: Table = EXCHANGES,
+                ts_unit: str = "us") -> _Owned:
+    """A writer with `write(row)` and `close()` for `path` (None/"-" = stdout
+    JSONL); timestamps are written at `ts_unit`'s resolution."""
     kind = format_for(path)
     if path is None or path == "-":
-        return _Owned(JsonlWriter(stdout or sys.stdout), None)
+        return _Owned(JsonlWriter(stdout or sys.stdout, table, ts_unit), None)
     try:
         if kind == "parquet":
-            return _Owned(ParquetWriter(path, table=table), None)
+            return _Owned(ParquetWriter(path, table=table, ts_unit=ts_unit), None)
         handle = open(path, "w", encoding="utf-8", newline="" if kind == "csv" else None,
                       buffering=io.DEFAULT_BUFFER_SIZE * 16)
     except OSError as problem:
         raise InputError(f"cannot write {path}: {problem.strerror or problem}") from None
-    writer = CsvWriter(handle, table) if kind == "csv" else JsonlWriter(handle)
+    writer = CsvWriter(handle, table, ts_unit) if kind == "csv" else JsonlWriter(handle, table, ts_unit)
     return _Owned(writer, handle)

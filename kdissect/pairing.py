@@ -2,75 +2,52 @@
 
 Requests wait in a map keyed by correlation id (not by order: clients pipeline
 requests and brokers may answer some out of order). A response is decoded with
-the api key and version of its request. Produce with acks=0 expects no
-response; it is held briefly in case the broker answers anyway (some do) and
-emitted as `ok` either way. Requests still waiting when the connection closes
-(or the capture ends) are emitted as `no_response`. A response with no waiting
-request is held briefly too (a capture merged from two interfaces can show a
-response before its request), then becomes an `orphan_response` row whose api
-is unknown.
+the api key and version of its request. Requests still waiting when the
+connection closes (or the capture ends) are emitted as `no_response`.
+
+Holding, by capture time (the times of this connection's frames):
+
+* A Produce request with acks=0 expects no response, but some brokers answer
+  anyway. It is held until a response to a request sent after it shows none
+  is coming (a broker answers one connection's requests in order), or until
+  its own `timeout_ms` has passed, or the connection ends; then it is emitted
+  `ok` without a response. At most `MAX_UNANSWERED` are held per connection
+  (no client keeps that many in flight); past that the oldest is released,
+  and counted (`acks0_released`).
+* A response whose request has not been seen is held for `EARLY_WINDOW_NS`
+  (a capture merged from two interfaces can show a response before its
+  request), then becomes an `orphan_response`. At most `MAX_EARLY` are held.
+
+An orphan is decoded by trial (`kdissect.trial`): when exactly one response
+layout fits, its API and version are filled in and marked `api-assumed`.
 
 After a SaslHandshake v0 exchange the connection carries raw SASL tokens
 (size-prefixed, no Kafka header) until the client speaks Kafka again; those
 frames are counted, not decoded.
 
-Without kept messages (`keep_messages=False`: export) frames are skimmed
-(`protocol.skim`): the same checks as the full decoder, only the row's
-values. A frame the skim rejects goes to the full decoder for its exact
-DecodeError, so rows do not depend on which path ran.
+Frames are skimmed (`protocol.skim`: the same checks as the full decoder,
+only the row's values) unless the decoded messages are kept. A frame the
+skim rejects goes to the full decoder for its exact DecodeError, so rows do
+not depend on which path ran. Bytes after a complete body are tolerated
+(some clients send them; brokers accept them) with a `trailing-bytes` note.
 """
 
 from __future__ import annotations
 
 from struct import Struct
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from kdissect import protocol
 from kdissect.accounting import Accounting
-from kdissect.exchange import (
-    MALFORMED,
-    NO_RESPONSE,
-    OK,
-    ORPHAN_RESPONSE,
-    TRUNCATED,
-    Exchange,
-)
+from kdissect.exchange import MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
 from kdissect.framing import Frame
-
-# protocol functions, bound on first use (the protocol package loads lazily)
-_decode_request: Any = None
-_decode_response: Any = None
-_DecodeError: Any = Exception
-_peek_request_header: Any = None
-_looks_like_request: Any = None
-_api_name: Any = None
-_response_figures: Any = None
-_skim_request: Any = None
-_skim_response: Any = None
-
-
-def _bind_protocol() -> None:
-    global _decode_request, _decode_response, _DecodeError, _peek_request_header
-    global _looks_like_request, _api_name, _response_figures, _skim_request, _skim_response
-    if _decode_request is not None:
-        return
-    from kdissect.protocol.skim import skim_request, skim_response
-    from kdissect.protocol.summary import response_figures
-
-    _skim_request = skim_request
-    _skim_response = skim_response
-
-    _decode_response = protocol.decode_response
-    _DecodeError = protocol.DecodeError
-    _peek_request_header = protocol.peek_request_header
-    _looks_like_request = protocol.looks_like_request
-    _api_name = protocol.api_name
-    _response_figures = response_figures
-    _decode_request = protocol.decode_request
-
+from kdissect.protocol.skim import skim_request, skim_response
+from kdissect.protocol.summary import response_figures
+from kdissect.records.access import record_figures, set_figures
 
 _INT16 = Struct(">h")
 _INT32 = Struct(">i")
+_TIMEOUT = Struct(">hi")
 
 # Status precedence: a worse status is never overwritten by a better one.
 _RANK = {OK: 0, NO_RESPONSE: 1, ORPHAN_RESPONSE: 1, TRUNCATED: 2, MALFORMED: 3}
@@ -78,31 +55,33 @@ _RANK = {OK: 0, NO_RESPONSE: 1, ORPHAN_RESPONSE: 1, TRUNCATED: 2, MALFORMED: 3}
 _PRODUCE = 0
 _FETCH = 1
 _SHARE_FETCH = 78
-_MAX_UNANSWERED = 64  # acks=0 requests held per connection
-_MAX_EARLY = 64  # responses held per connection waiting for their request
-
-try:
-    from kdissect.records.access import record_figures as _record_figures
-    from kdissect.records.access import set_figures as _set_figures
-except ImportError:  # pragma: no cover - records package missing
-    _record_figures = _set_figures = None
-
-
-def _worsen(exchange: Exchange, status: str) -> None:
-    if _RANK[status] > _RANK[exchange.status]:
-        exchange.status = status
+MAX_UNANSWERED = 100_000  # acks=0 requests held per connection
+MAX_EARLY = 4096  # responses held per connection waiting for their request
+# orphans per connection tried against every response layout (each costs a
+# few milliseconds); later ones are tried against the versions the
+# connection used only
+FULL_TRIALS = 32
+EARLY_WINDOW_NS = 1_000_000_000
+DEFAULT_TIMEOUT_NS = 30_000_000_000  # for an acks=0 request whose timeout cannot be read
+_LEFT_OVER = "bytes left over after the last field"
 
 
-def _decode_error_text(side: str, error: Exception) -> str:
-    offset = getattr(error, "offset", None)
-    path = getattr(error, "path", None)
-    where = []
-    if offset is not None:
-        where.append(f"offset {offset}")
-    if path:
-        where.append(f"at {path}")
-    detail = str(error) or type(error).__name__
-    return f"{side} malformed: {detail}" + (f" ({', '.join(where)})" if where else "")
+class ConnectionInfo:
+    """What every exchange of one connection shares."""
+
+    __slots__ = ("capture_names", "stream", "client", "broker", "stream_key")
+
+    def __init__(self, capture_names: Sequence[str], stream: int, client: str, broker: str,
+                 stream_key: tuple[int, int]) -> None:
+        self.capture_names = capture_names
+        self.stream = stream
+        self.client = client  # "ip:port"
+        self.broker = broker
+        self.stream_key = stream_key  # (capture_index, frame_number) where it was classified as Kafka
+
+    def capture(self, index: int) -> str | None:
+        names = self.capture_names
+        return names[index] if 0 <= index < len(names) else None
 
 
 def header_client_id(prefix: bytes, api_key: int, api_version: int) -> str | None:
@@ -117,68 +96,440 @@ def header_client_id(prefix: bytes, api_key: int, api_version: int) -> str | Non
     return prefix[10 : 10 + length].decode("utf-8", "replace")
 
 
-def _add_records(ex: Exchange, figures: tuple | None) -> None:
-    """The records/record_bytes/codecs columns (kdissect.records.record_figures)."""
-    if figures is None:
-        return
-    ex.records, ex.record_bytes, ex.codecs, problems = figures
-    for text in problems:
-        ex.add_problem(text)
+def produce_timeout_ns(data: bytes, api_version: int) -> int | None:
+    """The `timeout_ms` of a Produce request frame, in ns (None if unreadable)."""
+    try:
+        at = 10 + max(0, _INT16.unpack_from(data, 8)[0])  # after the client id
+        if api_version >= 9:  # flexible header: tagged fields, then a compact nullable string
+            at = _skip_tags(data, at)
+            length, at = _uvarint(data, at)
+            at += max(0, length - 1)
+        elif api_version >= 3:  # transactional id: nullable string
+            at += 2 + max(0, _INT16.unpack_from(data, at)[0])
+        _acks, timeout_ms = _TIMEOUT.unpack_from(data, at)
+    except (IndexError, ValueError, Exception):  # struct.error is an Exception
+        return None
+    return timeout_ms * 1_000_000 if timeout_ms >= 0 else None
+
+
+def _uvarint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+        if shift > 28:
+            raise ValueError("varint too long")
+
+
+def _skip_tags(data: bytes, at: int) -> int:
+    count, at = _uvarint(data, at)
+    for _ in range(count):
+        _tag, at = _uvarint(data, at)
+        size, at = _uvarint(data, at)
+        at += size
+    return at
+
+
+def _decode_error_text(side: str, error: Exception) -> str:
+    offset = getattr(error, "offset", None)
+    path = getattr(error, "path", None)
+    where = []
+    if offset is not None:
+        where.append(f"offset {offset}")
+    if path:
+        where.append(f"at {path}")
+    detail = getattr(error, "reason", None) or str(error) or type(error).__name__
+    return f"{side} malformed: {detail}" + (f" ({', '.join(where)})" if where else "")
+
+
+def trailing_bytes(error: Exception, length: int) -> int:
+    """Bytes after a complete top-level body, from the decoder's complaint (0: another problem)."""
+    offset = getattr(error, "offset", None)
+    if _LEFT_OVER in str(error) and not getattr(error, "path", None) and offset is not None and 0 < offset < length:
+        return length - offset
+    return 0
+
+
+def decode_tolerant(decode: Callable[[bytes], Any], data: bytes) -> tuple[Any, int, Exception | None]:
+    """(message, trailing bytes ignored, None), or (None, 0, the error) when
+    `decode` rejects the frame for anything but bytes after its body."""
+    try:
+        return decode(data), 0, None
+    except Exception as error:  # DecodeError, or a decoder bug: never stop the run
+        trailing = trailing_bytes(error, len(data)) if isinstance(error, protocol.DecodeError) else 0
+        if trailing:
+            try:
+                return decode(data[: len(data) - trailing]), trailing, None
+            except Exception:
+                pass
+        return None, 0, error
 
 
 class Pairer:
-    """Request/response pairing for one Kafka connection."""
+    """Request/response pairing for one Kafka connection.
 
-    __slots__ = (
-        "accounting", "capture_names", "stream", "client", "broker", "stream_key",
-        "keep_messages", "keep_error_responses", "pending", "client_raw", "server_raw",
-        "_sasl_cid", "unanswered", "early",
-    )
+    Exchanges go to `emit` as they complete. `keep_messages` keeps the
+    decoded request and response on each exchange; `keep_error_responses`
+    keeps only the decoded responses that carry error codes (for tables of
+    per-partition errors)."""
 
-    def __init__(
-        self,
-        accounting: Accounting,
-        capture_names: Sequence[str],
-        stream: int,
-        client: str,
-        broker: str,
-        stream_key: tuple[int, int],
-        keep_messages: bool = True,
-    ) -> None:
-        _bind_protocol()
+    __slots__ = ("accounting", "conn", "emit", "keep_messages", "keep_error_responses", "pending",
+                 "unanswered", "early", "client_raw", "server_raw", "_sasl_cid", "used", "full_trials")
+
+    def __init__(self, accounting: Accounting, conn: ConnectionInfo, emit: Callable[[Exchange], None],
+                 keep_messages: bool = True, keep_error_responses: bool = False) -> None:
         self.accounting = accounting
-        self.capture_names = capture_names
-        self.stream = stream
-        self.client = client
-        self.broker = broker
-        self.stream_key = stream_key
+        self.conn = conn
+        self.emit = emit
         self.keep_messages = keep_messages
-        # without kept messages, still keep the decoded response of exchanges
-        # with error codes (for per-partition error tables: Spark, stats)
-        self.keep_error_responses = False
+        self.keep_error_responses = keep_error_responses
         self.pending: dict[int, Exchange] = {}
-        # requests that expect no response (Produce acks=0), held briefly in case
-        # the broker answers anyway (some do); emitted when a later response
-        # shows none is coming, when too many wait, or at the end
-        self.unanswered: dict[int, Exchange] = {}
+        # acks=0 requests, oldest first: cid -> (exchange, release time in ns)
+        self.unanswered: dict[int, tuple[Exchange, int]] = {}
         # responses whose request has not been seen (yet), oldest first
         self.early: dict[int, Frame] = {}
         self.client_raw = False  # client side is sending raw SASL tokens
         self.server_raw = False
         self._sasl_cid: int | None = None  # correlation id of a pending SaslHandshake v0
+        self.used: dict[tuple[int, int], None] = {}  # (api, version) pairs of this connection, newest last
+        self.full_trials = FULL_TRIALS
 
-    # -- helpers -------------------------------------------------------------
+    # -- requests ------------------------------------------------------------
 
-    def _capture(self, index: int) -> str | None:
-        if 0 <= index < len(self.capture_names):
-            return self.capture_names[index]
-        return None
+    def on_request(self, frame: Frame) -> None:
+        acc = self.accounting
+        data = frame.data
+        if self.unanswered or self.early:
+            self._expire(frame.ts)
+        if self.client_raw:
+            if frame.complete and protocol.looks_like_request(data[:64], frame.size):
+                self.client_raw = False  # authentication over: Kafka again
+            else:
+                acc.request_frames += 1
+                acc.raw_sasl_frames += 1
+                return
+        acc.request_frames += 1
+        conn = self.conn
+        if not frame.complete:
+            acc.truncated_frames += 1
+            header = protocol.peek_request_header(data)
+            ex = self._new(frame, header, data)
+            ex.status = TRUNCATED
+            if header is None:
+                # not even the header survived: counted, nothing to pair
+                ex.add_problem("request-truncated", f"request truncated ({frame.missing}): header not captured")
+                self._emit(ex)
+                return
+            ex.add_problem("request-truncated",
+                           f"request truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured")
+            self._wait(ex)
+            return
+        skim = None if self.keep_messages else skim_request(data)
+        if skim is not None:
+            acc.decoded_frames += 1
+            api_key, api_version, cid, client_id, expects_response, starts_raw_sasl, sets = skim
+            ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
+                          broker=conn.broker, correlation_id=cid, api_key=api_key,
+                          api_name=protocol.api_name(api_key), api_version=api_version, client_id=client_id,
+                          request_ts=frame.ts, request_frame=frame.frame_number, request_bytes=frame.size,
+                          request_capture_index=frame.capture_index, request_offset=frame.offset,
+                          request_first_ts=frame.first_ts, stream_key=conn.stream_key)
+            if api_key == _PRODUCE:
+                self._add_records(ex, set_figures(sets))
+            self._requested(ex, expects_response, starts_raw_sasl, data)
+            return
+        request, trailing, error = decode_tolerant(protocol.decode_request, data)
+        if request is None:
+            acc.malformed_frames += 1
+            header = protocol.peek_request_header(data)
+            ex = self._new(frame, header, data)
+            ex.status = MALFORMED
+            if isinstance(error, protocol.DecodeError):
+                ex.add_problem("request-malformed", _decode_error_text("request", error))
+            else:
+                ex.add_problem("decoder-failed",
+                               f"request malformed: decoder failed ({type(error).__name__}: {error})")
+            if header is None:
+                self._emit(ex)
+                return
+            self._wait(ex)
+            return
+        acc.decoded_frames += 1
+        h = request.header
+        ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
+                      broker=conn.broker, correlation_id=h.correlation_id, api_key=h.api_key,
+                      api_name=protocol.api_name(h.api_key), api_version=h.api_version, client_id=h.client_id,
+                      request_ts=frame.ts, request_frame=frame.frame_number, request_bytes=frame.size,
+                      request_capture_index=frame.capture_index, request_offset=frame.offset,
+                      request_first_ts=frame.first_ts, stream_key=conn.stream_key)
+        if trailing:
+            ex.add_problem("trailing-bytes", f"request: {trailing} trailing bytes ignored")
+        if self.keep_messages:
+            ex.request = request
+        if h.api_key == _PRODUCE:
+            self._add_records(ex, record_figures(h.api_key, h.api_version, request.body))
+        self._requested(ex, request.expects_response, request.starts_raw_sasl, data)
 
-    def _new(self) -> Exchange:
-        return Exchange(stream=self.stream, client=self.client, broker=self.broker,
-                        stream_key=self.stream_key)
+    def _new(self, frame: Frame, header: tuple[int, int, int] | None, data: bytes) -> Exchange:
+        """An exchange for a request frame known only by its header (if that)."""
+        conn = self.conn
+        ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
+                      broker=conn.broker, request_ts=frame.ts, request_frame=frame.frame_number,
+                      request_bytes=frame.size, request_capture_index=frame.capture_index,
+                      request_offset=frame.offset, request_first_ts=frame.first_ts, stream_key=conn.stream_key)
+        if header is not None:
+            ex.api_key, ex.api_version, ex.correlation_id = header
+            ex.api_name = protocol.api_name(ex.api_key)
+            ex.client_id = header_client_id(data, ex.api_key, ex.api_version)
+        return ex
 
-    def _emit(self, exchange: Exchange, out: list[Exchange]) -> None:
+    def _requested(self, ex: Exchange, expects_response: bool, starts_raw_sasl: bool, data: bytes) -> None:
+        """A decoded request: wait for its response, or hold it if none is expected."""
+        self.used.pop((ex.api_key, ex.api_version), None)
+        self.used[(ex.api_key, ex.api_version)] = None
+        if not expects_response:
+            ex.expects_response = False
+            self.accounting.acks0_requests += 1
+            cid = ex.correlation_id
+            earlier = self.unanswered.pop(cid, None)
+            if earlier is not None:
+                self._emit(earlier[0])
+            timeout = produce_timeout_ns(data, ex.api_version) or DEFAULT_TIMEOUT_NS
+            self.unanswered[cid] = (ex, ex.request_ts + timeout)
+            if len(self.unanswered) > MAX_UNANSWERED:
+                self.accounting.acks0_released += 1
+                self._emit(self.unanswered.pop(next(iter(self.unanswered)))[0])
+            if self.early and cid in self.early:
+                self.on_response(self.early.pop(cid))
+            return
+        if starts_raw_sasl:
+            self._sasl_cid = ex.correlation_id
+        self._wait(ex)
+
+    def _wait(self, ex: Exchange) -> None:
+        cid = ex.correlation_id
+        earlier = self.pending.pop(cid, None)
+        if earlier is not None:
+            # a client reused a correlation id before the answer came
+            self._worsen(earlier, NO_RESPONSE)
+            earlier.add_problem("correlation-id-reused",
+                                "correlation id reused by a later request before any response")
+            self._emit(earlier)
+        self.pending[cid] = ex
+        if self.early and cid in self.early:
+            self.on_response(self.early.pop(cid))
+
+    # -- responses -----------------------------------------------------------
+
+    def expects(self, correlation_id: int) -> bool:
+        return correlation_id in self.pending or correlation_id in self.unanswered
+
+    def on_response(self, frame: Frame) -> None:
+        acc = self.accounting
+        data = frame.data
+        if self.unanswered or self.early:
+            self._expire(frame.ts)
+        if self.server_raw:
+            if (not self.client_raw and frame.complete and len(data) >= 4
+                    and _INT32.unpack_from(data, 0)[0] in self.pending):
+                self.server_raw = False
+            else:
+                acc.response_frames += 1
+                acc.raw_sasl_frames += 1
+                return
+        if len(data) < 4:
+            acc.response_frames += 1
+            acc.unreadable_responses += 1
+            if frame.complete:
+                acc.malformed_frames += 1
+            else:
+                acc.truncated_frames += 1
+            return
+        cid = _INT32.unpack_from(data, 0)[0]
+        ex = self.pending.pop(cid, None)
+        if self.unanswered:
+            if ex is None and cid in self.unanswered:
+                ex = self.unanswered.pop(cid)[0]
+                acc.acks0_answered += 1
+                ex.add_problem("response-to-acks0", "response to a request that asked for none (acks=0)")
+            if ex is not None:
+                self._release_unanswered_before(ex.request_offset)
+        if ex is None:
+            # no request yet: it may still come (packets captured out of
+            # order, e.g. on two interfaces); hold the response a little
+            early = self.early
+            if cid in early:
+                self._emit_orphan(early.pop(cid))
+            acc.early_responses += 1
+            early[cid] = frame
+            if len(early) > MAX_EARLY:
+                self._emit_orphan(early.pop(next(iter(early))))
+            return
+        acc.response_frames += 1
+        ex.response_ts = frame.ts
+        ex.response_frame = frame.frame_number
+        ex.response_bytes = frame.size
+        ex.response_capture_index = frame.capture_index
+        ex.response_offset = frame.offset
+        ex.response_first_ts = frame.first_ts
+        if not frame.complete:
+            acc.truncated_frames += 1
+            self._worsen(ex, TRUNCATED)
+            ex.add_problem("response-truncated",
+                           f"response truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured")
+            self._emit(ex)
+            return
+        self._decode_response(ex, data)
+        if cid == self._sasl_cid:
+            self._sasl_cid = None
+            if not ex.error_code and ex.status == OK:
+                # SaslHandshake v0 succeeded: raw tokens follow on both sides
+                self.client_raw = self.server_raw = True
+        self._emit(ex)
+
+    def _decode_response(self, ex: Exchange, data: bytes) -> None:
+        """Fill the response figures of `ex` from a complete response frame."""
+        acc = self.accounting
+        api_key, api_version = ex.api_key, ex.api_version
+        if api_key is None or api_version is None:
+            # a request known only by a damaged header: nothing to decode with
+            acc.decoded_frames += 1
+            return
+        skim = None if self.keep_messages else skim_response(data, api_key, api_version)
+        if skim is not None:
+            acc.decoded_frames += 1
+            throttle, error_code, error_codes, assumed, sets = skim
+            if api_key == _FETCH or api_key == _SHARE_FETCH:
+                self._add_records(ex, set_figures(sets))
+            if error_codes and self.keep_error_responses:
+                ex.response, _, _ = decode_tolerant(
+                    lambda b: protocol.decode_response(b, api_key, api_version), data)
+        else:
+            response, trailing, error = decode_tolerant(
+                lambda b: protocol.decode_response(b, api_key, api_version), data)
+            if response is None:
+                acc.malformed_frames += 1
+                self._worsen(ex, MALFORMED)
+                if isinstance(error, protocol.DecodeError):
+                    ex.add_problem("response-malformed", _decode_error_text("response", error))
+                else:
+                    ex.add_problem("decoder-failed",
+                                   f"response malformed: decoder failed ({type(error).__name__}: {error})")
+                return
+            acc.decoded_frames += 1
+            if trailing:
+                ex.add_problem("trailing-bytes", f"response: {trailing} trailing bytes ignored")
+            try:
+                throttle, error_code, error_codes = response_figures(api_key, api_version, response.body)
+            except Exception as problem:  # a summary bug must not stop the run; say so in the row
+                throttle = error_code = None
+                error_codes = []
+                ex.add_problem("decoder-failed", f"response figures failed ({type(problem).__name__})")
+            assumed = response.assumed_version
+            if self.keep_messages or (error_codes and self.keep_error_responses):
+                ex.response = response
+            if api_key in (_FETCH, _SHARE_FETCH):
+                self._add_records(ex, record_figures(api_key, api_version, response.body))
+        ex.throttle_time_ms = throttle
+        ex.error_code = error_code
+        ex.error_codes = error_codes
+        if assumed:
+            ex.add_problem("assumed-version", assumed)
+
+    def _emit_orphan(self, frame: Frame) -> None:
+        acc = self.accounting
+        conn = self.conn
+        ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
+                      broker=conn.broker, correlation_id=_INT32.unpack_from(frame.data, 0)[0],
+                      status=ORPHAN_RESPONSE, response_ts=frame.ts, response_frame=frame.frame_number,
+                      response_bytes=frame.size, response_capture_index=frame.capture_index,
+                      response_offset=frame.offset, response_first_ts=frame.first_ts, stream_key=conn.stream_key)
+        ex.add_problem("request-not-captured", "request not in capture")
+        acc.response_frames += 1
+        if not frame.complete:
+            acc.truncated_frames += 1
+            ex.add_problem("response-truncated", f"response truncated ({frame.missing})")
+            self._emit(ex)
+            return
+        from kdissect.trial import identify
+
+        everything = self.full_trials > 0
+        self.full_trials -= everything
+        found = identify(frame.data, reversed(self.used), everything)
+        if found.verdict == "assumed":
+            acc.assumed_apis += 1
+            ex.api_key, ex.api_version = found.api_key, found.api_version
+            ex.api_name = protocol.api_name(found.api_key)
+            self.used[(found.api_key, found.api_version)] = None
+            ex.add_problem("api-assumed", f"API assumed by trial decoding: {ex.api_name} v{ex.api_version}")
+            self._decode_response(ex, frame.data)
+        else:
+            if found.verdict == "ambiguous":
+                acc.decoded_frames += 1  # the frame decodes; only its API is not known
+                acc.ambiguous_apis += 1
+                names = ", ".join(f"{protocol.api_name(k)} v{v}" for k, v in found.candidates[:4])
+                more = f" and {len(found.candidates) - 4} more" if len(found.candidates) > 4 else ""
+                ex.add_problem("api-ambiguous", f"{len(found.candidates)} API versions decode it: {names}{more}")
+            else:
+                acc.malformed_frames += 1  # no layout takes it
+                acc.unknown_apis += 1
+                ex.add_problem("api-unknown", "no API version decodes it" if everything else
+                               "no API version this connection used decodes it")
+        self._emit(ex)
+
+    def _release_unanswered_before(self, request_offset: int | None) -> None:
+        """A response came for the request at `request_offset`: acks=0
+        requests sent before it will not get one (answers come in order)."""
+        if request_offset is None:
+            return
+        unanswered = self.unanswered
+        while unanswered:
+            cid = next(iter(unanswered))
+            ex = unanswered[cid][0]
+            if ex.request_offset is None or ex.request_offset >= request_offset:
+                return
+            del unanswered[cid]
+            self._emit(ex)
+
+    def _expire(self, now: int) -> None:
+        """Release what was held longer than it may be, in capture time."""
+        unanswered = self.unanswered
+        while unanswered:
+            cid = next(iter(unanswered))
+            ex, until = unanswered[cid]
+            if until > now:
+                break
+            del unanswered[cid]
+            self.accounting.acks0_released += 1
+            self._emit(ex)
+        early = self.early
+        while early:
+            cid = next(iter(early))
+            if early[cid].ts + EARLY_WINDOW_NS > now:
+                break
+            self._emit_orphan(early.pop(cid))
+
+    # -- outcome ---------------------------------------------------------------
+
+    @staticmethod
+    def _worsen(exchange: Exchange, status: str) -> None:
+        if _RANK[status] > _RANK[exchange.status]:
+            exchange.status = status
+
+    @staticmethod
+    def _add_records(ex: Exchange, figures: tuple | None) -> None:
+        """The records/record_bytes/codecs columns (kdissect.records)."""
+        if figures is None:
+            return
+        ex.records, ex.record_bytes, ex.codecs, problems = figures
+        for text in problems:
+            ex.add_problem("records", text)
+
+    def _emit(self, exchange: Exchange) -> None:
         acc = self.accounting
         acc.exchanges += 1
         status = exchange.status
@@ -192,298 +543,25 @@ class Pairer:
             acc.malformed += 1
         else:
             acc.truncated += 1
-        out.append(exchange)
-
-    # -- requests ------------------------------------------------------------
-
-    def on_request(self, frame: Frame, out: list[Exchange]) -> None:
-        acc = self.accounting
-        data = frame.data
-        if self.client_raw:
-            if frame.complete and _looks_like_request(data[:64], frame.size):
-                self.client_raw = False  # authentication over: Kafka again
-            else:
-                acc.raw_sasl_frames += 1
-                return
-        # Rows need a few values, not the objects: the skim decoder validates
-        # like the full one and returns just those. When it rejects a frame the
-        # full decoder runs, for its exact DecodeError (or, were the two ever
-        # to disagree, for the values).
-        skim = _skim_request(data) if frame.complete and not self.keep_messages else None
-        if skim is not None:
-            # the common request, in one go: what _new, _capture, _add_records,
-            # _requested and _wait do, without their calls
-            acc.request_frames += 1
-            acc.decoded_frames += 1
-            api_key, api_version, cid, client_id, expects_response, starts_raw_sasl, sets = skim
-            records = record_bytes = codecs = problems = None
-            if api_key == _PRODUCE and _set_figures is not None:
-                records, record_bytes, codecs, problems = _set_figures(sets)
-            ci = frame.capture_index
-            names = self.capture_names
-            # Exchange's constructor arguments in order (positional: a keyword
-            # call of 31 parameters costs twice as much)
-            ex = Exchange(names[ci] if 0 <= ci < len(names) else None, self.stream, self.client, self.broker,
-                          cid, api_key, _api_name(api_key), api_version, client_id, frame.ts, None,
-                          frame.frame_number, None, frame.size, None, None, None, [], OK, [],
-                          records, record_bytes, codecs, None, None, ci, None, frame.offset, None, True,
-                          self.stream_key)
-            if problems:
-                for text in problems:
-                    ex.add_problem(text)
-            if expects_response and not starts_raw_sasl and cid not in self.pending and not self.early:
-                self.pending[cid] = ex  # (what _wait does then)
-            else:
-                self._requested(ex, expects_response, starts_raw_sasl, out)
-            return
-        ex = self._new()
-        ex.capture = self._capture(frame.capture_index)
-        ex.request_capture_index = frame.capture_index
-        ex.request_ts = frame.ts
-        ex.request_frame = frame.frame_number
-        ex.request_bytes = frame.size
-        ex.request_offset = frame.offset
-        if not frame.complete:
-            acc.truncated_frames += 1
-            header = _peek_request_header(data)
-            if header is None:
-                # not even the header survived: count it, nothing to pair
-                ex.status = TRUNCATED
-                ex.add_problem(f"request truncated ({frame.missing}): header not captured")
-                self._emit(ex, out)
-                return
-            ex.api_key, ex.api_version, ex.correlation_id = header
-            ex.api_name = _api_name(ex.api_key)
-            ex.client_id = header_client_id(data, ex.api_key, ex.api_version)
-            ex.status = TRUNCATED
-            ex.add_problem(
-                f"request truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured"
-            )
-            self._wait(ex, out)
-            return
-        acc.request_frames += 1
-        try:
-            request = _decode_request(data)
-        except Exception as error:  # DecodeError, or a decoder bug: never stop the run
-            acc.malformed_frames += 1
-            ex.status = MALFORMED
-            if isinstance(error, _DecodeError):
-                ex.add_problem(_decode_error_text("request", error))
-            else:
-                ex.add_problem(f"request malformed: decoder failed ({type(error).__name__}: {error})")
-            header = _peek_request_header(data)
-            if header is None:
-                self._emit(ex, out)
-                return
-            ex.api_key, ex.api_version, ex.correlation_id = header
-            ex.api_name = _api_name(ex.api_key)
-            ex.client_id = header_client_id(data, ex.api_key, ex.api_version)
-            self._wait(ex, out)
-            return
-        acc.decoded_frames += 1
-        h = request.header
-        ex.api_key = api_key = h.api_key
-        ex.api_version = h.api_version
-        ex.correlation_id = h.correlation_id
-        ex.api_name = _api_name(api_key)
-        ex.client_id = h.client_id
-        if self.keep_messages:
-            ex.request = request
-        if api_key == _PRODUCE and _record_figures is not None:
-            _add_records(ex, _record_figures(api_key, ex.api_version, request.body))
-        self._requested(ex, request.expects_response, request.starts_raw_sasl, out)
-
-    def _requested(self, ex: Exchange, expects_response: bool, starts_raw_sasl: bool,
-                   out: list[Exchange]) -> None:
-        """A decoded request: wait for its response, or hold it if none is expected."""
-        cid = ex.correlation_id
-        if not expects_response:
-            ex.expects_response = False
-            self.accounting.acks0_requests += 1
-            unanswered = self.unanswered
-            earlier = unanswered.pop(cid, None)
-            if earlier is not None:
-                self._emit(earlier, out)
-            unanswered[cid] = ex
-            if len(unanswered) > _MAX_UNANSWERED:
-                self._emit(unanswered.pop(next(iter(unanswered))), out)
-            if self.early and cid in self.early:
-                self.on_response(self.early.pop(cid), out)
-            return
-        if starts_raw_sasl:
-            self._sasl_cid = cid
-        self._wait(ex, out)
-
-    def _wait(self, ex: Exchange, out: list[Exchange]) -> None:
-        cid = ex.correlation_id
-        earlier = self.pending.pop(cid, None)
-        if earlier is not None:
-            # a client reused a correlation id before the answer came
-            _worsen(earlier, NO_RESPONSE)
-            earlier.add_problem("correlation id reused by a later request before any response")
-            self._emit(earlier, out)
-        self.pending[cid] = ex
-        if self.early and cid in self.early:
-            self.on_response(self.early.pop(cid), out)
-
-    # -- responses -----------------------------------------------------------
-
-    def expects(self, correlation_id: int) -> bool:
-        return correlation_id in self.pending or correlation_id in self.unanswered
-
-    def on_response(self, frame: Frame, out: list[Exchange]) -> None:
-        acc = self.accounting
-        data = frame.data
-        if self.server_raw:
-            if (not self.client_raw and frame.complete and len(data) >= 4
-                    and _INT32.unpack_from(data, 0)[0] in self.pending):
-                self.server_raw = False
-            else:
-                acc.raw_sasl_frames += 1
-                return
-        if len(data) < 4:
-            if frame.complete:
-                acc.response_frames += 1
-                acc.malformed_frames += 1
-            else:
-                acc.truncated_frames += 1
-            acc.unreadable_responses += 1
-            return
-        cid = _INT32.unpack_from(data, 0)[0]
-        ex = self.pending.pop(cid, None)
-        if self.unanswered:
-            if ex is None and cid in self.unanswered:
-                ex = self.unanswered.pop(cid)
-                ex.add_problem("response to a request that asked for none (acks=0)")
-            self._release_unanswered_before(cid, out)
-        if ex is None:
-            # no request yet: it may still come (packets captured out of
-            # order, e.g. on two interfaces); hold the response a little
-            early = self.early
-            if cid in early:
-                self._emit_orphan(early.pop(cid), out)
-            early[cid] = frame
-            if len(early) > _MAX_EARLY:
-                self._emit_orphan(early.pop(next(iter(early))), out)
-            return
-        # (what _fill_response_timing does)
-        ex.response_ts = frame.ts
-        ex.response_frame = frame.frame_number
-        ex.response_bytes = frame.size
-        ex.response_capture_index = frame.capture_index
-        ex.response_offset = frame.offset
-        if not frame.complete:
-            acc.truncated_frames += 1
-            _worsen(ex, TRUNCATED)
-            ex.add_problem(
-                f"response truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured"
-            )
-            self._emit(ex, out)
-            return
-        acc.response_frames += 1
-        api_key = ex.api_key
-        skim = None if self.keep_messages else _skim_response(data, api_key, ex.api_version)
-        if skim is not None:  # see on_request
-            acc.decoded_frames += 1
-            throttle, error_code, error_codes, assumed, sets = skim
-            if (api_key == _FETCH or api_key == _SHARE_FETCH) and _set_figures is not None:
-                _add_records(ex, _set_figures(sets))
-            if error_codes and self.keep_error_responses:
-                try:
-                    ex.response = _decode_response(data, api_key, ex.api_version)
-                except Exception:  # the skim accepted it, so the decoder should too; the row stands
-                    pass
-            if assumed or cid == self._sasl_cid or ex.status != OK:
-                self._answered(ex, cid, throttle, error_code, error_codes, assumed, out)
-                return
-            # the common answer: what _answered and _emit do, without their calls
-            ex.throttle_time_ms = throttle
-            ex.error_code = error_code
-            ex.error_codes = error_codes
-            acc.exchanges += 1
-            acc.ok += 1
-            out.append(ex)
-            return
-        try:
-            response = _decode_response(data, ex.api_key, ex.api_version)
-            throttle, error_code, error_codes = _response_figures(ex.api_key, ex.api_version, response.body)
-        except _DecodeError as error:
-            acc.malformed_frames += 1
-            _worsen(ex, MALFORMED)
-            ex.add_problem(_decode_error_text("response", error))
-            self._emit(ex, out)
-            return
-        except Exception as error:  # a decoder bug must not stop the run; say so in the row
-            acc.malformed_frames += 1
-            _worsen(ex, MALFORMED)
-            ex.add_problem(f"response malformed: decoder failed ({type(error).__name__}: {error})")
-            self._emit(ex, out)
-            return
-        acc.decoded_frames += 1
-        if self.keep_messages:
-            ex.response = response
-        if ex.api_key in (_FETCH, _SHARE_FETCH) and _record_figures is not None:
-            _add_records(ex, _record_figures(ex.api_key, ex.api_version, response.body))
-        self._answered(ex, cid, throttle, error_code, error_codes, response.assumed_version, out)
-
-    def _answered(self, ex: Exchange, cid: int, throttle: int | None, error_code: int | None,
-                  error_codes: list[int], assumed: str | None, out: list[Exchange]) -> None:
-        """The response figures of a decoded response, then the row goes out."""
-        ex.throttle_time_ms = throttle
-        ex.error_code = error_code
-        ex.error_codes = error_codes
-        if assumed:
-            ex.add_problem(assumed)
-        if cid == self._sasl_cid:
-            self._sasl_cid = None
-            if not error_code:
-                # SaslHandshake v0 succeeded: raw tokens follow on both sides
-                self.client_raw = self.server_raw = True
-        self._emit(ex, out)
-
-    def _emit_orphan(self, frame: Frame, out: list[Exchange]) -> None:
-        ex = self._new()
-        ex.capture = self._capture(frame.capture_index)
-        ex.correlation_id = _INT32.unpack_from(frame.data, 0)[0]
-        ex.status = ORPHAN_RESPONSE
-        ex.add_problem("request not in capture")
-        self._fill_response_timing(ex, frame)
-        if frame.complete:
-            self.accounting.response_frames += 1
-        else:
-            self.accounting.truncated_frames += 1
-            ex.add_problem(f"response truncated ({frame.missing})")
-        self._emit(ex, out)
-
-    def _release_unanswered_before(self, cid: int, out: list[Exchange]) -> None:
-        """A response to `cid` came: earlier acks=0 requests will not get one."""
-        for waiting in [c for c in self.unanswered if c < cid]:
-            self._emit(self.unanswered.pop(waiting), out)
-
-    def _fill_response_timing(self, ex: Exchange, frame: Frame) -> None:
-        ex.response_ts = frame.ts
-        ex.response_frame = frame.frame_number
-        ex.response_bytes = frame.size
-        ex.response_capture_index = frame.capture_index
-        ex.response_offset = frame.offset
+        self.emit(exchange)
 
     # -- losses and the end --------------------------------------------------
 
-    def note_response_gap(self) -> None:
+    def response_bytes_lost(self) -> None:
         """Server bytes were lost: a waiting request's response may be among them."""
         for ex in self.pending.values():
-            ex.add_problem("bytes lost in the response stream while waiting")
+            ex.add_problem("response-lost-bytes", "bytes lost in the response stream while waiting")
 
-    def flush(self, reason: str, out: list[Exchange]) -> None:
-        """Emit every waiting request (connection closed or capture ended)."""
+    def flush(self, reason: str) -> None:
+        """Emit everything held (the connection closed or the capture ended)."""
         for frame in self.early.values():
-            self._emit_orphan(frame, out)
+            self._emit_orphan(frame)
         self.early.clear()
         for ex in self.pending.values():
-            _worsen(ex, NO_RESPONSE)
-            ex.add_problem(f"no response before {reason}")
-            self._emit(ex, out)
+            self._worsen(ex, NO_RESPONSE)
+            ex.add_problem("no-response", f"no response before {reason}")
+            self._emit(ex)
         self.pending.clear()
-        for ex in self.unanswered.values():
-            self._emit(ex, out)
+        for ex, _ in self.unanswered.values():
+            self._emit(ex)
         self.unanswered.clear()

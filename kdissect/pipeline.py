@@ -7,13 +7,25 @@
     rest = d.finish()
     d.accounting
 
+The path of a byte: the `Reassembler` hands each direction's ordered bytes to
+that direction's sink (`reassembly.DirectionSink`). A connection's sinks
+start as `_Undecided` (holding the first bytes until the connection is known
+to be Kafka or not); a Kafka connection's sinks become `FrameReader`s whose
+frames go to the connection's `Pairer`, whose exchanges come out of `feed`;
+another connection's sinks only count its bytes. There is one path for
+every segment; per-connection state is created when it is needed (a
+direction's reader at its first byte, the pairer at the first frame).
+
 The dissector holds only open connections (their undelivered bytes and the
 requests still waiting for a response), so memory follows the number of open
 exchanges, not the size of the capture. Fed only the segments of one TCP
 4-tuple it yields exactly that connection's exchanges (the Spark job relies on
-this). Stream numbers are given in the order connections are classified as
-Kafka; the classifying segment's `(capture_index, frame_number)` is kept on
-every exchange as `stream_key` so a distributed run can rank them the same way.
+this). A connection becomes Kafka at its first payload byte (by port, or by
+the shape of its first bytes); one that never carries payload is not counted
+as Kafka and takes no stream number. Stream numbers follow the order of
+classification; the classifying segment's `(capture_index, frame_number)`
+is kept on every exchange as `stream_key` and in `classification_keys`, so a
+distributed run can rank them the same way.
 """
 
 from __future__ import annotations
@@ -24,32 +36,23 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from kdissect import protocol
 from kdissect.accounting import Accounting
-from kdissect.detect import (
-    DEFAULT_PORTS,
-    MIN_REQUEST_SIZE,
-    client_direction_by_port,
-    starts_like_request,
-)
+from kdissect.detect import DEFAULT_PORTS, MIN_REQUEST_SIZE, client_direction_by_port, starts_like_request
 from kdissect.exchange import Exchange, endpoint
-from kdissect.framing import HUNT_PREFIX, FrameReader
-from kdissect.pairing import Pairer
+from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader
+from kdissect.pairing import ConnectionInfo, Pairer, decode_tolerant
+from kdissect.protocol.skim import skim_request
+from kdissect.reassembly import Reassembler, TcpConnection
 
 _INT32 = Struct(">i")
 
-_UNDECIDED, _KAFKA, _IGNORED = 0, 1, 2
 # bytes held while deciding whether a connection on another port is Kafka
 _MAX_HELD_BYTES = 1 << 20
+# open connections before the least recently active are closed early
+MAX_OPEN_CONNECTIONS = 500_000
 
+_EMPTY, _UNDECIDED, _KAFKA, _IGNORED = 0, 1, 2, 3
 
-def _starts_aligned(conn: Any, direction: int) -> bool:
-    """Whether a direction's first byte is the first byte after its SYN (so a
-    frame starts there), rather than somewhere inside a running stream."""
-    if getattr(conn, "saw_syn", False):
-        return True
-    halves = getattr(conn, "halves", None)  # the reassembler knows each side's ISN
-    if halves is not None:
-        return getattr(halves[direction], "syn_seq", None) is not None
-    return False
+_CLOSE_REASONS = {"end-of-capture": "end of capture", "evicted": "the connection was evicted (too many open)"}
 
 
 def _starts_like_tls(data: bytes) -> bool:
@@ -58,31 +61,272 @@ def _starts_like_tls(data: bytes) -> bool:
     return len(data) >= 3 and data[0] == 0x16 and data[1] == 0x03 and data[2] <= 0x04
 
 
-class _Conn:
-    """Per-connection state."""
+class _Ignored:
+    """The sink of a connection that is not Kafka: its bytes are only counted."""
 
-    __slots__ = ("conn", "state", "client_dir", "readers", "pairer", "held", "held_bytes",
-                 "verdicts", "closed", "fresh", "hot")
+    __slots__ = ("accounting",)
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, accounting: Accounting) -> None:
+        self.accounting = accounting
+
+    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
+        self.accounting.non_kafka_bytes += len(payload)
+
+    def gap(self, offset: int, length: int, stamp: Any) -> None:
+        pass
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
+        self.accounting.non_kafka_bytes += length
+
+
+class _Undecided:
+    """The sink of one direction of a connection not yet known to be Kafka."""
+
+    __slots__ = ("state", "direction")
+
+    def __init__(self, state: _Connection, direction: int) -> None:
+        self.state = state
+        self.direction = direction
+
+    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
+        self.state.undecided(self.direction, ("data", offset, len(payload), payload), stamp)
+
+    def gap(self, offset: int, length: int, stamp: Any) -> None:
+        self.state.undecided(self.direction, ("gap", offset, length, b""), stamp)
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
+        self.state.undecided(self.direction, ("truncated", offset, length, prefix), stamp)
+
+
+class _Connection:
+    """One TCP connection's Kafka-level state (`TcpConnection.user`)."""
+
+    __slots__ = ("dissector", "conn", "phase", "port_client", "client_dir", "pairer", "readers", "held",
+                 "held_bytes", "verdicts", "info")
+
+    def __init__(self, dissector: Dissector, conn: TcpConnection) -> None:
+        self.dissector = dissector
         self.conn = conn
-        self.state = _UNDECIDED
+        self.phase = _EMPTY
+        self.port_client: int | None = None  # the client's side, when a Kafka port names it
         self.client_dir = 0
-        self.readers: list[FrameReader] | None = None
-        self.pairer: Pairer | None = None
-        self.held: list[tuple[int, Any]] = []
+        self.pairer: Pairer | None = None  # made at the first frame
+        self.readers: list[FrameReader | None] = [None, None]
+        self.held: list[tuple[int, tuple, Any]] = []  # (direction, piece, stamp) while undecided
         self.held_bytes = 0
         self.verdicts: list[bool | None] = [None, None]
-        self.closed = False
-        self.fresh = [True, True]  # no chunk yet in this direction
-        # per direction, once it is Kafka and started (not fresh): the
-        # (reader.push_data, pairer.on_request/on_response) of feed_many's
-        # hot path, bound once; None otherwise (reset when ignored or closed)
-        self.hot: list[tuple[Any, Any] | None] = [None, None]
+        self.info: ConnectionInfo | None = None
+
+    # -- before the connection is known ------------------------------------
+
+    def undecided(self, direction: int, piece: tuple, stamp: Any) -> None:
+        """A direction's bytes (piece: kind, offset, length, captured bytes)
+        before the connection is known to be Kafka or not."""
+        d = self.dissector
+        if self.phase == _EMPTY:
+            self.phase = _UNDECIDED
+            conn = self.conn
+            self.port_client = client_direction_by_port(conn.initiator, conn.responder, d.ports)
+            if self.port_client is None and not d.detect:
+                self.ignore([(direction, piece, stamp)])
+                return
+        held = self.held
+        held.append((direction, piece, stamp))
+        self.held_bytes += piece[2]
+        if self.port_client is not None:
+            # a Kafka port: decided when the client shows its first bytes
+            if direction == self.port_client or self.held_bytes > _MAX_HELD_BYTES:
+                self.settle(self.port_client, stamp)
+            return
+        verdicts = self.verdicts
+        if verdicts[direction] is None:
+            # the direction's first captured bytes, up to the first hole
+            start = bytearray()
+            complete = False  # no more contiguous bytes can be added to `start`
+            for dd, (kind, _, _, data), _ in held:
+                if dd != direction:
+                    continue
+                start += data
+                if kind != "data" or len(start) >= 4 + HUNT_PREFIX:
+                    complete = True
+                    break
+            if complete or len(start) >= 4 + MIN_REQUEST_SIZE:
+                # (a direction that starts with lost bytes cannot be judged: False)
+                verdicts[direction] = bool(start) and starts_like_request(bytes(start))
+        if verdicts[direction]:
+            self.settle(direction, stamp)
+        elif (verdicts[0] is False and verdicts[1] is False) or self.held_bytes > _MAX_HELD_BYTES:
+            held = self.held
+            self.held = []
+            self.ignore(held)
+
+    def settle(self, client_dir: int, stamp: Any) -> None:
+        """Kafka with the client on side `client_dir`, unless the client opens with TLS."""
+        held = self.held
+        self.held = []
+        first = next((piece for d, piece, _ in held if d == client_dir), None)
+        if (first is not None and first[0] != "gap" and self.conn.saw_start(client_dir)
+                and _starts_like_tls(first[3])):
+            self.dissector.accounting.tls_connections += 1
+            self.ignore(held)
+            return
+        self.classify(client_dir, stamp)
+        self.replay(held)
+
+    def replay(self, held: list[tuple[int, tuple, Any]]) -> None:
+        conn = self.conn
+        for direction, (kind, offset, length, data), stamp in held:
+            sink = conn.sinks[direction]  # (a sink may replace itself on its first bytes)
+            if kind == "data":
+                sink.data(offset, data, stamp)
+            elif kind == "gap":
+                sink.gap(offset, length, stamp)
+            else:
+                sink.truncated(offset, length, data, stamp)
+
+    def ignore(self, held: list[tuple[int, tuple, Any]]) -> None:
+        d = self.dissector
+        self.phase = _IGNORED
+        d.accounting.non_kafka_connections += 1
+        self.conn.sinks = (d.ignored, d.ignored)
+        self.replay(held)
+
+    def classify(self, client_dir: int, stamp: Any) -> None:
+        """The connection is Kafka, with its client on side `client_dir`."""
+        d = self.dissector
+        conn = self.conn
+        self.phase = _KAFKA
+        self.client_dir = client_dir
+        d.accounting.kafka_connections += 1
+        ends = (conn.initiator, conn.responder)
+        key = (int(stamp.capture_index), int(stamp.frame_number))
+        d.classification_keys.append(key)
+        self.info = ConnectionInfo(d.capture_names, d.next_stream, endpoint(*ends[client_dir]),
+                                   endpoint(*ends[1 - client_dir]), key)
+        d.next_stream += 1
+        conn.sinks = (_LazyReader(self, 0), _LazyReader(self, 1))
+
+    # -- a Kafka connection -------------------------------------------------
+
+    def reader(self, direction: int) -> FrameReader:
+        """The FrameReader of a direction, made at its first bytes."""
+        made = self.readers[direction]
+        if made is not None:
+            return made
+        aligned = self.conn.saw_start(direction)
+        pairer = self.pairer
+        if direction == self.client_dir:
+            reader = FrameReader(direction, protocol.looks_like_request, aligned, MIN_REQUEST_SIZE,
+                                 self.first_frame if pairer is None else pairer.on_request,
+                                 _confirm_request, _sure_request)
+        else:
+            reader = FrameReader(direction, _plausible_response, aligned, 4,
+                                 self.first_frame if pairer is None else pairer.on_response,
+                                 self.confirm_response, self.sure_response)
+        reader.on_hunt = self.lost_step
+        self.readers[direction] = reader
+        sinks = list(self.conn.sinks)
+        sinks[direction] = reader
+        self.conn.sinks = (sinks[0], sinks[1])
+        return reader
+
+    def first_frame(self, frame: Frame) -> None:
+        """A frame before the pairer exists: make it and bind the readers to it
+        (a reader may hand over more frames of the same piece here)."""
+        pairer = self.pairer
+        if pairer is None:
+            d = self.dissector
+            pairer = self.pairer = Pairer(d.accounting, self.info, d.out.append,  # type: ignore[arg-type]
+                                          d.keep_messages, d.keep_error_responses)
+            for direction, reader in enumerate(self.readers):
+                if reader is not None:
+                    reader.on_frame = pairer.on_request if direction == self.client_dir else pairer.on_response
+        if frame.direction == self.client_dir:
+            pairer.on_request(frame)
+        else:
+            pairer.on_response(frame)
+
+    def lost_step(self) -> None:
+        self.dissector.accounting.gaps += 1
+        if self.pairer is not None:
+            self.pairer.response_bytes_lost()
+
+    # hunting for a frame boundary after a loss or a mid-stream start
+
+    def sure_response(self, prefix: bytes, size: int) -> bool:
+        pairer = self.pairer
+        return pairer is not None and len(prefix) >= 4 and pairer.expects(_INT32.unpack_from(prefix, 0)[0])
+
+    def confirm_response(self, body: bytes, at_packet_end: bool) -> bool:
+        """A response whose request is not in the capture: it must end where
+        a packet ended and decode with some response layout."""
+        if not at_packet_end:
+            return False
+        from kdissect.trial import identify
+
+        used = reversed(self.pairer.used) if self.pairer is not None else ()
+        return identify(body, used).verdict != "unknown"
+
+    def close(self, reason: str) -> None:
+        d = self.dissector
+        acc = d.accounting
+        if self.phase == _EMPTY:
+            acc.empty_connections += 1
+            return
+        if self.phase == _UNDECIDED:
+            if self.port_client is None:  # never showed a request: not Kafka
+                held = self.held
+                self.held = []
+                self.ignore(held)
+                return
+            self.settle(self.port_client, self.held[0][2])  # the client never spoke
+        if self.phase != _KAFKA:
+            return
+        for reader in self.readers:
+            if reader is not None:
+                reader.finish()
+                acc.add_framing_stats(reader.stats)
+        if self.pairer is not None:
+            self.pairer.flush(_CLOSE_REASONS.get(reason, "connection close"))
+
+
+class _LazyReader:
+    """A Kafka direction's sink until its first bytes make the FrameReader."""
+
+    __slots__ = ("state", "direction")
+
+    def __init__(self, state: _Connection, direction: int) -> None:
+        self.state = state
+        self.direction = direction
+
+    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
+        self.state.reader(self.direction).data(offset, payload, stamp)
+
+    def gap(self, offset: int, length: int, stamp: Any) -> None:
+        self.state.reader(self.direction).gap(offset, length, stamp)
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
+        self.state.reader(self.direction).truncated(offset, length, prefix, stamp)
+
+
+def _confirm_request(body: bytes, at_packet_end: bool) -> bool:
+    """A request found by hunting decodes (a resynchronisation never invents one)."""
+    return skim_request(body) is not None or decode_tolerant(protocol.decode_request, body)[0] is not None
+
+
+def _sure_request(prefix: bytes, size: int) -> bool:
+    # too large to hold until it ends: a plausible header has to do
+    return size > HUNT_HOLD
+
+
+def _plausible_response(prefix: bytes, size: int) -> bool:
+    return len(prefix) >= 4 and _INT32.unpack_from(prefix, 0)[0] >= 0
 
 
 class Dissector:
-    """Segments in capture order -> Exchanges, with an Accounting of everything seen."""
+    """Segments in capture order -> Exchanges, with an Accounting of everything seen.
+
+    The reassembler's `ConnectionListener`."""
 
     def __init__(
         self,
@@ -90,333 +334,85 @@ class Dissector:
         detect: bool = True,
         capture_names: Sequence[str] | None = None,
         keep_messages: bool = True,
-        reassembler: Any = None,
+        keep_error_responses: bool = False,
+        accounting: Accounting | None = None,
+        max_open_connections: int = MAX_OPEN_CONNECTIONS,
     ) -> None:
         self.ports = frozenset(int(p) for p in ports)
         self.detect = detect
         self.capture_names = list(capture_names or [])
         self.keep_messages = keep_messages
-        if reassembler is None:
-            from kdissect.reassembly import Reassembler
-
-            reassembler = Reassembler()
-        self._reassembler = reassembler
-        # the reassembler's event-free short cut for in-order segments, if it has one
-        self._in_order = getattr(reassembler, "feed_in_order", None)
-        self.accounting = Accounting()
-        self._conns: dict[int, _Conn] = {}
-        self._next_stream = 0
-        self._key: tuple[int, int] | None = (0, 0)  # segment being fed (None in finish)
+        # without kept messages, still keep the decoded response of exchanges
+        # with error codes (for per-partition error tables: Spark, stats)
+        self.keep_error_responses = keep_error_responses
+        self.accounting = accounting if accounting is not None else Accounting()
+        self.max_open_connections = max_open_connections
+        self.ignored = _Ignored(self.accounting)
+        self.out: list[Exchange] = []  # exchanges completed by the segment being fed
+        self.next_stream = 0
         # (capture_index, frame_number) at which each Kafka connection was
         # classified, in stream-number order (also for connections without exchanges)
         self.classification_keys: list[tuple[int, int]] = []
+        self._reassembler = Reassembler(listener=self)
+
+    # -- the ConnectionListener ---------------------------------------------
+
+    def opened(self, conn: TcpConnection) -> None:
+        state = _Connection(self, conn)
+        conn.user = state
+        conn.sinks = (_Undecided(state, 0), _Undecided(state, 1))
+        self.accounting.connections += 1
+        if self._reassembler.open_connection_count > self.max_open_connections:
+            self.accounting.evicted_connections += self._reassembler.evict(self.max_open_connections // 8)
+
+    def closed(self, conn: TcpConnection, reason: str) -> None:
+        conn.user.close(reason)
 
     # -- public --------------------------------------------------------------
 
     def feed(self, segment: Any) -> list[Exchange]:
-        self.accounting.segments += 1
-        if self._in_order is not None:
-            hit = self._in_order(segment)
-            if hit is not None:
-                # the fused fast path: an in-order segment of an open connection
-                if not hit:
-                    return []  # no payload: no event
-                return self._in_order_data(segment, *hit)
-        return self._feed_events(segment)
+        """The exchanges this segment completed."""
+        acc = self.accounting
+        acc.segments += 1
+        acc.payload_bytes += segment.payload_len
+        self._reassembler.feed(segment)
+        out = self.out
+        if not out:
+            return []
+        done = out[:]
+        out.clear()
+        return done
 
     def feed_many(self, segments: Iterable[Any]) -> Iterator[Exchange]:
         """The exchanges of `feed(s)` for each of `segments` in turn (not
-        those of `finish()`); the hot path inlined into one loop."""
+        those of `finish()`)."""
         acc = self.accounting
-        in_order = self._in_order
-        if in_order is None:
+        feed = self._reassembler.feed
+        out = self.out
+        segment_count = payload = 0
+        try:
             for segment in segments:
-                out = self.feed(segment)
+                segment_count += 1
+                payload += segment.payload_len
+                feed(segment)
                 if out:
                     yield from out
-            return
-        conns = self._conns
-        feed_events = self._feed_events
-        in_order_data = self._in_order_data
-        for segment in segments:
-            acc.segments += 1
-            hit = in_order(segment)
-            if hit is None:
-                out = feed_events(segment)
-            elif not hit:
-                continue  # no payload: no event
-            else:
-                conn, direction, offset = hit
-                state = conns.get(conn.id)
-                hot = None if state is None else state.hot[direction]
-                if hot is None:
-                    if state is None or state.state != _KAFKA or state.fresh[direction]:
-                        hot = None
-                    else:
-                        pairer = state.pairer
-                        hot = state.hot[direction] = (
-                            state.readers[direction].push_data,  # type: ignore[index]
-                            pairer.on_request if direction == state.client_dir else pairer.on_response)  # type: ignore[union-attr]
-                if hot is None:
-                    out = in_order_data(segment, conn, direction, offset)
-                else:
-                    # (as in _in_order_data)
-                    payload = segment.payload
-                    acc.stream_bytes += len(payload)
-                    push, handle = hot
-                    frames = push(offset, payload, segment)
-                    if not frames:
-                        continue
-                    out = []
-                    for frame in frames:
-                        handle(frame, out)
-            if out:
-                yield from out
-
-    def _feed_events(self, segment: Any) -> list[Exchange]:
-        """feed() through the reassembler's events (the general path)."""
-        events = self._reassembler.feed(segment)
-        if not events:
-            return []
-        self._key = (segment.capture_index, segment.frame_number)
-        out: list[Exchange] = []
-        conns = self._conns
-        for event in events:
-            if event.__class__.__name__ == "Data":
-                state = conns.get(event.conn.id)
-                if state is not None and state.state == _KAFKA:
-                    # bytes of a known Kafka connection
-                    chunk = event.chunk
-                    direction = event.direction
-                    if state.fresh[direction] and not self._start_direction(state, direction, chunk):
-                        continue  # not Kafka after all (TLS)
-                    self.accounting.stream_bytes += chunk.length
-                    reader = state.readers[direction]  # type: ignore[index]
-                    frames = reader.push(chunk)
-                    if frames:
-                        pairer = state.pairer
-                        handle = pairer.on_request if direction == state.client_dir else pairer.on_response  # type: ignore[union-attr]
-                        for frame in frames:
-                            handle(frame, out)
-                    continue
-            self._event(event, out)
-        return out
-
-    def _in_order_data(self, segment: Any, conn: Any, direction: int, offset: int) -> list[Exchange]:
-        """What feed does with the one Data event the reassembler would have
-        made for this segment (see Reassembler.feed_in_order), without it."""
-        out: list[Exchange] = []
-        state = self._conns.get(conn.id)
-        if state is None or state.state != _KAFKA or state.fresh[direction]:
-            # not the hot path: the general handling of that event
-            from kdissect.reassembly import Chunk, Data
-
-            self._key = (segment.capture_index, segment.frame_number)
-            payload = segment.payload
-            chunk = Chunk("data", offset, len(payload), payload, segment.ts, segment.capture_index,
-                          segment.frame_number)
-            self._event(Data(conn, direction, chunk), out)
-            return out
-        # (the _key of the segment is only read while classifying: not here)
-        payload = segment.payload
-        self.accounting.stream_bytes += len(payload)
-        frames = state.readers[direction].push_data(offset, payload, segment)  # type: ignore[index]
-        if frames:
-            pairer = state.pairer
-            handle = pairer.on_request if direction == state.client_dir else pairer.on_response  # type: ignore[union-attr]
-            for frame in frames:
-                handle(frame, out)
-        return out
+                    out.clear()
+        finally:
+            acc.segments += segment_count
+            acc.payload_bytes += payload
 
     def finish(self) -> list[Exchange]:
-        out: list[Exchange] = []
-        self._key = None  # type: ignore[assignment]
-        for event in self._reassembler.finish():
-            self._event(event, out)
-        for state in list(self._conns.values()):
-            self._close(state, "end of capture", out)
-        self._conns.clear()
-        return out
+        """Close every open connection; the exchanges that completes."""
+        self._reassembler.finish()
+        self.accounting.add_reassembly_stats(self._reassembler.stats)
+        done = self.out[:]
+        self.out.clear()
+        return done
 
     @property
     def open_connections(self) -> int:
-        return len(self._conns)
-
-    # -- events --------------------------------------------------------------
-
-    def _event(self, event: Any, out: list[Exchange]) -> None:
-        kind = event.__class__.__name__
-        if kind == "Data":
-            state = self._conns.get(event.conn.id)
-            if state is None:  # data without an Opened event: open it now
-                state = self._open(event.conn)
-            self._data(state, event.direction, event.chunk, out)
-        elif kind == "Opened":
-            if event.conn.id not in self._conns:
-                self._open(event.conn)
-        elif kind == "Closed":
-            state = self._conns.pop(event.conn.id, None)
-            if state is not None:
-                self._close(state, "connection close", out)
-
-    def _open(self, conn: Any) -> _Conn:
-        state = _Conn(conn)
-        self._conns[conn.id] = state
-        self.accounting.connections += 1
-        client_dir = client_direction_by_port(conn.initiator, conn.responder, self.ports)
-        if client_dir is not None:
-            self._classify(state, client_dir, tuple(conn.first_segment))
-        elif not self.detect:
-            self._ignore(state)
-        return state
-
-    def _data(self, state: _Conn, direction: int, chunk: Any, out: list[Exchange]) -> None:
-        if state.state == _KAFKA:
-            if state.fresh[direction] and not self._start_direction(state, direction, chunk):
-                return  # not Kafka after all (TLS)
-            self.accounting.stream_bytes += chunk.length
-            reader = state.readers[direction]  # type: ignore[index]
-            frames = reader.push(chunk)
-            if frames:
-                pairer = state.pairer
-                if direction == state.client_dir:
-                    for frame in frames:
-                        pairer.on_request(frame, out)  # type: ignore[union-attr]
-                else:
-                    for frame in frames:
-                        pairer.on_response(frame, out)  # type: ignore[union-attr]
-            return
-        if state.state == _IGNORED:
-            self.accounting.non_kafka_bytes += chunk.length
-            return
-        # undecided: judge the first captured bytes of each direction
-        state.held.append((direction, chunk))
-        state.held_bytes += chunk.length
-        verdicts = state.verdicts
-        if verdicts[direction] is None:
-            # the direction's first captured bytes, up to the first hole
-            start = bytearray()
-            complete = False  # no more contiguous bytes can be added to `start`
-            for d, c in state.held:
-                if d != direction:
-                    continue
-                start += c.data
-                if c.kind != "data" or len(start) >= 4 + HUNT_PREFIX:
-                    complete = True
-                    break
-            if complete or len(start) >= 4 + MIN_REQUEST_SIZE:
-                # (a direction that starts with lost bytes cannot be judged: False)
-                verdicts[direction] = bool(start) and starts_like_request(bytes(start))
-        if verdicts[direction]:
-            held = state.held
-            state.held = []
-            # the segment being fed; during finish() (no segment), the chunk's own
-            key = (chunk.capture_index, chunk.frame_number) if self._key is None else self._key
-            self._classify(state, direction, key)
-            for d, c in held:
-                self._data(state, d, c, out)
-        elif (verdicts[0] is False and verdicts[1] is False) or state.held_bytes > _MAX_HELD_BYTES:
-            held_bytes = state.held_bytes
-            self._ignore(state)
-            self.accounting.non_kafka_bytes += held_bytes
-
-    def _classify(self, state: _Conn, client_dir: int, key: tuple[int, int]) -> None:
-        conn = state.conn
-        state.state = _KAFKA
-        state.client_dir = client_dir
-        self.accounting.kafka_connections += 1
-        ends = (conn.initiator, conn.responder)
-        client = endpoint(*ends[client_dir])
-        broker = endpoint(*ends[1 - client_dir])
-        key = (int(key[0]), int(key[1]))
-        self.classification_keys.append(key)
-        pairer = Pairer(self.accounting, self.capture_names, self._next_stream, client, broker,
-                        key, self.keep_messages)
-        self._next_stream += 1
-        aligned = True  # decided per direction at its first chunk
-        acc = self.accounting
-
-        def lost_request_step() -> None:
-            acc.gaps += 1
-
-        def lost_response_step() -> None:
-            acc.gaps += 1
-            pairer.note_response_gap()
-
-        looks_like_request = protocol.looks_like_request
-
-        def plausible_request(prefix: bytes, size: int) -> bool:
-            return bool(looks_like_request(prefix, size))
-
-        def plausible_response(prefix: bytes, size: int) -> bool:
-            return len(prefix) >= 4 and pairer.expects(_INT32.unpack_from(prefix, 0)[0])
-
-        def response_ending_at_packet_end(prefix: bytes, size: int) -> bool:
-            # a response whose request is not in the capture (it may have been
-            # sent before the capture started): accepted only when its size
-            # lands exactly on the end of the captured bytes
-            return len(prefix) >= 4 and _INT32.unpack_from(prefix, 0)[0] >= 0
-
-        requests = FrameReader(client_dir, plausible_request, aligned, MIN_REQUEST_SIZE)
-        responses = FrameReader(1 - client_dir, plausible_response, aligned, 4)
-        responses.plausible_exact = response_ending_at_packet_end
-        requests.on_hunt = lost_request_step
-        responses.on_hunt = lost_response_step
-        readers = [requests, responses] if client_dir == 0 else [responses, requests]
-        state.readers = readers
-        state.pairer = pairer
-
-    def _start_direction(self, state: _Conn, direction: int, chunk: Any) -> bool:
-        """First chunk of a direction of a Kafka connection: set the framing's
-        alignment; False (and the connection dropped) if the client opens with
-        a TLS record, i.e. this is encrypted Kafka (or TLS) on a Kafka port."""
-        state.fresh[direction] = False
-        aligned = _starts_aligned(state.conn, direction)
-        state.readers[direction].set_aligned(aligned)  # type: ignore[index]
-        if aligned and direction == state.client_dir and _starts_like_tls(chunk.data):
-            acc = self.accounting
-            acc.kafka_connections -= 1
-            acc.tls_connections += 1
-            self._ignore(state)
-            acc.non_kafka_bytes += chunk.length
-            return False
-        return True
-
-    def _ignore(self, state: _Conn) -> None:
-        state.state = _IGNORED
-        state.hot = [None, None]
-        state.held = []
-        state.held_bytes = 0
-        self.accounting.non_kafka_connections += 1
-
-    def _close(self, state: _Conn, reason: str, out: list[Exchange]) -> None:
-        if state.closed:
-            return
-        state.closed = True
-        state.hot = [None, None]
-        if state.state == _UNDECIDED:
-            # never showed a request: not Kafka
-            held_bytes = state.held_bytes
-            self._ignore(state)
-            self.accounting.non_kafka_bytes += held_bytes
-            return
-        if state.state != _KAFKA:
-            return
-        pairer = state.pairer
-        acc = self.accounting
-        for direction, reader in enumerate(state.readers):  # type: ignore[arg-type]
-            for frame in reader.finish():
-                if direction == state.client_dir:
-                    pairer.on_request(frame, out)  # type: ignore[union-attr]
-                else:
-                    pairer.on_response(frame, out)  # type: ignore[union-attr]
-            stats = reader.stats
-            acc.framed_bytes += stats.framed_bytes
-            acc.gap_bytes += stats.gap_bytes
-            acc.snaplen_bytes += stats.snaplen_bytes
-            acc.skipped_bytes += stats.skipped_bytes
-            acc.resyncs += stats.resyncs
-        pairer.flush(reason, out)  # type: ignore[union-attr]
+        return self._reassembler.open_connection_count
 
 
 class Analysis:
@@ -433,6 +429,13 @@ class Analysis:
         self.dissector = Dissector(ports, detect, names, keep_messages)
         self.accounting = self.dissector.accounting
         self.progress = progress
+
+    @property
+    def ts_unit(self) -> str:
+        """The Arrow unit that holds every input file's times exactly."""
+        from kdissect.times import arrow_unit
+
+        return arrow_unit(self.capture_set.finest_resolution)
 
     def __iter__(self) -> Iterator[Exchange]:
         dissector = self.dissector

@@ -1,12 +1,19 @@
 """TCP stream reassembly: TcpSegments in capture order -> per-connection,
-per-direction ordered Chunks of stream bytes.
+per-direction ordered stream bytes, handed to the connection's sinks.
 
-Each direction's chunks come out in stream order and contiguous: bytes that
-were never captured are covered by a "gap" chunk, bytes that were on the wire
-but cut by the snaplen by a "truncated" chunk holding the captured prefix. Every
+Each direction's bytes come out in stream order and contiguous: bytes that
+were never captured are announced as a gap, bytes that were on the wire but
+cut by the snaplen as a truncated piece holding the captured prefix. Every
 stream byte is delivered once (the first copy wins); retransmitted copies are
 counted, not delivered. Offsets are unbounded integers: sequence numbers are
 unwrapped around the next expected byte, so 32-bit wraparound is invisible.
+
+The user of a `Reassembler` is a `ConnectionListener`: it hears `opened(conn)`
+(and then sets `conn.sinks`, one `DirectionSink` per direction) and
+`closed(conn, reason)`. The sinks receive `data`, `gap` and `truncated`
+calls in stream order. Without a listener the reassembler collects
+`Opened` / `Data` / `Closed` event objects and `feed` / `finish` return
+them (tests and tools use that form).
 
 A hole in the sequence space is held open while later data waits in a bounded
 buffer, and declared a gap when
@@ -18,9 +25,15 @@ buffer, and declared a gap when
   * or the connection closes (RST, port reuse, end of capture).
 A RST closes its connection after `reorder_tolerance` more segments of that
 connection, so data the capture shows just after the RST is still delivered.
+These bounds count segments on purpose: they measure how far a capture may
+reorder packets, which is a matter of packets (queues, interfaces), not of
+time, and a time bound would make a slow connection wait for nothing while
+a fast one gives up too early. Memory is bounded by bytes
+(`max_buffered_bytes` per direction), not by counts.
+
 These decisions depend only on the connection's own segments, so feeding one
-connection's segments alone (as the Spark job does) gives the same chunks as
-feeding the whole capture. In a whole run, a run-wide deadline (1024+
+connection's segments alone (as the Spark job does) gives the same bytes
+as feeding the whole capture. In a whole run, a run-wide deadline (1024+
 segments) also settles a connection that fell silent, so it does not wait
 for the end of a long capture; that only differs from a lone run for data
 reordered by more than that many packets.
@@ -28,13 +41,14 @@ reordered by more than that many packets.
 Roles: the initiator is the SYN's sender; when the capture shows a SYN-ACK
 first, its receiver; with no handshake, the source of the first segment. A
 handshake segment arriving late (capture reordering) corrects the roles as
-long as nothing has been delivered yet.
+long as nothing has been delivered yet. The handshake's times are kept on
+the connection (`syn_ts`, `syn_ack_ts`, `ack_ts`) for round-trip estimates.
 
 Memory: open connections x held out-of-order bytes. Closed connections are
-forgotten after their Closed event; a bounded table of recently closed
-4-tuples absorbs their stray last ACKs and retransmissions without opening
-phantom connections, while a SYN, or a segment far from where the old
-connection's sequence numbers ended, starts a new one.
+forgotten after `closed`; a bounded table of recently closed 4-tuples absorbs
+their stray last ACKs and retransmissions without opening phantom
+connections, while a SYN, or a segment far from where the old connection's
+sequence numbers ended, starts a new one.
 """
 
 from __future__ import annotations
@@ -42,6 +56,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from kdissect.packet import ACK, FIN, RST, SYN, SlotRecord, TcpSegment
 
@@ -50,26 +65,37 @@ _HALF = 1 << 31
 _SYN_FIN_RST = SYN | FIN | RST
 # A segment of a closed 4-tuple this soon after the close belongs to the old
 # connection (its last ACK, a retransmitted FIN) unless it is a new SYN.
-_AFTER_CLOSE_SECONDS = 120.0
+_AFTER_CLOSE_NS = 120 * 10**9
 _TOMBSTONE_LIMIT = 1 << 16
 # A segment of a closed 4-tuple whose sequence number is this far from where
 # the old connection ended starts a new connection (whose SYN was not captured).
 _STRAGGLER_WINDOW = 1 << 22
 
 
-class Chunk(SlotRecord):
-    __slots__ = ("kind", "offset", "length", "data", "ts", "capture_index", "frame_number")
+class Stamp(Protocol):
+    """Where bytes became deliverable: a time (integer ns) and a packet."""
 
-    def __init__(self, kind: str, offset: int, length: int, data: bytes, ts: float, capture_index: int,
-                 frame_number: int) -> None:
-        self.kind = kind  # "data" | "gap" | "truncated"
-        self.offset = offset  # stream offset of the first byte (0 = first byte seen in this direction)
-        self.length = length  # stream bytes covered
-        # captured bytes: all of them for "data", b"" for "gap", the captured prefix for "truncated"
-        self.data = data
-        self.ts = ts  # time of the segment whose arrival made these bytes deliverable
-        self.capture_index = capture_index
-        self.frame_number = frame_number  # of that same segment
+    ts: int
+    capture_index: int
+    frame_number: int
+
+
+class DirectionSink(Protocol):
+    """Receives one direction's stream, in order, from offset 0."""
+
+    def data(self, offset: int, payload: bytes, stamp: Stamp) -> None: ...
+
+    def gap(self, offset: int, length: int, stamp: Stamp) -> None: ...
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Stamp) -> None: ...
+
+
+class ConnectionListener(Protocol):
+    def opened(self, conn: TcpConnection) -> None:
+        """A new connection; set `conn.sinks` to its two DirectionSinks."""
+
+    def closed(self, conn: TcpConnection, reason: str) -> None:
+        """No more bytes will come; reason: fin, rst, port-reuse, end-of-capture."""
 
 
 class _Half:
@@ -94,22 +120,11 @@ class _Half:
 class TcpConnection:
     """One TCP connection: one SYN epoch of a 4-tuple."""
 
-    __slots__ = (
-        "id",
-        "initiator",
-        "responder",
-        "first_segment",
-        "saw_syn",
-        "closed",
-        "segments",
-        "halves",
-        "last_ts",
-        "last_frame",
-        "keys",
-        "closing",
-    )
+    __slots__ = ("id", "initiator", "responder", "first_segment", "saw_syn", "closed", "segments", "halves",
+                 "last", "keys", "closing", "sinks", "syn_ts", "syn_ack_ts", "ack_ts", "user")
 
-    def __init__(self, conn_id: int, initiator: tuple[str, int], responder: tuple[str, int], seg: TcpSegment, saw_syn: bool):
+    def __init__(self, conn_id: int, initiator: tuple[str, int], responder: tuple[str, int], seg: TcpSegment,
+                 saw_syn: bool) -> None:
         self.id = conn_id
         self.initiator = initiator
         self.responder = responder
@@ -118,17 +133,56 @@ class TcpConnection:
         self.closed = False
         self.segments = 0  # segments of this connection fed so far
         self.halves = (_Half(), _Half())
-        self.last_ts = seg.ts
-        self.last_frame = (seg.capture_index, seg.frame_number)
+        self.last: Stamp = seg  # the connection's latest segment
         self.closing: int | None = None  # segment count at the RST, while reordered stragglers may come
         self.keys = (
             (initiator[0], initiator[1], responder[0], responder[1]),
             (responder[0], responder[1], initiator[0], initiator[1]),
         )
+        # one DirectionSink per direction (0 = initiator -> responder), set by the listener
+        self.sinks: tuple[Any, Any] = (None, None)
+        # handshake times (ns): the initiator's SYN, the responder's SYN-ACK,
+        # the initiator's first ACK after it; None where not captured
+        self.syn_ts: int | None = None
+        self.syn_ack_ts: int | None = None
+        self.ack_ts: int | None = None
+        self.user: Any = None  # the listener's own per-connection state
+
+    def saw_start(self, direction: int) -> bool:
+        """Whether the direction's first byte seen is its stream's first byte
+        (the handshake was captured), so a frame starts there."""
+        return self.saw_syn or self.halves[direction].syn_seq is not None
+
+    @property
+    def last_ts(self) -> int:
+        return self.last.ts
+
+    @property
+    def last_frame(self) -> tuple[int, int]:
+        return (self.last.capture_index, self.last.frame_number)
 
     def __repr__(self) -> str:
         i, r = self.initiator, self.responder
-        return f"TcpConnection(id={self.id}, {i[0]}:{i[1]} -> {r[0]}:{r[1]}, saw_syn={self.saw_syn}, closed={self.closed})"
+        return (f"TcpConnection(id={self.id}, {i[0]}:{i[1]} -> {r[0]}:{r[1]}, saw_syn={self.saw_syn}, "
+                f"closed={self.closed})")
+
+
+# -- the event form (no listener) ----------------------------------------------
+
+
+class Chunk(SlotRecord):
+    __slots__ = ("kind", "offset", "length", "data", "ts", "capture_index", "frame_number")
+
+    def __init__(self, kind: str, offset: int, length: int, data: bytes, ts: int, capture_index: int,
+                 frame_number: int) -> None:
+        self.kind = kind  # "data" | "gap" | "truncated"
+        self.offset = offset  # stream offset of the first byte (0 = first byte seen in this direction)
+        self.length = length  # stream bytes covered
+        # captured bytes: all of them for "data", b"" for "gap", the captured prefix for "truncated"
+        self.data = data
+        self.ts = ts  # time (ns) of the segment whose arrival made these bytes deliverable
+        self.capture_index = capture_index
+        self.frame_number = frame_number  # of that same segment
 
 
 class Opened(SlotRecord):
@@ -158,15 +212,61 @@ class Closed(SlotRecord):
 Event = Opened | Data | Closed
 
 
+class _ChunkSink:
+    """A DirectionSink that turns the calls into Data events."""
+
+    __slots__ = ("events", "conn", "direction")
+
+    def __init__(self, events: list[Event], conn: TcpConnection, direction: int) -> None:
+        self.events = events
+        self.conn = conn
+        self.direction = direction
+
+    def data(self, offset: int, payload: bytes, stamp: Stamp) -> None:
+        chunk = Chunk("data", offset, len(payload), payload, stamp.ts, stamp.capture_index, stamp.frame_number)
+        self.events.append(Data(self.conn, self.direction, chunk))
+
+    def gap(self, offset: int, length: int, stamp: Stamp) -> None:
+        chunk = Chunk("gap", offset, length, b"", stamp.ts, stamp.capture_index, stamp.frame_number)
+        self.events.append(Data(self.conn, self.direction, chunk))
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Stamp) -> None:
+        chunk = Chunk("truncated", offset, length, prefix, stamp.ts, stamp.capture_index, stamp.frame_number)
+        self.events.append(Data(self.conn, self.direction, chunk))
+
+
+class EventCollector:
+    """The listener of a Reassembler built without one: events in a list."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def opened(self, conn: TcpConnection) -> None:
+        self.events.append(Opened(conn))
+        conn.sinks = (_ChunkSink(self.events, conn, 0), _ChunkSink(self.events, conn, 1))
+
+    def closed(self, conn: TcpConnection, reason: str) -> None:
+        self.events.append(Closed(conn, reason))
+
+    def take(self) -> list[Event]:
+        events = self.events
+        if not events:
+            return []
+        taken = events[:]
+        events.clear()
+        return taken
+
+
 @dataclass(slots=True)
 class ReassemblyStats:
     """Per-run accounting; additive (sum per-connection runs)."""
 
     segments: int = 0
     connections: int = 0
-    delivered_bytes: int = 0  # captured stream bytes handed out in data/truncated chunks
+    delivered_bytes: int = 0  # captured stream bytes handed out in data/truncated pieces
     gap_bytes: int = 0  # stream bytes never captured
     gaps: int = 0
+    tail_gap_bytes: int = 0  # of gap_bytes: acknowledged (or before a FIN) at the close but never captured
     truncated_bytes: int = 0  # stream bytes on the wire but cut by the snaplen
     retransmitted_bytes: int = 0  # copies of bytes already delivered (retransmissions, duplicates, overlaps)
     out_of_order_segments: int = 0
@@ -186,13 +286,21 @@ class ReassemblyStats:
 
 
 class Reassembler:
-    def __init__(self, max_buffered_bytes: int = 4 << 20, reorder_tolerance: int = 32):
+    def __init__(self, max_buffered_bytes: int = 4 << 20, reorder_tolerance: int = 32,
+                 listener: ConnectionListener | None = None) -> None:
         self.max_buffered_bytes = max_buffered_bytes
         self.reorder_tolerance = reorder_tolerance
         self.stats = ReassemblyStats()
+        if listener is None:
+            collector = EventCollector()
+            listener = collector
+            self._take = collector.take
+        else:
+            self._take = _nothing
+        self.listener = listener
         self._conns: dict[tuple[str, int, str, int], TcpConnection] = {}  # both directions' keys
         # key -> (close time, {sender: next sequence number it would send})
-        self._recently_closed: dict[tuple[str, int, str, int], tuple[float, dict]] = {}
+        self._recently_closed: dict[tuple[str, int, str, int], tuple[int, dict]] = {}
         self._next_id = 0
         self._arrivals = 0
         # Reset connections waiting out their straggler window, and
@@ -211,99 +319,108 @@ class Reassembler:
             seen[conn.id] = conn
         return [seen[i] for i in sorted(seen)]
 
+    @property
+    def open_connection_count(self) -> int:
+        return len(self._conns) // 2
+
+    def evict(self, count: int) -> int:
+        """Close the `count` least recently active connections (reason
+        "evicted"), as when too many are open at once; returns how many."""
+        oldest = sorted(self.open_connections, key=lambda c: (c.last.capture_index, c.last.frame_number))
+        for conn in oldest[:count]:
+            self._close(conn, "evicted", None)
+        return min(count, len(oldest))
+
     # -- public API -------------------------------------------------------------
 
-    def feed_in_order(self, seg: TcpSegment) -> tuple[TcpConnection, int, int] | tuple[()] | None:
-        """`feed` for the overwhelmingly common segment, without event objects.
-
-        The common segment belongs to a known, open connection with nothing
-        held or pending in either direction (no out-of-order data, no FIN, no
-        RST), no timer due, has no SYN/FIN/RST flag and carries
-        whole (not snaplen-cut) payload exactly at the next expected offset,
-        or no payload at all. For it, `feed` would return at most one event,
-        Data(conn, direction, Chunk("data", offset, len(payload), payload,
-        seg.ts, seg.capture_index, seg.frame_number)), and this method makes
-        the same state changes and returns `(conn, direction, offset)`
-        instead, or `()` for a segment without payload (no event).
-
-        Any other segment returns None having changed nothing: call `feed`.
-        """
-        conn = self._conns.get((seg.src, seg.sport, seg.dst, seg.dport))
-        flags = seg.flags
-        if conn is None or flags & _SYN_FIN_RST or conn.closing is not None:
-            return None
-        timers = self._timers
-        if timers and (timers[0][0] <= self.stats.segments + 1 or timers[0][1].closed):
-            return None  # a timer runs at this segment (for some connection)
-        first, second = conn.halves
-        if first.pending or second.pending or first.fin is not None or second.fin is not None:
-            return None
-        if seg.sport == conn.initiator[1] and seg.src == conn.initiator[0]:
-            direction, half, peer = 0, first, second
-        else:
-            direction, half, peer = 1, second, first
-        plen = seg.payload_len
-        nxt = half.next
-        if plen:
-            base = half.base
-            # in order: the unwrapped offset of seg.seq is exactly `nxt`
-            if base is None or (seg.seq - base - nxt) & _MASK or len(seg.payload) != plen:
-                return None
+    def feed(self, seg: TcpSegment) -> list[Event] | None:
+        """Take one segment; the sinks hear what it delivers. Returns the
+        events it caused when the reassembler has no listener of its own."""
         stats = self.stats
         stats.segments += 1
-        conn.segments += 1
-        conn.last_ts = seg.ts
-        conn.last_frame = (seg.capture_index, seg.frame_number)
-        if flags & ACK and peer.base is not None:
-            pnext = peer.next
-            acked = pnext + (((seg.ack - peer.base - pnext + _HALF) & _MASK) - _HALF)
-            if acked > peer.acked:
-                peer.acked = acked
-        # (what feed's hole check does when neither half holds anything)
-        first.deadline = second.deadline = None
-        if not plen:
-            return ()
-        stats.delivered_bytes += plen
-        half.next = nxt + plen
-        return conn, direction, nxt
-
-    def feed(self, seg: TcpSegment) -> list[Event]:
-        """Events caused by this segment, in order."""
-        self.stats.segments += 1
-        events: list[Event] = []
-        key = (seg.src, seg.sport, seg.dst, seg.dport)
         flags = seg.flags
-        conn = self._conns.get(key)
+        conn = self._conns.get((seg.src, seg.sport, seg.dst, seg.dport))
+        if conn is not None and not flags & _SYN_FIN_RST and conn.closing is None:
+            # The common segment, in one go: an open connection, no handshake
+            # or close flags, nothing held in either direction, no timer due,
+            # and its whole payload (if any) exactly at the next offset.
+            timers = self._timers
+            first, second = conn.halves
+            if (not (timers and (timers[0][0] <= stats.segments or timers[0][1].closed))
+                    and not first.pending and not second.pending and first.fin is None and second.fin is None):
+                if seg.sport == conn.initiator[1] and seg.src == conn.initiator[0]:
+                    direction, half, peer = 0, first, second
+                else:
+                    direction, half, peer = 1, second, first
+                plen = seg.payload_len
+                nxt = half.next
+                base = half.base
+                if not plen or (base is not None and not (seg.seq - base - nxt) & _MASK
+                                and len(seg.payload) == plen):
+                    conn.segments += 1
+                    conn.last = seg
+                    if flags & ACK:
+                        pbase = peer.base
+                        if pbase is not None:
+                            pnext = peer.next
+                            acked = pnext + (((seg.ack - pbase - pnext + _HALF) & _MASK) - _HALF)
+                            if acked > peer.acked:
+                                peer.acked = acked
+                        if conn.ack_ts is None and direction == 0 and conn.syn_ack_ts is not None:
+                            conn.ack_ts = seg.ts
+                    first.deadline = second.deadline = None  # no hole is held in either direction
+                    if plen:
+                        stats.delivered_bytes += plen
+                        half.next = nxt + plen
+                        conn.sinks[direction].data(nxt, seg.payload, seg)
+                    return self._take()
+        self._feed(seg, conn)
+        return self._take()
+
+    def finish(self) -> list[Event] | None:
+        """Flush held data (as gaps where holes remain) and close every open connection."""
+        for conn in self.open_connections:
+            if conn.closing is not None:
+                reason = "rst"
+            elif all(h.fin is not None for h in conn.halves):
+                reason = "fin"  # ended normally; a hole before a FIN kept it open
+            else:
+                reason = "end-of-capture"
+            self._close(conn, reason, None)
+        self._timers.clear()
+        return self._take()
+
+    def _feed(self, seg: TcpSegment, conn: TcpConnection | None) -> None:
+        """Every segment the common case does not cover."""
+        flags = seg.flags
         if conn is None:
+            key = (seg.src, seg.sport, seg.dst, seg.dport)
             tombstone = self._recently_closed.get(key)
             if tombstone is not None:
                 if self._belongs_to_closed(seg, *tombstone):
                     self.stats.after_close_segments += 1
                     self.stats.after_close_bytes += seg.payload_len
-                    return events
+                    return
                 self._forget_tombstone(key)
             if flags & RST and not seg.payload_len:
                 self.stats.stray_resets += 1
-                return events
-            conn = self._open(seg, events)
+                return
+            conn = self._open(seg)
         elif flags & SYN and not flags & ACK and self._is_new_syn(conn, seg):
-            self._close(conn, "rst" if conn.closing is not None else "port-reuse", events, seg)
-            self._forget_tombstone(key)
-            conn = self._open(seg, events)
+            self._close(conn, "rst" if conn.closing is not None else "port-reuse", seg)
+            self._forget_tombstone((seg.src, seg.sport, seg.dst, seg.dport))
+            conn = self._open(seg)
 
         conn.segments += 1
-        conn.last_ts = seg.ts
-        conn.last_frame = (seg.capture_index, seg.frame_number)
-        if seg.sport == conn.initiator[1] and seg.src == conn.initiator[0]:
-            direction = 0
-        else:
-            direction = 1
+        conn.last = seg
+        direction = 0 if seg.sport == conn.initiator[1] and seg.src == conn.initiator[0] else 1
         if flags & SYN and (direction == 1) == (not flags & ACK) and self._untouched(conn):
             # The capture showed a segment of the responder before the SYN:
             # the handshake tells who initiated, and nothing was delivered yet.
             conn.initiator, conn.responder = conn.responder, conn.initiator
             conn.halves = (conn.halves[1], conn.halves[0])
             conn.keys = (conn.keys[1], conn.keys[0])
+            # (the sinks stay: nothing reached them, and sinks[d] hears direction d)
             direction = 1 - direction
         half = conn.halves[direction]
         peer = conn.halves[1 - direction]
@@ -317,6 +434,13 @@ class Reassembler:
                     conn.saw_syn = True  # a SYN the capture showed late
             if half.base is None:
                 half.base = start
+            if direction == 0 and not flags & ACK:
+                if conn.syn_ts is None:
+                    conn.syn_ts = seg.ts
+            elif direction == 1 and flags & ACK and conn.syn_ack_ts is None:
+                conn.syn_ack_ts = seg.ts
+        elif flags & ACK and direction == 0 and conn.ack_ts is None and conn.syn_ack_ts is not None:
+            conn.ack_ts = seg.ts
         plen = seg.payload_len
         if half.base is None and (plen or flags & FIN):
             half.base = start
@@ -324,22 +448,7 @@ class Reassembler:
             nxt = half.next
             off = nxt + (((start - half.base - nxt + _HALF) & _MASK) - _HALF)
             if plen:
-                if off == nxt and not half.pending:
-                    # in order, nothing held: the common case, inline
-                    payload = seg.payload
-                    captured = len(payload)
-                    stats = self.stats
-                    stats.delivered_bytes += captured
-                    if captured == plen:
-                        kind = "data"
-                    else:
-                        kind = "truncated"
-                        stats.truncated_bytes += plen - captured
-                    chunk = Chunk(kind, off, plen, payload, seg.ts, seg.capture_index, seg.frame_number)
-                    events.append(Data(conn, direction, chunk))
-                    half.next = off + plen
-                else:
-                    self._accept(conn, direction, half, off, seg, events)
+                self._accept(conn, direction, half, off, seg)
             if flags & FIN and half.fin is None:
                 half.fin = off + plen
         if flags & ACK and peer.base is not None:
@@ -355,23 +464,22 @@ class Reassembler:
             self._timers.append((self.stats.segments + self._global_grace, conn))
         if conn.closing is not None:
             if conn.segments - conn.closing >= self.reorder_tolerance:
-                self._close(conn, "rst", events, seg)
+                self._close(conn, "rst", seg)
             if self._timers and self._timers[0][0] <= self.stats.segments:
-                self._run_timers(events)
-            return events
-        for h in conn.halves:
+                self._run_timers()
+            return
+        for d, h in enumerate(conn.halves):
             if h.acked > h.next and (h.pending or h.fin is not None):
-                self._check_acked_hole(conn, 0 if h is conn.halves[0] else 1, h, seg, events)
+                self._check_acked_hole(conn, d, h, seg)
             elif h.deadline is not None:
                 h.deadline = None
-        if half.fin is not None and peer.fin is not None and half.next >= half.fin and peer.next >= peer.fin:
-            self._close(conn, "fin", events, seg)
+        if self._fins_done(conn):
+            self._close(conn, "fin", seg)
         timers = self._timers
         if timers and (timers[0][0] <= self.stats.segments or timers[0][1].closed):
-            self._run_timers(events)
-        return events
+            self._run_timers()
 
-    def _check_acked_hole(self, conn: TcpConnection, d: int, h: _Half, seg: TcpSegment, events: list[Event]) -> None:
+    def _check_acked_hole(self, conn: TcpConnection, d: int, h: _Half, seg: TcpSegment) -> None:
         """The peer acknowledged bytes past this direction's next offset."""
         if not h.has_hole():
             h.deadline = None
@@ -381,12 +489,12 @@ class Reassembler:
             self._timers.append((self.stats.segments + self._global_grace, conn))
         if conn.segments >= h.deadline:
             h.deadline = None
-            self._declare_acked_holes(conn, d, h, seg, events)
+            self._declare_acked_holes(conn, d, h, seg)
 
-    def _run_timers(self, events: list[Event]) -> None:
+    def _run_timers(self) -> None:
         """Close reset connections and declare acknowledged holes whose
         run-wide deadline has passed. The segment being fed belongs to some
-        other connection, so chunks made here carry their connection's own
+        other connection, so pieces made here carry their connection's own
         last segment."""
         timers = self._timers
         now = self.stats.segments
@@ -395,38 +503,24 @@ class Reassembler:
             if conn.closed:
                 continue
             if conn.closing is not None:
-                self._close(conn, "rst", events, None)
+                self._close(conn, "rst", None)
                 continue
             for d in (0, 1):
                 h = conn.halves[d]
                 if h.deadline is not None and h.acked > h.next and h.has_hole():
                     h.deadline = None
-                    self._declare_acked_holes(conn, d, h, None, events)
+                    self._declare_acked_holes(conn, d, h, None)
             if self._fins_done(conn):
-                self._close(conn, "fin", events, None)
+                self._close(conn, "fin", None)
 
     @staticmethod
     def _fins_done(conn: TcpConnection) -> bool:
         a, b = conn.halves
         return a.fin is not None and b.fin is not None and a.next >= a.fin and b.next >= b.fin
 
-    def finish(self) -> list[Event]:
-        """Flush held data (as gaps where holes remain) and close every open connection."""
-        events: list[Event] = []
-        for conn in self.open_connections:
-            if conn.closing is not None:
-                reason = "rst"
-            elif all(h.fin is not None for h in conn.halves):
-                reason = "fin"  # ended normally; a hole before a FIN kept it open
-            else:
-                reason = "end-of-capture"
-            self._close(conn, reason, events, None)
-        self._timers.clear()
-        return events
-
     # -- connections ------------------------------------------------------------
 
-    def _open(self, seg: TcpSegment, events: list[Event]) -> TcpConnection:
+    def _open(self, seg: TcpSegment) -> TcpConnection:
         src, dst = (seg.src, seg.sport), (seg.dst, seg.dport)
         flags = seg.flags
         if flags & SYN and flags & ACK:
@@ -439,7 +533,7 @@ class Reassembler:
         self.stats.connections += 1
         for key in conn.keys:
             self._conns[key] = conn
-        events.append(Opened(conn))
+        self.listener.opened(conn)
         return conn
 
     @staticmethod
@@ -462,13 +556,13 @@ class Reassembler:
         peer = conn.halves[1 - direction]
         return peer.next > 0 or bool(peer.pending) or conn.closing is not None
 
-    def _close(self, conn: TcpConnection, reason: str, events: list[Event], seg: TcpSegment | None) -> None:
+    def _close(self, conn: TcpConnection, reason: str, seg: TcpSegment | None) -> None:
         for direction in (0, 1):
-            self._flush(conn, direction, conn.halves[direction], seg, events)
+            self._flush(conn, direction, conn.halves[direction], seg)
         conn.closed = True
-        events.append(Closed(conn, reason))
         self.stats.closed[reason] = self.stats.closed.get(reason, 0) + 1
-        when = seg.ts if seg is not None else conn.last_ts
+        self.listener.closed(conn, reason)
+        when = seg.ts if seg is not None else conn.last.ts
         ends = {}
         for sender, h in zip((conn.initiator, conn.responder), conn.halves):
             ends[sender] = None if h.base is None else (h.base + h.next) & _MASK
@@ -480,10 +574,10 @@ class Reassembler:
             del self._recently_closed[next(iter(self._recently_closed))]
 
     @staticmethod
-    def _belongs_to_closed(seg: TcpSegment, closed_at: float, ends: dict) -> bool:
+    def _belongs_to_closed(seg: TcpSegment, closed_at: int, ends: dict) -> bool:
         """A straggler of the connection that closed on this 4-tuple (its last
         ACK, a retransmission), rather than the start of a new one?"""
-        if seg.flags & SYN or seg.ts - closed_at > _AFTER_CLOSE_SECONDS:
+        if seg.flags & SYN or seg.ts - closed_at > _AFTER_CLOSE_NS:
             return False
         expected = ends.get((seg.src, seg.sport))
         if expected is None:
@@ -497,7 +591,7 @@ class Reassembler:
 
     # -- stream bytes -------------------------------------------------------------
 
-    def _accept(self, conn: TcpConnection, direction: int, half: _Half, off: int, seg: TcpSegment, events: list[Event]) -> None:
+    def _accept(self, conn: TcpConnection, direction: int, half: _Half, off: int, seg: TcpSegment) -> None:
         plen = seg.payload_len
         nxt = half.next
         if off + plen <= nxt:
@@ -513,42 +607,38 @@ class Reassembler:
             self._arrivals += 1
             half.pending_bytes += plen
             while half.pending_bytes > self.max_buffered_bytes and half.pending:
-                self._gap(conn, direction, half, half.pending[0][0], seg, events)
-                self._drain(conn, direction, half, None, events)
+                self._gap(conn, direction, half, half.pending[0][0], seg)
+                self._drain(conn, direction, half, None)
             return
-        self._deliver(conn, direction, half, off, seg, seg, events)
+        self._deliver(conn, direction, half, off, seg, seg)
         if half.pending:
-            self._drain(conn, direction, half, seg, events)
+            self._drain(conn, direction, half, seg)
 
-    def _deliver(
-        self, conn: TcpConnection, direction: int, half: _Half, off: int, seg: TcpSegment, trigger: TcpSegment, events: list[Event]
-    ) -> None:
+    def _deliver(self, conn: TcpConnection, direction: int, half: _Half, off: int, seg: TcpSegment,
+                 trigger: Stamp) -> None:
         """Deliver the part of `seg` (at stream offset `off`) beyond half.next."""
         nxt = half.next
         skip = nxt - off
         payload = seg.payload
         length = seg.payload_len - skip
+        stats = self.stats
         if skip > 0:
             if off < 0:
-                self.stats.before_start_bytes += min(skip, -off)
-                self.stats.retransmitted_bytes += max(0, skip + off)
+                stats.before_start_bytes += min(skip, -off)
+                stats.retransmitted_bytes += max(0, skip + off)
             else:
-                self.stats.retransmitted_bytes += skip
+                stats.retransmitted_bytes += skip
             payload = payload[skip:]
         captured = len(payload)
-        stats = self.stats
         stats.delivered_bytes += captured
-        if captured == length:
-            kind = "data"
-        else:
-            kind = "truncated"
-            stats.truncated_bytes += length - captured
-        events.append(
-            Data(conn, direction, Chunk(kind, nxt, length, payload, trigger.ts, trigger.capture_index, trigger.frame_number))
-        )
         half.next = nxt + length
+        if captured == length:
+            conn.sinks[direction].data(nxt, payload, trigger)
+        else:
+            stats.truncated_bytes += length - captured
+            conn.sinks[direction].truncated(nxt, length, payload, trigger)
 
-    def _drain(self, conn: TcpConnection, direction: int, half: _Half, trigger: TcpSegment | None, events: list[Event]) -> None:
+    def _drain(self, conn: TcpConnection, direction: int, half: _Half, trigger: Stamp | None) -> None:
         """Deliver held segments that now start at or before half.next. With no
         trigger (after a gap), each carries its own time."""
         pending = half.pending
@@ -558,24 +648,22 @@ class Reassembler:
             if off + seg.payload_len <= half.next:
                 self.stats.retransmitted_bytes += seg.payload_len
                 continue
-            self._deliver(conn, direction, half, off, seg, trigger or seg, events)
+            self._deliver(conn, direction, half, off, seg, trigger or seg)
 
-    def _gap(self, conn: TcpConnection, direction: int, half: _Half, target: int, seg: TcpSegment | None, events: list[Event]) -> None:
+    def _gap(self, conn: TcpConnection, direction: int, half: _Half, target: int, seg: Stamp | None,
+             tail: bool = False) -> None:
         nxt = half.next
         if target <= nxt:
             return
-        if seg is not None:
-            ts, where = seg.ts, (seg.capture_index, seg.frame_number)
-        else:
-            ts, where = conn.last_ts, conn.last_frame
-        self.stats.gap_bytes += target - nxt
-        self.stats.gaps += 1
-        events.append(Data(conn, direction, Chunk("gap", nxt, target - nxt, b"", ts, where[0], where[1])))
+        stats = self.stats
+        stats.gap_bytes += target - nxt
+        stats.gaps += 1
+        if tail:
+            stats.tail_gap_bytes += target - nxt
         half.next = target
+        conn.sinks[direction].gap(nxt, target - nxt, seg if seg is not None else conn.last)
 
-    def _declare_acked_holes(
-        self, conn: TcpConnection, direction: int, half: _Half, seg: TcpSegment | None, events: list[Event]
-    ) -> None:
+    def _declare_acked_holes(self, conn: TcpConnection, direction: int, half: _Half, seg: TcpSegment | None) -> None:
         """Declare the first hole a gap. A later hole gets its own grace
         period: the data filling it may still be a few segments away."""
         if half.acked <= half.next:
@@ -586,14 +674,18 @@ class Reassembler:
             target = half.fin
         else:
             return
-        self._gap(conn, direction, half, target, seg, events)
-        self._drain(conn, direction, half, None, events)
+        self._gap(conn, direction, half, target, seg)
+        self._drain(conn, direction, half, None)
 
-    def _flush(self, conn: TcpConnection, direction: int, half: _Half, seg: TcpSegment | None, events: list[Event]) -> None:
+    def _flush(self, conn: TcpConnection, direction: int, half: _Half, seg: TcpSegment | None) -> None:
         while half.pending:
-            self._gap(conn, direction, half, half.pending[0][0], seg, events)
-            self._drain(conn, direction, half, None, events)
+            self._gap(conn, direction, half, half.pending[0][0], seg)
+            self._drain(conn, direction, half, None)
         # Bytes the peer acknowledged (or that precede the FIN) but the capture never showed.
         tail = half.fin if half.fin is not None else half.acked
         if half.base is not None:
-            self._gap(conn, direction, half, tail, seg, events)
+            self._gap(conn, direction, half, tail, seg, tail=True)
+
+
+def _nothing() -> None:
+    return None

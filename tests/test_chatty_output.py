@@ -10,10 +10,11 @@ import json
 from kdissect import output
 from kdissect.exchange import Exchange
 from kdissect.output import JsonlWriter
+from tests.support.jsonl import reference_line
 
 
 def _reference(exchange: Exchange) -> str:
-    return json.dumps(exchange.to_row(), separators=(",", ":")) + "\n"
+    return reference_line(exchange)
 
 
 def _lines(exchanges: list[Exchange]) -> str:

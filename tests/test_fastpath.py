@@ -7,11 +7,10 @@ layer), and every value is compared:
 
 * the capture reader's in-place Ethernet/IPv4/TCP decoding, against
   frame-by-frame reading and `decode_frame`, whatever its chunk size;
-* `Reassembler.feed_in_order` against `Reassembler.feed` (events and state);
-* `FrameReader.push_data` against `FrameReader.push`;
-* the Dissector with the fused path (`feed`, and `feed_many`'s inlined
-  loop) against the Dissector without it (exchanges, their offsets and
-  stream keys, and the whole accounting).
+* `Reassembler.feed`'s common-segment short cut against its general code;
+* `FrameReader.data`'s one-frame short cut against its general cut;
+* the Dissector's `feed_many` against `feed` (exchanges, their offsets and
+  stream keys, and the whole accounting, which must balance).
 
 Some checks also assert that a short cut was taken at all, so a fast path
 that silently stopped applying fails here rather than only in a benchmark.
@@ -143,46 +142,31 @@ REASSEMBLY_VARIANTS = ["clean", "messy", "reordered-wide", "lossy", "late", "sna
 
 
 @pytest.mark.parametrize("variant", REASSEMBLY_VARIANTS)
-def test_feed_in_order_equals_feed(lab, tmp_path: Path, variant: str) -> None:
+def test_common_segment_short_cut_equals_the_general_feed(lab, tmp_path: Path, variant: str) -> None:
+    """`Reassembler.feed` handles the common segment in one go; the general
+    code (`_feed`) given the same segments makes the same events and stats."""
     segments = list(read_segments([_variant(lab, variant, tmp_path)]))
     general, fused = Reassembler(), Reassembler()
-    taken = 0
+    general_calls = 0
+    fused_feed = fused._feed
+
+    def counting(seg, conn):
+        nonlocal general_calls
+        general_calls += 1
+        fused_feed(seg, conn)
+
+    fused._feed = counting  # type: ignore[method-assign]
     for seg in segments:
-        expected = [event_values(e) for e in general.feed(seg)]
-        hit = fused.feed_in_order(seg)
-        if hit is None:
-            got = [event_values(e) for e in fused.feed(seg)]
-        else:
-            taken += 1
-            got = []
-            if hit:
-                conn, direction, offset = hit
-                got = [("Data", conn.id, direction, "data", offset, len(seg.payload), bytes(seg.payload), seg.ts,
-                        seg.capture_index, seg.frame_number)]
+        general._feed(seg, general._conns.get((seg.src, seg.sport, seg.dst, seg.dport)))
+        general.stats.segments += 1
+        expected = [event_values(e) for e in general._take()]
+        got = [event_values(e) for e in fused.feed(seg)]
         assert got == expected, f"frame {seg.frame_number}"
     assert [event_values(e) for e in fused.finish()] == [event_values(e) for e in general.finish()]
     assert fused.stats == general.stats
     if variant == "clean":
+        taken = len(segments) - general_calls
         assert taken >= len(segments) // 2, f"short cut taken for only {taken} of {len(segments)} segments"
-
-
-def test_feed_in_order_declines_without_changing_anything(lab) -> None:
-    """Whenever it returns None the reassembler's state is untouched (the
-    caller then feeds the same segment to `feed`)."""
-    r = Reassembler()
-    for seg in read_segments([lab[0]]):
-        before = _state(r)
-        if r.feed_in_order(seg) is None:
-            assert _state(r) == before
-            r.feed(seg)
-
-
-def _state(r: Reassembler) -> tuple:
-    conns = []
-    for conn in r.open_connections:
-        halves = tuple((h.base, h.next, len(h.pending), h.fin, h.acked, h.syn_seq, h.deadline) for h in conn.halves)
-        conns.append((conn.id, conn.segments, conn.last_ts, conn.last_frame, conn.closing, halves))
-    return (tuple(conns), r.stats.segments, r.stats.delivered_bytes, len(r._timers))
 
 
 # -- framing ------------------------------------------------------------------
@@ -202,30 +186,31 @@ def _direction_chunks(path: Path) -> dict[tuple[int, int], list]:
 
 
 def _reader(direction: int) -> FrameReader:
-    reader = FrameReader(direction, lambda prefix, size: len(prefix) >= 4, aligned=True, min_size=8)
-    reader.plausible_exact = lambda prefix, size: True
-    return reader
+    return FrameReader(direction, lambda prefix, size: len(prefix) >= 4, aligned=True, min_size=8)
 
 
 @pytest.mark.parametrize("variant", ["clean", "lossy", "late", "snaplen96"])
 @pytest.mark.parametrize("pieces", ["whole", "split"])
-def test_push_data_equals_push(lab, tmp_path: Path, variant: str, pieces: str) -> None:
-    """Chunks of every direction go to one reader with push and to another
-    with push_data (push for gaps and truncated chunks); "split" cuts the
-    data chunks into random pieces, so frames span chunks and size fields
-    are cut in two."""
+def test_one_frame_short_cut_equals_the_general_cut(lab, tmp_path: Path, variant: str, pieces: str) -> None:
+    """A piece holding exactly one frame takes a short cut in `data`; the same
+    bytes heard as a 1-byte piece and the rest (same packet) go the general
+    way and must give the same frames and stats. "split" first cuts the data
+    chunks into random pieces, so frames span chunks and size fields are cut
+    in two."""
     rng = random.Random(11)
     total = 0
     for (_, direction), chunks in _direction_chunks(_variant(lab, variant, tmp_path)).items():
         if pieces == "split":
             chunks = _split_chunks(chunks, rng)
-        plain, fast = _reader(direction), _reader(direction)
+        fast, plain = _reader(direction), _reader(direction)
         for chunk in chunks:
-            expected = [frame_values(f) for f in plain.push(chunk)]
-            if chunk.kind == "data":
-                got = [frame_values(f) for f in fast.push_data(chunk.offset, chunk.data, chunk)]
+            expected = [frame_values(f) for f in fast.push(chunk)]
+            if chunk.kind == "data" and chunk.length > 1:
+                plain.data(chunk.offset, chunk.data[:1], chunk)
+                plain.data(chunk.offset + 1, chunk.data[1:], chunk)
+                got = [frame_values(f) for f in plain._take()]
             else:
-                got = [frame_values(f) for f in fast.push(chunk)]
+                got = [frame_values(f) for f in plain.push(chunk)]
             assert got == expected
             total += len(got)
         assert [frame_values(f) for f in fast.finish()] == [frame_values(f) for f in plain.finish()]
@@ -256,42 +241,22 @@ DISSECTOR_VARIANTS = ["clean", "messy", "reordered-wide", "lossy", "late", "snap
 
 @pytest.mark.parametrize("variant", DISSECTOR_VARIANTS)
 @pytest.mark.parametrize("by_port", [True, False], ids=["by-port", "by-shape"])
-def test_dissector_fast_path_equals_general_path(lab, tmp_path: Path, variant: str, by_port: bool) -> None:
+def test_feed_many_equals_feed(lab, tmp_path: Path, variant: str, by_port: bool) -> None:
     path = _variant(lab, variant, tmp_path)
     # port 1 is nobody's: every connection is then classified by its shape
-    # (its first segments are held undecided while the short cut applies)
+    # (its first segments are held undecided)
     ports = ports_of(lab[0]) if by_port else (1,)
     segments = list(read_segments([path]))
     results = []
-    for way in ("feed_many", "feed", "general"):
+    for way in ("feed_many", "feed"):
         d = Dissector(ports, True, [path.name], keep_messages=False)
-        if way == "general":
-            d._in_order = None  # the reassembler's events only
         if way == "feed_many":
             exchanges = [exchange_values(e) for e in d.feed_many(iter(segments))]
         else:
             exchanges = [exchange_values(e) for seg in segments for e in d.feed(seg)]
         exchanges += [exchange_values(e) for e in d.finish()]
         results.append((exchanges, d.accounting.to_dict(), d.classification_keys))
-    assert results[0] == results[2]
-    assert results[1] == results[2]
+        assert d.accounting.balance() == []
+    assert results[0] == results[1]
     if by_port and variant != "snaplen60":  # (60 bytes leave no TCP payload at all)
         assert results[0][0], "no exchanges"
-
-
-def test_fused_path_is_taken_on_a_clean_capture(lab) -> None:
-    d = Dissector(ports_of(lab[0]), True, [lab[0].name], keep_messages=False)
-    calls = {"taken": 0, "segments": 0}
-    in_order = d._in_order
-
-    def counting(seg):
-        calls["segments"] += 1
-        hit = in_order(seg)
-        calls["taken"] += hit is not None
-        return hit
-
-    d._in_order = counting
-    for seg in read_segments([lab[0]]):
-        d.feed(seg)
-    d.finish()
-    assert calls["taken"] >= calls["segments"] // 2

@@ -19,12 +19,12 @@ def _mixed(n: int) -> list[Exchange]:
         if i % 97 == 5:
             out.append(Exchange(stream=i, records=2.5))  # a float where an int belongs: json module
         elif i % 131 == 7:
-            out.append(Exchange(stream=i, request_ts=1.0, response_ts=float("nan")))
+            out.append(Exchange(stream=i, request_ts=1, response_ts=float("nan")))  # type: ignore[arg-type]
         elif i % 53 == 3:
             out.append(Exchange(stream=i, client_id="\udcff"))  # lone surrogate: made valid text
         else:
-            out.append(Exchange(stream=i, correlation_id=i, client_id=f"c{i % 7}", request_ts=i / 3,
-                                response_ts=i / 3 + 0.001, problems=["x"] if i % 11 == 0 else []))
+            out.append(Exchange(stream=i, correlation_id=i, client_id=f"c{i % 7}", request_ts=i * 333_333_333,
+                                response_ts=i * 333_333_333 + 1_000_000, problems=["x"] if i % 11 == 0 else []))
     return out
 
 

@@ -77,7 +77,7 @@ def export(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool,
 
     analysis = run_analysis(captures, ports, no_detect)
     tune_allocator(analysis.capture_set.paths)
-    writer = open_writer(output)
+    writer = open_writer(output, ts_unit=analysis.ts_unit)
     try:
         writer.write_exchanges(analysis)
     finally:

@@ -188,7 +188,7 @@ def walk_records(stream: BinaryIO, fmt: PcapFormat, boundary: int, end: int, res
                 position = -1
                 return
             records += 1
-            yield sec + frac / ticks, data, wirelen
+            yield sec * 1_000_000_000 + frac * (1_000_000_000 // ticks), data, wirelen
             position += size + caplen
     finally:
         if result is not None:

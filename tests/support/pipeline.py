@@ -215,21 +215,22 @@ class Conversation:
 
     def __init__(self, client=("10.0.0.1", 40000), broker=("10.0.0.2", 9092), isn=(1000, 5000),
                  start_ts: float = 1_700_000_000.0, capture_index: int = 0, numbering=None):
+        # times are kept as int nanoseconds, as the capture reader gives them
         self.client, self.broker = client, broker
         self.seq = [isn[0], isn[1]]  # next sequence number: client, server
-        self.ts = start_ts
+        self.ts = round(start_ts * 1_000_000) * 1000  # microsecond-exact, in ns
         self.capture_index = capture_index
         self.numbering = numbering if numbering is not None else [0]  # shared packet counter
         self.segments: list[TcpSegment] = []
 
     def _segment(self, from_client: bool, flags: int, payload: bytes = b"", wire_len: int | None = None,
                  advance: float = 0.001) -> TcpSegment:
-        self.ts += advance
+        self.ts += round(advance * 1_000_000) * 1000
         self.numbering[0] += 1
         side = 0 if from_client else 1
         src, dst = (self.client, self.broker) if from_client else (self.broker, self.client)
         length = len(payload) if wire_len is None else wire_len
-        seg = TcpSegment(self.capture_index, self.numbering[0], round(self.ts, 6), src[0], src[1], dst[0], dst[1],
+        seg = TcpSegment(self.capture_index, self.numbering[0], self.ts, src[0], src[1], dst[0], dst[1],
                          self.seq[side] & 0xFFFFFFFF, self.seq[1 - side] & 0xFFFFFFFF, flags, payload, length)
         self.seq[side] += length + (1 if flags & (SYN | FIN) else 0)
         self.segments.append(seg)
@@ -289,8 +290,8 @@ def write_pcap(path, segments) -> Path:
             ethertype = 0x86DD
         frame = b"\x00" * 12 + struct.pack(">H", ethertype) + ip + tcp + seg.payload
         wire = len(frame) + seg.payload_len - len(seg.payload)
-        seconds = int(seg.ts)
-        micros = round((seg.ts - seconds) * 1_000_000)
+        seconds, nanos = divmod(seg.ts, 1_000_000_000)
+        micros = nanos // 1000
         out.append(struct.pack("<IIII", seconds, micros, len(frame), wire) + frame)
     Path(path).write_bytes(b"".join(out))
     return Path(path)
