@@ -629,6 +629,16 @@ def capture_set_order(paths: Sequence[str | Path]) -> list[Path]:
     return [k[3] for k in keyed]
 
 
+def resolution_of(path: str | Path) -> int:
+    """Ticks per second of a capture file's times (pcapng: nanoseconds, the
+    finest that times are kept at)."""
+    reader = _FileReader(Path(path), 0, ReadStats())
+    try:
+        return reader.pcap.ticks_per_second if reader.kind == "pcap" else 1_000_000_000
+    finally:
+        reader._close()
+
+
 class CaptureSet:
     """Several files read as one capture; `stats` accumulates while iterating."""
 
@@ -641,17 +651,7 @@ class CaptureSet:
     @property
     def finest_resolution(self) -> int:
         """Ticks per second of the finest-grained file of the set."""
-        finest = 1_000_000
-        for path in self.paths:
-            reader = _FileReader(path, 0, ReadStats())
-            try:
-                if reader.kind == "pcap":
-                    finest = max(finest, reader.pcap.ticks_per_second)
-                else:
-                    finest = max(finest, 1_000_000_000)
-            finally:
-                reader._close()
-        return finest
+        return max((resolution_of(path) for path in self.paths), default=1_000_000)
 
     def frames(self) -> Iterator[Frame]:
         for index, path in enumerate(self.paths):

@@ -67,6 +67,8 @@ HUNT_PREFIX = 64
 Plausible = Callable[[bytes, int], bool]
 # confirm(frame_bytes_after_size_field, ends_at_a_packet_end) -> bool
 Confirm = Callable[[bytes, bool], bool]
+# sure(prefix_after_size_field, frame_size, starts_at_a_packet_start) -> bool
+Sure = Callable[[bytes, int, bool], bool]
 
 
 class Stamp(Protocol):
@@ -140,7 +142,7 @@ class FrameReader:
         "direction", "plausible", "confirm", "sure", "min_size", "stats", "on_frame", "on_hunt",
         "max_buffered", "_state", "_buf", "_pos", "_end", "_buf_ts", "_marks", "_last", "_collected",
         "_skip_end", "_skip_start", "_skip_size", "_skip_header", "_skip_why", "_skip_seen", "_skip_first_ts",
-        "_big", "_big_have", "_big_size", "_big_pos", "_big_first_ts", "_joined",
+        "_big", "_big_have", "_big_size", "_big_pos", "_big_first_ts", "_joined", "_piece_start",
     )
 
     def __init__(
@@ -151,7 +153,7 @@ class FrameReader:
         min_size: int = 4,
         on_frame: Callable[[Frame], None] | None = None,
         confirm: Confirm | None = None,
-        sure: Plausible | None = None,
+        sure: Sure | None = None,
     ) -> None:
         self.direction = direction
         self.plausible = plausible
@@ -176,6 +178,7 @@ class FrameReader:
         # while hunting: (stream offset where a piece ended, its stamp), for
         # the times of frames cut from held bytes and for packet ends
         self._marks: list[tuple[int, Stamp]] = []
+        self._piece_start = -1  # stream offset where the first held piece began (-1: mid-piece)
         self._last: Stamp | None = None  # the piece heard last (for finish)
         # the incomplete frame being skipped while in _SKIP
         self._skip_end = 0
@@ -355,6 +358,7 @@ class FrameReader:
                 self._pos += i
                 self._lose_step()
                 self._marks = [(self._end, stamp)]
+                self._piece_start = -1
                 self._buf = rest
                 self._buf_ts = first_ts
                 self._hunt(stamp, final=False)
@@ -530,6 +534,7 @@ class FrameReader:
     def _hunt_data(self, data: bytes, stamp: Stamp) -> None:
         if not self._buf:
             self._buf_ts = stamp.ts
+            self._piece_start = self._end - len(data)
         self._buf += data
         self._marks.append((self._end, stamp))
         self._hunt(stamp, final=False)
@@ -568,7 +573,7 @@ class FrameReader:
             prefix = bytes(buf[q + 4 : q + 4 + min(have, need)])
             if not plausible(prefix, size):
                 continue
-            if confirm is None or (sure is not None and sure(prefix, size)):
+            if confirm is None or (sure is not None and sure(prefix, size, self._is_packet_start(self._pos + q))):
                 found = q
                 break
             if have >= size:
@@ -613,6 +618,9 @@ class FrameReader:
 
     def _is_packet_end(self, offset: int) -> bool:
         return any(end == offset for end, _ in self._marks)
+
+    def _is_packet_start(self, offset: int) -> bool:
+        return offset == self._piece_start or any(end == offset for end, _ in self._marks[:-1])
 
     def _cut_held(self, stamp: Stamp) -> None:
         """In step again: hear the held bytes again, piece by piece as they

@@ -10,13 +10,15 @@ Holding, by capture time (the times of this connection's frames):
 * A Produce request with acks=0 expects no response, but some brokers answer
   anyway. It is held until a response to a request sent after it shows none
   is coming (a broker answers one connection's requests in order), or until
-  its own `timeout_ms` has passed, or the connection ends; then it is emitted
+  the broker's side is past its own `timeout_ms`, or the connection ends; then it is emitted
   `ok` without a response. At most `MAX_UNANSWERED` are held per connection
   (no client keeps that many in flight); past that the oldest is released,
   and counted (`acks0_released`).
-* A response whose request has not been seen is held for `EARLY_WINDOW_NS`
-  (a capture merged from two interfaces can show a response before its
-  request), then becomes an `orphan_response`. At most `MAX_EARLY` are held.
+* A response whose request has not been seen is held until the client's
+  side of the connection is `EARLY_WINDOW_NS` past it without sending the
+  request (a capture merged from two interfaces can show a response before
+  its request; a client's bytes may wait behind a hole in the capture),
+  then becomes an `orphan_response`. At most `MAX_EARLY` are held.
 
 An orphan is decoded by trial (`kdissect.trial`): when exactly one response
 layout fits, its API and version are filled in and marked `api-assumed`.
@@ -142,7 +144,7 @@ def _decode_error_text(side: str, error: Exception) -> str:
         where.append(f"offset {offset}")
     if path:
         where.append(f"at {path}")
-    detail = getattr(error, "reason", None) or str(error) or type(error).__name__
+    detail = str(error) or type(error).__name__
     return f"{side} malformed: {detail}" + (f" ({', '.join(where)})" if where else "")
 
 
@@ -203,8 +205,8 @@ class Pairer:
     def on_request(self, frame: Frame) -> None:
         acc = self.accounting
         data = frame.data
-        if self.unanswered or self.early:
-            self._expire(frame.ts)
+        if self.early:
+            self._expire_early(frame.ts)
         if self.client_raw:
             if frame.complete and protocol.looks_like_request(data[:64], frame.size):
                 self.client_raw = False  # authentication over: Kafka again
@@ -331,8 +333,8 @@ class Pairer:
     def on_response(self, frame: Frame) -> None:
         acc = self.accounting
         data = frame.data
-        if self.unanswered or self.early:
-            self._expire(frame.ts)
+        if self.unanswered:
+            self._expire_unanswered(frame.ts)
         if self.server_raw:
             if (not self.client_raw and frame.complete and len(data) >= 4
                     and _INT32.unpack_from(data, 0)[0] in self.pending):
@@ -495,8 +497,9 @@ class Pairer:
             del unanswered[cid]
             self._emit(ex)
 
-    def _expire(self, now: int) -> None:
-        """Release what was held longer than it may be, in capture time."""
+    def _expire_unanswered(self, now: int) -> None:
+        """The broker's side has reached capture time `now`: acks=0 requests
+        whose timeout has passed by then will not be answered."""
         unanswered = self.unanswered
         while unanswered:
             cid = next(iter(unanswered))
@@ -506,6 +509,11 @@ class Pairer:
             del unanswered[cid]
             self.accounting.acks0_released += 1
             self._emit(ex)
+
+    def _expire_early(self, now: int) -> None:
+        """The client's side has reached capture time `now`: a response held
+        since well before then will not see its request. (Measured on the
+        client's side: while its bytes wait behind a hole, nothing expires.)"""
         early = self.early
         while early:
             cid = next(iter(early))

@@ -253,7 +253,7 @@ class _Connection:
 
     # hunting for a frame boundary after a loss or a mid-stream start
 
-    def sure_response(self, prefix: bytes, size: int) -> bool:
+    def sure_response(self, prefix: bytes, size: int, at_packet_start: bool) -> bool:
         pairer = self.pairer
         return pairer is not None and len(prefix) >= 4 and pairer.expects(_INT32.unpack_from(prefix, 0)[0])
 
@@ -314,9 +314,10 @@ def _confirm_request(body: bytes, at_packet_end: bool) -> bool:
     return skim_request(body) is not None or decode_tolerant(protocol.decode_request, body)[0] is not None
 
 
-def _sure_request(prefix: bytes, size: int) -> bool:
-    # too large to hold until it ends: a plausible header has to do
-    return size > HUNT_HOLD
+def _sure_request(prefix: bytes, size: int, at_packet_start: bool) -> bool:
+    # a plausible request header where a packet starts is one (clients start
+    # a packet with a request); so is one too large to hold until it ends
+    return at_packet_start or size > HUNT_HOLD
 
 
 def _plausible_response(prefix: bytes, size: int) -> bool:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import csv
 import json
 import random
+from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from kdissect.cli import main
-from kdissect.exchange import COLUMN_NAMES, LIST_COLUMNS
+from kdissect.exchange import COLUMN_NAMES, LIST_COLUMNS, TIMESTAMP_COLUMNS
 from tests.support.pipeline import ports_of, reference_captures, run
 
 CAPTURES = reference_captures()
@@ -55,11 +57,20 @@ def test_export_formats_agree(capsys, capture, tmp_path):
         code, _, _ = _cli(capsys, ["export", str(capture), *_port_args(capture), "-o", str(target)])
         assert code == 0 and target.exists()
         outputs[ext] = target
-    rows = [json.loads(line) for line in outputs["jsonl"].read_text().splitlines()]
+    # timestamps: exact decimal seconds in text, microseconds in Parquet
+    # (the captures are microsecond pcap), compared as exact integers
+    texts = [json.loads(line, parse_float=Decimal) for line in outputs["jsonl"].read_text().splitlines()]
+    rows = [{k: (float(v) if isinstance(v, Decimal) and k not in TIMESTAMP_COLUMNS else v) for k, v in r.items()}
+            for r in texts]
 
     table = pq.read_table(outputs["parquet"])
     assert table.column_names == COLUMN_NAMES
-    assert table.to_pylist() == rows
+    for name in TIMESTAMP_COLUMNS:
+        assert table.schema.field(name).type == pa.timestamp("us", tz="UTC")
+        table = table.set_column(table.column_names.index(name), name, table.column(name).cast(pa.int64()))
+    micros = [{k: (int(v * 1_000_000) if k in TIMESTAMP_COLUMNS and v is not None else v) for k, v in r.items()}
+              for r in rows]
+    assert table.to_pylist() == micros
 
     with outputs["csv"].open(newline="") as handle:
         reader = csv.reader(handle)
@@ -74,6 +85,8 @@ def test_export_formats_agree(capsys, capture, tmp_path):
                 assert cell == ""
             elif name in LIST_COLUMNS:
                 assert json.loads(cell) == value
+            elif name in TIMESTAMP_COLUMNS:
+                assert Decimal(cell) == value
             elif isinstance(value, float):
                 assert float(cell) == value
             else:

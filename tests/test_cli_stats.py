@@ -22,7 +22,8 @@ def test_percentiles_match_numpy(n):
 def _ex(api: str, key: int, version: int, latency: float | None, client_id="c", errors=(), top=None,
         throttle=None, status="ok") -> Exchange:
     ex = Exchange(api_name=api, api_key=key, api_version=version, client_id=client_id, broker="b:9092",
-                  request_ts=100.0, response_ts=None if latency is None else 100.0 + latency / 1000,
+                  request_ts=100 * 10**9,
+                  response_ts=None if latency is None else 100 * 10**9 + round(latency * 1_000_000),
                   error_codes=list(errors), error_code=top, throttle_time_ms=throttle, status=status)
     return ex
 

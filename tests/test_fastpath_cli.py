@@ -125,7 +125,7 @@ def test_large_export_with_tuned_allocator_matches_in_process_rows(tmp_path: Pat
     """A capture over export_core's size threshold (the allocator is tuned)
     exports exactly the rows an untuned in-process analysis gives."""
     from kdissect.commands import export_core
-    from kdissect.output import exchange_line
+    from kdissect.output import exchange_line_for
     from kdissect.pipeline import analyze
 
     big = impair.write_pcap(impair.repeat(impair.load_pcap(CAPTURES / "large_records.pcap"), 8), tmp_path / "big.pcap")
@@ -137,7 +137,7 @@ def test_large_export_with_tuned_allocator_matches_in_process_rows(tmp_path: Pat
                             capture_output=True, text=True, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     exchanges, accounting = analyze([str(big)])
-    expected = "".join(exchange_line(e) for e in exchanges)
+    expected = "".join(exchange_line_for("us")(e) for e in exchanges)
     assert out.read_text() == expected
     assert accounting.exchanges > 0
     assert result.stderr.splitlines() == [f"kdissect: {line}" for line in accounting.summary_lines()]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.pcaps import epoch_ns
+
 from kdissect.failures import InputError
 from kdissect.spark import pcapsplit, plan
 from kdissect.spark.inputs import expand_inputs
@@ -66,7 +68,7 @@ def test_every_split_size_yields_tsharks_frames(captures_dir, tshark, tmp_path, 
     assert len([s for s in final if s.boundary > 24]) >= min(3, path.stat().st_size // split_size - 1)
     assert [(n, caplen) for n, _, caplen in records] == [(n, caplen) for n, _, caplen in expected]
     for (_, ts, _), (_, epoch, _) in zip(records, expected):
-        assert abs(ts - float(epoch)) < 1e-6
+        assert ts == epoch_ns(epoch)  # exact int nanoseconds
     with open(path, "rb") as stream:
         assert pcapsplit.read_format(stream).header.ticks_per_second == (
             10**9 if file_format == "nsecpcap" else 10**6)

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from kdissect.exchange import arrow_schema
+from kdissect.spark.part_files import EXCHANGE_WORK_SCHEMA
 from kdissect.spark.summaries import (
     GROUP_COLUMNS,
     contributions,
@@ -25,7 +25,7 @@ from kdissect.spark.summaries import (
 
 
 def _summaries(rows: list[dict], pieces: int, written: dict[str, int] | None = None):
-    table = pa.Table.from_pylist(rows, schema=arrow_schema())
+    table = pa.Table.from_pylist(rows, schema=EXCHANGE_WORK_SCHEMA)  # times: int ns, as the tasks hold them
     size = -(-len(rows) // pieces)
     parts = [contributions(table.slice(i * size, size), written or {}) for i in range(pieces)]
     everything = pa.concat_tables(parts)
@@ -64,7 +64,8 @@ def test_latency_errors_and_minutes_merged_from_several_pieces():
         rows.append({
             "api_key": [0, 1, 3][i % 3], "api_name": api, "api_version": 9 if api != "Metadata" else 12,
             "client_id": f"client-{i % 4}", "broker": f"10.0.0.{i % 2}:9092",
-            "request_ts": 1_700_000_000.0 + i * 0.1, "response_ts": None if latency is None else 1_700_000_000.0,
+            "request_ts": 1_700_000_000 * 10**9 + i * 10**8,
+            "response_ts": None if latency is None else 1_700_000_000 * 10**9,
             "latency_ms": latency, "request_bytes": 100, "response_bytes": None if latency is None else 50,
             "error_code": 3 if i % 50 == 0 else 0, "error_codes": [3, 3] if i % 50 == 0 else ([6] if i % 70 == 0 else []),
         })
@@ -90,7 +91,7 @@ def test_latency_errors_and_minutes_merged_from_several_pieces():
         "api_name": "Fetch", "error_code": 6, "error_name": "NOT_LEADER_OR_FOLLOWER", "top_level": 0, "anywhere": fetch_6}
     minutes = {}
     for r in rows:
-        minutes.setdefault((int(r["request_ts"] // 60 * 60), r["api_name"]), []).append(r)
+        minutes.setdefault((r["request_ts"] // 10**9 // 60 * 60, r["api_name"]), []).append(r)
     assert len(tables["timeseries"]) == len(minutes)
     for row in tables["timeseries"]:
         group = minutes[(row["minute"], row["api_name"])]

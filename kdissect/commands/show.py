@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 import click
@@ -10,6 +9,7 @@ import click
 from kdissect.commands.export import capture_options, print_accounting, run_analysis
 from kdissect.exchange import Exchange
 from kdissect.output import safe_text
+from kdissect.times import clock_text, to_datetime
 
 
 def _error_name(code: int) -> str:
@@ -18,11 +18,11 @@ def _error_name(code: int) -> str:
     return error_name(code)
 
 
-def summary_line(ex: Exchange) -> str:
-    """Time, client -> broker, API vN, correlation id, latency, errors, throttle."""
+def summary_line(ex: Exchange, with_date: bool = False) -> str:
+    """Time (UTC; with the date when asked), client -> broker, API vN,
+    correlation id, latency, errors, throttle."""
     ts = ex.request_ts if ex.request_ts is not None else ex.response_ts
-    when = (dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%H:%M:%S.%f")
-            if ts is not None else "?")
+    when = clock_text(ts, with_date) if ts is not None else "?"
     api = f"{ex.api_name} v{ex.api_version}" if ex.api_name is not None else "? (request not captured)"
     parts = [when, f"{ex.client} -> {ex.broker}", api, f"corr={ex.correlation_id}"]
     latency = ex.latency_ms
@@ -38,7 +38,16 @@ def summary_line(ex: Exchange) -> str:
         parts.append(f"[{ex.status}]")
     if ex.problems:
         parts.append("; ".join(ex.problems))
+    if ts is not None and to_datetime(ts) is None:
+        parts.append("(time outside the calendar: epoch seconds shown)")
     return "  ".join(parts)
+
+
+def day_of(ex: Exchange) -> object:
+    """The UTC date of an exchange's first time (None if it has none or it is outside the calendar)."""
+    ts = ex.request_ts if ex.request_ts is not None else ex.response_ts
+    when = to_datetime(ts) if ts is not None else None
+    return None if when is None else when.date()
 
 
 def _selected(ex: Exchange, apis: set[str], client_ids: set[str], errors_only: bool,
@@ -90,10 +99,15 @@ def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool, 
     analysis = run_analysis(captures, ports, no_detect, keep_messages=verbose)
     api_set = {a.lower() for a in apis}
     id_set = set(client_ids)
+    last_day: object = None
     for ex in analysis:
         if not _selected(ex, api_set, id_set, errors_only, slower_than):
             continue
-        click.echo(safe_text(summary_line(ex)))
+        # the date on the first line and whenever it changes (a capture spanning days)
+        day = day_of(ex)
+        click.echo(safe_text(summary_line(ex, with_date=day is not None and day != last_day)))
+        if day is not None:
+            last_day = day
         if verbose:
             tree = _tree(ex, show_secrets)
             if tree:

@@ -35,6 +35,10 @@ from scapy.fields import ConditionalField, Field, SignedIntField, SignedShortFie
 from scapy.layers.inet import TCP
 from scapy.packet import Packet, Raw, bind_layers, split_layers
 
+from kdissect.accounting import Accounting
+from kdissect.exchange import Exchange
+from kdissect.framing import Frame
+from kdissect.pairing import ConnectionInfo, Pairer
 from kdissect.protocol.codec import message_codec
 from kdissect.protocol.errors import error_name
 from kdissect.protocol.headers import api_name, looks_like_request, request_layout
@@ -57,7 +61,7 @@ from kdissect.scapy.fields import (
 )
 
 __all__ = [
-    "KafkaRequest", "KafkaResponse", "KafkaSaslToken", "KafkaStruct", "KafkaBody", "KafkaEmbeddedBody", "VersionedField",
+    "KafkaRequest", "KafkaResponse", "KafkaSaslToken", "KafkaTrailingBytes", "KafkaStruct", "KafkaBody", "KafkaEmbeddedBody", "VersionedField",
     "NameFieldAttribute", "bind_kafka", "unbind_kafka", "dissect_response", "remember_response", "body_version",
 ]
 
@@ -287,9 +291,14 @@ class KafkaBody(KafkaStruct):
         return None
 
     def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
-        if s:
-            raise KafkaDecodeError(f"{len(s)} bytes left over after the last field")
-        return b"", b""
+        # bytes after the last field (inside the frame) become a
+        # KafkaTrailingBytes layer: the core notes them as trailing bytes and
+        # decodes the body all the same (brokers accept them). Not Padding:
+        # TCPSession reads Padding as the start of the next frame.
+        return s, b""
+
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
+        return KafkaTrailingBytes
 
     def mysummary(self) -> str:
         text = f"Kafka {self.__class__.__name__} v{self.kafka_version()}"
@@ -612,12 +621,25 @@ def dissect_response(frame: bytes, api_key: int, api_version: int) -> KafkaRespo
 
 # --------------------------------------------------------- TCP reassembly
 
+def _pairing(session: dict) -> tuple[Pairer, list[Exchange], list[int]]:
+    """The flow's core Pairer (the one every face uses), the exchanges it
+    emitted for the frame being cut, and each direction's stream offset."""
+    state = session.get("kafka_pairing")
+    if state is None:
+        emitted: list[Exchange] = []
+        pairer = Pairer(Accounting(), ConnectionInfo((), 0, "", "", (0, 0)), emitted.append, keep_messages=False)
+        state = session["kafka_pairing"] = (pairer, emitted, [0, 0])
+    return state
+
+
 def _reassemble(cls: type[_KafkaHeader], data: bytes, metadata: dict, session: dict) -> Packet | None:
     """Cut one whole frame off the stream for Scapy's TCPSession.
 
     Bytes after the frame are left as Padding: TCPSession then calls again
     for the next frame (several frames in one segment). Too few bytes: None,
     and TCPSession waits for more segments (one frame over many segments).
+    Each frame goes through the core's Pairer, which says whether it is a
+    raw SASL token and which request a response answers.
     """
     if len(data) < 4:
         return None
@@ -627,39 +649,26 @@ def _reassemble(cls: type[_KafkaHeader], data: bytes, metadata: dict, session: d
     if len(data) < 4 + size:
         metadata["tcp_min_len"] = 4 + size
         return None
-    frame = data[:4 + size]
-    pending = session.setdefault("kafka_requests", {})
-    if cls is KafkaResponse:
-        correlation_id = _INT32.unpack_from(data, 4)[0] if size >= 4 else None
-        if session.get("kafka_server_raw"):
-            if not session.get("kafka_client_raw") and correlation_id in pending:
-                session["kafka_server_raw"] = False  # authentication over
-            else:
-                return _cut(KafkaSaslToken, data, size)
-        binding = pending.pop(correlation_id, None)
-        if binding is not None:
-            remember_response(frame, *binding)
-        packet = _cut(KafkaResponse, data, size)
-        if binding is not None and binding[0] == SASL_HANDSHAKE and \
-                session.get("kafka_sasl_handshake") == correlation_id:
-            session.pop("kafka_sasl_handshake")
-            if isinstance(packet.payload, KafkaBody) and packet.payload.getfieldval("error_code") == 0:
-                # SaslHandshake v0 succeeded: raw SASL tokens follow on both sides
-                session["kafka_client_raw"] = session["kafka_server_raw"] = True
-        return packet
-    if session.get("kafka_client_raw"):
-        if looks_like_request(frame[4:68], size):
-            session["kafka_client_raw"] = False  # the client speaks Kafka again
-        else:
-            return _cut(KafkaSaslToken, data, size)
-    packet = _cut(KafkaRequest, data, size)
-    # acks=0 Produce requests are remembered too: some brokers answer them
-    if size >= 8:
-        api_key, api_version, correlation_id = struct.unpack_from(">hhi", data, 4)
-        pending[correlation_id] = (api_key, api_version)
-        if api_key == SASL_HANDSHAKE and api_version == 0:
-            session["kafka_sasl_handshake"] = correlation_id
-    return packet
+    frame_bytes = bytes(data[:4 + size])
+    pairer, emitted, offsets = _pairing(session)
+    direction = 0 if cls is KafkaRequest else 1
+    # capture times are not needed here: with none (0) nothing is released by time
+    frame = Frame(direction, offsets[direction], size, frame_bytes[4:], True, 0, 0, -1)
+    offsets[direction] += 4 + size
+    raw_before = pairer.accounting.raw_sasl_frames
+    emitted.clear()
+    if direction == 0:
+        pairer.on_request(frame)
+    else:
+        pairer.on_response(frame)
+    if pairer.accounting.raw_sasl_frames != raw_before:
+        return _cut(KafkaSaslToken, data, size)
+    if direction == 1:
+        for ex in emitted:
+            if ex.response_offset == frame.offset and ex.api_key is not None and ex.api_version is not None:
+                remember_response(frame_bytes, ex.api_key, ex.api_version)
+        return _cut(KafkaResponse, data, size)
+    return _cut(KafkaRequest, data, size)
 
 
 def _cut(cls: type[Packet], data: bytes, size: int) -> Packet:
@@ -674,6 +683,12 @@ def _cut(cls: type[Packet], data: bytes, size: int) -> Packet:
     if rest:
         packet.add_payload(conf.padding_layer(rest))
     return packet
+
+
+class KafkaTrailingBytes(Raw):
+    """Bytes after the last field of a message body, inside its frame."""
+
+    name = "KafkaTrailingBytes"
 
 
 class _SecretToken(StrLenField):

@@ -46,25 +46,6 @@ _PARTITION_ERROR_EXCHANGE_COLUMNS = ("capture", "correlation_id", "api_key", "ap
                                      "stream_capture_index", "stream_frame_number", "ordinal")
 
 
-class _KeyRecordingDissector(Dissector):
-    """A Dissector that also lists the classification key of every connection it classified.
-
-    Adapter: the pipeline keeps the key only on exchanges (`stream_key`);
-    connections without exchanges need it too for exact stream numbering.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.classified: list[tuple[int, int]] = []
-
-    def _classify(self, state: Any, client_dir: int, key: tuple[int, int]) -> None:  # type: ignore[override]
-        super()._classify(state, client_dir, key)
-        self.classified.append(tuple(key))
-        # rows are skimmed (no decoded messages kept), except responses with
-        # error codes, whose per-partition errors the job tabulates
-        state.pairer.keep_error_responses = True
-
-
 def _partition_errors(exchange: Exchange) -> list[dict[str, Any]]:
     """The non-zero errors per topic-partition of the exchange's response."""
     response = exchange.response
@@ -113,18 +94,15 @@ class ConnectionRunner:
         self.read_totals: dict[str, Any] = {}  # summed ReadStats of the splits whose counts came here
         self.classified_connections = 0
         self.output = _Output()
-        self._dissector: _KeyRecordingDissector | None = None
+        self._dissector: Dissector | None = None
         self._ordinal = 0
 
     def _start(self) -> None:
-        dissector = _KeyRecordingDissector(
-            ports=self.ports, detect=self.detect, capture_names=self.capture_names, keep_messages=False
-        )
-        # All connections of the task count into one Accounting (it is additive;
-        # the dissector hands its `accounting` attribute to each connection's
-        # pairer when it classifies it, after this point).
-        dissector.accounting = self.accounting
-        self._dissector = dissector
+        # rows are skimmed (no decoded messages kept), except responses with
+        # error codes, whose per-partition errors the job tabulates; all
+        # connections of the task count into one (additive) Accounting
+        self._dissector = Dissector(ports=self.ports, detect=self.detect, capture_names=self.capture_names,
+                                    keep_messages=False, keep_error_responses=True, accounting=self.accounting)
         self._ordinal = 0
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
@@ -152,8 +130,8 @@ class ConnectionRunner:
         if dissector is None:
             return
         self._emit(dissector.finish())
-        self.classified_connections += len(dissector.classified)
-        for capture_index, frame_number in dissector.classified:
+        self.classified_connections += len(dissector.classification_keys)
+        for capture_index, frame_number in dissector.classification_keys:
             self.output.add({"kind": CONNECTION, "task_partition": self.sink.task_partition,
                              "stream_capture_index": capture_index, "stream_frame_number": frame_number})
         self._dissector = None

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kdissect.accounting import Accounting
+from kdissect.capture import resolution_of
+from kdissect.times import arrow_unit
 from kdissect.failures import InputError
 from kdissect.spark import plan as planning
 from kdissect.spark.inputs import expand_inputs, file_kind
@@ -94,6 +96,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     ordered, skipped = _ordered_captures(options.inputs)
     splits = planning.plan_splits(ordered, options.split_size)
     capture_names = [Path(path).name for path, _ in ordered]
+    ts_unit = arrow_unit(max((resolution_of(path) for path, _ in ordered), default=1_000_000))
     total_bytes = sum(os.path.getsize(path) for path, _ in ordered)
     say(f"{len(ordered)} capture files, {total_bytes / 1e6:.1f} MB, {len(splits)} planned splits")
 
@@ -191,11 +194,12 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         add_read_stats(reading, values.pop("read", {}))
         accounting.add(Accounting.from_dict(values))
     accounting.add_read_stats(_ReadTotals(reading))
-    summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir)
+    summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
+                                                  ts_unit)
     for table, count in rows_written.items():
         if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
-    write_empty_parts(outdir)
+    write_empty_parts(outdir, ts_unit)
     shutil.rmtree(work_dir, ignore_errors=True)
     work_frame.unpersist()
     say("exchange tables written", "exchange_tables")

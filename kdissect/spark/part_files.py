@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
-from kdissect.exchange import arrow_columns
+from kdissect.exchange import TIMESTAMP_COLUMNS, arrow_columns, arrow_schema
 
 EXCHANGES, PARTITION_ERRORS = "exchanges", "partition_errors"
 
@@ -40,7 +40,10 @@ _STREAM_KEY_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("stream_frame_number", pa.int64()),
     ("ordinal", pa.int64()),
 ]
-EXCHANGE_SCHEMA = pa.schema(arrow_columns())
+# the tasks' rows keep times as int nanoseconds (as Exchange rows hold
+# them); the final tables have timestamps at the capture set's unit
+EXCHANGE_WORK_SCHEMA = pa.schema([(name, pa.int64() if name in TIMESTAMP_COLUMNS else kind)
+                                  for name, kind in arrow_columns()])
 PARTITION_ERROR_SCHEMA = pa.schema([
     ("capture", pa.string()),
     ("stream", pa.int64()),
@@ -53,8 +56,31 @@ PARTITION_ERROR_SCHEMA = pa.schema([
     ("error_code", pa.int16()),
     ("error_name", pa.string()),
 ])
-FINAL_SCHEMAS = {EXCHANGES: EXCHANGE_SCHEMA, PARTITION_ERRORS: PARTITION_ERROR_SCHEMA}
-WORK_SCHEMAS = {name: pa.schema([*schema, *_STREAM_KEY_COLUMNS]) for name, schema in FINAL_SCHEMAS.items()}
+TABLES = (EXCHANGES, PARTITION_ERRORS)
+WORK_SCHEMAS = {name: pa.schema([*schema, *_STREAM_KEY_COLUMNS])
+                for name, schema in ((EXCHANGES, EXCHANGE_WORK_SCHEMA), (PARTITION_ERRORS, PARTITION_ERROR_SCHEMA))}
+
+
+def final_schemas(ts_unit: str) -> dict[str, pa.Schema]:
+    """The schemas of the written tables, timestamps at `ts_unit`."""
+    return {EXCHANGES: arrow_schema(ts_unit), PARTITION_ERRORS: PARTITION_ERROR_SCHEMA}
+
+
+def _timestamps_in(table: pa.Table, ts_unit: str) -> pa.Table:
+    """The work table's int-nanosecond times as timestamps at `ts_unit` (exact:
+    the unit holds every input file's resolution)."""
+    import pyarrow.compute as pc
+
+    divisor = {"s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}[ts_unit]
+    for name in TIMESTAMP_COLUMNS:
+        if name not in table.column_names:
+            continue
+        column = table.column(name)
+        if divisor != 1:
+            column = pc.divide(column, divisor)
+        table = table.set_column(table.column_names.index(name), name,
+                                 column.cast(pa.timestamp(ts_unit, tz="UTC")))
+    return table
 
 # the mapInArrow input and output of `finish_partitions`
 RANK_SCHEMA = pa.schema([
@@ -150,17 +176,17 @@ class PartSink:
 
 
 def finish_part(work_dir: str, outdir: str, task_partition: int,
-                streams: dict[tuple[int, int], int]) -> tuple[dict[str, int], pa.Table]:
+                streams: dict[tuple[int, int], int], ts_unit: str = "us") -> tuple[dict[str, int], pa.Table]:
     """Rewrite one task partition's Arrow files as final Parquet parts: stream
     numbers from `streams` ((capture index, frame number) -> stream), rows
     sorted by stream and exchange order. Returns the rows written per table
-    and the partition's exchanges (for the summary tables)."""
+    and the partition's exchanges, times in int nanoseconds (for the summary tables)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     written: dict[str, int] = {}
-    exchanges = EXCHANGE_SCHEMA.empty_table()
-    for table, schema in FINAL_SCHEMAS.items():
+    exchanges = EXCHANGE_WORK_SCHEMA.empty_table()
+    for table, schema in final_schemas(ts_unit).items():
         source = _work_file(work_dir, table, task_partition)
         if not source.exists():  # the task had no rows of this table
             written[table] = 0
@@ -172,11 +198,12 @@ def finish_part(work_dir: str, outdir: str, task_partition: int,
                                    pa.array([streams.get(key) for key in keys], pa.int64()))
         # the sort is stable: a response's partition errors keep their order
         ordered = numbered.take(pc.sort_indices(numbered, [("stream", "ascending"), ("ordinal", "ascending")]))
-        final = ordered.select(schema.names).cast(schema)
+        selected = ordered.select(schema.names)
+        final = _timestamps_in(selected, ts_unit).cast(schema)
         _replace_atomically(_final_file(outdir, table, task_partition), lambda path: pq.write_table(final, path))
         written[table] = final.num_rows
         if table == EXCHANGES:
-            exchanges = final
+            exchanges = selected.cast(EXCHANGE_WORK_SCHEMA)
     return written, exchanges
 
 
@@ -187,7 +214,8 @@ def finish_part(work_dir: str, outdir: str, task_partition: int,
 SUMMARY_BATCH_ROWS = 1 << 19
 
 
-def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: str) -> Iterator[pa.RecordBatch]:
+def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: str,
+                      ts_unit: str = "us") -> Iterator[pa.RecordBatch]:
     """mapInArrow body: RANK_SCHEMA rows sorted by task partition (every task
     partition has one marker row with null keys) -> the finished task
     partitions' contributions to the summary tables and the rows they wrote
@@ -198,10 +226,10 @@ def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: 
     current: int | None = None
     streams: dict[tuple[int, int], int] = {}
     pending: list[pa.Table] = []
-    written = {table: 0 for table in FINAL_SCHEMAS}
+    written = {table: 0 for table in TABLES}
 
     def finish() -> Iterator[pa.RecordBatch]:
-        counts, exchanges = finish_part(work_dir, outdir, current, streams)
+        counts, exchanges = finish_part(work_dir, outdir, current, streams, ts_unit)
         for table, count in counts.items():
             written[table] += count
         pending.append(exchanges)
@@ -209,7 +237,7 @@ def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: 
             yield from summarise()
 
     def summarise(counts: dict[str, int] | None = None) -> Iterator[pa.RecordBatch]:
-        yield from contributions(pa.concat_tables(pending) if pending else EXCHANGE_SCHEMA.empty_table(),
+        yield from contributions(pa.concat_tables(pending) if pending else EXCHANGE_WORK_SCHEMA.empty_table(),
                                  counts or {}).to_batches()
         pending.clear()
 
@@ -227,12 +255,12 @@ def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: 
     yield from summarise(written)
 
 
-def write_empty_parts(outdir: str) -> None:
+def write_empty_parts(outdir: str, ts_unit: str = "us") -> None:
     """A dataset with no rows still gets one (empty) file, so it can be read
     with its schema; and each dataset gets Spark's `_SUCCESS` marker."""
     import pyarrow.parquet as pq
 
-    for table, schema in FINAL_SCHEMAS.items():
+    for table, schema in final_schemas(ts_unit).items():
         directory = Path(outdir) / table
         directory.mkdir(parents=True, exist_ok=True)
         if not any(directory.glob("*.parquet")):

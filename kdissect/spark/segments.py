@@ -34,10 +34,10 @@ RUN_SCHEMA = pa.schema(RUN_COLUMNS)
 KEY_COLUMNS = ["addr_a", "port_a", "addr_b", "port_b"]
 ORDER_COLUMNS = ["capture_index", "frame_number"]
 
-# One packed segment: frame number, ts, direction (0: a -> b, 1: b -> a), seq,
+# One packed segment: frame number, ts (int ns), direction (0: a -> b, 1: b -> a), seq,
 # ack, TCP flags, payload length on the wire, captured payload length; the
 # captured payload bytes follow.
-SEGMENT_HEADER = struct.Struct("<qdBIIHII")
+SEGMENT_HEADER = struct.Struct("<qqBIIHII")
 # A split is read in chunks of consecutive packets; each chunk becomes one row
 # per connection seen in it. The bounds keep rows and Arrow batches small.
 CHUNK_SEGMENTS = 4096

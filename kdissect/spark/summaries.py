@@ -135,7 +135,8 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
     has_error = pc.or_(pc.not_equal(pc.fill_null(timed["error_code"], 0), 0),
                        pc.greater(pc.fill_null(pc.list_value_length(timed["error_codes"]), 0), 0))
     series = pa.table({
-        "minute": pc.multiply(pc.floor(pc.divide(ts, 60.0)).cast(pa.int64()), 60),
+        # ns -> the minute's first second (integer division; times before 1970 are not expected)
+        "minute": pc.multiply(pc.divide(ts, 60_000_000_000), 60),
         "api_name": pc.fill_null(timed["api_name"], NO_API),
         "bytes": pc.add(pc.fill_null(timed["request_bytes"], 0), pc.fill_null(timed["response_bytes"], 0)),
         "errors": has_error.cast(pa.int64()),

@@ -32,8 +32,8 @@ def stream_ranks(work):
     )
 
 
-def finish_tables(work, partitions: int, slots: int, work_dir: str,
-                  outdir: str) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+def finish_tables(work, partitions: int, slots: int, work_dir: str, outdir: str,
+                  ts_unit: str = "us") -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Number the streams of the rows the dissecting tasks wrote, turn their
     files into the exchanges/ and partition_errors/ tables (part_files.py),
     and compute the summary tables (summaries.py): one Spark job.
@@ -64,7 +64,7 @@ def finish_tables(work, partitions: int, slots: int, work_dir: str,
         .sortWithinPartitions("task_partition")
         .coalesce(slots)
         .select(*RANK_SCHEMA.names)
-        .mapInArrow(lambda batches: finish_partitions(batches, work_dir, outdir),
+        .mapInArrow(lambda batches: finish_partitions(batches, work_dir, outdir, ts_unit),
                     from_arrow_schema(CONTRIBUTION_SCHEMA))
         .repartition(slots, *GROUP_COLUMNS)
         .sortWithinPartitions(*GROUP_COLUMNS)

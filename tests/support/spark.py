@@ -52,6 +52,8 @@ def table_rows(outdir: Path, name: str) -> list[dict]:
 
 def _order(row: dict) -> tuple:
     def number(value: Any) -> float:
+        if hasattr(value, "timestamp"):  # a datetime (timestamp columns)
+            return value.timestamp()
         return -1.0 if value is None else float(value)
 
     return (number(row.get("stream")), number(row.get("request_ts")), number(row.get("response_ts")),
