@@ -385,11 +385,14 @@ class TlsConnection:
 
     def _server_hello(self, server: _Direction, hello: ServerHello) -> None:
         if hello.is_hello_retry:
+            # TLS 1.3 (its middlebox-compat CCS may follow); a second
+            # ClientHello, with the same random, and the ServerHello follow
             self.stats.hello_retry_requests += 1
-            return  # a second ClientHello and ServerHello follow
+            self.version = TLS13
+            return
         client = self._dirs[1 - server.index]
         client_hello = self._client_hello
-        first = self.version is None
+        first = self.suite_name is None
         suite = SUITES.get(hello.cipher_suite)
         if first:
             self.suite_name = suite.name if suite is not None else f"0x{hello.cipher_suite:04X}"
