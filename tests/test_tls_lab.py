@@ -52,7 +52,8 @@ class Scenario:
 
 
 SCENARIOS = [
-    *(Scenario(f"tls13-{s.lower()}", tls13_suite=s, expect_suite=s) for s in TLS13_SUITES),
+    *(Scenario(f"tls13-{s.lower()}", tls13_suite=s, expect_suite=s, size=40000 if "GCM" in s else 3000)
+      for s in TLS13_SUITES),
     Scenario("tls12-ecdhe-aes128-gcm", "ECDHE-RSA-AES128-GCM-SHA256",
              expect_suite="TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", size=40000),
     Scenario("tls12-ecdhe-aes256-gcm", "ECDHE-RSA-AES256-GCM-SHA384",
@@ -194,46 +195,59 @@ class Decrypted:
     plaintext: list[bytearray]  # per direction (0 = client)
     gaps: list[int]
     stats: TlsStats
+    gap_at: list[int] = None  # type: ignore[assignment]  # plaintext length when the first gap came
 
 
-def decrypt_capture(pcap: Path, keylog: KeyLog, port: int) -> dict[int, Decrypted]:
-    """Every TCP connection to `port` through the reassembler and a TlsConnection,
-    by client port."""
+def connection_chunks(pcap: Path, port: int) -> dict[int, list[tuple[int, object]]]:
+    """The reassembler's chunks of every TCP connection to `port`, in capture
+    order: client port -> [(direction, chunk)]."""
     reassembler = Reassembler()
-    conns: dict[int, tuple[TlsConnection, Decrypted]] = {}
-    done: dict[int, Decrypted] = {}
-
-    def take(direction: int, chunks, result: Decrypted) -> None:
-        for chunk in chunks:
-            if chunk.kind == "gap":
-                result.gaps[direction] += chunk.length
-            else:
-                assert chunk.offset == len(result.plaintext[direction]) + result.gaps[direction]
-                result.plaintext[direction] += chunk.data
+    by_id: dict[int, list[tuple[int, object]]] = {}
+    out: dict[int, list[tuple[int, object]]] = {}
 
     def handle(events) -> None:
         for event in events:
             name = type(event).__name__
             if name == "Opened":
-                conn = event.conn
-                assert conn.responder[1] == port
-                conns[conn.id] = (TlsConnection(keylog), Decrypted(conn.initiator[1], [bytearray(), bytearray()],
-                                                                   [0, 0], TlsStats()))
+                assert event.conn.responder[1] == port
+                by_id[event.conn.id] = out.setdefault(event.conn.initiator[1], [])
             elif name == "Data":
-                tls, result = conns[event.conn.id]
-                take(event.direction, tls.push(event.direction, event.chunk), result)
-            elif name == "Closed":
-                tls, result = conns.pop(event.conn.id)
-                for direction, chunk in tls.finish():
-                    take(direction, [chunk], result)
-                result.stats = tls.stats
-                done[result.client_port] = result
+                by_id[event.conn.id].append((event.direction, event.chunk))
 
     for segment in read_segments([pcap]):
         handle(reassembler.feed(segment))
     handle(reassembler.finish())
-    assert not conns
-    return done
+    return out
+
+
+def replay(keylog: KeyLog, chunks: list[tuple[int, object]], client_port: int = 0) -> Decrypted:
+    """One connection's chunks through a TlsConnection."""
+    tls = TlsConnection(keylog)
+    result = Decrypted(client_port, [bytearray(), bytearray()], [0, 0], TlsStats())
+
+    def take(direction: int, chunk) -> None:
+        assert chunk.offset == len(result.plaintext[direction]) + result.gaps[direction]
+        if chunk.kind == "gap":
+            if not result.gaps[direction]:
+                result.gap_at[direction] = len(result.plaintext[direction])
+            result.gaps[direction] += chunk.length
+        else:
+            result.plaintext[direction] += chunk.data
+
+    result.gap_at = [0, 0]
+    for direction, chunk in chunks:
+        for plain in tls.push(direction, chunk):
+            take(direction, plain)
+    for direction, plain in tls.finish():
+        take(direction, plain)
+    result.stats = tls.stats
+    return result
+
+
+def decrypt_capture(pcap: Path, keylog: KeyLog, port: int) -> dict[int, Decrypted]:
+    """Every TCP connection to `port` decrypted, by client port."""
+    return {client_port: replay(keylog, chunks, client_port)
+            for client_port, chunks in connection_chunks(pcap, port).items()}
 
 
 # -- tshark's side ----------------------------------------------------------------
@@ -381,6 +395,82 @@ def test_secrets_injected_in_pcapng(kafka_tls_capture, tmp_path) -> None:
     theirs = tshark_follow(injected, keylog, port)
     for client_port, (client, server) in theirs.items():
         assert (bytes(ours[client_port].plaintext[0]), bytes(ours[client_port].plaintext[1])) == (client, server)
+
+
+def _record_starts(stream: bytes) -> list[int]:
+    """Record boundaries of a TLS byte stream, walked here from its first byte."""
+    starts, pos = [], 0
+    while pos + 5 <= len(stream):
+        starts.append(pos)
+        pos += 5 + int.from_bytes(stream[pos + 3:pos + 5], "big")
+    return starts
+
+
+def _with_loss(chunks: list, direction: int, low: int, high: int) -> list:
+    """The chunks with stream bytes [low, high) of `direction` turned into a gap."""
+    from kdissect.reassembly import Chunk
+
+    out = []
+    for d, c in chunks:
+        end = c.offset + c.length
+        if d != direction or end <= low or c.offset >= high:
+            out.append((d, c))
+            continue
+        stamp = (c.ts, c.capture_index, c.frame_number)
+        if c.offset < low:
+            out.append((d, Chunk("data", c.offset, low - c.offset, c.data[:low - c.offset], *stamp)))
+        start, stop = max(low, c.offset), min(high, end)
+        out.append((d, Chunk("gap", start, stop - start, b"", *stamp)))
+        if end > high:
+            out.append((d, Chunk("data", high, end - high, c.data[high - c.offset:], *stamp)))
+    return out
+
+
+@pytest.mark.parametrize("suite,exact", [
+    ("TLS_AES_128_GCM_SHA256", True),
+    ("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", True),
+    ("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", False),  # padding: the gap length is an estimate
+])
+@pytest.mark.parametrize("span", ["inside-one-record", "across-records"])
+def test_lost_bytes_resynchronise(kafka_tls_capture, suite: str, exact: bool, span: str) -> None:
+    """Bytes lost in the middle of a 40 kB produce: the plaintext before and
+    after the loss equal tshark's (from the full capture) and, for AEAD
+    suites, the gap chunk has exactly the length of the lost plaintext."""
+    pcap, keylog_path, port = kafka_tls_capture
+    keylog = read_keylog_file(keylog_path)
+    theirs = tshark_follow(pcap, keylog_path, port)
+    all_chunks = connection_chunks(pcap, port)
+    # the connection of this suite whose client sent the most: the producer
+    candidates = [cp for cp, chunks in all_chunks.items()
+                  if suite in replay(keylog, chunks).stats.suites]
+    client_port = max(candidates, key=lambda cp: len(theirs[cp][0]))
+    chunks = all_chunks[client_port]
+    stream = b"".join(c.data for d, c in chunks if d == 0)
+    starts = _record_starts(stream)
+    middle = len(starts) // 2
+    if span == "inside-one-record":
+        low, high = starts[middle] + 40, starts[middle] + 140
+    else:  # from inside one record to inside the next but one: boundaries lost
+        low, high = starts[middle] + 40, starts[middle + 2] + 40
+    result = replay(keylog, _with_loss(chunks, 0, low, high), client_port)
+    full = theirs[client_port][0]
+    ours = bytes(result.plaintext[0])
+    gap = result.gaps[0]
+    assert gap > 0 and result.stats.resyncs >= (1 if span == "across-records" else 0)
+    # ours is: the bytes before the loss, the gap, the bytes after
+    before = _plaintext_before_gap(result)
+    after = ours[len(before):]
+    assert full.startswith(before) and full.endswith(after) and len(after) > 1000
+    if exact:
+        assert len(before) + gap + len(after) == len(full)
+    else:
+        assert abs(len(before) + gap + len(after) - len(full)) <= 16 * (2 if span == "inside-one-record" else 3)
+    assert bytes(result.plaintext[1]) == theirs[client_port][1]  # the other side untouched
+    assert result.stats.partly_decrypted == 1 and result.stats.lost_bytes == high - low
+
+
+def _plaintext_before_gap(result: Decrypted) -> bytes:
+    return bytes(result.plaintext[0][:result.gap_at[0]])
 
 
 def write_committed_captures(directory: Path) -> None:
