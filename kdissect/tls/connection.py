@@ -189,10 +189,8 @@ class TlsConnection:
         result: list[tuple[int, Chunk]] = []
         for d in self._dirs:
             out: list[Chunk] = []
-            if d.buf and d.encrypted and not d.synced:
-                self._count_undecrypted(len(d.buf))
-            elif d.buf and d.encrypted:
-                self._count_undecrypted(len(d.buf))  # an incomplete last record
+            if d.buf and d.encrypted:
+                self._count_undecrypted(len(d.buf))  # an incomplete last record, or hunted bytes
             d.buf = b""
             if d.loss_start is not None and d.cipher is not None and self._loss_may_hold_data(d, d.role):
                 lost = d.end - d.loss_start
