@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian/Ubuntu machine: the system tools kdissect's
-# lab and tests use (tcpdump, tshark, Java for Spark) and a virtualenv in .venv
+# lab and tests use (tcpdump, tshark, socat, Java for Spark) and a virtualenv in .venv
 # holding kdissect with all its extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +9,8 @@ missing=()
 command -v tcpdump >/dev/null || missing+=(tcpdump)
 command -v tshark >/dev/null || missing+=(tshark)
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+# socat: the TLS front (OpenSSL) of the TLS lab tests
+command -v socat >/dev/null || missing+=(socat)
 if ((${#missing[@]})); then
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   export DEBIAN_FRONTEND=noninteractive

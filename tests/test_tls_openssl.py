@@ -1,0 +1,95 @@
+"""Handshake variants made with real OpenSSL on both ends (s_server, s_client),
+decrypted and compared with tshark: TLS 1.2 resumption by session id and by
+session ticket, TLS 1.3 PSK resumption, TLS 1.3 KeyUpdate (both ways), TLS 1.2
+renegotiation.
+
+The server is `openssl s_server -rev` (it answers each line reversed), so both
+directions carry application data; the clients write their key logs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kdissect.tls import TlsStats, read_keylog_file
+from tests.support.lab import free_port, tcpdump, wait_for_listener
+from tests.test_tls_lab import _process, decrypt_capture, make_certificate, tshark_follow
+
+pytestmark = pytest.mark.broker
+
+
+def s_client(port: int, keylog: Path, args: list[str], lines: list[str], pause: float = 0.4) -> str:
+    """Run s_client, typing `lines` (s_client's commands: R renegotiate, K key update)."""
+    proc = subprocess.Popen(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-keylogfile", str(keylog),
+                             *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    time.sleep(pause)
+    for line in lines:
+        proc.stdin.write(line.encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        time.sleep(pause)
+    proc.stdin.close()  # type: ignore[union-attr]
+    out = proc.stdout.read().decode(errors="replace")  # type: ignore[union-attr]
+    proc.wait(timeout=30)
+    return out
+
+
+@pytest.fixture(scope="module")
+def openssl_capture(tmp_path_factory):
+    for tool in ("tshark", "tcpdump", "openssl"):
+        assert shutil.which(tool), f"{tool} is needed"
+    work = tmp_path_factory.mktemp("tls-openssl")
+    pem = make_certificate(work)
+    port = free_port()
+    pcap, keylog = work / "openssl.pcap", work / "openssl.keys"
+    server = ["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-cert", str(pem), "-rev", "-client_renegotiation"]
+    outputs = {}
+    with _process(server, log=work / "s_server.log"):
+        wait_for_listener("127.0.0.1", port)
+        time.sleep(0.3)
+        with tcpdump(pcap, port):
+            s = [str(work / f"{name}.sess") for name in ("sid", "ticket", "psk")]
+            outputs["sid1"] = s_client(port, keylog, ["-tls1_2", "-no_ticket", "-sess_out", s[0]], ["hello sid"])
+            outputs["sid2"] = s_client(port, keylog, ["-tls1_2", "-no_ticket", "-sess_in", s[0]], ["again sid"])
+            outputs["tk1"] = s_client(port, keylog, ["-tls1_2", "-sess_out", s[1]], ["hello ticket"])
+            outputs["tk2"] = s_client(port, keylog, ["-tls1_2", "-sess_in", s[1]], ["again ticket"])
+            outputs["psk1"] = s_client(port, keylog, ["-tls1_3", "-sess_out", s[2]], ["hello psk"])
+            outputs["psk2"] = s_client(port, keylog, ["-tls1_3", "-sess_in", s[2]], ["again psk"])
+            outputs["ku"] = s_client(port, keylog, ["-tls1_3"], ["before update", "K", "after update", "k",
+                                                                 "after second update"])
+            outputs["reneg"] = s_client(port, keylog, ["-tls1_2"], ["before reneg", "R", "after reneg"])
+    return pcap, keylog, port, outputs
+
+
+def test_handshake_variants_decrypt_like_tshark(openssl_capture) -> None:
+    pcap, keylog, port, outputs = openssl_capture
+    assert "Reused, TLSv1.2" in outputs["sid2"] and "Reused, TLSv1.2" in outputs["tk2"]
+    assert "Reused, TLSv1.3" in outputs["psk2"]
+    assert "KEYUPDATE" in outputs["ku"] and "RENEGOTIATING" in outputs["reneg"]
+    ours = decrypt_capture(pcap, read_keylog_file(keylog), port)
+    theirs = tshark_follow(pcap, keylog, port)
+    assert set(ours) == set(theirs) and len(ours) == 8
+    total = TlsStats()
+    for client_port, (client, server) in theirs.items():
+        mine = ours[client_port]
+        total.add(mine.stats)
+        assert bytes(mine.plaintext[0]) == client, f":{client_port}"
+        assert bytes(mine.plaintext[1]) == server, f":{client_port}"
+        assert client and server  # each connection carried data both ways
+    assert total.decrypted == 8, total.summary_line()
+    assert total.alerts == total.close_notifies  # no refusal: the renegotiation completed
+    assert total.resumed == 3  # session id, ticket, PSK
+    assert total.key_updates == 3  # K: the client's update and the server's answer; k: the client's
+    assert total.renegotiations == 1
+    assert total.tls12 == 5 and total.tls13 == 3
+    # the reversed lines came back decrypted after each key change
+    server_bytes = b"".join(bytes(r.plaintext[1]) for r in ours.values())
+    for line in (b"after update", b"after second update"):
+        assert line[::-1] in server_bytes
+    # after the renegotiation the client's line went under the new keys
+    client_bytes = b"".join(bytes(r.plaintext[0]) for r in ours.values())
+    assert b"after reneg" in client_bytes, client_bytes
