@@ -42,7 +42,11 @@ class Accounting:
     kafka_connections: int = 0  # classified as Kafka
     non_kafka_connections: int = 0  # with payload but not Kafka (not on a Kafka port nor Kafka-shaped, or TLS)
     non_kafka_bytes: int = 0  # payload bytes of those
-    tls_connections: int = 0  # of those, TLS on a Kafka port (encrypted: not decoded)
+    tls_connections: int = 0  # TLS connections (on a Kafka port, or a ClientHello on any port)
+    encrypted_connections: int = 0  # of those, none of whose bytes were decrypted (no key, ...)
+    tls_bytes: int = 0  # payload bytes of TLS connections (ciphertext)
+    tls_plaintext_bytes: int = 0  # decrypted Kafka bytes (counted again in stream_bytes)
+    tls_other_bytes: int = 0  # decrypted bytes that are not Kafka
     evicted_connections: int = 0  # closed early because too many were open at once
     stream_bytes: int = 0  # payload bytes of Kafka connections seen (captured or cut by snaplen)
     framed_bytes: int = 0  # bytes in complete Kafka frames (size prefix included)
@@ -126,10 +130,11 @@ class Accounting:
     def balance(self) -> list[str]:
         """The buckets that do not add up (empty when all is well)."""
         wrong = []
-        payload = (self.stream_bytes + self.non_kafka_bytes + self.retransmitted_bytes + self.before_start_bytes
-                   + self.after_close_bytes)
+        plain_kafka = self.stream_bytes - self.tls_plaintext_bytes  # Kafka bytes not inside TLS
+        payload = (plain_kafka + self.tls_bytes + self.non_kafka_bytes + self.retransmitted_bytes
+                   + self.before_start_bytes + self.after_close_bytes)
         if payload != self.payload_bytes:
-            wrong.append(f"payload bytes {self.payload_bytes} != stream {self.stream_bytes} + other "
+            wrong.append(f"payload bytes {self.payload_bytes} != Kafka {plain_kafka} + TLS {self.tls_bytes} + other "
                          f"{self.non_kafka_bytes} + retransmitted {self.retransmitted_bytes} + before start "
                          f"{self.before_start_bytes} + after close {self.after_close_bytes} (= {payload})")
         stream = self.framed_bytes + self.incomplete_frame_bytes + self.skipped_bytes + self.mid_stream_bytes
@@ -145,10 +150,12 @@ class Accounting:
         statuses = self.ok + self.no_response + self.orphan_responses + self.malformed + self.truncated
         if statuses != self.exchanges:
             wrong.append(f"exchanges {self.exchanges} != sum of statuses {statuses}")
-        conns = self.kafka_connections + self.non_kafka_connections + self.empty_connections
+        conns = self.kafka_connections + self.non_kafka_connections + self.empty_connections + \
+            self.encrypted_connections
         if conns != self.connections:
             wrong.append(f"connections {self.connections} != Kafka {self.kafka_connections} + other "
-                         f"{self.non_kafka_connections} + empty {self.empty_connections}")
+                         f"{self.non_kafka_connections} + empty {self.empty_connections} + encrypted "
+                         f"{self.encrypted_connections}")
         return wrong
 
     def summary_lines(self) -> list[str]:
@@ -163,16 +170,21 @@ class Accounting:
                 + (f"; {self.damaged_files} damaged files ({self.unread_file_bytes} bytes unread)"
                    if self.damaged_files else "")
             )
+        plain_kafka = self.stream_bytes - self.tls_plaintext_bytes
         lines += [
             f"connections: {self.kafka_connections} Kafka, {self.non_kafka_connections} other "
-            + (f"({self.tls_connections} TLS, not decoded) " if self.tls_connections else "")
-            + f"({self.non_kafka_bytes} bytes), {self.empty_connections} without payload"
+            f"({self.non_kafka_bytes} bytes), {self.empty_connections} without payload"
+            + (f", {self.encrypted_connections} encrypted and not decrypted" if self.encrypted_connections else "")
+            + (f" ({self.tls_connections} TLS in all)" if self.tls_connections else "")
             + (f", {self.evicted_connections} closed early (too many open)" if self.evicted_connections else "")
             + f"; {self.segments} segments",
-            f"bytes: {self.payload_bytes} TCP payload = {self.stream_bytes} Kafka + {self.non_kafka_bytes} other"
+            f"bytes: {self.payload_bytes} TCP payload = {plain_kafka} Kafka + "
+            + (f"{self.tls_bytes} TLS + " if self.tls_connections else "")
+            + f"{self.non_kafka_bytes} other"
             f" + {self.retransmitted_bytes} retransmitted + {self.before_start_bytes} before the capture joined"
             f" + {self.after_close_bytes} after close",
-            f"kafka bytes: {self.framed_bytes} in frames, {self.incomplete_frame_bytes} in incomplete frames"
+            f"kafka bytes" + (f" (with {self.tls_plaintext_bytes} decrypted)" if self.tls_plaintext_bytes else "")
+            + f": {self.framed_bytes} in frames, {self.incomplete_frame_bytes} in incomplete frames"
             f" ({self.snaplen_bytes} cut by snaplen), {self.skipped_bytes} skipped resynchronising "
             f"({self.resyncs} resyncs), {self.mid_stream_bytes} before the first frame of "
             f"{self.mid_stream_starts} streams joined mid-way",

@@ -41,7 +41,7 @@ from kdissect.exchange import Exchange, endpoint
 from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader
 from kdissect.pairing import ConnectionInfo, Pairer, decode_tolerant
 from kdissect.protocol.skim import skim_request
-from kdissect.reassembly import Reassembler, TcpConnection
+from kdissect.reassembly import Chunk, Reassembler, TcpConnection
 
 _INT32 = Struct(">i")
 
@@ -50,7 +50,7 @@ _MAX_HELD_BYTES = 1 << 20
 # open connections before the least recently active are closed early
 MAX_OPEN_CONNECTIONS = 500_000
 
-_EMPTY, _UNDECIDED, _KAFKA, _IGNORED = 0, 1, 2, 3
+_EMPTY, _UNDECIDED, _KAFKA, _IGNORED, _TLS = 0, 1, 2, 3, 4
 
 _CLOSE_REASONS = {"end-of-capture": "end of capture", "evicted": "the connection was evicted (too many open)"}
 
@@ -62,21 +62,74 @@ def _starts_like_tls(data: bytes) -> bool:
 
 
 class _Ignored:
-    """The sink of a connection that is not Kafka: its bytes are only counted."""
+    """The sink of a connection that is not Kafka: its bytes are only counted
+    (in `counter`, an Accounting field)."""
 
-    __slots__ = ("accounting",)
+    __slots__ = ("accounting", "counter")
 
-    def __init__(self, accounting: Accounting) -> None:
+    def __init__(self, accounting: Accounting, counter: str = "non_kafka_bytes") -> None:
         self.accounting = accounting
+        self.counter = counter
 
     def data(self, offset: int, payload: bytes, stamp: Any) -> None:
-        self.accounting.non_kafka_bytes += len(payload)
+        setattr(self.accounting, self.counter, getattr(self.accounting, self.counter) + len(payload))
 
     def gap(self, offset: int, length: int, stamp: Any) -> None:
         pass
 
     def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
-        self.accounting.non_kafka_bytes += length
+        setattr(self.accounting, self.counter, getattr(self.accounting, self.counter) + length)
+
+
+class _Plaintext:
+    """The decrypted streams of a TLS connection: what its inner _Connection
+    reads (the sinks it sets), in place of the TcpConnection's."""
+
+    __slots__ = ("sinks",)
+
+    def __init__(self) -> None:
+        self.sinks: tuple[Any, Any] = (None, None)
+
+    @staticmethod
+    def saw_start(direction: int) -> bool:
+        return True  # plaintext starts with the first application byte
+
+
+class _TlsSink:
+    """One direction of a TLS connection: ciphertext in, plaintext on to the
+    inner _Connection's sink for the same direction."""
+
+    __slots__ = ("tls", "tls_direction", "plain", "direction", "accounting")
+
+    def __init__(self, tls: Any, tls_direction: int, plain: _Plaintext, direction: int,
+                 accounting: Accounting) -> None:
+        self.tls = tls
+        self.tls_direction = tls_direction  # the TLS layer's: 0 = the ClientHello's sender
+        self.plain = plain
+        self.direction = direction
+        self.accounting = accounting
+
+    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
+        self.accounting.tls_bytes += len(payload)
+        self.pass_on(self.tls.push(self.tls_direction, Chunk("data", offset, len(payload), payload, stamp.ts,
+                                                             stamp.capture_index, stamp.frame_number)))
+
+    def gap(self, offset: int, length: int, stamp: Any) -> None:
+        self.pass_on(self.tls.push(self.tls_direction, Chunk("gap", offset, length, b"", stamp.ts,
+                                                             stamp.capture_index, stamp.frame_number)))
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
+        self.accounting.tls_bytes += length
+        self.pass_on(self.tls.push(self.tls_direction, Chunk("truncated", offset, length, prefix, stamp.ts,
+                                                             stamp.capture_index, stamp.frame_number)))
+
+    def pass_on(self, chunks: list[Any]) -> None:
+        for chunk in chunks:  # a Chunk is its own stamp (ts, capture_index, frame_number)
+            sink = self.plain.sinks[self.direction]
+            if chunk.kind == "data":
+                sink.data(chunk.offset, chunk.data, chunk)
+            else:
+                sink.gap(chunk.offset, chunk.length, chunk)
 
 
 class _Undecided:
@@ -101,13 +154,18 @@ class _Undecided:
 class _Connection:
     """One TCP connection's Kafka-level state (`TcpConnection.user`)."""
 
-    __slots__ = ("dissector", "conn", "phase", "port_client", "client_dir", "pairer", "readers", "held",
-                 "held_bytes", "verdicts", "info")
+    __slots__ = ("dissector", "conn", "layer", "phase", "port_client", "client_dir", "pairer", "readers", "held",
+                 "held_bytes", "verdicts", "info", "tls", "inner")
 
-    def __init__(self, dissector: Dissector, conn: TcpConnection) -> None:
+    def __init__(self, dissector: Dissector, conn: TcpConnection, layer: Any = None) -> None:
         self.dissector = dissector
         self.conn = conn
+        # whose sinks this state sets: the TcpConnection's, or for the
+        # plaintext inside TLS the _Plaintext's
+        self.layer = conn if layer is None else layer
         self.phase = _EMPTY
+        self.tls: Any = None  # a TlsConnection, when this connection is TLS
+        self.inner: _Connection | None = None  # the state of its plaintext
         self.port_client: int | None = None  # the client's side, when a Kafka port names it
         self.client_dir = 0
         self.pairer: Pairer | None = None  # made at the first frame
@@ -153,6 +211,11 @@ class _Connection:
             if complete or len(start) >= 4 + MIN_REQUEST_SIZE:
                 # (a direction that starts with lost bytes cannot be judged: False)
                 verdicts[direction] = bool(start) and starts_like_request(bytes(start))
+            if not verdicts[direction] and self.layer is self.conn and d.detect_tls(bytes(start), complete):
+                # a ClientHello on any port: TLS, its client this side
+                self.held = []
+                self.start_tls(direction, held)
+                return
         if verdicts[direction]:
             self.settle(direction, stamp)
         elif (verdicts[0] is False and verdicts[1] is False) or self.held_bytes > _MAX_HELD_BYTES:
@@ -165,18 +228,34 @@ class _Connection:
         held = self.held
         self.held = []
         first = next((piece for d, piece, _ in held if d == client_dir), None)
-        if (first is not None and first[0] != "gap" and self.conn.saw_start(client_dir)
-                and _starts_like_tls(first[3])):
-            self.dissector.accounting.tls_connections += 1
-            self.ignore(held)
+        if (first is not None and first[0] != "gap" and self.layer.saw_start(client_dir)
+                and self.layer is self.conn and _starts_like_tls(first[3])):
+            self.start_tls(client_dir, held)
             return
         self.classify(client_dir, stamp)
         self.replay(held)
 
+    def start_tls(self, client_dir: int, held: list[tuple[int, tuple, Any]]) -> None:
+        """A TLS connection: its bytes go through the TLS layer; the plaintext,
+        if keys decrypt it, gets a state of its own (Kafka or not, as any stream)."""
+        from kdissect.tls import TlsConnection
+
+        d = self.dissector
+        d.accounting.tls_connections += 1
+        self.phase = _TLS
+        self.client_dir = client_dir
+        self.tls = TlsConnection(d.keylog)
+        plain = _Plaintext()
+        inner = self.inner = _Connection(d, self.conn, plain)
+        plain.sinks = (_Undecided(inner, 0), _Undecided(inner, 1))
+        self.layer.sinks = tuple(_TlsSink(self.tls, 0 if direction == client_dir else 1, plain, direction,
+                                          d.accounting) for direction in (0, 1))  # type: ignore[assignment]
+        self.replay(held)
+
     def replay(self, held: list[tuple[int, tuple, Any]]) -> None:
-        conn = self.conn
+        layer = self.layer
         for direction, (kind, offset, length, data), stamp in held:
-            sink = conn.sinks[direction]  # (a sink may replace itself on its first bytes)
+            sink = layer.sinks[direction]  # (a sink may replace itself on its first bytes)
             if kind == "data":
                 sink.data(offset, data, stamp)
             elif kind == "gap":
@@ -188,7 +267,8 @@ class _Connection:
         d = self.dissector
         self.phase = _IGNORED
         d.accounting.non_kafka_connections += 1
-        self.conn.sinks = (d.ignored, d.ignored)
+        ignored = d.ignored if self.layer is self.conn else d.ignored_plaintext
+        self.layer.sinks = (ignored, ignored)
         self.replay(held)
 
     def classify(self, client_dir: int, stamp: Any) -> None:
@@ -204,7 +284,7 @@ class _Connection:
         self.info = ConnectionInfo(d.capture_names, d.next_stream, endpoint(*ends[client_dir]),
                                    endpoint(*ends[1 - client_dir]), key)
         d.next_stream += 1
-        conn.sinks = (_LazyReader(self, 0), _LazyReader(self, 1))
+        self.layer.sinks = (_LazyReader(self, 0), _LazyReader(self, 1))
 
     # -- a Kafka connection -------------------------------------------------
 
@@ -213,7 +293,7 @@ class _Connection:
         made = self.readers[direction]
         if made is not None:
             return made
-        aligned = self.conn.saw_start(direction)
+        aligned = self.layer.saw_start(direction)
         pairer = self.pairer
         if direction == self.client_dir:
             reader = FrameReader(direction, protocol.looks_like_request, aligned, MIN_REQUEST_SIZE,
@@ -225,9 +305,9 @@ class _Connection:
                                  self.confirm_response, self.sure_response)
         reader.on_hunt = self.lost_step
         self.readers[direction] = reader
-        sinks = list(self.conn.sinks)
+        sinks = list(self.layer.sinks)
         sinks[direction] = reader
-        self.conn.sinks = (sinks[0], sinks[1])
+        self.layer.sinks = (sinks[0], sinks[1])
         return reader
 
     def first_frame(self, frame: Frame) -> None:
@@ -270,8 +350,23 @@ class _Connection:
     def close(self, reason: str) -> None:
         d = self.dissector
         acc = d.accounting
+        if self.phase == _TLS:
+            plain = self.inner.layer  # type: ignore[union-attr]
+            for direction, chunk in self.tls.finish():
+                # the TLS layer's direction 0 is the ClientHello's sender
+                sink = plain.sinks[self.client_dir if direction == 0 else 1 - self.client_dir]
+                if chunk.kind == "data":
+                    sink.data(chunk.offset, chunk.data, chunk)
+                else:
+                    sink.gap(chunk.offset, chunk.length, chunk)
+            d.tls_stats.add(self.tls.stats)
+            if self.inner.phase == _EMPTY:  # type: ignore[union-attr]
+                acc.encrypted_connections += 1  # nothing decrypted: its content is unknown
+            self.inner.close(reason)  # type: ignore[union-attr]
+            return
         if self.phase == _EMPTY:
-            acc.empty_connections += 1
+            if self.layer is self.conn:
+                acc.empty_connections += 1
             return
         if self.phase == _UNDECIDED:
             if self.port_client is None:  # never showed a request: not Kafka
@@ -286,6 +381,8 @@ class _Connection:
             if reader is not None:
                 reader.finish()
                 acc.add_framing_stats(reader.stats)
+                if self.layer is not self.conn:
+                    acc.tls_plaintext_bytes += reader.stats.seen_bytes
         if self.pairer is not None:
             self.pairer.flush(_CLOSE_REASONS.get(reason, "connection close"))
 
@@ -338,6 +435,7 @@ class Dissector:
         keep_error_responses: bool = False,
         accounting: Accounting | None = None,
         max_open_connections: int = MAX_OPEN_CONNECTIONS,
+        keylog: Any = None,
     ) -> None:
         self.ports = frozenset(int(p) for p in ports)
         self.detect = detect
@@ -349,12 +447,47 @@ class Dissector:
         self.accounting = accounting if accounting is not None else Accounting()
         self.max_open_connections = max_open_connections
         self.ignored = _Ignored(self.accounting)
+        self.ignored_plaintext = _Ignored(self.accounting, "tls_other_bytes")  # decrypted, not Kafka
+        # TLS: the secrets (a kdissect.tls.KeyLog; none: TLS is found and
+        # counted, not decrypted) and what the TLS layer did
+        self._keylog = keylog
+        self._tls_stats: Any = None
         self.out: list[Exchange] = []  # exchanges completed by the segment being fed
         self.next_stream = 0
         # (capture_index, frame_number) at which each Kafka connection was
         # classified, in stream-number order (also for connections without exchanges)
         self.classification_keys: list[tuple[int, int]] = []
         self._reassembler = Reassembler(listener=self)
+
+    @property
+    def keylog(self) -> Any:
+        if self._keylog is None:
+            from kdissect.tls import EMPTY_KEYLOG
+
+            self._keylog = EMPTY_KEYLOG
+        return self._keylog
+
+    @property
+    def tls_stats(self) -> Any:
+        """The TLS layer's counts (kdissect.tls.TlsStats), summed over closed connections."""
+        if self._tls_stats is None:
+            from kdissect.tls import TlsStats
+
+            self._tls_stats = TlsStats()
+        return self._tls_stats
+
+    def add_keylog(self, keylog: Any) -> None:
+        """More secrets (a key log given later, a pcapng's Decryption Secrets Block)."""
+        self._keylog = keylog if self._keylog is None else self._keylog.merged(keylog)
+
+    @staticmethod
+    def detect_tls(first_bytes: bytes, complete: bool) -> bool:
+        """Whether a direction's first bytes are a TLS ClientHello."""
+        if len(first_bytes) < 3 or first_bytes[0] != 0x16:
+            return False
+        from kdissect.tls import client_hello_verdict
+
+        return bool(client_hello_verdict(first_bytes))
 
     # -- the ConnectionListener ---------------------------------------------
 
@@ -421,13 +554,19 @@ class Analysis:
     (and includes the capture reader's counts once the iteration is over)."""
 
     def __init__(self, paths: Sequence[str | Path], ports: Iterable[int] = DEFAULT_PORTS,
-                 detect: bool = True, keep_messages: bool = False, progress: bool = False) -> None:
+                 detect: bool = True, keep_messages: bool = False, progress: bool = False,
+                 tls_keylogs: Sequence[str | Path] = ()) -> None:
         from kdissect.capture import CaptureSet, ReadStats
 
         self.read_stats = ReadStats()
         self.capture_set = CaptureSet([str(p) for p in paths], self.read_stats)
         names = [Path(p).name for p in self.capture_set.paths]
-        self.dissector = Dissector(ports, detect, names, keep_messages)
+        keylog = None
+        if tls_keylogs:
+            from kdissect.tls import read_keylog_files
+
+            keylog = read_keylog_files([str(p) for p in tls_keylogs])
+        self.dissector = Dissector(ports, detect, names, keep_messages, keylog=keylog)
         self.accounting = self.dissector.accounting
         self.progress = progress
 
@@ -462,8 +601,10 @@ def analyze(
     detect: bool = True,
     keep_messages: bool = False,
     progress: bool = False,
+    tls_keylogs: Sequence[str | Path] = (),
 ) -> tuple[Iterator[Exchange], Accounting]:
     """(exchanges, accounting) for a capture set; the accounting is complete
-    once the iterator is exhausted."""
-    run = Analysis(paths, ports, detect, keep_messages, progress)
+    once the iterator is exhausted. `tls_keylogs`: key log files (NSS format)
+    to decrypt TLS connections with."""
+    run = Analysis(paths, ports, detect, keep_messages, progress, tls_keylogs)
     return iter(run), run.accounting

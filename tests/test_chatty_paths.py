@@ -104,8 +104,9 @@ def test_every_way_out_of_the_short_cuts_agrees_with_the_general_code() -> None:
 
 def test_a_connection_whose_client_opens_with_tls_after_the_broker_spoke_is_not_kafka() -> None:
     # The broker speaks first (its bytes wait for the client's first ones),
-    # then the client opens with a TLS record: the connection is not Kafka,
-    # and all its bytes, the broker's first ones too, count as other traffic.
+    # then the client opens with a TLS record: the connection is TLS (without
+    # keys, not decrypted), and all its bytes, the broker's first ones too,
+    # count as TLS bytes.
     c = Conversation().handshake()
     c.reply(heartbeat_response(1))
     c.reply(heartbeat_response(2))
@@ -116,7 +117,7 @@ def test_a_connection_whose_client_opens_with_tls_after_the_broker_spoke_is_not_
     c.close()
     rows, accounting = _all_ways(c.segments)
     assert accounting["tls_connections"] == 1 and accounting["kafka_connections"] == 0
-    assert accounting["non_kafka_bytes"] == 3 * 10 + 5 + 0x30 + 43 + 10
+    assert accounting["tls_bytes"] == 3 * 10 + 5 + 0x30 + 43 + 10 and accounting["encrypted_connections"] == 1
     assert accounting["response_frames"] == accounting["malformed_frames"] == 0
 
 

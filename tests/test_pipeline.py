@@ -307,8 +307,10 @@ def test_tls_on_a_kafka_port_is_counted_not_decoded():
     plain.close()
     exchanges, acc = dissect(conv.segments + plain.segments)
     assert [(ex.client, ex.status) for ex in exchanges] == [("10.0.0.9:40009", "ok")]
-    assert (acc.kafka_connections, acc.tls_connections, acc.non_kafka_connections) == (1, 1, 1)
-    assert acc.non_kafka_bytes == 205 + 69 and acc.truncated_frames == 0
+    assert (acc.kafka_connections, acc.tls_connections, acc.non_kafka_connections) == (1, 1, 0)
+    assert acc.encrypted_connections == 1  # TLS without keys: counted, its bytes left encrypted
+    assert acc.tls_bytes == 205 + 69 and acc.non_kafka_bytes == 0 and acc.truncated_frames == 0
+    assert acc.balance() == []
 
 
 def test_detection_by_shape_with_a_request_split_over_segments():

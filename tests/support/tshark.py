@@ -46,11 +46,18 @@ def _endpoint(ip: str, port: str) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-def kafka_pdus(tshark: str, path: str | Path, ports: tuple[int, ...] = (9092,)) -> list[TsharkPdu]:
-    """Every Kafka PDU tshark dissects in `path`, in packet order."""
+def kafka_pdus(tshark: str, path: str | Path, ports: tuple[int, ...] = (9092,),
+               tls_keylog: str | Path | None = None) -> list[TsharkPdu]:
+    """Every Kafka PDU tshark dissects in `path`, in packet order (inside TLS
+    on `ports`, decrypted with `tls_keylog`, when one is given)."""
     command = [tshark, "-r", str(path), "-n", "-2", "-o", "tcp.desegment_tcp_streams:TRUE"]
-    for port in ports:
-        command += ["-d", f"tcp.port=={port},kafka"]
+    if tls_keylog is not None:
+        command += ["-o", f"tls.keylog_file:{tls_keylog}"]
+        for port in ports:
+            command += ["-d", f"tcp.port=={port},tls", "-d", f"tls.port=={port},kafka"]
+    else:
+        for port in ports:
+            command += ["-d", f"tcp.port=={port},kafka"]
     command += ["-Y", "kafka", "-T", "pdml", "-J", "kafka tcp ip ipv6 frame _ws.malformed"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
@@ -159,7 +166,7 @@ def _only_trailing_bytes(exchange, side: str) -> bool:
 
 
 def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], exchanges: list,
-                        raw_sasl_frames: int = 0) -> dict:
+                        raw_sasl_frames: int = 0, tls_keylog: str | Path | None = None) -> dict:
     """Check kdissect's exchanges against tshark PDU for PDU; returns counts.
 
     Every request and response PDU tshark finds must be in the table: same
@@ -173,7 +180,7 @@ def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], e
     request. PDUs of that kind missing from the table are counted, and their
     number must equal kdissect's count of raw SASL frames (`raw_sasl_frames`).
     """
-    pdus = kafka_pdus(tshark, path, ports)
+    pdus = kafka_pdus(tshark, path, ports, tls_keylog)
     by_request = {}
     by_response = {}
     for ex in exchanges:

@@ -1,0 +1,64 @@
+"""Kafka over TLS through the one core path: the committed TLS captures
+(captures/tls/, with their key logs) decrypted by kdissect give the Kafka
+messages tshark finds after decrypting with the same key log, paired the
+same way, with the same times (a message's time is the packet that
+completed its last TLS record); without keys nothing is invented, and the
+bytes are counted."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kdissect.pipeline import analyze
+from tests.support.tshark import compare_with_tshark
+
+TLS = Path(__file__).resolve().parent.parent / "captures" / "tls"
+NAMES = ["kafka_tls13", "kafka_tls12_gcm", "kafka_tls12_cbc"]
+
+
+def _server_port(pcap: Path) -> int:
+    out = subprocess.run(["tshark", "-n", "-r", str(pcap), "-Y", "tcp.flags.syn == 1 && tcp.flags.ack == 0",
+                          "-T", "fields", "-e", "tcp.dstport", "-c", "1"], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    return int(out.split()[0])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_kafka_inside_tls_equals_tsharks(name: str, tshark: str) -> None:
+    pcap, keys = TLS / f"{name}.pcap", TLS / f"{name}.keys"
+    port = _server_port(pcap)
+    exchanges, accounting = analyze([str(pcap)], (port,), tls_keylogs=[str(keys)])
+    exchanges = list(exchanges)
+    counts = compare_with_tshark(tshark, pcap, (port,), exchanges, accounting.raw_sasl_frames, tls_keylog=keys)
+    assert counts["requests"] > 5 and counts["responses"] > 5
+    assert all(ex.status == "ok" for ex in exchanges), [ex.problems for ex in exchanges if ex.status != "ok"]
+    assert accounting.encrypted_connections == 0 and accounting.kafka_connections == accounting.tls_connections
+    assert accounting.tls_plaintext_bytes == accounting.stream_bytes > 0
+    assert accounting.balance() == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_without_keys_tls_is_counted_not_decoded(name: str) -> None:
+    pcap = TLS / f"{name}.pcap"
+    port = _server_port(pcap)
+    exchanges, accounting = analyze([str(pcap)], (port,))
+    assert list(exchanges) == []
+    assert accounting.tls_connections == accounting.encrypted_connections > 0
+    assert accounting.kafka_connections == 0 and accounting.tls_bytes == accounting.payload_bytes
+    assert accounting.balance() == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tls_found_by_its_client_hello_on_any_port(name: str) -> None:
+    """Not told the port: the ClientHello says TLS, the plaintext says Kafka."""
+    pcap, keys = TLS / f"{name}.pcap", TLS / f"{name}.keys"
+    port = _server_port(pcap)
+    told, _ = analyze([str(pcap)], (port,), tls_keylogs=[str(keys)])
+    found, accounting = analyze([str(pcap)], (1,), tls_keylogs=[str(keys)])
+    rows = lambda exchanges: sorted((e.client, e.correlation_id, e.api_key, e.request_ts, e.response_ts)  # noqa: E731
+                                    for e in exchanges)
+    assert rows(found) == rows(told)
+    assert accounting.tls_connections == accounting.kafka_connections > 0
