@@ -13,8 +13,8 @@ not, and the tests hold every capture to it):
   skipped while resynchronising after a loss, or skipped before the first
   frame boundary of a stream the capture joined mid-way; bytes that were
   never captured (`gap_bytes`) are counted apart, as they are not payload;
-* every request or response frame is decoded, malformed, truncated, or a
-  raw SASL token;
+* every request or response frame is decoded, malformed, truncated, a raw
+  SASL token, or a whole response of unknown API (its request is missing);
 * every exchange has one status.
 """
 
@@ -64,6 +64,7 @@ class Accounting:
     decoded_frames: int = 0  # complete frames decoded
     malformed_frames: int = 0  # complete frames that failed to decode
     truncated_frames: int = 0  # frames with bytes lost or cut by snaplen
+    undecoded_frames: int = 0  # whole responses whose request is missing and whose API trial decoding cannot tell
     raw_sasl_frames: int = 0  # raw SASL tokens after a SaslHandshake v0 (counted, not decoded)
     unreadable_responses: int = 0  # of malformed/truncated: too short to hold a correlation id
     exchanges: int = 0  # rows produced
@@ -142,11 +143,12 @@ class Accounting:
             wrong.append(f"stream bytes {self.stream_bytes} != framed {self.framed_bytes} + incomplete "
                          f"{self.incomplete_frame_bytes} + skipped {self.skipped_bytes} + mid-stream "
                          f"{self.mid_stream_bytes} (= {stream})")
-        frames = self.decoded_frames + self.malformed_frames + self.truncated_frames + self.raw_sasl_frames
+        frames = (self.decoded_frames + self.malformed_frames + self.truncated_frames + self.raw_sasl_frames
+                  + self.undecoded_frames)
         if frames != self.request_frames + self.response_frames:
             wrong.append(f"frames {self.request_frames} + {self.response_frames} != decoded {self.decoded_frames}"
                          f" + malformed {self.malformed_frames} + truncated {self.truncated_frames} + raw SASL "
-                         f"{self.raw_sasl_frames}")
+                         f"{self.raw_sasl_frames} + undecoded {self.undecoded_frames}")
         statuses = self.ok + self.no_response + self.orphan_responses + self.malformed + self.truncated
         if statuses != self.exchanges:
             wrong.append(f"exchanges {self.exchanges} != sum of statuses {statuses}")
@@ -193,7 +195,8 @@ class Accounting:
             + f"; {self.gaps} losses of step",
             f"frames: {self.request_frames} requests, {self.response_frames} responses: "
             f"{self.decoded_frames} decoded, {self.malformed_frames} malformed, {self.truncated_frames} truncated, "
-            f"{self.raw_sasl_frames} raw SASL",
+            f"{self.raw_sasl_frames} raw SASL"
+            + (f", {self.undecoded_frames} of unknown API" if self.undecoded_frames else ""),
             f"exchanges: {self.exchanges} ({self.ok} ok, {self.no_response} no response, "
             f"{self.orphan_responses} orphan responses, {self.malformed} malformed, "
             f"{self.truncated} truncated; {self.acks0_requests} expect no response"

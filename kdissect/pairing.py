@@ -60,8 +60,7 @@ _SHARE_FETCH = 78
 MAX_UNANSWERED = 100_000  # acks=0 requests held per connection
 MAX_EARLY = 4096  # responses held per connection waiting for their request
 # orphans per connection tried against every response layout (each costs a
-# few milliseconds); later ones are tried against the versions the
-# connection used only
+# few milliseconds); later ones only as ApiVersions responses
 FULL_TRIALS = 32
 EARLY_WINDOW_NS = 1_000_000_000
 DEFAULT_TIMEOUT_NS = 30_000_000_000  # for an acks=0 request whose timeout cannot be read
@@ -467,20 +466,25 @@ class Pairer:
             ex.api_key, ex.api_version = found.api_key, found.api_version
             ex.api_name = protocol.api_name(found.api_key)
             self.used[(found.api_key, found.api_version)] = None
-            ex.add_problem("api-assumed", f"API assumed by trial decoding: {ex.api_name} v{ex.api_version}")
+            versions = [v for _, v in found.candidates]
+            span = f"v{versions[0]}-v{versions[-1]}, the same layout" if len(versions) > 1 else f"v{versions[0]}"
+            ex.add_problem("api-assumed", f"API assumed by trial decoding: {ex.api_name} {span}")
             self._decode_response(ex, frame.data)
+        elif found.verdict == "ambiguous":
+            acc.undecoded_frames += 1  # whole, but its API is not known
+            acc.ambiguous_apis += 1
+            names = ", ".join(f"{protocol.api_name(k)} v{v}" for k, v in found.candidates[:4])
+            more = f" and {len(found.candidates) - 4} more" if len(found.candidates) > 4 else ""
+            ex.add_problem("api-ambiguous", f"{len(found.candidates)} API versions decode it: {names}{more}")
+        elif everything:
+            acc.malformed_frames += 1  # no layout takes it
+            acc.unknown_apis += 1
+            ex.add_problem("api-unknown", "no API version decodes it")
         else:
-            if found.verdict == "ambiguous":
-                acc.decoded_frames += 1  # the frame decodes; only its API is not known
-                acc.ambiguous_apis += 1
-                names = ", ".join(f"{protocol.api_name(k)} v{v}" for k, v in found.candidates[:4])
-                more = f" and {len(found.candidates) - 4} more" if len(found.candidates) > 4 else ""
-                ex.add_problem("api-ambiguous", f"{len(found.candidates)} API versions decode it: {names}{more}")
-            else:
-                acc.malformed_frames += 1  # no layout takes it
-                acc.unknown_apis += 1
-                ex.add_problem("api-unknown", "no API version decodes it" if everything else
-                               "no API version this connection used decodes it")
+            acc.undecoded_frames += 1
+            acc.unknown_apis += 1
+            ex.add_problem("api-unknown", f"not tried against every API version (only the first {FULL_TRIALS} "
+                                          "orphans of a connection are)")
         self._emit(ex)
 
     def _release_unanswered_before(self, request_offset: int | None) -> None:

@@ -23,7 +23,7 @@ CATALOG: dict[str, str] = {
     "request-not-captured": "a response whose request is not in the capture",
     "api-assumed": "the response's API and version were inferred by trial decoding",
     "api-ambiguous": "several API versions decode the response exactly; none is applied (the text names them)",
-    "api-unknown": "no API version decodes the response exactly",
+    "api-unknown": "no API version decodes the response exactly (or it was not tried: the text says)",
     "response-lost-bytes": "bytes were lost in the response stream while the request waited",
     "assumed-version": "the response was decoded with an assumed version (the request's is unknown)",
     "records": "a problem inside the records (CRC mismatch, decompression limit, bad framing)",
