@@ -1,0 +1,94 @@
+"""A seeded mutation campaign over real captures (issue #12, section 3).
+
+As Wireshark's fuzz testing corrupts captures with `editcap -E`, each round
+here damages a real capture's bytes (bit flips, zeroed runs, a run copied
+elsewhere, a cut and a splice) and runs export, records, show -v and stats
+on it in-process. Every command must print what it can: exit 0, or 2 with
+one `kdissect: error:` line, never an internal error; and the exchange
+table's accounting must still add up.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from kdissect.cli import main
+from kdissect.pipeline import analyze
+from tests.support.pcaps import lab_captures
+
+CAPTURES = lab_captures()
+ROUNDS = 6
+
+
+def _mutate(data: bytes, rng: random.Random) -> bytes:
+    out = bytearray(data)
+    body = range(24, len(out))  # the file header is damaged by another test (one-line errors)
+    kind = rng.randrange(5)
+    if kind == 0:  # bit flips
+        for _ in range(rng.randint(1, 40)):
+            out[rng.choice(body)] ^= 1 << rng.randrange(8)
+    elif kind == 1:  # a zeroed run
+        at = rng.choice(body)
+        out[at : at + rng.randint(1, 300)] = bytes(min(300, len(out) - at))
+    elif kind == 2:  # a run copied over another place
+        a, b = rng.choice(body), rng.choice(body)
+        n = rng.randint(1, 400)
+        out[b : b + n] = out[a : a + n]
+    elif kind == 3:  # cut short
+        del out[rng.choice(body):]
+    else:  # a piece removed (the rest spliced on)
+        a = rng.choice(body)
+        del out[a : a + rng.randint(1, 2000)]
+    return bytes(out)
+
+
+def _run(capsys, argv: list[str]) -> tuple[int, str]:
+    code = main(argv)
+    _, err = capsys.readouterr()
+    return code, err
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_damaged_captures_never_crash_a_command(capture: Path, tmp_path: Path, capsys) -> None:
+    rng = random.Random(capture.name)
+    original = capture.read_bytes()
+    for round_number in range(ROUNDS):
+        damaged = tmp_path / f"{round_number}.pcap"
+        damaged.write_bytes(_mutate(original, rng))
+        for argv in (["export", str(damaged), "-o", str(tmp_path / "out.jsonl")],
+                     ["records", str(damaged), "-o", str(tmp_path / "records.jsonl")],
+                     ["show", "-v", str(damaged)],
+                     ["stats", "--json", str(damaged)]):
+            code, err = _run(capsys, argv)
+            assert "internal error" not in err, (argv[0], round_number, err[-500:])
+            errors = [line for line in err.splitlines() if line.startswith("kdissect: error:")]
+            assert code == 0 or (code == 2 and len(errors) == 1), (argv[0], round_number, code, err[-500:])
+        try:
+            exchanges, accounting = analyze([str(damaged)])
+            list(exchanges)
+        except Exception as problem:  # only a one-line input error is allowed (a header made unreadable)
+            from kdissect.failures import InputError
+
+            assert isinstance(problem, InputError), problem
+            continue
+        assert accounting.balance() == [], round_number
+
+
+def test_a_timestamp_outside_the_calendar_prints_as_epoch_seconds(tmp_path: Path, capsys) -> None:
+    """One packet of a pcapng (64-bit times) set to the year 36827, as a
+    damaged timestamp can be: show -v still prints every line."""
+    from kdissect import impair
+
+    trace = impair.load_pcap(CAPTURES[0])
+    packets = list(trace.packets)
+    first = packets[3]
+    packets[3] = impair.Packet(1_100_000_000_000 * 10**9, first.data, first.wire_len, first.linktype)  # year 36827
+    path = impair.write_pcapng(impair.Trace(tuple(packets), trace.snaplen), tmp_path / "far.pcapng", tsresol=6)
+    code = main(["show", "-v", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "internal error" not in err
+    assert "1100000000000." in out and "(time outside the calendar: epoch seconds shown)" in out
