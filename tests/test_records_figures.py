@@ -20,7 +20,7 @@ SEEDS = [encode_record_batch(sample_records(4), codec, base_offset=10) for codec
 
 
 def _separate(raw: bytes, limit: int) -> tuple:
-    return (*batch_counts(raw), batch_checks(raw, limit))
+    return (*batch_counts(raw, limit), batch_checks(raw, limit))
 
 
 def test_seeds_and_their_mixtures() -> None:

@@ -58,7 +58,21 @@ def _check_produced(manifest: dict, rows: list[dict]) -> set[tuple[int, str]]:
     # retries may repeat a request on the wire, never drop one
     assert all(wire[k] >= n for k, n in wanted.items() if k not in never_sent)
     for row in produced_rows:
-        assert row["crc_ok"] is True and row["problems"] == [], row
+        assert row["crc_ok"] is True, row
+        # the only problem a produced record may carry: why its offset is not known
+        assert row["problems"] == [] if row["offset"] is not None else len(row["problems"]) == 1, row
+    # the offset of a produced record: the broker's, as the client's delivery report gave it
+    reported = {_produced_key(e): e["offset"] for e in expected if e["delivered"] and e["offset"] is not None}
+    checked = 0
+    for row in produced_rows:
+        offset = reported.get(_produced_key(row))
+        if offset is not None and row["offset"] is not None:
+            assert row["offset"] == offset, row
+            checked += 1
+        elif offset is not None:
+            assert any("offset" in p for p in row["problems"]), row
+    if reported:
+        assert checked, "no produced offset compared"
     return {(e["magic"], e["codec"]) for e in expected if _produced_key(e) not in never_sent}
 
 
@@ -154,3 +168,22 @@ def test_transaction_markers_match_manifest():
         assert sorted(markers, key=lambda m: m[2]) == expected
         checked += 1
     assert checked, "no capture with transactional produce in the lab"
+
+
+@pytest.mark.parametrize("capture", sorted(CAPTURES.glob("*.pcap")), ids=lambda p: p.name)
+def test_exchange_record_counts_equal_the_records_table(capture: Path) -> None:
+    """The `records` column of every Produce and Fetch exchange (from batch
+    headers, compressed message sets counted by their inner entries) equals
+    the rows `kdissect records` lists for it."""
+    ports = (json.loads(capture.with_suffix(".manifest.json").read_text()).get("port", 9092),) \
+        if capture.with_suffix(".manifest.json").exists() else (9092,)
+    skimmed, _ = analyze([capture], ports=ports)
+    columns = {(ex.stream, ex.correlation_id, ex.api_key): ex.records for ex in skimmed
+               if ex.api_key in (0, 1) and ex.records is not None}
+    unknown = [ex for ex in analyze([capture], ports=ports)[0] if ex.api_key in (0, 1) and ex.codecs
+               and ex.records is None and ex.status == "ok"]
+    assert not unknown, [(ex.api_name, ex.correlation_id, ex.problems) for ex in unknown]
+    listed = Counter((r["stream"], r["correlation_id"], 0 if r["direction"] == "produce" else 1)
+                     for r in exchange_record_rows(analyze([capture], ports=ports, keep_messages=True)[0]))
+    for key, count in columns.items():
+        assert listed.get(key, 0) == count, key

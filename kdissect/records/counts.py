@@ -4,8 +4,10 @@
 
 - records: magic 2: the record count of each batch header; magic 0/1: one per
   uncompressed message. A compressed magic 0/1 wrapper does not say how many
-  messages it holds, so when one is present `records` is None (unknown) rather
-  than a wrong number.
+  messages it holds: its value is inflated (within the decompression limit)
+  and the inner messages' entries are counted, without decoding them; when
+  that fails (over the limit, a damaged stream) `records` is None (unknown)
+  rather than a wrong number.
 - record_bytes: size of the uncompressed records data. Uncompressed magic 2
   batch: the records section; uncompressed message: its entry (offset, size
   and message); compressed data: the size the compressed stream itself
@@ -46,8 +48,10 @@ def _entries(data: bytes):
         pos = end
 
 
-def batch_counts(raw: bytes | None) -> tuple[int | None, int | None, list[str]]:
-    """(records, record_bytes, codecs) of a records field, from headers only; never raises."""
+def batch_counts(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIMIT
+                 ) -> tuple[int | None, int | None, list[str]]:
+    """(records, record_bytes, codecs) of a records field, from headers (and
+    the inner entries of compressed magic 0/1 wrappers); never raises."""
     if not raw:
         return 0, 0, []
     data = bytes(raw)
@@ -62,8 +66,13 @@ def batch_counts(raw: bytes | None) -> tuple[int | None, int | None, list[str]]:
                 size = end - pos - _V2_HEADER if codec_id == 0 else _codecs.declared_size(codec_id, data[pos + _V2_HEADER : end])
             elif magic in (0, 1) and end - pos >= 18:
                 codec_id = data[pos + 17] & 0x07
-                count = 1 if codec_id == 0 else None
-                size = end - pos if codec_id == 0 else _declared_legacy(data, pos, end, magic, codec_id)
+                if codec_id == 0:
+                    count, size = 1, end - pos
+                else:
+                    count, inner_size = _wrapper_count(data, pos, end, magic, codec_id, max_uncompressed)
+                    size = _declared_legacy(data, pos, end, magic, codec_id)
+                    if size is None:
+                        size = inner_size
             else:
                 continue
             name = codec_name(codec_id)
@@ -89,6 +98,30 @@ def _legacy_value(data: bytes, pos: int, end: int, magic: int) -> bytes | None:
     if value_len < 0 or cursor + value_len > end:
         return None
     return data[cursor : cursor + value_len]
+
+
+def _wrapper_count(data: bytes, pos: int, end: int, magic: int, codec_id: int, limit: int
+                   ) -> tuple[int | None, int | None]:
+    """(messages, inflated bytes) inside a compressed magic 0/1 wrapper: its
+    value inflated up to `limit`, then the inner entries counted by their
+    headers (a wrapper inside, as no client writes, is not opened: None)."""
+    value = _legacy_value(data, pos, end, magic)
+    if value is None:
+        return None, None
+    inflated = _codecs.decompress(codec_id, value, limit, magic=magic)
+    if inflated.over_limit or inflated.problems:
+        return None, None
+    inner = inflated.data
+    count = 0
+    covered = 0
+    for inner_pos, inner_end, inner_magic in _entries(inner):
+        if inner_magic not in (0, 1) or inner_end - inner_pos < 18 or inner[inner_pos + 17] & 0x07:
+            return None, len(inner)
+        count += 1
+        covered = inner_end
+    if covered != len(inner):  # a partial entry inside a wrapper: not a countable set
+        return None, len(inner)
+    return count, len(inner)
 
 
 def _declared_legacy(data: bytes, pos: int, end: int, magic: int, codec_id: int) -> int | None:
@@ -175,7 +208,7 @@ def batch_figures(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIM
                 record_bytes = None if declared is None else record_bytes + declared
             pos = end
     except Exception:  # _Unusual, or anything surprising: the two separate passes decide
-        counts = batch_counts(data)
+        counts = batch_counts(data, max_uncompressed)
         return counts[0], counts[1], counts[2], batch_checks(data, max_uncompressed)
     return records, record_bytes, names, problems
 

@@ -3,6 +3,12 @@
 Byte fields (key, value, header values; header keys that are not UTF-8) are
 text when they are valid UTF-8 and `"base64:<data>"` otherwise, so every
 format (JSONL, CSV, Parquet) holds them as strings.
+
+Offsets: a fetched record's offset is on the wire. A produced record's is
+not (the client sends placeholders): it is the partition's `base_offset` from
+the ProduceResponse plus the record's position in the partition's record
+set. When the response is missing (acks=0, not captured) or failed for that
+partition, the offset is null and the row's problems say why.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from kdissect.records.access import FETCH, PRODUCE, SHARE_FETCH, record_sets
+from kdissect.records.access import FETCH, PRODUCE, SHARE_FETCH, _topic_label, record_sets
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.decode import iter_batches
 from kdissect.records.model import Batch, Record
@@ -53,10 +59,16 @@ def text_or_base64(data: bytes | str | None) -> str | None:
 
 
 def record_row(record: Record, batch: Batch, *, direction: str, capture: str | None, stream: int | None,
-               correlation_id: int | None, topic: str | None, partition: int | None) -> dict[str, Any]:
+               correlation_id: int | None, topic: str | None, partition: int | None,
+               offset: Any = "wire", offset_problem: str | None = None) -> dict[str, Any]:
+    """One row; `offset` replaces the record's own (produced records), with
+    `offset_problem` when it is not known."""
     crc_ok = batch.crc_ok
     if record.crc_ok is False:  # an inner message (magic 0/1) with its own bad CRC
         crc_ok = False
+    problems = list(batch.problems)
+    if offset_problem:
+        problems.append(offset_problem)
     return {
         "direction": direction,
         "capture": capture,
@@ -64,7 +76,7 @@ def record_row(record: Record, batch: Batch, *, direction: str, capture: str | N
         "correlation_id": correlation_id,
         "topic": topic,
         "partition": partition,
-        "offset": record.offset,
+        "offset": record.offset if offset == "wire" else offset,
         "timestamp": record.timestamp,
         "timestamp_type": batch.timestamp_type,
         "key": text_or_base64(record.key),
@@ -74,8 +86,41 @@ def record_row(record: Record, batch: Batch, *, direction: str, capture: str | N
         "codec": batch.codec,
         "crc_ok": crc_ok,
         "control": record.control,
-        "problems": list(batch.problems),
+        "problems": problems,
     }
+
+
+def produce_results(ex: Any) -> dict[tuple[str | None, int | None], tuple[int | None, int]] | str:
+    """(topic, partition) -> (base_offset, error_code) from a Produce
+    exchange's decoded response, or why there is none."""
+    if ex.response is None:
+        if not ex.expects_response:
+            return "acks=0: the broker does not say which offset it gave"
+        return "no response in the capture: offset unknown"
+    results: dict[tuple[str | None, int | None], tuple[int | None, int]] = {}
+    for topic in getattr(ex.response.body, "responses", None) or ():
+        label = _topic_label(topic, "name")
+        for partition in getattr(topic, "partition_responses", None) or ():
+            results[(label, getattr(partition, "index", None))] = (getattr(partition, "base_offset", None),
+                                                                   getattr(partition, "error_code", 0) or 0)
+    return results
+
+
+def _produced_offset(results: dict | str, topic: str | None, partition: int | None,
+                     position: int) -> tuple[int | None, str | None]:
+    if isinstance(results, str):
+        return None, results
+    found = results.get((topic, partition))
+    if found is None:
+        return None, "the response does not name this partition: offset unknown"
+    base, error = found
+    if error:
+        from kdissect.protocol.errors import error_name
+
+        return None, f"produce failed ({error_name(error)}): no offset"
+    if base is None or base < 0:
+        return None, "the response gives no base offset"
+    return base + position, None
 
 
 class RecordTally:
@@ -121,10 +166,13 @@ def exchange_record_rows(exchanges: Any, topics: frozenset[str] = frozenset(), m
             direction, body, side = "fetch", ex.response.body, "response"
         else:
             continue
+        results = produce_results(ex) if direction == "produce" else None
         for topic, partition, raw in record_sets(key, ex.api_version or 0, body, side):
+            label = topic
             topic = names.get(topic, topic) if topic else topic
             if topics and topic not in topics:
                 continue
+            position = 0  # of the record within the partition's record set
             for batch in iter_batches(raw, limit):
                 tally.batches += 1
                 tally.partial += batch.partial
@@ -136,5 +184,12 @@ def exchange_record_rows(exchanges: Any, topics: frozenset[str] = frozenset(), m
                         tally.produce += 1
                     else:
                         tally.fetch += 1
+                    if results is None:
+                        yield record_row(record, batch, direction=direction, capture=ex.capture, stream=ex.stream,
+                                         correlation_id=ex.correlation_id, topic=topic, partition=partition)
+                        continue
+                    offset, problem = _produced_offset(results, label, partition, position)
+                    position += 1
                     yield record_row(record, batch, direction=direction, capture=ex.capture, stream=ex.stream,
-                                     correlation_id=ex.correlation_id, topic=topic, partition=partition)
+                                     correlation_id=ex.correlation_id, topic=topic, partition=partition,
+                                     offset=offset, offset_problem=problem)
