@@ -185,7 +185,7 @@ class Accounting:
             + f"{self.non_kafka_bytes} other"
             f" + {self.retransmitted_bytes} retransmitted + {self.before_start_bytes} before the capture joined"
             f" + {self.after_close_bytes} after close",
-            f"kafka bytes" + (f" (with {self.tls_plaintext_bytes} decrypted)" if self.tls_plaintext_bytes else "")
+            "kafka bytes" + (f" (with {self.tls_plaintext_bytes} decrypted)" if self.tls_plaintext_bytes else "")
             + f": {self.framed_bytes} in frames, {self.incomplete_frame_bytes} in incomplete frames"
             f" ({self.snaplen_bytes} cut by snaplen), {self.skipped_bytes} skipped resynchronising "
             f"({self.resyncs} resyncs), {self.mid_stream_bytes} before the first frame of "

@@ -36,10 +36,12 @@ not depend on which path ran. Bytes after a complete body are tolerated
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from struct import Struct
 from typing import Any, Callable, Sequence
 
-from kdissect import protocol
+from kdissect.protocol.codec import DecodeError, decode_request, decode_response
+from kdissect.protocol.headers import api_name, looks_like_request, peek_request_header
 from kdissect.accounting import Accounting
 from kdissect.exchange import MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
 from kdissect.framing import Frame
@@ -161,7 +163,7 @@ def decode_tolerant(decode: Callable[[bytes], Any], data: bytes) -> tuple[Any, i
     try:
         return decode(data), 0, None
     except Exception as error:  # DecodeError, or a decoder bug: never stop the run
-        trailing = trailing_bytes(error, len(data)) if isinstance(error, protocol.DecodeError) else 0
+        trailing = trailing_bytes(error, len(data)) if isinstance(error, DecodeError) else 0
         if trailing:
             try:
                 return decode(data[: len(data) - trailing]), trailing, None
@@ -190,9 +192,10 @@ class Pairer:
         self.keep_error_responses = keep_error_responses
         self.pending: dict[int, Exchange] = {}
         # acks=0 requests, oldest first: cid -> (exchange, release time in ns)
-        self.unanswered: dict[int, tuple[Exchange, int]] = {}
+        # (OrderedDicts: the oldest is found in O(1) however many went before)
+        self.unanswered: OrderedDict[int, tuple[Exchange, int]] = OrderedDict()
         # responses whose request has not been seen (yet), oldest first
-        self.early: dict[int, Frame] = {}
+        self.early: OrderedDict[int, Frame] = OrderedDict()
         self.client_raw = False  # client side is sending raw SASL tokens
         self.server_raw = False
         self._sasl_cid: int | None = None  # correlation id of a pending SaslHandshake v0
@@ -207,7 +210,7 @@ class Pairer:
         if self.early:
             self._expire_early(frame.ts)
         if self.client_raw:
-            if frame.complete and protocol.looks_like_request(data[:64], frame.size):
+            if frame.complete and looks_like_request(data[:64], frame.size):
                 self.client_raw = False  # authentication over: Kafka again
             else:
                 acc.request_frames += 1
@@ -217,7 +220,7 @@ class Pairer:
         conn = self.conn
         if not frame.complete:
             acc.truncated_frames += 1
-            header = protocol.peek_request_header(data)
+            header = peek_request_header(data)
             ex = self._new(frame, header, data)
             ex.status = TRUNCATED
             if header is None:
@@ -235,7 +238,7 @@ class Pairer:
             api_key, api_version, cid, client_id, expects_response, starts_raw_sasl, sets = skim
             ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
                           broker=conn.broker, correlation_id=cid, api_key=api_key,
-                          api_name=protocol.api_name(api_key), api_version=api_version, client_id=client_id,
+                          api_name=api_name(api_key), api_version=api_version, client_id=client_id,
                           request_ts=frame.ts, request_frame=frame.frame_number, request_bytes=frame.size,
                           request_capture_index=frame.capture_index, request_offset=frame.offset,
                           request_first_ts=frame.first_ts, stream_key=conn.stream_key)
@@ -243,13 +246,13 @@ class Pairer:
                 self._add_records(ex, set_figures(sets))
             self._requested(ex, expects_response, starts_raw_sasl, data)
             return
-        request, trailing, error = decode_tolerant(protocol.decode_request, data)
+        request, trailing, error = decode_tolerant(decode_request, data)
         if request is None:
             acc.malformed_frames += 1
-            header = protocol.peek_request_header(data)
+            header = peek_request_header(data)
             ex = self._new(frame, header, data)
             ex.status = MALFORMED
-            if isinstance(error, protocol.DecodeError):
+            if isinstance(error, DecodeError):
                 ex.add_problem("request-malformed", _decode_error_text("request", error))
             else:
                 ex.add_problem("decoder-failed",
@@ -263,7 +266,7 @@ class Pairer:
         h = request.header
         ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
                       broker=conn.broker, correlation_id=h.correlation_id, api_key=h.api_key,
-                      api_name=protocol.api_name(h.api_key), api_version=h.api_version, client_id=h.client_id,
+                      api_name=api_name(h.api_key), api_version=h.api_version, client_id=h.client_id,
                       request_ts=frame.ts, request_frame=frame.frame_number, request_bytes=frame.size,
                       request_capture_index=frame.capture_index, request_offset=frame.offset,
                       request_first_ts=frame.first_ts, stream_key=conn.stream_key)
@@ -284,7 +287,7 @@ class Pairer:
                       request_offset=frame.offset, request_first_ts=frame.first_ts, stream_key=conn.stream_key)
         if header is not None:
             ex.api_key, ex.api_version, ex.correlation_id = header
-            ex.api_name = protocol.api_name(ex.api_key)
+            ex.api_name = api_name(ex.api_key)
             ex.client_id = header_client_id(data, ex.api_key, ex.api_version)
         return ex
 
@@ -408,14 +411,14 @@ class Pairer:
                 self._add_records(ex, set_figures(sets))
             if error_codes and self.keep_error_responses:
                 ex.response, _, _ = decode_tolerant(
-                    lambda b: protocol.decode_response(b, api_key, api_version), data)
+                    lambda b: decode_response(b, api_key, api_version), data)
         else:
             response, trailing, error = decode_tolerant(
-                lambda b: protocol.decode_response(b, api_key, api_version), data)
+                lambda b: decode_response(b, api_key, api_version), data)
             if response is None:
                 acc.malformed_frames += 1
                 self._worsen(ex, MALFORMED)
-                if isinstance(error, protocol.DecodeError):
+                if isinstance(error, DecodeError):
                     ex.add_problem("response-malformed", _decode_error_text("response", error))
                 else:
                     ex.add_problem("decoder-failed",
@@ -464,7 +467,7 @@ class Pairer:
         if found.verdict == "assumed":
             acc.assumed_apis += 1
             ex.api_key, ex.api_version = found.api_key, found.api_version
-            ex.api_name = protocol.api_name(found.api_key)
+            ex.api_name = api_name(found.api_key)
             self.used[(found.api_key, found.api_version)] = None
             versions = [v for _, v in found.candidates]
             span = f"v{versions[0]}-v{versions[-1]}, the same layout" if len(versions) > 1 else f"v{versions[0]}"
@@ -473,7 +476,7 @@ class Pairer:
         elif found.verdict == "ambiguous":
             acc.undecoded_frames += 1  # whole, but its API is not known
             acc.ambiguous_apis += 1
-            names = ", ".join(f"{protocol.api_name(k)} v{v}" for k, v in found.candidates[:4])
+            names = ", ".join(f"{api_name(k)} v{v}" for k, v in found.candidates[:4])
             more = f" and {len(found.candidates) - 4} more" if len(found.candidates) > 4 else ""
             ex.add_problem("api-ambiguous", f"{len(found.candidates)} API versions decode it: {names}{more}")
         elif everything:

@@ -34,7 +34,8 @@ from pathlib import Path
 from struct import Struct
 from typing import Any, Iterable, Iterator, Sequence
 
-from kdissect import protocol
+from kdissect.protocol.codec import decode_request
+from kdissect.protocol.headers import looks_like_request
 from kdissect.accounting import Accounting
 from kdissect.detect import DEFAULT_PORTS, MIN_REQUEST_SIZE, client_direction_by_port, starts_like_request
 from kdissect.exchange import Exchange, endpoint
@@ -296,7 +297,7 @@ class _Connection:
         aligned = self.layer.saw_start(direction)
         pairer = self.pairer
         if direction == self.client_dir:
-            reader = FrameReader(direction, protocol.looks_like_request, aligned, MIN_REQUEST_SIZE,
+            reader = FrameReader(direction, looks_like_request, aligned, MIN_REQUEST_SIZE,
                                  self.first_frame if pairer is None else pairer.on_request,
                                  _confirm_request, _sure_request)
         else:
@@ -408,7 +409,7 @@ class _LazyReader:
 
 def _confirm_request(body: bytes, at_packet_end: bool) -> bool:
     """A request found by hunting decodes (a resynchronisation never invents one)."""
-    return skim_request(body) is not None or decode_tolerant(protocol.decode_request, body)[0] is not None
+    return skim_request(body) is not None or decode_tolerant(decode_request, body)[0] is not None
 
 
 def _sure_request(prefix: bytes, size: int, at_packet_start: bool) -> bool:

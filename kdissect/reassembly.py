@@ -54,7 +54,7 @@ sequence numbers ended, starts a new one.
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -299,8 +299,10 @@ class Reassembler:
             self._take = _nothing
         self.listener = listener
         self._conns: dict[tuple[str, int, str, int], TcpConnection] = {}  # both directions' keys
-        # key -> (close time, {sender: next sequence number it would send})
-        self._recently_closed: dict[tuple[str, int, str, int], tuple[int, dict]] = {}
+        # key -> (close time, {sender: next sequence number it would send}),
+        # oldest first (an OrderedDict: forgetting the oldest is O(1), where a
+        # dict's first entry after many deletions takes a scan to find)
+        self._recently_closed: OrderedDict[tuple[str, int, str, int], tuple[int, dict]] = OrderedDict()
         self._next_id = 0
         self._arrivals = 0
         # Reset connections waiting out their straggler window, and
@@ -571,7 +573,7 @@ class Reassembler:
                 del self._conns[key]
             self._recently_closed[key] = (when, ends)
         while len(self._recently_closed) > _TOMBSTONE_LIMIT:
-            del self._recently_closed[next(iter(self._recently_closed))]
+            self._recently_closed.popitem(last=False)
 
     @staticmethod
     def _belongs_to_closed(seg: TcpSegment, closed_at: int, ends: dict) -> bool:
