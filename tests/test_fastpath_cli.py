@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kdissect import cli, impair
+from kdissect import cli
+from tests.support import impair
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURES = REPO / "captures"
