@@ -33,8 +33,8 @@ from typing import Any, Callable, Sequence
 
 from kdissect.accounting import Accounting
 from kdissect.failures import InputError
+from kdissect.inputs import expand_inputs, file_kind
 from kdissect.spark import plan as planning
-from kdissect.spark.inputs import expand_inputs, file_kind
 
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "errors", "throttle", "timeseries")
