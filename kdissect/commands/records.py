@@ -35,7 +35,7 @@ def _open_record_writer(path: str | None) -> Any:
     from kdissect.records.table import RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS, RECORD_SCHEMA
 
     table = Table(RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS, lambda: RECORD_SCHEMA)
-    return open_writer(path, click.get_text_stream("stdout"), table=table)
+    return open_writer(path, table=table)
 
 
 def records(options: RecordsOptions) -> None:
