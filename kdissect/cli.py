@@ -1,13 +1,14 @@
 """Command-line entry point: `kdissect COMMAND ...`.
 
 This module is deliberately thin. Each subcommand lives in its own module under
-`kdissect.commands` and exposes a click command named `command`; they are
-imported only when used so that `kdissect apis` does not pay for pyarrow or
-pyspark imports.
+`kdissect.commands` and exposes a click command named `command`, built from
+its options class (see `kdissect.options`); they are imported only when
+used so that `kdissect apis` does not pay for pyarrow or pyspark imports.
 
 `kdissect export` with plain arguments (capture paths, -o FILE, -p PORT, -q,
 --no-detect, each in its simplest spelling) runs without click: importing
-click costs about as much as exporting a small capture. Anything else (help,
+click costs about as much as exporting a small capture. The same options
+class is parsed then by `kdissect.options.parse_plain`. Anything else (help,
 --opt=value forms, bad values, other commands) goes through click, which
 then also produces every error message.
 """
@@ -15,11 +16,9 @@ then also produces every error message.
 from __future__ import annotations
 
 import errno
-import importlib
-import importlib.util
 import os
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from kdissect.failures import InputError
 
@@ -37,6 +36,9 @@ _group: Any = None
 
 
 def _make_group() -> Any:
+    import importlib
+    import importlib.util
+
     import click
 
     class _LazyGroup(click.Group):
@@ -74,55 +76,23 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def plain_export_args(args: list[str]) -> dict[str, Any] | None:
-    """The keyword arguments of `export()` for plain `export` arguments, or
-    None when click must parse them (anything unusual, help, any doubt)."""
-    if len(args) < 2 or args[0] != "export":
+def plain_export_args(args: list[str]) -> Any:
+    """The ExportOptions for plain `export` arguments, or None when click must
+    parse them (anything unusual, help, any doubt)."""
+    if not args or args[0] != "export":
         return None
-    captures: list[str] = []
-    ports: list[int] = []
-    output: str | None = None
-    quiet = no_detect = False
-    i = 1
-    while i < len(args):
-        arg = args[i]
-        if arg in ("-o", "--output", "-p", "--port"):
-            if i + 1 >= len(args):
-                return None
-            value = args[i + 1]
-            if value.startswith("-") and value != "-":
-                return None
-            if arg in ("-o", "--output"):
-                if output is not None:
-                    return None  # repeated: let click decide which wins
-                output = value
-            else:
-                if not (value.isascii() and value.isdigit() and 1 <= int(value) <= 65535):
-                    return None  # click words the error
-                ports.append(int(value))
-            i += 2
-            continue
-        if arg in ("-q", "--quiet"):
-            quiet = True
-        elif arg == "--no-detect":
-            no_detect = True
-        elif arg.startswith("-"):
-            return None
-        else:
-            captures.append(arg)
-        i += 1
-    if not captures:
-        return None
-    return {"captures": tuple(captures), "ports": tuple(ports), "no_detect": no_detect,
-            "output": output, "quiet": quiet}
+    from kdissect.commands.export_core import ExportOptions
+    from kdissect.options import parse_plain
+
+    return parse_plain(ExportOptions, args[1:])
 
 
-def _plain_export(arguments: dict[str, Any]) -> int:
+def _plain_export(options: Any) -> int:
     """Run export as click would run the command, errors included."""
     from kdissect.commands.export_core import export
 
     try:
-        export(**arguments)
+        export(options)
         return 0
     except (EOFError, KeyboardInterrupt):
         sys.stderr.write("\n")  # as click does before its Abort
@@ -142,13 +112,20 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (also used by tests)."""
     args = sys.argv[1:] if argv is None else list(argv)
     plain = plain_export_args(args)
-    try:
-        if plain is not None:
-            return _plain_export(plain)
+    if plain is not None:
+        return _guarded(lambda: _plain_export(plain))
+    return run_click(__getattr__("cli"), args, "kdissect")
+
+
+def run_click(command: Any, args: list[str], prog_name: str) -> int:
+    """Run a click command or group as every kdissect entry runs one: click's
+    own usage errors as click prints them, every other error as one line."""
+
+    def run() -> int:
         import click
 
         try:
-            result = __getattr__("cli").main(args=args, prog_name="kdissect", standalone_mode=False)
+            result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
             return result if isinstance(result, int) else 0
         except click.exceptions.Exit as stop:
             return stop.exit_code
@@ -157,6 +134,15 @@ def main(argv: list[str] | None = None) -> int:
             return problem.exit_code
         except click.exceptions.Abort:
             return _fail("aborted", 130)
+
+    return _guarded(run)
+
+
+def _guarded(run: Callable[[], int]) -> int:
+    """`run()`'s status; a user's problem (a missing extra too) as a one-line
+    error (exit 2), anything else as a one-line internal error (exit 1)."""
+    try:
+        return run()
     except InputError as problem:
         return _fail(str(problem), 2)
     except KeyboardInterrupt:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from kdissect import impair
 from kdissect.capture import ReadStats, read_segments
 from kdissect.reassembly import Reassembler
+from tests.support import impair
 from tests.support.pcaps import record_loopback
 
 

@@ -145,17 +145,22 @@ def test_stats_tables(capsys, capture):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["export", "/nonexistent/file.pcap"], "no such file"),
-    (["export", "/"], "directory"),
-    (["stats", "/etc/hostname"], ""),
+    (["export", "/nonexistent/file.pcap"], "/nonexistent/file.pcap: no such file or directory"),
+    (["export", "EMPTY"], "no capture files found in EMPTY"),
+    (["show", "EMPTY/*.pcap"], "EMPTY/*.pcap: no file matches"),
+    (["records", "EMPTY/**"], "no capture files found in EMPTY/**"),
+    (["stats", "/etc/hostname"], "/etc/hostname: not a pcap, pcapng or gzip capture file"),
 ])
-def test_bad_input_one_line_error(capsys, argv, message):
-    code, out, err = _cli(capsys, argv)
+def test_bad_input_one_line_error(capsys, tmp_path, argv, message):
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "sub" / "notes.txt").write_text("not a capture")
+    code, out, err = _cli(capsys, [arg.replace("EMPTY", str(empty)) for arg in argv])
     assert code == 2
     assert "Traceback" not in err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kdissect: error:")
-    assert message in lines[0]
+    assert message.replace("EMPTY", str(empty)) in lines[0]
 
 
 def test_bad_output_extension(capsys, capture, tmp_path):

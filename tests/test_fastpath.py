@@ -25,13 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from kdissect import capture, impair
+from kdissect import capture
 from kdissect.capture import ReadStats, iter_frames, read_segments
 from kdissect.framing import FrameReader
 from kdissect.linklayers import decode_frame
 from kdissect.packet import TcpSegment
 from kdissect.pipeline import Dissector
 from kdissect.reassembly import Data, Reassembler
+from tests.support import impair
 from tests.support.fastpath import (
     event_values,
     exchange_values,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kdissect import cli, impair
+from kdissect import cli
+from tests.support import impair
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURES = REPO / "captures"
@@ -33,6 +34,7 @@ def _cases(tmp: Path) -> dict[str, list[str]]:
     cut = impair.cut_file(shutil.copy(CAPTURES / "sasl.pcap", tmp / "cut.pcap"), 5000)
     odd_name = impair.cut_file(shutil.copy(CAPTURES / "admin.pcap", tmp / "d\u00e9j\u00e0 vu.pcap"), 4000)
     (tmp / "text.pcap").write_text("not a capture\n")
+    (tmp / "empty").mkdir()
     return {
         "jsonl-file": ["export", admin, "-o", "OUT.jsonl"],
         "csv-quiet": ["export", admin, "-o", "OUT.csv", "-q"],
@@ -43,6 +45,8 @@ def _cases(tmp: Path) -> dict[str, list[str]]:
         "non-ascii-problem": ["export", str(odd_name), "-o", "OUT.jsonl"],
         "missing": ["export", str(tmp / "missing.pcap")],
         "directory": ["export", str(tmp)],
+        "glob": ["export", str(tmp / "*.pcap"), "-o", "OUT.jsonl"],
+        "empty-directory": ["export", str(tmp / "empty")],
         "not-a-capture": ["export", str(tmp / "text.pcap")],
         "unknown-format": ["export", admin, "-o", "OUT.txt"],
         "unwritable": ["export", admin, "-o", str(tmp / "no" / "such" / "dir.jsonl")],
@@ -50,8 +54,8 @@ def _cases(tmp: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("case", ["jsonl-file", "csv-quiet", "stdout", "stdout-dash", "two-files-ports", "cut-file",
-                                  "non-ascii-problem", "missing", "directory", "not-a-capture", "unknown-format",
-                                  "unwritable"])
+                                  "non-ascii-problem", "missing", "directory", "glob", "empty-directory",
+                                  "not-a-capture", "unknown-format", "unwritable"])
 def test_plain_export_equals_click_export(tmp_path: Path, capsys, monkeypatch, case: str) -> None:
     argv = _cases(tmp_path)[case]
     assert cli.plain_export_args(argv) is not None, "these arguments should take the plain path"
@@ -63,9 +67,11 @@ def test_plain_export_equals_click_export(tmp_path: Path, capsys, monkeypatch, c
         written = out_file.read_bytes() if "OUT" in " ".join(argv) and out_file.exists() else None
         results.append((code, out, err.replace(str(out_file), "OUT"), written))
     assert results[0] == results[1]
-    if case in ("jsonl-file", "stdout", "cut-file"):
+    if case in ("jsonl-file", "stdout", "cut-file", "directory", "glob"):
         assert results[0][0] == 0 and "kdissect: exchanges:" in results[0][2]
-    if case in ("missing", "directory", "not-a-capture", "unknown-format", "unwritable"):
+    if case in ("directory", "glob"):
+        assert "kdissect: not captures, skipped: " in results[0][2] and "text.pcap" in results[0][2]
+    if case in ("missing", "empty-directory", "not-a-capture", "unknown-format", "unwritable"):
         assert results[0][0] == 2 and results[0][2].startswith("kdissect: error: ")
 
 

@@ -1,6 +1,6 @@
 """The pipeline on impaired variants of the real captures (seeded generator).
 
-Each test derives a messy capture from a clean one with `kdissect.impair` and
+Each test derives a messy capture from a clean one with `tests.support.impair` and
 checks kdissect's table for the messy file against its table for the clean
 file: file-format and link-layer changes and reordered or duplicated packets
 change nothing; lost packets lose only the exchanges that touch the lost bytes
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kdissect import impair
+from tests.support import impair
 from tests.support.pipeline import (
     content,
     content_untimed,

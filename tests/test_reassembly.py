@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kdissect import impair
 from kdissect.capture import read_segments
 from kdissect.packet import ACK, FIN, PSH, SYN, TcpSegment
 from kdissect.reassembly import Closed, Data, Opened, Reassembler
+from tests.support import impair
 from tests.support.pcaps import (
     lab_captures,
     load_manifest,

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kdissect import DecodeError, decode_request, decode_response, impair
+from kdissect import DecodeError, decode_request, decode_response
 from kdissect.exchange import MALFORMED
 from kdissect.pipeline import Dissector, analyze
+from tests.support import impair
 from tests.support.pipeline import Conversation, ports_of, sized
 from tests.support.skim import capture_frames
 

@@ -14,8 +14,8 @@ import pytest
 from tests.support.pcaps import epoch_ns
 
 from kdissect.failures import InputError
+from kdissect.inputs import expand_inputs
 from kdissect.spark import pcapsplit, plan
-from kdissect.spark.inputs import expand_inputs
 from kdissect.spark.session import check_java, find_java
 from tests.support.spark import env_without_java, run_cli, tshark_frame_count
 

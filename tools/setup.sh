@@ -25,9 +25,13 @@ python=${PYTHON:-python3}
 stamp=.venv/.kdissect-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ tools/setup.sh -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  # compat mode: the editable install is a plain path entry (.pth) rather
-  # than setuptools' import-hook finder, which every start of Python (every
-  # `kdissect` run) would import: about 10 ms
-  .venv/bin/python -m pip install -q -e '.[all]' --config-settings editable_mode=compat
+  # The build backend is flit_core: its editable install is a plain path
+  # entry (kdissect.pth naming this checkout), so new modules are seen at
+  # once and starting Python costs nothing more. (setuptools' default
+  # editable install imports a finder module at every start of Python; its
+  # compat mode, a path entry, is going away.) Remove what setuptools'
+  # installs left here.
+  rm -rf kdissect.egg-info build/__editable__.kdissect-*
+  .venv/bin/python -m pip install -q -e '.[all]'
   touch "$stamp"
 fi

@@ -6,7 +6,14 @@ import json
 
 import click
 
+from kdissect.options import Options, click_command, flag
 from kdissect.protocol.schema import api_keys, api_versions
+
+
+class ApisOptions(Options):
+    """List every Kafka API (key, name, request and response versions)."""
+
+    as_json: bool = flag("--json", help="Print a JSON list instead of a table.")
 
 
 def api_table() -> list[dict]:
@@ -29,12 +36,10 @@ def _span(span: list[int] | None) -> str:
     return f"{span[0]}-{span[1]}" if span[0] != span[1] else str(span[0])
 
 
-@click.command(name="apis")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
-def command(as_json: bool) -> None:
+def apis(options: ApisOptions) -> None:
     """List every Kafka API (key, name, request and response versions)."""
     rows = api_table()
-    if as_json:
+    if options.as_json:
         click.echo("[\n" + ",\n".join(" " + json.dumps(row) for row in rows) + "\n]")
         return
     width = max(len(row["name"]) for row in rows)
@@ -42,3 +47,6 @@ def command(as_json: bool) -> None:
     for row in rows:
         click.echo(f"{row['api_key']:>4}  {row['name']:<{width}}  {_span(row['request_versions']):>8}  "
                    f"{_span(row['response_versions']):>8}")
+
+
+command = click_command("apis", ApisOptions, apis)

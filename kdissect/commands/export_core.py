@@ -1,10 +1,11 @@
-"""What `kdissect export` does, without click.
+"""What `kdissect export` does, without click, and the capture helpers of
+every command that reads captures.
 
-`kdissect.commands.export` wraps `export()` in a click command (and lends the
-capture helpers here to `show`, `stats` and `records`). The CLI shell calls
-`export()` directly when the arguments are plain (`kdissect.cli.plain_export_args`),
-so the commonest run does not import click at all: that import is a tenth of
-the time of a small export.
+`kdissect.commands.export` wraps `export()` in a click command; `show`,
+`stats` and `records` use `run_analysis` and `print_accounting`. The CLI
+shell calls `export()` directly when the arguments are plain
+(`kdissect.cli.plain_export_args`), so the commonest run does not import
+click at all: that import is a tenth of the time of a small export.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ import os
 import sys
 from typing import Any
 
-from kdissect.failures import InputError
+from kdissect.options import OUTPUT_HELP, CaptureInputs, flag, option
+
+
+class ExportOptions(CaptureInputs):
+    """Write one row per request/response exchange."""
+
+    output: str | None = option("-o", "--output", help=OUTPUT_HELP)
+    quiet: bool = flag("-q", "--quiet", help="Do not print the accounting summary on stderr.")
 
 
 def say(line: str) -> None:
@@ -29,24 +37,18 @@ def say(line: str) -> None:
     click.echo(line, err=True)
 
 
-def check_readable(paths: tuple[str, ...]) -> list[str]:
-    for path in paths:
-        if not os.path.exists(path):
-            raise InputError(f"{path}: no such file")
-        if os.path.isdir(path):
-            raise InputError(f"{path}: is a directory")
-        if not os.access(path, os.R_OK):
-            raise InputError(f"{path}: permission denied")
-    return list(paths)
-
-
-def run_analysis(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool,
-                 keep_messages: bool = False) -> Any:
-    """An iterable Analysis over the capture set (exchanges; `.accounting`)."""
+def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: bool = False) -> Any:
+    """An iterable Analysis over the captures the options name (exchanges;
+    `.accounting`). Files under a directory or glob that are not captures are
+    skipped and, unless `quiet`, named in one line on stderr."""
+    from kdissect.inputs import expand_inputs
     from kdissect.pipeline import Analysis
 
-    paths = check_readable(captures)
-    return Analysis(paths, ports or (9092,), not no_detect, keep_messages,
+    paths, skipped = expand_inputs(options.captures)
+    if skipped and not quiet:
+        names = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+        say(f"kdissect: not captures, skipped: {names}".encode("utf-8", "replace").decode("utf-8"))
+    return Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
                     progress=sys.stderr.isatty())
 
 
@@ -70,17 +72,16 @@ def tune_allocator(paths: list[str]) -> None:
     keep_freed_memory()
 
 
-def export(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool,
-           output: str | None, quiet: bool) -> None:
+def export(options: ExportOptions) -> None:
     """Write one row per request/response exchange."""
     from kdissect.output import open_writer
 
-    analysis = run_analysis(captures, ports, no_detect)
+    analysis = run_analysis(options, quiet=options.quiet)
     tune_allocator(analysis.capture_set.paths)
-    writer = open_writer(output, ts_unit=analysis.ts_unit)
+    writer = open_writer(options.output, ts_unit=analysis.ts_unit)
     try:
         writer.write_exchanges(analysis)
     finally:
         writer.close()
-    if not quiet:
+    if not options.quiet:
         print_accounting(analysis)

@@ -13,7 +13,20 @@ from typing import Any
 
 import click
 
-from kdissect.commands.export import capture_options, print_accounting, run_analysis
+from kdissect.commands.export_core import print_accounting, run_analysis
+from kdissect.options import OUTPUT_HELP, CaptureInputs, click_command, flag, integer, option
+
+
+class RecordsOptions(CaptureInputs):
+    """Write one row per produced or fetched record."""
+
+    topics: tuple[str, ...] = option("-t", "--topic", multiple=True,
+                                     help="Only records of this topic (repeatable).")
+    output: str | None = option("-o", "--output", help=OUTPUT_HELP)
+    max_uncompressed_mib: int = option(
+        "--max-uncompressed-mib", kind=integer(1, 4096), default=64, show_default=True,
+        help="Stop decompressing a batch beyond this many MiB (the batch is flagged).")
+    quiet: bool = flag("-q", "--quiet", help="Do not print the summaries on stderr.")
 
 
 def _open_record_writer(path: str | None) -> Any:
@@ -22,31 +35,26 @@ def _open_record_writer(path: str | None) -> Any:
     from kdissect.records.table import RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS, RECORD_SCHEMA
 
     table = Table(RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS, lambda: RECORD_SCHEMA)
-    return open_writer(path, click.get_text_stream("stdout"), table=table)
+    return open_writer(path, table=table)
 
 
-@click.command("records")
-@capture_options
-@click.option("--topic", "-t", "topics", multiple=True, help="Only records of this topic (repeatable).")
-@click.option("-o", "--output", "output", type=str, default=None,
-              help="Output file; format from the extension (.jsonl, .csv, .parquet). Default: JSONL on stdout.")
-@click.option("--max-uncompressed-mib", type=click.IntRange(1, 4096), default=64, show_default=True,
-              help="Stop decompressing a batch beyond this many MiB (the batch is flagged).")
-@click.option("--quiet", "-q", is_flag=True, help="Do not print the summaries on stderr.")
-def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool, topics: tuple[str, ...],
-            output: str | None, max_uncompressed_mib: int, quiet: bool) -> None:
+def records(options: RecordsOptions) -> None:
     """Write one row per produced or fetched record."""
-    analysis = run_analysis(captures, ports, no_detect, keep_messages=True)
-    writer = _open_record_writer(output)
+    analysis = run_analysis(options, keep_messages=True, quiet=options.quiet)
+    writer = _open_record_writer(options.output)
     from kdissect.records.table import RecordTally, exchange_record_rows
 
     tally = RecordTally()
+    max_bytes = options.max_uncompressed_mib * 1024 * 1024
     try:
-        for row in exchange_record_rows(analysis, frozenset(topics), max_uncompressed_mib * 1024 * 1024, tally):
+        for row in exchange_record_rows(analysis, frozenset(options.topics), max_bytes, tally):
             writer.write(row)
     finally:
         writer.close()
-    if not quiet:
+    if not options.quiet:
         for line in tally.lines():
             click.echo(f"kdissect: {line}", err=True)
         print_accounting(analysis)
+
+
+command = click_command("records", RecordsOptions, records)

@@ -6,10 +6,24 @@ from typing import Any
 
 import click
 
-from kdissect.commands.export import capture_options, print_accounting, run_analysis
+from kdissect.commands.export_core import print_accounting, run_analysis
 from kdissect.exchange import Exchange
+from kdissect.options import NUMBER, CaptureInputs, click_command, flag, option
 from kdissect.output import safe_text
 from kdissect.times import clock_text, to_datetime
+
+
+class ShowOptions(CaptureInputs):
+    """One line per exchange (like tshark's summary); -v for decoded trees."""
+
+    verbose: bool = flag("-v", "--verbose", help="Print the decoded request and response trees.")
+    show_secrets: bool = flag(
+        "--show-secrets", help="With -v: do not redact passwords, tokens and SASL bytes.")
+    apis: tuple[str, ...] = option("--api", multiple=True, help="Only this API (name or key; repeatable).")
+    client_ids: tuple[str, ...] = option("--client-id", multiple=True, help="Only this client id (repeatable).")
+    errors_only: bool = flag("--errors", help="Only exchanges with a non-zero error code.")
+    slower_than: float | None = option("--slower-than", kind=NUMBER, metavar="MS",
+                                       help="Only exchanges slower than MS.")
 
 
 def _error_name(code: int) -> str:
@@ -84,32 +98,25 @@ def _tree(ex: Exchange, show_secrets: bool) -> str:
     return "\n".join(lines)
 
 
-@click.command("show")
-@capture_options
-@click.option("-v", "--verbose", is_flag=True, help="Print the decoded request and response trees.")
-@click.option("--show-secrets", is_flag=True, help="With -v: do not redact passwords, tokens and SASL bytes.")
-@click.option("--api", "apis", multiple=True, help="Only this API (name or key; repeatable).")
-@click.option("--client-id", "client_ids", multiple=True, help="Only this client id (repeatable).")
-@click.option("--errors", "errors_only", is_flag=True, help="Only exchanges with a non-zero error code.")
-@click.option("--slower-than", type=float, default=None, metavar="MS", help="Only exchanges slower than MS.")
-def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool, verbose: bool,
-            show_secrets: bool, apis: tuple[str, ...], client_ids: tuple[str, ...],
-            errors_only: bool, slower_than: float | None) -> None:
+def show(options: ShowOptions) -> None:
     """One line per exchange (like tshark's summary); -v for decoded trees."""
-    analysis = run_analysis(captures, ports, no_detect, keep_messages=verbose)
-    api_set = {a.lower() for a in apis}
-    id_set = set(client_ids)
+    analysis = run_analysis(options, keep_messages=options.verbose)
+    api_set = {a.lower() for a in options.apis}
+    id_set = set(options.client_ids)
     last_day: object = None
     for ex in analysis:
-        if not _selected(ex, api_set, id_set, errors_only, slower_than):
+        if not _selected(ex, api_set, id_set, options.errors_only, options.slower_than):
             continue
         # the date on the first line and whenever it changes (a capture spanning days)
         day = day_of(ex)
         click.echo(safe_text(summary_line(ex, with_date=day is not None and day != last_day)))
         if day is not None:
             last_day = day
-        if verbose:
-            tree = _tree(ex, show_secrets)
+        if options.verbose:
+            tree = _tree(ex, options.show_secrets)
             if tree:
                 click.echo(safe_text(tree))
     print_accounting(analysis)
+
+
+command = click_command("show", ShowOptions, show)

@@ -6,24 +6,28 @@ import json
 
 import click
 
-from kdissect.commands.export import capture_options, run_analysis
+from kdissect.commands.export_core import run_analysis
+from kdissect.options import CaptureInputs, click_command, flag
 from kdissect.output import safe_text
 
 
-@click.command("stats")
-@capture_options
-@click.option("--json", "as_json", is_flag=True, help="Print the tables as one JSON object.")
-def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool, as_json: bool) -> None:
+class StatsOptions(CaptureInputs):
+    """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
+
+    as_json: bool = flag("--json", help="Print the tables as one JSON object.")
+
+
+def stats(options: StatsOptions) -> None:
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
     from kdissect.report import Summary
 
     # per-partition errors need the decoded response bodies
-    analysis = run_analysis(captures, ports, no_detect, keep_messages=True)
+    analysis = run_analysis(options, keep_messages=True)
     summary = Summary()
     for ex in analysis:
         summary.add(ex)
         ex.request = ex.response = None  # keep memory bounded
-    if as_json:
+    if options.as_json:
         payload = summary.to_dict()
         payload["accounting"] = analysis.accounting.to_dict()
         click.echo(safe_text(json.dumps(payload, indent=2, default=str, allow_nan=True)))
@@ -31,3 +35,6 @@ def command(captures: tuple[str, ...], ports: tuple[int, ...], no_detect: bool, 
         click.echo(safe_text(summary.render(analysis.accounting)), nl=False)
     for problem in analysis.read_stats.problems:
         click.echo(f"kdissect: {safe_text(problem)}", err=True)
+
+
+command = click_command("stats", StatsOptions, stats)

@@ -13,6 +13,10 @@ protocol tables as the core codec (see kdissect.scapy.messages).
 
 from __future__ import annotations
 
+from kdissect.extras import require
+
+require("scapy", "kdissect.scapy")  # one line naming the extra, not scapy's ModuleNotFoundError
+
 from kdissect.scapy import fields
 from kdissect.scapy.layers import (
     KafkaBody,

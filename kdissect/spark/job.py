@@ -35,8 +35,8 @@ from kdissect.accounting import Accounting
 from kdissect.capture import resolution_of
 from kdissect.times import arrow_unit
 from kdissect.failures import InputError
+from kdissect.inputs import expand_inputs, file_kind
 from kdissect.spark import plan as planning
-from kdissect.spark.inputs import expand_inputs, file_kind
 
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "errors", "throttle", "timeseries")

@@ -1,43 +1,46 @@
 """spark-submit entry for the batch job.
 
-    spark-submit --py-files kdissect.zip kdissect/spark/submit_main.py INPUT... -o OUTDIR
+    spark-submit --py-files kdissect.zip kdissect/spark/submit_main.py CAPTURE... -o OUTDIR
 
 Takes the same arguments as `kdissect spark` except --master (spark-submit
-decides where the job runs).
+decides where the job runs): both are built from
+`kdissect.spark.options.SparkJobOptions`, and errors come out the same way.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from kdissect.spark.options import SparkJobOptions
 
-def main(argv: list[str] | None = None) -> int:
-    from kdissect.commands.spark import parse_size
-    from kdissect.failures import InputError
+
+def submit(options: SparkJobOptions) -> None:
+    """Run the job in the session spark-submit configured; print its summary."""
+    from kdissect.extras import require
+
+    require("spark", "submit_main.py")
+    from kdissect.inputs import expand_inputs
     from kdissect.spark.job import JobOptions, prepare_outdir, run_job
     from kdissect.spark.session import start_session
 
-    parser = argparse.ArgumentParser(prog="submit_main.py", description="kdissect Spark batch job")
-    parser.add_argument("inputs", nargs="+")
-    parser.add_argument("-o", "--output", required=True)
-    parser.add_argument("-p", "--port", type=int, action="append", default=[])
-    parser.add_argument("--no-detect", action="store_true")
-    parser.add_argument("--split-size", default="128m")
-    parser.add_argument("--partitions", type=int, default=None)
-    args = parser.parse_args(argv)
-    try:
-        options = JobOptions(inputs=args.inputs, outdir=args.output, ports=tuple(args.port) or (9092,),
-                             detect=not args.no_detect, master=None, split_size=parse_size(args.split_size),
-                             partitions=args.partitions)
-        prepare_outdir(args.output)
-        spark = start_session(None)  # joins the session spark-submit configured
-        result = run_job(options, spark=spark, log=lambda message: print(f"kdissect: {message}", file=sys.stderr))
-    except InputError as problem:
-        print(f"kdissect: error: {problem}", file=sys.stderr)
-        return 2
+    job = JobOptions(
+        inputs=list(options.captures), outdir=options.outdir, ports=options.ports or (9092,),
+        detect=not options.no_detect, master=None, split_size=options.split_size,
+        partitions=options.partitions,
+    )
+    expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is created
+    prepare_outdir(options.outdir)
+    spark = start_session(None)  # joins the session spark-submit configured
+    result = run_job(job, spark=spark, log=lambda message: print(f"kdissect: {message}", file=sys.stderr))
     print(result.summary)
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kdissect.cli import run_click
+    from kdissect.options import click_command
+
+    command = click_command("submit_main.py", SparkJobOptions, submit)
+    return run_click(command, sys.argv[1:] if argv is None else list(argv), "submit_main.py")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 from typing import Any, Callable
 
-from kdissect import impair
 from kdissect.exchange import Exchange
+from tests.support import impair
 
 # name -> how to derive the variant from a clean trace (and the file suffix)
 VARIANTS: dict[str, tuple[Callable[[impair.Trace], impair.Trace], str]] = {

@@ -2,7 +2,7 @@
 packets of an impaired trace to the stream bytes they carried.
 
 The packet-to-bytes mapping parses TCP headers here with struct (on top of
-`kdissect.impair.ip_packet`), independently of kdissect's capture reader and
+`tests.support.impair.ip_packet`), independently of kdissect's capture reader and
 reassembler, so tests can say which exchanges a dropped packet touched.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kdissect.exchange import Exchange
-from kdissect.impair import Trace, ip_packet
 from kdissect.pipeline import analyze
+from tests.support.impair import Trace, ip_packet
 
 CAPTURES = Path(__file__).resolve().parent.parent.parent / "captures"
 

@@ -2,7 +2,7 @@
 look (reordered, duplicated, lost packets; VLAN tags; other link layers;
 pcapng, nanosecond pcap, gzip; cut files; short snaplen; rotated files).
 
-Used by tests and benchmarks to derive many variants from one clean capture.
+Used by the tests to derive many variants from one clean capture.
 Every random choice comes from `random.Random(seed)`, so a variant is
 reproducible from (input, operation, seed).
 
@@ -504,7 +504,7 @@ def record_offsets(trace: Trace) -> list[int]:
 # -- command line ---------------------------------------------------------------------
 
 
-_USAGE = """usage: python3 -m kdissect.impair IN.pcap OUT [OP ...]
+_USAGE = """usage: python3 -m tests.support.impair IN.pcap OUT [OP ...]
 
 Operations, applied in order (SEED and numbers are integers):
   reorder:SEED  duplicate:SEED  drop:SEED:COUNT  cut-head:N  snaplen:N

@@ -1,9 +1,14 @@
-"""Turn the user's INPUT arguments into an ordered list of capture files."""
+"""The command line's CAPTURE arguments -> the capture files they name.
+
+Every command that reads captures (export, show, stats, records, spark) goes
+through `expand_inputs`, so files, directories and globs mean the same
+everywhere and fail with the same one-line errors.
+"""
 
 from __future__ import annotations
 
-import glob
 import os
+from typing import Sequence
 
 from kdissect.failures import InputError
 
@@ -15,8 +20,11 @@ _PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b
 def file_kind(path: str) -> str | None:
     """'pcap', 'pcapng', 'gzip' by magic bytes, or None for anything else."""
     try:
-        with open(path, "rb") as stream:
-            head = stream.read(4)
+        descriptor = os.open(path, os.O_RDONLY)  # not open(): no buffered file object for 4 bytes
+        try:
+            head = os.read(descriptor, 4)
+        finally:
+            os.close(descriptor)
     except OSError as problem:
         raise InputError(f"cannot read {path}: {problem.strerror or problem}") from None
     if head in _PCAP_MAGICS:
@@ -28,7 +36,7 @@ def file_kind(path: str) -> str | None:
     return None
 
 
-def expand_inputs(inputs: list[str]) -> tuple[list[str], list[str]]:
+def expand_inputs(inputs: Sequence[str]) -> tuple[list[str], list[str]]:
     """Files named, found under directories (recursively) or matched by globs.
 
     Returns (capture files, skipped files). Files met while walking a
@@ -47,7 +55,9 @@ def expand_inputs(inputs: list[str]) -> tuple[list[str], list[str]]:
             candidates = sorted(
                 os.path.join(root, name) for root, _, names in os.walk(item) for name in names
             )
-        elif glob.has_magic(item):
+        elif any(char in item for char in "*?["):  # as glob.has_magic
+            import glob
+
             candidates = sorted(glob.glob(item, recursive=True))
             if not candidates:
                 raise InputError(f"{item}: no file matches")
@@ -68,5 +78,5 @@ def expand_inputs(inputs: list[str]) -> tuple[list[str], list[str]]:
             (found if file_kind(candidate) else skipped).append(candidate)
     unique = list(dict.fromkeys(os.path.abspath(path) for path in found))
     if not unique:
-        raise InputError("no capture files found in the inputs")
+        raise InputError(f"no capture files found in {', '.join(inputs)}")
     return unique, skipped
