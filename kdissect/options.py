@@ -315,3 +315,7 @@ class CaptureInputs(Options):
         help="A port Kafka brokers listen on (repeatable; default 9092).")
     no_detect: bool = flag(
         "--no-detect", help="Only treat connections on the Kafka ports as Kafka (no detection by shape).")
+    tls_keylogs: tuple[str, ...] = option(
+        "--tls-keylog", multiple=True, metavar="FILE",
+        help="A TLS key log (NSS format: SSLKEYLOGFILE, Java/Go/Python/Node key logs) to decrypt Kafka over "
+             "TLS with (repeatable). Secrets in a pcapng are used without it.")

@@ -571,6 +571,13 @@ class Analysis:
         self.accounting = self.dissector.accounting
         self.progress = progress
 
+    def summary_lines(self) -> list[str]:
+        """The accounting's lines, and the TLS layer's when it met TLS."""
+        lines = self.accounting.summary_lines()
+        if self.accounting.tls_connections:
+            lines.append(self.dissector.tls_stats.summary_line())
+        return lines
+
     @property
     def ts_unit(self) -> str:
         """The Arrow unit that holds every input file's times exactly."""

@@ -268,3 +268,40 @@ def test_a_relative_outdir_is_where_the_tasks_write_too(spark, captures_dir, tmp
     assert result.manifest["counts"]["exchanges"] > 0
     got = table_rows(tmp_path / "relative-out", "exchanges")
     assert canonical(got) == canonical(export_rows([source], tmp_path / "whole.parquet"))
+
+
+def test_kafka_over_tls_with_a_key_log_equals_export(spark, captures_dir, tmp_path):
+    """The key log travels with the job (read on the driver, in the tasks'
+    closure); the exchanges equal `kdissect export --tls-keylog`; no secret
+    reaches OUTDIR."""
+    tls = captures_dir / "tls"
+    pcaps = sorted(tls.glob("*.pcap"))
+    keys = sorted(tls.glob("*.keys"))
+    ports = tuple(sorted({int(_tls_port(p)) for p in pcaps}))
+    outdir = tmp_path / "out"
+    manifest = _run(spark, pcaps, outdir, ports=ports, tls_keylogs=tuple(str(k) for k in keys))
+    argv_ports = [a for port in ports for a in ("--port", str(port))]
+    from kdissect.cli import main
+
+    target = tmp_path / "export.parquet"
+    assert main(["export", *map(str, pcaps), *argv_ports, *[a for k in keys for a in ("--tls-keylog", str(k))],
+                 "-o", str(target), "--quiet"]) == 0
+    import pyarrow.parquet as pq
+
+    expected = pq.read_table(target).to_pylist()
+    assert len(expected) > 20 and canonical(table_rows(outdir, "exchanges")) == canonical(expected)
+    assert manifest["tls"]["decrypted"] == manifest["tls"]["connections"] > 0
+    secrets = {line.split()[-1] for k in keys for line in k.read_text().splitlines() if line.strip()}
+    for path in outdir.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(s.encode() in data for s in secrets), path
+
+
+def _tls_port(pcap: Path) -> int:
+    import subprocess
+
+    out = subprocess.run(["tshark", "-n", "-r", str(pcap), "-Y", "tcp.flags.syn == 1 && tcp.flags.ack == 0",
+                          "-T", "fields", "-e", "tcp.dstport", "-c", "1"], capture_output=True, text=True,
+                         check=True).stdout
+    return int(out.split()[0])

@@ -62,3 +62,29 @@ def test_tls_found_by_its_client_hello_on_any_port(name: str) -> None:
                                     for e in exchanges)
     assert rows(found) == rows(told)
     assert accounting.tls_connections == accounting.kafka_connections > 0
+
+
+def test_the_command_line_decrypts_with_tls_keylog(tmp_path: Path, capsys) -> None:
+    from kdissect.cli import main
+
+    pcap, keys = TLS / "kafka_tls13.pcap", TLS / "kafka_tls13.keys"
+    port = _server_port(pcap)
+    out = tmp_path / "rows.jsonl"
+    assert main(["export", str(pcap), "-p", str(port), "--tls-keylog", str(keys), "-o", str(out)]) == 0
+    _, err = capsys.readouterr()
+    rows = out.read_text().splitlines()
+    expected, _ = analyze([str(pcap)], (port,), tls_keylogs=[str(keys)])
+    assert len(rows) == len(list(expected)) > 5
+    assert "tls: " in err and " decrypted, 0 not decrypted" in err
+    secrets = [line.split()[-1] for line in keys.read_text().splitlines() if line and not line.startswith("#")]
+    assert not any(secret in err or secret in out.read_text() for secret in secrets)
+
+
+def test_a_file_that_is_not_a_key_log_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    from kdissect.cli import main
+
+    bogus = tmp_path / "keys.txt"
+    bogus.write_text("this is not a key log\n")
+    code = main(["export", str(TLS / "kafka_tls13.pcap"), "--tls-keylog", str(bogus)])
+    _, err = capsys.readouterr()
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("kdissect: error:")

@@ -49,12 +49,12 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
         names = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
         say(f"kdissect: not captures, skipped: {names}".encode("utf-8", "replace").decode("utf-8"))
     return Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
-                    progress=sys.stderr.isatty())
+                    progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs)
 
 
 def print_accounting(analysis: Any) -> None:
     """The accounting summary (and the reader's problems) on stderr."""
-    for line in analysis.accounting.summary_lines():
+    for line in analysis.summary_lines():
         say(f"kdissect: {line}")
     for problem in analysis.read_stats.problems:
         say(f"kdissect: {problem}".encode("utf-8", "replace").decode("utf-8"))

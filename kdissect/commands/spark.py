@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from kdissect.options import click_command, option
-from kdissect.spark.options import SparkJobOptions
+from kdissect.spark.options import SparkJobOptions, job_options
 
 
 class SparkOptions(SparkJobOptions):
@@ -22,14 +22,10 @@ def spark(options: SparkOptions) -> None:
 
     require("spark", "`kdissect spark`")
     from kdissect.inputs import expand_inputs
-    from kdissect.spark.job import JobOptions, prepare_outdir, run_job
+    from kdissect.spark.job import prepare_outdir, run_job
     from kdissect.spark.session import check_java
 
-    job = JobOptions(
-        inputs=list(options.captures), outdir=options.outdir, ports=options.ports or (9092,),
-        detect=not options.no_detect, master=options.master, split_size=options.split_size,
-        partitions=options.partitions,
-    )
+    job = job_options(options, options.master)
     check_java()  # before anything slow, and before Spark prints its own errors
     expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is created
     prepare_outdir(options.outdir)

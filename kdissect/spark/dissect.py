@@ -84,8 +84,11 @@ class _Output:
 class ConnectionRunner:
     """Feeds consecutive rows of one 4-tuple at a time to a fresh Dissector."""
 
-    def __init__(self, ports: Sequence[int], detect: bool, capture_names: Sequence[str], sink: PartSink) -> None:
+    def __init__(self, ports: Sequence[int], detect: bool, capture_names: Sequence[str], sink: PartSink,
+                 keylog: Any = None) -> None:
         self.sink = sink
+        self.keylog = keylog
+        self.tls_stats: Any = None
         self.ports = list(ports)
         self.detect = detect
         self.capture_names = list(capture_names)
@@ -102,7 +105,8 @@ class ConnectionRunner:
         # error codes, whose per-partition errors the job tabulates; all
         # connections of the task count into one (additive) Accounting
         self._dissector = Dissector(ports=self.ports, detect=self.detect, capture_names=self.capture_names,
-                                    keep_messages=False, keep_error_responses=True, accounting=self.accounting)
+                                    keep_messages=False, keep_error_responses=True, accounting=self.accounting,
+                                    keylog=self.keylog)
         self._ordinal = 0
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
@@ -131,6 +135,11 @@ class ConnectionRunner:
             return
         self._emit(dissector.finish())
         self.classified_connections += len(dissector.classification_keys)
+        if dissector.accounting.tls_connections:
+            if self.tls_stats is None:
+                self.tls_stats = dissector.tls_stats
+            elif dissector.tls_stats is not self.tls_stats:
+                self.tls_stats.add(dissector.tls_stats)
         for capture_index, frame_number in dissector.classification_keys:
             self.output.add({"kind": CONNECTION, "task_partition": self.sink.task_partition,
                              "stream_capture_index": capture_index, "stream_frame_number": frame_number})
@@ -163,6 +172,7 @@ class ConnectionRunner:
         totals["partition_error_failures"] = self.partition_error_failures
         totals["read"] = self.read_totals
         totals["classified_connections"] = self.classified_connections
+        totals["tls"] = self.tls_stats.to_dict() if self.tls_stats is not None else {}
         totals["rows_written"] = {EXCHANGES: written[EXCHANGES], PARTITION_ERRORS: written[PARTITION_ERRORS]}
         self.output.add({"kind": ACCOUNTING, "task_partition": self.sink.task_partition,
                          "accounting": json.dumps(totals)})
@@ -170,14 +180,14 @@ class ConnectionRunner:
 
 
 def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], detect: bool,
-                      capture_names: Sequence[str], work_dir: str) -> Iterator[pa.RecordBatch]:
+                      capture_names: Sequence[str], work_dir: str, keylog: Any = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: sorted segment batches of one partition -> OUTPUT_SCHEMA
     batches; the exchange rows go to this task partition's files in `work_dir`."""
     from pyspark import TaskContext
 
     sink = PartSink(work_dir, TaskContext.get().partitionId())
     try:
-        yield from ConnectionRunner(ports, detect, capture_names, sink).run(batches)
+        yield from ConnectionRunner(ports, detect, capture_names, sink, keylog).run(batches)
     except BaseException:
         sink.abandon()
         raise

@@ -55,6 +55,7 @@ class JobOptions:
     master: str | None = "local[*]"
     split_size: int = planning.DEFAULT_SPLIT_SIZE
     partitions: int | None = None  # shuffle partitions; None: from data size and cores
+    tls_keylogs: tuple[str, ...] = ()  # key log files; read on the driver, shipped in the tasks' closure
 
 
 @dataclass
@@ -94,6 +95,13 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
             log(message)
 
     ordered, skipped = _ordered_captures(options.inputs)
+    keylog = None
+    if options.tls_keylogs:
+        # read once here; the tasks get the parsed secrets with their closure
+        # (like a broadcast), never through OUTDIR or a file of ours
+        from kdissect.tls import read_keylog_files
+
+        keylog = read_keylog_files(list(options.tls_keylogs))
     splits = planning.plan_splits(ordered, options.split_size)
     capture_names = [Path(path).name for path, _ in ordered]
     ts_unit = arrow_unit(max((resolution_of(path) for path, _ in ordered), default=1_000_000))
@@ -158,7 +166,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         from kdissect.allocator import keep_freed_memory
 
         keep_freed_memory()
-        return dissect_partition(batches, ports, detect, capture_names, work_dir)
+        return dissect_partition(batches, ports, detect, capture_names, work_dir, keylog)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -180,7 +188,10 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     from kdissect.spark.part_files import write_empty_parts
     from kdissect.spark.summaries import write_tables
 
+    from kdissect.tls import TlsStats
+
     accounting = Accounting()
+    tls = TlsStats()
     partition_error_failures = 0
     reading: dict[str, Any] = {}
     connections = 0  # classified as Kafka: each one gets a stream number
@@ -192,6 +203,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         for table, count in values.pop("rows_written", {}).items():
             rows_written[table] += count
         add_read_stats(reading, values.pop("read", {}))
+        tls.add(TlsStats.from_dict(values.pop("tls", {})))
         accounting.add(Accounting.from_dict(values))
     accounting.add_read_stats(_ReadTotals(reading))
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
@@ -234,6 +246,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         "counts": counts,
         "read": reading,
         "accounting": accounting.to_dict(),
+        "tls": tls.to_dict(),
         "partition_error_failures": partition_error_failures,
         "seconds": round(time.monotonic() - started, 3),
         "seconds_since_start_at": timings,

@@ -3,7 +3,12 @@ adds --master) and the spark-submit entry (submit_main.py)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kdissect.options import SIZE, CaptureInputs, integer, option
+
+if TYPE_CHECKING:
+    from kdissect.spark.job import JobOptions
 
 
 class SparkJobOptions(CaptureInputs):
@@ -16,3 +21,12 @@ class SparkJobOptions(CaptureInputs):
                              help="Cut pcap files larger than this into byte ranges read in parallel.")
     partitions: int | None = option("--partitions", kind=integer(1), metavar="N",
                                     help="Shuffle partitions (default: from input size and cores).")
+
+
+def job_options(options: SparkJobOptions, master: str | None) -> JobOptions:
+    """The job's options from the command line's (both faces: `kdissect spark`, spark-submit)."""
+    from kdissect.spark.job import JobOptions
+
+    return JobOptions(inputs=list(options.captures), outdir=options.outdir, ports=options.ports or (9092,),
+                      detect=not options.no_detect, master=master, split_size=options.split_size,
+                      partitions=options.partitions, tls_keylogs=tuple(options.tls_keylogs))

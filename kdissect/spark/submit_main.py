@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from kdissect.spark.options import SparkJobOptions
+from kdissect.spark.options import SparkJobOptions, job_options
 
 
 def submit(options: SparkJobOptions) -> None:
@@ -20,14 +20,10 @@ def submit(options: SparkJobOptions) -> None:
 
     require("spark", "submit_main.py")
     from kdissect.inputs import expand_inputs
-    from kdissect.spark.job import JobOptions, prepare_outdir, run_job
+    from kdissect.spark.job import prepare_outdir, run_job
     from kdissect.spark.session import start_session
 
-    job = JobOptions(
-        inputs=list(options.captures), outdir=options.outdir, ports=options.ports or (9092,),
-        detect=not options.no_detect, master=None, split_size=options.split_size,
-        partitions=options.partitions,
-    )
+    job = job_options(options, None)
     expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is created
     prepare_outdir(options.outdir)
     spark = start_session(None)  # joins the session spark-submit configured
