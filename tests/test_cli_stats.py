@@ -8,7 +8,7 @@ import numpy
 import pytest
 
 from kdissect.exchange import Exchange
-from kdissect.report import Summary, percentile
+from kdissect.summary import Summary, percentile
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 1000])

@@ -160,7 +160,7 @@ def test_partition_errors_match_the_single_process_report(whole_run):
     from collections import Counter
 
     from kdissect.pipeline import Analysis
-    from kdissect.report import Summary
+    from kdissect.summary import Summary
 
     captures, outdir, _manifest, _expected = whole_run
     analysis = Analysis([str(p) for p in captures], (9092,), True, keep_messages=True)

@@ -19,7 +19,7 @@ class StatsOptions(CaptureInputs):
 
 def stats(options: StatsOptions) -> None:
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
-    from kdissect.report import Summary
+    from kdissect.summary import Summary
 
     # per-partition errors need the decoded response bodies
     analysis = run_analysis(options, keep_messages=True)

@@ -7,7 +7,7 @@
 2. `merge_contributions`: Spark brings the rows of one group together
    (shuffled and sorted by the group columns) and the merge sums the counts
    and takes exact percentiles of all the group's values with
-   `kdissect.report.percentile`, as `kdissect stats` does (linear
+   `kdissect.summary.percentile`, as `kdissect stats` does (linear
    interpolation between closest ranks, numpy's default method). One JSON row per table row goes back to
    the driver, which writes each table as one sorted Parquet file
    (`write_tables`): the tables have a row per API, client, broker or minute,
@@ -30,7 +30,7 @@ from typing import Any, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kdissect.report import percentile
+from kdissect.summary import percentile
 
 NO_CLIENT_ID = "(none)"  # as `kdissect stats` labels a null client id
 NO_BROKER = "?"
