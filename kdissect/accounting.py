@@ -73,6 +73,7 @@ class Accounting:
     orphan_responses: int = 0
     malformed: int = 0
     truncated: int = 0
+    sent_while_muted: int = 0  # requests sent while the broker muted the connection (KIP-219 throttling)
     acks0_requests: int = 0  # requests that expect no response (Produce acks=0)
     acks0_answered: int = 0  # of those, answered anyway
     acks0_released: int = 0  # held past their timeout, or past the bound, without an answer

@@ -40,6 +40,17 @@ COLUMN_TYPES: list[tuple[str, str]] = [
     ("request_frame", "int64"),
     ("response_frame", "int64"),
     ("latency_ms", "float64"),
+    # where the time went (kdissect.waits): first response byte, transfers,
+    # the wait the protocol asked for and the rest (service), the network
+    ("ttfb_ms", "float64"),
+    ("response_transfer_ms", "float64"),
+    ("request_transfer_ms", "float64"),
+    ("wait_reason", "string"),
+    ("wait_ms", "float64"),
+    ("service_ms", "float64"),
+    ("rtt_ms", "float64"),
+    ("capture_side", "string"),
+    ("broker_ms", "float64"),
     ("request_bytes", "int64"),
     ("response_bytes", "int64"),
     ("throttle_time_ms", "int32"),
@@ -55,6 +66,9 @@ COLUMN_TYPES: list[tuple[str, str]] = [
     ("codecs", "list<string>"),
 ]
 COLUMN_NAMES: list[str] = [name for name, _ in COLUMN_TYPES]
+# columns computed from the exchange's times (properties, not stored)
+COMPUTED_COLUMNS = frozenset(("latency_ms", "ttfb_ms", "response_transfer_ms", "request_transfer_ms", "wait_ms",
+                              "service_ms", "rtt_ms", "broker_ms"))
 LIST_COLUMNS = frozenset(name for name, kind in COLUMN_TYPES if kind.startswith("list<"))
 TIMESTAMP_COLUMNS = frozenset(name for name, kind in COLUMN_TYPES if kind == "timestamp")
 
@@ -99,7 +113,8 @@ class Exchange:
                  "request_bytes", "response_bytes", "throttle_time_ms", "error_code", "error_codes", "status",
                  "problems", "problem_codes", "records", "record_bytes", "codecs", "request", "response",
                  "request_capture_index", "response_capture_index", "request_offset", "response_offset",
-                 "request_first_ts", "response_first_ts", "expects_response", "stream_key")
+                 "request_first_ts", "response_first_ts", "expects_response", "stream_key", "wait_hint",
+                 "wait_reason", "wait_ns", "rtt_ns", "capture_side")
 
     def __init__(
         self,
@@ -137,6 +152,11 @@ class Exchange:
         response_first_ts: int | None = None,
         expects_response: bool = True,
         stream_key: tuple[int, int] | None = None,
+        wait_hint: tuple | None = None,
+        wait_reason: str | None = None,
+        wait_ns: int | None = None,
+        rtt_ns: int | None = None,
+        capture_side: str | None = None,
     ) -> None:
         self.capture = capture  # file holding the request (the response, for orphans)
         self.stream = stream
@@ -179,6 +199,14 @@ class Exchange:
         self.expects_response = expects_response
         # (capture_index, frame_number) at which the connection was classified as Kafka
         self.stream_key = stream_key
+        # what the request says a wait rule needs (kdissect.waits.request_hint)
+        self.wait_hint = wait_hint
+        self.wait_reason = wait_reason  # why the protocol asked the broker to wait (kdissect.waits)
+        self.wait_ns = wait_ns
+        # the connection's network round trip at the capture point, and which
+        # side the capture point is near ("client", "broker", "unknown")
+        self.rtt_ns = rtt_ns
+        self.capture_side = capture_side
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -191,6 +219,61 @@ class Exchange:
         if request_ts is None or response_ts is None:
             return None
         return (response_ts - request_ts) / 1_000_000
+
+    @property
+    def ttfb_ms(self) -> float | None:
+        """From the packet that completed the request to the one with the response's first byte."""
+        if self.request_ts is None or self.response_first_ts is None:
+            return None
+        return (self.response_first_ts - self.request_ts) / 1_000_000
+
+    @property
+    def response_transfer_ms(self) -> float | None:
+        """From the response's first byte to its last (ttfb + this = latency, exactly in ns)."""
+        if self.response_first_ts is None or self.response_ts is None:
+            return None
+        return (self.response_ts - self.response_first_ts) / 1_000_000
+
+    @property
+    def request_transfer_ms(self) -> float | None:
+        if self.request_first_ts is None or self.request_ts is None:
+            return None
+        return (self.request_ts - self.request_first_ts) / 1_000_000
+
+    @property
+    def wait_ms(self) -> float | None:
+        return None if self.wait_ns is None else self.wait_ns / 1_000_000
+
+    @property
+    def service_ms(self) -> float | None:
+        """The latency without the wait the protocol asked for; None where
+        the whole latency was that wait (or there is no latency)."""
+        request_ts, response_ts = self.request_ts, self.response_ts
+        if request_ts is None or response_ts is None:
+            return None
+        wait = self.wait_ns
+        if wait is None:
+            return (response_ts - request_ts) / 1_000_000
+        rest = response_ts - request_ts - wait
+        return rest / 1_000_000 if rest > 0 else None
+
+    @property
+    def rtt_ms(self) -> float | None:
+        return None if self.rtt_ns is None else self.rtt_ns / 1_000_000
+
+    @property
+    def broker_ms(self) -> float | None:
+        """An estimate of the broker's time to the first response byte: the
+        ttfb where the capture point is at the broker, the ttfb minus the
+        round trip where it is at the client; None where that is unknown."""
+        if self.request_ts is None or self.response_first_ts is None:
+            return None
+        ttfb = self.response_first_ts - self.request_ts
+        if self.capture_side == "broker":
+            return ttfb / 1_000_000
+        if self.capture_side == "client" and self.rtt_ns is not None:
+            return max(0, ttfb - self.rtt_ns) / 1_000_000
+        return None
 
     def to_row(self) -> dict[str, Any]:
         """The table row: a dict with exactly COLUMN_NAMES as keys, in order."""
@@ -209,6 +292,15 @@ class Exchange:
             "request_frame": self.request_frame,
             "response_frame": self.response_frame,
             "latency_ms": self.latency_ms,
+            "ttfb_ms": self.ttfb_ms,
+            "response_transfer_ms": self.response_transfer_ms,
+            "request_transfer_ms": self.request_transfer_ms,
+            "wait_reason": self.wait_reason,
+            "wait_ms": self.wait_ms,
+            "service_ms": self.service_ms,
+            "rtt_ms": self.rtt_ms,
+            "capture_side": self.capture_side,
+            "broker_ms": self.broker_ms,
             "request_bytes": self.request_bytes,
             "response_bytes": self.response_bytes,
             "throttle_time_ms": self.throttle_time_ms,

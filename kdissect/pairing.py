@@ -48,6 +48,7 @@ from kdissect.framing import Frame
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
 from kdissect.records.access import record_figures, set_figures
+from kdissect.waits import HINT_APIS, THROTTLE, classify, request_hint, throttle_holds_response
 
 _INT16 = Struct(">h")
 _INT32 = Struct(">i")
@@ -69,18 +70,44 @@ DEFAULT_TIMEOUT_NS = 30_000_000_000  # for an acks=0 request whose timeout canno
 _LEFT_OVER = "bytes left over after the last field"
 
 
+# a capture point is near one end when the other end is this many times as far, and at least this far (ns)
+_SIDE_RATIO = 4
+_SIDE_MIN_NS = 100_000
+
+
 class ConnectionInfo:
     """What every exchange of one connection shares."""
 
-    __slots__ = ("capture_names", "stream", "client", "broker", "stream_key")
+    __slots__ = ("capture_names", "stream", "client", "broker", "stream_key", "timing", "client_dir")
 
     def __init__(self, capture_names: Sequence[str], stream: int, client: str, broker: str,
-                 stream_key: tuple[int, int]) -> None:
+                 stream_key: tuple[int, int], timing: Any = None, client_dir: int = 0) -> None:
         self.capture_names = capture_names
         self.stream = stream
         self.client = client  # "ip:port"
         self.broker = broker
         self.stream_key = stream_key  # (capture_index, frame_number) where it was classified as Kafka
+        # what tells the network's timing: has `path_delays()` (a reassembly
+        # TcpConnection); client_dir: which of its sides is the client
+        self.timing = timing
+        self.client_dir = client_dir
+
+    def network(self) -> tuple[int | None, str | None]:
+        """(round trip in ns, which side the capture point is near) as the
+        connection's timing says so far; (None, None) without timing."""
+        if self.timing is None:
+            return None, None
+        initiator, responder = self.timing.path_delays()
+        client, broker = (initiator, responder) if self.client_dir == 0 else (responder, initiator)
+        if client is None or broker is None:
+            return None, "unknown"
+        if broker >= _SIDE_RATIO * client and broker - client >= _SIDE_MIN_NS:
+            side = "client"  # the broker is far from the capture point
+        elif client >= _SIDE_RATIO * broker and client - broker >= _SIDE_MIN_NS:
+            side = "broker"
+        else:
+            side = "unknown"
+        return client + broker, side
 
     def capture(self, index: int) -> str | None:
         names = self.capture_names
@@ -181,7 +208,8 @@ class Pairer:
     per-partition errors)."""
 
     __slots__ = ("accounting", "conn", "emit", "keep_messages", "keep_error_responses", "pending",
-                 "unanswered", "early", "client_raw", "server_raw", "_sasl_cid", "used", "full_trials")
+                 "unanswered", "early", "client_raw", "server_raw", "_sasl_cid", "used", "full_trials",
+                 "muted_until")
 
     def __init__(self, accounting: Accounting, conn: ConnectionInfo, emit: Callable[[Exchange], None],
                  keep_messages: bool = True, keep_error_responses: bool = False) -> None:
@@ -201,6 +229,9 @@ class Pairer:
         self._sasl_cid: int | None = None  # correlation id of a pending SaslHandshake v0
         self.used: dict[tuple[int, int], None] = {}  # (api, version) pairs of this connection, newest last
         self.full_trials = FULL_TRIALS
+        # KIP-219: the broker answered a throttled request at once and will
+        # not read this connection until then (ns)
+        self.muted_until = 0
 
     # -- requests ------------------------------------------------------------
 
@@ -244,6 +275,10 @@ class Pairer:
                           request_first_ts=frame.first_ts, stream_key=conn.stream_key)
             if api_key == _PRODUCE:
                 self._add_records(ex, set_figures(sets))
+            elif api_key in HINT_APIS:
+                request = decode_tolerant(decode_request, data)[0]
+                if request is not None:
+                    ex.wait_hint = request_hint(api_key, request.body)
             self._requested(ex, expects_response, starts_raw_sasl, data)
             return
         request, trailing, error = decode_tolerant(decode_request, data)
@@ -276,6 +311,8 @@ class Pairer:
             ex.request = request
         if h.api_key == _PRODUCE:
             self._add_records(ex, record_figures(h.api_key, h.api_version, request.body))
+        elif h.api_key in HINT_APIS:
+            ex.wait_hint = request_hint(h.api_key, request.body)
         self._requested(ex, request.expects_response, request.starts_raw_sasl, data)
 
     def _new(self, frame: Frame, header: tuple[int, int, int] | None, data: bytes) -> Exchange:
@@ -293,6 +330,10 @@ class Pairer:
 
     def _requested(self, ex: Exchange, expects_response: bool, starts_raw_sasl: bool, data: bytes) -> None:
         """A decoded request: wait for its response, or hold it if none is expected."""
+        if self.muted_until and (ex.request_first_ts or 0) < self.muted_until:
+            self.accounting.sent_while_muted += 1
+            ex.add_problem("sent-while-muted", "sent while the broker muted the connection for throttling "
+                                               f"({(self.muted_until - ex.request_first_ts) / 1_000_000:g} ms left)")
         self.used.pop((ex.api_key, ex.api_version), None)
         self.used[(ex.api_key, ex.api_version)] = None
         if not expects_response:
@@ -546,6 +587,10 @@ class Pairer:
 
     def _emit(self, exchange: Exchange) -> None:
         acc = self.accounting
+        if self.conn.timing is not None:
+            exchange.rtt_ns, exchange.capture_side = self.conn.network()
+        if exchange.response_ts is not None and exchange.request_ts is not None:
+            self._time_it(exchange)
         acc.exchanges += 1
         status = exchange.status
         if status == OK:
@@ -559,6 +604,26 @@ class Pairer:
         else:
             acc.truncated += 1
         self.emit(exchange)
+
+    def _time_it(self, ex: Exchange) -> None:
+        """The wait the protocol asked for (kdissect.waits), and the mute a
+        throttled answer starts (KIP-219)."""
+        latency = ex.response_ts - ex.request_ts  # type: ignore[operator]
+        throttle = ex.throttle_time_ms
+        holds = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)
+        found = None
+        if ex.api_key in HINT_APIS or holds:
+            found = classify(ex.api_key, ex.api_version, ex.wait_hint, latency, ex.records, ex.error_code,
+                             throttle, holds)
+        if found is None and ex.problem_codes and "sent-while-muted" in ex.problem_codes:
+            # the request waited for the connection's mute to end
+            wait = min(latency, max(0, self.muted_until - (ex.request_first_ts or ex.request_ts)))
+            if wait > 0:
+                found = (THROTTLE, wait)
+        if found is not None:
+            ex.wait_reason, ex.wait_ns = found
+        if throttle and throttle > 0 and not holds:
+            self.muted_until = max(self.muted_until, ex.response_ts + throttle * 1_000_000)  # type: ignore[operator]
 
     # -- losses and the end --------------------------------------------------
 

@@ -283,7 +283,7 @@ class _Connection:
         key = (int(stamp.capture_index), int(stamp.frame_number))
         d.classification_keys.append(key)
         self.info = ConnectionInfo(d.capture_names, d.next_stream, endpoint(*ends[client_dir]),
-                                   endpoint(*ends[1 - client_dir]), key)
+                                   endpoint(*ends[1 - client_dir]), key, conn, client_dir)
         d.next_stream += 1
         self.layer.sinks = (_LazyReader(self, 0), _LazyReader(self, 1))
 

@@ -70,6 +70,9 @@ _TOMBSTONE_LIMIT = 1 << 16
 # A segment of a closed 4-tuple whose sequence number is this far from where
 # the old connection ended starts a new connection (whose SYN was not captured).
 _STRAGGLER_WINDOW = 1 << 22
+# data segments timed per direction (the least time is kept: delayed ACKs
+# and the peer's processing only ever add)
+_RTT_SAMPLES = 32
 
 
 class Stamp(Protocol):
@@ -101,7 +104,8 @@ class ConnectionListener(Protocol):
 class _Half:
     """One direction of a connection."""
 
-    __slots__ = ("base", "next", "pending", "pending_bytes", "fin", "acked", "syn_seq", "deadline")
+    __slots__ = ("base", "next", "pending", "pending_bytes", "fin", "acked", "syn_seq", "deadline", "probe_end",
+                 "probe_ts", "delay", "samples")
 
     def __init__(self) -> None:
         self.base: int | None = None  # sequence number of stream offset 0
@@ -112,6 +116,26 @@ class _Half:
         self.acked = 0  # highest offset the peer acknowledged
         self.syn_seq: int | None = None
         self.deadline: int | None = None  # segment count at which an acknowledged hole becomes a gap
+        # round-trip sampling: one data segment at a time is timed until the
+        # peer acknowledges it; `delay` is the least such time (ns) seen
+        self.probe_end: int | None = None  # stream offset its ACK must reach
+        self.probe_ts = 0
+        self.delay: int | None = None
+        self.samples = 0
+
+    def start_probe(self, end: int, ts: int) -> None:
+        if self.probe_end is None and self.samples < _RTT_SAMPLES:
+            self.probe_end = end
+            self.probe_ts = ts
+
+    def acked_until(self, acked: int, ts: int) -> None:
+        """The peer acknowledged up to `acked` at `ts`: time the probe it covers."""
+        if acked >= self.probe_end:  # type: ignore[operator]
+            sample = ts - self.probe_ts
+            if sample >= 0 and (self.delay is None or sample < self.delay):
+                self.delay = sample
+            self.samples += 1
+            self.probe_end = None
 
     def has_hole(self) -> bool:
         return bool(self.pending) or (self.fin is not None and self.fin > self.next)
@@ -147,6 +171,17 @@ class TcpConnection:
         self.syn_ack_ts: int | None = None
         self.ack_ts: int | None = None
         self.user: Any = None  # the listener's own per-connection state
+
+    def path_delays(self) -> tuple[int | None, int | None]:
+        """(initiator side, responder side): the time (ns) from the capture
+        point to each end and back, from the handshake when it was captured
+        (SYN -> SYN-ACK is the responder's side, SYN-ACK -> ACK the
+        initiator's), else from the least data-to-ACK time seen each way."""
+        if self.syn_ts is not None and self.syn_ack_ts is not None and self.ack_ts is not None:
+            return self.ack_ts - self.syn_ack_ts, self.syn_ack_ts - self.syn_ts
+        initiator_data, responder_data = self.halves
+        # the initiator's data is acknowledged by the responder, and the reverse
+        return responder_data.delay, initiator_data.delay
 
     def saw_start(self, direction: int) -> bool:
         """Whether the direction's first byte seen is its stream's first byte
@@ -368,12 +403,16 @@ class Reassembler:
                             acked = pnext + (((seg.ack - pbase - pnext + _HALF) & _MASK) - _HALF)
                             if acked > peer.acked:
                                 peer.acked = acked
+                                if peer.probe_end is not None:
+                                    peer.acked_until(acked, seg.ts)
                         if conn.ack_ts is None and direction == 0 and conn.syn_ack_ts is not None:
                             conn.ack_ts = seg.ts
                     first.deadline = second.deadline = None  # no hole is held in either direction
                     if plen:
                         stats.delivered_bytes += plen
                         half.next = nxt + plen
+                        if half.probe_end is None and half.samples < _RTT_SAMPLES:
+                            half.start_probe(nxt + plen, seg.ts)
                         conn.sinks[direction].data(nxt, seg.payload, seg)
                     return self._take()
         self._feed(seg, conn)
@@ -458,6 +497,8 @@ class Reassembler:
             acked = nxt + (((seg.ack - peer.base - nxt + _HALF) & _MASK) - _HALF)
             if acked > peer.acked:
                 peer.acked = acked
+                if peer.probe_end is not None:
+                    peer.acked_until(acked, seg.ts)
 
         if flags & RST and conn.closing is None:
             # Close a little later: a capture may show the RST before data
@@ -596,6 +637,8 @@ class Reassembler:
     def _accept(self, conn: TcpConnection, direction: int, half: _Half, off: int, seg: TcpSegment) -> None:
         plen = seg.payload_len
         nxt = half.next
+        if off != nxt:  # a retransmission or a hole: no timing from here (Karn's rule)
+            half.probe_end = None
         if off + plen <= nxt:
             if off < 0:
                 self.stats.before_start_bytes += min(plen, -off)

@@ -43,11 +43,39 @@ def latency_row(values: list[float]) -> dict[str, float | int]:
     }
 
 
+class _Times:
+    """One group's wire latencies, service times (latency without the waits
+    the protocol asked for) and the number of waits set aside."""
+
+    __slots__ = ("wire", "service", "waits")
+
+    def __init__(self) -> None:
+        self.wire: list[float] = []
+        self.service: list[float] = []
+        self.waits = 0
+
+    def add(self, latency: float, service: float | None, waited: bool) -> None:
+        self.wire.append(latency)
+        if service is not None:
+            self.service.append(service)
+        self.waits += waited
+
+    def row(self) -> dict[str, float | int]:
+        row = latency_row(self.wire)
+        service = latency_row(self.service)
+        row.update({"service_count": service["count"], "service_p50": service["p50"], "service_p90": service["p90"],
+                    "service_p99": service["p99"], "service_max": service["max"], "waits": self.waits})
+        return row
+
+
 class Summary:
     def __init__(self) -> None:
-        self.by_api: dict[tuple[str, int | None], list[float]] = defaultdict(list)
-        self.by_client: dict[str, list[float]] = defaultdict(list)
-        self.by_broker: dict[str, list[float]] = defaultdict(list)
+        self.by_api: dict[tuple[str, int | None], _Times] = defaultdict(_Times)
+        self.by_client: dict[str, _Times] = defaultdict(_Times)
+        self.by_broker: dict[str, _Times] = defaultdict(_Times)
+        self.waits: dict[tuple[str, str], list[float]] = defaultdict(list)  # (reason, api) -> waits in ms
+        # (client id, broker) -> [responses with a throttle field, throttled, total ms, max ms, sent while muted]
+        self.throttle_by_client: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
         self.statuses: Counter[str] = Counter()
         self.top_errors: Counter[str] = Counter()  # exchanges per top-level error name
         self.any_errors: Counter[str] = Counter()  # exchanges with this code anywhere
@@ -63,10 +91,26 @@ class Summary:
         self.statuses[ex.status] += 1
         api = ex.api_name or "unknown"
         latency = ex.latency_ms
+        client_id = ex.client_id if ex.client_id is not None else "(none)"
         if latency is not None and ex.api_key is not None:
-            self.by_api[(api, ex.api_version)].append(latency)
-            self.by_client[ex.client_id if ex.client_id is not None else "(none)"].append(latency)
-            self.by_broker[ex.broker or "?"].append(latency)
+            service = ex.service_ms
+            reason = ex.wait_reason
+            waited = reason is not None
+            self.by_api[(api, ex.api_version)].add(latency, service, waited)
+            self.by_client[client_id].add(latency, service, waited)
+            self.by_broker[ex.broker or "?"].add(latency, service, waited)
+            if waited:
+                self.waits[(reason, api)].append(ex.wait_ms)  # type: ignore[arg-type]
+        if ex.throttle_time_ms is not None or (ex.problem_codes and "sent-while-muted" in ex.problem_codes):
+            row = self.throttle_by_client[(client_id, ex.broker or "?")]
+            if ex.throttle_time_ms is not None:
+                row[0] += 1
+                if ex.throttle_time_ms > 0:
+                    row[1] += 1
+                    row[2] += ex.throttle_time_ms
+                    row[3] = max(row[3], ex.throttle_time_ms)
+            if "sent-while-muted" in ex.problem_codes:
+                row[4] += 1
         if ex.status == NO_RESPONSE:
             self.no_response[f"{api} v{ex.api_version}" if ex.api_version is not None else api] += 1
         if ex.error_code:
@@ -93,11 +137,21 @@ class Summary:
             "exchanges": self.exchanges,
             "statuses": dict(self.statuses),
             "latency_by_api": [
-                {"api": api, "version": version, **latency_row(values)}
-                for (api, version), values in sorted(self.by_api.items(), key=_api_order)
+                {"api": api, "version": version, **times.row()}
+                for (api, version), times in sorted(self.by_api.items(), key=_api_order)
             ],
-            "latency_by_client": [{"client_id": k, **latency_row(v)} for k, v in sorted(self.by_client.items())],
-            "latency_by_broker": [{"broker": k, **latency_row(v)} for k, v in sorted(self.by_broker.items())],
+            "latency_by_client": [{"client_id": k, **v.row()} for k, v in sorted(self.by_client.items())],
+            "latency_by_broker": [{"broker": k, **v.row()} for k, v in sorted(self.by_broker.items())],
+            "waits": [
+                {"reason": reason, "api": api, "count": len(values),
+                 "median_ms": percentile(sorted(values), 50), "max_ms": max(values)}
+                for (reason, api), values in sorted(self.waits.items())
+            ],
+            "throttle_by_client": [
+                {"client_id": client_id, "broker": broker, "responses": row[0], "throttled": row[1],
+                 "total_ms": row[2], "max_ms": row[3], "sent_while_muted": row[4]}
+                for (client_id, broker), row in sorted(self.throttle_by_client.items())
+            ],
             "top_level_errors": dict(self.top_errors.most_common()),
             "errors_anywhere": dict(self.any_errors.most_common()),
             "partition_errors": [
@@ -116,13 +170,18 @@ class Summary:
         d = self.to_dict()
         parts: list[str] = [f"exchanges: {self.exchanges} "
                             + "(" + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) + ")"]
-        lat_cols = ["count", "p50", "p90", "p99", "max"]
-        parts.append(_table("latency (ms) by API", ["api", "version"] + lat_cols,
+        lat_cols = ["count", "p50", "p90", "p99", "max", "waits", "service_p50", "service_p90", "service_p99",
+                    "service_max"]
+        heads = ["count", "p50", "p90", "p99", "max", "waits", "svc_p50", "svc_p90", "svc_p99", "svc_max"]
+        title = " (wire latency; svc: service time, without the waits the protocol asked for)"
+        parts.append(_table("latency (ms) by API" + title, ["api", "version"] + heads,
                             [[r["api"], r["version"]] + [r[c] for c in lat_cols] for r in d["latency_by_api"]]))
-        parts.append(_table("latency (ms) by client id", ["client_id"] + lat_cols,
+        parts.append(_table("latency (ms) by client id", ["client_id"] + heads,
                             [[r["client_id"]] + [r[c] for c in lat_cols] for r in d["latency_by_client"]]))
-        parts.append(_table("latency (ms) by broker", ["broker"] + lat_cols,
+        parts.append(_table("latency (ms) by broker", ["broker"] + heads,
                             [[r["broker"]] + [r[c] for c in lat_cols] for r in d["latency_by_broker"]]))
+        parts.append(_table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
+                            [[r["reason"], r["api"], r["count"], r["median_ms"], r["max_ms"]] for r in d["waits"]]))
         names = sorted(set(self.top_errors) | set(self.any_errors),
                        key=lambda n: (-self.any_errors.get(n, 0), n))
         parts.append(_table("error codes", ["error", "top_level", "anywhere"],
@@ -132,6 +191,10 @@ class Summary:
         parts.append(_table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
                             [[r["broker"], r["responses"], r["throttled"], r["max_ms"], r["total_ms"]]
                              for r in d["throttle"]]))
+        parts.append(_table("throttling by client", ["client_id", "broker", "responses", "throttled", "total_ms",
+                                                      "max_ms", "sent_while_muted"],
+                            [[r["client_id"], r["broker"], r["responses"], r["throttled"], r["total_ms"], r["max_ms"],
+                              r["sent_while_muted"]] for r in d["throttle_by_client"]]))
         parts.append(_table("without response", ["api", "count"], [[k, v] for k, v in d["no_response"].items()]))
         if accounting is not None:
             parts.append("accounting\n" + "\n".join("  " + line for line in accounting.summary_lines()))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kdissect import impair
+from tests.support import impair
 from kdissect.packet import ACK, RST, SYN
 from kdissect.pipeline import analyze
 from tests.support.pcaps import lab_captures

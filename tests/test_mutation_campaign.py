@@ -80,7 +80,7 @@ def test_damaged_captures_never_crash_a_command(capture: Path, tmp_path: Path, c
 def test_a_timestamp_outside_the_calendar_prints_as_epoch_seconds(tmp_path: Path, capsys) -> None:
     """One packet of a pcapng (64-bit times) set to the year 36827, as a
     damaged timestamp can be: show -v still prints every line."""
-    from kdissect import impair
+    from tests.support import impair
 
     trace = impair.load_pcap(CAPTURES[0])
     packets = list(trace.packets)

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kdissect.exchange import COLUMN_TYPES, Exchange
+from kdissect.exchange import COLUMN_TYPES, COMPUTED_COLUMNS, Exchange
 from kdissect.output import JsonlWriter
 from tests.support.jsonl import reference_line
 from kdissect.pipeline import Analysis
@@ -35,7 +35,10 @@ _VALUES = {
     "list<int16>": st.lists(st.integers(-(2**15), 2**15 - 1), max_size=3),
     "list<string>": st.lists(st.text(), max_size=3),
 }
-_SETTABLE = [(name, kind) for name, kind in COLUMN_TYPES if name != "latency_ms"]
+# stored columns, and the stored times the computed ones come from
+_SETTABLE = [(name, kind) for name, kind in COLUMN_TYPES if name not in COMPUTED_COLUMNS] + [
+    ("request_first_ts", "timestamp"), ("response_first_ts", "timestamp"), ("wait_ns", "timestamp"),
+    ("rtt_ns", "timestamp")]
 
 
 @settings(max_examples=300, deadline=None)

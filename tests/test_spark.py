@@ -86,6 +86,18 @@ def test_summary_tables_agree_with_exchanges(whole_run):
         assert row["p99"] == pytest.approx(group.latency_ms.quantile(0.99))
         assert row["max"] == pytest.approx(group.latency_ms.max())
         assert row["mean"] == pytest.approx(group.latency_ms.mean())
+        # service time beside it: the latency without the waits the protocol asked for
+        service = group.service_ms.dropna()
+        assert row["service_count"] == len(service) and row["waits"] == int(group.wait_reason.notna().sum())
+        if len(service):
+            assert row["service_p50"] == pytest.approx(service.quantile(0.5))
+            assert row["service_max"] == pytest.approx(service.max())
+    waits = pd.DataFrame(table_rows(outdir, "waits"))
+    waited = answered[answered.wait_reason.notna()]
+    assert len(waited) > 0 and sum(waits["count"]) == len(waited)
+    for (reason, api), group in waited.groupby(["wait_reason", "api_name"]):
+        row = waits.set_index(["reason", "api_name"]).loc[(reason, api)]
+        assert row["count"] == len(group) and row["median_ms"] == pytest.approx(group.wait_ms.quantile(0.5))
     assert latency[latency.dimension == "api"][["client_id", "broker"]].isna().all().all()
     for dimension, fill in (("client_id", "(none)"), ("broker", "?")):
         rows = latency[latency.dimension == dimension]
@@ -104,7 +116,7 @@ def test_summary_tables_agree_with_exchanges(whole_run):
     assert sum(r["exchanges"] for r in timeseries) == len(frame)
     throttle = table_rows(outdir, "throttle")
     assert sum(r["responses"] for r in throttle) == int(frame.throttle_time_ms.notna().sum())
-    for name in ("partition_errors", "latency", "errors", "throttle", "timeseries"):
+    for name in ("partition_errors", "latency", "waits", "errors", "throttle", "timeseries"):
         assert manifest["counts"][name] == len(table_rows(outdir, name))
     # each summary table is one file in a fixed order
     dimensions = [row["dimension"] for row in latency.to_dict("records")]

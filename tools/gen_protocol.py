@@ -260,6 +260,28 @@ def read_errors(spec_dir: Path) -> dict[int, tuple[str, bool]]:
     return errors
 
 
+# "Starting in version N, on quota violation, brokers send out responses
+# before throttling" (KIP-219) in a response file's comments
+_QUOTA_NOTE = re.compile(r"[Ss]tarting in version (\d+), on quota violation,? brokers send out")
+# KIP-219 (Kafka 2.0) changed Produce in version 6, which the Produce spec
+# files only describe as "the same as version 3" on the wire
+_QUOTA_CUTOVERS_NOT_IN_THE_SPECS = {0: 6}
+
+
+def throttle_cutovers(spec_dir: Path) -> dict[int, int]:
+    """api key -> the first response version whose broker answers before
+    throttling (mutes the connection instead of holding the response), from
+    the spec files' notes, plus those KIP-219 names that the notes miss."""
+    found: dict[int, int] = dict(_QUOTA_CUTOVERS_NOT_IN_THE_SPECS)
+    for source in SPEC_SETS:
+        for path in sorted((spec_dir / source).glob("*Response.json")):
+            match = _QUOTA_NOTE.search(path.read_text())
+            if match:
+                key = int(load_spec(path)["apiKey"])
+                found[key] = min(found.get(key, 10**6), int(match.group(1)))
+    return dict(sorted(found.items()))
+
+
 def literal(value: object) -> str:
     return pformat(value, width=110, sort_dicts=False)
 
@@ -292,6 +314,11 @@ def generate(spec_dir: Path) -> dict[str, str]:
     )
     files["errors.py"] = render_module(
         "Kafka error codes: code -> (name, retriable).", [("ERRORS", read_errors(spec_dir))]
+    )
+    files["throttling.py"] = render_module(
+        "api key -> the first response version sent before throttling (KIP-219); older versions hold the "
+        "response for throttle_time_ms. APIs not listed carry no such note.",
+        [("ANSWERED_BEFORE_THROTTLING_FROM", throttle_cutovers(spec_dir))],
     )
     return files
 

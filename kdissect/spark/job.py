@@ -39,7 +39,7 @@ from kdissect.inputs import expand_inputs, file_kind
 from kdissect.spark import plan as planning
 
 DEFAULT_PORTS = (9092,)
-TABLES = ("exchanges", "partition_errors", "latency", "errors", "throttle", "timeseries")
+TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries")
 WORK_DIR = "_work"  # the tasks' Arrow files before stream numbering (see part_files.py)
 # rows per Arrow batch handed to Python: bounded because a row (a run of
 # segments, see segments.py) can hold a little over a MiB of payload

@@ -1,4 +1,4 @@
-"""The four summary tables (latency, errors, throttle, timeseries), in two steps.
+"""The summary tables (latency, waits, errors, throttle, timeseries), in two steps.
 
 1. `contributions`: each task partition, while it writes its exchange part
    (part_files.py), groups its own exchanges with pyarrow and hands back one
@@ -50,6 +50,8 @@ CONTRIBUTION_SCHEMA = pa.schema([
     ("anywhere", pa.int64()),
     ("bytes", pa.int64()),
     ("errors", pa.int64()),
+    ("waited", pa.int64()),  # exchanges whose latency includes a wait the protocol asked for
+    ("muted", pa.int64()),  # requests sent while the broker muted the connection
     ("values", pa.list_(pa.float64())),
 ])
 GROUP_COLUMNS = ["table", "dimension", "api_name", "api_version", "client_id", "broker", "minute", "error_code"]
@@ -60,7 +62,13 @@ TABLE_SCHEMAS = {
         ("dimension", pa.string()), ("api_name", pa.string()), ("api_version", pa.int16()),
         ("client_id", pa.string()), ("broker", pa.string()), ("count", pa.int64()),
         ("p50", pa.float64()), ("p90", pa.float64()), ("p99", pa.float64()),
-        ("max", pa.float64()), ("mean", pa.float64()),
+        ("max", pa.float64()), ("mean", pa.float64()), ("waits", pa.int64()),
+        ("service_count", pa.int64()), ("service_p50", pa.float64()), ("service_p90", pa.float64()),
+        ("service_p99", pa.float64()), ("service_max", pa.float64()),
+    ]),
+    "waits": pa.schema([
+        ("reason", pa.string()), ("api_name", pa.string()), ("count", pa.int64()),
+        ("median_ms", pa.float64()), ("max_ms", pa.float64()),
     ]),
     "errors": pa.schema([
         ("api_name", pa.string()), ("error_code", pa.int16()), ("error_name", pa.string()),
@@ -69,7 +77,7 @@ TABLE_SCHEMAS = {
     "throttle": pa.schema([
         ("client_id", pa.string()), ("broker", pa.string()), ("responses", pa.int64()), ("throttled", pa.int64()),
         ("p50_ms", pa.float64()), ("p90_ms", pa.float64()), ("p99_ms", pa.float64()),
-        ("max_ms", pa.int32()), ("total_ms", pa.int64()),
+        ("max_ms", pa.int32()), ("total_ms", pa.int64()), ("sent_while_muted", pa.int64()),
     ]),
     "timeseries": pa.schema([
         ("minute", pa.timestamp("us")), ("api_name", pa.string()), ("exchanges", pa.int64()),
@@ -104,19 +112,43 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
     parts = [_rows(len(written), table=WRITTEN, dimension=pa.array(list(written)),
                    count=pa.array(list(written.values()), pa.int64()))]
 
-    # latency: answered exchanges, three groupings
+    # latency: answered exchanges, three groupings; wire latency, and the
+    # service time (as the "service" table, joined to latency's rows when merged)
     answered = exchanges.filter(pc.and_(pc.is_valid(exchanges["latency_ms"]), pc.is_valid(exchanges["api_key"])))
     latency = pa.table({
         "api_name": answered["api_name"], "api_version": answered["api_version"],
         "client_id": pc.fill_null(answered["client_id"], NO_CLIENT_ID),
         "broker": pc.fill_null(answered["broker"], NO_BROKER), "latency_ms": answered["latency_ms"],
+        "service_ms": answered["service_ms"], "waited": pc.is_valid(answered["wait_reason"]).cast(pa.int64()),
     })
     for dimension, keys in _LATENCY_DIMENSIONS.items():
-        grouped = _grouped(latency, list(keys), [("latency_ms", "list")])
-        parts.append(_rows(grouped.num_rows, table="latency", dimension=dimension,
+        grouped = _grouped(latency, list(keys), [("latency_ms", "list"), ("service_ms", "list"), ("waited", "sum")])
+        parts.append(_rows(grouped.num_rows, table="latency", dimension=dimension, waited=grouped["waited_sum"],
                            values=grouped["latency_ms_list"], **{key: grouped[key] for key in keys}))
+        parts.append(_rows(grouped.num_rows, table="service", dimension=dimension,
+                           values=grouped["service_ms_list"], **{key: grouped[key] for key in keys}))
 
-    # throttle: responses carrying a throttle time; values of the throttled ones
+    # waits the protocol asked for: by reason and API
+    waiting = answered.filter(pc.is_valid(answered["wait_reason"]))
+    waits = pa.table({"dimension": waiting["wait_reason"], "api_name": pc.fill_null(waiting["api_name"], NO_API),
+                      "wait_ms": waiting["wait_ms"]})
+    grouped = _grouped(waits, ["dimension", "api_name"], [("wait_ms", "list")])
+    parts.append(_rows(grouped.num_rows, table="waits", dimension=grouped["dimension"], api_name=grouped["api_name"],
+                       values=grouped["wait_ms_list"]))
+
+    # throttle: responses carrying a throttle time; values of the throttled
+    # ones; requests sent while the broker had muted the connection
+    muted_rows = exchanges.filter(pc.greater(pc.fill_null(pc.list_value_length(exchanges["problem_codes"]), 0), 0))
+    muted: Counter[tuple[str, str]] = Counter()
+    for client_id, broker, codes in zip(*(muted_rows[name].to_pylist()
+                                          for name in ("client_id", "broker", "problem_codes"))):
+        if "sent-while-muted" in codes:
+            muted[(NO_CLIENT_ID if client_id is None else client_id, NO_BROKER if broker is None else broker)] += 1
+    if muted:
+        keys = sorted(muted)
+        parts.append(_rows(len(keys), table="throttle", client_id=pa.array([k[0] for k in keys], pa.string()),
+                           broker=pa.array([k[1] for k in keys], pa.string()), count=0,
+                           muted=pa.array([muted[k] for k in keys], pa.int64())))
     with_throttle = exchanges.filter(pc.is_valid(exchanges["throttle_time_ms"]))
     waits = with_throttle["throttle_time_ms"]
     throttle = pa.table({
@@ -177,15 +209,18 @@ def _merged_row(key: dict[str, Any], sums: dict[str, int], values: list[float]) 
     """One table row from the summed contributions of one group and its
     sorted values."""
     table = key["table"]
-    if table == "latency":
+    if table in ("latency", "service"):
         dimension = key["dimension"]
         p50, p90, p99 = _percentiles(values, 50, 90, 99)
         merged = {"dimension": dimension, "api_name": None, "api_version": None, "client_id": None, "broker": None,
                   "count": len(values), "p50": p50, "p90": p90, "p99": p99,
                   "max": values[-1] if values else None,
-                  "mean": math.fsum(values) / len(values) if values else None}
+                  "mean": math.fsum(values) / len(values) if values else None, "waits": sums["waited"]}
         merged.update({name: key[name] for name in _LATENCY_DIMENSIONS[dimension]})
         return merged
+    if table == "waits":
+        return {"reason": key["dimension"], "api_name": key["api_name"], "count": len(values),
+                "median_ms": _percentiles(values, 50)[0], "max_ms": values[-1] if values else None}
     if table == "errors":
         from kdissect.protocol.errors import error_name
 
@@ -195,14 +230,15 @@ def _merged_row(key: dict[str, Any], sums: dict[str, int], values: list[float]) 
         p50, p90, p99 = _percentiles(values, 50, 90, 99)
         return {"client_id": key["client_id"], "broker": key["broker"], "responses": sums["count"],
                 "throttled": len(values), "p50_ms": p50, "p90_ms": p90, "p99_ms": p99,
-                "max_ms": int(values[-1]) if values else None, "total_ms": int(math.fsum(values))}
+                "max_ms": int(values[-1]) if values else None, "total_ms": int(math.fsum(values)),
+                "sent_while_muted": sums["muted"]}
     if table == "timeseries":
         return {"minute": key["minute"], "api_name": key["api_name"], "exchanges": sums["count"],
                 "bytes": sums["bytes"], "errors": sums["errors"], "p99_latency_ms": _percentiles(values, 99)[0]}
     return {"table": key["dimension"], "rows": sums["count"]}  # WRITTEN
 
 
-_SUMMED = ("count", "anywhere", "bytes", "errors")
+_SUMMED = ("count", "anywhere", "bytes", "errors", "waited", "muted")
 
 
 def merge_contributions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -255,6 +291,7 @@ def _none_first(value: Any) -> tuple:
 _ORDER = {
     "latency": lambda r: (list(_LATENCY_DIMENSIONS).index(r["dimension"]), _none_first(r["api_name"]),
                           _none_first(r["api_version"]), _none_first(r["client_id"]), _none_first(r["broker"])),
+    "waits": lambda r: (r["reason"], r["api_name"]),
     "errors": lambda r: (-r["anywhere"], r["api_name"], r["error_code"]),
     "throttle": lambda r: (r["client_id"], r["broker"]),
     "timeseries": lambda r: (r["minute"], r["api_name"]),
@@ -265,13 +302,25 @@ def split_merged(merged: Iterable[Any]) -> tuple[dict[str, list[dict[str, Any]]]
     """(rows per summary table, rows written per task table) from the merged rows."""
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLE_SCHEMAS}
     written: dict[str, int] = {}
+    service: dict[tuple, dict[str, Any]] = {}
     for item in merged:
         row = json.loads(item["row"])
         if item["table"] == WRITTEN:
             written[row["table"]] = written.get(row["table"], 0) + row["rows"]
+        elif item["table"] == "service":
+            service[_latency_key(row)] = row
         else:
             tables[item["table"]].append(row)
+    for row in tables["latency"]:  # service time beside the wire latency of the same group
+        times = service.get(_latency_key(row), {})
+        row.update({"service_count": times.get("count", 0), "service_p50": times.get("p50"),
+                    "service_p90": times.get("p90"), "service_p99": times.get("p99"),
+                    "service_max": times.get("max")})
     return tables, written
+
+
+def _latency_key(row: dict[str, Any]) -> tuple:
+    return (row["dimension"], row["api_name"], row["api_version"], row["client_id"], row["broker"])
 
 
 def write_tables(tables: dict[str, list[dict[str, Any]]], outdir: str) -> None:

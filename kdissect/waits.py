@@ -1,0 +1,91 @@
+"""Waits the protocol asks for, told apart from the broker's own time.
+
+An exchange's wire latency can be long because the protocol asked the broker
+to wait. `classify` names such a wait (`wait_reason`) and its length; the
+exchange's `service_ms` is then the latency minus the wait (null when the
+whole latency is the wait). A wait is named only where it shows in the
+exchange's timing: an exchange the broker answered at once is never a wait,
+whatever its API. The rules and their tolerances:
+
+* long_poll: a Fetch or ShareFetch answered without records after at least
+  `LONG_POLL_SHARE` (90%) of its `max_wait_ms` (brokers' delay timers fire a
+  little early or late): the broker waited for data that did not come. The
+  whole latency is the wait. A fetch answered with records, or early, is not
+  a wait (data that arrives during the wait ends it: that is service).
+* group_barrier: a JoinGroup answered successfully after `BARRIER_MIN_NS`
+  (10 ms) or more: the group coordinator holds every member's JoinGroup
+  until the group's members have joined (up to `rebalance_timeout_ms`); and
+  a follower's SyncGroup (no assignments in it) held until the leader sent
+  the assignment. The whole latency is the wait. Answers with an error
+  (MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, ...) are not waits.
+* throttle: a response of a version before its API's KIP-219 cut-over
+  (generated from the specs' notes: `ANSWERED_BEFORE_THROTTLING_FROM`) with
+  `throttle_time_ms` > 0: the broker held the response that long. The wait
+  is `min(throttle_time_ms, latency)`. From the cut-over on, the broker
+  answers at once and mutes the connection for `throttle_time_ms`; a request
+  the client sends before the mute ends waits until it ends (its wait is the
+  rest of the mute, capped by its latency) and carries `sent-while-muted`.
+
+Not waits: ConsumerGroupHeartbeat and ShareGroupHeartbeat (answered at once;
+their intervals pace the client, not the broker), OffsetCommit, and every
+other API: their latency is service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdissect.protocol._generated.throttling import ANSWERED_BEFORE_THROTTLING_FROM
+
+FETCH, JOIN_GROUP, SYNC_GROUP, SHARE_FETCH = 1, 11, 14, 78
+LONG_POLL_SHARE = 0.9
+BARRIER_MIN_NS = 10_000_000
+
+LONG_POLL = "long_poll"
+GROUP_BARRIER = "group_barrier"
+THROTTLE = "throttle"
+REASONS = (LONG_POLL, GROUP_BARRIER, THROTTLE)
+
+# APIs whose request carries what a wait rule needs (kept on the exchange)
+HINT_APIS = frozenset((FETCH, JOIN_GROUP, SYNC_GROUP, SHARE_FETCH))
+
+
+def request_hint(api_key: int, body: Any) -> tuple | None:
+    """What the wait rules need from a request body: (max_wait_ms, min_bytes)
+    of a fetch, (rebalance_timeout_ms,) of a JoinGroup, (is_leader,) of a
+    SyncGroup; None for other APIs."""
+    if api_key in (FETCH, SHARE_FETCH):
+        return (getattr(body, "max_wait_ms", None), getattr(body, "min_bytes", None))
+    if api_key == JOIN_GROUP:
+        timeout = getattr(body, "rebalance_timeout_ms", None)
+        return (timeout if timeout is not None else getattr(body, "session_timeout_ms", None),)
+    if api_key == SYNC_GROUP:
+        return (bool(getattr(body, "assignments", None)),)
+    return None
+
+
+def classify(api_key: int | None, api_version: int | None, hint: tuple | None, latency_ns: int,
+             records: int | None, error_code: int | None, throttle_time_ms: int | None,
+             throttle_delays_response: bool) -> tuple[str, int] | None:
+    """(reason, wait in ns) of an answered exchange, or None."""
+    if api_key in (FETCH, SHARE_FETCH) and hint is not None:
+        max_wait_ms = hint[0]
+        if max_wait_ms and max_wait_ms > 0 and not records and \
+                latency_ns >= LONG_POLL_SHARE * max_wait_ms * 1_000_000:
+            return LONG_POLL, latency_ns
+    elif api_key == JOIN_GROUP:
+        if not error_code and latency_ns >= BARRIER_MIN_NS:
+            return GROUP_BARRIER, latency_ns
+    elif api_key == SYNC_GROUP and hint is not None:
+        if not hint[0] and not error_code and latency_ns >= BARRIER_MIN_NS:
+            return GROUP_BARRIER, latency_ns
+    if throttle_time_ms and throttle_time_ms > 0 and throttle_delays_response:
+        return THROTTLE, min(throttle_time_ms * 1_000_000, latency_ns)
+    return None
+
+
+def throttle_holds_response(api_key: int | None, api_version: int | None) -> bool:
+    """Whether a broker holds this version's response for its throttle time
+    (before KIP-219's cut-over) rather than answering and muting."""
+    cut = ANSWERED_BEFORE_THROTTLING_FROM.get(api_key)  # type: ignore[arg-type]
+    return cut is not None and api_version is not None and api_version < cut
