@@ -11,6 +11,7 @@ Public:
     get_schema(api_key, version, "request"|"response") -> MessageSchema
     resolve_version(api_key, version, direction) -> (defined version, problem | None)
     embedded_schema(name, version) -> MessageSchema  (consumer protocol)
+    typed_class(api_key, direction) / embedded_typed_class(name) -> the generated typed class
     snake_case(spec_name) -> str
 """
 
@@ -23,7 +24,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from kdissect.protocol._generated import embedded as _embedded
+from kdissect.protocol._generated.embedded import EMBEDDED
 from kdissect.protocol._generated.index import APIS
+from kdissect.protocol.apis import ApiKey
 
 PRIMITIVE_TYPES = frozenset(
     {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
@@ -31,7 +35,6 @@ PRIMITIVE_TYPES = frozenset(
 )
 ZERO_UUID = uuid.UUID(int=0)
 DIRECTIONS = ("request", "response")
-API_VERSIONS_KEY = 18
 API_VERSIONS_SLACK = 4  # newer ApiVersions versions accepted (see resolve_version)
 
 
@@ -100,10 +103,26 @@ def api_versions(api_key: int) -> ApiInfo:
     return ApiInfo(name, req, resp)
 
 
+def _api_module(api_key: int) -> Any:
+    """The generated module of one API, loaded on first use (the tables of
+    every API take about a tenth of a second to load)."""
+    return importlib.import_module(f"kdissect.protocol._generated.{APIS[api_key][1]}")
+
+
 @lru_cache(maxsize=None)
 def _segments(api_key: int, direction: str) -> list[dict]:
-    module = importlib.import_module(f"kdissect.protocol._generated.{APIS[api_key][1]}")
+    module = _api_module(api_key)
     return module.REQUEST if direction == "request" else module.RESPONSE
+
+
+def typed_class(api_key: int, direction: str) -> type:
+    """The generated typed class of a message body (``ProduceRequest``)."""
+    return getattr(_api_module(api_key), APIS[api_key][0] + direction.title())
+
+
+def embedded_typed_class(name: str) -> type:
+    """The generated typed class of a consumer-protocol structure."""
+    return getattr(_embedded, name)
 
 
 def _find_segment(segments: list[dict], version: int) -> dict | None:
@@ -145,7 +164,7 @@ def resolve_version(api_key: int, version: int, direction: str) -> tuple[int, st
                 f"{APIS[api_key][0]} {direction} v{version} is not in the spec; "
                 f"decoded as v{used}"
             )
-    if api_key == API_VERSIONS_KEY and mine and max(mine) < version <= max(mine) + API_VERSIONS_SLACK:
+    if api_key == ApiKey.API_VERSIONS and mine and max(mine) < version <= max(mine) + API_VERSIONS_SLACK:
         # Clients open with their newest ApiVersions version, which may be newer
         # than the spec; the broker answers such requests with a v0 error body.
         return max(mine), (
@@ -214,11 +233,11 @@ def _resolve_fields(raw: list[dict], version: int, flexible: bool) -> tuple[Fiel
 
 def header_versions(api_key: int, version: int, flexible: bool) -> tuple[int, int]:
     """(request header version, response header version) for a message version."""
-    if api_key == 7 and version == 0:  # ControlledShutdown v0: no client id
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:  # no client id
         request_header = 0
     else:
         request_header = 2 if flexible else 1
-    if api_key == 18:  # ApiVersions responses always use header v0
+    if api_key == ApiKey.API_VERSIONS:  # ApiVersions responses always use header v0
         response_header = 0
     else:
         response_header = 1 if flexible else 0
@@ -250,8 +269,6 @@ def get_schema(api_key: int, version: int, direction: str) -> MessageSchema:
 @lru_cache(maxsize=None)
 def embedded_schema(name: str, version: int) -> MessageSchema:
     """Schema of an embedded consumer-protocol structure (KeyError if undefined)."""
-    from kdissect.protocol._generated.embedded import EMBEDDED
-
     seg = _find_segment(EMBEDDED[name], version)
     if seg is None:
         raise KeyError(f"{name} version {version} is not defined")
@@ -263,7 +280,5 @@ def embedded_schema(name: str, version: int) -> MessageSchema:
 
 
 def embedded_versions(name: str) -> tuple[int, int]:
-    from kdissect.protocol._generated.embedded import EMBEDDED
-
     versions = [v for seg in EMBEDDED[name] for v in range(seg["versions"][0], seg["versions"][1] + 1)]
     return min(versions), max(versions)
