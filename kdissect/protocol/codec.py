@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 _CORRELATION = prim.INT32.unpack_from
+# plain ints for the per-frame checks: reading an enum member costs ~0.3 µs in Python 3.11
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
 
 
 def _as_bytes(frame: Any) -> bytes:
@@ -105,7 +107,7 @@ def decode_response(frame: bytes, api_key: int, api_version: int) -> Response:
         pos = 4
     else:
         header, pos = read_response_header(buf, header_version)
-    if api_key == ApiKey.API_VERSIONS and body_version > 0 and end - pos >= 2 and \
+    if api_key == _API_VERSIONS and body_version > 0 and end - pos >= 2 and \
             prim.INT16.unpack_from(buf, pos)[0] == UNSUPPORTED_VERSION:
         # The broker answers an unsupported ApiVersions version with a v0 body.
         try:

@@ -26,7 +26,7 @@ ASSIGNMENT = "ConsumerProtocolAssignment"
 _NAME = EMBEDDED_NAMES  # kind -> structure name
 _KIND = {name: kind for kind, name in _NAME.items()}
 # the APIs whose bodies can carry the consumer protocol
-EMBEDDED_APIS = frozenset({ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS})
+EMBEDDED_APIS = frozenset(int(key) for key in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS))
 
 
 def parse_embedded(name: str, raw: Any, tentative: bool = False) -> ConsumerProtocolData | None:

@@ -26,6 +26,8 @@ __all__ = [
 
 _HEAD = prim.INT16  # reused layouts
 _KEY_VERSION_CORR = struct.Struct(">hhi")
+# plain ints for the per-frame checks: reading an enum member costs ~0.3 µs in Python 3.11
+_CONTROLLED_SHUTDOWN = int(ApiKey.CONTROLLED_SHUTDOWN)
 
 
 @lru_cache(maxsize=None)
@@ -72,7 +74,7 @@ def looks_like_request(prefix: bytes, frame_size: int) -> bool:
         span = _union_span(api_key)
         if span is None or not span[0] <= api_version <= span[1]:
             return False
-        if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:  # no client id
+        if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:  # no client id
             return True
         if frame_size < 10:
             return False

@@ -19,6 +19,10 @@ from typing import Any, Iterator
 
 from kdissect.protocol.apis import ApiKey, api_name
 
+# plain ints for the per-frame checks: reading an enum member costs ~0.3 µs in Python 3.11
+_PRODUCE = int(ApiKey.PRODUCE)
+_SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
+
 
 class Struct:
     """Base of generated field containers (see module docstring)."""
@@ -175,7 +179,7 @@ class Request:
     @property
     def expects_response(self) -> bool:
         """False only for Produce with acks=0 (the broker sends nothing back)."""
-        if self.header.api_key == ApiKey.PRODUCE:
+        if self.header.api_key == _PRODUCE:
             return getattr(self.body, "acks", -1) != 0
         return True
 
@@ -183,7 +187,7 @@ class Request:
     def starts_raw_sasl(self) -> bool:
         """True for SaslHandshake v0: after its response the connection carries
         raw SASL tokens with only a 4-byte size, no Kafka header."""
-        return self.header.api_key == ApiKey.SASL_HANDSHAKE and self.header.api_version == 0
+        return self.header.api_key == _SASL_HANDSHAKE and self.header.api_version == 0
 
     def __repr__(self) -> str:
         return f"Request({self.name} v{self.api_version}, {self.header!r}, {self.body!r})"

@@ -35,9 +35,10 @@ from scapy.fields import ConditionalField, Field, SignedIntField, SignedShortFie
 from scapy.layers.inet import TCP
 from scapy.packet import Packet, Raw, bind_layers, split_layers
 
-from kdissect.protocol.codec import message_codec
-from kdissect.protocol.errors import error_name
-from kdissect.protocol.headers import api_name, looks_like_request, request_layout
+from kdissect.protocol.apis import ApiKey, api_name
+from kdissect.protocol.errors import UNSUPPORTED_VERSION, error_name
+from kdissect.protocol.headers import looks_like_request, request_layout
+from kdissect.protocol.objects import message_codec
 from kdissect.protocol.primitives import DecodeError
 from kdissect.protocol.schema import (
     FieldSchema,
@@ -61,10 +62,6 @@ __all__ = [
     "NameFieldAttribute", "bind_kafka", "unbind_kafka", "dissect_response", "remember_response", "body_version",
 ]
 
-API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
-PRODUCE = 0
-SASL_HANDSHAKE = 17
 MAX_FRAME = 1 << 30  # larger size prefixes are not Kafka framing
 _INT32 = struct.Struct(">i")
 
@@ -445,7 +442,7 @@ class KafkaRequest(_KafkaHeader):
             return 1  # unknown api or version: assume a client id follows
 
     def expects_response(self) -> bool:
-        if self.kafka_api_key() == PRODUCE and isinstance(self.payload, KafkaBody):
+        if self.kafka_api_key() == ApiKey.PRODUCE and isinstance(self.payload, KafkaBody):
             return self.payload.getfieldval("acks") != 0
         return True
 
@@ -527,11 +524,11 @@ class KafkaResponse(_KafkaHeader):
 
     def guess_payload_class(self, payload: bytes) -> type[Packet]:
         key, version = self.kafka_api_key(), self.kafka_api_version()
-        if key == API_VERSIONS and version and len(payload) >= 2 and \
+        if key == ApiKey.API_VERSIONS and version and len(payload) >= 2 and \
                 struct.unpack_from(">h", payload)[0] == UNSUPPORTED_VERSION:
             # brokers answer an ApiVersions version they do not support with a v0 body
             try:
-                _body, stop = message_codec(API_VERSIONS, 0, "response").decode(payload, 0, len(payload))
+                _body, stop = message_codec(ApiKey.API_VERSIONS, 0, "response").decode(payload, 0, len(payload))
                 if stop == len(payload):
                     self.__dict__["_kafka_forced_body_version"] = 0
             except DecodeError:
@@ -640,7 +637,7 @@ def _reassemble(cls: type[_KafkaHeader], data: bytes, metadata: dict, session: d
         if binding is not None:
             remember_response(frame, *binding)
         packet = _cut(KafkaResponse, data, size)
-        if binding is not None and binding[0] == SASL_HANDSHAKE and \
+        if binding is not None and binding[0] == ApiKey.SASL_HANDSHAKE and \
                 session.get("kafka_sasl_handshake") == correlation_id:
             session.pop("kafka_sasl_handshake")
             if isinstance(packet.payload, KafkaBody) and packet.payload.getfieldval("error_code") == 0:
@@ -657,7 +654,7 @@ def _reassemble(cls: type[_KafkaHeader], data: bytes, metadata: dict, session: d
     if size >= 8:
         api_key, api_version, correlation_id = struct.unpack_from(">hhi", data, 4)
         pending[correlation_id] = (api_key, api_version)
-        if api_key == SASL_HANDSHAKE and api_version == 0:
+        if api_key == ApiKey.SASL_HANDSHAKE and api_version == 0:
             session["kafka_sasl_handshake"] = correlation_id
     return packet
 
