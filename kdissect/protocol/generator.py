@@ -499,7 +499,7 @@ class WriteWalk:
                 body.append(f"_at = {f.attr!r}")
                 body += self.field(f, f"o.{f.attr}", flexible, nested.get(f.attr))
         if flexible:
-            known = []
+            known: list[tuple[Any, str, str, Any]] = []  # (tag, attr, encoder, default)
             for f in tagged:
                 if f.is_array:
                     default: Any = None if f.default is None else []

@@ -202,7 +202,7 @@ _BUILD_OBJECTS = BuildObjects()
 
 def _rebuild_struct(origin: tuple, state: list, tags: tuple) -> Struct:
     """Unpickle a struct: find its class again from the codec origin."""
-    cls = struct_class(*origin)
+    cls: Any = struct_class(*origin)
     obj = object.__new__(cls)
     for name, value in zip(cls._fields, state):
         object.__setattr__(obj, name, value)
@@ -260,7 +260,7 @@ class _Compiler:
                 default = f.default
             defaults.append((f.attr, default))
         slots = attrs + (("unknown_tagged_fields", "_tag_order") if flexible else ())
-        cls = type(name, (typed,), {
+        cls: Any = type(name, (typed,), {
             "__slots__": slots,
             "_fields": attrs,
             "_defaults": tuple(defaults),
@@ -364,6 +364,7 @@ def embedded_codec(name: str, version: int) -> MessageCodec:
 
 def struct_class(origin: tuple, path: tuple[str, ...]) -> type:
     """The struct class of a codec (origin as stored on classes) at a field path."""
+    cls: Any
     if origin[0] == "message":
         cls = message_codec(origin[1], origin[2], origin[3]).cls
     else:
@@ -377,7 +378,7 @@ def body_class(api_key: int, api_version: int, direction: str) -> type:
     return message_codec(api_key, api_version, direction).cls
 
 
-def build(cls: type, values: Any) -> Struct:
+def build(cls: Any, values: Any) -> Struct:
     """Convert nested mappings/lists into the struct classes of a message."""
     if isinstance(values, cls):
         return values

@@ -284,6 +284,7 @@ def skip_array(buf: bytes, pos: int, end: int, count: int, reader: Callable) -> 
 def read_fixed_array(buf: bytes, pos: int, count: int, code: str, size: int, kind: str) -> tuple[list, int]:
     """`count` fixed-width values (struct code `code`, `size` bytes each) whose
     bytes are known to be there; bools must be 0 or 1, uuids become UUIDs."""
+    values: list[Any]
     if kind == "uuid":
         values = [uuid_from(buf[pos + i * 16:pos + i * 16 + 16]) for i in range(count)]
     else:

@@ -53,7 +53,7 @@ _KEY_VERSION_CORR = _struct.Struct(">hhi").unpack_from
 
 # Where record sets live: (top-level topics array, partitions array in a
 # topic, partition index field, topic name field); records are in "records".
-RECORD_PATHS = {
+RECORD_PATHS: dict[tuple[int, str], tuple[str, str, str, str]] = {
     (ApiKey.PRODUCE, "request"): ("topic_data", "partition_data", "index", "name"),
     (ApiKey.FETCH, "response"): ("responses", "partitions", "partition_index", "topic"),
     (ApiKey.SHARE_FETCH, "response"): ("responses", "partitions", "partition_index", "topic"),
