@@ -438,6 +438,19 @@ class KafkaStructField(PacketField):
         return len(self.encode(pkt, x))
 
 
+def _tag_value_reader(field: Any, pkt: Packet) -> Callable:
+    """A tagged value read by its Scapy field, as primitives.read_tag_section calls it."""
+
+    def read(buf: bytes, pos: int, stop: int, _errors: Any, _records: Any) -> tuple[Any, int]:
+        try:
+            value, rest = field.decode(pkt, bytes(buf[pos:stop]))
+        except (IndexError, ValueError, struct.error, prim.Short) as problem:
+            raise KafkaDecodeError(f"tagged field {field.name}: {problem or 'truncated'}") from None
+        return value, stop - len(rest)
+
+    return read
+
+
 class KafkaTagSectionField(Field[Any, Any]):
     """The tagged-field section that ends every struct of a flexible version.
 
@@ -479,26 +492,21 @@ class KafkaTagSectionField(Field[Any, Any]):
         return s + prim.write_unknown_tags(first + rest)
 
     def getfield(self, pkt: Packet, s: bytes) -> tuple[bytes, Any]:
+        # the core's tag-section reader: a known tag must not repeat and its
+        # value must fill exactly its declared size
+        known = {fs.tag: (field.name, _tag_value_reader(field, pkt)) for field, fs in pkt.kafka_tagged_fields()}
         try:
-            tags, pos = prim.read_unknown_tags(s, 0, len(s))
+            values, unknown, order, pos = prim.read_tag_section(s, 0, len(s), known)
+        except KafkaDecodeError:
+            raise
+        except prim.DecodeError as problem:
+            raise KafkaDecodeError(f"tagged field {problem.path}: {problem.reason}") from None
         except (IndexError, ValueError, prim.Short) as problem:
             raise KafkaDecodeError(f"tagged fields: {problem or 'truncated'}") from None
-        known = {fs.tag: field for field, fs in pkt.kafka_tagged_fields()}
-        unknown = []
-        for tag, raw in tags:
-            field = known.get(tag)
-            if field is None:
-                unknown.append((tag, bytes(raw)))
-                continue
-            try:
-                value, rest = field.decode(pkt, bytes(raw))
-            except (IndexError, ValueError, struct.error, prim.Short) as problem:
-                raise KafkaDecodeError(f"tagged field {field.name}: {problem or 'truncated'}") from None
-            if rest:
-                raise KafkaDecodeError(f"tagged field {field.name} has {len(rest)} bytes left over")
-            pkt.fields[field.name] = value
-        pkt.__dict__["_kafka_tag_order"] = tuple(tag for tag, _raw in tags)
-        return s[pos:], unknown
+        for name, value in values:
+            pkt.fields[name] = value
+        pkt.__dict__["_kafka_tag_order"] = tuple(order)
+        return s[pos:], [(tag, bytes(raw)) for tag, raw in unknown]
 
     def i2repr(self, pkt: Packet | None, x: Any) -> str:
         return repr(x)
