@@ -326,10 +326,8 @@ class ReadWalk:
             lines = self._fixed_all(group, targets)  # type: ignore[arg-type]
         else:
             lines = self._fixed_some(group, targets)
-        for f, target in zip(group, targets):
-            if target is not None:
-                lines += level.after(f, target)
-        return lines
+        after = [line for f, target in zip(group, targets) if target is not None for line in level.after(f, target)]
+        return lines[:-1] + after + lines[-1:]  # the last line moves p past the group
 
     def _uuid_value(self, raw: str) -> str:
         return f"_uuid({raw})" if self.strategy.uuid_objects else raw
@@ -394,11 +392,10 @@ class ReadWalk:
             keep = [f"    {target} = _str(b[p:{e}], 'utf-8', 'surrogateescape')"] if target else []
             null = [f"    {target} = None"] if target else []
             if flexible:
-                present = [f"if {n} == 0:", *null, "else:"] if target else [f"if {n}:"]
                 return [f"{n} = b[p]", f"if {n} < 128:", "    p += 1", "else:", f"    {n}, p = _uvar(b, p)",
-                        *present, f"    {e} = p + {n} - 1",
+                        f"if {n}:", f"    {e} = p + {n} - 1",
                         f"    if {e} > L: raise _Short('string length %d exceeds the %d bytes left' % ({n} - 1, L - p))",
-                        *keep, f"    p = {e}"]
+                        *keep, f"    p = {e}", *(["else:", *null] if target else [])]
             return [f"{n}, = _I16(b, p)", "p += 2", f"if {n} < 0:",
                     f"    if {n} != -1: raise ValueError('negative string length %d' % {n})", *null,
                     "else:", f"    {e} = p + {n}",
@@ -409,9 +406,9 @@ class ReadWalk:
         null = [f"    {target} = None"] if target else []
         if flexible:
             return [f"{n} = b[p]", f"if {n} < 128:", f"    {q} = p + 1", "else:", f"    {n}, {q} = _uvar(b, p)",
-                    f"if {n} == 0:", *null, f"    p = {q}", "else:", f"    {e} = {q} + {n} - 1",
+                    f"if {n}:", f"    {e} = {q} + {n} - 1",
                     f"    if {e} > L: raise _Short('length %d exceeds the %d bytes left' % ({n} - 1, L - {q}))",
-                    *keep, f"    p = {e}"]
+                    *keep, f"    p = {e}", "else:", *null, f"    p = {q}"]
         return [f"{n}, = _I32(b, p)", f"if {n} < 0:",
                 f"    if {n} != -1: raise ValueError('negative length %d' % {n})", *null, "    p += 4",
                 "else:", f"    {q} = p + 4", f"    {e} = {q} + {n}",

@@ -104,7 +104,7 @@ class _FigureLevel(Level):
                 raise NotImplementedError(f"{strategy.label}: tagged {f.attr} with a non-zero default")
         if role == "topic":
             self.label = self._label_expression([f for f in fields if not f.tagged])
-        self._always = {f.attr for f in fields if is_fixed(f) and not f.tagged}  # always read
+        self._read = {f.attr for f in fields if not f.tagged}  # assigned whenever the struct is read
 
     def _label_expression(self, plain: list[FieldSchema]) -> str:
         """records.access._topic_label as an expression on this topic level's
@@ -126,8 +126,8 @@ class _FigureLevel(Level):
         return "None"
 
     def open(self) -> list[str]:
-        # values that may be absent (null, or not in this version) start as None
-        return [f"{local} = None" for attr, local in self.kept.items() if attr not in self._always]
+        # values this version does not have (records of a partition) are None
+        return [f"{local} = None" for attr, local in self.kept.items() if attr not in self._read]
 
     def target(self, f: FieldSchema) -> str | None:
         return None if f.tagged else self.kept.get(f.attr)
