@@ -131,10 +131,10 @@ def test_typed_classes_load_on_demand() -> None:
     import sys
 
     code = ("import sys; from kdissect.protocol.bodies import FetchResponse; "
-            "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('kdissect.protocol._generated.api_0')))")
+            "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('kdissect.protocol._generated.bodies_0')))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent)
-    assert run.stdout.split() == ["['api_001']"]
+    assert run.stdout.split() == ["['bodies_001']"]
     assert "ProduceRequest" in dir(bodies)
     with pytest.raises(AttributeError):
         bodies.NoSuchRequest  # noqa: B018

@@ -17,12 +17,12 @@ Only facts are kept: names, types, version ranges, nullability, tags,
 defaults. The `about` prose and licence comments are dropped. The table
 format is documented in the generated package's docstring (written below).
 
-Besides the tables it writes the `ApiKey` enum (api_keys.py) and, in each
-api_NNN.py (and embedded.py), typed classes of the message bodies: every
-field of every version with its Python type, so editors and type checkers
-see what a decoded body holds. The codec's per-version classes derive from
-them (``isinstance(request.body, ProduceRequest)`` narrows the type).
-bodies.py maps each typed class to its module.
+Besides the tables it writes the `ApiKey` enum (api_keys.py) and, in
+bodies_NNN.py (and bodies_embedded.py), typed classes of the message bodies:
+every field of every version with its Python type, so editors and type
+checkers see what a decoded body holds. The codec's per-version classes
+derive from them (``isinstance(request.body, ProduceRequest)`` narrows the
+type). bodies.py maps each typed class to its module.
 """
 
 from __future__ import annotations
@@ -99,12 +99,13 @@ Layout
 - ``errors.py``: ``ERRORS = {code: (NAME, retriable)}``.
 - ``api_keys.py``: ``ApiKey``, an IntEnum of every api key by name
   (``ApiKey.PRODUCE == 0``, ``ApiKey.API_VERSIONS == 18``).
-- typed classes: each ``api_NNN.py`` also defines ``<Name>Request`` and
-  ``<Name>Response`` (``embedded.py``: the consumer-protocol structures),
-  subclasses of ``kdissect.protocol.model.Struct`` declaring every field of
-  every version with its Python type; nested structs are classes inside the
-  message class (``ProduceRequest.TopicProduceData``). ``bodies.py`` maps
-  each typed class name to its module.
+- ``bodies_NNN.py`` (one per api key): the typed classes ``<Name>Request``
+  and ``<Name>Response`` (``bodies_embedded.py``: the consumer-protocol
+  structures), subclasses of ``kdissect.protocol.model.Struct`` declaring
+  every field of every version with its Python type; nested structs are
+  classes inside the message class (``ProduceRequest.TopicProduceData``).
+  ``bodies.py`` maps each typed class name to its module. Kept apart from
+  the tables: only building decoded objects loads them.
 
 Ranges
 ------
@@ -467,7 +468,7 @@ def render_typed(classes: list[tuple[str, list[dict], frozenset[str]]]) -> str:
     parts = [TYPED_HEADER.format(names=names)]
     for name, segments, consumer in classes:
         parts.append("\n" + "\n".join(typed_class(name, segments, consumer)) + "\n")
-    return "\n".join(parts) + "\n"
+    return "\n".join(parts)
 
 
 def api_key_enum(apis: dict) -> str:
@@ -499,26 +500,29 @@ def generate(spec_dir: Path) -> dict[str, str]:
     for key, entry in apis.items():
         module = f"api_{key:03d}"
         index[key] = (entry["name"], module, version_span(entry["request"]), version_span(entry["response"]))
+        files[f"{module}.py"] = render_module(
+            f"Kafka API {key} ({entry['name']}): merged request/response segments.",
+            [("API_KEY", key), ("NAME", entry["name"]), ("REQUEST", entry["request"]), ("RESPONSE", entry["response"])],
+        )
         classes = []
         for direction, suffix in (("request", "Request"), ("response", "Response")):
             if entry[direction]:
                 name = entry["name"] + suffix
                 classes.append((name, entry[direction], CONSUMER_PROTOCOL_FIELDS.get((key, direction), frozenset())))
-                typed_modules[name] = module
-        files[f"{module}.py"] = render_module(
-            f"Kafka API {key} ({entry['name']}): merged request/response segments, typed body classes.",
-            [("API_KEY", key), ("NAME", entry["name"]), ("REQUEST", entry["request"]), ("RESPONSE", entry["response"])],
-            render_typed(classes),
-        )
+                typed_modules[name] = f"bodies_{key:03d}"
+        files[f"bodies_{key:03d}.py"] = render_module(
+            f"Kafka API {key} ({entry['name']}): typed classes of the request and response bodies.", [],
+            render_typed(classes))
     files["index.py"] = render_module(
         "Every API key: (name, module, request version span, response version span).", [("APIS", index)]
     )
-    embedded_classes = [(name, segments, frozenset()) for name, segments in embedded.items()]
-    typed_modules.update((name, "embedded") for name, _segments, _consumer in embedded_classes)
     files["embedded.py"] = render_module(
-        "Consumer group protocol schemas embedded in group-coordination bytes fields, typed classes.",
-        [("EMBEDDED", embedded)], render_typed(embedded_classes),
+        "Consumer group protocol schemas embedded in group-coordination bytes fields.", [("EMBEDDED", embedded)]
     )
+    embedded_classes = [(name, segments, frozenset()) for name, segments in embedded.items()]
+    typed_modules.update((name, "bodies_embedded") for name, _segments, _consumer in embedded_classes)
+    files["bodies_embedded.py"] = render_module(
+        "Typed classes of the consumer group protocol structures.", [], render_typed(embedded_classes))
     files["api_keys.py"] = api_key_enum(apis)
     files["bodies.py"] = bodies_index(typed_modules)
     files["errors.py"] = render_module(

@@ -23,30 +23,31 @@ Frames (headers included) are `codec.py`'s business.
 
 from __future__ import annotations
 
+import importlib
 import struct
 from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from kdissect.protocol import primitives as prim
+from kdissect.protocol._generated.bodies import MODULES as TYPED_MODULES
+from kdissect.protocol._generated.index import APIS
 from kdissect.protocol.generator import EmitStrategy, Level, ReadWalk, Source, WriteWalk
 from kdissect.protocol.model import ConsumerProtocolData, Struct
 from kdissect.protocol.primitives import DecodeError, EncodeError
-from kdissect.protocol.schema import (
-    FieldSchema,
-    MessageSchema,
-    embedded_schema,
-    embedded_typed_class,
-    embedded_versions,
-    get_schema,
-    typed_class,
-)
+from kdissect.protocol.schema import FieldSchema, MessageSchema, embedded_schema, embedded_versions, get_schema
 
 __all__ = [
     "BuildObjects", "MessageCodec", "body_class", "build", "embedded_codec", "encode_embedded",
-    "message_codec", "new_body", "struct_class",
+    "message_codec", "new_body", "struct_class", "typed_class",
 ]
 
 EMBEDDED_NAMES = {"subscription": "ConsumerProtocolSubscription", "assignment": "ConsumerProtocolAssignment"}
+
+
+def typed_class(name: str) -> type:
+    """A generated typed class by name (``ProduceRequest``); its module is
+    loaded on first use (the tables and the skim do not need them)."""
+    return getattr(importlib.import_module(f"kdissect.protocol._generated.{TYPED_MODULES[name]}"), name)
 
 
 # ------------------------------------------------ helpers the generated code calls
@@ -353,13 +354,13 @@ def message_codec(api_key: int, version: int, direction: str) -> MessageCodec:
     """Codec of a defined (api key, version, direction); KeyError if undefined."""
     schema = get_schema(api_key, version, direction)
     return MessageCodec(schema, f"{schema.name} v{version}", ("message", api_key, version, direction),
-                        typed_class(api_key, direction))
+                        typed_class(APIS[api_key][0] + direction.title()))
 
 
 @lru_cache(maxsize=None)
 def embedded_codec(name: str, version: int) -> MessageCodec:
     schema = embedded_schema(name, version)
-    return MessageCodec(schema, f"{name} v{version}", ("embedded", name, version), embedded_typed_class(name))
+    return MessageCodec(schema, f"{name} v{version}", ("embedded", name, version), typed_class(name))
 
 
 def struct_class(origin: tuple, path: tuple[str, ...]) -> type:

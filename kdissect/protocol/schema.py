@@ -11,7 +11,6 @@ Public:
     get_schema(api_key, version, "request"|"response") -> MessageSchema
     resolve_version(api_key, version, direction) -> (defined version, problem | None)
     embedded_schema(name, version) -> MessageSchema  (consumer protocol)
-    typed_class(api_key, direction) / embedded_typed_class(name) -> the generated typed class
     snake_case(spec_name) -> str
 """
 
@@ -24,7 +23,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from kdissect.protocol._generated import embedded as _embedded
 from kdissect.protocol._generated.embedded import EMBEDDED
 from kdissect.protocol._generated.index import APIS
 from kdissect.protocol.apis import ApiKey
@@ -113,16 +111,6 @@ def _api_module(api_key: int) -> Any:
 def _segments(api_key: int, direction: str) -> list[dict]:
     module = _api_module(api_key)
     return module.REQUEST if direction == "request" else module.RESPONSE
-
-
-def typed_class(api_key: int, direction: str) -> type:
-    """The generated typed class of a message body (``ProduceRequest``)."""
-    return getattr(_api_module(api_key), APIS[api_key][0] + direction.title())
-
-
-def embedded_typed_class(name: str) -> type:
-    """The generated typed class of a consumer-protocol structure."""
-    return getattr(_embedded, name)
 
 
 def _find_segment(segments: list[dict], version: int) -> dict | None:

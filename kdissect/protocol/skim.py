@@ -88,23 +88,24 @@ class _FigureLevel(Level):
             wanted.update((path[2], "records"))  # type: ignore[index]
         elif role == "topic":
             wanted.update((path[3], "topic_id"))  # type: ignore[index]
-        # attr -> local holding its value
-        self.kept = {f.attr: f"_v{d}_{f.attr}" for f in fields
-                     if f.attr in wanted and not f.is_array and not f.is_struct}
+        self.kept: dict[str, str] = {}  # attr -> local holding its value
+        self._read: set[str] = set()  # assigned whenever the struct is read
+        for f in fields:
+            scalar = not f.is_array and not f.is_struct
+            codes = strategy.codes and scalar and is_error_code(f)  # every error code is read
+            if f.tagged:
+                if scalar and f.attr in wanted:
+                    raise NotImplementedError(f"{strategy.label}: tagged {f.attr} is needed by rows")
+                if codes and f.default:
+                    raise NotImplementedError(f"{strategy.label}: tagged {f.attr} with a non-zero default")
+                continue
+            self._read.add(f.attr)
+            if scalar and (codes or f.attr in wanted):
+                self.kept[f.attr] = f"_v{d}_{f.attr}"
         if role == "partition":
             self.kept["records"] = f"_rec{d}"  # stays None when absent
-        if strategy.codes:  # every error code is read (into its own local)
-            for f in fields:
-                if is_error_code(f) and not f.tagged:
-                    self.kept.setdefault(f.attr, f"_v{d}_{f.attr}")
-        for f in fields:
-            if f.tagged and f.attr in self.kept:
-                raise NotImplementedError(f"{strategy.label}: tagged {f.attr} is needed by rows")
-            if f.tagged and strategy.codes and is_error_code(f) and f.default:
-                raise NotImplementedError(f"{strategy.label}: tagged {f.attr} with a non-zero default")
         if role == "topic":
             self.label = self._label_expression([f for f in fields if not f.tagged])
-        self._read = {f.attr for f in fields if not f.tagged}  # assigned whenever the struct is read
 
     def _label_expression(self, plain: list[FieldSchema]) -> str:
         """records.access._topic_label as an expression on this topic level's

@@ -22,12 +22,13 @@ Layout
 - ``errors.py``: ``ERRORS = {code: (NAME, retriable)}``.
 - ``api_keys.py``: ``ApiKey``, an IntEnum of every api key by name
   (``ApiKey.PRODUCE == 0``, ``ApiKey.API_VERSIONS == 18``).
-- typed classes: each ``api_NNN.py`` also defines ``<Name>Request`` and
-  ``<Name>Response`` (``embedded.py``: the consumer-protocol structures),
-  subclasses of ``kdissect.protocol.model.Struct`` declaring every field of
-  every version with its Python type; nested structs are classes inside the
-  message class (``ProduceRequest.TopicProduceData``). ``bodies.py`` maps
-  each typed class name to its module.
+- ``bodies_NNN.py`` (one per api key): the typed classes ``<Name>Request``
+  and ``<Name>Response`` (``bodies_embedded.py``: the consumer-protocol
+  structures), subclasses of ``kdissect.protocol.model.Struct`` declaring
+  every field of every version with its Python type; nested structs are
+  classes inside the message class (``ProduceRequest.TopicProduceData``).
+  ``bodies.py`` maps each typed class name to its module. Kept apart from
+  the tables: only building decoded objects loads them.
 
 Ranges
 ------

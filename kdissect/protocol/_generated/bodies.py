@@ -7,388 +7,388 @@ loads a module on first use of one of its classes."""
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kdissect.protocol._generated.api_000 import ProduceRequest as ProduceRequest
-    from kdissect.protocol._generated.api_000 import ProduceResponse as ProduceResponse
-    from kdissect.protocol._generated.api_001 import FetchRequest as FetchRequest
-    from kdissect.protocol._generated.api_001 import FetchResponse as FetchResponse
-    from kdissect.protocol._generated.api_002 import ListOffsetsRequest as ListOffsetsRequest
-    from kdissect.protocol._generated.api_002 import ListOffsetsResponse as ListOffsetsResponse
-    from kdissect.protocol._generated.api_003 import MetadataRequest as MetadataRequest
-    from kdissect.protocol._generated.api_003 import MetadataResponse as MetadataResponse
-    from kdissect.protocol._generated.api_004 import LeaderAndIsrRequest as LeaderAndIsrRequest
-    from kdissect.protocol._generated.api_004 import LeaderAndIsrResponse as LeaderAndIsrResponse
-    from kdissect.protocol._generated.api_005 import StopReplicaRequest as StopReplicaRequest
-    from kdissect.protocol._generated.api_005 import StopReplicaResponse as StopReplicaResponse
-    from kdissect.protocol._generated.api_006 import UpdateMetadataRequest as UpdateMetadataRequest
-    from kdissect.protocol._generated.api_006 import UpdateMetadataResponse as UpdateMetadataResponse
-    from kdissect.protocol._generated.api_007 import ControlledShutdownRequest as ControlledShutdownRequest
-    from kdissect.protocol._generated.api_007 import ControlledShutdownResponse as ControlledShutdownResponse
-    from kdissect.protocol._generated.api_008 import OffsetCommitRequest as OffsetCommitRequest
-    from kdissect.protocol._generated.api_008 import OffsetCommitResponse as OffsetCommitResponse
-    from kdissect.protocol._generated.api_009 import OffsetFetchRequest as OffsetFetchRequest
-    from kdissect.protocol._generated.api_009 import OffsetFetchResponse as OffsetFetchResponse
-    from kdissect.protocol._generated.api_010 import FindCoordinatorRequest as FindCoordinatorRequest
-    from kdissect.protocol._generated.api_010 import FindCoordinatorResponse as FindCoordinatorResponse
-    from kdissect.protocol._generated.api_011 import JoinGroupRequest as JoinGroupRequest
-    from kdissect.protocol._generated.api_011 import JoinGroupResponse as JoinGroupResponse
-    from kdissect.protocol._generated.api_012 import HeartbeatRequest as HeartbeatRequest
-    from kdissect.protocol._generated.api_012 import HeartbeatResponse as HeartbeatResponse
-    from kdissect.protocol._generated.api_013 import LeaveGroupRequest as LeaveGroupRequest
-    from kdissect.protocol._generated.api_013 import LeaveGroupResponse as LeaveGroupResponse
-    from kdissect.protocol._generated.api_014 import SyncGroupRequest as SyncGroupRequest
-    from kdissect.protocol._generated.api_014 import SyncGroupResponse as SyncGroupResponse
-    from kdissect.protocol._generated.api_015 import DescribeGroupsRequest as DescribeGroupsRequest
-    from kdissect.protocol._generated.api_015 import DescribeGroupsResponse as DescribeGroupsResponse
-    from kdissect.protocol._generated.api_016 import ListGroupsRequest as ListGroupsRequest
-    from kdissect.protocol._generated.api_016 import ListGroupsResponse as ListGroupsResponse
-    from kdissect.protocol._generated.api_017 import SaslHandshakeRequest as SaslHandshakeRequest
-    from kdissect.protocol._generated.api_017 import SaslHandshakeResponse as SaslHandshakeResponse
-    from kdissect.protocol._generated.api_018 import ApiVersionsRequest as ApiVersionsRequest
-    from kdissect.protocol._generated.api_018 import ApiVersionsResponse as ApiVersionsResponse
-    from kdissect.protocol._generated.api_019 import CreateTopicsRequest as CreateTopicsRequest
-    from kdissect.protocol._generated.api_019 import CreateTopicsResponse as CreateTopicsResponse
-    from kdissect.protocol._generated.api_020 import DeleteTopicsRequest as DeleteTopicsRequest
-    from kdissect.protocol._generated.api_020 import DeleteTopicsResponse as DeleteTopicsResponse
-    from kdissect.protocol._generated.api_021 import DeleteRecordsRequest as DeleteRecordsRequest
-    from kdissect.protocol._generated.api_021 import DeleteRecordsResponse as DeleteRecordsResponse
-    from kdissect.protocol._generated.api_022 import InitProducerIdRequest as InitProducerIdRequest
-    from kdissect.protocol._generated.api_022 import InitProducerIdResponse as InitProducerIdResponse
-    from kdissect.protocol._generated.api_023 import OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequest
-    from kdissect.protocol._generated.api_023 import OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponse
-    from kdissect.protocol._generated.api_024 import AddPartitionsToTxnRequest as AddPartitionsToTxnRequest
-    from kdissect.protocol._generated.api_024 import AddPartitionsToTxnResponse as AddPartitionsToTxnResponse
-    from kdissect.protocol._generated.api_025 import AddOffsetsToTxnRequest as AddOffsetsToTxnRequest
-    from kdissect.protocol._generated.api_025 import AddOffsetsToTxnResponse as AddOffsetsToTxnResponse
-    from kdissect.protocol._generated.api_026 import EndTxnRequest as EndTxnRequest
-    from kdissect.protocol._generated.api_026 import EndTxnResponse as EndTxnResponse
-    from kdissect.protocol._generated.api_027 import WriteTxnMarkersRequest as WriteTxnMarkersRequest
-    from kdissect.protocol._generated.api_027 import WriteTxnMarkersResponse as WriteTxnMarkersResponse
-    from kdissect.protocol._generated.api_028 import TxnOffsetCommitRequest as TxnOffsetCommitRequest
-    from kdissect.protocol._generated.api_028 import TxnOffsetCommitResponse as TxnOffsetCommitResponse
-    from kdissect.protocol._generated.api_029 import DescribeAclsRequest as DescribeAclsRequest
-    from kdissect.protocol._generated.api_029 import DescribeAclsResponse as DescribeAclsResponse
-    from kdissect.protocol._generated.api_030 import CreateAclsRequest as CreateAclsRequest
-    from kdissect.protocol._generated.api_030 import CreateAclsResponse as CreateAclsResponse
-    from kdissect.protocol._generated.api_031 import DeleteAclsRequest as DeleteAclsRequest
-    from kdissect.protocol._generated.api_031 import DeleteAclsResponse as DeleteAclsResponse
-    from kdissect.protocol._generated.api_032 import DescribeConfigsRequest as DescribeConfigsRequest
-    from kdissect.protocol._generated.api_032 import DescribeConfigsResponse as DescribeConfigsResponse
-    from kdissect.protocol._generated.api_033 import AlterConfigsRequest as AlterConfigsRequest
-    from kdissect.protocol._generated.api_033 import AlterConfigsResponse as AlterConfigsResponse
-    from kdissect.protocol._generated.api_034 import AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequest
-    from kdissect.protocol._generated.api_034 import AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponse
-    from kdissect.protocol._generated.api_035 import DescribeLogDirsRequest as DescribeLogDirsRequest
-    from kdissect.protocol._generated.api_035 import DescribeLogDirsResponse as DescribeLogDirsResponse
-    from kdissect.protocol._generated.api_036 import SaslAuthenticateRequest as SaslAuthenticateRequest
-    from kdissect.protocol._generated.api_036 import SaslAuthenticateResponse as SaslAuthenticateResponse
-    from kdissect.protocol._generated.api_037 import CreatePartitionsRequest as CreatePartitionsRequest
-    from kdissect.protocol._generated.api_037 import CreatePartitionsResponse as CreatePartitionsResponse
-    from kdissect.protocol._generated.api_038 import CreateDelegationTokenRequest as CreateDelegationTokenRequest
-    from kdissect.protocol._generated.api_038 import CreateDelegationTokenResponse as CreateDelegationTokenResponse
-    from kdissect.protocol._generated.api_039 import RenewDelegationTokenRequest as RenewDelegationTokenRequest
-    from kdissect.protocol._generated.api_039 import RenewDelegationTokenResponse as RenewDelegationTokenResponse
-    from kdissect.protocol._generated.api_040 import ExpireDelegationTokenRequest as ExpireDelegationTokenRequest
-    from kdissect.protocol._generated.api_040 import ExpireDelegationTokenResponse as ExpireDelegationTokenResponse
-    from kdissect.protocol._generated.api_041 import DescribeDelegationTokenRequest as DescribeDelegationTokenRequest
-    from kdissect.protocol._generated.api_041 import DescribeDelegationTokenResponse as DescribeDelegationTokenResponse
-    from kdissect.protocol._generated.api_042 import DeleteGroupsRequest as DeleteGroupsRequest
-    from kdissect.protocol._generated.api_042 import DeleteGroupsResponse as DeleteGroupsResponse
-    from kdissect.protocol._generated.api_043 import ElectLeadersRequest as ElectLeadersRequest
-    from kdissect.protocol._generated.api_043 import ElectLeadersResponse as ElectLeadersResponse
-    from kdissect.protocol._generated.api_044 import IncrementalAlterConfigsRequest as IncrementalAlterConfigsRequest
-    from kdissect.protocol._generated.api_044 import IncrementalAlterConfigsResponse as IncrementalAlterConfigsResponse
-    from kdissect.protocol._generated.api_045 import AlterPartitionReassignmentsRequest as AlterPartitionReassignmentsRequest
-    from kdissect.protocol._generated.api_045 import AlterPartitionReassignmentsResponse as AlterPartitionReassignmentsResponse
-    from kdissect.protocol._generated.api_046 import ListPartitionReassignmentsRequest as ListPartitionReassignmentsRequest
-    from kdissect.protocol._generated.api_046 import ListPartitionReassignmentsResponse as ListPartitionReassignmentsResponse
-    from kdissect.protocol._generated.api_047 import OffsetDeleteRequest as OffsetDeleteRequest
-    from kdissect.protocol._generated.api_047 import OffsetDeleteResponse as OffsetDeleteResponse
-    from kdissect.protocol._generated.api_048 import DescribeClientQuotasRequest as DescribeClientQuotasRequest
-    from kdissect.protocol._generated.api_048 import DescribeClientQuotasResponse as DescribeClientQuotasResponse
-    from kdissect.protocol._generated.api_049 import AlterClientQuotasRequest as AlterClientQuotasRequest
-    from kdissect.protocol._generated.api_049 import AlterClientQuotasResponse as AlterClientQuotasResponse
-    from kdissect.protocol._generated.api_050 import DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest
-    from kdissect.protocol._generated.api_050 import DescribeUserScramCredentialsResponse as DescribeUserScramCredentialsResponse
-    from kdissect.protocol._generated.api_051 import AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest
-    from kdissect.protocol._generated.api_051 import AlterUserScramCredentialsResponse as AlterUserScramCredentialsResponse
-    from kdissect.protocol._generated.api_052 import VoteRequest as VoteRequest
-    from kdissect.protocol._generated.api_052 import VoteResponse as VoteResponse
-    from kdissect.protocol._generated.api_053 import BeginQuorumEpochRequest as BeginQuorumEpochRequest
-    from kdissect.protocol._generated.api_053 import BeginQuorumEpochResponse as BeginQuorumEpochResponse
-    from kdissect.protocol._generated.api_054 import EndQuorumEpochRequest as EndQuorumEpochRequest
-    from kdissect.protocol._generated.api_054 import EndQuorumEpochResponse as EndQuorumEpochResponse
-    from kdissect.protocol._generated.api_055 import DescribeQuorumRequest as DescribeQuorumRequest
-    from kdissect.protocol._generated.api_055 import DescribeQuorumResponse as DescribeQuorumResponse
-    from kdissect.protocol._generated.api_056 import AlterPartitionRequest as AlterPartitionRequest
-    from kdissect.protocol._generated.api_056 import AlterPartitionResponse as AlterPartitionResponse
-    from kdissect.protocol._generated.api_057 import UpdateFeaturesRequest as UpdateFeaturesRequest
-    from kdissect.protocol._generated.api_057 import UpdateFeaturesResponse as UpdateFeaturesResponse
-    from kdissect.protocol._generated.api_058 import EnvelopeRequest as EnvelopeRequest
-    from kdissect.protocol._generated.api_058 import EnvelopeResponse as EnvelopeResponse
-    from kdissect.protocol._generated.api_059 import FetchSnapshotRequest as FetchSnapshotRequest
-    from kdissect.protocol._generated.api_059 import FetchSnapshotResponse as FetchSnapshotResponse
-    from kdissect.protocol._generated.api_060 import DescribeClusterRequest as DescribeClusterRequest
-    from kdissect.protocol._generated.api_060 import DescribeClusterResponse as DescribeClusterResponse
-    from kdissect.protocol._generated.api_061 import DescribeProducersRequest as DescribeProducersRequest
-    from kdissect.protocol._generated.api_061 import DescribeProducersResponse as DescribeProducersResponse
-    from kdissect.protocol._generated.api_062 import BrokerRegistrationRequest as BrokerRegistrationRequest
-    from kdissect.protocol._generated.api_062 import BrokerRegistrationResponse as BrokerRegistrationResponse
-    from kdissect.protocol._generated.api_063 import BrokerHeartbeatRequest as BrokerHeartbeatRequest
-    from kdissect.protocol._generated.api_063 import BrokerHeartbeatResponse as BrokerHeartbeatResponse
-    from kdissect.protocol._generated.api_064 import UnregisterBrokerRequest as UnregisterBrokerRequest
-    from kdissect.protocol._generated.api_064 import UnregisterBrokerResponse as UnregisterBrokerResponse
-    from kdissect.protocol._generated.api_065 import DescribeTransactionsRequest as DescribeTransactionsRequest
-    from kdissect.protocol._generated.api_065 import DescribeTransactionsResponse as DescribeTransactionsResponse
-    from kdissect.protocol._generated.api_066 import ListTransactionsRequest as ListTransactionsRequest
-    from kdissect.protocol._generated.api_066 import ListTransactionsResponse as ListTransactionsResponse
-    from kdissect.protocol._generated.api_067 import AllocateProducerIdsRequest as AllocateProducerIdsRequest
-    from kdissect.protocol._generated.api_067 import AllocateProducerIdsResponse as AllocateProducerIdsResponse
-    from kdissect.protocol._generated.api_068 import ConsumerGroupHeartbeatRequest as ConsumerGroupHeartbeatRequest
-    from kdissect.protocol._generated.api_068 import ConsumerGroupHeartbeatResponse as ConsumerGroupHeartbeatResponse
-    from kdissect.protocol._generated.api_069 import ConsumerGroupDescribeRequest as ConsumerGroupDescribeRequest
-    from kdissect.protocol._generated.api_069 import ConsumerGroupDescribeResponse as ConsumerGroupDescribeResponse
-    from kdissect.protocol._generated.api_070 import ControllerRegistrationRequest as ControllerRegistrationRequest
-    from kdissect.protocol._generated.api_070 import ControllerRegistrationResponse as ControllerRegistrationResponse
-    from kdissect.protocol._generated.api_071 import GetTelemetrySubscriptionsRequest as GetTelemetrySubscriptionsRequest
-    from kdissect.protocol._generated.api_071 import GetTelemetrySubscriptionsResponse as GetTelemetrySubscriptionsResponse
-    from kdissect.protocol._generated.api_072 import PushTelemetryRequest as PushTelemetryRequest
-    from kdissect.protocol._generated.api_072 import PushTelemetryResponse as PushTelemetryResponse
-    from kdissect.protocol._generated.api_073 import AssignReplicasToDirsRequest as AssignReplicasToDirsRequest
-    from kdissect.protocol._generated.api_073 import AssignReplicasToDirsResponse as AssignReplicasToDirsResponse
-    from kdissect.protocol._generated.api_074 import ListConfigResourcesRequest as ListConfigResourcesRequest
-    from kdissect.protocol._generated.api_074 import ListConfigResourcesResponse as ListConfigResourcesResponse
-    from kdissect.protocol._generated.api_075 import DescribeTopicPartitionsRequest as DescribeTopicPartitionsRequest
-    from kdissect.protocol._generated.api_075 import DescribeTopicPartitionsResponse as DescribeTopicPartitionsResponse
-    from kdissect.protocol._generated.api_076 import ShareGroupHeartbeatRequest as ShareGroupHeartbeatRequest
-    from kdissect.protocol._generated.api_076 import ShareGroupHeartbeatResponse as ShareGroupHeartbeatResponse
-    from kdissect.protocol._generated.api_077 import ShareGroupDescribeRequest as ShareGroupDescribeRequest
-    from kdissect.protocol._generated.api_077 import ShareGroupDescribeResponse as ShareGroupDescribeResponse
-    from kdissect.protocol._generated.api_078 import ShareFetchRequest as ShareFetchRequest
-    from kdissect.protocol._generated.api_078 import ShareFetchResponse as ShareFetchResponse
-    from kdissect.protocol._generated.api_079 import ShareAcknowledgeRequest as ShareAcknowledgeRequest
-    from kdissect.protocol._generated.api_079 import ShareAcknowledgeResponse as ShareAcknowledgeResponse
-    from kdissect.protocol._generated.api_080 import AddRaftVoterRequest as AddRaftVoterRequest
-    from kdissect.protocol._generated.api_080 import AddRaftVoterResponse as AddRaftVoterResponse
-    from kdissect.protocol._generated.api_081 import RemoveRaftVoterRequest as RemoveRaftVoterRequest
-    from kdissect.protocol._generated.api_081 import RemoveRaftVoterResponse as RemoveRaftVoterResponse
-    from kdissect.protocol._generated.api_082 import UpdateRaftVoterRequest as UpdateRaftVoterRequest
-    from kdissect.protocol._generated.api_082 import UpdateRaftVoterResponse as UpdateRaftVoterResponse
-    from kdissect.protocol._generated.api_083 import InitializeShareGroupStateRequest as InitializeShareGroupStateRequest
-    from kdissect.protocol._generated.api_083 import InitializeShareGroupStateResponse as InitializeShareGroupStateResponse
-    from kdissect.protocol._generated.api_084 import ReadShareGroupStateRequest as ReadShareGroupStateRequest
-    from kdissect.protocol._generated.api_084 import ReadShareGroupStateResponse as ReadShareGroupStateResponse
-    from kdissect.protocol._generated.api_085 import WriteShareGroupStateRequest as WriteShareGroupStateRequest
-    from kdissect.protocol._generated.api_085 import WriteShareGroupStateResponse as WriteShareGroupStateResponse
-    from kdissect.protocol._generated.api_086 import DeleteShareGroupStateRequest as DeleteShareGroupStateRequest
-    from kdissect.protocol._generated.api_086 import DeleteShareGroupStateResponse as DeleteShareGroupStateResponse
-    from kdissect.protocol._generated.api_087 import ReadShareGroupStateSummaryRequest as ReadShareGroupStateSummaryRequest
-    from kdissect.protocol._generated.api_087 import ReadShareGroupStateSummaryResponse as ReadShareGroupStateSummaryResponse
-    from kdissect.protocol._generated.api_088 import StreamsGroupHeartbeatRequest as StreamsGroupHeartbeatRequest
-    from kdissect.protocol._generated.api_088 import StreamsGroupHeartbeatResponse as StreamsGroupHeartbeatResponse
-    from kdissect.protocol._generated.api_089 import StreamsGroupDescribeRequest as StreamsGroupDescribeRequest
-    from kdissect.protocol._generated.api_089 import StreamsGroupDescribeResponse as StreamsGroupDescribeResponse
-    from kdissect.protocol._generated.api_090 import DescribeShareGroupOffsetsRequest as DescribeShareGroupOffsetsRequest
-    from kdissect.protocol._generated.api_090 import DescribeShareGroupOffsetsResponse as DescribeShareGroupOffsetsResponse
-    from kdissect.protocol._generated.api_091 import AlterShareGroupOffsetsRequest as AlterShareGroupOffsetsRequest
-    from kdissect.protocol._generated.api_091 import AlterShareGroupOffsetsResponse as AlterShareGroupOffsetsResponse
-    from kdissect.protocol._generated.api_092 import DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest
-    from kdissect.protocol._generated.api_092 import DeleteShareGroupOffsetsResponse as DeleteShareGroupOffsetsResponse
-    from kdissect.protocol._generated.api_093 import GetReplicaLogInfoRequest as GetReplicaLogInfoRequest
-    from kdissect.protocol._generated.api_093 import GetReplicaLogInfoResponse as GetReplicaLogInfoResponse
-    from kdissect.protocol._generated.api_094 import UnregisterControllerRequest as UnregisterControllerRequest
-    from kdissect.protocol._generated.api_094 import UnregisterControllerResponse as UnregisterControllerResponse
-    from kdissect.protocol._generated.embedded import ConsumerProtocolAssignment as ConsumerProtocolAssignment
-    from kdissect.protocol._generated.embedded import ConsumerProtocolSubscription as ConsumerProtocolSubscription
+    from kdissect.protocol._generated.bodies_000 import ProduceRequest as ProduceRequest
+    from kdissect.protocol._generated.bodies_000 import ProduceResponse as ProduceResponse
+    from kdissect.protocol._generated.bodies_001 import FetchRequest as FetchRequest
+    from kdissect.protocol._generated.bodies_001 import FetchResponse as FetchResponse
+    from kdissect.protocol._generated.bodies_002 import ListOffsetsRequest as ListOffsetsRequest
+    from kdissect.protocol._generated.bodies_002 import ListOffsetsResponse as ListOffsetsResponse
+    from kdissect.protocol._generated.bodies_003 import MetadataRequest as MetadataRequest
+    from kdissect.protocol._generated.bodies_003 import MetadataResponse as MetadataResponse
+    from kdissect.protocol._generated.bodies_004 import LeaderAndIsrRequest as LeaderAndIsrRequest
+    from kdissect.protocol._generated.bodies_004 import LeaderAndIsrResponse as LeaderAndIsrResponse
+    from kdissect.protocol._generated.bodies_005 import StopReplicaRequest as StopReplicaRequest
+    from kdissect.protocol._generated.bodies_005 import StopReplicaResponse as StopReplicaResponse
+    from kdissect.protocol._generated.bodies_006 import UpdateMetadataRequest as UpdateMetadataRequest
+    from kdissect.protocol._generated.bodies_006 import UpdateMetadataResponse as UpdateMetadataResponse
+    from kdissect.protocol._generated.bodies_007 import ControlledShutdownRequest as ControlledShutdownRequest
+    from kdissect.protocol._generated.bodies_007 import ControlledShutdownResponse as ControlledShutdownResponse
+    from kdissect.protocol._generated.bodies_008 import OffsetCommitRequest as OffsetCommitRequest
+    from kdissect.protocol._generated.bodies_008 import OffsetCommitResponse as OffsetCommitResponse
+    from kdissect.protocol._generated.bodies_009 import OffsetFetchRequest as OffsetFetchRequest
+    from kdissect.protocol._generated.bodies_009 import OffsetFetchResponse as OffsetFetchResponse
+    from kdissect.protocol._generated.bodies_010 import FindCoordinatorRequest as FindCoordinatorRequest
+    from kdissect.protocol._generated.bodies_010 import FindCoordinatorResponse as FindCoordinatorResponse
+    from kdissect.protocol._generated.bodies_011 import JoinGroupRequest as JoinGroupRequest
+    from kdissect.protocol._generated.bodies_011 import JoinGroupResponse as JoinGroupResponse
+    from kdissect.protocol._generated.bodies_012 import HeartbeatRequest as HeartbeatRequest
+    from kdissect.protocol._generated.bodies_012 import HeartbeatResponse as HeartbeatResponse
+    from kdissect.protocol._generated.bodies_013 import LeaveGroupRequest as LeaveGroupRequest
+    from kdissect.protocol._generated.bodies_013 import LeaveGroupResponse as LeaveGroupResponse
+    from kdissect.protocol._generated.bodies_014 import SyncGroupRequest as SyncGroupRequest
+    from kdissect.protocol._generated.bodies_014 import SyncGroupResponse as SyncGroupResponse
+    from kdissect.protocol._generated.bodies_015 import DescribeGroupsRequest as DescribeGroupsRequest
+    from kdissect.protocol._generated.bodies_015 import DescribeGroupsResponse as DescribeGroupsResponse
+    from kdissect.protocol._generated.bodies_016 import ListGroupsRequest as ListGroupsRequest
+    from kdissect.protocol._generated.bodies_016 import ListGroupsResponse as ListGroupsResponse
+    from kdissect.protocol._generated.bodies_017 import SaslHandshakeRequest as SaslHandshakeRequest
+    from kdissect.protocol._generated.bodies_017 import SaslHandshakeResponse as SaslHandshakeResponse
+    from kdissect.protocol._generated.bodies_018 import ApiVersionsRequest as ApiVersionsRequest
+    from kdissect.protocol._generated.bodies_018 import ApiVersionsResponse as ApiVersionsResponse
+    from kdissect.protocol._generated.bodies_019 import CreateTopicsRequest as CreateTopicsRequest
+    from kdissect.protocol._generated.bodies_019 import CreateTopicsResponse as CreateTopicsResponse
+    from kdissect.protocol._generated.bodies_020 import DeleteTopicsRequest as DeleteTopicsRequest
+    from kdissect.protocol._generated.bodies_020 import DeleteTopicsResponse as DeleteTopicsResponse
+    from kdissect.protocol._generated.bodies_021 import DeleteRecordsRequest as DeleteRecordsRequest
+    from kdissect.protocol._generated.bodies_021 import DeleteRecordsResponse as DeleteRecordsResponse
+    from kdissect.protocol._generated.bodies_022 import InitProducerIdRequest as InitProducerIdRequest
+    from kdissect.protocol._generated.bodies_022 import InitProducerIdResponse as InitProducerIdResponse
+    from kdissect.protocol._generated.bodies_023 import OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequest
+    from kdissect.protocol._generated.bodies_023 import OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponse
+    from kdissect.protocol._generated.bodies_024 import AddPartitionsToTxnRequest as AddPartitionsToTxnRequest
+    from kdissect.protocol._generated.bodies_024 import AddPartitionsToTxnResponse as AddPartitionsToTxnResponse
+    from kdissect.protocol._generated.bodies_025 import AddOffsetsToTxnRequest as AddOffsetsToTxnRequest
+    from kdissect.protocol._generated.bodies_025 import AddOffsetsToTxnResponse as AddOffsetsToTxnResponse
+    from kdissect.protocol._generated.bodies_026 import EndTxnRequest as EndTxnRequest
+    from kdissect.protocol._generated.bodies_026 import EndTxnResponse as EndTxnResponse
+    from kdissect.protocol._generated.bodies_027 import WriteTxnMarkersRequest as WriteTxnMarkersRequest
+    from kdissect.protocol._generated.bodies_027 import WriteTxnMarkersResponse as WriteTxnMarkersResponse
+    from kdissect.protocol._generated.bodies_028 import TxnOffsetCommitRequest as TxnOffsetCommitRequest
+    from kdissect.protocol._generated.bodies_028 import TxnOffsetCommitResponse as TxnOffsetCommitResponse
+    from kdissect.protocol._generated.bodies_029 import DescribeAclsRequest as DescribeAclsRequest
+    from kdissect.protocol._generated.bodies_029 import DescribeAclsResponse as DescribeAclsResponse
+    from kdissect.protocol._generated.bodies_030 import CreateAclsRequest as CreateAclsRequest
+    from kdissect.protocol._generated.bodies_030 import CreateAclsResponse as CreateAclsResponse
+    from kdissect.protocol._generated.bodies_031 import DeleteAclsRequest as DeleteAclsRequest
+    from kdissect.protocol._generated.bodies_031 import DeleteAclsResponse as DeleteAclsResponse
+    from kdissect.protocol._generated.bodies_032 import DescribeConfigsRequest as DescribeConfigsRequest
+    from kdissect.protocol._generated.bodies_032 import DescribeConfigsResponse as DescribeConfigsResponse
+    from kdissect.protocol._generated.bodies_033 import AlterConfigsRequest as AlterConfigsRequest
+    from kdissect.protocol._generated.bodies_033 import AlterConfigsResponse as AlterConfigsResponse
+    from kdissect.protocol._generated.bodies_034 import AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequest
+    from kdissect.protocol._generated.bodies_034 import AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponse
+    from kdissect.protocol._generated.bodies_035 import DescribeLogDirsRequest as DescribeLogDirsRequest
+    from kdissect.protocol._generated.bodies_035 import DescribeLogDirsResponse as DescribeLogDirsResponse
+    from kdissect.protocol._generated.bodies_036 import SaslAuthenticateRequest as SaslAuthenticateRequest
+    from kdissect.protocol._generated.bodies_036 import SaslAuthenticateResponse as SaslAuthenticateResponse
+    from kdissect.protocol._generated.bodies_037 import CreatePartitionsRequest as CreatePartitionsRequest
+    from kdissect.protocol._generated.bodies_037 import CreatePartitionsResponse as CreatePartitionsResponse
+    from kdissect.protocol._generated.bodies_038 import CreateDelegationTokenRequest as CreateDelegationTokenRequest
+    from kdissect.protocol._generated.bodies_038 import CreateDelegationTokenResponse as CreateDelegationTokenResponse
+    from kdissect.protocol._generated.bodies_039 import RenewDelegationTokenRequest as RenewDelegationTokenRequest
+    from kdissect.protocol._generated.bodies_039 import RenewDelegationTokenResponse as RenewDelegationTokenResponse
+    from kdissect.protocol._generated.bodies_040 import ExpireDelegationTokenRequest as ExpireDelegationTokenRequest
+    from kdissect.protocol._generated.bodies_040 import ExpireDelegationTokenResponse as ExpireDelegationTokenResponse
+    from kdissect.protocol._generated.bodies_041 import DescribeDelegationTokenRequest as DescribeDelegationTokenRequest
+    from kdissect.protocol._generated.bodies_041 import DescribeDelegationTokenResponse as DescribeDelegationTokenResponse
+    from kdissect.protocol._generated.bodies_042 import DeleteGroupsRequest as DeleteGroupsRequest
+    from kdissect.protocol._generated.bodies_042 import DeleteGroupsResponse as DeleteGroupsResponse
+    from kdissect.protocol._generated.bodies_043 import ElectLeadersRequest as ElectLeadersRequest
+    from kdissect.protocol._generated.bodies_043 import ElectLeadersResponse as ElectLeadersResponse
+    from kdissect.protocol._generated.bodies_044 import IncrementalAlterConfigsRequest as IncrementalAlterConfigsRequest
+    from kdissect.protocol._generated.bodies_044 import IncrementalAlterConfigsResponse as IncrementalAlterConfigsResponse
+    from kdissect.protocol._generated.bodies_045 import AlterPartitionReassignmentsRequest as AlterPartitionReassignmentsRequest
+    from kdissect.protocol._generated.bodies_045 import AlterPartitionReassignmentsResponse as AlterPartitionReassignmentsResponse
+    from kdissect.protocol._generated.bodies_046 import ListPartitionReassignmentsRequest as ListPartitionReassignmentsRequest
+    from kdissect.protocol._generated.bodies_046 import ListPartitionReassignmentsResponse as ListPartitionReassignmentsResponse
+    from kdissect.protocol._generated.bodies_047 import OffsetDeleteRequest as OffsetDeleteRequest
+    from kdissect.protocol._generated.bodies_047 import OffsetDeleteResponse as OffsetDeleteResponse
+    from kdissect.protocol._generated.bodies_048 import DescribeClientQuotasRequest as DescribeClientQuotasRequest
+    from kdissect.protocol._generated.bodies_048 import DescribeClientQuotasResponse as DescribeClientQuotasResponse
+    from kdissect.protocol._generated.bodies_049 import AlterClientQuotasRequest as AlterClientQuotasRequest
+    from kdissect.protocol._generated.bodies_049 import AlterClientQuotasResponse as AlterClientQuotasResponse
+    from kdissect.protocol._generated.bodies_050 import DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest
+    from kdissect.protocol._generated.bodies_050 import DescribeUserScramCredentialsResponse as DescribeUserScramCredentialsResponse
+    from kdissect.protocol._generated.bodies_051 import AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest
+    from kdissect.protocol._generated.bodies_051 import AlterUserScramCredentialsResponse as AlterUserScramCredentialsResponse
+    from kdissect.protocol._generated.bodies_052 import VoteRequest as VoteRequest
+    from kdissect.protocol._generated.bodies_052 import VoteResponse as VoteResponse
+    from kdissect.protocol._generated.bodies_053 import BeginQuorumEpochRequest as BeginQuorumEpochRequest
+    from kdissect.protocol._generated.bodies_053 import BeginQuorumEpochResponse as BeginQuorumEpochResponse
+    from kdissect.protocol._generated.bodies_054 import EndQuorumEpochRequest as EndQuorumEpochRequest
+    from kdissect.protocol._generated.bodies_054 import EndQuorumEpochResponse as EndQuorumEpochResponse
+    from kdissect.protocol._generated.bodies_055 import DescribeQuorumRequest as DescribeQuorumRequest
+    from kdissect.protocol._generated.bodies_055 import DescribeQuorumResponse as DescribeQuorumResponse
+    from kdissect.protocol._generated.bodies_056 import AlterPartitionRequest as AlterPartitionRequest
+    from kdissect.protocol._generated.bodies_056 import AlterPartitionResponse as AlterPartitionResponse
+    from kdissect.protocol._generated.bodies_057 import UpdateFeaturesRequest as UpdateFeaturesRequest
+    from kdissect.protocol._generated.bodies_057 import UpdateFeaturesResponse as UpdateFeaturesResponse
+    from kdissect.protocol._generated.bodies_058 import EnvelopeRequest as EnvelopeRequest
+    from kdissect.protocol._generated.bodies_058 import EnvelopeResponse as EnvelopeResponse
+    from kdissect.protocol._generated.bodies_059 import FetchSnapshotRequest as FetchSnapshotRequest
+    from kdissect.protocol._generated.bodies_059 import FetchSnapshotResponse as FetchSnapshotResponse
+    from kdissect.protocol._generated.bodies_060 import DescribeClusterRequest as DescribeClusterRequest
+    from kdissect.protocol._generated.bodies_060 import DescribeClusterResponse as DescribeClusterResponse
+    from kdissect.protocol._generated.bodies_061 import DescribeProducersRequest as DescribeProducersRequest
+    from kdissect.protocol._generated.bodies_061 import DescribeProducersResponse as DescribeProducersResponse
+    from kdissect.protocol._generated.bodies_062 import BrokerRegistrationRequest as BrokerRegistrationRequest
+    from kdissect.protocol._generated.bodies_062 import BrokerRegistrationResponse as BrokerRegistrationResponse
+    from kdissect.protocol._generated.bodies_063 import BrokerHeartbeatRequest as BrokerHeartbeatRequest
+    from kdissect.protocol._generated.bodies_063 import BrokerHeartbeatResponse as BrokerHeartbeatResponse
+    from kdissect.protocol._generated.bodies_064 import UnregisterBrokerRequest as UnregisterBrokerRequest
+    from kdissect.protocol._generated.bodies_064 import UnregisterBrokerResponse as UnregisterBrokerResponse
+    from kdissect.protocol._generated.bodies_065 import DescribeTransactionsRequest as DescribeTransactionsRequest
+    from kdissect.protocol._generated.bodies_065 import DescribeTransactionsResponse as DescribeTransactionsResponse
+    from kdissect.protocol._generated.bodies_066 import ListTransactionsRequest as ListTransactionsRequest
+    from kdissect.protocol._generated.bodies_066 import ListTransactionsResponse as ListTransactionsResponse
+    from kdissect.protocol._generated.bodies_067 import AllocateProducerIdsRequest as AllocateProducerIdsRequest
+    from kdissect.protocol._generated.bodies_067 import AllocateProducerIdsResponse as AllocateProducerIdsResponse
+    from kdissect.protocol._generated.bodies_068 import ConsumerGroupHeartbeatRequest as ConsumerGroupHeartbeatRequest
+    from kdissect.protocol._generated.bodies_068 import ConsumerGroupHeartbeatResponse as ConsumerGroupHeartbeatResponse
+    from kdissect.protocol._generated.bodies_069 import ConsumerGroupDescribeRequest as ConsumerGroupDescribeRequest
+    from kdissect.protocol._generated.bodies_069 import ConsumerGroupDescribeResponse as ConsumerGroupDescribeResponse
+    from kdissect.protocol._generated.bodies_070 import ControllerRegistrationRequest as ControllerRegistrationRequest
+    from kdissect.protocol._generated.bodies_070 import ControllerRegistrationResponse as ControllerRegistrationResponse
+    from kdissect.protocol._generated.bodies_071 import GetTelemetrySubscriptionsRequest as GetTelemetrySubscriptionsRequest
+    from kdissect.protocol._generated.bodies_071 import GetTelemetrySubscriptionsResponse as GetTelemetrySubscriptionsResponse
+    from kdissect.protocol._generated.bodies_072 import PushTelemetryRequest as PushTelemetryRequest
+    from kdissect.protocol._generated.bodies_072 import PushTelemetryResponse as PushTelemetryResponse
+    from kdissect.protocol._generated.bodies_073 import AssignReplicasToDirsRequest as AssignReplicasToDirsRequest
+    from kdissect.protocol._generated.bodies_073 import AssignReplicasToDirsResponse as AssignReplicasToDirsResponse
+    from kdissect.protocol._generated.bodies_074 import ListConfigResourcesRequest as ListConfigResourcesRequest
+    from kdissect.protocol._generated.bodies_074 import ListConfigResourcesResponse as ListConfigResourcesResponse
+    from kdissect.protocol._generated.bodies_075 import DescribeTopicPartitionsRequest as DescribeTopicPartitionsRequest
+    from kdissect.protocol._generated.bodies_075 import DescribeTopicPartitionsResponse as DescribeTopicPartitionsResponse
+    from kdissect.protocol._generated.bodies_076 import ShareGroupHeartbeatRequest as ShareGroupHeartbeatRequest
+    from kdissect.protocol._generated.bodies_076 import ShareGroupHeartbeatResponse as ShareGroupHeartbeatResponse
+    from kdissect.protocol._generated.bodies_077 import ShareGroupDescribeRequest as ShareGroupDescribeRequest
+    from kdissect.protocol._generated.bodies_077 import ShareGroupDescribeResponse as ShareGroupDescribeResponse
+    from kdissect.protocol._generated.bodies_078 import ShareFetchRequest as ShareFetchRequest
+    from kdissect.protocol._generated.bodies_078 import ShareFetchResponse as ShareFetchResponse
+    from kdissect.protocol._generated.bodies_079 import ShareAcknowledgeRequest as ShareAcknowledgeRequest
+    from kdissect.protocol._generated.bodies_079 import ShareAcknowledgeResponse as ShareAcknowledgeResponse
+    from kdissect.protocol._generated.bodies_080 import AddRaftVoterRequest as AddRaftVoterRequest
+    from kdissect.protocol._generated.bodies_080 import AddRaftVoterResponse as AddRaftVoterResponse
+    from kdissect.protocol._generated.bodies_081 import RemoveRaftVoterRequest as RemoveRaftVoterRequest
+    from kdissect.protocol._generated.bodies_081 import RemoveRaftVoterResponse as RemoveRaftVoterResponse
+    from kdissect.protocol._generated.bodies_082 import UpdateRaftVoterRequest as UpdateRaftVoterRequest
+    from kdissect.protocol._generated.bodies_082 import UpdateRaftVoterResponse as UpdateRaftVoterResponse
+    from kdissect.protocol._generated.bodies_083 import InitializeShareGroupStateRequest as InitializeShareGroupStateRequest
+    from kdissect.protocol._generated.bodies_083 import InitializeShareGroupStateResponse as InitializeShareGroupStateResponse
+    from kdissect.protocol._generated.bodies_084 import ReadShareGroupStateRequest as ReadShareGroupStateRequest
+    from kdissect.protocol._generated.bodies_084 import ReadShareGroupStateResponse as ReadShareGroupStateResponse
+    from kdissect.protocol._generated.bodies_085 import WriteShareGroupStateRequest as WriteShareGroupStateRequest
+    from kdissect.protocol._generated.bodies_085 import WriteShareGroupStateResponse as WriteShareGroupStateResponse
+    from kdissect.protocol._generated.bodies_086 import DeleteShareGroupStateRequest as DeleteShareGroupStateRequest
+    from kdissect.protocol._generated.bodies_086 import DeleteShareGroupStateResponse as DeleteShareGroupStateResponse
+    from kdissect.protocol._generated.bodies_087 import ReadShareGroupStateSummaryRequest as ReadShareGroupStateSummaryRequest
+    from kdissect.protocol._generated.bodies_087 import ReadShareGroupStateSummaryResponse as ReadShareGroupStateSummaryResponse
+    from kdissect.protocol._generated.bodies_088 import StreamsGroupHeartbeatRequest as StreamsGroupHeartbeatRequest
+    from kdissect.protocol._generated.bodies_088 import StreamsGroupHeartbeatResponse as StreamsGroupHeartbeatResponse
+    from kdissect.protocol._generated.bodies_089 import StreamsGroupDescribeRequest as StreamsGroupDescribeRequest
+    from kdissect.protocol._generated.bodies_089 import StreamsGroupDescribeResponse as StreamsGroupDescribeResponse
+    from kdissect.protocol._generated.bodies_090 import DescribeShareGroupOffsetsRequest as DescribeShareGroupOffsetsRequest
+    from kdissect.protocol._generated.bodies_090 import DescribeShareGroupOffsetsResponse as DescribeShareGroupOffsetsResponse
+    from kdissect.protocol._generated.bodies_091 import AlterShareGroupOffsetsRequest as AlterShareGroupOffsetsRequest
+    from kdissect.protocol._generated.bodies_091 import AlterShareGroupOffsetsResponse as AlterShareGroupOffsetsResponse
+    from kdissect.protocol._generated.bodies_092 import DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest
+    from kdissect.protocol._generated.bodies_092 import DeleteShareGroupOffsetsResponse as DeleteShareGroupOffsetsResponse
+    from kdissect.protocol._generated.bodies_093 import GetReplicaLogInfoRequest as GetReplicaLogInfoRequest
+    from kdissect.protocol._generated.bodies_093 import GetReplicaLogInfoResponse as GetReplicaLogInfoResponse
+    from kdissect.protocol._generated.bodies_094 import UnregisterControllerRequest as UnregisterControllerRequest
+    from kdissect.protocol._generated.bodies_094 import UnregisterControllerResponse as UnregisterControllerResponse
+    from kdissect.protocol._generated.bodies_embedded import ConsumerProtocolAssignment as ConsumerProtocolAssignment
+    from kdissect.protocol._generated.bodies_embedded import ConsumerProtocolSubscription as ConsumerProtocolSubscription
 
-MODULES = {'ProduceRequest': 'api_000',
- 'ProduceResponse': 'api_000',
- 'FetchRequest': 'api_001',
- 'FetchResponse': 'api_001',
- 'ListOffsetsRequest': 'api_002',
- 'ListOffsetsResponse': 'api_002',
- 'MetadataRequest': 'api_003',
- 'MetadataResponse': 'api_003',
- 'LeaderAndIsrRequest': 'api_004',
- 'LeaderAndIsrResponse': 'api_004',
- 'StopReplicaRequest': 'api_005',
- 'StopReplicaResponse': 'api_005',
- 'UpdateMetadataRequest': 'api_006',
- 'UpdateMetadataResponse': 'api_006',
- 'ControlledShutdownRequest': 'api_007',
- 'ControlledShutdownResponse': 'api_007',
- 'OffsetCommitRequest': 'api_008',
- 'OffsetCommitResponse': 'api_008',
- 'OffsetFetchRequest': 'api_009',
- 'OffsetFetchResponse': 'api_009',
- 'FindCoordinatorRequest': 'api_010',
- 'FindCoordinatorResponse': 'api_010',
- 'JoinGroupRequest': 'api_011',
- 'JoinGroupResponse': 'api_011',
- 'HeartbeatRequest': 'api_012',
- 'HeartbeatResponse': 'api_012',
- 'LeaveGroupRequest': 'api_013',
- 'LeaveGroupResponse': 'api_013',
- 'SyncGroupRequest': 'api_014',
- 'SyncGroupResponse': 'api_014',
- 'DescribeGroupsRequest': 'api_015',
- 'DescribeGroupsResponse': 'api_015',
- 'ListGroupsRequest': 'api_016',
- 'ListGroupsResponse': 'api_016',
- 'SaslHandshakeRequest': 'api_017',
- 'SaslHandshakeResponse': 'api_017',
- 'ApiVersionsRequest': 'api_018',
- 'ApiVersionsResponse': 'api_018',
- 'CreateTopicsRequest': 'api_019',
- 'CreateTopicsResponse': 'api_019',
- 'DeleteTopicsRequest': 'api_020',
- 'DeleteTopicsResponse': 'api_020',
- 'DeleteRecordsRequest': 'api_021',
- 'DeleteRecordsResponse': 'api_021',
- 'InitProducerIdRequest': 'api_022',
- 'InitProducerIdResponse': 'api_022',
- 'OffsetForLeaderEpochRequest': 'api_023',
- 'OffsetForLeaderEpochResponse': 'api_023',
- 'AddPartitionsToTxnRequest': 'api_024',
- 'AddPartitionsToTxnResponse': 'api_024',
- 'AddOffsetsToTxnRequest': 'api_025',
- 'AddOffsetsToTxnResponse': 'api_025',
- 'EndTxnRequest': 'api_026',
- 'EndTxnResponse': 'api_026',
- 'WriteTxnMarkersRequest': 'api_027',
- 'WriteTxnMarkersResponse': 'api_027',
- 'TxnOffsetCommitRequest': 'api_028',
- 'TxnOffsetCommitResponse': 'api_028',
- 'DescribeAclsRequest': 'api_029',
- 'DescribeAclsResponse': 'api_029',
- 'CreateAclsRequest': 'api_030',
- 'CreateAclsResponse': 'api_030',
- 'DeleteAclsRequest': 'api_031',
- 'DeleteAclsResponse': 'api_031',
- 'DescribeConfigsRequest': 'api_032',
- 'DescribeConfigsResponse': 'api_032',
- 'AlterConfigsRequest': 'api_033',
- 'AlterConfigsResponse': 'api_033',
- 'AlterReplicaLogDirsRequest': 'api_034',
- 'AlterReplicaLogDirsResponse': 'api_034',
- 'DescribeLogDirsRequest': 'api_035',
- 'DescribeLogDirsResponse': 'api_035',
- 'SaslAuthenticateRequest': 'api_036',
- 'SaslAuthenticateResponse': 'api_036',
- 'CreatePartitionsRequest': 'api_037',
- 'CreatePartitionsResponse': 'api_037',
- 'CreateDelegationTokenRequest': 'api_038',
- 'CreateDelegationTokenResponse': 'api_038',
- 'RenewDelegationTokenRequest': 'api_039',
- 'RenewDelegationTokenResponse': 'api_039',
- 'ExpireDelegationTokenRequest': 'api_040',
- 'ExpireDelegationTokenResponse': 'api_040',
- 'DescribeDelegationTokenRequest': 'api_041',
- 'DescribeDelegationTokenResponse': 'api_041',
- 'DeleteGroupsRequest': 'api_042',
- 'DeleteGroupsResponse': 'api_042',
- 'ElectLeadersRequest': 'api_043',
- 'ElectLeadersResponse': 'api_043',
- 'IncrementalAlterConfigsRequest': 'api_044',
- 'IncrementalAlterConfigsResponse': 'api_044',
- 'AlterPartitionReassignmentsRequest': 'api_045',
- 'AlterPartitionReassignmentsResponse': 'api_045',
- 'ListPartitionReassignmentsRequest': 'api_046',
- 'ListPartitionReassignmentsResponse': 'api_046',
- 'OffsetDeleteRequest': 'api_047',
- 'OffsetDeleteResponse': 'api_047',
- 'DescribeClientQuotasRequest': 'api_048',
- 'DescribeClientQuotasResponse': 'api_048',
- 'AlterClientQuotasRequest': 'api_049',
- 'AlterClientQuotasResponse': 'api_049',
- 'DescribeUserScramCredentialsRequest': 'api_050',
- 'DescribeUserScramCredentialsResponse': 'api_050',
- 'AlterUserScramCredentialsRequest': 'api_051',
- 'AlterUserScramCredentialsResponse': 'api_051',
- 'VoteRequest': 'api_052',
- 'VoteResponse': 'api_052',
- 'BeginQuorumEpochRequest': 'api_053',
- 'BeginQuorumEpochResponse': 'api_053',
- 'EndQuorumEpochRequest': 'api_054',
- 'EndQuorumEpochResponse': 'api_054',
- 'DescribeQuorumRequest': 'api_055',
- 'DescribeQuorumResponse': 'api_055',
- 'AlterPartitionRequest': 'api_056',
- 'AlterPartitionResponse': 'api_056',
- 'UpdateFeaturesRequest': 'api_057',
- 'UpdateFeaturesResponse': 'api_057',
- 'EnvelopeRequest': 'api_058',
- 'EnvelopeResponse': 'api_058',
- 'FetchSnapshotRequest': 'api_059',
- 'FetchSnapshotResponse': 'api_059',
- 'DescribeClusterRequest': 'api_060',
- 'DescribeClusterResponse': 'api_060',
- 'DescribeProducersRequest': 'api_061',
- 'DescribeProducersResponse': 'api_061',
- 'BrokerRegistrationRequest': 'api_062',
- 'BrokerRegistrationResponse': 'api_062',
- 'BrokerHeartbeatRequest': 'api_063',
- 'BrokerHeartbeatResponse': 'api_063',
- 'UnregisterBrokerRequest': 'api_064',
- 'UnregisterBrokerResponse': 'api_064',
- 'DescribeTransactionsRequest': 'api_065',
- 'DescribeTransactionsResponse': 'api_065',
- 'ListTransactionsRequest': 'api_066',
- 'ListTransactionsResponse': 'api_066',
- 'AllocateProducerIdsRequest': 'api_067',
- 'AllocateProducerIdsResponse': 'api_067',
- 'ConsumerGroupHeartbeatRequest': 'api_068',
- 'ConsumerGroupHeartbeatResponse': 'api_068',
- 'ConsumerGroupDescribeRequest': 'api_069',
- 'ConsumerGroupDescribeResponse': 'api_069',
- 'ControllerRegistrationRequest': 'api_070',
- 'ControllerRegistrationResponse': 'api_070',
- 'GetTelemetrySubscriptionsRequest': 'api_071',
- 'GetTelemetrySubscriptionsResponse': 'api_071',
- 'PushTelemetryRequest': 'api_072',
- 'PushTelemetryResponse': 'api_072',
- 'AssignReplicasToDirsRequest': 'api_073',
- 'AssignReplicasToDirsResponse': 'api_073',
- 'ListConfigResourcesRequest': 'api_074',
- 'ListConfigResourcesResponse': 'api_074',
- 'DescribeTopicPartitionsRequest': 'api_075',
- 'DescribeTopicPartitionsResponse': 'api_075',
- 'ShareGroupHeartbeatRequest': 'api_076',
- 'ShareGroupHeartbeatResponse': 'api_076',
- 'ShareGroupDescribeRequest': 'api_077',
- 'ShareGroupDescribeResponse': 'api_077',
- 'ShareFetchRequest': 'api_078',
- 'ShareFetchResponse': 'api_078',
- 'ShareAcknowledgeRequest': 'api_079',
- 'ShareAcknowledgeResponse': 'api_079',
- 'AddRaftVoterRequest': 'api_080',
- 'AddRaftVoterResponse': 'api_080',
- 'RemoveRaftVoterRequest': 'api_081',
- 'RemoveRaftVoterResponse': 'api_081',
- 'UpdateRaftVoterRequest': 'api_082',
- 'UpdateRaftVoterResponse': 'api_082',
- 'InitializeShareGroupStateRequest': 'api_083',
- 'InitializeShareGroupStateResponse': 'api_083',
- 'ReadShareGroupStateRequest': 'api_084',
- 'ReadShareGroupStateResponse': 'api_084',
- 'WriteShareGroupStateRequest': 'api_085',
- 'WriteShareGroupStateResponse': 'api_085',
- 'DeleteShareGroupStateRequest': 'api_086',
- 'DeleteShareGroupStateResponse': 'api_086',
- 'ReadShareGroupStateSummaryRequest': 'api_087',
- 'ReadShareGroupStateSummaryResponse': 'api_087',
- 'StreamsGroupHeartbeatRequest': 'api_088',
- 'StreamsGroupHeartbeatResponse': 'api_088',
- 'StreamsGroupDescribeRequest': 'api_089',
- 'StreamsGroupDescribeResponse': 'api_089',
- 'DescribeShareGroupOffsetsRequest': 'api_090',
- 'DescribeShareGroupOffsetsResponse': 'api_090',
- 'AlterShareGroupOffsetsRequest': 'api_091',
- 'AlterShareGroupOffsetsResponse': 'api_091',
- 'DeleteShareGroupOffsetsRequest': 'api_092',
- 'DeleteShareGroupOffsetsResponse': 'api_092',
- 'GetReplicaLogInfoRequest': 'api_093',
- 'GetReplicaLogInfoResponse': 'api_093',
- 'UnregisterControllerRequest': 'api_094',
- 'UnregisterControllerResponse': 'api_094',
- 'ConsumerProtocolAssignment': 'embedded',
- 'ConsumerProtocolSubscription': 'embedded'}
+MODULES = {'ProduceRequest': 'bodies_000',
+ 'ProduceResponse': 'bodies_000',
+ 'FetchRequest': 'bodies_001',
+ 'FetchResponse': 'bodies_001',
+ 'ListOffsetsRequest': 'bodies_002',
+ 'ListOffsetsResponse': 'bodies_002',
+ 'MetadataRequest': 'bodies_003',
+ 'MetadataResponse': 'bodies_003',
+ 'LeaderAndIsrRequest': 'bodies_004',
+ 'LeaderAndIsrResponse': 'bodies_004',
+ 'StopReplicaRequest': 'bodies_005',
+ 'StopReplicaResponse': 'bodies_005',
+ 'UpdateMetadataRequest': 'bodies_006',
+ 'UpdateMetadataResponse': 'bodies_006',
+ 'ControlledShutdownRequest': 'bodies_007',
+ 'ControlledShutdownResponse': 'bodies_007',
+ 'OffsetCommitRequest': 'bodies_008',
+ 'OffsetCommitResponse': 'bodies_008',
+ 'OffsetFetchRequest': 'bodies_009',
+ 'OffsetFetchResponse': 'bodies_009',
+ 'FindCoordinatorRequest': 'bodies_010',
+ 'FindCoordinatorResponse': 'bodies_010',
+ 'JoinGroupRequest': 'bodies_011',
+ 'JoinGroupResponse': 'bodies_011',
+ 'HeartbeatRequest': 'bodies_012',
+ 'HeartbeatResponse': 'bodies_012',
+ 'LeaveGroupRequest': 'bodies_013',
+ 'LeaveGroupResponse': 'bodies_013',
+ 'SyncGroupRequest': 'bodies_014',
+ 'SyncGroupResponse': 'bodies_014',
+ 'DescribeGroupsRequest': 'bodies_015',
+ 'DescribeGroupsResponse': 'bodies_015',
+ 'ListGroupsRequest': 'bodies_016',
+ 'ListGroupsResponse': 'bodies_016',
+ 'SaslHandshakeRequest': 'bodies_017',
+ 'SaslHandshakeResponse': 'bodies_017',
+ 'ApiVersionsRequest': 'bodies_018',
+ 'ApiVersionsResponse': 'bodies_018',
+ 'CreateTopicsRequest': 'bodies_019',
+ 'CreateTopicsResponse': 'bodies_019',
+ 'DeleteTopicsRequest': 'bodies_020',
+ 'DeleteTopicsResponse': 'bodies_020',
+ 'DeleteRecordsRequest': 'bodies_021',
+ 'DeleteRecordsResponse': 'bodies_021',
+ 'InitProducerIdRequest': 'bodies_022',
+ 'InitProducerIdResponse': 'bodies_022',
+ 'OffsetForLeaderEpochRequest': 'bodies_023',
+ 'OffsetForLeaderEpochResponse': 'bodies_023',
+ 'AddPartitionsToTxnRequest': 'bodies_024',
+ 'AddPartitionsToTxnResponse': 'bodies_024',
+ 'AddOffsetsToTxnRequest': 'bodies_025',
+ 'AddOffsetsToTxnResponse': 'bodies_025',
+ 'EndTxnRequest': 'bodies_026',
+ 'EndTxnResponse': 'bodies_026',
+ 'WriteTxnMarkersRequest': 'bodies_027',
+ 'WriteTxnMarkersResponse': 'bodies_027',
+ 'TxnOffsetCommitRequest': 'bodies_028',
+ 'TxnOffsetCommitResponse': 'bodies_028',
+ 'DescribeAclsRequest': 'bodies_029',
+ 'DescribeAclsResponse': 'bodies_029',
+ 'CreateAclsRequest': 'bodies_030',
+ 'CreateAclsResponse': 'bodies_030',
+ 'DeleteAclsRequest': 'bodies_031',
+ 'DeleteAclsResponse': 'bodies_031',
+ 'DescribeConfigsRequest': 'bodies_032',
+ 'DescribeConfigsResponse': 'bodies_032',
+ 'AlterConfigsRequest': 'bodies_033',
+ 'AlterConfigsResponse': 'bodies_033',
+ 'AlterReplicaLogDirsRequest': 'bodies_034',
+ 'AlterReplicaLogDirsResponse': 'bodies_034',
+ 'DescribeLogDirsRequest': 'bodies_035',
+ 'DescribeLogDirsResponse': 'bodies_035',
+ 'SaslAuthenticateRequest': 'bodies_036',
+ 'SaslAuthenticateResponse': 'bodies_036',
+ 'CreatePartitionsRequest': 'bodies_037',
+ 'CreatePartitionsResponse': 'bodies_037',
+ 'CreateDelegationTokenRequest': 'bodies_038',
+ 'CreateDelegationTokenResponse': 'bodies_038',
+ 'RenewDelegationTokenRequest': 'bodies_039',
+ 'RenewDelegationTokenResponse': 'bodies_039',
+ 'ExpireDelegationTokenRequest': 'bodies_040',
+ 'ExpireDelegationTokenResponse': 'bodies_040',
+ 'DescribeDelegationTokenRequest': 'bodies_041',
+ 'DescribeDelegationTokenResponse': 'bodies_041',
+ 'DeleteGroupsRequest': 'bodies_042',
+ 'DeleteGroupsResponse': 'bodies_042',
+ 'ElectLeadersRequest': 'bodies_043',
+ 'ElectLeadersResponse': 'bodies_043',
+ 'IncrementalAlterConfigsRequest': 'bodies_044',
+ 'IncrementalAlterConfigsResponse': 'bodies_044',
+ 'AlterPartitionReassignmentsRequest': 'bodies_045',
+ 'AlterPartitionReassignmentsResponse': 'bodies_045',
+ 'ListPartitionReassignmentsRequest': 'bodies_046',
+ 'ListPartitionReassignmentsResponse': 'bodies_046',
+ 'OffsetDeleteRequest': 'bodies_047',
+ 'OffsetDeleteResponse': 'bodies_047',
+ 'DescribeClientQuotasRequest': 'bodies_048',
+ 'DescribeClientQuotasResponse': 'bodies_048',
+ 'AlterClientQuotasRequest': 'bodies_049',
+ 'AlterClientQuotasResponse': 'bodies_049',
+ 'DescribeUserScramCredentialsRequest': 'bodies_050',
+ 'DescribeUserScramCredentialsResponse': 'bodies_050',
+ 'AlterUserScramCredentialsRequest': 'bodies_051',
+ 'AlterUserScramCredentialsResponse': 'bodies_051',
+ 'VoteRequest': 'bodies_052',
+ 'VoteResponse': 'bodies_052',
+ 'BeginQuorumEpochRequest': 'bodies_053',
+ 'BeginQuorumEpochResponse': 'bodies_053',
+ 'EndQuorumEpochRequest': 'bodies_054',
+ 'EndQuorumEpochResponse': 'bodies_054',
+ 'DescribeQuorumRequest': 'bodies_055',
+ 'DescribeQuorumResponse': 'bodies_055',
+ 'AlterPartitionRequest': 'bodies_056',
+ 'AlterPartitionResponse': 'bodies_056',
+ 'UpdateFeaturesRequest': 'bodies_057',
+ 'UpdateFeaturesResponse': 'bodies_057',
+ 'EnvelopeRequest': 'bodies_058',
+ 'EnvelopeResponse': 'bodies_058',
+ 'FetchSnapshotRequest': 'bodies_059',
+ 'FetchSnapshotResponse': 'bodies_059',
+ 'DescribeClusterRequest': 'bodies_060',
+ 'DescribeClusterResponse': 'bodies_060',
+ 'DescribeProducersRequest': 'bodies_061',
+ 'DescribeProducersResponse': 'bodies_061',
+ 'BrokerRegistrationRequest': 'bodies_062',
+ 'BrokerRegistrationResponse': 'bodies_062',
+ 'BrokerHeartbeatRequest': 'bodies_063',
+ 'BrokerHeartbeatResponse': 'bodies_063',
+ 'UnregisterBrokerRequest': 'bodies_064',
+ 'UnregisterBrokerResponse': 'bodies_064',
+ 'DescribeTransactionsRequest': 'bodies_065',
+ 'DescribeTransactionsResponse': 'bodies_065',
+ 'ListTransactionsRequest': 'bodies_066',
+ 'ListTransactionsResponse': 'bodies_066',
+ 'AllocateProducerIdsRequest': 'bodies_067',
+ 'AllocateProducerIdsResponse': 'bodies_067',
+ 'ConsumerGroupHeartbeatRequest': 'bodies_068',
+ 'ConsumerGroupHeartbeatResponse': 'bodies_068',
+ 'ConsumerGroupDescribeRequest': 'bodies_069',
+ 'ConsumerGroupDescribeResponse': 'bodies_069',
+ 'ControllerRegistrationRequest': 'bodies_070',
+ 'ControllerRegistrationResponse': 'bodies_070',
+ 'GetTelemetrySubscriptionsRequest': 'bodies_071',
+ 'GetTelemetrySubscriptionsResponse': 'bodies_071',
+ 'PushTelemetryRequest': 'bodies_072',
+ 'PushTelemetryResponse': 'bodies_072',
+ 'AssignReplicasToDirsRequest': 'bodies_073',
+ 'AssignReplicasToDirsResponse': 'bodies_073',
+ 'ListConfigResourcesRequest': 'bodies_074',
+ 'ListConfigResourcesResponse': 'bodies_074',
+ 'DescribeTopicPartitionsRequest': 'bodies_075',
+ 'DescribeTopicPartitionsResponse': 'bodies_075',
+ 'ShareGroupHeartbeatRequest': 'bodies_076',
+ 'ShareGroupHeartbeatResponse': 'bodies_076',
+ 'ShareGroupDescribeRequest': 'bodies_077',
+ 'ShareGroupDescribeResponse': 'bodies_077',
+ 'ShareFetchRequest': 'bodies_078',
+ 'ShareFetchResponse': 'bodies_078',
+ 'ShareAcknowledgeRequest': 'bodies_079',
+ 'ShareAcknowledgeResponse': 'bodies_079',
+ 'AddRaftVoterRequest': 'bodies_080',
+ 'AddRaftVoterResponse': 'bodies_080',
+ 'RemoveRaftVoterRequest': 'bodies_081',
+ 'RemoveRaftVoterResponse': 'bodies_081',
+ 'UpdateRaftVoterRequest': 'bodies_082',
+ 'UpdateRaftVoterResponse': 'bodies_082',
+ 'InitializeShareGroupStateRequest': 'bodies_083',
+ 'InitializeShareGroupStateResponse': 'bodies_083',
+ 'ReadShareGroupStateRequest': 'bodies_084',
+ 'ReadShareGroupStateResponse': 'bodies_084',
+ 'WriteShareGroupStateRequest': 'bodies_085',
+ 'WriteShareGroupStateResponse': 'bodies_085',
+ 'DeleteShareGroupStateRequest': 'bodies_086',
+ 'DeleteShareGroupStateResponse': 'bodies_086',
+ 'ReadShareGroupStateSummaryRequest': 'bodies_087',
+ 'ReadShareGroupStateSummaryResponse': 'bodies_087',
+ 'StreamsGroupHeartbeatRequest': 'bodies_088',
+ 'StreamsGroupHeartbeatResponse': 'bodies_088',
+ 'StreamsGroupDescribeRequest': 'bodies_089',
+ 'StreamsGroupDescribeResponse': 'bodies_089',
+ 'DescribeShareGroupOffsetsRequest': 'bodies_090',
+ 'DescribeShareGroupOffsetsResponse': 'bodies_090',
+ 'AlterShareGroupOffsetsRequest': 'bodies_091',
+ 'AlterShareGroupOffsetsResponse': 'bodies_091',
+ 'DeleteShareGroupOffsetsRequest': 'bodies_092',
+ 'DeleteShareGroupOffsetsResponse': 'bodies_092',
+ 'GetReplicaLogInfoRequest': 'bodies_093',
+ 'GetReplicaLogInfoResponse': 'bodies_093',
+ 'UnregisterControllerRequest': 'bodies_094',
+ 'UnregisterControllerResponse': 'bodies_094',
+ 'ConsumerProtocolAssignment': 'bodies_embedded',
+ 'ConsumerProtocolSubscription': 'bodies_embedded'}
