@@ -26,7 +26,6 @@ from typing import Any, Callable
 from kdissect.protocol import primitives as prim
 from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.consumer import EMBEDDED_APIS, decode_embedded
-from kdissect.protocol.errors import UNSUPPORTED_VERSION
 from kdissect.protocol.headers import read_request_header_layout, read_response_header, write_request_header
 from kdissect.protocol.model import ConsumerProtocolData, Request, RequestHeader, Response, ResponseHeader, Struct
 from kdissect.protocol.objects import (
@@ -38,7 +37,7 @@ from kdissect.protocol.objects import (
     new_body,
 )
 from kdissect.protocol.primitives import DecodeError, EncodeError
-from kdissect.protocol.schema import header_versions, resolve_version
+from kdissect.protocol.schema import UNSUPPORTED_VERSION, header_versions, resolve_version
 
 __all__ = [
     "ConsumerProtocolData", "DecodeError", "EncodeError", "MessageCodec", "Request", "Response", "Struct",

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from kdissect.protocol._generated.errors import ERRORS
 
-__all__ = ["ERRORS", "UNSUPPORTED_VERSION", "error_name", "is_retriable"]
-
-# the code a broker answers an ApiVersions request of a version it does not
-# support with, in a v0 body (the codec and the skim read such answers as v0)
-UNSUPPORTED_VERSION = 35
+__all__ = ["ERRORS", "error_name", "is_retriable"]
 
 
 def error_name(code: int) -> str:

@@ -29,7 +29,6 @@ from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from kdissect.protocol import primitives as prim
-from kdissect.protocol._generated.bodies import MODULES as TYPED_MODULES
 from kdissect.protocol._generated.index import APIS
 from kdissect.protocol.generator import EmitStrategy, Level, ReadWalk, Source, WriteWalk
 from kdissect.protocol.model import ConsumerProtocolData, Struct
@@ -45,9 +44,10 @@ EMBEDDED_NAMES = {"subscription": "ConsumerProtocolSubscription", "assignment": 
 
 
 def typed_class(name: str) -> type:
-    """A generated typed class by name (``ProduceRequest``); its module is
-    loaded on first use (the tables and the skim do not need them)."""
-    return getattr(importlib.import_module(f"kdissect.protocol._generated.{TYPED_MODULES[name]}"), name)
+    """A generated typed class by name (``ProduceRequest``). The classes and
+    their index are loaded on first use: the tables and the skim do not need them."""
+    modules = importlib.import_module("kdissect.protocol._generated.bodies").MODULES
+    return getattr(importlib.import_module(f"kdissect.protocol._generated.{modules[name]}"), name)
 
 
 # ------------------------------------------------ helpers the generated code calls

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from kdissect.protocol._generated.embedded import EMBEDDED
 from kdissect.protocol._generated.index import APIS
 from kdissect.protocol.apis import ApiKey
 
@@ -34,6 +33,9 @@ PRIMITIVE_TYPES = frozenset(
 ZERO_UUID = uuid.UUID(int=0)
 DIRECTIONS = ("request", "response")
 API_VERSIONS_SLACK = 4  # newer ApiVersions versions accepted (see resolve_version)
+# the error code a broker answers an ApiVersions request of a version it does
+# not support with, in a v0 body (the codec and the skim read such answers as v0)
+UNSUPPORTED_VERSION = 35
 
 
 class ApiInfo(NamedTuple):
@@ -257,7 +259,7 @@ def get_schema(api_key: int, version: int, direction: str) -> MessageSchema:
 @lru_cache(maxsize=None)
 def embedded_schema(name: str, version: int) -> MessageSchema:
     """Schema of an embedded consumer-protocol structure (KeyError if undefined)."""
-    seg = _find_segment(EMBEDDED[name], version)
+    seg = _find_segment(_embedded_segments(name), version)
     if seg is None:
         raise KeyError(f"{name} version {version} is not defined")
     flexible = in_range(version, seg["flexible"])
@@ -267,6 +269,12 @@ def embedded_schema(name: str, version: int) -> MessageSchema:
     )
 
 
+def _embedded_segments(name: str) -> list[dict]:
+    """The consumer-protocol tables, loaded on first use (only group
+    coordination messages carry them)."""
+    return importlib.import_module("kdissect.protocol._generated.embedded").EMBEDDED[name]
+
+
 def embedded_versions(name: str) -> tuple[int, int]:
-    versions = [v for seg in EMBEDDED[name] for v in range(seg["versions"][0], seg["versions"][1] + 1)]
+    versions = [v for seg in _embedded_segments(name) for v in range(seg["versions"][0], seg["versions"][1] + 1)]
     return min(versions), max(versions)

@@ -42,10 +42,16 @@ from typing import Any
 
 from kdissect.protocol import primitives as prim
 from kdissect.protocol.apis import ApiKey
-from kdissect.protocol.errors import UNSUPPORTED_VERSION
 from kdissect.protocol.generator import EmitStrategy, Level, ReadWalk, Source, indent, is_fixed
 from kdissect.protocol.headers import request_layout
-from kdissect.protocol.schema import FieldSchema, MessageSchema, get_schema, header_versions, resolve_version
+from kdissect.protocol.schema import (
+    UNSUPPORTED_VERSION,
+    FieldSchema,
+    MessageSchema,
+    get_schema,
+    header_versions,
+    resolve_version,
+)
 
 __all__ = ["CollectFigures", "frame_skim", "skim_request", "skim_response", "skim_source"]
 

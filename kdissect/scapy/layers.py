@@ -36,11 +36,12 @@ from scapy.layers.inet import TCP
 from scapy.packet import Packet, Raw, bind_layers, split_layers
 
 from kdissect.protocol.apis import ApiKey, api_name
-from kdissect.protocol.errors import UNSUPPORTED_VERSION, error_name
+from kdissect.protocol.errors import error_name
 from kdissect.protocol.headers import looks_like_request, request_layout
 from kdissect.protocol.objects import message_codec
 from kdissect.protocol.primitives import DecodeError
 from kdissect.protocol.schema import (
+    UNSUPPORTED_VERSION,
     FieldSchema,
     api_versions,
     embedded_schema,
