@@ -43,11 +43,12 @@ __all__ = [
 EMBEDDED_NAMES = {"subscription": "ConsumerProtocolSubscription", "assignment": "ConsumerProtocolAssignment"}
 
 
-def typed_class(name: str) -> type:
-    """A generated typed class by name (``ProduceRequest``). The classes and
-    their index are loaded on first use: the tables and the skim do not need them."""
-    modules = importlib.import_module("kdissect.protocol._generated.bodies").MODULES
-    return getattr(importlib.import_module(f"kdissect.protocol._generated.{modules[name]}"), name)
+def typed_class(api_key: int | None, name: str) -> type:
+    """A generated typed class (``ProduceRequest``): in bodies_NNN.py for api
+    key NNN, in bodies_embedded.py for the consumer protocol (api_key None).
+    Loaded on first use: the tables and the skim do not need them."""
+    module = "bodies_embedded" if api_key is None else f"bodies_{api_key:03d}"
+    return getattr(importlib.import_module(f"kdissect.protocol._generated.{module}"), name)
 
 
 # ------------------------------------------------ helpers the generated code calls
@@ -354,13 +355,13 @@ def message_codec(api_key: int, version: int, direction: str) -> MessageCodec:
     """Codec of a defined (api key, version, direction); KeyError if undefined."""
     schema = get_schema(api_key, version, direction)
     return MessageCodec(schema, f"{schema.name} v{version}", ("message", api_key, version, direction),
-                        typed_class(APIS[api_key][0] + direction.title()))
+                        typed_class(api_key, APIS[api_key][0] + direction.title()))
 
 
 @lru_cache(maxsize=None)
 def embedded_codec(name: str, version: int) -> MessageCodec:
     schema = embedded_schema(name, version)
-    return MessageCodec(schema, f"{name} v{version}", ("embedded", name, version), typed_class(name))
+    return MessageCodec(schema, f"{name} v{version}", ("embedded", name, version), typed_class(None, name))
 
 
 def struct_class(origin: tuple, path: tuple[str, ...]) -> type:

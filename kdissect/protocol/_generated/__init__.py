@@ -27,8 +27,9 @@ Layout
   structures), subclasses of ``kdissect.protocol.model.Struct`` declaring
   every field of every version with its Python type; nested structs are
   classes inside the message class (``ProduceRequest.TopicProduceData``).
-  ``bodies.py`` maps each typed class name to its module. Kept apart from
-  the tables: only building decoded objects loads them.
+  ``bodies.py`` maps each typed class name to its module (for
+  ``kdissect.protocol.bodies``). Kept apart from the tables: only building
+  decoded objects loads them.
 
 Ranges
 ------
