@@ -217,6 +217,10 @@ class Level:
     """What one emit strategy does at one struct level (see EmitStrategy)."""
 
     depth = 0  # suffix of the temporaries written at this level
+    # keep the field index (`_f`) and array index (`_i`) current, for the
+    # path of a DecodeError (see objects._ObjectLevel)
+    error_path = False
+    no_tag_lines: tuple[str, ...] = ()  # lines when the tagged-field section is empty
 
     def open(self) -> list[str]:
         """Lines before the first field."""
@@ -228,17 +232,6 @@ class Level:
 
     def after(self, f: FieldSchema, target: str) -> list[str]:
         """Lines once f's value is in target."""
-        return []
-
-    def before(self, index: int) -> list[str]:
-        """Lines before the run of plain fields starting at index."""
-        return []
-
-    def array_start(self) -> list[str]:
-        return []
-
-    def no_tags(self) -> list[str]:
-        """Lines when the struct's tagged-field section is empty."""
         return []
 
     def tags(self, table: str) -> list[str]:
@@ -286,14 +279,17 @@ class ReadWalk:
         """Lines reading one struct's fields at the position `p`."""
         plain = [f for f in fields if not f.tagged]
         lines = level.open()
+        paths = level.error_path
         for index, group, grouped in field_runs(plain):
-            lines += level.before(index)
+            if paths:
+                lines.append(f"_f = {index}")
             if grouped:
                 lines += self.fixed(group, level)
             else:
                 lines += self.value(group[0], flexible, level)
         if flexible:
-            lines += level.before(len(plain))
+            if paths:
+                lines.append(f"_f = {len(plain)}")
             lines += self.tag_section([f for f in fields if f.tagged], flexible, level)
         return lines + level.close()
 
@@ -427,7 +423,7 @@ class ReadWalk:
 
     def array(self, f: FieldSchema, flexible: bool, level: Level, target: str | None) -> list[str]:
         n = f"_n{level.depth}"
-        lines = level.array_start()
+        lines = ["_i = -1"] if level.error_path else []
         if flexible:
             lines += [f"{n} = b[p]", f"if {n} < 128:", "    p += 1", "else:", f"    {n}, p = _uvar(b, p)",
                       f"{n} -= 1"]
@@ -460,7 +456,7 @@ class ReadWalk:
     # ------------------------------------------------------- tagged fields
     def tag_section(self, tagged: list[FieldSchema], flexible: bool, level: Level) -> list[str]:
         table = {f.tag: (f.attr, self.tag_function(f, flexible, level)) for f in tagged}
-        return ["if b[p] == 0:", "    p += 1", *indent(level.no_tags()),
+        return ["if b[p] == 0:", "    p += 1", *indent(list(level.no_tag_lines)),
                 "else:", *indent(level.tags(self.src.tag_table(table)))]  # type: ignore[arg-type]
 
     def tag_function(self, f: FieldSchema, flexible: bool, level: Level) -> str:

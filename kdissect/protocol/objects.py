@@ -146,6 +146,9 @@ class _ObjectLevel(Level):
     """One struct's decoder function: values go into the object `o`; a
     tagged value's function keeps it in `_v`."""
 
+    error_path = True
+    no_tag_lines = ("o.unknown_tagged_fields = ()", "o._tag_order = None")
+
     def __init__(self, cls_key: str | None, decoders: dict[str, str], tag_defaults: Sequence[str] = ()) -> None:
         self.cls_key = cls_key  # None: the function of a tagged value
         self.decoders = decoders  # attr -> decoder function of a struct-typed field
@@ -158,15 +161,6 @@ class _ObjectLevel(Level):
 
     def target(self, f: FieldSchema) -> str:
         return "_v" if self.cls_key is None else f"o.{f.attr}"
-
-    def before(self, index: int) -> list[str]:
-        return [f"_f = {index}"]  # for the error path
-
-    def array_start(self) -> list[str]:
-        return ["_i = -1"]
-
-    def no_tags(self) -> list[str]:
-        return ["o.unknown_tagged_fields = ()", "o._tag_order = None"]
 
     def tags(self, table: str) -> list[str]:
         return [f"p = _stags(b, p, L, o, {table})"]
