@@ -119,6 +119,12 @@ def indent(lines: list[str], by: str = "    ") -> list[str]:
     return [by + line for line in lines]
 
 
+def _write_fixed_array(values: list, code: str, kind: str) -> bytes:
+    if kind == "uuid":
+        return b"".join(v.bytes for v in values)
+    return struct.pack(f">{len(values)}{code}", *values)
+
+
 # names every generated function can use
 _NAMESPACE: dict[str, Any] = {
     "_new": object.__new__,
@@ -143,17 +149,8 @@ _NAMESPACE: dict[str, Any] = {
     "_rtags": prim.read_tag_section,
     "_wstr": prim.len16,
     "_wcstr": prim.compact_str,
-    "_wfix": None,  # set below
+    "_wfix": _write_fixed_array,
 }
-
-
-def _write_fixed_array(values: list, code: str, kind: str) -> bytes:
-    if kind == "uuid":
-        return b"".join(v.bytes for v in values)
-    return struct.pack(f">{len(values)}{code}", *values)
-
-
-_NAMESPACE["_wfix"] = _write_fixed_array
 
 
 class Source:

@@ -42,7 +42,7 @@ from typing import Any
 
 from kdissect.protocol import primitives as prim
 from kdissect.protocol.apis import ApiKey
-from kdissect.protocol.generator import EmitStrategy, Level, ReadWalk, Source, indent, is_fixed
+from kdissect.protocol.generator import EmitStrategy, Level, ReadWalk, Source, indent
 from kdissect.protocol.headers import request_layout
 from kdissect.protocol.schema import (
     UNSUPPORTED_VERSION,
