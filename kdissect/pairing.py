@@ -40,6 +40,7 @@ from collections import OrderedDict
 from struct import Struct
 from typing import Any, Callable, Sequence
 
+from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.codec import DecodeError, decode_request, decode_response
 from kdissect.protocol.headers import api_name, looks_like_request, peek_request_header
 from kdissect.accounting import Accounting
@@ -57,9 +58,10 @@ _TIMEOUT = Struct(">hi")
 # Status precedence: a worse status is never overwritten by a better one.
 _RANK = {OK: 0, NO_RESPONSE: 1, ORPHAN_RESPONSE: 1, TRUNCATED: 2, MALFORMED: 3}
 
-_PRODUCE = 0
-_FETCH = 1
-_SHARE_FETCH = 78
+_PRODUCE = int(ApiKey.PRODUCE)  # (bound once: an enum member costs a lookup per frame)
+_FETCH = int(ApiKey.FETCH)
+_SHARE_FETCH = int(ApiKey.SHARE_FETCH)
+_CONTROLLED_SHUTDOWN = int(ApiKey.CONTROLLED_SHUTDOWN)
 MAX_UNANSWERED = 100_000  # acks=0 requests held per connection
 MAX_EARLY = 4096  # responses held per connection waiting for their request
 # orphans per connection tried against every response layout (each costs a
@@ -116,7 +118,7 @@ class ConnectionInfo:
 
 def header_client_id(prefix: bytes, api_key: int, api_version: int) -> str | None:
     """The client id from the captured start of a request header, if present."""
-    if api_key == 7 and api_version == 0:  # ControlledShutdown v0: no client id
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:  # ControlledShutdown v0: no client id
         return None
     if len(prefix) < 10:
         return None

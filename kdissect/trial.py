@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple
 
-API_VERSIONS = 18
+from kdissect.protocol.apis import ApiKey
+
+API_VERSIONS = int(ApiKey.API_VERSIONS)
 
 
 class Identified(NamedTuple):

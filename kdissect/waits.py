@@ -36,8 +36,10 @@ from __future__ import annotations
 from typing import Any
 
 from kdissect.protocol._generated.throttling import ANSWERED_BEFORE_THROTTLING_FROM
+from kdissect.protocol.apis import ApiKey
 
-FETCH, JOIN_GROUP, SYNC_GROUP, SHARE_FETCH = 1, 11, 14, 78
+FETCH, JOIN_GROUP, SYNC_GROUP, SHARE_FETCH = (int(ApiKey.FETCH), int(ApiKey.JOIN_GROUP), int(ApiKey.SYNC_GROUP),
+                                              int(ApiKey.SHARE_FETCH))
 LONG_POLL_SHARE = 0.9
 BARRIER_MIN_NS = 10_000_000
 

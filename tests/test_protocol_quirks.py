@@ -10,7 +10,8 @@ import struct
 import pytest
 
 from kdissect import DecodeError, decode_request, decode_response
-from kdissect.protocol.codec import encode_request, encode_response, new_body
+from kdissect.protocol.codec import encode_message, encode_request, encode_response, new_body
+from kdissect.protocol.consumer import encode_embedded
 from kdissect.protocol.headers import api_name, looks_like_request, peek_request_header
 from kdissect.protocol.model import ConsumerProtocolData
 from kdissect.protocol.render import render_tree, to_jsonable
@@ -51,7 +52,7 @@ def test_api_versions_unsupported_version_is_read_as_v0() -> None:
     assert response.body_version == 0 and response.assumed_version
     assert response.body.error_code == 35
     assert [(k.api_key, k.min_version, k.max_version) for k in response.body.api_keys] == [(0, 0, 9), (18, 0, 3)]
-    assert response.encode() == frame
+    assert encode_message(response) == frame
     assert summarize_response(18, 3, response.body).error_code == 35
 
 
@@ -69,7 +70,7 @@ def test_controlled_shutdown_v0_request_has_no_client_id() -> None:
     frame = i16(7) + i16(0) + i32(12) + i32(3)  # header v0, then BrokerId
     request = decode_request(frame)
     assert request.header.client_id is None and request.body.broker_id == 3
-    assert request.encode() == frame
+    assert encode_message(request) == frame
     # v1 has a client id
     frame1 = i16(7) + i16(1) + i32(12) + s16("ctl") + i32(3)
     assert decode_request(frame1).header.client_id == "ctl"
@@ -89,7 +90,7 @@ def test_version_defined_only_for_the_request_uses_nearest_lower_response() -> N
     response = decode_response(v0, 88, 1)
     assert response.body_version == 0
     assert "v1" in response.assumed_version and "v0" in response.assumed_version
-    assert response.body.error_code == 15 and response.encode() == v0
+    assert response.body.error_code == 15 and encode_message(response) == v0
 
 
 def test_version_defined_only_for_the_response_uses_nearest_lower_request() -> None:
@@ -99,7 +100,7 @@ def test_version_defined_only_for_the_response_uses_nearest_lower_request() -> N
     request = decode_request(frame)
     assert request.header.api_version == 2 and request.body_version == 1
     assert request.assumed_version and request.body.voter_id == 2
-    assert request.encode() == frame
+    assert encode_message(request) == frame
 
 
 def test_sasl_handshake_v0_starts_raw_sasl() -> None:
@@ -127,7 +128,7 @@ def test_unknown_tagged_fields_are_kept_in_order() -> None:
     assert request.header.tagged_fields == [(3, b"hi")]
     assert request.body.unknown_tagged_fields == [(9, b"\xaa"), (4, b"")]
     assert request.body.group_id == "g" and request.body.generation_id == 5
-    assert request.encode() == frame
+    assert encode_message(request) == frame
     assert "tag 9" in render_tree(request)
 
 
@@ -141,7 +142,7 @@ def test_known_tagged_field_decodes_by_name() -> None:
     p = response.body.responses[0].partitions[0]
     assert p.error_code == 6 and p.current_leader.leader_id == 7 and p.current_leader.leader_epoch == 3
     assert p.diverging_epoch is None and p.records is None
-    assert response.encode() == frame
+    assert encode_message(response) == frame
     assert partition_errors(1, 12, response.body) == [("t", 0, 6)]
 
 
@@ -194,7 +195,7 @@ def test_non_consumer_or_unparsable_metadata_stays_bytes() -> None:
     frame = join("consumer", garbage)
     request = decode_request(frame)
     assert request.body.protocols[0].metadata == garbage
-    assert request.encode() == frame
+    assert encode_message(request) == frame
 
 
 # --------------------------------------------------------------- redaction
@@ -315,7 +316,7 @@ def test_consumer_protocol_built_from_values() -> None:
 
     subscription = new_embedded("subscription", 1, topics=["a", "b"],
                                 owned_partitions=[{"topic": "a", "partitions": [0, 2]}])
-    raw = subscription.to_bytes()
+    raw = encode_embedded(subscription)
     # int16 version, [topics], user_data (null -> -1), owned partitions
     assert raw[:2] == i16(1) and raw[2:6] == i32(2) and s16("a") in raw
     body = new_body(11, 5, "request", group_id="g", protocol_type="consumer",
@@ -336,7 +337,7 @@ def test_api_versions_newer_than_the_spec() -> None:
     assert looks_like_request(frame, len(frame))
     request = decode_request(frame)
     assert request.body_version == newest and request.assumed_version
-    assert request.body.client_software_name == "kcat" and request.encode() == frame
+    assert request.body.client_software_name == "kcat" and encode_message(request) == frame
     answer = i32(1) + i16(35) + i32(1) + i16(18) + i16(0) + i16(newest)
     response = decode_response(answer, 18, newest + 1)
     assert response.body_version == 0 and response.body.error_code == 35
@@ -369,7 +370,7 @@ def test_describe_groups_members_decode_the_consumer_protocol() -> None:
     owned = consumer.members[0].member_assignment.data.assigned_partitions
     assert [(t.topic, t.partitions) for t in owned] == [("orders", [0, 1])]
     assert connect.members[0].member_metadata == subscription  # not "consumer": raw bytes
-    assert response.encode() == frame
+    assert encode_message(response) == frame
     assert "consumer_protocol: assignment v0" in render_tree(response)
 
 
@@ -381,7 +382,7 @@ def test_response_header_v1_tags_are_kept() -> None:
     assert response.body.throttle_time_ms == 10 and response.body.error_code == 27
     summary = summarize_response(12, 4, response.body)
     assert (summary.throttle_time_ms, summary.error_code, summary.error_codes) == (10, 27, (27,))
-    assert response.encode() == frame
+    assert encode_message(response) == frame
 
 
 def test_response_figures_are_the_summary_as_a_tuple() -> None:

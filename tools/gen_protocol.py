@@ -16,6 +16,13 @@ newest/, then kafka-4.x/, then trunk-2024-10/.
 Only facts are kept: names, types, version ranges, nullability, tags,
 defaults. The `about` prose and licence comments are dropped. The table
 format is documented in the generated package's docstring (written below).
+
+Besides the tables it writes the `ApiKey` enum (api_keys.py) and, in
+bodies_NNN.py (and bodies_embedded.py), typed classes of the message bodies:
+every field of every version with its Python type, so editors and type
+checkers see what a decoded body holds. The codec's per-version classes
+derive from them (``isinstance(request.body, ProduceRequest)`` narrows the
+type). bodies.py maps each typed class to its module.
 """
 
 from __future__ import annotations
@@ -51,6 +58,16 @@ SECRET_FIELDS: dict[tuple[int, str], frozenset[str]] = {
     (51, "request"): frozenset({"Salt", "SaltedPassword"}),  # AlterUserScramCredentials
 }
 
+# bytes fields that kdissect.protocol.consumer replaces by ConsumerProtocolData
+# when they hold the consumer group protocol (keep in step with consumer.py)
+CONSUMER_PROTOCOL_FIELDS: dict[tuple[int, str], frozenset[str]] = {
+    (11, "request"): frozenset({"Metadata"}),  # JoinGroup protocols[].metadata
+    (11, "response"): frozenset({"Metadata"}),  # JoinGroup members[].metadata
+    (14, "request"): frozenset({"Assignment"}),  # SyncGroup assignments[].assignment
+    (14, "response"): frozenset({"Assignment"}),  # SyncGroup assignment
+    (15, "response"): frozenset({"MemberMetadata", "MemberAssignment"}),  # DescribeGroups
+}
+
 PRIMITIVES = {
     "bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
     "string", "bytes", "records", "uuid",
@@ -80,6 +97,16 @@ Layout
 - ``embedded.py``: ``EMBEDDED = {name: segment list}`` for the consumer group
   protocol carried in bytes fields (ConsumerProtocolSubscription/Assignment).
 - ``errors.py``: ``ERRORS = {code: (NAME, retriable)}``.
+- ``api_keys.py``: ``ApiKey``, an IntEnum of every api key by name
+  (``ApiKey.PRODUCE == 0``, ``ApiKey.API_VERSIONS == 18``).
+- ``bodies_NNN.py`` (one per api key): the typed classes ``<Name>Request``
+  and ``<Name>Response`` (``bodies_embedded.py``: the consumer-protocol
+  structures), subclasses of ``kdissect.protocol.model.Struct`` declaring
+  every field of every version with its Python type; nested structs are
+  classes inside the message class (``ProduceRequest.TopicProduceData``).
+  ``bodies.py`` maps each typed class name to its module (for
+  ``kdissect.protocol.bodies``). Kept apart from the tables: only building
+  decoded objects loads them.
 
 Ranges
 ------
@@ -286,12 +313,205 @@ def literal(value: object) -> str:
     return pformat(value, width=110, sort_dicts=False)
 
 
-def render_module(doc: str, assignments: list[tuple[str, object]]) -> str:
+def render_module(doc: str, assignments: list[tuple[str, object]], code: str = "") -> str:
     parts = [GENERATED_MARK, f'"""{doc}"""', ""]
+    if code:
+        parts.append(code)
     for name, value in assignments:
         parts.append(f"{name} = {literal(value)}")
         parts.append("")
     return "\n".join(parts)
+
+
+# ------------------------------------------------------------ typed classes
+
+_PY_TYPES = {
+    "bool": "bool", "int8": "int", "int16": "int", "uint16": "int", "int32": "int", "uint32": "int",
+    "int64": "int", "float64": "float", "string": "str", "bytes": "bytes", "records": "bytes",
+    "uuid": "uuid.UUID",
+}
+
+
+def snake_case(name: str) -> str:
+    """As kdissect.protocol.schema.snake_case (the attribute names of decoded bodies)."""
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", text)
+    return text.lower()
+
+
+def in_range(version: int, span: tuple[int, int | None] | None) -> bool:
+    return span is not None and version >= span[0] and (span[1] is None or version <= span[1])
+
+
+class _TypedStruct:
+    """Fields of one struct over all versions, in wire order: attr ->
+    (python types, versions)."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.found: dict[str, tuple[list[str], set[int]]] = {}
+
+    def add(self, attr: str, python_type: str, version: int, earlier: list[str]) -> None:
+        """One field of a version; `earlier` are the attrs before it in that version."""
+        if attr not in self.found:
+            self.found[attr] = ([], set())
+            # after the nearest field that precedes it in this version
+            position = 0
+            for name in reversed(earlier):
+                if name in self.order:
+                    position = self.order.index(name) + 1
+                    break
+            self.order.insert(position, attr)
+        types, versions = self.found[attr]
+        if python_type not in types:
+            types.append(python_type)
+        versions.add(version)
+
+    @property
+    def fields(self) -> dict[str, tuple[list[str], set[int]]]:
+        return {attr: self.found[attr] for attr in self.order}
+
+
+def _typed_walk(message: str, fields: list[dict], version: int, flexible: bool, owner: str | None,
+                structs: dict[str | None, _TypedStruct], consumer: frozenset[str]) -> None:
+    target = structs.setdefault(owner, _TypedStruct())
+    earlier: list[str] = []
+    for item in fields:
+        if not in_range(version, item["versions"]):
+            continue
+        ftype = item["type"]
+        is_array = ftype.startswith("[]")
+        base = ftype[2:] if is_array else ftype
+        nullable = in_range(version, item.get("nullable"))
+        tagged = flexible and in_range(version, item.get("tagged"))
+        if "fields" in item:
+            element = f"{message}.{base}"
+            _typed_walk(message, item["fields"], version, flexible, base, structs, consumer)
+        else:
+            element = _PY_TYPES[base]
+            if base == "bytes" and item["name"] in consumer:
+                element = "bytes | ConsumerProtocolData"
+            if nullable and not is_array:
+                element += " | None"
+        if is_array:
+            python_type = f"list[{element}]" + (" | None" if nullable or item.get("default", []) is None else "")
+        elif "fields" in item and (nullable or tagged):
+            python_type = element + " | None"
+        else:
+            python_type = element
+        attr = snake_case(item["name"])
+        target.add(attr, python_type, version, earlier)
+        earlier.append(attr)
+
+
+def _version_note(versions: set[int], every: set[int]) -> str:
+    """" # v3+", " # v0-12", "" when the field is in every version."""
+    if versions == every:
+        return ""
+    spans: list[list[int]] = []
+    for version in sorted(versions):
+        if spans and spans[-1][1] == version - 1:
+            spans[-1][1] = version
+        else:
+            spans.append([version, version])
+    newest = max(every)
+    text = ", ".join(f"v{lo}+" if hi == newest and lo != hi else f"v{lo}" if lo == hi else f"v{lo}-{hi}"
+                     for lo, hi in spans)
+    return f"  # {text}"
+
+
+def _class_lines(name: str, struct: _TypedStruct, every: set[int], doc: str | None, indent: str) -> list[str]:
+    lines = [f"{indent}class {name}(Struct):"]
+    if doc:
+        lines.append(f'{indent}    """{doc}"""')
+        lines.append("")
+    lines.append(f"{indent}    __slots__ = ()")
+    if struct.fields:
+        lines.append("")
+    for attr, (types, versions) in struct.fields.items():
+        lines.append(f"{indent}    {attr}: {' | '.join(_unique_parts(types))}{_version_note(versions, every)}")
+    return lines
+
+
+def _unique_parts(types: list[str]) -> list[str]:
+    """The union members of several annotations, each once (None last)."""
+    parts: list[str] = []
+    for text in types:
+        depth = 0
+        current = ""
+        for char in text + "|":
+            if char == "|" and depth == 0:
+                part = current.strip()
+                if part and part not in parts:
+                    parts.append(part)
+                current = ""
+                continue
+            depth += char == "["
+            depth -= char == "]"
+            current += char
+    if "None" in parts:
+        parts.remove("None")
+        parts.append("None")
+    return parts
+
+
+def typed_class(message: str, segments: list[dict], consumer: frozenset[str] = frozenset()) -> list[str]:
+    """Source lines of the typed class of one message (nested structs inside)."""
+    structs: dict[str | None, _TypedStruct] = {}
+    every: set[int] = set()
+    for seg in segments:
+        lo, hi = seg["versions"]
+        for version in range(lo, hi + 1):
+            every.add(version)
+            flexible = in_range(version, seg["flexible"])
+            _typed_walk(message, seg["fields"], version, flexible, None, structs, consumer)
+    lo, hi = min(every), max(every)
+    doc = (f"{message} v{lo}-{hi}: the fields of every version (a decoded body has those of its version)."
+           if lo != hi else f"{message} v{lo}.")
+    lines = _class_lines(message, structs.get(None, _TypedStruct()), every, doc, "")
+    for name, struct in structs.items():
+        if name is not None:
+            lines.append("")
+            lines += _class_lines(name, struct, every, None, "    ")
+    return lines
+
+
+TYPED_HEADER = """from __future__ import annotations
+
+import uuid
+
+from kdissect.protocol.model import ConsumerProtocolData, Struct
+
+__all__ = [{names}]
+"""
+
+
+def render_typed(classes: list[tuple[str, list[dict], frozenset[str]]]) -> str:
+    names = ", ".join(repr(name) for name, _segments, _consumer in classes)
+    parts = [TYPED_HEADER.format(names=names)]
+    for name, segments, consumer in classes:
+        parts.append("\n" + "\n".join(typed_class(name, segments, consumer)) + "\n")
+    return "\n".join(parts)
+
+
+def api_key_enum(apis: dict) -> str:
+    lines = [GENERATED_MARK, '"""Kafka API keys by name: ``ApiKey.PRODUCE == 0``."""', "",
+             "from enum import IntEnum", "", "", "class ApiKey(IntEnum):"]
+    lines += [f"    {snake_case(entry['name']).upper()} = {key}" for key, entry in apis.items()]
+    return "\n".join(lines) + "\n"
+
+
+def bodies_index(modules: dict[str, str]) -> str:
+    lines = [GENERATED_MARK,
+             '"""Typed body classes by name -> the module of this package defining them.',
+             "",
+             "Type checkers read the imports below; at run time kdissect.protocol.bodies",
+             'loads a module on first use of one of its classes."""', "",
+             "from typing import TYPE_CHECKING", "", "if TYPE_CHECKING:"]
+    lines += [f"    from kdissect.protocol._generated.{module} import {name} as {name}"
+              for name, module in modules.items()]
+    lines += ["", f"MODULES = {literal(modules)}", ""]
+    return "\n".join(lines)
 
 
 def generate(spec_dir: Path) -> dict[str, str]:
@@ -299,6 +519,7 @@ def generate(spec_dir: Path) -> dict[str, str]:
     apis, embedded = collect(spec_dir)
     files: dict[str, str] = {"__init__.py": GENERATED_MARK + "\n" + PACKAGE_DOC}
     index = {}
+    typed_modules: dict[str, str] = {}
     for key, entry in apis.items():
         module = f"api_{key:03d}"
         index[key] = (entry["name"], module, version_span(entry["request"]), version_span(entry["response"]))
@@ -306,12 +527,27 @@ def generate(spec_dir: Path) -> dict[str, str]:
             f"Kafka API {key} ({entry['name']}): merged request/response segments.",
             [("API_KEY", key), ("NAME", entry["name"]), ("REQUEST", entry["request"]), ("RESPONSE", entry["response"])],
         )
+        classes = []
+        for direction, suffix in (("request", "Request"), ("response", "Response")):
+            if entry[direction]:
+                name = entry["name"] + suffix
+                classes.append((name, entry[direction], CONSUMER_PROTOCOL_FIELDS.get((key, direction), frozenset())))
+                typed_modules[name] = f"bodies_{key:03d}"
+        files[f"bodies_{key:03d}.py"] = render_module(
+            f"Kafka API {key} ({entry['name']}): typed classes of the request and response bodies.", [],
+            render_typed(classes))
     files["index.py"] = render_module(
         "Every API key: (name, module, request version span, response version span).", [("APIS", index)]
     )
     files["embedded.py"] = render_module(
         "Consumer group protocol schemas embedded in group-coordination bytes fields.", [("EMBEDDED", embedded)]
     )
+    embedded_classes = [(name, segments, frozenset()) for name, segments in embedded.items()]
+    typed_modules.update((name, "bodies_embedded") for name, _segments, _consumer in embedded_classes)
+    files["bodies_embedded.py"] = render_module(
+        "Typed classes of the consumer group protocol structures.", [], render_typed(embedded_classes))
+    files["api_keys.py"] = api_key_enum(apis)
+    files["bodies.py"] = bodies_index(typed_modules)
     files["errors.py"] = render_module(
         "Kafka error codes: code -> (name, retriable).", [("ERRORS", read_errors(spec_dir))]
     )

@@ -2,32 +2,50 @@
 
 Public functions (see docs/architecture.md):
     decode_request, decode_response, encode_request, encode_response,
-    DecodeError, Request, Response, peek_request_header, looks_like_request,
-    api_name.
-Submodules: schema (per-version field views), errors, summary, render.
-Attributes are loaded lazily so importing this package is cheap.
+    encode_message, DecodeError, Request, Response, peek_request_header,
+    looks_like_request, api_name, ApiKey.
+Submodules: schema (per-version field views), bodies (typed body classes),
+skim, summary, render, errors.
+
+The package loads its submodules on first use of an attribute: importing
+`kdissect.protocol.errors` or `kdissect.protocol.apis` alone (as the Scapy
+and records packages do) does not load the codec. The submodules import
+each other without cycles (tests/test_protocol_imports.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-_FROM_CODEC = {
-    "decode_request", "decode_response", "encode_request", "encode_response",
-    "DecodeError", "Request", "Response", "Struct",
+if TYPE_CHECKING:
+    from kdissect.protocol.apis import ApiKey, api_name
+    from kdissect.protocol.codec import (
+        DecodeError,
+        Request,
+        Response,
+        Struct,
+        decode_request,
+        decode_response,
+        encode_message,
+        encode_request,
+        encode_response,
+    )
+    from kdissect.protocol.headers import looks_like_request, peek_request_header
+
+_HOME = {
+    "decode_request": "codec", "decode_response": "codec", "encode_request": "codec",
+    "encode_response": "codec", "encode_message": "codec", "DecodeError": "codec", "Request": "codec",
+    "Response": "codec", "Struct": "codec",
+    "peek_request_header": "headers", "looks_like_request": "headers",
+    "api_name": "apis", "ApiKey": "apis",
 }
-_FROM_HEADERS = {"peek_request_header", "looks_like_request", "api_name"}
 
-__all__ = sorted(_FROM_CODEC | _FROM_HEADERS)
+__all__ = sorted(_HOME)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _FROM_CODEC:
-        from kdissect.protocol import codec
-
-        return getattr(codec, name)
-    if name in _FROM_HEADERS:
-        from kdissect.protocol import headers
-
-        return getattr(headers, name)
-    raise AttributeError(f"module 'kdissect.protocol' has no attribute {name!r}")
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'kdissect.protocol' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"kdissect.protocol.{home}"), name)

@@ -13,21 +13,25 @@ from __future__ import annotations
 from typing import Any
 
 from kdissect.protocol import primitives as prim
+from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.model import ConsumerProtocolData, Struct
+from kdissect.protocol.objects import EMBEDDED_NAMES, build, embedded_codec, encode_embedded
 from kdissect.protocol.primitives import DecodeError
 from kdissect.protocol.schema import embedded_versions
 
+__all__ = ["EMBEDDED_APIS", "decode_embedded", "encode_embedded", "new_embedded", "parse_embedded"]
+
 SUBSCRIPTION = "ConsumerProtocolSubscription"
 ASSIGNMENT = "ConsumerProtocolAssignment"
-_KIND = {SUBSCRIPTION: "subscription", ASSIGNMENT: "assignment"}
-_NAME = {v: k for k, v in _KIND.items()}
+_NAME = EMBEDDED_NAMES  # kind -> structure name
+_KIND = {name: kind for kind, name in _NAME.items()}
+# the APIs whose bodies can carry the consumer protocol
+EMBEDDED_APIS = frozenset(int(key) for key in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS))
 
 
 def parse_embedded(name: str, raw: Any, tentative: bool = False) -> ConsumerProtocolData | None:
     """Decode consumer-protocol bytes, or None when they do not parse.
     Tentative decodes (protocol type unknown) must consume every byte."""
-    from kdissect.protocol.codec import embedded_codec
-
     if not isinstance(raw, bytes) or len(raw) < 2:
         return None
     (version,) = prim.INT16.unpack_from(raw, 0)
@@ -42,16 +46,6 @@ def parse_embedded(name: str, raw: Any, tentative: bool = False) -> ConsumerProt
     if pos != len(raw) and (version <= hi or tentative):
         return None
     return ConsumerProtocolData(_KIND[name], version, data, raw)
-
-
-def encode_embedded(value: ConsumerProtocolData) -> bytes:
-    from kdissect.protocol.codec import embedded_codec
-
-    name = _NAME[value.kind]
-    _lo, hi = embedded_versions(name)
-    out = bytearray(prim.INT16.pack(value.version))
-    embedded_codec(name, min(value.version, hi)).encode_into(value.data, out)
-    return bytes(out)
 
 
 def _is_consumer(body: Struct) -> bool | None:
@@ -70,7 +64,7 @@ def _convert(items: Any, attr: str, name: str, tentative: bool) -> None:
 
 def decode_embedded(api_key: int, direction: str, body: Struct) -> None:
     """Replace consumer-protocol bytes in a decoded body by ConsumerProtocolData."""
-    if api_key == 15:  # DescribeGroups: protocol type per group
+    if api_key == ApiKey.DESCRIBE_GROUPS:  # protocol type per group
         if direction == "response":
             for group in body.groups or ():
                 if getattr(group, "protocol_type", None) == "consumer":
@@ -81,12 +75,12 @@ def decode_embedded(api_key: int, direction: str, body: Struct) -> None:
     if consumer is False:
         return
     tentative = consumer is None
-    if api_key == 11:  # JoinGroup
+    if api_key == ApiKey.JOIN_GROUP:
         if direction == "request":
             _convert(body.protocols, "metadata", SUBSCRIPTION, tentative)
         else:
             _convert(body.members, "metadata", SUBSCRIPTION, tentative)
-    elif api_key == 14:  # SyncGroup
+    elif api_key == ApiKey.SYNC_GROUP:
         if direction == "request":
             _convert(body.assignments, "assignment", ASSIGNMENT, tentative)
         else:
@@ -98,8 +92,6 @@ def decode_embedded(api_key: int, direction: str, body: Struct) -> None:
 def new_embedded(kind: str, version: int, **values: Any) -> ConsumerProtocolData:
     """Build a consumer-protocol subscription/assignment from field values
     (spec defaults for the rest); assign it to a JoinGroup/SyncGroup bytes field."""
-    from kdissect.protocol.codec import build, embedded_codec
-
     name = _NAME[kind]
     _lo, hi = embedded_versions(name)
     data = build(embedded_codec(name, min(version, hi)).cls, values)

@@ -1,7 +1,12 @@
 """Decoded message objects: structs, headers, requests and responses.
 
+Plain data: nothing here decodes or encodes (the codec does both, see
+`codec.py`), so the model imports no other part of the protocol package but
+the api names.
+
 Every decoded struct is an instance of a class built by the codec for one
-(message, version, struct). Fields are slots named by the snake_case spec
+(message, version, struct), derived from the typed class of its message
+(``kdissect.protocol.bodies``). Fields are slots named by the snake_case spec
 names and are readable as attributes (``body.topics``) or mapping keys
 (``body["topics"]``). Flexible structs also carry ``unknown_tagged_fields``
 (``[(tag, raw bytes), ...]``) and remember the order their tags arrived in so
@@ -12,8 +17,11 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-PRODUCE = 0
-SASL_HANDSHAKE = 17
+from kdissect.protocol.apis import ApiKey, api_name
+
+# plain ints for the per-frame checks: reading an enum member costs ~0.3 µs in Python 3.11
+_PRODUCE = int(ApiKey.PRODUCE)
+_SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
 
 
 class Struct:
@@ -76,27 +84,9 @@ class Struct:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __reduce__(self) -> tuple:
-        """Pickle by codec origin and field path (classes are built at run time)."""
-        state = [getattr(self, name) for name in self._fields]
-        tags = (list(self.unknown_tagged_fields or ()), self._tag_order)
-        return (_rebuild_struct, (self._origin, state, tags))
-
     def __repr__(self) -> str:
         inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
         return f"{type(self).__name__}({inner})"
-
-
-def _rebuild_struct(origin: tuple, state: list, tags: tuple) -> Struct:
-    from kdissect.protocol.codec import struct_class
-
-    cls = struct_class(*origin)
-    obj = object.__new__(cls)
-    for name, value in zip(cls._fields, state):
-        object.__setattr__(obj, name, value)
-    if "unknown_tagged_fields" in cls.__slots__:
-        obj.unknown_tagged_fields, obj._tag_order = tags
-    return obj
 
 
 class ConsumerProtocolData:
@@ -105,7 +95,7 @@ class ConsumerProtocolData:
     ``kind`` is "subscription" or "assignment"; ``version`` the int16 that
     prefixes the bytes; ``data`` the decoded struct; ``raw`` the original
     bytes (re-encoding writes them back unchanged). Built from values (raw
-    None), ``to_bytes()`` encodes ``data``.
+    None), the codec encodes ``data`` (`consumer.encode_embedded`).
     """
 
     __slots__ = ("kind", "version", "data", "raw")
@@ -115,13 +105,6 @@ class ConsumerProtocolData:
         self.version = version
         self.data = data
         self.raw = raw
-
-    def to_bytes(self) -> bytes:
-        if self.raw is not None:
-            return self.raw
-        from kdissect.protocol.consumer import encode_embedded
-
-        return encode_embedded(self)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ConsumerProtocolData):
@@ -191,14 +174,12 @@ class Request:
 
     @property
     def name(self) -> str:
-        from kdissect.protocol.headers import api_name
-
         return api_name(self.header.api_key)
 
     @property
     def expects_response(self) -> bool:
         """False only for Produce with acks=0 (the broker sends nothing back)."""
-        if self.header.api_key == PRODUCE:
+        if self.header.api_key == _PRODUCE:
             return getattr(self.body, "acks", -1) != 0
         return True
 
@@ -206,13 +187,7 @@ class Request:
     def starts_raw_sasl(self) -> bool:
         """True for SaslHandshake v0: after its response the connection carries
         raw SASL tokens with only a 4-byte size, no Kafka header."""
-        return self.header.api_key == SASL_HANDSHAKE and self.header.api_version == 0
-
-    def encode(self) -> bytes:
-        """The frame (without the 4-byte size prefix)."""
-        from kdissect.protocol.codec import encode_request_parts
-
-        return encode_request_parts(self.header, self.body, self.body_version)
+        return self.header.api_key == _SASL_HANDSHAKE and self.header.api_version == 0
 
     def __repr__(self) -> str:
         return f"Request({self.name} v{self.api_version}, {self.header!r}, {self.body!r})"
@@ -238,14 +213,7 @@ class Response:
 
     @property
     def name(self) -> str:
-        from kdissect.protocol.headers import api_name
-
         return api_name(self.api_key)
-
-    def encode(self) -> bytes:
-        from kdissect.protocol.codec import encode_response_parts
-
-        return encode_response_parts(self.api_key, self.header, self.body, self.body_version)
 
     def __repr__(self) -> str:
         return f"Response({self.name} v{self.api_version}, {self.header!r}, {self.body!r})"

@@ -1,11 +1,12 @@
 """Kafka wire primitives: fixed-width integers, varints, strings, bytes,
 arrays and tagged-field sections, plus the one decode exception.
 
-The generated codec inlines fixed-width reads; the variable-length and rare
-cases live here as small functions taking ``(buf, pos, end)`` and returning
-``(value, new_pos)``. Every length is checked against the bytes that remain
-before anything is sliced or allocated, so a length field claiming 2 GB fails
-fast instead of allocating.
+These are the readers and writers every decoder shares: the generated
+decoders and skims (`generator.py` inlines the hot cases and calls these for
+the rare ones), the headers, and the Scapy fields. Readers take
+``(buf, pos, end)`` and return ``(value, new_pos)``. Every length is checked
+against the bytes that remain before anything is sliced or allocated, so a
+length field claiming 2 GB fails fast instead of allocating.
 
 Decoding is strict about canonical encodings (minimal varints, bools 0/1,
 -1 as the only negative length) so that every accepted message re-encodes to
@@ -16,11 +17,17 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable, Mapping, Sized
 from typing import Any
 
 __all__ = [
-    "DecodeError", "EncodeError",
+    "DecodeError", "EncodeError", "Short",
     "read_uvarint", "read_varint", "read_varlong", "write_uvarint", "write_varint", "write_varlong",
+    "read_bool", "read_uuid", "uuid_from",
+    "read_string", "read_compact_string", "read_bytes", "read_compact_bytes",
+    "read_count32", "read_compact_count", "read_array_count", "read_array", "skip_array", "read_fixed_array",
+    "read_tag_header", "read_tag_section", "read_unknown_tags",
+    "len16", "compact_str", "len32_bytes", "compact_bytes", "write_array_count", "write_unknown_tags",
 ]
 
 # Precompiled big-endian layouts.
@@ -241,6 +248,56 @@ def read_bool(buf: bytes, pos: int) -> bool:
     return byte == 1
 
 
+def read_uuid(buf: bytes, pos: int) -> tuple[uuid.UUID, int]:
+    raw = buf[pos:pos + 16]
+    if len(raw) != 16:
+        raise Short("uuid truncated")
+    return uuid_from(raw), pos + 16
+
+
+# ------------------------------------------------------------------- arrays
+
+def read_array_count(buf: bytes, pos: int, end: int, flexible: bool, min_size: int = 1) -> tuple[int, int]:
+    """An array count (-1 for null): compact in flexible versions, else int32;
+    bounded by what the remaining bytes can hold at min_size bytes each."""
+    if flexible:
+        return read_compact_count(buf, pos, end, min_size)
+    return read_count32(buf, pos, end, min_size)
+
+
+def read_array(buf: bytes, pos: int, end: int, count: int, reader: Callable) -> tuple[list, int]:
+    """`count` values read one after the other by reader(buf, pos, end)."""
+    values = []
+    for _ in range(count):
+        value, pos = reader(buf, pos, end)
+        values.append(value)
+    return values, pos
+
+
+def skip_array(buf: bytes, pos: int, end: int, count: int, reader: Callable) -> int:
+    """read_array's checks, keeping nothing: the position after the values."""
+    for _ in range(count):
+        pos = reader(buf, pos, end)[1]
+    return pos
+
+
+def read_fixed_array(buf: bytes, pos: int, count: int, code: str, size: int, kind: str) -> tuple[list, int]:
+    """`count` fixed-width values (struct code `code`, `size` bytes each) whose
+    bytes are known to be there; bools must be 0 or 1, uuids become UUIDs."""
+    values: list[Any]
+    if kind == "uuid":
+        values = [uuid_from(buf[pos + i * 16:pos + i * 16 + 16]) for i in range(count)]
+    else:
+        values = list(struct.unpack_from(f">{count}{code}", buf, pos))
+        if kind == "bool":
+            if any(v > 1 for v in values):
+                raise ValueError("bool byte is not 0 or 1")
+            values = [v == 1 for v in values]
+    return values, pos + count * size
+
+
+# ------------------------------------------------------------ tagged fields
+
 def read_tag_header(buf: bytes, pos: int, end: int) -> tuple[int, int, int]:
     """One tagged field's (tag, size, pos of payload)."""
     tag = buf[pos]
@@ -256,6 +313,56 @@ def read_tag_header(buf: bytes, pos: int, end: int) -> tuple[int, int, int]:
     if size > end - pos:
         raise Short(f"tagged field size {size} exceeds the {end - pos} bytes left")
     return tag, size, pos
+
+
+def read_tag_section(buf: bytes, pos: int, end: int, known: Mapping[int, tuple[str, Callable]],
+                     errors: Any = None, records: Any = None, keep: bool = True) -> Any:
+    """A tagged-field section whose known tags are read by
+    ``known[tag] = (attr, reader)``: ``reader(buf, pos, stop, errors, records)``
+    returns ``(value, pos)``, or only the position when keep is False (the
+    skim's readers, which add error codes and record sets to `errors` and
+    `records` instead).
+
+    Returns ``(values, unknown, order, pos)``: ``(attr, value)`` of the known
+    tags, ``(tag, raw bytes)`` of the others, every tag in arrival order; with
+    keep=False only the position (the same checks, nothing kept). A known
+    tag must not repeat and its value must fill exactly its declared size;
+    unknown tags are kept as they are (they may repeat).
+    """
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = read_uvarint(buf, pos)
+    if count > end - pos:
+        raise Short(f"tag count {count} exceeds the {end - pos} bytes left")
+    if keep:
+        values: list[tuple[str, Any]] = []
+        unknown: list[tuple[int, bytes]] = []
+        order: list[int] = []
+    seen: tuple[int, ...] = ()
+    for _ in range(count):
+        start = pos
+        tag, size, pos = read_tag_header(buf, pos, end)
+        stop = pos + size
+        entry = known.get(tag)
+        if entry is not None:
+            if tag in seen:
+                raise DecodeError(start, entry[0], f"tag {tag} repeated")
+            seen += (tag,)
+            if keep:
+                value, used = entry[1](buf, pos, stop, errors, records)
+                values.append((entry[0], value))
+            else:
+                used = entry[1](buf, pos, stop, errors, records)
+            if used != stop:
+                raise DecodeError(pos, entry[0], f"tagged field is {size} bytes but its value used {used - pos}")
+        elif keep:
+            unknown.append((tag, buf[pos:stop]))
+        if keep:
+            order.append(tag)
+        pos = stop
+    return (values, unknown, order, pos) if keep else pos
 
 
 def read_unknown_tags(buf: bytes, pos: int, end: int) -> tuple[list[tuple[int, bytes]], int]:
@@ -292,12 +399,9 @@ def compact_str(value: str | None) -> bytes:
 
 
 def as_bytes(value: Any) -> bytes:
-    """Bytes of a bytes-typed field value (bytes-like or an embedded structure)."""
+    """Bytes of a bytes-typed field value (bytes-like)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
-    to_bytes = getattr(value, "to_bytes", None)
-    if to_bytes is not None:
-        return to_bytes()
     raise EncodeError(f"expected bytes, got {type(value).__name__}")
 
 
@@ -313,6 +417,13 @@ def compact_bytes(value: Any) -> bytes:
         return b"\x00"
     raw = as_bytes(value)
     return write_uvarint(len(raw) + 1) + raw
+
+
+def write_array_count(values: Sized | None, flexible: bool) -> bytes:
+    """An array's count (None for null): compact in flexible versions, else int32."""
+    if values is None:
+        return b"\x00" if flexible else b"\xff\xff\xff\xff"
+    return write_uvarint(len(values) + 1) if flexible else INT32.pack(len(values))
 
 
 def write_unknown_tags(tags: Any) -> bytes:

@@ -11,6 +11,7 @@ import math
 import uuid
 from typing import Any
 
+from kdissect.protocol.errors import error_name
 from kdissect.protocol.model import ConsumerProtocolData, Request, RequestHeader, Response, ResponseHeader, Struct
 
 __all__ = ["to_jsonable", "render_tree", "redacted"]
@@ -146,8 +147,6 @@ def render_tree(obj: Any, show_secrets: bool = False) -> str:
     """Indented multi-line view of a Request, Response or struct."""
     lines: list[str] = []
     if isinstance(obj, (Request, Response)):
-        from kdissect.protocol.errors import error_name
-
         head = obj.header
         kind = "request" if isinstance(obj, Request) else "response"
         lines.append(f"{obj.name} {kind} v{obj.api_version} (api key {obj.api_key})")

@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from kdissect.protocol._generated.index import APIS
+from kdissect.protocol.apis import ApiKey
 
 PRIMITIVE_TYPES = frozenset(
     {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
@@ -31,8 +32,10 @@ PRIMITIVE_TYPES = frozenset(
 )
 ZERO_UUID = uuid.UUID(int=0)
 DIRECTIONS = ("request", "response")
-API_VERSIONS_KEY = 18
 API_VERSIONS_SLACK = 4  # newer ApiVersions versions accepted (see resolve_version)
+# the error code a broker answers an ApiVersions request of a version it does
+# not support with, in a v0 body (the codec and the skim read such answers as v0)
+UNSUPPORTED_VERSION = 35
 
 
 class ApiInfo(NamedTuple):
@@ -100,9 +103,15 @@ def api_versions(api_key: int) -> ApiInfo:
     return ApiInfo(name, req, resp)
 
 
+def _api_module(api_key: int) -> Any:
+    """The generated module of one API, loaded on first use (the tables of
+    every API take about a tenth of a second to load)."""
+    return importlib.import_module(f"kdissect.protocol._generated.{APIS[api_key][1]}")
+
+
 @lru_cache(maxsize=None)
 def _segments(api_key: int, direction: str) -> list[dict]:
-    module = importlib.import_module(f"kdissect.protocol._generated.{APIS[api_key][1]}")
+    module = _api_module(api_key)
     return module.REQUEST if direction == "request" else module.RESPONSE
 
 
@@ -145,7 +154,7 @@ def resolve_version(api_key: int, version: int, direction: str) -> tuple[int, st
                 f"{APIS[api_key][0]} {direction} v{version} is not in the spec; "
                 f"decoded as v{used}"
             )
-    if api_key == API_VERSIONS_KEY and mine and max(mine) < version <= max(mine) + API_VERSIONS_SLACK:
+    if api_key == ApiKey.API_VERSIONS and mine and max(mine) < version <= max(mine) + API_VERSIONS_SLACK:
         # Clients open with their newest ApiVersions version, which may be newer
         # than the spec; the broker answers such requests with a v0 error body.
         return max(mine), (
@@ -214,11 +223,11 @@ def _resolve_fields(raw: list[dict], version: int, flexible: bool) -> tuple[Fiel
 
 def header_versions(api_key: int, version: int, flexible: bool) -> tuple[int, int]:
     """(request header version, response header version) for a message version."""
-    if api_key == 7 and version == 0:  # ControlledShutdown v0: no client id
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:  # no client id
         request_header = 0
     else:
         request_header = 2 if flexible else 1
-    if api_key == 18:  # ApiVersions responses always use header v0
+    if api_key == ApiKey.API_VERSIONS:  # ApiVersions responses always use header v0
         response_header = 0
     else:
         response_header = 1 if flexible else 0
@@ -250,9 +259,7 @@ def get_schema(api_key: int, version: int, direction: str) -> MessageSchema:
 @lru_cache(maxsize=None)
 def embedded_schema(name: str, version: int) -> MessageSchema:
     """Schema of an embedded consumer-protocol structure (KeyError if undefined)."""
-    from kdissect.protocol._generated.embedded import EMBEDDED
-
-    seg = _find_segment(EMBEDDED[name], version)
+    seg = _find_segment(_embedded_segments(name), version)
     if seg is None:
         raise KeyError(f"{name} version {version} is not defined")
     flexible = in_range(version, seg["flexible"])
@@ -262,8 +269,12 @@ def embedded_schema(name: str, version: int) -> MessageSchema:
     )
 
 
-def embedded_versions(name: str) -> tuple[int, int]:
-    from kdissect.protocol._generated.embedded import EMBEDDED
+def _embedded_segments(name: str) -> list[dict]:
+    """The consumer-protocol tables, loaded on first use (only group
+    coordination messages carry them)."""
+    return importlib.import_module("kdissect.protocol._generated.embedded").EMBEDDED[name]
 
-    versions = [v for seg in EMBEDDED[name] for v in range(seg["versions"][0], seg["versions"][1] + 1)]
+
+def embedded_versions(name: str) -> tuple[int, int]:
+    versions = [v for seg in _embedded_segments(name) for v in range(seg["versions"][0], seg["versions"][1] + 1)]
     return min(versions), max(versions)

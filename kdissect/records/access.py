@@ -16,12 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.counts import batch_checks, batch_counts, batch_figures
 from kdissect.records.decode import iter_batches
 from kdissect.records.model import Batch, Record
 
-PRODUCE, FETCH, SHARE_FETCH = 0, 1, 78
+# plain ints for the per-exchange checks: reading an enum member costs ~0.3 µs in Python 3.11
+_PRODUCE = int(ApiKey.PRODUCE)
+_FETCHES = frozenset((int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)))  # responses carrying records
 _REQUEST_DIRECTIONS = ("request", "produce")
 _RESPONSE_DIRECTIONS = ("response", "fetch")
 
@@ -53,9 +56,9 @@ def record_sets(api_key: int, api_version: int, body: Any, direction: str) -> It
     """Yield (topic, partition, raw records bytes) for every non-empty records field."""
     if body is None:
         return
-    if api_key == PRODUCE and direction in _REQUEST_DIRECTIONS:
+    if api_key == _PRODUCE and direction in _REQUEST_DIRECTIONS:
         topics, name_field, parts_field, index_field = "topic_data", "name", "partition_data", "index"
-    elif api_key in (FETCH, SHARE_FETCH) and direction in _RESPONSE_DIRECTIONS:
+    elif api_key in _FETCHES and direction in _RESPONSE_DIRECTIONS:
         topics, name_field, parts_field, index_field = "responses", "topic", "partitions", "partition_index"
     else:
         return
@@ -70,7 +73,7 @@ def record_sets(api_key: int, api_version: int, body: Any, direction: str) -> It
 def _struct_record_sets(api_key: int, body: Any) -> list[tuple[str | None, int | None, bytes]]:
     """record_sets() of a decoded Struct body (Produce request or Fetch/ShareFetch
     response), reading attributes directly."""
-    if api_key == PRODUCE:
+    if api_key == _PRODUCE:
         topics, name_field, parts_field, index_field = "topic_data", "name", "partition_data", "index"
     else:
         topics, name_field, parts_field, index_field = "responses", "topic", "partitions", "partition_index"
@@ -95,9 +98,9 @@ def exchange_columns(api_key: int | None, api_version: int | None, request_body:
     batches declaring more than the decompression limit) for the row's problems.
     Never raises.
     """
-    if api_key == PRODUCE:
+    if api_key == _PRODUCE:
         body = request_body
-    elif api_key in (FETCH, SHARE_FETCH):
+    elif api_key in _FETCHES:
         body = response_body
     else:
         return {}
@@ -115,9 +118,9 @@ def record_figures(api_key: int, api_version: int | None, body: Any, max_uncompr
     `exchange_columns`); None for other APIs or no body. Never raises."""
     if body is None:
         return None
-    if api_key == PRODUCE:
+    if api_key == _PRODUCE:
         direction = "request"
-    elif api_key == FETCH or api_key == SHARE_FETCH:
+    elif api_key in _FETCHES:
         direction = "response"
     else:
         return None
@@ -187,19 +190,19 @@ def iter_batches_of(message: Any, api_key: int | None = None, api_version: int |
     """
     if _get(message, "request") is not None or _get(message, "response") is not None:
         key = _get(message, "api_key")
-        if key == PRODUCE:
+        if key == _PRODUCE:
             yield from iter_batches_of(_get(message, "request"), key, _get(message, "api_version"),
                                        max_uncompressed=max_uncompressed)
-        elif key in (FETCH, SHARE_FETCH):
+        elif key in _FETCHES:
             yield from iter_batches_of(_get(message, "response"), key, _get(message, "api_version"),
                                        max_uncompressed=max_uncompressed)
         return
     key, version, direction, body = _message_kind(message, api_key, api_version)
     if key is None:
         return
-    if key == PRODUCE:
+    if key == _PRODUCE:
         direction = "request"
-    elif key in (FETCH, SHARE_FETCH) and api_key is not None:
+    elif key in _FETCHES and api_key is not None:
         direction = "response"
     for topic, partition, raw in record_sets(key, version or 0, body, direction):
         for batch in iter_batches(raw, max_uncompressed):

@@ -18,12 +18,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from kdissect.records.access import FETCH, PRODUCE, SHARE_FETCH, _topic_label, record_sets
+from kdissect.protocol.apis import ApiKey
+from kdissect.records.access import _topic_label, record_sets
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.decode import iter_batches
 from kdissect.records.model import Batch, Record
 
-_METADATA = 3
+# plain ints for the per-exchange checks: reading an enum member costs ~0.3 µs in Python 3.11
+_METADATA, _PRODUCE = int(ApiKey.METADATA), int(ApiKey.PRODUCE)
+_FETCHES = frozenset((int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)))
 
 RECORD_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("direction", pa.string()),  # "produce" or "fetch"
@@ -160,9 +163,9 @@ def exchange_record_rows(exchanges: Any, topics: frozenset[str] = frozenset(), m
         if key == _METADATA and ex.response is not None:
             _learn_topic_ids(ex.response.body, names)
             continue
-        if key == PRODUCE and ex.request is not None:
+        if key == _PRODUCE and ex.request is not None:
             direction, body, side = "produce", ex.request.body, "request"
-        elif key in (FETCH, SHARE_FETCH) and ex.response is not None:
+        elif key in _FETCHES and ex.response is not None:
             direction, body, side = "fetch", ex.response.body, "response"
         else:
             continue

@@ -9,14 +9,18 @@ resolved field schema of its current version (`pkt.kafka_field(name)`, see
 same Python types as the core codec (int, bool, str, bytes, uuid.UUID, lists,
 nested packets), with None for null.
 
-Reading and writing reuse `kdissect.protocol.primitives`, so lengths are
-checked the same way as in the core: a length running past the end raises.
+Reading and writing use the core's readers and writers
+(`kdissect.protocol.primitives`: varints, compact and classic strings,
+bytes and array counts, tag sections, uuids, bools), so a field is checked
+exactly as the core codec checks it: a length running past the end, a
+non-minimal varint or a bool byte other than 0/1 raises.
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from scapy.fields import Field, PacketField, PacketListField
@@ -24,7 +28,7 @@ from scapy.packet import Packet
 
 from kdissect.protocol import primitives as prim
 from kdissect.protocol.errors import error_name
-from kdissect.protocol.headers import api_name
+from kdissect.protocol.apis import api_name
 
 __all__ = [
     "KafkaDecodeError", "UVarIntField", "VarIntField", "VarLongField",
@@ -42,12 +46,15 @@ class KafkaDecodeError(ValueError):
 
 # ------------------------------------------------------------------ varints
 
-def _uvarint(s: bytes, max_bytes: int) -> tuple[int, bytes]:
+def _read(reader: Callable[[bytes, int], tuple[int, int]], s: bytes) -> tuple[bytes, int]:
+    """(rest, value) of a varint read by a core reader from the front of s."""
     try:
-        value, pos = prim.read_uvarint(s, 0, max_bytes)
+        value, pos = reader(s, 0)
     except IndexError:
         raise KafkaDecodeError("truncated varint") from None
-    return value, s[pos:]
+    except ValueError as problem:
+        raise KafkaDecodeError(str(problem)) from None
+    return s[pos:], value
 
 
 class UVarIntField(Field[int, int]):
@@ -60,8 +67,7 @@ class UVarIntField(Field[int, int]):
         return s + prim.write_uvarint(self.i2m(pkt, val) or 0)
 
     def getfield(self, pkt: Packet, s: bytes) -> tuple[bytes, int]:
-        value, rest = _uvarint(s, 5)
-        return rest, value
+        return _read(prim.read_uvarint, s)
 
 
 class VarIntField(UVarIntField):
@@ -71,8 +77,7 @@ class VarIntField(UVarIntField):
         return s + prim.write_varint(self.i2m(pkt, val) or 0)
 
     def getfield(self, pkt: Packet, s: bytes) -> tuple[bytes, int]:
-        raw, rest = _uvarint(s, 5)
-        return rest, (raw >> 1) ^ -(raw & 1)
+        return _read(prim.read_varint, s)
 
 
 class VarLongField(UVarIntField):
@@ -82,8 +87,7 @@ class VarLongField(UVarIntField):
         return s + prim.write_varlong(self.i2m(pkt, val) or 0)
 
     def getfield(self, pkt: Packet, s: bytes) -> tuple[bytes, int]:
-        raw, rest = _uvarint(s, 10)
-        return rest, (raw >> 1) ^ -(raw & 1)
+        return _read(prim.read_varlong, s)
 
 
 # ------------------------------------------------------------ value fields
@@ -133,9 +137,7 @@ class KafkaValueField(Field[Any, Any]):
             value, rest = self.decode(pkt, s)
         except (IndexError, struct.error):
             raise KafkaDecodeError(f"{self.name}: truncated") from None
-        except prim.Short as problem:
-            raise KafkaDecodeError(f"{self.name}: {problem}") from None
-        except ValueError as problem:
+        except (prim.Short, ValueError, KafkaDecodeError) as problem:
             raise KafkaDecodeError(f"{self.name}: {problem}") from None
         return rest, value
 
@@ -144,7 +146,7 @@ class KafkaValueField(Field[Any, Any]):
 
 
 class _FixedField(KafkaValueField):
-    layout = struct.Struct(">i")
+    layout = prim.INT32  # the core's precompiled big-endian layouts
 
     def encode(self, pkt: Packet, val: Any) -> bytes:
         return self.layout.pack(0 if val is None else val)
@@ -155,11 +157,11 @@ class _FixedField(KafkaValueField):
 
 
 class KafkaInt8Field(_FixedField):
-    layout = struct.Struct(">b")
+    layout = prim.INT8
 
 
 class KafkaInt16Field(_FixedField):
-    layout = struct.Struct(">h")
+    layout = prim.INT16
 
     def i2repr(self, pkt: Packet | None, x: Any) -> str:
         if self.name.endswith("error_code") and isinstance(x, int):
@@ -168,23 +170,23 @@ class KafkaInt16Field(_FixedField):
 
 
 class KafkaUInt16Field(_FixedField):
-    layout = struct.Struct(">H")
+    layout = prim.UINT16
 
 
 class KafkaInt32Field(_FixedField):
-    layout = struct.Struct(">i")
+    layout = prim.INT32
 
 
 class KafkaUInt32Field(_FixedField):
-    layout = struct.Struct(">I")
+    layout = prim.UINT32
 
 
 class KafkaInt64Field(_FixedField):
-    layout = struct.Struct(">q")
+    layout = prim.INT64
 
 
 class KafkaFloat64Field(_FixedField):
-    layout = struct.Struct(">d")
+    layout = prim.FLOAT64
 
 
 class KafkaBoolField(KafkaValueField):
@@ -212,9 +214,8 @@ class KafkaUuidField(KafkaValueField):
         return (val or prim.uuid_from(bytes(16))).bytes
 
     def decode(self, pkt: Packet, s: bytes) -> tuple[Any, bytes]:
-        if len(s) < 16:
-            raise IndexError
-        return uuid.UUID(bytes=bytes(s[:16])), s[16:]
+        value, pos = prim.read_uuid(s, 0)
+        return value, s[pos:]
 
     def i2repr(self, pkt: Packet | None, x: Any) -> str:
         return str(x)
@@ -300,25 +301,10 @@ def scalar_field_class(kind: str) -> type[KafkaValueField]:
     return _SCALAR_CLASSES[kind]
 
 
-def _write_count(flexible: bool, values: list | None) -> bytes:
-    if values is None:
-        return b"\x00" if flexible else b"\xff\xff\xff\xff"
-    return prim.write_uvarint(len(values) + 1) if flexible else prim.INT32.pack(len(values))
-
-
 def _read_count(flexible: bool, s: bytes) -> tuple[int, bytes]:
-    """(-1 for null | count, rest)."""
-    if flexible:
-        raw, rest = _uvarint(s, 5)
-        count = raw - 1
-    else:
-        (count,) = prim.INT32.unpack_from(s, 0)
-        rest = s[4:]
-        if count < -1:
-            raise ValueError(f"negative array count {count}")
-    if count > len(rest):  # every element takes at least one byte
-        raise prim.Short(f"array count {count} exceeds the {len(rest)} bytes left")
-    return count, rest
+    """(-1 for null | count, rest): every element takes at least one byte."""
+    count, pos = prim.read_array_count(s, 0, len(s), flexible)
+    return count, s[pos:]
 
 
 class KafkaScalarArrayField(KafkaValueField):
@@ -335,7 +321,7 @@ class KafkaScalarArrayField(KafkaValueField):
         flexible = self.flexible(pkt)
         if val is None and not self.nullable(pkt):
             val = []
-        out = bytearray(_write_count(flexible, val))
+        out = bytearray(prim.write_array_count(val, flexible))
         for item in val or ():
             out += self.element.encode(pkt, item)
         return bytes(out)
@@ -388,7 +374,7 @@ class KafkaStructArrayField(PacketListField):
         flexible = pkt.kafka_flexible()
         if val is None and not self.nullable(pkt):
             val = []
-        out = bytearray(_write_count(flexible, val))
+        out = bytearray(prim.write_array_count(val, flexible))
         for item in val or ():
             out += _build_struct(item, pkt)
         return bytes(out)
@@ -452,6 +438,19 @@ class KafkaStructField(PacketField):
         return len(self.encode(pkt, x))
 
 
+def _tag_value_reader(field: Any, pkt: Packet) -> Callable:
+    """A tagged value read by its Scapy field, as primitives.read_tag_section calls it."""
+
+    def read(buf: bytes, pos: int, stop: int, _errors: Any, _records: Any) -> tuple[Any, int]:
+        try:
+            value, rest = field.decode(pkt, bytes(buf[pos:stop]))
+        except (IndexError, ValueError, struct.error, prim.Short) as problem:
+            raise KafkaDecodeError(f"tagged field {field.name}: {problem or 'truncated'}") from None
+        return value, stop - len(rest)
+
+    return read
+
+
 class KafkaTagSectionField(Field[Any, Any]):
     """The tagged-field section that ends every struct of a flexible version.
 
@@ -493,26 +492,21 @@ class KafkaTagSectionField(Field[Any, Any]):
         return s + prim.write_unknown_tags(first + rest)
 
     def getfield(self, pkt: Packet, s: bytes) -> tuple[bytes, Any]:
+        # the core's tag-section reader: a known tag must not repeat and its
+        # value must fill exactly its declared size
+        known = {fs.tag: (field.name, _tag_value_reader(field, pkt)) for field, fs in pkt.kafka_tagged_fields()}
         try:
-            tags, pos = prim.read_unknown_tags(s, 0, len(s))
+            values, unknown, order, pos = prim.read_tag_section(s, 0, len(s), known)
+        except KafkaDecodeError:
+            raise
+        except prim.DecodeError as problem:
+            raise KafkaDecodeError(f"tagged field {problem.path}: {problem.reason}") from None
         except (IndexError, ValueError, prim.Short) as problem:
             raise KafkaDecodeError(f"tagged fields: {problem or 'truncated'}") from None
-        known = {fs.tag: field for field, fs in pkt.kafka_tagged_fields()}
-        unknown = []
-        for tag, raw in tags:
-            field = known.get(tag)
-            if field is None:
-                unknown.append((tag, bytes(raw)))
-                continue
-            try:
-                value, rest = field.decode(pkt, bytes(raw))
-            except (IndexError, ValueError, struct.error, prim.Short) as problem:
-                raise KafkaDecodeError(f"tagged field {field.name}: {problem or 'truncated'}") from None
-            if rest:
-                raise KafkaDecodeError(f"tagged field {field.name} has {len(rest)} bytes left over")
-            pkt.fields[field.name] = value
-        pkt.__dict__["_kafka_tag_order"] = tuple(tag for tag, _raw in tags)
-        return s[pos:], unknown
+        for name, value in values:
+            pkt.fields[name] = value
+        pkt.__dict__["_kafka_tag_order"] = tuple(order)
+        return s[pos:], [(tag, bytes(raw)) for tag, raw in unknown]
 
     def i2repr(self, pkt: Packet | None, x: Any) -> str:
         return repr(x)

@@ -39,11 +39,13 @@ from kdissect.accounting import Accounting
 from kdissect.exchange import Exchange
 from kdissect.framing import Frame
 from kdissect.pairing import ConnectionInfo, Pairer
-from kdissect.protocol.codec import message_codec
+from kdissect.protocol.apis import ApiKey, api_name
 from kdissect.protocol.errors import error_name
-from kdissect.protocol.headers import api_name, looks_like_request, request_layout
+from kdissect.protocol.headers import request_layout
+from kdissect.protocol.objects import message_codec
 from kdissect.protocol.primitives import DecodeError
 from kdissect.protocol.schema import (
+    UNSUPPORTED_VERSION,
     FieldSchema,
     api_versions,
     embedded_schema,
@@ -65,10 +67,6 @@ __all__ = [
     "NameFieldAttribute", "bind_kafka", "unbind_kafka", "dissect_response", "remember_response", "body_version",
 ]
 
-API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
-PRODUCE = 0
-SASL_HANDSHAKE = 17
 MAX_FRAME = 1 << 30  # larger size prefixes are not Kafka framing
 _INT32 = struct.Struct(">i")
 
@@ -454,7 +452,7 @@ class KafkaRequest(_KafkaHeader):
             return 1  # unknown api or version: assume a client id follows
 
     def expects_response(self) -> bool:
-        if self.kafka_api_key() == PRODUCE and isinstance(self.payload, KafkaBody):
+        if self.kafka_api_key() == ApiKey.PRODUCE and isinstance(self.payload, KafkaBody):
             return self.payload.getfieldval("acks") != 0
         return True
 
@@ -536,11 +534,11 @@ class KafkaResponse(_KafkaHeader):
 
     def guess_payload_class(self, payload: bytes) -> type[Packet]:
         key, version = self.kafka_api_key(), self.kafka_api_version()
-        if key == API_VERSIONS and version and len(payload) >= 2 and \
+        if key == ApiKey.API_VERSIONS and version and len(payload) >= 2 and \
                 struct.unpack_from(">h", payload)[0] == UNSUPPORTED_VERSION:
             # brokers answer an ApiVersions version they do not support with a v0 body
             try:
-                _body, stop = message_codec(API_VERSIONS, 0, "response").decode(payload, 0, len(payload))
+                _body, stop = message_codec(ApiKey.API_VERSIONS, 0, "response").decode(payload, 0, len(payload))
                 if stop == len(payload):
                     self.__dict__["_kafka_forced_body_version"] = 0
             except DecodeError:

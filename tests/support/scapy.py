@@ -137,12 +137,13 @@ def uncache(packet: Any) -> None:
 
 def core_plain(value: Any) -> Any:
     """A core-decoded body as plain dicts/lists (embedded protocols as bytes)."""
+    from kdissect.protocol.consumer import encode_embedded
     from kdissect.protocol.model import ConsumerProtocolData, Struct
 
     if isinstance(value, Struct):
         return {name: core_plain(getattr(value, name)) for name in value._fields}
     if isinstance(value, ConsumerProtocolData):
-        return value.to_bytes()
+        return value.raw if value.raw is not None else encode_embedded(value)
     if isinstance(value, list):
         return [core_plain(v) for v in value]
     if isinstance(value, uuid.UUID):

@@ -20,6 +20,16 @@ Layout
 - ``embedded.py``: ``EMBEDDED = {name: segment list}`` for the consumer group
   protocol carried in bytes fields (ConsumerProtocolSubscription/Assignment).
 - ``errors.py``: ``ERRORS = {code: (NAME, retriable)}``.
+- ``api_keys.py``: ``ApiKey``, an IntEnum of every api key by name
+  (``ApiKey.PRODUCE == 0``, ``ApiKey.API_VERSIONS == 18``).
+- ``bodies_NNN.py`` (one per api key): the typed classes ``<Name>Request``
+  and ``<Name>Response`` (``bodies_embedded.py``: the consumer-protocol
+  structures), subclasses of ``kdissect.protocol.model.Struct`` declaring
+  every field of every version with its Python type; nested structs are
+  classes inside the message class (``ProduceRequest.TopicProduceData``).
+  ``bodies.py`` maps each typed class name to its module (for
+  ``kdissect.protocol.bodies``). Kept apart from the tables: only building
+  decoded objects loads them.
 
 Ranges
 ------
