@@ -30,6 +30,8 @@ distributed run can rank them the same way.
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from pathlib import Path
 from struct import Struct
 from typing import Any, Iterable, Iterator, Sequence
@@ -550,6 +552,21 @@ class Dissector:
         return self._reassembler.open_connection_count
 
 
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Python's cyclic collector runs every 700 new containers and, with the
+    many long-lived objects of open connections, its full passes make a run
+    slower than linear in connections (50k -> 200k open connections: 4.5x
+    the time, 4.0x without it). Kdissect's state has few reference cycles;
+    while a capture is dissected the collector runs 100x less often."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], 70_000), old[1], old[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
 class Analysis:
     """Iterate the exchanges of a capture set; `accounting` fills in as you go
     (and includes the capture reader's counts once the iteration is over)."""
@@ -594,12 +611,13 @@ class Analysis:
 
             bar = tqdm(segments, unit=" packets", unit_scale=True, leave=False, mininterval=0.5)
             segments = bar
-        try:
-            yield from dissector.feed_many(segments)
-        finally:
-            if bar is not None:
-                bar.close()
-        yield from dissector.finish()
+        with fewer_collections():
+            try:
+                yield from dissector.feed_many(segments)
+            finally:
+                if bar is not None:
+                    bar.close()
+            yield from dissector.finish()
         self.accounting.add_read_stats(self.read_stats)
 
 

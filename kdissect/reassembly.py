@@ -427,7 +427,7 @@ class Reassembler:
                 reason = "fin"  # ended normally; a hole before a FIN kept it open
             else:
                 reason = "end-of-capture"
-            self._close(conn, reason, None)
+            self._close(conn, reason, None, remember=False)
         self._timers.clear()
         return self._take()
 
@@ -599,12 +599,16 @@ class Reassembler:
         peer = conn.halves[1 - direction]
         return peer.next > 0 or bool(peer.pending) or conn.closing is not None
 
-    def _close(self, conn: TcpConnection, reason: str, seg: TcpSegment | None) -> None:
+    def _close(self, conn: TcpConnection, reason: str, seg: TcpSegment | None, remember: bool = True) -> None:
         for direction in (0, 1):
             self._flush(conn, direction, conn.halves[direction], seg)
         conn.closed = True
         self.stats.closed[reason] = self.stats.closed.get(reason, 0) + 1
         self.listener.closed(conn, reason)
+        if not remember:  # the end: no straggler can come
+            for key in conn.keys:
+                self._conns.pop(key, None)
+            return
         when = seg.ts if seg is not None else conn.last.ts
         ends = {}
         for sender, h in zip((conn.initiator, conn.responder), conn.halves):
