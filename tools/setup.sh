@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian/Ubuntu machine: the system tools kdissect's
-# lab and tests use (tcpdump, tshark, Java for Spark) and a virtualenv in .venv
-# holding kdissect with all its extras.
+# lab and tests use (tcpdump, tshark, Java 17 for Spark and Apache Kafka, Maven,
+# openssl) and a virtualenv in .venv holding kdissect with all its extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,10 @@ missing=()
 command -v tcpdump >/dev/null || missing+=(tcpdump)
 command -v tshark >/dev/null || missing+=(tshark)
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+# the capture lab's Apache Kafka: jars from Maven Central, its Java client, TLS certificates
+command -v javac >/dev/null || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null || missing+=(maven)
+command -v openssl >/dev/null || missing+=(openssl)
 if ((${#missing[@]})); then
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   export DEBIAN_FRONTEND=noninteractive
