@@ -532,7 +532,7 @@ def test_tcpdump_drop_counts_are_read_from_its_summary():
 
 
 @pytest.mark.xfail(strict=True, reason="kdissect pairs only 258 of Tansu's 2,400 answers to acks=0 Produce "
-                                       "requests; the other 2,142 are orphan responses (see the report of the lab)")
+                                       "requests; the other 2,142 are orphan responses (captures/README.md, known_gaps)")
 def test_kdissect_pairs_every_answer_of_the_tansu_acks0_flood():
     """Tansu answers each acks=0 Produce (tshark: every request's correlation
     id has a response on its connection); each answer belongs to its request."""
