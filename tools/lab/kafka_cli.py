@@ -62,12 +62,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
-def _parse_pairs(items: list[str] | None, sep: str, what: str) -> dict[str, str]:
+def _parse_pairs(items: list[str] | None, sep: str, what: str, form: str) -> dict[str, str]:
     out = {}
     for item in items or []:
         key, found, value = item.partition(sep)
         if not found or not key:
-            raise LabError(f"{what} must look like KEY{sep}VALUE: {item!r}")
+            raise LabError(f"{what} must look like {form}: {item!r}")
         out[key] = value
     return out
 
@@ -76,11 +76,11 @@ def _start(args: argparse.Namespace) -> int:
     state = _state_file(args.port)
     if state.exists() and pid_alive(json.loads(state.read_text())["pid"]):
         raise LabError(f"a node started here already runs on port {args.port} (kafka stop --port {args.port})")
-    users = _parse_pairs(args.user, ":", "--user") or None
+    users = _parse_pairs(args.user, ":", "--user", "NAME:PASSWORD") or None
     broker = start_kafka(
         args.version, args.port, host=args.host, listeners=tuple(args.listener or ("PLAINTEXT",)), users=users,
         auto_create_topics=args.auto_create_topics, group_initial_rebalance_delay_ms=args.rebalance_delay_ms,
-        config=_parse_pairs(args.config, "=", "--config"), log_level=args.log_level, detach=True)
+        config=_parse_pairs(args.config, "=", "--config", "KEY=VALUE"), log_level=args.log_level, detach=True)
     state.parent.mkdir(parents=True, exist_ok=True)
     state.write_text(json.dumps({
         "pid": broker.pid, "version": broker.version, "host": broker.host, "port": broker.port,
