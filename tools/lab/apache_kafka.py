@@ -404,8 +404,23 @@ def start_kafka(
 ) -> KafkaBroker:
     """Start a node and wait until it is ready; `stop_kafka(broker)` ends it.
     With `detach`, the JVM gets its own session (it outlives the caller)."""
-    work = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="kdissect-kafka-"))
+    own_workdir = workdir is None
+    work = Path(tempfile.mkdtemp(prefix="kdissect-kafka-")) if own_workdir else Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
+    try:
+        return _start(version, port, host, listeners, users, sasl_mechanisms, auto_create_topics,
+                      group_initial_rebalance_delay_ms, config, features, work, heap_mb, log_level,
+                      startup_timeout, detach)
+    except BaseException:
+        if own_workdir:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _start(version: str, port: int | None, host: str, listeners: tuple[str, ...], users: dict[str, str] | None,
+           sasl_mechanisms: tuple[str, ...], auto_create_topics: bool, group_initial_rebalance_delay_ms: int,
+           config: dict[str, Any] | None, features: dict[str, int] | None, work: Path, heap_mb: int,
+           log_level: str, startup_timeout: float, detach: bool) -> KafkaBroker:
     plan = _plan(version, host, port, tuple(listeners), users, tuple(sasl_mechanisms),
                  _settings(auto_create_topics, group_initial_rebalance_delay_ms, config), dict(features or {}), work)
     if any(p in ("SSL", "SASL_SSL") for p in plan.ports):
