@@ -5,7 +5,7 @@
 
 Generates (once, into benchmarks/out/) a bulk capture (large produce batches
 and fetches, >= 50 MB) and a chatty one (30,300 small pipelined produce
-exchanges, one record each) with `captures/lab.py`, then runs, alternating, in the same run:
+exchanges, one record each) with `python3 -m tools.lab`, then runs, alternating, in the same run:
 
     python3 -m kdissect export F -o /dev/null
     tshark -r F -T fields -e frame.number -e kafka.api_key -e kafka.correlation_id \
@@ -66,7 +66,7 @@ def generate(kind: str, path: Path, regenerate: bool, buffer_kib: int) -> None:
         # A few hundred over 30,000: the connection's ApiVersions/Metadata
         # exchanges are not produce, and a capture must hold >= 30,000 Produce.
         extra = ["--exchanges", "30300"]
-    command = [sys.executable, str(REPO / "captures" / "lab.py"), kind, str(path), *extra]
+    command = [sys.executable, "-m", "tools.lab", kind, str(path.resolve()), *extra]
     print("generating:", " ".join(command), flush=True)
     env = _tcpdump_with_buffer(buffer_kib) if buffer_kib else None
     subprocess.run(command, check=True, cwd=REPO, env=env)

@@ -84,13 +84,14 @@ def _known_client_bug(frame: bytes) -> str | None:
     """Real frames that break the spec on the client's side (kept as DecodeError).
 
     librdkafka 2.16's broker-only Metadata v12 request (AdminClient
-    describe_cluster) carries the topic-array count as a raw int32 0 instead of
-    a compact varint, so the body is 3 bytes longer than v12 allows
-    (00000000 01 00 00 where 01 00 00 00 is expected). Brokers read the first
-    byte as a null topic list and ignore the rest."""
+    describe_cluster; v13 against Apache Kafka 4) carries the topic-array count
+    as a raw int32 0 instead of a compact varint, so the body is 3 bytes longer
+    than v12/v13 allow (00000000 01 00 00 where 01 00 00 00 is expected).
+    Brokers read the first byte as a null topic list and ignore the rest."""
     head = peek_request_header(frame)
-    if head and head[:2] == (3, 12) and b"rdkafka" in frame[:64] and frame.endswith(b"\x00\x00\x00\x00\x01\x00\x00"):
-        return "librdkafka Metadata v12 topic count written as int32"
+    if head and head[:2] in ((3, 12), (3, 13)) and b"rdkafka" in frame[:64] \
+            and frame.endswith(b"\x00\x00\x00\x00\x01\x00\x00"):
+        return "librdkafka Metadata v12/v13 topic count written as int32"
     return None
 
 

@@ -99,7 +99,7 @@ def _check_consumed(manifest: dict, rows: list[dict]) -> int:
 
 
 def test_lab_captures_exist():
-    assert WITH_RECORDS, "no captures/*.manifest.json with produced or consumed records (run captures/lab.py record)"
+    assert WITH_RECORDS, "no captures/*.manifest.json with produced or consumed records (run python3 -m tools.lab record)"
 
 
 @pytest.mark.parametrize("manifest_path", WITH_RECORDS, ids=lambda p: p.name.split(".")[0])

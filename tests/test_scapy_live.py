@@ -42,7 +42,8 @@ from kdissect.scapy import (
     bind_kafka,
     dissect_response,
 )
-from tests.support.lab import LabError, tansu_broker
+from tools.lab.net import LabError
+from tools.lab.tansu import tansu_broker
 from tests.support.scapy import exchange
 
 pytestmark = pytest.mark.broker

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian/Ubuntu machine: the system tools kdissect's
-# lab and tests use (tcpdump, tshark, socat, Java for Spark) and a virtualenv in .venv
-# holding kdissect with all its extras.
+# lab and tests use (tcpdump, tshark, socat, Java 17 for Spark and Apache Kafka,
+# Maven, openssl) and a virtualenv in .venv holding kdissect with all its extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +11,10 @@ command -v tshark >/dev/null || missing+=(tshark)
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 # socat: the TLS front (OpenSSL) of the TLS lab tests
 command -v socat >/dev/null || missing+=(socat)
+# the capture lab's Apache Kafka: jars from Maven Central, its Java client, TLS certificates
+command -v javac >/dev/null || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null || missing+=(maven)
+command -v openssl >/dev/null || missing+=(openssl)
 if ((${#missing[@]})); then
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   export DEBIAN_FRONTEND=noninteractive

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import dpkt
 
-from tests.support.lab import tansu_broker, tansu_version, tcpdump
+from tools.lab.tansu import tansu_broker, tansu_version
+from tools.lab.tcpdump import tcpdump
 
 TOPIC = "golden"
 

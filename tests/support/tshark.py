@@ -218,7 +218,7 @@ def compare_with_tshark(tshark: str, path: str | Path, ports: tuple[int, ...], e
         else:
             counts["responses"] += 1
             ex = by_response.get((pdu.dst, pdu.src, pdu.frame, pdu.correlation_id))
-            if ex is None and pdu.request_missing and raw_sasl_frames:
+            if ex is None and (pdu.request_missing or pdu.length == 0) and raw_sasl_frames:
                 counts["raw_sasl"] += 1
                 counts["raw_sasl_responses"] += 1
                 continue

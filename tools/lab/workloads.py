@@ -3,12 +3,14 @@ run against a fresh broker) and the WORKLOADS table the recipe records."""
 
 from __future__ import annotations
 
+import base64
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from lab_clients import (
+from tools.lab.apache_kafka import VERSIONS
+from tools.lab.clients import (
     CODECS,
     OLD_CODECS,
     STANDARD_PORT,
@@ -29,7 +31,8 @@ from lab_clients import (
 
 # --------------------------------------------------------------- workloads --
 
-def wl_admin(m: Manifest, bootstrap: str) -> None:
+def wl_admin(m: Manifest, broker: Any) -> None:
+    bootstrap = broker.bootstrap
     from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic as CkNewTopic
     from kafka import KafkaAdminClient
     from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType, NewTopic
@@ -71,8 +74,9 @@ def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=lambda o: getattr(o, "__dict__", repr(o))))
 
 
-def wl_produce(acks: int) -> Callable[[Manifest, str], None]:
-    def run(m: Manifest, bootstrap: str) -> None:
+def wl_produce(acks: int) -> Callable[[Manifest, Any], None]:
+    def run(m: Manifest, broker: Any) -> None:
+        bootstrap = broker.bootstrap
         topic = f"produce-acks{acks}"
         kp_create_topics(bootstrap, {topic: 2})
         for codec in CODECS:
@@ -83,7 +87,8 @@ def wl_produce(acks: int) -> Callable[[Manifest, str], None]:
     return run
 
 
-def wl_pipelined(m: Manifest, bootstrap: str) -> None:
+def wl_pipelined(m: Manifest, broker: Any) -> None:
+    bootstrap = broker.bootstrap
     topic = "pipelined"
     kp_create_topics(bootstrap, {topic: 3})
     ck_produce(
@@ -95,7 +100,8 @@ def wl_pipelined(m: Manifest, bootstrap: str) -> None:
     m.note("librdkafka with batch.num.messages=4, linger.ms=0, max.in.flight=16: many Produce requests in flight")
 
 
-def wl_consume_group(m: Manifest, bootstrap: str) -> None:
+def wl_consume_group(m: Manifest, broker: Any) -> None:
+    bootstrap = broker.bootstrap
     kp_create_topics(bootstrap, {"orders": 2, "events": 1})
     ck_produce(m, bootstrap, "orders", payloads("orders", 10, with_headers=True), codec="lz4", acks=1,
                partition=None, partition_of=lambda i: i % 2)
@@ -106,7 +112,8 @@ def wl_consume_group(m: Manifest, bootstrap: str) -> None:
     ck_consume(m, bootstrap, ["orders", "events"], "lab-group-ck", total)
 
 
-def wl_unknown_topic(m: Manifest, bootstrap: str) -> None:
+def wl_unknown_topic(m: Manifest, broker: Any) -> None:
+    bootstrap = broker.bootstrap
     from kafka import KafkaAdminClient
     from kafka.admin import ConfigResource as KpConfigResource, ConfigResourceType
 
@@ -182,8 +189,9 @@ def _recv_exact(sock: Any, n: int) -> bytes:
     return buf
 
 
-def wl_old(api_version: tuple[int, ...]) -> Callable[[Manifest, str], None]:
-    def run(m: Manifest, bootstrap: str) -> None:
+def wl_old(api_version: tuple[int, ...]) -> Callable[[Manifest, Any], None]:
+    def run(m: Manifest, broker: Any) -> None:
+        bootstrap = broker.bootstrap
         label = "v" + "_".join(map(str, api_version))
         topic = f"old-{label}"
         kp_create_topics(bootstrap, {topic: 1})
@@ -205,23 +213,25 @@ def wl_old(api_version: tuple[int, ...]) -> Callable[[Manifest, str], None]:
                        client_id=f"lab-kafka-python-{label}-consumer")
         except Exception as exc:
             m.operation("kafka-python", f"consume group=lab-group-{label}", f"error: {type(exc).__name__}: {exc}")
-        if any(not r["delivered"] for r in m.data["produced"]):
+        if broker.name.startswith("tansu") and any(not r["delivered"] for r in m.data["produced"]):
             m.note("Tansu 0.6.0 parses every Produce payload as a v2 record batch: message sets "
                    "(magic 0/1) are rejected (uncompressed: the broker closes the connection; "
                    "compressed: an error response). The requests are in the capture intact.")
     return run
 
 
-def wl_other_port(m: Manifest, bootstrap: str) -> None:
+def wl_other_port(m: Manifest, broker: Any) -> None:
+    bootstrap = broker.bootstrap
     kp_create_topics(bootstrap, {"odd-port": 1})
     ck_produce(m, bootstrap, "odd-port", payloads("odd-zstd", 6, with_headers=True), codec="zstd", acks="all")
     kp_produce(m, bootstrap, "odd-port", payloads("odd-snappy", 5, with_headers=True), codec="snappy", acks=1)
     kp_consume(m, bootstrap, ["odd-port"], "lab-group-odd", len(m.data["produced"]))
 
 
-def wl_transactions(m: Manifest, bootstrap: str) -> None:
+def wl_transactions(m: Manifest, broker: Any) -> None:
     """A committed and an aborted transaction, then read_committed and
     read_uncommitted consumers: transactional APIs and control batches."""
+    bootstrap = broker.bootstrap
     from confluent_kafka import Producer
 
     topic = "txn"
@@ -263,9 +273,10 @@ def wl_transactions(m: Manifest, bootstrap: str) -> None:
         m.note("Tansu 0.6.0 delivers the aborted records to the read_committed consumer too")
 
 
-def wl_ipv6(m: Manifest, bootstrap: str) -> None:
+def wl_ipv6(m: Manifest, broker: Any) -> None:
     """Over ::1. Tansu advertises the host as "[::1]", which kafka-python cannot
     resolve, so only librdkafka runs here."""
+    bootstrap = broker.bootstrap
     from confluent_kafka.admin import AdminClient, NewTopic as CkNewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "lab-librdkafka-admin"})
@@ -295,7 +306,8 @@ def big_payloads(tag: str, count: int, size: int) -> list[Payload]:
     return out
 
 
-def wl_large(m: Manifest, bootstrap: str) -> None:
+def wl_large(m: Manifest, broker: Any) -> None:
+    bootstrap = broker.bootstrap
     kp_create_topics(bootstrap, {"large": 1})
     ck_produce(m, bootstrap, "large", big_payloads("large", 4, 70_000), codec="none", acks=1,
                extra={"linger.ms": 100, "batch.size": 1_000_000})
@@ -305,31 +317,36 @@ def wl_large(m: Manifest, bootstrap: str) -> None:
 SASL_USER, SASL_PASSWORD = "alice", "alice-secret"
 
 
-def _kp_sasl_login(bootstrap: str, api_version: tuple[int, ...] | None, mechanism: str) -> str:
+def _kp_sasl_login(bootstrap: str, api_version: tuple[int, ...] | None, mechanism: str, user: str = SASL_USER,
+                   password: str = SASL_PASSWORD, probe: str = "send") -> str:
+    """Log in with kafka-python; then send one record (probe="send", for a
+    broker where the login fails) or only fetch metadata ("metadata")."""
     from kafka import KafkaProducer
 
     conf: dict[str, Any] = dict(
         bootstrap_servers=bootstrap, client_id="lab-kafka-python-sasl", security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism=mechanism, sasl_plain_username=SASL_USER, sasl_plain_password=SASL_PASSWORD,
+        sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password,
         max_block_ms=1500, request_timeout_ms=2000, reconnect_backoff_ms=2000, reconnect_backoff_max_ms=2000,
     )
     if api_version is not None:
         conf["api_version"] = api_version
     try:
         producer = KafkaProducer(**conf)
+        if probe == "metadata":
+            return f"ok: partitions of sasl {sorted(producer.partitions_for('sasl'))}"
         producer.send("sasl", b"never", partition=0).get(timeout=2)
         return "ok"
     except Exception as exc:
         return f"error: {type(exc).__name__}: {str(exc)[:200]}"
 
 
-def _ck_sasl_login(bootstrap: str, mechanism: str) -> str:
+def _ck_sasl_login(bootstrap: str, mechanism: str, user: str = SASL_USER, password: str = SASL_PASSWORD) -> str:
     from confluent_kafka import Producer
 
     errors: list[str] = []
     producer = Producer({
         "bootstrap.servers": bootstrap, "client.id": "lab-librdkafka-sasl", "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism, "sasl.username": SASL_USER, "sasl.password": SASL_PASSWORD,
+        "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
         "reconnect.backoff.ms": 2000, "reconnect.backoff.max.ms": 2000, "log_level": 0,
         "error_cb": lambda err: errors.append(str(err)),
     })
@@ -353,7 +370,7 @@ def _bounded(seconds: float, fn: Callable[..., str], *args: Any) -> str:
     return queue.get(timeout=1) if not queue.empty() else f"no result within {seconds:.0f}s (client killed)"
 
 
-def wl_sasl(m: Manifest, bootstrap: str) -> None:
+def wl_sasl(m: Manifest, broker: Any) -> None:
     """SASL against a broker that requires authentication but knows no user.
 
     Tansu's `user create` must itself authenticate, so an in-memory broker
@@ -363,6 +380,7 @@ def wl_sasl(m: Manifest, bootstrap: str) -> None:
     SaslAuthenticate from kafka-python 3 and librdkafka, and a mechanism the
     broker does not offer (PLAIN). Each client runs in a child process that
     is killed after a few seconds, so each makes one or two attempts."""
+    bootstrap = broker.bootstrap
     attempts = (
         ((0, 10, 1), "SCRAM-SHA-256"),  # SaslHandshake v0, then raw tokens
         ((0, 10, 1), "PLAIN"),
@@ -379,14 +397,129 @@ def wl_sasl(m: Manifest, bootstrap: str) -> None:
            "connection without a response; SCRAM logins end with server-final 'e=unknown-user'")
 
 
+def wl_acks0_flood(m: Manifest, broker: Any) -> None:
+    """Thousands of one-record Produce requests with acks=0 on one connection:
+    a broker that answers acks=0 (Tansu) has hundreds of them in flight."""
+    bootstrap = broker.bootstrap
+    topic = "flood"
+    kp_create_topics(bootstrap, {topic: 1})
+    ck_produce(
+        m, bootstrap, topic, payloads("flood", FLOOD_RECORDS, with_headers=False, seed=11), codec="none", acks=0,
+        partition=0, client_id="lab-librdkafka-flood", drain=True,
+        extra={"linger.ms": 0, "queue.buffering.max.ms": 0, "batch.num.messages": 1,
+               "max.in.flight.requests.per.connection": 1_000_000, "queue.buffering.max.messages": 100_000},
+    )
+    m.note(f"librdkafka acks=0, linger.ms=0, batch.num.messages=1, max.in.flight=1000000: {FLOOD_RECORDS} "
+           "Produce requests of one record each on one connection, sent without waiting for anything")
+
+
+FLOOD_RECORDS = 2400
+
+
+def wl_java_clients(client_version: str) -> Callable[[Manifest, Any], None]:
+    """The Java client (kafka-clients CLIENT_VERSION): a producer per codec,
+    then a classic group, a KIP-848 consumer group and a share group consume."""
+    def run(m: Manifest, broker: Any) -> None:
+        from tools.lab.java_client import run_java_helper
+
+        result = json.loads(run_java_helper(["workload", broker.bootstrap], version=client_version))
+        m.data["clients"]["kafka-clients (java)"] = client_version
+
+        def text(value: str | None) -> str | None:
+            return None if value is None else encode_bytes(base64.b64decode(value))
+
+        for row in result["produced"]:
+            row.update(key=text(row["key"]), value=text(row["value"]),
+                       headers=[[k, text(v)] for k, v in row["headers"]])
+            m.produced(**row)
+        for row in result["consumed"]:
+            row.update(key=text(row["key"]), value=text(row["value"]),
+                       headers=[[k, text(v)] for k, v in row["headers"]])
+            m.consumed(**row)
+        for op in result["operations"]:
+            m.operation(op["client"], op["operation"], op["result"])
+    return run
+
+
+# The newest Java client whose wire format the specs in ../shared/kafka-spec cover
+# (4.2 sends ShareFetch v2, 4.4 also ApiVersions v5, both differing from those specs).
+JAVA_CLIENT_VERSION = "4.1.1"
+KAFKA4 = VERSIONS["4"]
+
+QUOTA_BYTES_PER_SECOND = 4096
+# Byte rates are measured over quota.window.num samples of quota.window.size.seconds
+# (11 x 1 s by default, too long for a few KB to exceed a quota): two 1 s samples.
+QUOTA_WINDOW = {"quota.window.num": 2, "quota.window.size.seconds": 1}
+
+
+def wl_quota(m: Manifest, broker: Any) -> None:
+    """Client quotas: a producer and a consumer whose client ids have a byte
+    rate quota, so the broker throttles them (throttle_time_ms > 0)."""
+    bootstrap = broker.bootstrap
+    topic = "throttled"
+    kp_create_topics(bootstrap, {topic: 1})
+    producer_id, consumer_id = "lab-throttled-producer", "lab-throttled-consumer"
+    broker.set_client_quota(producer_id, producer_byte_rate=QUOTA_BYTES_PER_SECOND)
+    broker.set_client_quota(consumer_id, consumer_byte_rate=QUOTA_BYTES_PER_SECOND)
+    m.operation("java", f"alter_client_quotas client-id={producer_id} producer_byte_rate={QUOTA_BYTES_PER_SECOND}", "ok")
+    m.operation("java", f"alter_client_quotas client-id={consumer_id} consumer_byte_rate={QUOTA_BYTES_PER_SECOND}", "ok")
+    # Two of the three producers and the fetcher use versions tshark 4.0 decodes
+    # (Produce v7, Fetch v11 with api_version 2.3), so it can read the throttle times too.
+    for batch, api_version in enumerate((None, (2, 3), (2, 3))):
+        kp_produce(m, bootstrap, topic, big_payloads(f"quota-{batch}", 6, 1500), codec="none", acks=1,
+                   client_id=producer_id, api_version=api_version)
+    kp_fetch_from_start(m, bootstrap, topic, 0, len(m.data["produced"]), timeout=30, client_id=consumer_id,
+                        api_version=(2, 3))
+    m.note(f"quotas set through the broker's internal listener (not in the capture): {producer_id} may produce "
+           f"and {consumer_id} may fetch {QUOTA_BYTES_PER_SECOND} bytes/s, measured over two 1 s windows "
+           "(quota.window.num=2, quota.window.size.seconds=1), so their responses carry throttle times")
+
+
+def wl_sasl_kafka(m: Manifest, broker: Any) -> None:
+    """SASL_PLAINTEXT on Apache Kafka with a real user: SaslHandshake v0 +
+    raw tokens (kafka-python 0.10.1), SaslHandshake v1 + SaslAuthenticate
+    (kafka-python 3, librdkafka), PLAIN and SCRAM, and one wrong password."""
+    bootstrap = broker.bootstrap
+    user, password = next(iter(broker.users.items()))
+    kp_create_topics(broker.internal_bootstrap, {"sasl": 1})
+    for mechanism in ("SCRAM-SHA-256", "PLAIN"):
+        m.operation("kafka-python", f"login api_version=(0, 10, 1) {mechanism}",
+                    _bounded(4, _kp_sasl_login, bootstrap, (0, 10, 1), mechanism, user, password, "metadata"))
+    for mechanism, tag in (("SCRAM-SHA-512", "sasl-kp-scram512"), ("PLAIN", "sasl-kp-plain")):
+        kp_produce(m, bootstrap, "sasl", payloads(tag, 2, with_headers=True), codec="none", acks=1,
+                   client_id="lab-kafka-python-sasl", extra=broker.kafka_python_config("SASL_PLAINTEXT", mechanism))
+    conf = broker.librdkafka_config("SASL_PLAINTEXT", "SCRAM-SHA-256")
+    conf.pop("bootstrap.servers")
+    ck_produce(m, bootstrap, "sasl", payloads("sasl-ck-scram256", 2, with_headers=True), codec="none", acks=1,
+               client_id="lab-librdkafka-sasl", extra=conf)
+    m.operation("confluent-kafka", "login SCRAM-SHA-512 with a wrong password",
+                _bounded(3, _ck_sasl_login, bootstrap, "SCRAM-SHA-512", user, password + "-wrong"))
+    m.note(f"credentials: user {user!r}, password {password!r} (SCRAM-SHA-256/512 and PLAIN); the last librdkafka "
+           "login uses a wrong password. Tokens, nonces and proofs in the capture are what a dissector should redact")
+
+
 @dataclass(frozen=True)
 class Workload:
+    """One capture: the clients' work (`run(manifest, broker)`) and the
+    broker it runs against: "tansu" (with `broker_args`), or "kafka4" /
+    "kafka3" (Apache Kafka 4.x / 3.9, with `kafka_options` for
+    `tools.lab.apache_kafka.kafka_broker`)."""
+
     name: str
     port: int
     description: str
-    run: Callable[[Manifest, str], None]
+    run: Callable[[Manifest, Any], None]
     host: str = "127.0.0.1"
     broker_args: tuple[str, ...] = ()
+    broker: str = "tansu"
+    kafka_options: dict[str, Any] = field(default_factory=dict)
+    directory: str = ""  # below captures/: "known_gaps" for captures kdissect does not yet read right
+
+
+def on_kafka(workload: Workload, generation: str = "4", **changes: Any) -> Workload:
+    """The same workload against Apache Kafka (name suffix _kafka, or _kafka3 for 3.9)."""
+    suffix = "_kafka" if generation == "4" else f"_kafka{generation}"
+    return replace(workload, name=workload.name + suffix, broker=f"kafka{generation}", broker_args=(), **changes)
 
 
 WORKLOADS = [
@@ -433,6 +566,37 @@ WORKLOADS = [
     Workload("port_19092", 19092,
              "Non-standard port 19092: librdkafka zstd acks=all, kafka-python snappy, group consume",
              wl_other_port),
+    Workload("acks0_flood_tansu", STANDARD_PORT,
+             f"acks=0 flood: librdkafka sends {FLOOD_RECORDS} one-record Produce requests on one connection "
+             "without waiting; Tansu answers every one", wl_acks0_flood, directory="known_gaps"),
 ]
 
+_TANSU = {wl.name: wl for wl in WORKLOADS}
+_ON_KAFKA4 = ("admin", "produce_acks1", "produce_acks0", "produce_pipelined", "consume_group", "unknown_topic",
+              "transactions", "ipv6", "large_records", "port_19092")
+WORKLOADS += [on_kafka(_TANSU[name]) for name in _ON_KAFKA4]
+WORKLOADS += [on_kafka(_TANSU[name], "3") for name in ("old_v0_8_2", "old_v0_9", "old_v0_10_1")]
+WORKLOADS += [
+    Workload("acks0_flood_kafka", STANDARD_PORT,
+             f"acks=0 flood: librdkafka sends {FLOOD_RECORDS} one-record Produce requests on one connection "
+             "without waiting; Apache Kafka answers none of them", wl_acks0_flood, broker="kafka4"),
+    Workload("sasl_kafka", STANDARD_PORT,
+             "SASL_PLAINTEXT with a real user: SaslHandshake v0 + raw SCRAM/PLAIN tokens (kafka-python 0.10.1), "
+             "SaslHandshake v1 + SaslAuthenticate with SCRAM-SHA-512 and PLAIN (kafka-python 3) and SCRAM-SHA-256 "
+             "(librdkafka) followed by produce, and a failed login (wrong password)", wl_sasl_kafka,
+             broker="kafka4", kafka_options={"listeners": ("SASL_PLAINTEXT",)}),
+    Workload("java_clients_kafka", STANDARD_PORT,
+             f"Java kafka-clients {JAVA_CLIENT_VERSION}: a producer per codec (acks=all, idempotent), then a classic "
+             "group, a KIP-848 consumer group (ConsumerGroupHeartbeat) and a share group (ShareGroupHeartbeat, "
+             "ShareFetch, ShareAcknowledge) consume with commits", wl_java_clients(JAVA_CLIENT_VERSION),
+             broker="kafka4"),
+    Workload("java_clients_4_4_kafka", STANDARD_PORT,
+             f"The same with Java kafka-clients {KAFKA4}, whose ApiVersions v5 and ShareFetch v2 are newer than "
+             "the protocol specs kdissect is generated from", wl_java_clients(KAFKA4), broker="kafka4",
+             directory="known_gaps"),
+    Workload("quota_kafka", STANDARD_PORT,
+             f"Client quotas ({QUOTA_BYTES_PER_SECOND} B/s produce and fetch for two client ids): kafka-python "
+             "produce and fetch answered with throttle_time_ms > 0", wl_quota, broker="kafka4",
+             kafka_options={"config": QUOTA_WINDOW}),
+]
 

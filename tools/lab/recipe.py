@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
-"""The capture lab: re-records the Kafka captures in this directory.
+"""The capture lab's recipe: re-records the Kafka captures in captures/.
 
-Every workload runs real clients (kafka-python, confluent-kafka/librdkafka)
-against a fresh in-memory Tansu broker on loopback while tcpdump records
-`tcp port PORT` into `captures/<name>.pcap`. Each workload also writes
+Every workload runs real clients (kafka-python, confluent-kafka/librdkafka,
+the Java client) against a fresh broker on loopback (Tansu, or Apache Kafka
+4.x / 3.9) while tcpdump records `tcp port PORT` into
+`captures/<name>.pcap`. Each workload also writes
 `captures/<name>.manifest.json`: what the clients produced and what the
-consumers received, taken from the clients' own APIs (never from the capture),
-so tests can check a decoder against an independent source.
+consumers received, taken from the clients' own APIs (never from the
+capture), so tests can check a decoder against an independent source.
 
-    python3 captures/lab.py record [--only NAME ...]   # re-record (root: tcpdump)
-    python3 captures/lab.py list                       # workload names and ports
-    python3 captures/lab.py table                      # APIs per capture, via tshark
-    python3 captures/lab.py readme                     # refresh the tables in README.md
-    python3 captures/lab.py bulk OUT.pcap [--mb 60]    # benchmark capture, big batches
-    python3 captures/lab.py chatty OUT.pcap [--exchanges 30300]
+    python3 -m tools.lab record [--only NAME ...]   # re-record (root: tcpdump)
+    python3 -m tools.lab list                       # workload names, brokers and ports
+    python3 -m tools.lab table                      # APIs per capture, via tshark
+    python3 -m tools.lab readme                     # refresh the tables in captures/README.md
+    python3 -m tools.lab bulk OUT.pcap [--mb 60]    # benchmark capture, big batches
+    python3 -m tools.lab chatty OUT.pcap [--exchanges 30300]
+    python3 -m tools.lab kafka start|status|stop    # an Apache Kafka node for a person to use
 
+Run from the repository root with the project's Python (.venv/bin/python).
 record/bulk/chatty re-run themselves in a private network namespace when
 `unshare --net` works, so nobody else's loopback traffic reaches a capture.
 """
@@ -22,6 +25,7 @@ record/bulk/chatty re-run themselves in a private network namespace when
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -31,55 +35,108 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-for path in (REPO, HERE):  # tests.support.lab, and the lab_* modules beside this file
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+from tools.lab import kafka_cli
+from tools.lab.apache_kafka import kafka_broker
+from tools.lab.clients import STANDARD_PORT, Manifest, client_versions, kp_create_topics
+from tools.lab.net import NETNS_ENV, bring_loopback_up, run_in_private_network
+from tools.lab.tansu import tansu_broker
+from tools.lab.tcpdump import tcpdump
+from tools.lab.workloads import WORKLOADS, Workload
 
-from tests.support.lab import (  # noqa: E402
-    NETNS_ENV,
-    bring_loopback_up,
-    run_in_private_network,
-    tansu_broker,
-    tansu_version,
-    tcpdump,
-)
-from lab_clients import (  # noqa: E402  (CODECS, encode_bytes, kp_create_topics: also used by tests)
-    CODECS,
-    STANDARD_PORT,
-    Manifest,
-    client_versions,
-    encode_bytes,
-    kp_create_topics,
-)
-from lab_workloads import WORKLOADS, Workload  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
+CAPTURES = REPO / "captures"
 
 log = logging.getLogger("lab")
 
-__all__ = ["CODECS", "WORKLOADS", "encode_bytes", "kp_create_topics", "main", "record", "tshark_pdus"]
+
+@contextlib.contextmanager
+def workload_broker(workload: Workload) -> Iterator[Any]:
+    """A fresh broker of the workload's kind on its host and port."""
+    if workload.broker == "tansu":
+        with tansu_broker(workload.port, host=workload.host, extra_args=workload.broker_args) as broker:
+            yield broker
+    else:
+        generation = workload.broker.removeprefix("kafka")
+        with kafka_broker(generation, workload.port, host=workload.host, **workload.kafka_options) as broker:
+            yield broker
 
 
 # ------------------------------------------------------------------ record --
 
 def record(workload: Workload, out_dir: Path) -> Path:
+    out_dir = out_dir / workload.directory
+    out_dir.mkdir(parents=True, exist_ok=True)
     pcap = out_dir / f"{workload.name}.pcap"
     manifest = Manifest(workload.name, workload.port, workload.description)
     manifest.data["recorded_utc"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    manifest.data["broker"] = tansu_version()
     manifest.data["clients"] = client_versions()
-    manifest.data["command"] = f"python3 captures/lab.py record --only {workload.name}"
+    manifest.data["command"] = f"python3 -m tools.lab record --only {workload.name}"
     started = time.monotonic()
     manifest.data["broker_address"] = workload.host
-    manifest.data["broker_args"] = list(workload.broker_args)
-    with tansu_broker(workload.port, host=workload.host, extra_args=workload.broker_args) as broker:
+    if workload.broker == "tansu":
+        manifest.data["broker_args"] = list(workload.broker_args)
+    else:
+        manifest.data["broker_options"] = {key: list(value) if isinstance(value, tuple) else value
+                                           for key, value in workload.kafka_options.items()}
+    with workload_broker(workload) as broker:
+        manifest.data["broker"] = broker.name
         with tcpdump(pcap, workload.port):
-            workload.run(manifest, broker.bootstrap)
+            workload.run(manifest, broker)
+    odd = oversized_api_versions_requests(pcap, workload.port)
+    if odd:
+        manifest.note("ApiVersions requests longer than their fields (per tshark: header, client software name "
+                      "and version): " + ", ".join(f"frame {frame} v{version} (+{extra} bytes)"
+                                                   for frame, version, extra in odd))
     manifest.write(out_dir / f"{workload.name}.manifest.json")
     log.info("%s: %d bytes, %d produced, %d consumed, %.1fs", pcap.name, pcap.stat().st_size,
              len(manifest.data["produced"]), len(manifest.data["consumed"]), time.monotonic() - started)
     return pcap
+
+
+def prepare(workloads: list[Workload]) -> None:
+    """Fetch the jars and compile the Java client the workloads need, while
+    the network is there (recording runs in a namespace without it)."""
+    from tools.lab.apache_kafka import kafka_jars
+    from tools.lab.java_client import compiled_classes
+
+    from tools.lab.workloads import JAVA_CLIENT_VERSION, KAFKA4
+
+    generations = {wl.broker.removeprefix("kafka") for wl in workloads if wl.broker != "tansu"}
+    for generation in sorted(generations):
+        kafka_jars(generation)
+    if generations:  # the Java client workloads and the quota helper
+        for version in sorted({JAVA_CLIENT_VERSION, KAFKA4}):
+            compiled_classes(version)
+
+
+def oversized_api_versions_requests(pcap: Path, port: int) -> list[tuple[int, int, int]]:
+    """(frame, version, extra bytes) of each ApiVersions request whose size
+    field exceeds what tshark's decoded fields account for (v0-v2: header
+    only; v3+: flexible header, two compact strings, tagged fields)."""
+    def uvarint_size(n: int) -> int:
+        size = 1
+        while n >= 0x80:
+            n >>= 7
+            size += 1
+        return size
+
+    cmd = ["tshark", "-r", str(pcap), "-d", f"tcp.port=={port},kafka", "-Y", f"kafka.api_key == 18 && tcp.dstport == {port}",
+           "-T", "fields", "-e", "frame.number", "-e", "kafka.api_version", "-e", "kafka.len", "-e", "kafka.client_id",
+           "-e", "kafka.client_software_name", "-e", "kafka.client_software_version"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        frame, version, length, client_id, name, software = (line.split("\t") + [""] * 6)[:6]
+        expected = 2 + 2 + 4 + 2 + len(client_id.encode())
+        if int(version) >= 3:
+            name_b, software_b = name.encode(), software.encode()
+            expected += (1 + uvarint_size(len(name_b) + 1) + len(name_b)
+                         + uvarint_size(len(software_b) + 1) + len(software_b) + 1)
+        if int(length) > expected:
+            found.append((int(frame), int(version), int(length) - expected))
+    return found
 
 
 # -------------------------------------------------------------- benchmarks --
@@ -189,14 +246,14 @@ def api_table(out_dir: Path) -> str:
     names = _api_names()
     lines = ["| capture | port | APIs (version: requests) | requests | responses |", "| --- | --- | --- | --- | --- |"]
     for wl in WORKLOADS:
-        pcap = out_dir / f"{wl.name}.pcap"
+        pcap = out_dir / wl.directory / f"{wl.name}.pcap"
         if not pcap.exists():
             continue
         rows = tshark_pdus(pcap, wl.port)
         reqs = Counter((k, v) for _, k, v, _, is_req in rows if is_req)
         resps = sum(1 for *_, is_req in rows if not is_req)
         apis = ", ".join(f"{names.get(k, 'api')}({k}) v{v}: {n}" for (k, v), n in sorted(reqs.items()))
-        lines.append(f"| `{pcap.name}` | {wl.port} | {apis} | {sum(reqs.values())} | {resps} |")
+        lines.append(f"| `{pcap.relative_to(out_dir)}` | {wl.port} | {apis} | {sum(reqs.values())} | {resps} |")
     return "\n".join(lines)
 
 
@@ -204,7 +261,7 @@ def provenance_table(out_dir: Path) -> str:
     lines = ["| capture | broker address | recorded (UTC) | broker | clients | workload | produced | consumed |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for wl in WORKLOADS:
-        path = out_dir / f"{wl.name}.manifest.json"
+        path = out_dir / wl.directory / f"{wl.name}.manifest.json"
         if not path.exists():
             continue
         data = json.loads(path.read_text())
@@ -220,12 +277,13 @@ def provenance_table(out_dir: Path) -> str:
             else:
                 names.append(client)
         address = f"[{wl.host}]:{wl.port}" if ":" in wl.host else f"{wl.host}:{wl.port}"
-        lines.append(f"| `{wl.name}.pcap` | {address} | {data['recorded_utc']} | {data['broker']} | "
+        name = f"{wl.directory}/{wl.name}.pcap" if wl.directory else f"{wl.name}.pcap"
+        lines.append(f"| `{name}` | {address} | {data['recorded_utc']} | {data['broker']} | "
                      f"{'; '.join(names)} | {wl.description} | {len(data['produced'])} | {len(data['consumed'])} |")
     return "\n".join(lines)
 
 
-TABLES_BEGIN = "<!-- lab:tables begin (python3 captures/lab.py readme) -->"
+TABLES_BEGIN = "<!-- lab:tables begin (python3 -m tools.lab readme) -->"
 TABLES_END = "<!-- lab:tables end -->"
 
 
@@ -260,11 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_rec = sub.add_parser("record", help="re-record the committed captures and manifests")
     p_rec.add_argument("--only", nargs="+", metavar="NAME", help="only these workloads")
-    p_rec.add_argument("--out", type=Path, default=HERE, help="output directory (default: captures/)")
+    p_rec.add_argument("--out", type=Path, default=CAPTURES, help="output directory (default: captures/)")
     sub.add_parser("list", help="workload names, ports, descriptions")
     sub.add_parser("readme", help="regenerate the tables in captures/README.md (needs tshark)")
     p_tab = sub.add_parser("table", help="markdown table of APIs per capture, computed with tshark")
-    p_tab.add_argument("--out", type=Path, default=HERE)
+    p_tab.add_argument("--out", type=Path, default=CAPTURES)
     p_bulk = sub.add_parser("bulk", help="benchmark capture: large produce batches and fetches")
     p_bulk.add_argument("output", type=Path)
     p_bulk.add_argument("--mb", type=int, default=60)
@@ -273,13 +331,17 @@ def main(argv: list[str] | None = None) -> int:
     p_chat.add_argument("output", type=Path)
     p_chat.add_argument("--exchanges", type=int, default=30300)
     p_chat.add_argument("--port", type=int, default=STANDARD_PORT)
+    kafka_cli.add_parser(sub)
     for p in (p_rec, p_bulk, p_chat):
         p.add_argument("--shared-network", action="store_true",
                        help="do not isolate in a private network namespace (default: isolate when possible)")
     args = parser.parse_args(argv)
+    if args.cmd == "record" and os.environ.get(NETNS_ENV) != "1":
+        # the private network namespace has no route to Maven Central
+        prepare([wl for wl in WORKLOADS if not args.only or wl.name in args.only])
     if args.cmd in ("record", "bulk", "chatty") and not args.shared_network:
         # Own loopback: nobody else's broker on 9092 can leak into a capture.
-        status = run_in_private_network([str(Path(__file__).resolve()), *(sys.argv[1:] if argv is None else argv)])
+        status = run_in_private_network(["-m", "tools.lab", *(sys.argv[1:] if argv is None else argv)], cwd=REPO)
         if status is not None:
             return status
         if os.environ.get(NETNS_ENV) == "1":
@@ -288,9 +350,11 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("kafka", "confluent_kafka"):
         logging.getLogger(noisy).setLevel(logging.CRITICAL)
 
+    if args.cmd == "kafka":
+        return kafka_cli.run(args)
     if args.cmd == "list":
         for wl in WORKLOADS:
-            print(f"{wl.name:20} {wl.host:>9} port {wl.port:5}  {wl.description}")
+            print(f"{wl.name:24} {wl.broker:6} {wl.host:>9} port {wl.port:5}  {wl.description}")
     elif args.cmd == "record":
         wanted = set(args.only or [wl.name for wl in WORKLOADS])
         unknown = wanted - {wl.name for wl in WORKLOADS}
@@ -303,13 +367,13 @@ def main(argv: list[str] | None = None) -> int:
             # One process per workload: a client that failed and kept retrying
             # in a background thread cannot reach the next workload's broker.
             for wl in chosen:
-                cmd = [sys.executable, str(Path(__file__).resolve()), "record", "--only", wl.name,
-                       "--out", str(args.out), "--shared-network"]
-                if subprocess.run(cmd).returncode != 0:
+                cmd = [sys.executable, "-m", "tools.lab", "record", "--only", wl.name,
+                       "--out", str(args.out.resolve()), "--shared-network"]
+                if subprocess.run(cmd, cwd=REPO).returncode != 0:
                     log.error("%s failed", wl.name)
                     return 1
     elif args.cmd == "readme":
-        update_readme(HERE)
+        update_readme(CAPTURES)
     elif args.cmd == "table":
         print(api_table(args.out))
     elif args.cmd == "bulk":

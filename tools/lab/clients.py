@@ -14,6 +14,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from tools.lab.net import wait_until_drained
+
 STANDARD_PORT = 9092
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 OLD_CODECS = ("none", "gzip", "snappy", "lz4")  # zstd needs produce v7 / magic 2
@@ -129,8 +131,10 @@ def kp_produce(
     api_version: tuple[int, ...] | None = None,
     partition: int = 0,
     client_id: str = "lab-kafka-python",
+    extra: dict[str, Any] | None = None,
 ) -> None:
-    """Send `records` with one kafka-python producer (normally one batch)."""
+    """Send `records` with one kafka-python producer (normally one batch);
+    `extra` holds more KafkaProducer settings (e.g. security)."""
     from kafka import KafkaProducer
 
     conf: dict[str, Any] = dict(
@@ -146,6 +150,7 @@ def kp_produce(
     if api_version is not None:
         conf["api_version"] = api_version
         conf["enable_idempotence"] = False
+    conf.update(extra or {})
     producer = KafkaProducer(**conf)
     futures = []
     for rec in records:
@@ -199,8 +204,11 @@ def ck_produce(
     client_id: str = "lab-librdkafka",
     extra: dict[str, Any] | None = None,
     partition_of: Callable[[int], int] | None = None,
+    drain: bool = False,
 ) -> None:
-    """Send `records` with one confluent-kafka (librdkafka) producer."""
+    """Send `records` with one confluent-kafka (librdkafka) producer. With
+    `drain`, keep the producer open after the flush until the connection's
+    queues are empty (acks=0 "delivers" what is still in the socket buffer)."""
     from confluent_kafka import Producer
 
     conf = {
@@ -237,6 +245,8 @@ def ck_produce(
                 producer.poll(0.05)
         producer.poll(0)
     left = producer.flush(20)
+    if drain and not wait_until_drained(int(bootstrap.rsplit(":", 1)[1])):
+        m.note("the connection still had bytes queued 60 s after the flush")
     for i, rec in enumerate(records):
         err, msg = reports.get(i, ("not reported", None))
         offset = msg.offset() if msg is not None else None
@@ -263,6 +273,7 @@ def kp_consume(
     api_version: tuple[int, ...] | None = None,
     timeout: float = 30.0,
     client_id: str = "lab-kafka-python-consumer",
+    extra: dict[str, Any] | None = None,
 ) -> int:
     """Consume with a group until `expect` records arrive, commit, leave."""
     from kafka import KafkaConsumer
@@ -282,6 +293,7 @@ def kp_consume(
         conf["api_version"] = api_version
         if api_version < (0, 10, 1):  # JoinGroup v0 has one timeout for both
             conf["max_poll_interval_ms"] = conf["session_timeout_ms"]
+    conf.update(extra or {})
     consumer = KafkaConsumer(*topics, **conf)
     got = 0
     deadline = time.monotonic() + timeout
@@ -400,11 +412,11 @@ def ck_consume(
     return got
 
 
-def kp_create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+def kp_create_topics(bootstrap: str, topics: dict[str, int], **extra: Any) -> None:
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="lab-setup")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="lab-setup", **extra)
     admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()])
     admin.close()
 

@@ -1,0 +1,303 @@
+// The capture lab's Java client (org.apache.kafka:kafka-clients), compiled at
+// lab time by tools/lab/java_client.py. Two commands:
+//
+//   quota BOOTSTRAP CLIENT_ID producer_byte_rate=N consumer_byte_rate= ...
+//       set (or, with an empty value, remove) client quotas via Admin.alterClientQuotas
+//   workload BOOTSTRAP
+//       produce one batch per codec, then consume with a classic group, a
+//       KIP-848 consumer group and a share group; prints a JSON manifest of
+//       what was sent, the offsets the callbacks reported, what was consumed
+//       and what was committed (byte fields in base64).
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.quota.ClientQuotaAlteration;
+import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class LabClient {
+    static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
+    static final String TOPIC = "java-orders";
+    static final String SHARE_TOPIC = "java-share";
+    static final int PER_CODEC = 4;
+    static final int SHARE_RECORDS = 5;
+
+    public static void main(String[] args) throws Exception {
+        if (args.length >= 3 && args[0].equals("quota")) {
+            quota(args);
+        } else if (args.length == 2 && args[0].equals("workload")) {
+            System.out.println(workload(args[1]));
+        } else {
+            System.err.println("usage: LabClient quota BOOTSTRAP CLIENT_ID key=value... | workload BOOTSTRAP");
+            System.exit(2);
+        }
+    }
+
+    // ------------------------------------------------------------ quotas --
+
+    static void quota(String[] args) throws Exception {
+        List<ClientQuotaAlteration.Op> ops = new ArrayList<>();
+        for (int i = 3; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            ops.add(new ClientQuotaAlteration.Op(kv[0], kv[1].isEmpty() ? null : Double.valueOf(kv[1])));
+        }
+        ClientQuotaEntity entity = new ClientQuotaEntity(Map.of(ClientQuotaEntity.CLIENT_ID, args[2]));
+        try (Admin admin = Admin.create(adminProps(args[1]))) {
+            admin.alterClientQuotas(List.of(new ClientQuotaAlteration(entity, ops))).all().get();
+        }
+    }
+
+    static Properties adminProps(String bootstrap) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("client.id", "lab-java-admin");
+        return p;
+    }
+
+    // ---------------------------------------------------------- workload --
+
+    static String workload(String bootstrap) throws Exception {
+        Json out = new Json();
+        List<String> produced = new ArrayList<>();
+        List<String> consumed = new ArrayList<>();
+        List<String> operations = new ArrayList<>();
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(TOPIC, 2, (short) 1), new NewTopic(SHARE_TOPIC, 1, (short) 1)))
+                .all().get();
+            operations.add(op("create_topics " + TOPIC + "(2) " + SHARE_TOPIC + "(1)", Json.str("ok")));
+            // a share group starts at the end of the log unless told otherwise
+            ConfigResource group = new ConfigResource(ConfigResource.Type.GROUP, "lab-java-share");
+            AlterConfigOp earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                                                       AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(group, List.of(earliest))).all().get();
+            operations.add(op("incremental_alter_configs group lab-java-share share.auto.offset.reset=earliest",
+                              Json.str("ok")));
+        }
+        int total = 0;
+        for (String codec : CODECS) {
+            total += produce(bootstrap, TOPIC, codec, PER_CODEC, produced);
+        }
+        produce(bootstrap, SHARE_TOPIC, "lz4", SHARE_RECORDS, produced);
+        operations.add(consume(bootstrap, "classic", "lab-java-classic", total, consumed));
+        operations.add(consume(bootstrap, "consumer", "lab-java-consumer", total, consumed));
+        operations.add(shareConsume(bootstrap, "lab-java-share", SHARE_RECORDS, consumed));
+        return "{\"produced\": [" + String.join(",\n ", produced) + "],\n \"consumed\": ["
+            + String.join(",\n ", consumed) + "],\n \"operations\": [" + String.join(",\n ", operations) + "]}";
+    }
+
+    static String op(String name, String resultJson) {
+        return "{\"client\": \"java\", \"operation\": " + Json.str(name) + ", \"result\": " + resultJson + "}";
+    }
+
+    static byte[] keyOf(String tag, int i) {
+        return (tag + "-k" + String.format("%03d", i)).getBytes(StandardCharsets.UTF_8);
+    }
+
+    static byte[] valueOf(String tag, int i) {
+        byte[] text = (tag + " #" + i + ": from the Java client").getBytes(StandardCharsets.UTF_8);
+        if (i % 4 != 3) {
+            return text;
+        }
+        byte[] binary = new byte[text.length + 2];  // not UTF-8: \xff\xfe then the text
+        binary[0] = (byte) 0xff;
+        binary[1] = (byte) 0xfe;
+        System.arraycopy(text, 0, binary, 2, text.length);
+        return binary;
+    }
+
+    static int produce(String bootstrap, String topic, String codec, int count, List<String> produced)
+            throws InterruptedException {
+        String clientId = "lab-java-producer-" + codec;
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("client.id", clientId);
+        p.put("acks", "all");
+        p.put("compression.type", codec);
+        p.put("linger.ms", "50");
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        String tag = "java-" + topic.substring(5) + "-" + codec;
+        List<ProducerRecord<byte[], byte[]>> records = new ArrayList<>();
+        List<Future<RecordMetadata>> futures = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < count; i++) {
+                ProducerRecord<byte[], byte[]> rec = new ProducerRecord<>(topic, topic.equals(TOPIC) ? i % 2 : 0,
+                                                                          keyOf(tag, i), valueOf(tag, i));
+                rec.headers().add("seq", Integer.toString(i).getBytes(StandardCharsets.UTF_8));
+                rec.headers().add("origin", "java".getBytes(StandardCharsets.UTF_8));
+                records.add(rec);
+                futures.add(producer.send(rec));
+            }
+            producer.flush();
+        }
+        for (int i = 0; i < count; i++) {
+            ProducerRecord<byte[], byte[]> rec = records.get(i);
+            Long offset = null;
+            String error = null;
+            int partition = rec.partition();
+            try {
+                RecordMetadata md = futures.get(i).get();
+                offset = md.hasOffset() ? md.offset() : null;
+                partition = md.partition();
+            } catch (ExecutionException exc) {
+                error = exc.getCause().toString();
+            }
+            produced.add("{\"client\": \"java\", \"client_id\": " + Json.str(clientId) + ", \"topic\": "
+                + Json.str(topic) + ", \"partition\": " + partition + ", \"key\": " + Json.bytes(rec.key())
+                + ", \"value\": " + Json.bytes(rec.value()) + ", \"headers\": " + Json.headers(rec.headers())
+                + ", \"codec\": " + Json.str(codec) + ", \"magic\": 2, \"acks\": \"all\", \"api_version\": null"
+                + ", \"delivered\": " + (error == null) + ", \"offset\": " + offset
+                + ", \"error\": " + (error == null ? "null" : Json.str(error)) + "}");
+        }
+        return count;
+    }
+
+    static Properties consumerProps(String bootstrap, String clientId) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("client.id", clientId);
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        return p;
+    }
+
+    static String consumedRow(String clientId, String group, ConsumerRecord<byte[], byte[]> r) {
+        return "{\"client\": \"java\", \"client_id\": " + Json.str(clientId) + ", \"group\": " + Json.str(group)
+            + ", \"topic\": " + Json.str(r.topic()) + ", \"partition\": " + r.partition() + ", \"offset\": "
+            + r.offset() + ", \"timestamp\": " + r.timestamp() + ", \"key\": " + Json.bytes(r.key())
+            + ", \"value\": " + Json.bytes(r.value()) + ", \"headers\": " + Json.headers(r.headers()) + "}";
+    }
+
+    /** A group consumer (classic or KIP-848 protocol): everything, then commitSync. */
+    static String consume(String bootstrap, String protocol, String group, int expect, List<String> consumed) {
+        String clientId = "lab-java-" + protocol + "-consumer";
+        Properties p = consumerProps(bootstrap, clientId);
+        p.put("group.id", group);
+        p.put("group.protocol", protocol);
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        if (protocol.equals("classic")) {
+            p.put("session.timeout.ms", "6000");
+            p.put("heartbeat.interval.ms", "1000");
+        }
+        int got = 0;
+        Map<String, Long> committed = new TreeMap<>();
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            consumer.subscribe(List.of(TOPIC));
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (got < expect && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    consumed.add(consumedRow(clientId, group, r));
+                    got++;
+                }
+            }
+            consumer.commitSync();
+            Set<TopicPartition> parts = new HashSet<>(consumer.assignment());
+            for (Map.Entry<TopicPartition, OffsetAndMetadata> e : consumer.committed(parts).entrySet()) {
+                if (e.getValue() != null) {
+                    committed.put(e.getKey().toString(), e.getValue().offset());
+                }
+            }
+        }
+        StringBuilder result = new StringBuilder("{\"received\": " + got + ", \"expected\": " + expect
+                                                 + ", \"committed\": {");
+        String sep = "";
+        for (Map.Entry<String, Long> e : committed.entrySet()) {
+            result.append(sep).append(Json.str(e.getKey())).append(": ").append(e.getValue());
+            sep = ", ";
+        }
+        result.append("}}");
+        return op("consume group=" + group + " group.protocol=" + protocol, result.toString());
+    }
+
+    /** A share-group consumer (KIP-932): records are acknowledged (implicitly) and committed. */
+    static String shareConsume(String bootstrap, String group, int expect, List<String> consumed) {
+        String clientId = "lab-java-share-consumer";
+        Properties p = consumerProps(bootstrap, clientId);
+        p.put("group.id", group);
+        int got = 0;
+        String commit = "null";
+        try (KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(p)) {
+            consumer.subscribe(List.of(SHARE_TOPIC));
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (got < expect && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                    consumed.add(consumedRow(clientId, group, r));
+                    got++;
+                }
+            }
+            Map<?, ?> results = consumer.commitSync();
+            commit = Json.str(results.size() + " partition(s) acknowledged");
+        }
+        return op("share consume group=" + group, "{\"received\": " + got + ", \"expected\": " + expect
+                  + ", \"commit\": " + commit + "}");
+    }
+
+    // -------------------------------------------------------------- json --
+
+    static final class Json {
+        static String str(String s) {
+            StringBuilder b = new StringBuilder("\"");
+            for (char c : s.toCharArray()) {
+                switch (c) {
+                    case '"': b.append("\\\""); break;
+                    case '\\': b.append("\\\\"); break;
+                    case '\n': b.append("\\n"); break;
+                    default:
+                        if (c < 0x20) {
+                            b.append(String.format("\\u%04x", (int) c));
+                        } else {
+                            b.append(c);
+                        }
+                }
+            }
+            return b.append('"').toString();
+        }
+
+        static String bytes(byte[] data) {
+            return data == null ? "null" : str(Base64.getEncoder().encodeToString(data));
+        }
+
+        static String headers(Iterable<Header> headers) {
+            List<String> out = new ArrayList<>();
+            for (Header h : headers) {
+                out.add("[" + str(h.key()) + ", " + bytes(h.value()) + "]");
+            }
+            return "[" + String.join(", ", out) + "]";
+        }
+    }
+
+    private LabClient() {
+    }
+}
