@@ -531,13 +531,25 @@ def test_tcpdump_drop_counts_are_read_from_its_summary():
     assert dropped_packets("5 packets captured\n0 packets dropped by kernel\n") == 0
 
 
-@pytest.mark.xfail(strict=True, reason="kdissect pairs only 258 of Tansu's 2,400 answers to acks=0 Produce "
-                                       "requests; the other 2,142 are orphan responses (captures/README.md, known_gaps)")
 def test_kdissect_pairs_every_answer_of_the_tansu_acks0_flood():
     """Tansu answers each acks=0 Produce (tshark: every request's correlation
     id has a response on its connection); each answer belongs to its request."""
     from kdissect.pipeline import analyze
 
-    exchanges, _ = analyze([path_of("acks0_flood_tansu")], (9092,))
+    exchanges, accounting = analyze([path_of("acks0_flood_tansu")], (9092,))
     produce = [ex for ex in exchanges if ex.api_key == PRODUCE]
     assert sum(ex.response_frame is not None for ex in produce) == FLOOD_RECORDS
+    assert accounting.orphan_responses == 0 and accounting.acks0_answered == FLOOD_RECORDS
+    # (tshark's own pairing of each answer with its request: tests/test_vs_tshark.py)
+
+
+def test_kdissect_holds_the_unanswered_acks0_flood_of_apache_kafka():
+    """Apache Kafka answers none: every request is one `ok` row without a
+    response and no response is invented."""
+    from kdissect.pipeline import analyze
+
+    exchanges, accounting = analyze([path_of("acks0_flood_kafka")], (9092,))
+    produce = [ex for ex in exchanges if ex.api_key == PRODUCE]
+    assert len(produce) == FLOOD_RECORDS
+    assert all(ex.status == "ok" and ex.response_frame is None and not ex.expects_response for ex in produce)
+    assert accounting.orphan_responses == 0 and accounting.acks0_answered == 0

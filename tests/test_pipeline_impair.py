@@ -33,16 +33,8 @@ SEEDS = (1, 2, 3)
 
 # Impairments kdissect does not yet survive on real Apache Kafka captures:
 # (capture, test, seed) -> what goes wrong. Marked as expected failures.
-_AFTER_GAP = ("an intact response after a gap in the response stream is not paired: its exchange "
-              "becomes no_response ('bytes lost in the response stream while waiting')")
-KNOWN_GAPS = {
-    ("ipv6_kafka.pcap", "lost", 1): _AFTER_GAP + ": Fetch v16 correlation id 10 (frames 152/156) after "
-                                                 "losing frame 147",
-    ("sasl_kafka.pcap", "lost", 2): _AFTER_GAP + ", behind the empty raw SASL response: Metadata v2 "
-                                                 "correlation id 4 (frames 32/33) after losing frames 24 and 26",
-    ("sasl_kafka.pcap", "reordered", 3): "with the empty raw SASL response (frame 31) reordered and duplicated, "
-                                         "Metadata v2 correlation id 4 (frames 32/33) loses its response",
-}
+# (empty: the gaps found on ipv6_kafka and sasl_kafka are fixed and now tested)
+KNOWN_GAPS: dict[tuple[str, str, int], str] = {}
 
 
 def _known_gap(request, path: Path, test: str, seed: int) -> None:

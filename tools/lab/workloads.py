@@ -568,7 +568,7 @@ WORKLOADS = [
              wl_other_port),
     Workload("acks0_flood_tansu", STANDARD_PORT,
              f"acks=0 flood: librdkafka sends {FLOOD_RECORDS} one-record Produce requests on one connection "
-             "without waiting; Tansu answers every one", wl_acks0_flood, directory="known_gaps"),
+             "without waiting; Tansu answers every one", wl_acks0_flood),
 ]
 
 _TANSU = {wl.name: wl for wl in WORKLOADS}
