@@ -334,10 +334,12 @@ class Pairer:
 
     def _requested(self, ex: Exchange, expects_response: bool, starts_raw_sasl: bool, data: bytes) -> None:
         """A decoded request: wait for its response, or hold it if none is expected."""
-        if self.muted_until and (ex.request_first_ts or 0) < self.muted_until:
+        sent = ex.request_first_ts if ex.request_first_ts is not None else ex.request_ts
+        if self.muted_until and sent is not None and sent < self.muted_until:
             self.accounting.sent_while_muted += 1
+            ex.wait_ns = self.muted_until - sent  # the wait for the mute to end, capped when answered
             ex.add_problem("sent-while-muted", "sent while the broker muted the connection for throttling "
-                                               f"({(self.muted_until - ex.request_first_ts) / 1_000_000:g} ms left)")
+                                               f"({ex.wait_ns / 1_000_000:g} ms left)")
         self.used.pop((ex.api_key, ex.api_version), None)
         self.used[(ex.api_key, ex.api_version)] = None
         if not expects_response:
@@ -619,20 +621,22 @@ class Pairer:
         """The wait the protocol asked for (kdissect.waits), and the mute a
         throttled answer starts (KIP-219)."""
         latency = ex.response_ts - ex.request_ts  # type: ignore[operator]
+        # a request sent while muted waited for the mute first (noted at request time)
+        muted = min(latency, ex.wait_ns) if ex.wait_ns else 0
+        ex.wait_reason = ex.wait_ns = None
         throttle = ex.throttle_time_ms
-        holds = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)
+        old_version = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)
         found = None
-        if ex.api_key in HINT_APIS or holds:
-            found = classify(ex.api_key, ex.api_version, ex.wait_hint, latency, ex.records, ex.error_code,
-                             throttle, holds)
-        if found is None and ex.problem_codes and "sent-while-muted" in ex.problem_codes:
-            # the request waited for the connection's mute to end
-            wait = min(latency, max(0, self.muted_until - (ex.request_first_ts or ex.request_ts)))
-            if wait > 0:
-                found = (THROTTLE, wait)
+        if ex.api_key in HINT_APIS or old_version:
+            found = classify(ex.api_key, ex.api_version, ex.wait_hint, latency - muted, ex.records, ex.error_code,
+                             throttle, old_version)
         if found is not None:
-            ex.wait_reason, ex.wait_ns = found
-        if throttle and throttle > 0 and not holds:
+            ex.wait_reason, ex.wait_ns = (THROTTLE if muted else found[0]), muted + found[1]
+        elif muted:
+            ex.wait_reason, ex.wait_ns = THROTTLE, muted
+        held = found is not None and found[0] == THROTTLE
+        if throttle and throttle > 0 and not held:
+            # answered at once: the broker will not read this connection until then
             self.muted_until = max(self.muted_until, ex.response_ts + throttle * 1_000_000)  # type: ignore[operator]
 
     # -- losses and the end --------------------------------------------------

@@ -18,13 +18,20 @@ whatever its API. The rules and their tolerances:
   a follower's SyncGroup (no assignments in it) held until the leader sent
   the assignment. The whole latency is the wait. Answers with an error
   (MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, ...) are not waits.
-* throttle: a response of a version before its API's KIP-219 cut-over
-  (generated from the specs' notes: `ANSWERED_BEFORE_THROTTLING_FROM`) with
-  `throttle_time_ms` > 0: the broker held the response that long. The wait
-  is `min(throttle_time_ms, latency)`. From the cut-over on, the broker
-  answers at once and mutes the connection for `throttle_time_ms`; a request
-  the client sends before the mute ends waits until it ends (its wait is the
-  rest of the mute, capped by its latency) and carries `sent-while-muted`.
+* throttle: a throttled answer (`throttle_time_ms` > 0) either was held
+  for its throttle time (brokers before Kafka 2.0, for versions before an
+  API's KIP-219 cut-over, generated from the specs' notes:
+  `ANSWERED_BEFORE_THROTTLING_FROM`) or was sent at once while the broker
+  mutes the connection for that time (KIP-219). Which one happened shows in
+  the timing: a response before its API's cut-over counts as held only when
+  its latency is at least `HELD_SHARE` (90%) of the throttle time; the wait
+  is then `min(throttle_time_ms, latency)`. Otherwise the connection is muted
+  until the response's time plus the throttle time, and a request the client
+  sends before that (an old client does not know to wait; Kafka 3.9
+  answers Fetch v3 at once and mutes, as the lab's `throttle_old_kafka3`
+  capture shows) waits until the mute ends: its wait is the rest of the mute
+  (capped by its latency) and it carries `sent-while-muted`. A fetch that
+  waited out a mute and then long-polled gets both waits (reason: throttle).
 
 Not waits: ConsumerGroupHeartbeat and ShareGroupHeartbeat (answered at once;
 their intervals pace the client, not the broker), OffsetCommit, and every
@@ -41,6 +48,7 @@ from kdissect.protocol.apis import ApiKey
 FETCH, JOIN_GROUP, SYNC_GROUP, SHARE_FETCH = (int(ApiKey.FETCH), int(ApiKey.JOIN_GROUP), int(ApiKey.SYNC_GROUP),
                                               int(ApiKey.SHARE_FETCH))
 LONG_POLL_SHARE = 0.9
+HELD_SHARE = 0.9
 BARRIER_MIN_NS = 10_000_000
 
 LONG_POLL = "long_poll"
@@ -69,7 +77,12 @@ def request_hint(api_key: int, body: Any) -> tuple | None:
 def classify(api_key: int | None, api_version: int | None, hint: tuple | None, latency_ns: int,
              records: int | None, error_code: int | None, throttle_time_ms: int | None,
              throttle_delays_response: bool) -> tuple[str, int] | None:
-    """(reason, wait in ns) of an answered exchange, or None."""
+    """(reason, wait in ns) of an answered exchange (its latency, or what is
+    left of it after a mute), or None. `throttle_delays_response`: the
+    version is before its API's KIP-219 cut-over."""
+    if throttle_time_ms and throttle_time_ms > 0 and throttle_delays_response and \
+            latency_ns >= HELD_SHARE * throttle_time_ms * 1_000_000:
+        return THROTTLE, min(throttle_time_ms * 1_000_000, latency_ns)
     if api_key in (FETCH, SHARE_FETCH) and hint is not None:
         max_wait_ms = hint[0]
         if max_wait_ms and max_wait_ms > 0 and not records and \
@@ -81,8 +94,6 @@ def classify(api_key: int | None, api_version: int | None, hint: tuple | None, l
     elif api_key == SYNC_GROUP and hint is not None:
         if not hint[0] and not error_code and latency_ns >= BARRIER_MIN_NS:
             return GROUP_BARRIER, latency_ns
-    if throttle_time_ms and throttle_time_ms > 0 and throttle_delays_response:
-        return THROTTLE, min(throttle_time_ms * 1_000_000, latency_ns)
     return None
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -498,6 +499,185 @@ def wl_sasl_kafka(m: Manifest, broker: Any) -> None:
            "login uses a wrong password. Tokens, nonces and proofs in the capture are what a dissector should redact")
 
 
+
+LONG_POLL_MS = 1000  # kafka-python's fetch_max_wait_ms in the waits workload
+LIBRDKAFKA_WAIT_MS = 800  # librdkafka's fetch.wait.max.ms
+EARLY_WAIT_MS = 4000  # a fetch that data answers early
+
+
+def _kp_idle_consumer(m: Manifest, bootstrap: str, topic: str, seconds: float, client_id: str,
+                      wait_ms: int) -> None:
+    """A kafka-python consumer polling an empty partition: every Fetch waits
+    out its max wait (a long poll)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id, enable_auto_commit=False,
+                             fetch_max_wait_ms=wait_ms, fetch_min_bytes=1, request_timeout_ms=wait_ms + 5000)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek(tp, 0)
+    end = time.monotonic() + seconds
+    try:
+        while time.monotonic() < end:
+            consumer.poll(timeout_ms=200)
+    finally:
+        consumer.close()
+    m.operation("kafka-python", f"poll empty {topic}[0] for {seconds} s",
+                {"client_id": client_id, "fetch_max_wait_ms": wait_ms, "fetch_min_bytes": 1})
+
+
+def _ck_idle_consumer(m: Manifest, bootstrap: str, topic: str, seconds: float, client_id: str) -> None:
+    """The same with librdkafka (fetch.wait.max.ms)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": "lab-unused",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": LIBRDKAFKA_WAIT_MS,
+                         "log.connection.close": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    end = time.monotonic() + seconds
+    try:
+        while time.monotonic() < end:
+            consumer.poll(0.2)
+    finally:
+        consumer.close()
+    m.operation("confluent-kafka", f"poll empty {topic}[0] for {seconds} s",
+                {"client_id": client_id, "fetch.wait.max.ms": LIBRDKAFKA_WAIT_MS})
+
+
+def _answered_early(m: Manifest, bootstrap: str, topic: str) -> None:
+    """A consumer waits with a long max wait; a record produced 1.5 s into its
+    wait ends it early (the answer carries the record)."""
+    import threading
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    client_id = "lab-early-kp"
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id, enable_auto_commit=False,
+                             fetch_max_wait_ms=EARLY_WAIT_MS, fetch_min_bytes=1, request_timeout_ms=EARLY_WAIT_MS + 5000)
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek(tp, 0)
+    consumer.poll(timeout_ms=100)  # connected and fetching
+    producer = threading.Timer(1.5, lambda: kp_produce(m, bootstrap, topic, payloads("early", 1, with_headers=False),
+                                                        codec="none", acks=1, client_id="lab-early-producer"))
+    producer.start()
+    got = 0
+    end = time.monotonic() + 8
+    try:
+        while not got and time.monotonic() < end:
+            for _tp, msgs in consumer.poll(timeout_ms=500).items():
+                for msg in msgs:
+                    got += 1
+                    m.consumed(client="kafka-python", client_id=client_id, group=None, topic=msg.topic,
+                               partition=msg.partition, offset=msg.offset, timestamp=msg.timestamp,
+                               key=encode_bytes(msg.key), value=encode_bytes(msg.value),
+                               headers=encode_headers(getattr(msg, "headers", None)))
+    finally:
+        producer.join()
+        consumer.close()
+    m.operation("kafka-python", f"fetch {topic}[0] waiting up to {EARLY_WAIT_MS} ms, data produced after 1.5 s",
+                {"client_id": client_id, "received": got})
+
+
+def _staggered_group(m: Manifest, bootstrap: str, topic: str, group: str, members: int, stagger: float,
+                     extra: dict[str, Any] | None = None, client: str = "kafka-python") -> None:
+    """`members` consumers join one group `stagger` seconds apart and stay a
+    while: each join makes the group rebalance, and the members already in
+    wait at the join barrier for the rest."""
+    import threading
+
+    def member(index: int) -> None:
+        time.sleep(index * stagger)
+        if client == "kafka-python":
+            kp_consume(m, bootstrap, [topic], group, 10**6, timeout=members * stagger + 4,
+                       client_id=f"{group}-{index}", extra=extra)
+        else:
+            ck_consume(m, bootstrap, [topic], group, 10**6, timeout=members * stagger + 4,
+                       client_id=f"{group}-{index}", extra=extra)
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(members)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    m.operation(client, f"group {group}: {members} members joining {stagger} s apart", {"members": members})
+
+
+def _rude_producer(m: Manifest, bootstrap: str, topic: str, client_id: str, sends: int) -> None:
+    """A raw-socket client that ignores KIP-219: it sends Produce v7 requests
+    one after the other, as soon as each answer comes, throttled or not (a
+    well-behaved client waits out throttle_time_ms). Built with struct; the
+    record batch by kafka-python's builder."""
+    import socket
+    import struct
+
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
+    answers = []
+    try:
+        for cid in range(1, sends + 1):
+            value = (f"rude #{cid} " + "x" * 3000).encode()
+            builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+            builder.append(timestamp=None, key=None, value=value, headers=[])
+            builder.close()
+            batch = bytes(builder.buffer())
+            body = struct.pack(">hhi", -1, 1, 5000)  # transactional id null, acks 1, timeout
+            body += struct.pack(">i", 1) + struct.pack(">h", len(topic)) + topic.encode()
+            body += struct.pack(">i", 1) + struct.pack(">ii", 0, len(batch)) + batch
+            header = struct.pack(">hhih", 0, 7, cid, len(client_id)) + client_id.encode()
+            frame = header + body
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+            response = _recv_exact(sock, size)
+            answers.append(struct.unpack_from(">i", response, len(response) - 4)[0])  # throttle_time_ms, last
+    finally:
+        sock.close()
+    m.operation("raw socket", f"Produce v7 x{sends} to {topic}, ignoring throttle_time_ms",
+                {"client_id": client_id, "throttle_time_ms": answers})
+
+
+def wl_waits(m: Manifest, broker: Any) -> None:
+    """Waits the protocol asks for: long polls (kafka-python and librdkafka on
+    an empty partition), a fetch answered early by data, classic groups whose
+    members join seconds apart (join barrier), a KIP-848 group, and a client
+    sending while the broker has muted it for a quota (KIP-219)."""
+    bootstrap = broker.bootstrap
+    kp_create_topics(broker.internal_bootstrap, {"idle": 1, "late": 1, "grouped": 3, "muted": 1})
+    _kp_idle_consumer(m, bootstrap, "idle", 3.5, "lab-longpoll-kp", LONG_POLL_MS)
+    _ck_idle_consumer(m, bootstrap, "idle", 3.0, "lab-longpoll-ck")
+    _answered_early(m, bootstrap, "late")
+    _staggered_group(m, bootstrap, "grouped", "lab-barrier", 3, 1.5)
+    rude = "lab-rude-producer"
+    broker.set_client_quota(rude, producer_byte_rate=QUOTA_BYTES_PER_SECOND)
+    m.operation("java", f"alter_client_quotas client-id={rude} producer_byte_rate={QUOTA_BYTES_PER_SECOND}", "ok")
+    _rude_producer(m, bootstrap, "muted", rude, 6)
+    m.note(f"long polls: fetch_max_wait_ms={LONG_POLL_MS} (kafka-python), fetch.wait.max.ms={LIBRDKAFKA_WAIT_MS} "
+           f"(librdkafka) on an empty partition; lab-early-kp waits up to {EARLY_WAIT_MS} ms and a record produced "
+           "1.5 s later answers it; lab-barrier: 3 kafka-python members joining 1.5 s apart; "
+           f"{rude} sends Produce v7 back to back with a {QUOTA_BYTES_PER_SECOND} B/s quota")
+
+
+def wl_throttle_old(m: Manifest, broker: Any) -> None:
+    """Quotas against versions before KIP-219 (Kafka 3.9 still serves them):
+    the broker holds each throttled response for its throttle time."""
+    bootstrap = broker.bootstrap
+    topic = "throttled-old"
+    kp_create_topics(broker.internal_bootstrap, {topic: 1})
+    producer_id, consumer_id = "lab-old-throttled-producer", "lab-old-throttled-consumer"
+    broker.set_client_quota(producer_id, producer_byte_rate=QUOTA_BYTES_PER_SECOND)
+    broker.set_client_quota(consumer_id, consumer_byte_rate=QUOTA_BYTES_PER_SECOND)
+    m.operation("java", f"alter_client_quotas client-id={producer_id} producer_byte_rate={QUOTA_BYTES_PER_SECOND}", "ok")
+    m.operation("java", f"alter_client_quotas client-id={consumer_id} consumer_byte_rate={QUOTA_BYTES_PER_SECOND}", "ok")
+    for batch in range(3):
+        values = [Payload(p.key, p.value, []) for p in big_payloads(f"old-quota-{batch}", 6, 1500)]  # magic 1: no headers
+        kp_produce(m, bootstrap, topic, values, codec="none", acks=1, client_id=producer_id, api_version=(0, 10, 1))
+    kp_fetch_from_start(m, bootstrap, topic, 0, len(m.data["produced"]), timeout=30, client_id=consumer_id,
+                        api_version=(0, 10, 1))
+    m.note("kafka-python api_version=(0, 10, 1): Produce v2 and Fetch v3, before KIP-219's cut-overs (Produce v6, "
+           "Fetch v8): the broker holds a throttled response for throttle_time_ms before sending it")
+
 @dataclass(frozen=True)
 class Workload:
     """One capture: the clients' work (`run(manifest, broker)`) and the
@@ -598,5 +778,12 @@ WORKLOADS += [
              f"Client quotas ({QUOTA_BYTES_PER_SECOND} B/s produce and fetch for two client ids): kafka-python "
              "produce and fetch answered with throttle_time_ms > 0", wl_quota, broker="kafka4",
              kafka_options={"config": QUOTA_WINDOW}),
+    Workload("waits_kafka", STANDARD_PORT,
+             "Waits the protocol asks for: long polls (kafka-python, librdkafka), a fetch answered early by data, "
+             "a classic group of 3 members joining 1.5 s apart, and a raw client sending while "
+             "muted for a quota", wl_waits, broker="kafka4", kafka_options={"config": QUOTA_WINDOW}),
+    Workload("throttle_old_kafka3", STANDARD_PORT,
+             "Client quotas against kafka-python api_version=(0,10,1) (Produce v2, Fetch v3): the broker holds "
+             "throttled responses", wl_throttle_old, broker="kafka3", kafka_options={"config": QUOTA_WINDOW}),
 ]
 
