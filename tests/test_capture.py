@@ -20,12 +20,13 @@ from kdissect.capture import (
     ReadStats,
     capture_set_order,
     iter_frames,
-    iter_pcap_records,
     parse_pcap_header,
     read_segments,
     segment_from_frame,
 )
 from kdissect.failures import InputError
+from kdissect.linklayers import decode_frame_general
+from kdissect.packet import TcpSegment
 from kdissect.reassembly import Reassembler
 from tests.support.pcaps import compare_with_tshark, lab_captures, shared_recording, tshark_frame_count
 
@@ -202,19 +203,23 @@ def test_files_without_packets_sort_last(trace: impair.Trace, tmp_path: Path) ->
     assert capture_set_order([empty, full]) == [full, empty]
 
 
-def test_record_iterator_and_frame_decoder_give_the_same_segments(clean: Path) -> None:
+def test_frames_decoded_one_by_one_give_the_same_segments(clean: Path) -> None:
+    """The record loop's in-place decoding against undecoded frames decoded
+    one at a time, by decode_frame and by its general path (no short cut)."""
     data = clean.read_bytes()
     header = parse_pcap_header(data[:24])
     assert header.linktype == 1 and header.ticks_per_second == 1_000_000 and header.snaplen == 262144
-    by_hand = []
-    for n, rec in enumerate(iter_pcap_records(data, header), start=1):
-        seg = segment_from_frame(header.linktype, rec.ts, data[rec.offset : rec.offset + rec.captured_len], rec.wire_len, 0, n)
+    by_hand, general = [], []
+    for frame in iter_frames([clean]):
+        seg = segment_from_frame(frame.linktype, frame.ts, frame.data, frame.wire_len, 0, frame.frame_number)
         if seg is not None:
             by_hand.append(seg)
-    assert by_hand == list(read_segments([clean]))
-    # a buffer ending mid-record yields only the whole records
-    records = list(iter_pcap_records(data[: len(data) // 2], header))
-    assert records and records[-1].offset + records[-1].captured_len <= len(data) // 2
+        result = decode_frame_general(frame.linktype, frame.data, 0, len(frame.data), frame.wire_len, frame.ts, 0,
+                                      frame.frame_number, frame.ts)
+        if type(result) is TcpSegment:
+            general.append(result)
+    assert by_hand == list(read_segments([clean])) == general
+    assert len(by_hand) > 100
 
 
 def test_frames_carry_link_types_of_each_pcapng_interface(trace: impair.Trace, tmp_path: Path) -> None:

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from kdissect.capture import FRAMES, ReadStats, read_file, read_range
 from kdissect.failures import InputError
 from kdissect.spark import pcapsplit, plan
 from kdissect.spark.inputs import expand_inputs
 from kdissect.spark.session import check_java, find_java
+from tests.support.pcaps import epoch_ns
 from tests.support.spark import env_without_java, run_cli, tshark_frame_count
 
 
@@ -28,31 +30,40 @@ def _biggest(captures_dir: Path) -> Path:
     return max(_captures(captures_dir), key=lambda p: p.stat().st_size)
 
 
-def _tshark_frames(path: Path) -> list[tuple[int, str, int]]:
-    """(frame number, epoch time text, captured length) per frame, from tshark."""
+def _tshark_frames(path: Path) -> list[tuple[int, int, int]]:
+    """(frame number, epoch time in ns, captured length) per frame, from tshark."""
     out = subprocess.run(
         ["tshark", "-r", str(path), "-T", "fields", "-e", "frame.number", "-e", "frame.time_epoch",
          "-e", "frame.cap_len"], check=True, capture_output=True, text=True).stdout
     rows = []
     for line in out.splitlines():
         number, epoch, caplen = line.split("\t")
-        rows.append((int(number), epoch, int(caplen)))
+        rows.append((int(number), epoch_ns(epoch), int(caplen)))
     return rows
 
 
-def _walk_all(path: Path, split_size: int) -> tuple[list[tuple[int, float, int]], list[plan.Split], list[str]]:
-    splits = plan.plan_splits([(str(path), "pcap")], split_size)
+def _walk_all(path: Path, split_size: int, kind: str = "pcap"
+              ) -> tuple[list[tuple[int, int, int]], list[plan.Split], list[str]]:
+    """(frame number, ts, captured length) of every frame, read split by split
+    as the job reads them, with the final splits and the files that fell back."""
+    splits = plan.plan_splits([(str(path), kind)], split_size)
     scans = {split.split_id: plan.scan_range(split) for split in splits}
     final, fallbacks = plan.apply_scans(splits, scans)
     records = []
     for split in final:
-        with open(path, "rb") as stream:
-            fmt = pcapsplit.read_format(stream)
-            number = split.first_frame
-            for ts, data, _wire in pcapsplit.walk_records(stream, fmt, split.boundary, split.end):
-                records.append((number, ts, len(data)))
-                number += 1
+        stats = ReadStats()
+        if split.kind in plan.RANGE_KINDS:
+            frames = read_range(plan.file_range(split.as_row()), stats, mode=FRAMES)
+        else:
+            frames = read_file(path, 0, stats, mode=FRAMES)
+        records.extend((frame.frame_number, frame.ts, len(frame.data)) for frame in frames)
     return records, final, fallbacks
+
+
+def _assert_same_frames(records: list[tuple[int, int, int]], expected: list[tuple[int, int, int]]) -> None:
+    assert [(n, caplen) for n, _, caplen in records] == [(n, caplen) for n, _, caplen in expected]
+    for (_, ts, _), (_, epoch, _) in zip(records, expected):
+        assert 0 <= ts - epoch <= 1  # exact ns (tshark truncates 2^-k s ticks, kdissect rounds)
 
 
 @pytest.mark.parametrize("split_size", [700, 4096, 65536])
@@ -64,9 +75,7 @@ def test_every_split_size_yields_tsharks_frames(captures_dir, tshark, tmp_path, 
     records, final, fallbacks = _walk_all(path, split_size)
     assert fallbacks == []
     assert len([s for s in final if s.boundary > 24]) >= min(3, path.stat().st_size // split_size - 1)
-    assert [(n, caplen) for n, _, caplen in records] == [(n, caplen) for n, _, caplen in expected]
-    for (_, ts, _), (_, epoch, _) in zip(records, expected):
-        assert abs(ts - float(epoch)) < 1e-6
+    _assert_same_frames(records, expected)
     with open(path, "rb") as stream:
         assert pcapsplit.read_format(stream).header.ticks_per_second == (
             10**9 if file_format == "nsecpcap" else 10**6)
