@@ -622,7 +622,7 @@ _STREAM_ERRORS = (OSError, EOFError, zlib.error)
 
 def _read_head(path: Path, stream: BinaryIO) -> bytes:
     try:
-        head = stream.read(_CHUNK)
+        head = stream.read(max(_CHUNK, 64))  # (at least the pcap header, whatever the chunk size)
     except _STREAM_ERRORS as exc:
         raise InputError(f"{path}: unreadable or corrupt compressed data ({exc})") from None
     if len(head) < 4:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kdissect import impair
+from kdissect import capture, impair
 from kdissect.capture import (
+    CaptureSet,
     ReadStats,
     capture_set_order,
     iter_frames,
@@ -492,3 +493,110 @@ def test_impair_command_line(clean: Path, trace: impair.Trace, tmp_path: Path) -
     assert max(len(f.data) for f in frames) == 96
     _, problems = compare_with_tshark(out)
     assert problems == []
+
+
+# -- chunks, times, resolutions, secrets ------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk", [4096, 1000, 100, 13])
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng", "pcapng-mixed-bigendian", "pcapng-gzip"])
+def test_chunk_boundaries_inside_records_and_blocks(trace: impair.Trace, tmp_path: Path, monkeypatch, chunk: int,
+                                                    fmt: str) -> None:
+    """Chunks ending inside records, blocks and their headers give the same
+    segments and counts as the default chunk size, for whole and cut files."""
+    if fmt == "pcap":
+        path = impair.write_pcap(trace, tmp_path / "c")
+    elif fmt == "pcapng":
+        path = impair.write_pcapng(trace, tmp_path / "c")
+    elif fmt == "pcapng-gzip":
+        path = impair.write_pcapng(trace, tmp_path / "c", tsresol=9, compress=True)
+    else:
+        path = impair.write_pcapng(impair.mixed_links(trace, ("ethernet", "sll2", "raw")), tmp_path / "c",
+                                   tsresol=[6, 9, 0x80 | 20], big_endian=True)
+    cut = impair.cut_file(shutil.copy(path, tmp_path / "cut"), path.stat().st_size * 2 // 3)
+
+    def read(target: Path) -> tuple[list[tuple], ReadStats]:
+        stats = ReadStats()
+        return [(s.frame_number, s.ts, s.order_ts, s.src, s.seq, bytes(s.payload)) for s in read_segments([target], stats)], stats
+
+    expected = {target: read(target) for target in (path, cut)}
+    monkeypatch.setattr(capture, "_CHUNK", chunk)
+    for target in (path, cut):
+        assert read(target) == expected[target]
+    assert len(expected[path][0]) == len(trace.packets)
+    assert expected[cut][1].problems and 0 < len(expected[cut][0]) < len(trace.packets)
+
+
+def test_times_are_exact_integer_nanoseconds(trace: impair.Trace, tmp_path: Path) -> None:
+    """Every format gives the packets' times exactly (impair keeps them as
+    integer ns): microsecond pcap to the microsecond, nanosecond pcap and
+    pcapng to the nanosecond, 2^-20 s ticks rounded to the nearest ns."""
+    from dataclasses import replace
+
+    # the recording is in microseconds: give the packets nanosecond parts
+    trace = impair.Trace(tuple(replace(p, ts_ns=p.ts_ns + (i * 7919) % 1000) for i, p in enumerate(trace.packets)),
+                         trace.snaplen)
+    times = [p.ts_ns for p in trace.packets]
+    assert any(t % 1000 for t in times)
+    micro = [t // 1000 * 1000 for t in times]
+    cases = {
+        impair.write_pcap(trace, tmp_path / "us.pcap"): micro,
+        impair.write_pcap(trace, tmp_path / "ns.pcap", nanosecond=True): times,
+        impair.write_pcapng(trace, tmp_path / "us.pcapng"): micro,
+        impair.write_pcapng(trace, tmp_path / "ns.pcapng", tsresol=9): times,
+        impair.write_pcapng(trace, tmp_path / "bin.pcapng", tsresol=0x80 | 20):
+            [((t << 20) // 10**9 * 10**9 + (1 << 19)) >> 20 for t in times],
+    }
+    for path, expected in cases.items():
+        frames = list(iter_frames([path]))
+        assert [f.ts for f in frames] == expected, path.name
+        assert all(type(f.ts) is int for f in frames)
+
+
+@pytest.mark.parametrize("tsresol,resolution,unit", [(6, 10**6, "us"), (9, 10**9, "ns"), (3, 1000, "us"),
+                                                      (0x80 | 20, 1 << 20, "ns")])
+def test_capture_set_resolutions(trace: impair.Trace, tmp_path: Path, tsresol: int, resolution: int, unit: str) -> None:
+    pcap_us = impair.write_pcap(trace, tmp_path / "a.pcap")
+    other = impair.write_pcapng(trace, tmp_path / "b.pcapng", tsresol=tsresol)
+    both = CaptureSet([other, pcap_us])
+    assert dict(zip(both.paths, both.resolutions)) == {pcap_us: 10**6, other: resolution}
+    assert both.finest_resolution == max(10**6, resolution)
+    assert both.timestamp_unit == unit
+    ns = CaptureSet([impair.write_pcap(trace, tmp_path / "n.pcap", nanosecond=True)])
+    assert (ns.resolutions, ns.timestamp_unit) == ([10**9], "ns")
+
+
+def test_decryption_secrets_are_collected_and_never_shown(clean: Path, tmp_path: Path) -> None:
+    """A Decryption Secrets Block made by editcap --inject-secrets (a made-up
+    key log line): collected in CaptureSet.secrets before the packets after
+    it, its bytes never in a repr, a problem text or the accounting."""
+    line = b"CLIENT_RANDOM " + b"ab" * 32 + b" " + b"cd" * 48 + b"\n"
+    keylog = tmp_path / "keys.txt"
+    keylog.write_bytes(line)
+    out = tmp_path / "with-secrets.pcapng"
+    subprocess.run(["editcap", "--inject-secrets", f"tls,{keylog}", str(clean), str(out)], check=True,
+                   capture_output=True)
+    captures = CaptureSet([out])
+    segments = captures.segments()
+    first = next(segments)
+    assert first.frame_number == 1
+    assert captures.secrets == [(0x544C534B, line)]  # "TLSK", the key log's bytes
+    rest = list(segments)
+    assert len(rest) + 1 == len(list(read_segments([clean])))
+    secret_text = line.strip().decode()
+    shown = repr(captures.secrets) + str(captures.secrets[0]) + repr(captures.stats)
+    assert "ab" * 32 not in shown and "cd" * 48 not in shown and secret_text not in shown
+    assert "0x544c534b" in repr(captures.secrets[0]) and f"{len(line)} bytes" in repr(captures.secrets[0])
+    # a file without secrets has none; a damaged secrets block is a counted problem, not a crash
+    assert CaptureSet([clean]).secrets == []
+    data = bytearray(out.read_bytes())
+    pos = 0
+    while struct.unpack_from("<I", data, pos)[0] != 0x0A:
+        pos += struct.unpack_from("<I", data, pos + 4)[0]
+    struct.pack_into("<I", data, pos + 12, 1 << 20)  # secrets length beyond the block
+    broken = tmp_path / "broken.pcapng"
+    broken.write_bytes(bytes(data))
+    damaged = CaptureSet([broken])
+    assert len(list(damaged.segments())) == len(rest) + 1 and damaged.secrets == []
+    assert any("damaged decryption secrets block" in p for p in damaged.stats.problems)
+    assert not any(secret_text in p for p in damaged.stats.problems)
