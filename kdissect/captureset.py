@@ -25,16 +25,17 @@ copy in feed order is kept (on equal times, the one from the file with the
 lower capture_index); duplicates are dropped and counted
 (`ReadStats.duplicate_packets`). Repeats within one file (retransmissions,
 duplicated packets) are never duplicates here; reassembly handles them.
-Memory: the filter holds the identities (a 16-byte digest of the payload)
-of the packets kept in the last window, only while two files overlap in
-time.
+Memory: the filter holds the identities of the packets kept in the last
+window (payloads up to 256 bytes as they are, longer ones as a 16-byte
+BLAKE2b digest), and only while files overlap: packets more than a window
+away from any other file's pass it by.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import deque
-from heapq import heappop, heappush
+from heapq import heappop, heappush, heapreplace
 from typing import Any, Callable, Iterator, Sequence
 
 __all__ = ["DUPLICATE_WINDOW_NS", "ConnectionMerge", "DuplicateFilter", "merge_files", "timestamp_unit"]
@@ -42,13 +43,6 @@ __all__ = ["DUPLICATE_WINDOW_NS", "ConnectionMerge", "DuplicateFilter", "merge_f
 DUPLICATE_WINDOW_NS = 1_000_000_000  # one second of feed time
 _END = 1 << 126  # later than any time in ns
 _EARLIEST = -_END
-
-
-def _identity(segment: Any) -> tuple:
-    payload = segment.payload
-    digest = hashlib.blake2b(payload, digest_size=16).digest() if payload else b""
-    return (segment.src, segment.sport, segment.dst, segment.dport, segment.seq, segment.ack, segment.flags,
-            segment.payload_len, digest)
 
 
 class DuplicateFilter:
@@ -75,7 +69,11 @@ class DuplicateFilter:
             entry = last.get(old)
             if entry is not None and entry[1] == when:
                 del last[old]
-        identity = _identity(segment)
+        payload = segment.payload
+        # short payloads as they are, longer ones by a 16-byte digest
+        size = len(payload)
+        identity = (segment.src, segment.sport, segment.dst, segment.dport, segment.seq, segment.ack, segment.flags,
+                    segment.payload_len, size, payload if size <= _RAW_PAYLOAD else _digest(payload).digest())
         entry = last.get(identity)
         if entry is not None and entry[0] != segment.capture_index:
             self.duplicates += 1
@@ -85,6 +83,13 @@ class DuplicateFilter:
         last[identity] = (segment.capture_index, now)
         recent.append((now, identity))
         return True
+
+
+_RAW_PAYLOAD = 256  # payloads up to this size are kept as they are; longer ones as a digest
+
+
+def _digest(payload: bytes) -> Any:
+    return hashlib.blake2b(payload, digest_size=16)
 
 
 def merge_files(firsts: Sequence[int | None], open_file: Callable[[int], Iterator[Any]],
@@ -102,42 +107,46 @@ def merge_files(firsts: Sequence[int | None], open_file: Callable[[int], Iterato
     """
     count = len(firsts)
     window = dedup.window if dedup is not None else 0
-    heap: list[tuple[int, int, int, Any, Iterator[Any]]] = []  # the next item of every open file
-    last_fed: dict[int, int] = {}  # capture_index -> feed time of its last item fed (kept or dropped)
+    keep = dedup.keep if dedup is not None else None
+    # the next item of every open file, smallest key first
+    heap: list[tuple[int, int, int, Any, Iterator[Any]]] = []
+    latest_fed = _EARLIEST  # feed time of the last item fed from a file before the current run
     opened = 0
     while True:
-        if opened < count:
+        if opened < count:  # the next file to open: its first key
             first = firsts[opened]
             next_key = (_END if first is None else first, opened)
+            if not heap or next_key < (heap[0][0], heap[0][1]):
+                iterator = open_file(opened)
+                opened += 1
+                for item in iterator:
+                    heappush(heap, (item.order_ts, item.capture_index, item.frame_number, item, iterator))
+                    break
+                continue
         else:
             next_key = (_END, count)
-        if opened < count and (not heap or next_key < (heap[0][0], heap[0][1])):
-            iterator = open_file(opened)
-            opened += 1
-            for item in iterator:
-                heappush(heap, (item.order_ts, item.capture_index, item.frame_number, item, iterator))
-                break
-            continue
         if not heap:
             return
-        now, ci, _number, item, iterator = heappop(heap)
+        now, ci, _number, item, iterator = heap[0]
         # this file runs while its items come before every other file's next one
         limit_ts, limit_ci = next_key
-        if heap and (heap[0][0], heap[0][1]) < next_key:
-            limit_ts, limit_ci = heap[0][0], heap[0][1]
-        if dedup is None:
+        for other in heap[1:3]:  # the heap's second smallest is one of these
+            if (other[0], other[1]) < (limit_ts, limit_ci):
+                limit_ts, limit_ci = other[0], other[1]
+        if keep is None:
             yield item
             for item in iterator:
                 now = item.order_ts
                 if now < limit_ts or (now == limit_ts and ci < limit_ci):
                     yield item
                     continue
-                heappush(heap, (now, ci, item.frame_number, item, iterator))
+                heapreplace(heap, (now, ci, item.frame_number, item, iterator))
                 break
+            else:
+                heappop(heap)
             continue
-        quiet_from = max((t for index, t in last_fed.items() if index != ci), default=_EARLIEST) + window
+        quiet_from = latest_fed + window
         quiet_until = limit_ts - window
-        keep = dedup.keep
         fed = now
         if quiet_from < now < quiet_until or keep(item):
             yield item
@@ -148,9 +157,12 @@ def merge_files(firsts: Sequence[int | None], open_file: Callable[[int], Iterato
                 if quiet_from < now < quiet_until or keep(item):
                     yield item
                 continue
-            heappush(heap, (now, ci, item.frame_number, item, iterator))
+            heapreplace(heap, (now, ci, item.frame_number, item, iterator))
             break
-        last_fed[ci] = fed
+        else:
+            heappop(heap)
+        if fed > latest_fed:
+            latest_fed = fed
 
 
 class ConnectionMerge:
@@ -168,8 +180,9 @@ class ConnectionMerge:
     def __init__(self, dedup: bool = True, window: int = DUPLICATE_WINDOW_NS, counts: Any = None) -> None:
         self.filter = DuplicateFilter(window, counts) if dedup else None
         self._lookahead = window if dedup else 0
-        self._heap: list[tuple[int, int, int, Any, Iterator[Any]]] = []
-        self._last_fed: dict[int, int] = {}
+        self._heap: list[tuple[int, int, int, Any, Iterator[Any]]] = []  # next segment of every run held
+        self._runs_per_file: dict[int, int] = {}  # capture_index -> runs held
+        self._latest_fed = _EARLIEST
 
     @property
     def duplicates(self) -> int:
@@ -183,39 +196,46 @@ class ConnectionMerge:
             else:  # what lies more than a window before it: later runs cannot hold a copy
                 yield from self._emit(first.order_ts - self._lookahead, -1)
             heappush(self._heap, (first.order_ts, first.capture_index, first.frame_number, first, segments))
+            self._runs_per_file[first.capture_index] = self._runs_per_file.get(first.capture_index, 0) + 1
             return
 
     def finish(self) -> Iterator[Any]:
         """The rest, at the end of the connection's runs."""
         yield from self._emit(_END, 0)
-        self._last_fed.clear()
+        self._latest_fed = _EARLIEST
 
     def _emit(self, bound_ts: int, bound_ci: int) -> Iterator[Any]:
         """Segments whose key is below (bound_ts, bound_ci), in feed order."""
         heap = self._heap
-        dedup = self.filter
+        keep = self.filter.keep if self.filter is not None else None
+        window = self.filter.window if self.filter is not None else 0
+        runs_per_file = self._runs_per_file
         while heap and (heap[0][0], heap[0][1]) < (bound_ts, bound_ci):
-            now, ci, _number, item, iterator = heappop(heap)
+            now, ci, _number, item, iterator = heap[0]
             limit_ts, limit_ci = bound_ts, bound_ci
-            if heap and (heap[0][0], heap[0][1]) < (limit_ts, limit_ci):
-                limit_ts, limit_ci = heap[0][0], heap[0][1]
-            if dedup is None:
+            for other in heap[1:3]:  # the heap's second smallest is one of these
+                if (other[0], other[1]) < (limit_ts, limit_ci):
+                    limit_ts, limit_ci = other[0], other[1]
+            if keep is None:
                 yield item
                 for item in iterator:
                     now = item.order_ts
                     if now < limit_ts or (now == limit_ts and ci < limit_ci):
                         yield item
                         continue
-                    heappush(heap, (now, ci, item.frame_number, item, iterator))
+                    heapreplace(heap, (now, ci, item.frame_number, item, iterator))
                     break
+                else:
+                    heappop(heap)
+                    runs_per_file[ci] -= 1
                 continue
-            window = dedup.window
-            # another file's segments within a window before or after: runs
-            # not yet arrived start after the bound, itself a window later
-            # than anything emitted now
-            quiet_from = max((t for index, t in self._last_fed.items() if index != ci), default=_EARLIEST) + window
-            quiet_until = min((entry[0] for entry in heap if entry[1] != ci), default=_END) - window
-            keep = dedup.keep
+            # another file's segments within a window before or after (runs
+            # not yet arrived start more than a window after the bound)
+            quiet_from = self._latest_fed + window
+            if len(runs_per_file) == 1 or all(n == 0 for index, n in runs_per_file.items() if index != ci):
+                quiet_until = _END
+            else:
+                quiet_until = min(entry[0] for entry in heap if entry[1] != ci) - window
             fed = now
             if quiet_from < now < quiet_until or keep(item):
                 yield item
@@ -226,9 +246,13 @@ class ConnectionMerge:
                     if quiet_from < now < quiet_until or keep(item):
                         yield item
                     continue
-                heappush(heap, (now, ci, item.frame_number, item, iterator))
+                heapreplace(heap, (now, ci, item.frame_number, item, iterator))
                 break
-            self._last_fed[ci] = fed
+            else:
+                heappop(heap)
+                runs_per_file[ci] -= 1
+            if fed > self._latest_fed:
+                self._latest_fed = fed
 
 
 def timestamp_unit(resolutions: Sequence[int]) -> str:
