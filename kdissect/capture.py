@@ -260,7 +260,6 @@ class Walk:
     # in force at the walk's start and part n the n-th section header met
     events: list = field(default_factory=list)
     ticks: dict = field(default_factory=dict)
-    order_checked: str = ""  # SCAN of pcapng: the byte order assumed at the start
 
     def damaged(self, at: int, damage: str, leftover: int) -> None:
         self.damaged_at, self.damage, self.leftover, self.stop = at, damage, leftover, -1
@@ -870,10 +869,10 @@ def _range_loop(part: FileRange, stream: _RangeStream, walk: Walk, mode: int, st
             header = parse_pcap_header(first.read(24))
         return _pcap_records(stream.more, header, head, 0, part.start, part.end, walk, mode, part.capture_index,
                              stats)
-    section = Section(part.byte_order, [description if mode == SCAN else interface_from_description(description)
-                                        for description in part.interfaces])
-    if mode == SCAN:
-        section.interfaces = []  # a scan lists only what it meets (its part 0 inherits the rest)
+    if mode == SCAN:  # a scan lists only the interfaces it meets (its part 0 inherits the rest)
+        section = Section(part.byte_order)
+    else:
+        section = Section(part.byte_order, [interface_from_description(d) for d in part.interfaces])
     return _pcapng_blocks(stream.more, section, head, 0, part.start, part.end, walk, mode, part.capture_index,
                           stats, name, secrets)
 
@@ -911,7 +910,7 @@ def scan_range(part: FileRange) -> Walk:
     running maximum time, and for pcapng the section and interface blocks and
     the largest ticks per interface (see Walk)."""
     stream = _RangeStream(part.path, part.start)
-    walk = Walk(part.first_frame - 1, part.order_ts, order_checked=part.byte_order)
+    walk = Walk(part.first_frame - 1, part.order_ts)
     try:
         for _ in _range_loop(part, stream, walk, SCAN, ReadStats(), None):
             pass
