@@ -367,63 +367,66 @@ def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos:
     """The pcapng block loop. `section` is the section in force at `pos` and
     is kept up to date; decryption secrets go to `secrets` as they are met."""
     order = section.order
-    head = _BLOCK_HEAD[order]
+    head, trailer, enhanced = _BLOCK_HEAD[order], _U32[order], _ENHANCED[order]
     interfaces = section.interfaces
     decode = decode_frame
     ci = capture_index
     number = walk.number
     latest = walk.order_ts
     part = 0  # SCAN: section headers met
+    most = walk.ticks  # SCAN: the largest ticks per (part, interface, interfaces described)
     warned: set[int] = set()
     after: tuple[bytes, int, int] | None = None
+    stop_at = end - base  # blocks starting here or later are not this walk's
     try:
         while True:
-            if base + pos >= end:
+            if pos >= stop_at:
                 walk.stop = base + pos
                 return
-            if len(buf) - pos < 12:
+            left = len(buf) - pos
+            if left < 12:
                 if after is not None:
                     buf, pos, base = after
                     after = None
-                    continue
-                chunk = more()
-                if chunk:
+                elif chunk := more():
                     buf, pos, base = buf[pos:] + chunk, 0, base + pos
-                    continue
-                if pos < len(buf):
-                    walk.cut(len(buf) - pos)
+                elif left:
+                    walk.cut(left)
+                    return
                 else:
                     walk.stop = base + pos
-                return
+                    return
+                stop_at = end - base
+                continue
             block_type, length = head(buf, pos)
             if block_type == PCAPNG_SHB:  # the same in either byte order
                 order = PCAPNG_BYTE_ORDER.get(buf[pos + 8 : pos + 12], "")
                 if not order:
-                    walk.damaged(base + pos, f"damaged section header after packet {number}", len(buf) - pos)
+                    walk.damaged(base + pos, f"damaged section header after packet {number}", left)
                     return
-                head = _BLOCK_HEAD[order]
+                head, trailer, enhanced = _BLOCK_HEAD[order], _U32[order], _ENHANCED[order]
                 length = head(buf, pos)[1]
             if length < 12 or length % 4 or length > MAX_PCAPNG_BLOCK:
-                walk.damaged(base + pos, f"damaged block header after packet {number}", len(buf) - pos)
+                walk.damaged(base + pos, f"damaged block header after packet {number}", left)
                 return
-            left = len(buf) - pos
             if left < length:
                 if after is not None:  # (cannot happen: that buffer holds exactly this block)
                     buf, pos, base = buf[pos:] + after[0][after[1]:], 0, base + pos
                     after = None
-                    continue
-                chunk = more()
-                if not chunk:
-                    walk.cut(left)
-                    return
-                need = length - left
-                if need < len(chunk):
-                    after = (chunk, need, base + len(buf))
-                    buf, pos, base = buf[pos:] + chunk[:need], 0, base + pos
                 else:
-                    buf, pos, base = buf[pos:] + chunk, 0, base + pos
+                    chunk = more()
+                    if not chunk:
+                        walk.cut(left)
+                        return
+                    need = length - left
+                    if need < len(chunk):
+                        after = (chunk, need, base + len(buf))
+                        buf, pos, base = buf[pos:] + chunk[:need], 0, base + pos
+                    else:
+                        buf, pos, base = buf[pos:] + chunk, 0, base + pos
+                stop_at = end - base
                 continue
-            if _U32[order](buf, pos + length - 4)[0] != length:
+            if trailer(buf, pos + length - 4)[0] != length:
                 walk.damaged(base + pos, f"damaged block after packet {number}", left)
                 return
             body = pos + 8
@@ -433,7 +436,7 @@ def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos:
                 if body_end - body < 20:
                     caplen = -1
                 elif block_type == _ENHANCED_PACKET:
-                    iface, ts_hi, ts_lo, caplen, wirelen = _ENHANCED[order](buf, body)
+                    iface, ts_hi, ts_lo, caplen, wirelen = enhanced(buf, body)
                 else:
                     iface, _drops, ts_hi, ts_lo, caplen, wirelen = _OBSOLETE[order](buf, body)
                 data_at = body + 20
@@ -441,8 +444,8 @@ def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos:
                     if 0 <= caplen and data_at + caplen <= body_end:
                         key = (part, iface, len(interfaces))
                         ticks = (ts_hi << 32) | ts_lo
-                        if ticks > walk.ticks.get(key, -1):
-                            walk.ticks[key] = ticks
+                        if ticks > most.get(key, -1):
+                            most[key] = ticks
                 elif caplen < 0:
                     stats.packets += 1
                     stats.undecodable += 1
@@ -482,7 +485,7 @@ def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos:
                     stats.undecodable += 1
                     stats.problems.append(f"{name}: packet {number} precedes any interface")
                 else:
-                    (wirelen,) = _U32[order](buf, body)
+                    (wirelen,) = trailer(buf, body)
                     linktype, _mul, _div, _offset, snaplen, _resolution = interfaces[0]
                     caplen = min(wirelen, body_end - body - 4, snaplen or wirelen)
                     stats.packets += 1
