@@ -1,6 +1,6 @@
 """Benchmark of the Spark job: a >= 1 GB archive, local[1] vs local[2] vs the CLI.
 
-    python3 benchmarks/bench_spark.py [--size-gb 1.0] [--files 6] [--repeat N] [SOURCE.pcap ...]
+    python3 benchmarks/bench_spark.py [--size-gb 1.0] [--files 6] [--repeat N] [--format pcapng] [SOURCE.pcap ...]
 
 1. Builds (once; kept in benchmarks/out/archive/, not committed) an archive of
    rotated pcap files by replaying the lab captures (captures/*.pcap by
@@ -20,6 +20,10 @@
    to two cores (1 core / 2 cores), local[1] / local[2], and the ratio to the
    CLI (with --repeat, the fastest of N alternating runs of each). Results go
    to benchmarks/out/bench_spark.json.
+
+   With --format pcapng the same archive, rewritten by `editcap -F pcapng`
+   (once; benchmarks/out/archive_pcapng/), is measured instead: dumpcap's
+   format, cut into byte ranges like pcap.
 
    Why the confined run: `local[1]` means one task slot, not one CPU. Beside
    its one Python worker, the driver JVM runs the shuffle, Arrow conversion,
@@ -49,13 +53,13 @@ sys.path.insert(0, str(REPO))
 _LINK_HEADER = {0: 4, 1: 14, 101: 0, 108: 4, 113: 16, 228: 0, 276: 20}
 
 
-def _source_packets(paths: list[str]) -> list[tuple[float, bytes, int, int]]:
-    """(relative ts, frame bytes, wire length, offset of the IPv4 header) of the IPv4 packets of all sources,
-    one source after another, times made relative and sequential."""
+def _source_packets(paths: list[str]) -> list[tuple[int, bytes, int, int]]:
+    """(relative ts in ns, frame bytes, wire length, offset of the IPv4 header) of the IPv4 packets of all
+    sources, one source after another, times made relative and sequential."""
     from kdissect.capture import iter_frames
 
-    packets: list[tuple[float, bytes, int, int]] = []
-    clock = 0.0
+    packets: list[tuple[int, bytes, int, int]] = []
+    clock = 0
     for path in paths:
         first = last = None
         for frame in iter_frames([path]):
@@ -71,7 +75,7 @@ def _source_packets(paths: list[str]) -> list[tuple[float, bytes, int, int]]:
             last = frame.ts
             packets.append((clock + frame.ts - first, data, frame.wire_len - offset + 14, 14))
         if first is not None:
-            clock += (last - first) + 1.0
+            clock += (last - first) + 10**9
     return packets
 
 
@@ -88,9 +92,9 @@ def build_archive(sources: list[str], target_bytes: int, files: int, directory: 
     packets = _source_packets(sources)
     if not packets:
         raise SystemExit("no IPv4 packets in the sources")
-    span = packets[-1][0] + 1.0
+    span = packets[-1][0] + 10**9
     per_file = target_bytes // files
-    start = 1_700_000_000.0
+    start = 1_700_000_000 * 10**9
     global_header = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)
     record = struct.Struct("<IIII")
     written: list[Path] = []
@@ -115,9 +119,8 @@ def build_archive(sources: list[str], target_bytes: int, files: int, directory: 
             frame = bytearray(data)
             frame[ip + 12 : ip + 16] = address
             frame[ip + 16 : ip + 20] = address
-            stamp = shift + ts
-            seconds = int(stamp)
-            handle.write(record.pack(seconds, int(round((stamp - seconds) * 1e6)) % 1_000_000, len(frame), wire_len))
+            seconds, nanoseconds = divmod(shift + ts, 10**9)
+            handle.write(record.pack(seconds, nanoseconds // 1000, len(frame), wire_len))
             handle.write(frame)
             size += 16 + len(frame)
             total += 16 + len(frame)
@@ -125,6 +128,22 @@ def build_archive(sources: list[str], target_bytes: int, files: int, directory: 
     done.write_text(json.dumps({"target_bytes": target_bytes, "sources": sources,
                                 "files": [str(p) for p in written], "replays": replay}))
     return written
+
+
+def as_pcapng(files: list[Path], directory: Path) -> list[Path]:
+    """The archive rewritten as pcapng (dumpcap's format) with editcap -F pcapng; reused when present."""
+    directory.mkdir(parents=True, exist_ok=True)
+    converted = []
+    for path in files:
+        target = directory / (path.stem + ".pcapng")
+        if not target.exists() or target.stat().st_mtime < path.stat().st_mtime:
+            partial = target.with_suffix(".part")
+            subprocess.run(["editcap", "-F", "pcapng", str(path), str(partial)], check=True)
+            partial.rename(target)
+        converted.append(target)
+    for stale in set(directory.glob("*.pcapng")) - set(converted):
+        stale.unlink()
+    return converted
 
 
 def _timed(command: list[str], log: Path, cpus: set[int] | None = None) -> float:
@@ -155,6 +174,9 @@ def main() -> None:
                              "(the least disturbed by other load on a shared machine)")
     parser.add_argument("--only", action="append", choices=list(CONFIGURATIONS),
                         help="run only this configuration (repeatable)")
+    parser.add_argument("--format", choices=["pcap", "pcapng"], default="pcap",
+                        help="pcapng: the same archive rewritten by editcap -F pcapng (cut into byte ranges "
+                             "like pcap); results in bench_spark_pcapng.json")
     args = parser.parse_args()
     configurations = {name: CONFIGURATIONS[name] for name in (args.only or CONFIGURATIONS)}
     sources = args.sources or sorted(glob.glob(str(REPO / "captures" / "*.pcap")))
@@ -163,11 +185,15 @@ def main() -> None:
     target = int(args.size_gb * 1e9)
     started = time.monotonic()
     files = build_archive(sources, target, args.files, archive_dir)
+    if args.format == "pcapng":
+        archive_dir = OUT / "archive_pcapng"
+        files = as_pcapng(files, archive_dir)
     total = sum(f.stat().st_size for f in files)
     print(f"archive: {len(files)} files, {total / 1e6:.0f} MB in {archive_dir} "
           f"(built/reused in {time.monotonic() - started:.0f}s)")
-    results: dict = {"archive_bytes": total, "archive_files": len(files), "sources": sources,
+    results: dict = {"format": args.format, "archive_bytes": total, "archive_files": len(files), "sources": sources,
                      "cpu_count": os.cpu_count()}
+    suffix = "" if args.format == "pcap" else "_" + args.format
     python = sys.executable
     # unmeasured warm-up on a small capture: writes the JVM's class-data archive
     # (a cache, like bytecode; see kdissect/spark/session.py) if there is none yet
@@ -177,9 +203,9 @@ def main() -> None:
     for _ in range(args.repeat):
         for name, (master, cpus) in configurations.items():
             slug = name.replace(" ", "_").replace("[", "").replace("]", "")
-            outdir = OUT / f"spark_{slug}"
+            outdir = OUT / f"spark_{slug}{suffix}"
             seconds = _timed([python, "-m", "kdissect", "spark", str(archive_dir), "-o", str(outdir),
-                              "--master", master], OUT / f"spark_{slug}.log", cpus)
+                              "--master", master], OUT / f"spark_{slug}{suffix}.log", cpus)
             runs[name].append(round(seconds, 1))
             manifest = json.loads((outdir / "manifest.json").read_text())
             print(f"{name} ({master}{', CPUs ' + str(sorted(cpus)) if cpus else ''}): {seconds:.0f}s, "
@@ -207,8 +233,8 @@ def main() -> None:
             results[name]["vs_cli"] = round(seconds / results[name]["seconds"], 2)
         print(f"single-process export: {seconds:.0f}s, {total / 1e6 / seconds:.1f} MB/s; Spark "
               + ", ".join(f"{name} {results[name]['vs_cli']}x" for name in configurations) + " its speed")
-    (OUT / "bench_spark.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"results in {OUT / 'bench_spark.json'}")
+    (OUT / f"bench_spark{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"results in {OUT / f'bench_spark{suffix}.json'}")
 
 
 if __name__ == "__main__":

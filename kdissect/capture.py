@@ -1,62 +1,77 @@
 """Read capture files (pcap, pcapng, gzip-compressed either) into TcpSegments.
 
-Several files given together are one capture set, ordered by the timestamp of
-their first packet and then by path; `TcpSegment.capture_index` is a file's
-position in that order and `frame_number` counts packets from 1 per file, as
-tshark does.
+Several files given together are one capture set: `capture_index` is a
+file's position when the files are ordered by their first packet's time,
+then path; `frame_number` counts packets from 1 per file, as tshark does; and
+the files' packets are merged by time, identical copies of a packet in
+several files counted once (the rule: `kdissect.captureset`).
 
-Files are read in large chunks and parsed with `struct`, so memory does not grow
-with the file. A damaged file yields every packet before the damage; what
-follows is counted in `ReadStats`, never silently lost. A path that cannot be
-opened or is not a capture at all raises `InputError` with a one-line message.
+Times are integers: nanoseconds since the Unix epoch (`TcpSegment.ts`,
+`Frame.ts`), exact to the file's resolution. pcap: seconds * 10**9 plus
+microseconds * 1000 or nanoseconds. pcapng: an interface's ticks converted
+with integer arithmetic, exactly for if_tsresol 10^-k with k <= 9 and
+rounded to the nearest nanosecond for finer decimal resolutions and for
+2^-k; if_tsoffset (whole seconds) is added as seconds * 10**9. Simple packet
+blocks carry no time: ts 0. `CaptureSet.resolutions` gives each file's
+ticks per second (10**6, 10**9, 2**20, ...).
+
+One record loop reads pcap (`_pcap_records`) and one block loop reads pcapng
+(`_pcapng_blocks`), for the CLI (a whole file, streamed in chunks, possibly
+gzip), for the Spark job's byte ranges (`read_range`) and its pre-pass
+(`scan_range`), and for tools (`iter_frames`). Each decodes a packet where
+it lies in the read buffer with `kdissect.linklayers.decode_frame`, so only
+TCP payloads are copied. Memory does not grow with the file. A damaged file
+yields every packet before the damage; what follows is counted in
+`ReadStats`, never silently lost. A path that cannot be opened or is not a
+capture at all raises `InputError` with a one-line message.
 
 Formats: pcap (micro/nanosecond magic, either byte order, Kuznetzov's
 modified variant), pcapng (any number of sections and interfaces, each with
 its own link type, timestamp resolution and offset; enhanced, obsolete and
-simple packet blocks, the last having no time: ts 0.0), and gzip of either,
-recognised by magic number, not by file name. Link layers and IP are decoded
-in `kdissect.linklayers`.
-
-The pcap header parser and record iterator are public so the Spark job can
-split files into byte ranges and decode them itself with `segment_from_frame`.
+simple packet blocks; decryption secrets blocks, collected in
+`CaptureSet.secrets`), and gzip of either, recognised by magic number, not
+by file name.
 """
 
 from __future__ import annotations
 
-import itertools
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, Callable, NamedTuple
 
+from kdissect.captureset import DuplicateFilter, merge_files, timestamp_unit
 from kdissect.failures import InputError
 from kdissect.linklayers import (
-    ETHERNET_IPV4_TCP,
     IP_FRAGMENT,
-    LINKTYPE_ETHERNET,
     NOT_TCP,
     SUPPORTED_LINKTYPES,
     UNSUPPORTED_LINK,
     decode_frame,
-    ipv4_name,
-    ipv4_names,
     segment_from_frame,
 )
 from kdissect.packet import SlotRecord, TcpSegment
 
 __all__ = [
+    "CaptureFile",
     "CaptureSet",
+    "FileRange",
     "Frame",
     "PcapHeader",
-    "PcapRecord",
     "ReadStats",
+    "Secret",
+    "Walk",
     "capture_set_order",
+    "describe_captures",
+    "interface_from_description",
     "iter_frames",
-    "iter_pcap_records",
     "parse_pcap_header",
+    "read_file",
+    "read_range",
     "read_segments",
+    "scan_range",
     "segment_from_frame",
 ]
 
@@ -64,7 +79,9 @@ _CHUNK = 1 << 20
 # Wireshark refuses records larger than this unless the snaplen says otherwise;
 # a bigger length field means the record header is damaged.
 _MAX_RECORD = 262144
-_MAX_PCAPNG_BLOCK = 64 << 20
+MAX_PCAPNG_BLOCK = 64 << 20
+NS_PER_SECOND = 1_000_000_000
+_END = 1 << 126  # beyond any file offset
 
 _PCAP_MAGICS = {
     # magic as read little-endian -> (byte order, ticks per second, record header size)
@@ -75,9 +92,15 @@ _PCAP_MAGICS = {
     0x4D3CB2A1: (">", 1_000_000_000, 16),
     0x34CDB2A1: (">", 1_000_000, 24),
 }
-_PCAPNG_SHB = 0x0A0D0D0A
-_PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
+PCAPNG_SHB = 0x0A0D0D0A
+PCAPNG_BYTE_ORDER = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
 _GZIP_MAGIC = b"\x1f\x8b"
+# pcapng block types read here
+_IDB, _OBSOLETE_PACKET, _SIMPLE_PACKET, _ENHANCED_PACKET, _SECRETS = 1, 2, 3, 6, 0x0000000A
+
+# what a loop produces: TCP segments (decoded in place), undecoded frames, or
+# nothing but the walk's counts (the Spark pre-pass)
+SEGMENTS, FRAMES, SCAN = 0, 1, 2
 
 
 @dataclass(slots=True)
@@ -94,6 +117,7 @@ class ReadStats:
     cut_records: int = 0  # a last record cut short by the end of the file
     damaged_files: int = 0  # files with a damaged record or block header
     unread_bytes: int = 0  # file bytes after damage or a cut, not decoded
+    duplicate_packets: int = 0  # TCP segments dropped as copies of one from another file (captureset)
     problems: list[str] = field(default_factory=list)
 
     def add(self, other: ReadStats) -> None:
@@ -114,28 +138,35 @@ class PcapHeader:
     version: tuple[int, int] = (2, 4)
 
 
-@dataclass(slots=True, frozen=True)
-class PcapRecord:
-    offset: int  # of the packet data within the buffer
-    ts: float
-    captured_len: int
-    wire_len: int
-
-
 class Frame(SlotRecord):
     """One captured packet before decoding."""
 
-    __slots__ = ("capture_index", "frame_number", "linktype", "ts", "data", "wire_len", "interface")
+    __slots__ = ("capture_index", "frame_number", "linktype", "ts", "data", "wire_len", "interface", "order_ts")
 
-    def __init__(self, capture_index: int, frame_number: int, linktype: int, ts: float, data: bytes,
-                 wire_len: int, interface: int = 0) -> None:
+    def __init__(self, capture_index: int, frame_number: int, linktype: int, ts: int, data: bytes,
+                 wire_len: int, interface: int = 0, order_ts: int | None = None) -> None:
         self.capture_index = capture_index
         self.frame_number = frame_number
         self.linktype = linktype
-        self.ts = ts
+        self.ts = ts  # int: nanoseconds since the Unix epoch (0: no time, a simple packet block)
         self.data = data
         self.wire_len = wire_len
         self.interface = interface
+        self.order_ts = ts if order_ts is None else order_ts  # feed time (see kdissect.captureset)
+
+
+class Secret(NamedTuple):
+    """A pcapng Decryption Secrets Block: `kind` is its secrets type (0x544c534b
+    "TLSK": a TLS key log; 0x57474b4c: WireGuard; ...), `data` its bytes. The
+    repr never shows the bytes."""
+
+    kind: int
+    data: bytes
+
+    def __repr__(self) -> str:
+        return f"Secret(kind=0x{self.kind:08x}, {len(self.data)} bytes)"
+
+    __str__ = __repr__
 
 
 def parse_pcap_header(head: bytes) -> PcapHeader:
@@ -152,32 +183,367 @@ def parse_pcap_header(head: bytes) -> PcapHeader:
     return PcapHeader(order, ticks, snaplen, linktype & 0xFFFF, record_size, (major, minor))
 
 
-def _record_limit(snaplen: int) -> int:
+def record_limit(snaplen: int) -> int:
+    """Largest captured length a pcap record may have; a larger one is damage."""
     return max(_MAX_RECORD, snaplen) if snaplen <= (256 << 20) else _MAX_RECORD
 
 
-def iter_pcap_records(buffer: bytes, header: PcapHeader, start: int = 24) -> Iterator[PcapRecord]:
-    """Records whose header and data lie wholly inside `buffer` from `start`.
+# -- pcapng interfaces and sections ------------------------------------------------
 
-    Stops at the first record that runs past the end of the buffer; raises
-    ValueError at a record header that cannot be right (length over the limit),
-    with the record's offset in the message.
-    """
-    rec = struct.Struct(header.byte_order + "IIII")
-    ticks = header.ticks_per_second
+# An interface as the block loop uses it: (linktype, mul, div, offset_ns,
+# snaplen, ticks per second); a packet's time is ticks * mul // div (rounded
+# to nearest) + offset_ns. Built from its description (linktype, snaplen,
+# if_tsresol byte, if_tsoffset seconds), which is what the Spark plan carries.
+Interface = tuple[int, int, int, int, int, int]
+InterfaceDescription = tuple[int, int, int, int]
+
+
+def interface_from_description(description: Sequence[int]) -> Interface:
+    linktype, snaplen, tsresol, tsoffset = description
+    if tsresol & 0x80:  # 2^-k seconds per tick
+        resolution = 1 << (tsresol & 0x7F)
+        mul, div = NS_PER_SECOND, resolution
+    else:  # 10^-k
+        resolution = 10 ** tsresol
+        mul, div = (NS_PER_SECOND // resolution, 1) if tsresol <= 9 else (1, resolution // NS_PER_SECOND)
+    if div != 1 and mul % div == 0:  # 2^-k with k <= 9: whole nanoseconds per tick
+        mul, div = mul // div, 1
+    return linktype, mul, div, tsoffset * NS_PER_SECOND, snaplen, resolution
+
+
+def _interface_description(buf: bytes, body: int, end: int, order: str) -> InterfaceDescription:
+    linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", buf, body)
+    tsresol = 6
+    tsoffset = 0
+    opt = body + 8
+    while opt + 4 <= end:
+        code, size = struct.unpack_from(order + "HH", buf, opt)
+        value = buf[opt + 4 : min(end, opt + 4 + size)]
+        if code == 0:
+            break
+        if code == 9 and len(value) >= 1:  # if_tsresol
+            tsresol = value[0]
+        elif code == 14 and len(value) >= 8:  # if_tsoffset, seconds
+            tsoffset = struct.unpack_from(order + "q", value)[0]
+        opt += 4 + ((size + 3) & ~3)
+    return linktype, snaplen, tsresol, tsoffset
+
+
+@dataclass(slots=True)
+class Section:
+    """The pcapng section in force: byte order and interfaces (read modes:
+    `Interface` tuples; SCAN: the descriptions seen since the walk's start or
+    its last section header)."""
+
+    order: str = "<"
+    interfaces: list = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Walk:
+    """Where a loop stands and how it ended. `number` is the frame number of
+    the last packet read (start it at first frame - 1); `order_ts` the running
+    maximum time of the file's packets (the feed time, see captureset); `stop`
+    the file offset of the first record or block at or past the walk's end,
+    or the file's end, and -1 when damage or a cut ended the walk."""
+
+    number: int = 0
+    order_ts: int = 0
+    stop: int = -1
+    damaged_at: int = -1  # file offset of the damaged record or block
+    damage: str = ""  # what was damaged
+    leftover: int = 0  # bytes already read from the damage on
+    cut_bytes: int = 0  # bytes of a last packet cut short by the end of the file
+    # SCAN of pcapng: ("section", offset, byte order) / ("interface", offset,
+    # description) in file order, and the largest ticks per (part, interface
+    # id, interfaces described in the part so far), part 0 being the section
+    # in force at the walk's start and part n the n-th section header met
+    events: list = field(default_factory=list)
+    ticks: dict = field(default_factory=dict)
+
+    def damaged(self, at: int, damage: str, leftover: int) -> None:
+        self.damaged_at, self.damage, self.leftover, self.stop = at, damage, leftover, -1
+
+    def cut(self, leftover: int) -> None:
+        self.cut_bytes, self.stop = leftover, -1
+
+
+# -- the loops -----------------------------------------------------------------------
+#
+# Both read from `buf` at `pos` (buf[0] being file offset `base`), call
+# `more()` for the next chunk (b"" at the end), handle the packets that start
+# before file offset `end`, and leave their state and how they ended in
+# `walk`. A packet cut by a chunk boundary is completed from the start of the
+# next chunk and the loop then goes on inside that chunk, so only that
+# packet's bytes are copied, never a whole chunk.
+
+
+def _pcap_records(more: Callable[[], bytes], header: PcapHeader, buf: bytes, pos: int, base: int, end: int,
+                  walk: Walk, mode: int, capture_index: int, stats: ReadStats) -> Iterator[Any]:
+    """The pcap record loop."""
+    unpack = struct.Struct(header.byte_order + "IIII").unpack_from
+    mult = NS_PER_SECOND // header.ticks_per_second
     hsize = header.record_header_size
-    limit = _record_limit(header.snaplen)
-    pos = start
-    end = len(buffer)
-    while pos + hsize <= end:
-        sec, frac, caplen, wirelen = rec.unpack_from(buffer, pos)
-        if caplen > limit:
-            raise ValueError(f"implausible record length {caplen} at byte {pos}")
-        data_at = pos + hsize
-        if data_at + caplen > end:
-            return
-        yield PcapRecord(data_at, sec * 1_000_000_000 + frac * (1_000_000_000 // ticks), caplen, wirelen)
-        pos = data_at + caplen
+    limit = record_limit(header.snaplen)
+    linktype = header.linktype
+    decode = decode_frame
+    ci = capture_index
+    number = walk.number
+    latest = walk.order_ts
+    after: tuple[bytes, int, int] | None = None  # (chunk, where to go on in it, its file offset)
+    try:
+        while True:
+            size = len(buf)
+            stop_at = end - base
+            while pos < stop_at and pos + hsize <= size:
+                sec, frac, caplen, wirelen = unpack(buf, pos)
+                if caplen > limit:
+                    rest = size - pos + (len(after[0]) - after[1] if after is not None else 0)
+                    walk.damaged(base + pos, f"packet {number + 1} has an implausible length {caplen}", rest)
+                    return
+                data_at = pos + hsize
+                if data_at + caplen > size:
+                    break
+                number += 1
+                pos = data_at + caplen
+                ts = sec * 1_000_000_000 + frac * mult
+                if ts > latest:
+                    latest = ts
+                if mode == SEGMENTS:
+                    stats.packets += 1
+                    stats.bytes += caplen
+                    result = decode(linktype, buf, data_at, caplen, wirelen, ts, ci, number, latest)
+                    if type(result) is TcpSegment:
+                        stats.tcp_segments += 1
+                        yield result
+                    elif result == NOT_TCP:
+                        stats.non_tcp += 1
+                    elif result == IP_FRAGMENT:
+                        stats.ip_fragments += 1
+                    else:
+                        stats.undecodable += 1
+                elif mode == FRAMES:
+                    stats.packets += 1
+                    stats.bytes += caplen
+                    yield Frame(ci, number, linktype, ts, buf[data_at:pos], wirelen, 0, latest)
+            if pos >= stop_at:
+                walk.stop = base + pos
+                return
+            if after is not None:
+                # the straddling record is done: go on in the chunk itself
+                buf, pos, base = after
+                after = None
+                continue
+            chunk = more()
+            if not chunk:
+                if pos < len(buf):
+                    walk.cut(len(buf) - pos)
+                else:
+                    walk.stop = base + pos
+                return
+            left = len(buf) - pos
+            if left >= hsize:
+                need = hsize + unpack(buf, pos)[2] - left
+                if 0 < need < len(chunk):
+                    after = (chunk, need, base + len(buf))
+                    buf, pos, base = buf[pos:] + chunk[:need], 0, base + pos
+                    continue
+            buf, pos, base = buf[pos:] + chunk, 0, base + pos
+    finally:
+        walk.number = number
+        walk.order_ts = latest
+
+
+_BLOCK_HEAD = {"<": struct.Struct("<II").unpack_from, ">": struct.Struct(">II").unpack_from}
+_ENHANCED = {"<": struct.Struct("<IIIII").unpack_from, ">": struct.Struct(">IIIII").unpack_from}
+_OBSOLETE = {"<": struct.Struct("<HHIIII").unpack_from, ">": struct.Struct(">HHIIII").unpack_from}
+_U32 = {"<": struct.Struct("<I").unpack_from, ">": struct.Struct(">I").unpack_from}
+_U32_PAIR = _BLOCK_HEAD
+
+
+def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos: int, base: int, end: int,
+                   walk: Walk, mode: int, capture_index: int, stats: ReadStats, name: str,
+                   secrets: list[Secret] | None) -> Iterator[Any]:
+    """The pcapng block loop. `section` is the section in force at `pos` and
+    is kept up to date; decryption secrets go to `secrets` as they are met."""
+    order = section.order
+    head, trailer, enhanced = _BLOCK_HEAD[order], _U32[order], _ENHANCED[order]
+    interfaces = section.interfaces
+    decode = decode_frame
+    ci = capture_index
+    number = walk.number
+    latest = walk.order_ts
+    part = 0  # SCAN: section headers met
+    most = walk.ticks  # SCAN: the largest ticks per (part, interface, interfaces described)
+    warned: set[int] = set()
+    after: tuple[bytes, int, int] | None = None
+    stop_at = end - base  # blocks starting here or later are not this walk's
+    try:
+        while True:
+            if pos >= stop_at:
+                walk.stop = base + pos
+                return
+            left = len(buf) - pos
+            if left < 12:
+                if after is not None:
+                    buf, pos, base = after
+                    after = None
+                elif chunk := more():
+                    buf, pos, base = buf[pos:] + chunk, 0, base + pos
+                elif left:
+                    walk.cut(left)
+                    return
+                else:
+                    walk.stop = base + pos
+                    return
+                stop_at = end - base
+                continue
+            block_type, length = head(buf, pos)
+            if block_type == PCAPNG_SHB:  # the same in either byte order
+                order = PCAPNG_BYTE_ORDER.get(buf[pos + 8 : pos + 12], "")
+                if not order:
+                    walk.damaged(base + pos, f"damaged section header after packet {number}", left)
+                    return
+                head, trailer, enhanced = _BLOCK_HEAD[order], _U32[order], _ENHANCED[order]
+                length = head(buf, pos)[1]
+            if length < 12 or length % 4 or length > MAX_PCAPNG_BLOCK:
+                walk.damaged(base + pos, f"damaged block header after packet {number}", left)
+                return
+            if left < length:
+                if after is not None:  # (cannot happen: that buffer holds exactly this block)
+                    buf, pos, base = buf[pos:] + after[0][after[1]:], 0, base + pos
+                    after = None
+                else:
+                    chunk = more()
+                    if not chunk:
+                        walk.cut(left)
+                        return
+                    need = length - left
+                    if need < len(chunk):
+                        after = (chunk, need, base + len(buf))
+                        buf, pos, base = buf[pos:] + chunk[:need], 0, base + pos
+                    else:
+                        buf, pos, base = buf[pos:] + chunk, 0, base + pos
+                stop_at = end - base
+                continue
+            if trailer(buf, pos + length - 4)[0] != length:
+                walk.damaged(base + pos, f"damaged block after packet {number}", left)
+                return
+            body = pos + 8
+            body_end = pos + length - 4
+            if block_type == _ENHANCED_PACKET or block_type == _OBSOLETE_PACKET:
+                number += 1
+                if body_end - body < 20:
+                    caplen = -1
+                elif block_type == _ENHANCED_PACKET:
+                    iface, ts_hi, ts_lo, caplen, wirelen = enhanced(buf, body)
+                else:
+                    iface, _drops, ts_hi, ts_lo, caplen, wirelen = _OBSOLETE[order](buf, body)
+                data_at = body + 20
+                if mode == SCAN:
+                    if 0 <= caplen and data_at + caplen <= body_end:
+                        key = (part, iface, len(interfaces))
+                        ticks = (ts_hi << 32) | ts_lo
+                        if ticks > most.get(key, -1):
+                            most[key] = ticks
+                elif caplen < 0:
+                    stats.packets += 1
+                    stats.undecodable += 1
+                    stats.problems.append(f"{name}: packet {number} is malformed (block too short)")
+                elif iface >= len(interfaces) or data_at + caplen > body_end:
+                    stats.packets += 1
+                    stats.bytes += max(0, body_end - data_at)
+                    stats.undecodable += 1
+                    stats.problems.append(f"{name}: packet {number} is malformed")
+                else:
+                    linktype, mul, div, offset, _snaplen, _resolution = interfaces[iface]
+                    ticks = (ts_hi << 32) | ts_lo
+                    ts = (ticks * mul if div == 1 else (ticks * mul + div // 2) // div) + offset
+                    if ts > latest:
+                        latest = ts
+                    stats.packets += 1
+                    stats.bytes += caplen
+                    if mode == SEGMENTS:
+                        result = decode(linktype, buf, data_at, caplen, wirelen, ts, ci, number, latest)
+                        if type(result) is TcpSegment:
+                            stats.tcp_segments += 1
+                            yield result
+                        else:
+                            _count_other(result, linktype, stats, name, warned)
+                    else:
+                        yield Frame(ci, number, linktype, ts, buf[data_at : data_at + caplen], wirelen, iface, latest)
+            elif block_type == _SIMPLE_PACKET:  # no time, interface 0
+                number += 1
+                if mode == SCAN:
+                    pass
+                elif body_end - body < 4:
+                    stats.packets += 1
+                    stats.undecodable += 1
+                    stats.problems.append(f"{name}: packet {number} is malformed (block too short)")
+                elif not interfaces:
+                    stats.packets += 1
+                    stats.undecodable += 1
+                    stats.problems.append(f"{name}: packet {number} precedes any interface")
+                else:
+                    (wirelen,) = trailer(buf, body)
+                    linktype, _mul, _div, _offset, snaplen, _resolution = interfaces[0]
+                    caplen = min(wirelen, body_end - body - 4, snaplen or wirelen)
+                    stats.packets += 1
+                    stats.bytes += caplen
+                    if mode == SEGMENTS:
+                        result = decode(linktype, buf, body + 4, caplen, wirelen, 0, ci, number, latest)
+                        if type(result) is TcpSegment:
+                            stats.tcp_segments += 1
+                            yield result
+                        else:
+                            _count_other(result, linktype, stats, name, warned)
+                    else:
+                        yield Frame(ci, number, linktype, 0, buf[body + 4 : body + 4 + caplen], wirelen, 0, latest)
+            elif block_type == _IDB:
+                if body_end - body < 8:
+                    walk.damaged(base + pos, f"damaged interface description after packet {number}", left)
+                    return
+                description = _interface_description(buf, body, body_end, order)
+                if mode == SCAN:
+                    walk.events.append(("interface", base + pos, description))
+                    interfaces.append(description)
+                else:
+                    interfaces.append(interface_from_description(description))
+            elif block_type == PCAPNG_SHB:
+                section.order = order
+                section.interfaces = interfaces = []
+                if mode == SCAN:
+                    part += 1
+                    walk.events.append(("section", base + pos, order))
+            elif block_type == _SECRETS and mode != SCAN:
+                if body_end - body >= 8:
+                    kind, size = _U32_PAIR[order](buf, body)
+                    if size <= body_end - body - 8:
+                        if secrets is not None:
+                            secrets.append(Secret(kind, bytes(buf[body + 8 : body + 8 + size])))
+                        pos += length
+                        continue
+                stats.problems.append(f"{name}: damaged decryption secrets block after packet {number}")
+            pos += length
+    finally:
+        walk.number = number
+        walk.order_ts = latest
+
+
+def _count_other(result: int, linktype: int, stats: ReadStats, name: str, warned: set[int]) -> None:
+    """Count a packet decode_frame did not make a segment of."""
+    if result == NOT_TCP:
+        stats.non_tcp += 1
+    elif result == IP_FRAGMENT:
+        stats.ip_fragments += 1
+    else:
+        stats.undecodable += 1
+        if result == UNSUPPORTED_LINK and linktype not in warned:
+            warned.add(linktype)
+            stats.problems.append(f"{name}: unsupported link type {linktype}")
+
+
+# -- files ---------------------------------------------------------------------------
 
 
 def _open(path: Path) -> BinaryIO:
@@ -258,7 +624,7 @@ _STREAM_ERRORS = (OSError, EOFError, zlib.error)
 
 def _read_head(path: Path, stream: BinaryIO) -> bytes:
     try:
-        head = stream.read(_CHUNK)
+        head = stream.read(max(_CHUNK, 64))  # (at least the pcap header, whatever the chunk size)
     except _STREAM_ERRORS as exc:
         raise InputError(f"{path}: unreadable or corrupt compressed data ({exc})") from None
     if len(head) < 4:
@@ -266,36 +632,52 @@ def _read_head(path: Path, stream: BinaryIO) -> bytes:
     return head
 
 
-class _FileReader:
-    """Reads one file, yielding Frames and counting problems into `stats`."""
 
-    def __init__(self, path: Path, capture_index: int, stats: ReadStats):
+class _FileReader:
+    """One whole file, streamed (plain or gzip): its packets through the
+    format's loop, its problems counted into `stats`."""
+
+    def __init__(self, path: Path, capture_index: int, stats: ReadStats, secrets: list[Secret] | None = None):
         self.path = path
         self.capture_index = capture_index
         self.stats = stats
+        self.secrets = secrets
+        self.section = Section()
         self.stream = _open(path)
         try:
             self.head = _read_head(path, self.stream)
         except InputError:
-            self._close()
+            self.stream.close()
             raise
         magic = int.from_bytes(self.head[:4], "little")
         if magic in _PCAP_MAGICS:
             self.kind = "pcap"
             if len(self.head) < 24:
-                self._close()
+                self.stream.close()
                 raise InputError(f"{path}: file too short for a pcap header")
             self.pcap = parse_pcap_header(self.head)
-        elif magic == _PCAPNG_SHB:
+        elif magic == PCAPNG_SHB:
             self.kind = "pcapng"
         else:
-            self._close()
+            self.stream.close()
             raise InputError(f"{path}: not a pcap or pcapng capture file")
 
-    def _close(self) -> None:
-        self.stream.close()
+    @property
+    def resolution(self) -> int:
+        """Ticks per second: the pcap header's, or the finest of the pcapng
+        interfaces described so far (10**6 before any)."""
+        if self.kind == "pcap":
+            return self.pcap.ticks_per_second
+        return max((iface[5] for iface in self.section.interfaces), default=1_000_000)
 
-    # -- problem accounting -------------------------------------------------
+    def _more(self) -> bytes:
+        """Next chunk; b"" at the end or when the stream broke (counted)."""
+        try:
+            return self.stream.read(_CHUNK)
+        except _STREAM_ERRORS as exc:
+            self.stats.damaged_files += 1
+            self.stats.problems.append(f"{self.path.name}: read error ({exc}); rest of file not read")
+            return b""
 
     def _drain(self) -> int:
         """Count the bytes left in the stream (after damage)."""
@@ -307,399 +689,130 @@ class _FileReader:
             pass
         return total
 
-    def _damaged(self, what: str, leftover: int) -> None:
-        rest = leftover + self._drain()
-        self.stats.damaged_files += 1
-        self.stats.unread_bytes += rest
-        self.stats.problems.append(f"{self.path.name}: {what}; {rest} bytes after it not read")
-
-    def _cut(self, leftover: int, frame_number: int) -> None:
-        self.stats.cut_records += 1
-        self.stats.unread_bytes += leftover
-        self.stats.problems.append(
-            f"{self.path.name}: file ends inside packet {frame_number} ({leftover} bytes of it dropped)"
-        )
-
-    def _more(self) -> bytes:
-        """Next chunk; b"" at the end or when the stream broke (counted)."""
+    def items(self, mode: int = SEGMENTS) -> Iterator[Any]:
+        """The file's TCP segments (SEGMENTS) or undecoded frames (FRAMES)."""
+        stats = self.stats
+        walk = Walk()
+        name = self.path.name
         try:
-            return self.stream.read(_CHUNK)
-        except _STREAM_ERRORS as exc:
-            self.stats.damaged_files += 1
-            self.stats.problems.append(f"{self.path.name}: read error ({exc}); rest of file not read")
-            return b""
-
-    # -- formats ------------------------------------------------------------
-
-    def frames(self) -> Iterator[Frame]:
-        try:
-            self.stats.files += 1
+            stats.files += 1
             if self.kind == "pcap":
-                yield from self._pcap_frames()
+                if mode == SEGMENTS and self.pcap.linktype not in SUPPORTED_LINKTYPES:
+                    stats.problems.append(f"{name}: unsupported link type {self.pcap.linktype}")
+                yield from _pcap_records(self._more, self.pcap, self.head, 24, 0, _END, walk, mode,
+                                         self.capture_index, stats)
             else:
-                yield from self._pcapng_frames()
+                yield from _pcapng_blocks(self._more, self.section, self.head, 0, 0, _END, walk, mode,
+                                          self.capture_index, stats, name, self.secrets)
+            if walk.damaged_at == 0:
+                raise InputError(f"{self.path}: damaged pcapng section header")
+            if walk.damaged_at >= 0:
+                rest = walk.leftover + self._drain()
+                stats.damaged_files += 1
+                stats.unread_bytes += rest
+                stats.problems.append(f"{name}: {walk.damage}; {rest} bytes after it not read")
+            elif walk.cut_bytes:
+                _count_cut(stats, name, walk)
             problem = getattr(self.stream, "problem", None)
             if problem:
-                self.stats.damaged_files += 1
-                self.stats.problems.append(f"{self.path.name}: {problem}")
+                stats.damaged_files += 1
+                stats.problems.append(f"{name}: {problem}")
         finally:
-            self._close()
-
-    def _pcap_frames(self) -> Iterator[Frame]:
-        header = self.pcap
-        rec = struct.Struct(header.byte_order + "IIII")
-        unpack = rec.unpack_from
-        ticks = header.ticks_per_second
-        hsize = header.record_header_size
-        limit = _record_limit(header.snaplen)
-        linktype = header.linktype
-        ci = self.capture_index
-        stats = self.stats
-        buf = self.head
-        pos = 24
-        number = 0
-        while True:
-            end = len(buf)
-            while pos + hsize <= end:
-                sec, frac, caplen, wirelen = unpack(buf, pos)
-                if caplen > limit:
-                    self._damaged(f"packet {number + 1} has an implausible length {caplen}", end - pos)
-                    return
-                data_at = pos + hsize
-                if data_at + caplen > end:
-                    break
-                number += 1
-                stats.packets += 1
-                stats.bytes += caplen
-                yield Frame(ci, number, linktype, sec * 1_000_000_000 + frac * (1_000_000_000 // ticks), buf[data_at : data_at + caplen], wirelen)
-                pos = data_at + caplen
-            more = self._more()
-            if not more:
-                if pos < len(buf):
-                    self._cut(len(buf) - pos, number + 1)
-                return
-            buf = buf[pos:] + more
-            pos = 0
-
-    def pcap_segments(self) -> Iterator[TcpSegment]:
-        """TCP segments of a pcap file, decoded inside the record loop (the
-        same accounting as frames() followed by decode_frame)."""
-        self.stats.files += 1
-        try:
-            header = self.pcap
-            unpack = struct.Struct(header.byte_order + "IIII").unpack_from
-            scale = 1_000_000_000 // header.ticks_per_second
-            hsize = header.record_header_size
-            limit = _record_limit(header.snaplen)
-            linktype = header.linktype
-            ethernet = linktype == LINKTYPE_ETHERNET
-            unpack_headers = ETHERNET_IPV4_TCP.unpack_from
-            v4_names = ipv4_names
-            if linktype not in SUPPORTED_LINKTYPES:
-                self.stats.problems.append(f"{self.path.name}: unsupported link type {linktype}")
-            ci = self.capture_index
-            stats = self.stats
-            buf = self.head
-            pos = 24
-            number = 0
-            after: tuple[bytes, int] | None = None  # (chunk, where to go on in it) after a straddling record
-            while True:
-                end = len(buf)
-                while pos + hsize <= end:
-                    sec, frac, caplen, wirelen = unpack(buf, pos)
-                    if caplen > limit:
-                        rest = end - pos + (len(after[0]) - after[1] if after is not None else 0)
-                        self._damaged(f"packet {number + 1} has an implausible length {caplen}", rest)
-                        return
-                    data_at = pos + hsize
-                    if data_at + caplen > end:
-                        break
-                    number += 1
-                    pos = data_at + caplen
-                    stats.packets += 1
-                    stats.bytes += caplen
-                    ts = sec * 1_000_000_000 + frac * scale
-                    if ethernet and caplen >= 54:
-                        # Ethernet + IPv4 without options + TCP, the common
-                        # case, taken apart in place (decode_frame does the
-                        # same for every frame, after slicing it out)
-                        (ethertype, v_ihl, total, frag, proto, src_raw, dst_raw, sport, dport, seq, ack,
-                         offset_byte, flags) = unpack_headers(buf, data_at)
-                        if (ethertype == 0x0800 and v_ihl == 0x45 and proto == 6 and not frag & 0x3FFF
-                                and total >= 20 and offset_byte >= 0x50):
-                            ip_end = 14 + total
-                            if ip_end > wirelen and ip_end > caplen:
-                                ip_end = wirelen if wirelen > caplen else caplen
-                            start = 34 + (offset_byte >> 4) * 4
-                            payload_len = ip_end - start
-                            if payload_len >= 0:
-                                stop = ip_end if ip_end <= caplen else caplen
-                                stats.tcp_segments += 1
-                                yield TcpSegment(ci, number, ts, v4_names.get(src_raw) or ipv4_name(src_raw), sport,
-                                                 v4_names.get(dst_raw) or ipv4_name(dst_raw), dport, seq, ack, flags,
-                                                 buf[data_at + start : data_at + stop] if start < stop else b"",
-                                                 payload_len)
-                                continue
-                    result = decode_frame(linktype, ts, buf[data_at:pos], wirelen, ci, number)
-                    if type(result) is TcpSegment:
-                        stats.tcp_segments += 1
-                        yield result
-                    elif result == NOT_TCP:
-                        stats.non_tcp += 1
-                    elif result == IP_FRAGMENT:
-                        stats.ip_fragments += 1
-                    else:
-                        stats.undecodable += 1
-                if after is not None:
-                    # the straddling record is done: go on in the chunk itself
-                    chunk, at = after
-                    after = None
-                    if pos < len(buf):  # (cannot happen: that buffer held one whole record)
-                        buf, pos = buf[pos:] + chunk[at:], 0
-                    else:
-                        buf, pos = chunk, at
-                    continue
-                more = self._more()
-                if not more:
-                    if pos < len(buf):
-                        self._cut(len(buf) - pos, number + 1)
-                    break
-                left = len(buf) - pos
-                if left >= hsize:
-                    need = hsize + unpack(buf, pos)[2] - left
-                    if 0 < need < len(more):
-                        # A record cut by the chunk boundary: complete it from
-                        # the start of the next chunk, then read on in that
-                        # chunk at an offset. Only the record's bytes are
-                        # copied, not the whole chunk.
-                        buf = buf[pos:] + more[:need]
-                        pos = 0
-                        after = (more, need)
-                        continue
-                buf = buf[pos:] + more
-                pos = 0
-            problem = getattr(self.stream, "problem", None)
-            if problem:
-                self.stats.damaged_files += 1
-                self.stats.problems.append(f"{self.path.name}: {problem}")
-        finally:
-            self._close()
-
-    def _pcapng_frames(self) -> Iterator[Frame]:
-        buf = self.head
-        pos = 0
-        number = 0
-        order = "<"
-        interfaces: list[tuple[int, int, int, int, int]] = []  # linktype, seconds per tick, offset, snaplen
-        ci = self.capture_index
-        stats = self.stats
-        while True:
-            if len(buf) - pos < 12:
-                more = self._more()
-                if more:
-                    buf = buf[pos:] + more
-                    pos = 0
-                    continue
-                if pos < len(buf):
-                    self._cut(len(buf) - pos, number + 1)
-                return
-            block_type = int.from_bytes(buf[pos : pos + 4], "little" if order == "<" else "big")
-            if block_type == _PCAPNG_SHB:
-                bom = buf[pos + 8 : pos + 12]
-                if bom == b"\x4d\x3c\x2b\x1a":
-                    order = "<"
-                elif bom == b"\x1a\x2b\x3c\x4d":
-                    order = ">"
-                else:
-                    if number == 0 and pos == 0:
-                        raise InputError(f"{self.path}: damaged pcapng section header")
-                    self._damaged(f"damaged section header after packet {number}", len(buf) - pos)
-                    return
-                interfaces = []
-            (length,) = struct.unpack_from(order + "I", buf, pos + 4)
-            if length < 12 or length % 4 or length > _MAX_PCAPNG_BLOCK:
-                if number == 0 and pos == 0:
-                    raise InputError(f"{self.path}: damaged pcapng section header")
-                self._damaged(f"damaged block header after packet {number}", len(buf) - pos)
-                return
-            while len(buf) - pos < length:
-                more = self._more()
-                if not more:
-                    self._cut(len(buf) - pos, number + 1)
-                    return
-                buf = buf[pos:] + more
-                pos = 0
-            (trailer,) = struct.unpack_from(order + "I", buf, pos + length - 4)
-            if trailer != length:
-                self._damaged(f"damaged block after packet {number}", len(buf) - pos)
-                return
-            body = pos + 8
-            body_end = pos + length - 4
-            if block_type in (6, 2, 3) and body_end - body < (4 if block_type == 3 else 20):
-                number += 1
-                stats.packets += 1
-                stats.undecodable += 1
-                stats.problems.append(f"{self.path.name}: packet {number} is malformed (block too short)")
-            elif block_type in (6, 2):  # enhanced / obsolete packet block
-                if block_type == 6:
-                    iface, ts_hi, ts_lo, caplen, wirelen = struct.unpack_from(order + "IIIII", buf, body)
-                    data_at = body + 20
-                else:
-                    iface, _drops, ts_hi, ts_lo, caplen, wirelen = struct.unpack_from(order + "HHIIII", buf, body)
-                    data_at = body + 20
-                number += 1
-                stats.packets += 1
-                if iface >= len(interfaces) or data_at + caplen > body_end:
-                    stats.bytes += max(0, body_end - data_at)
-                    stats.undecodable += 1
-                    stats.problems.append(f"{self.path.name}: packet {number} is malformed")
-                else:
-                    linktype, tick, scale_div, offset, _snap = interfaces[iface]
-                    stats.bytes += caplen
-                    ts = ((ts_hi << 32) | ts_lo) * tick // scale_div + offset
-                    yield Frame(ci, number, linktype, ts, buf[data_at : data_at + caplen], wirelen, iface)
-            elif block_type == 3:  # simple packet block: no timestamp, interface 0
-                (wirelen,) = struct.unpack_from(order + "I", buf, body)
-                number += 1
-                stats.packets += 1
-                if not interfaces:
-                    stats.undecodable += 1
-                    stats.problems.append(f"{self.path.name}: packet {number} precedes any interface")
-                else:
-                    linktype, _tick, _div, _offset, snap = interfaces[0]
-                    caplen = min(wirelen, body_end - body - 4, snap or wirelen)
-                    stats.bytes += caplen
-                    yield Frame(ci, number, linktype, 0, buf[body + 4 : body + 4 + caplen], wirelen)
-            elif block_type == 1:  # interface description
-                if body_end - body < 8:
-                    self._damaged(f"damaged interface description after packet {number}", len(buf) - pos)
-                    return
-                interfaces.append(self._interface(buf, body, body_end, order))
-            pos += length
-
-    @staticmethod
-    def _interface(buf: bytes, body: int, end: int, order: str) -> tuple[int, int, int, int, int]:
-        """linktype, then ts -> ns as ts * tick // div, the offset in ns, snaplen"""
-        linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", buf, body)
-        tick, div = 1000, 1
-        offset = 0
-        opt = body + 8
-        while opt + 4 <= end:
-            code, size = struct.unpack_from(order + "HH", buf, opt)
-            value = buf[opt + 4 : min(end, opt + 4 + size)]
-            if code == 0:
-                break
-            if code == 9 and len(value) >= 1:  # if_tsresol
-                resolution = value[0]
-                if resolution & 0x80:
-                    tick, div = 1_000_000_000, 1 << (resolution & 0x7F)
-                elif resolution <= 9:
-                    tick, div = 10 ** (9 - resolution), 1
-                else:
-                    tick, div = 1, 10 ** (resolution - 9)
-            elif code == 14 and len(value) >= 8:  # if_tsoffset, seconds
-                offset = struct.unpack_from(order + "q", value)[0] * 1_000_000_000
-            opt += 4 + ((size + 3) & ~3)
-        return linktype, tick, div, offset, snaplen
+            self.stream.close()
 
 
-def _first_timestamp(path: Path) -> float | None:
-    """Time of the first packet, None when the file has none."""
+def _count_cut(stats: ReadStats, name: str, walk: Walk) -> None:
+    stats.cut_records += 1
+    stats.unread_bytes += walk.cut_bytes
+    stats.problems.append(f"{name}: file ends inside packet {walk.number + 1} ({walk.cut_bytes} bytes of it dropped)")
+
+
+# -- a capture set -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaptureFile:
+    """A file of a capture set, as found before reading it."""
+
+    path: Path
+    format: str  # "pcap" or "pcapng" (after decompression)
+    first_ts: int | None  # ns of the first packet; None: no packets
+    resolution: int  # ticks per second (pcapng: finest interface described before the first packet)
+
+
+def _describe(path: Path) -> CaptureFile:
     reader = _FileReader(path, 0, ReadStats())
-    frames = reader.frames()
+    frames = reader.items(FRAMES)
+    first = None
     try:
         for frame in frames:
-            return frame.ts
-        return None
+            first = frame.ts
+            break
+        return CaptureFile(path, reader.kind, first, reader.resolution)
     finally:
         frames.close()
 
 
-def capture_set_order(paths: Sequence[str | Path]) -> list[Path]:
-    """The files of a capture set in order: first packet time, then path.
-
-    Files without packets sort last. Raises InputError for files that are
+def describe_captures(paths: Sequence[str | Path]) -> list[CaptureFile]:
+    """The files of a capture set in capture order: first packet time, then
+    path; files without packets last. Raises InputError for files that are
     missing or not captures, before anything is read."""
-    keyed = []
-    for p in paths:
-        path = Path(p)
-        first = _first_timestamp(path)
-        keyed.append((first is None, first or 0, str(path), path))
-    keyed.sort(key=lambda k: k[:3])
-    return [k[3] for k in keyed]
+    found = [_describe(Path(p)) for p in paths]
+    found.sort(key=lambda f: (f.first_ts is None, f.first_ts or 0, str(f.path)))
+    return found
 
 
-def resolution_of(path: str | Path) -> int:
-    """Ticks per second of a capture file's times (pcapng: nanoseconds, the
-    finest that times are kept at)."""
-    reader = _FileReader(Path(path), 0, ReadStats())
-    try:
-        return reader.pcap.ticks_per_second if reader.kind == "pcap" else 1_000_000_000
-    finally:
-        reader._close()
+def capture_set_order(paths: Sequence[str | Path]) -> list[Path]:
+    """The paths of a capture set in capture order (see describe_captures)."""
+    return [f.path for f in describe_captures(paths)]
 
 
 class CaptureSet:
-    """Several files read as one capture; `stats` accumulates while iterating."""
+    """Several files read as one capture (see kdissect.captureset for the
+    order and the duplicate rule). `stats` accumulates while iterating;
+    `secrets` collects the pcapng decryption secrets as they are read, each
+    before the packets that follow it in its file."""
 
     def __init__(self, paths: Sequence[str | Path], stats: ReadStats | None = None):
         if isinstance(paths, (str, Path)):
             paths = [paths]
-        self.paths = capture_set_order(paths)
+        self.files = describe_captures(paths)
+        self.paths = [f.path for f in self.files]
+        self.resolutions = [f.resolution for f in self.files]  # ticks per second, per file
         self.stats = stats if stats is not None else ReadStats()
+        self.secrets: list[Secret] = []
 
     @property
     def finest_resolution(self) -> int:
-        """Ticks per second of the finest-grained file of the set."""
-        return max((resolution_of(path) for path in self.paths), default=1_000_000)
+        """The largest ticks per second of any file (10**6 for an empty set)."""
+        return max(self.resolutions, default=1_000_000)
 
-    def frames(self) -> Iterator[Frame]:
-        for index, path in enumerate(self.paths):
-            yield from _FileReader(path, index, self.stats).frames()
+    @property
+    def timestamp_unit(self) -> str:
+        """'us' when every file's times are whole microseconds, else 'ns'."""
+        return timestamp_unit(self.resolutions)
+
+    def _open(self, index: int, mode: int) -> Iterator[Any]:
+        return _FileReader(self.paths[index], index, self.stats, self.secrets).items(mode)
+
+    def _merged(self, mode: int, dedup: DuplicateFilter | None) -> Iterator[Any]:
+        if len(self.paths) == 1:
+            return self._open(0, mode)
+        return merge_files([f.first_ts for f in self.files], lambda index: self._open(index, mode), dedup)
 
     def segments(self) -> Iterator[TcpSegment]:
-        # chained in C: a segment passes through no generator but its file's
-        return itertools.chain.from_iterable(self._per_file_segments())
+        """TCP segments in feed order, duplicates across files dropped and counted."""
+        return self._merged(SEGMENTS, DuplicateFilter(counts=self.stats))
 
-    def _per_file_segments(self) -> Iterator[Iterator[TcpSegment]]:
-        """Each file's segment iterator, the file opened when its turn comes."""
-        stats = self.stats
-        warned: set[int] = set()
-        for index, path in enumerate(self.paths):
-            reader = _FileReader(path, index, stats)
-            if reader.kind == "pcap":
-                # the common case, without a Frame per packet
-                yield reader.pcap_segments()
-                continue
-            frames = ((f.linktype, f.frame_number, f.ts, f.data, f.wire_len) for f in reader.frames())
-            yield decode_frames(frames, index, path.name, stats, warned)
+    def frames(self) -> Iterator[Frame]:
+        """Undecoded packets in feed order (no duplicate filtering)."""
+        return self._merged(FRAMES, None)
 
     __iter__ = segments
 
 
-def decode_frames(frames: Iterable[tuple[int, int, float, bytes, int]], capture_index: int, source: str,
-                  stats: ReadStats, warned: set[int]) -> Iterator[TcpSegment]:
-    """TCP segments of (linktype, frame number, ts, data, wire length) frames,
-    counting every other frame into `stats`; an unsupported link type is named
-    once per `warned` set. (The pcap fast path inlines the same counting.)"""
-    for linktype, number, ts, data, wire_len in frames:
-        result = decode_frame(linktype, ts, data, wire_len, capture_index, number)
-        if type(result) is TcpSegment:
-            stats.tcp_segments += 1
-            yield result
-        elif result == NOT_TCP:
-            stats.non_tcp += 1
-        elif result == IP_FRAGMENT:
-            stats.ip_fragments += 1
-        else:
-            stats.undecodable += 1
-            if result == UNSUPPORTED_LINK and linktype not in warned:
-                warned.add(linktype)
-                stats.problems.append(f"{source}: unsupported link type {linktype}")
-
-
 def read_segments(paths: Sequence[str | Path], stats: ReadStats | None = None) -> Iterator[TcpSegment]:
-    """TCP segments of a capture set in capture order. Pass a ReadStats to get
+    """TCP segments of a capture set in feed order. Pass a ReadStats to get
     the reading accounting (it is filled in as the iterator advances)."""
     return CaptureSet(paths, stats).segments()
 
@@ -708,3 +821,102 @@ def iter_frames(paths: Sequence[str | Path], stats: ReadStats | None = None) -> 
     """Undecoded packets of a capture set (for tools and tests)."""
     return CaptureSet(paths, stats).frames()
 
+
+def read_file(path: str | Path, capture_index: int, stats: ReadStats, secrets: list[Secret] | None = None,
+              mode: int = SEGMENTS) -> Iterator[Any]:
+    """The TCP segments (or frames) of one whole file, plain or gzip, as the
+    capture set's file `capture_index` (the Spark job's tasks for files it
+    does not split)."""
+    return _FileReader(Path(path), capture_index, stats, secrets).items(mode)
+
+
+# -- byte ranges (the Spark job) ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileRange:
+    """The packets of a plain (uncompressed) file that start in [start, end),
+    `start` being a true record or block boundary, with what a reader needs
+    to know there: the frame number of the first packet, the file's running
+    maximum time before it (ns), and for pcapng the section in force (byte
+    order and interface descriptions)."""
+
+    path: str
+    capture_index: int
+    format: str  # "pcap" or "pcapng"
+    start: int
+    end: int
+    first_frame: int = 1
+    order_ts: int = 0
+    byte_order: str = "<"
+    interfaces: tuple[InterfaceDescription, ...] = ()
+
+
+class _RangeStream:
+    def __init__(self, path: str, offset: int) -> None:
+        self.stream = open(path, "rb")
+        self.stream.seek(offset)
+        self.size = self.stream.seek(0, 2)
+        self.stream.seek(offset)
+
+    def more(self) -> bytes:
+        return self.stream.read(_CHUNK)
+
+
+def _range_loop(part: FileRange, stream: _RangeStream, walk: Walk, mode: int, stats: ReadStats,
+                secrets: list[Secret] | None) -> Iterator[Any]:
+    name = part.path.rsplit("/", 1)[-1]
+    head = stream.more()
+    if part.format == "pcap":
+        with open(part.path, "rb") as first:
+            header = parse_pcap_header(first.read(24))
+        return _pcap_records(stream.more, header, head, 0, part.start, part.end, walk, mode, part.capture_index,
+                             stats)
+    if mode == SCAN:  # a scan lists only the interfaces it meets (its part 0 inherits the rest)
+        section = Section(part.byte_order)
+    else:
+        section = Section(part.byte_order, [interface_from_description(d) for d in part.interfaces])
+    return _pcapng_blocks(stream.more, section, head, 0, part.start, part.end, walk, mode, part.capture_index,
+                          stats, name, secrets)
+
+
+def read_range(part: FileRange, stats: ReadStats, secrets: list[Secret] | None = None,
+               mode: int = SEGMENTS) -> Iterator[Any]:
+    """The TCP segments (or frames) of a byte range, counted into `stats` as
+    the whole-file reader counts them."""
+    stream = _RangeStream(part.path, part.start)
+    walk = Walk(part.first_frame - 1, part.order_ts)
+    name = part.path.rsplit("/", 1)[-1]
+    try:
+        if part.start == 0:
+            stats.files += 1
+        if (mode == SEGMENTS and part.format == "pcap" and part.start == 0):
+            with open(part.path, "rb") as first:
+                linktype = parse_pcap_header(first.read(24)).linktype
+            if linktype not in SUPPORTED_LINKTYPES:
+                stats.problems.append(f"{name}: unsupported link type {linktype}")
+        yield from _range_loop(part, stream, walk, mode, stats, secrets)
+        if walk.damaged_at >= 0:
+            rest = stream.size - walk.damaged_at
+            stats.damaged_files += 1
+            stats.unread_bytes += rest
+            stats.problems.append(f"{name}: {walk.damage}; {rest} bytes after it not read")
+        elif walk.cut_bytes:
+            _count_cut(stats, name, walk)
+    finally:
+        stream.stream.close()
+
+
+def scan_range(part: FileRange) -> Walk:
+    """What read_range would meet, without decoding: the packet count
+    (`walk.number` - first_frame + 1), where it stops, damage or a cut, the
+    running maximum time, and for pcapng the section and interface blocks and
+    the largest ticks per interface (see Walk)."""
+    stream = _RangeStream(part.path, part.start)
+    walk = Walk(part.first_frame - 1, part.order_ts)
+    try:
+        for _ in _range_loop(part, stream, walk, SCAN, ReadStats(), None):
+            pass
+    finally:
+        stream.stream.close()
+    return walk

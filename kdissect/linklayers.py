@@ -2,8 +2,12 @@
 
 Hand-written with `struct` rather than dpkt objects: this runs once per
 packet and dominates reading time, so it only looks at the bytes it needs.
-`decode_frame` tells a non-TCP packet apart from a damaged one so the reader
-can count both; `segment_from_frame` is the simple form the Spark job uses.
+`decode_frame` is the one link-layer decode of the project: the capture
+reader's record and block loops (CLI and Spark alike) call it on the frame
+where it lies in their read buffer, so a frame is never copied, only its TCP
+payload. It tells a non-TCP packet apart from a damaged one so the reader can
+count both. `segment_from_frame` is the simple form for a frame in its own
+bytes object (tools and tests).
 """
 
 from __future__ import annotations
@@ -61,9 +65,9 @@ _TCP = struct.Struct("!HHIIBB")
 _IPV4 = struct.Struct("!BxHxxHxBxx4s4s")
 
 # Ethernet + IPv4 header without options + TCP header, as one unpack (the
-# capture reader's short cut): ethertype, version/IHL, total length,
+# common case, taken first): ethertype, version/IHL, total length,
 # flags/fragment offset, protocol, addresses, then the TCP fields of _TCP.
-ETHERNET_IPV4_TCP = struct.Struct("!12xHBxHxxHxBxx4s4sHHIIBB")
+_ETHERNET_IPV4_TCP = struct.Struct("!12xHBxHxxHxBxx4s4sHHIIBB")
 
 _NAME_CACHE_LIMIT = 1 << 16
 _v4_names: dict[bytes, str] = {}
@@ -79,11 +83,6 @@ def _v4(raw: bytes) -> str:
     return name
 
 
-# public names for the capture reader's inlined decoding
-ipv4_names = _v4_names  # cache: raw address -> text (look here first)
-ipv4_name = _v4
-
-
 def _v6(raw: bytes) -> str:
     name = _v6_names.get(raw)
     if name is None:
@@ -95,10 +94,10 @@ def _v6(raw: bytes) -> str:
     return name
 
 
-def _after_ethertype(data: bytes, ethertype: int, offset: int) -> tuple[int, int]:
+def _after_ethertype(data: bytes, ethertype: int, offset: int, end: int) -> tuple[int, int]:
     """Skip VLAN tags; return (ip_offset, ip_version) or (status, -1)."""
     while ethertype in _VLAN_ETHERTYPES:
-        if len(data) < offset + 4:
+        if end < offset + 4:
             return UNDECODABLE, -1
         ethertype = (data[offset + 2] << 8) | data[offset + 3]
         offset += 4
@@ -117,59 +116,85 @@ def _family_version(family: int) -> int:
     return -1
 
 
-def locate_ip(linktype: int, data: bytes) -> tuple[int, int]:
-    """Where the IP header starts: (offset, 4 or 6), or (status, -1) when the
-    frame carries no IP or cannot be decoded."""
-    n = len(data)
+def locate_ip(linktype: int, data: bytes, start: int = 0, end: int | None = None) -> tuple[int, int]:
+    """Where the IP header of the frame data[start:end] starts: (offset in
+    `data`, 4 or 6), or (status, -1) when the frame carries no IP or cannot
+    be decoded."""
+    if end is None:
+        end = len(data)
+    n = end - start
     if linktype == LINKTYPE_ETHERNET:
         if n < 14:
             return UNDECODABLE, -1
-        return _after_ethertype(data, (data[12] << 8) | data[13], 14)
+        return _after_ethertype(data, (data[start + 12] << 8) | data[start + 13], start + 14, end)
     if linktype == LINKTYPE_LINUX_SLL:
         if n < 16:
             return UNDECODABLE, -1
-        return _after_ethertype(data, (data[14] << 8) | data[15], 16)
+        return _after_ethertype(data, (data[start + 14] << 8) | data[start + 15], start + 16, end)
     if linktype == LINKTYPE_LINUX_SLL2:
         if n < 20:
             return UNDECODABLE, -1
-        return _after_ethertype(data, (data[0] << 8) | data[1], 20)
+        return _after_ethertype(data, (data[start] << 8) | data[start + 1], start + 20, end)
     if linktype in (LINKTYPE_RAW, LINKTYPE_RAW_BSD, LINKTYPE_RAW_OPENBSD, LINKTYPE_IPV4, LINKTYPE_IPV6):
         if n < 1:
             return UNDECODABLE, -1
-        version = data[0] >> 4
+        version = data[start] >> 4
         if version not in (4, 6):
             return UNDECODABLE, -1
-        return 0, version
+        return start, version
     if linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
         if n < 4:
             return UNDECODABLE, -1
         if linktype == LINKTYPE_LOOP:
-            family = int.from_bytes(data[:4], "big")
+            family = int.from_bytes(data[start : start + 4], "big")
         else:
             # Written in the capturing host's byte order: whichever reading is
             # small is the right one.
-            family = int.from_bytes(data[:4], "little")
+            family = int.from_bytes(data[start : start + 4], "little")
             if family > 0xFFFF:
-                family = int.from_bytes(data[:4], "big")
+                family = int.from_bytes(data[start : start + 4], "big")
         version = _family_version(family)
         if version < 0:
             return NOT_TCP, -1
-        return 4, version
+        return start + 4, version
     return UNSUPPORTED_LINK, -1
 
 
-def decode_frame(
-    linktype: int, ts: float, data: bytes, wire_len: int, capture_index: int, frame_number: int
-) -> TcpSegment | int:
-    """Decode a frame to a TcpSegment, or return NOT_TCP / UNDECODABLE /
-    IP_FRAGMENT / UNSUPPORTED_LINK. Never raises on any bytes."""
-    if linktype == LINKTYPE_ETHERNET and len(data) >= 14 and data[12] == 8 and data[13] == 0:
-        off, version = 14, 4  # the common case, without the general lookup
-    else:
-        off, version = locate_ip(linktype, data)
-        if version < 0:
-            return off
-    n = len(data)
+def decode_frame(linktype: int, data: bytes, start: int, caplen: int, wire_len: int, ts: int, capture_index: int,
+                 frame_number: int, order_ts: int) -> TcpSegment | int:
+    """Decode the frame data[start:start + caplen] (wire_len bytes on the wire)
+    to a TcpSegment, or return NOT_TCP / UNDECODABLE / IP_FRAGMENT /
+    UNSUPPORTED_LINK. Never raises on any bytes."""
+    if linktype == LINKTYPE_ETHERNET and caplen >= 54:
+        # Ethernet + IPv4 without options + TCP, the common case, in one unpack
+        (ethertype, v_ihl, total, frag, proto, src_raw, dst_raw, sport, dport, seq, ack, offset_byte,
+         flags) = _ETHERNET_IPV4_TCP.unpack_from(data, start)
+        if (ethertype == 0x0800 and v_ihl == 0x45 and proto == 6 and not frag & 0x3FFF and total >= 20
+                and offset_byte >= 0x50):
+            ip_end = 14 + total
+            if ip_end > wire_len and ip_end > caplen:
+                ip_end = wire_len if wire_len > caplen else caplen  # a length beyond the frame itself is bogus
+            payload_at = 34 + (offset_byte >> 4) * 4
+            payload_len = ip_end - payload_at
+            if payload_len >= 0:
+                stop = ip_end if ip_end <= caplen else caplen
+                return TcpSegment(capture_index, frame_number, ts, _v4_names.get(src_raw) or _v4(src_raw), sport,
+                                  _v4_names.get(dst_raw) or _v4(dst_raw), dport, seq, ack, flags,
+                                  data[start + payload_at : start + stop] if payload_at < stop else b"",
+                                  payload_len, order_ts)
+    # anything else (options, fragments, IPv6, other link types): the general path
+    return decode_frame_general(linktype, data, start, caplen, wire_len, ts, capture_index, frame_number, order_ts)
+
+
+def decode_frame_general(linktype: int, data: bytes, start: int, caplen: int, wire_len: int, ts: int,
+                         capture_index: int, frame_number: int, order_ts: int) -> TcpSegment | int:
+    """decode_frame without its Ethernet/IPv4/TCP short cut: every link type,
+    IPv4 with options, IPv6 with extension headers. (Tests compare the two.)"""
+    n = start + caplen  # end of the captured frame in `data`
+    wire_end = start + wire_len
+    off, version = locate_ip(linktype, data, start, n)
+    if version < 0:
+        return off
     if version == 4:
         if n < off + 20:
             return UNDECODABLE
@@ -184,13 +209,13 @@ def decode_frame(
         if total == 0:
             # Segmentation offload on the capturing host leaves the length 0;
             # the wire length is then the best evidence.
-            ip_end = wire_len
+            ip_end = wire_end
         elif total < ihl:
             return UNDECODABLE
         else:
             ip_end = off + total
-            if ip_end > wire_len and ip_end > n:
-                ip_end = max(wire_len, n)  # a length beyond the frame itself is bogus
+            if ip_end > wire_end and ip_end > n:
+                ip_end = max(wire_end, n)  # a length beyond the frame itself is bogus
         src = _v4_names.get(src_raw) or _v4(src_raw)
         dst = _v4_names.get(dst_raw) or _v4(dst_raw)
         tcp = off + ihl
@@ -206,9 +231,9 @@ def decode_frame(
         raw = data[off + 24 : off + 40]
         dst = _v6_names.get(raw) or _v6(raw)
         tcp = off + 40
-        ip_end = tcp + plen if plen else wire_len
-        if ip_end > wire_len and ip_end > n:
-            ip_end = max(wire_len, n)  # a length beyond the frame itself is bogus
+        ip_end = tcp + plen if plen else wire_end
+        if ip_end > wire_end and ip_end > n:
+            ip_end = max(wire_end, n)  # a length beyond the frame itself is bogus
         while next_header != 6:
             if n < tcp + 8:
                 return UNDECODABLE if next_header in _IPV6_EXT_8 or next_header in (44, 51) else NOT_TCP
@@ -225,17 +250,17 @@ def decode_frame(
     if n < tcp + 20:
         return UNDECODABLE
     sport, dport, seq, ack, offset_byte, flags = _TCP.unpack_from(data, tcp)
-    start = tcp + (offset_byte >> 4) * 4
-    payload_len = ip_end - start
+    payload_at = tcp + (offset_byte >> 4) * 4
+    payload_len = ip_end - payload_at
     if offset_byte >> 4 < 5 or payload_len < 0:
         return UNDECODABLE
-    payload = data[start:ip_end] if ip_end <= n else data[start:]
-    return TcpSegment(capture_index, frame_number, ts, src, sport, dst, dport, seq, ack, flags, payload, payload_len)
+    payload = data[payload_at : ip_end if ip_end <= n else n]
+    return TcpSegment(capture_index, frame_number, ts, src, sport, dst, dport, seq, ack, flags, payload, payload_len,
+                      order_ts)
 
 
-def segment_from_frame(
-    linktype: int, ts: float, data: bytes, wire_len: int, capture_index: int, frame_number: int
-) -> TcpSegment | None:
-    """The TCP segment in one captured frame, or None for anything else."""
-    result = decode_frame(linktype, ts, data, wire_len, capture_index, frame_number)
+def segment_from_frame(linktype: int, ts: int, data: bytes, wire_len: int, capture_index: int,
+                       frame_number: int) -> TcpSegment | None:
+    """The TCP segment in one captured frame (its own bytes), or None for anything else."""
+    result = decode_frame(linktype, data, 0, len(data), wire_len, ts, capture_index, frame_number, ts)
     return result if type(result) is TcpSegment else None

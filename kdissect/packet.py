@@ -1,7 +1,8 @@
 """The unit that flows from the capture reader into reassembly.
 
 One `TcpSegment` is one captured TCP packet, reduced to what stream
-reassembly needs. The capture reader produces them; the single-process
+reassembly needs. Times are integers: nanoseconds since the Unix epoch,
+exact to the capture's own resolution (microseconds for classic pcap). The capture reader produces them; the single-process
 pipeline and the Spark job both feed them, in capture order, to the same
 per-connection code. Keep this type flat and free of protocol logic so it
 maps one-to-one onto an Arrow/Spark row.
@@ -41,13 +42,14 @@ class SlotRecord:
 
 class TcpSegment(SlotRecord):
     __slots__ = ("capture_index", "frame_number", "ts", "src", "sport", "dst", "dport", "seq", "ack", "flags",
-                 "payload", "payload_len")
+                 "payload", "payload_len", "order_ts")
 
-    def __init__(self, capture_index: int, frame_number: int, ts: float, src: str, sport: int, dst: str,
-                 dport: int, seq: int, ack: int, flags: int, payload: bytes, payload_len: int) -> None:
+    def __init__(self, capture_index: int, frame_number: int, ts: int, src: str, sport: int, dst: str,
+                 dport: int, seq: int, ack: int, flags: int, payload: bytes, payload_len: int,
+                 order_ts: int | None = None) -> None:
         self.capture_index = capture_index  # position of the file within the capture set
         self.frame_number = frame_number  # 1-based packet number within its file, as tshark counts
-        self.ts = ts  # epoch seconds of the packet
+        self.ts = ts  # int: nanoseconds since the Unix epoch, exact to the capture's resolution
         self.src = src  # source IP address, text form ("10.0.0.1", "::1")
         self.sport = sport
         self.dst = dst
@@ -57,6 +59,10 @@ class TcpSegment(SlotRecord):
         self.flags = flags  # TCP flags byte (FIN/SYN/RST/PSH/ACK bits above)
         self.payload = payload  # TCP payload bytes that were captured
         self.payload_len = payload_len  # TCP payload length on the wire; > len(payload) when snaplen cut it
+        # ns; where the packet sits in the capture set's feed order: its own
+        # time, or the latest time before it in its file when its file's clock
+        # went backwards (see kdissect/captureset.py)
+        self.order_ts = ts if order_ts is None else order_ts
 
     @property
     def truncated(self) -> bool:

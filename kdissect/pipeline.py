@@ -598,9 +598,7 @@ class Analysis:
     @property
     def ts_unit(self) -> str:
         """The Arrow unit that holds every input file's times exactly."""
-        from kdissect.times import arrow_unit
-
-        return arrow_unit(self.capture_set.finest_resolution)
+        return self.capture_set.timestamp_unit
 
     def __iter__(self) -> Iterator[Exchange]:
         dissector = self.dissector

@@ -14,18 +14,6 @@ import datetime as dt
 NS_PER_SECOND = 1_000_000_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
-# resolution (ticks per second) -> Arrow/Parquet timestamp unit
-_UNITS = {1: "s", 1_000: "ms", 1_000_000: "us", 1_000_000_000: "ns"}
-
-
-def arrow_unit(ticks_per_second: int) -> str:
-    """The coarsest Arrow timestamp unit that holds times of this resolution exactly."""
-    for ticks, unit in sorted(_UNITS.items()):
-        if ticks >= ticks_per_second:
-            return unit
-    return "ns"
-
-
 def digits(unit: str) -> int:
     """Decimal places of seconds for an Arrow unit ("us" -> 6)."""
     return {"s": 0, "ms": 3, "us": 6, "ns": 9}[unit]

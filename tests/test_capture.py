@@ -15,18 +15,20 @@ from pathlib import Path
 
 import pytest
 
+from kdissect import capture, impair
 from kdissect.capture import (
+    CaptureSet,
     ReadStats,
     capture_set_order,
     iter_frames,
-    iter_pcap_records,
     parse_pcap_header,
     read_segments,
     segment_from_frame,
 )
 from kdissect.failures import InputError
+from kdissect.linklayers import decode_frame_general
+from kdissect.packet import TcpSegment
 from kdissect.reassembly import Reassembler
-from tests.support import impair
 from tests.support.pcaps import compare_with_tshark, lab_captures, shared_recording, tshark_frame_count
 
 
@@ -202,19 +204,23 @@ def test_files_without_packets_sort_last(trace: impair.Trace, tmp_path: Path) ->
     assert capture_set_order([empty, full]) == [full, empty]
 
 
-def test_record_iterator_and_frame_decoder_give_the_same_segments(clean: Path) -> None:
+def test_frames_decoded_one_by_one_give_the_same_segments(clean: Path) -> None:
+    """The record loop's in-place decoding against undecoded frames decoded
+    one at a time, by decode_frame and by its general path (no short cut)."""
     data = clean.read_bytes()
     header = parse_pcap_header(data[:24])
     assert header.linktype == 1 and header.ticks_per_second == 1_000_000 and header.snaplen == 262144
-    by_hand = []
-    for n, rec in enumerate(iter_pcap_records(data, header), start=1):
-        seg = segment_from_frame(header.linktype, rec.ts, data[rec.offset : rec.offset + rec.captured_len], rec.wire_len, 0, n)
+    by_hand, general = [], []
+    for frame in iter_frames([clean]):
+        seg = segment_from_frame(frame.linktype, frame.ts, frame.data, frame.wire_len, 0, frame.frame_number)
         if seg is not None:
             by_hand.append(seg)
-    assert by_hand == list(read_segments([clean]))
-    # a buffer ending mid-record yields only the whole records
-    records = list(iter_pcap_records(data[: len(data) // 2], header))
-    assert records and records[-1].offset + records[-1].captured_len <= len(data) // 2
+        result = decode_frame_general(frame.linktype, frame.data, 0, len(frame.data), frame.wire_len, frame.ts, 0,
+                                      frame.frame_number, frame.ts)
+        if type(result) is TcpSegment:
+            general.append(result)
+    assert by_hand == list(read_segments([clean])) == general
+    assert len(by_hand) > 100
 
 
 def test_frames_carry_link_types_of_each_pcapng_interface(trace: impair.Trace, tmp_path: Path) -> None:
@@ -478,7 +484,7 @@ def test_unreadable_file_is_input_error(tmp_path: Path) -> None:
 def test_impair_command_line(clean: Path, trace: impair.Trace, tmp_path: Path) -> None:
     out = tmp_path / "o.pcapng"
     done = subprocess.run(
-        [sys.executable, "-m", "tests.support.impair", str(clean), str(out), "vlan:7", "link:sll2", "snaplen:96", "pcapng-ns", "gzip"],
+        [sys.executable, "-m", "kdissect.impair", str(clean), str(out), "vlan:7", "link:sll2", "snaplen:96", "pcapng-ns", "gzip"],
         cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
     )
     assert done.returncode == 0, done.stderr
@@ -487,3 +493,110 @@ def test_impair_command_line(clean: Path, trace: impair.Trace, tmp_path: Path) -
     assert max(len(f.data) for f in frames) == 96
     _, problems = compare_with_tshark(out)
     assert problems == []
+
+
+# -- chunks, times, resolutions, secrets ------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk", [4096, 1000, 100, 13])
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng", "pcapng-mixed-bigendian", "pcapng-gzip"])
+def test_chunk_boundaries_inside_records_and_blocks(trace: impair.Trace, tmp_path: Path, monkeypatch, chunk: int,
+                                                    fmt: str) -> None:
+    """Chunks ending inside records, blocks and their headers give the same
+    segments and counts as the default chunk size, for whole and cut files."""
+    if fmt == "pcap":
+        path = impair.write_pcap(trace, tmp_path / "c")
+    elif fmt == "pcapng":
+        path = impair.write_pcapng(trace, tmp_path / "c")
+    elif fmt == "pcapng-gzip":
+        path = impair.write_pcapng(trace, tmp_path / "c", tsresol=9, compress=True)
+    else:
+        path = impair.write_pcapng(impair.mixed_links(trace, ("ethernet", "sll2", "raw")), tmp_path / "c",
+                                   tsresol=[6, 9, 0x80 | 20], big_endian=True)
+    cut = impair.cut_file(shutil.copy(path, tmp_path / "cut"), path.stat().st_size * 2 // 3)
+
+    def read(target: Path) -> tuple[list[tuple], ReadStats]:
+        stats = ReadStats()
+        return [(s.frame_number, s.ts, s.order_ts, s.src, s.seq, bytes(s.payload)) for s in read_segments([target], stats)], stats
+
+    expected = {target: read(target) for target in (path, cut)}
+    monkeypatch.setattr(capture, "_CHUNK", chunk)
+    for target in (path, cut):
+        assert read(target) == expected[target]
+    assert len(expected[path][0]) == len(trace.packets)
+    assert expected[cut][1].problems and 0 < len(expected[cut][0]) < len(trace.packets)
+
+
+def test_times_are_exact_integer_nanoseconds(trace: impair.Trace, tmp_path: Path) -> None:
+    """Every format gives the packets' times exactly (impair keeps them as
+    integer ns): microsecond pcap to the microsecond, nanosecond pcap and
+    pcapng to the nanosecond, 2^-20 s ticks rounded to the nearest ns."""
+    from dataclasses import replace
+
+    # the recording is in microseconds: give the packets nanosecond parts
+    trace = impair.Trace(tuple(replace(p, ts_ns=p.ts_ns + (i * 7919) % 1000) for i, p in enumerate(trace.packets)),
+                         trace.snaplen)
+    times = [p.ts_ns for p in trace.packets]
+    assert any(t % 1000 for t in times)
+    micro = [t // 1000 * 1000 for t in times]
+    cases = {
+        impair.write_pcap(trace, tmp_path / "us.pcap"): micro,
+        impair.write_pcap(trace, tmp_path / "ns.pcap", nanosecond=True): times,
+        impair.write_pcapng(trace, tmp_path / "us.pcapng"): micro,
+        impair.write_pcapng(trace, tmp_path / "ns.pcapng", tsresol=9): times,
+        impair.write_pcapng(trace, tmp_path / "bin.pcapng", tsresol=0x80 | 20):
+            [((t << 20) // 10**9 * 10**9 + (1 << 19)) >> 20 for t in times],
+    }
+    for path, expected in cases.items():
+        frames = list(iter_frames([path]))
+        assert [f.ts for f in frames] == expected, path.name
+        assert all(type(f.ts) is int for f in frames)
+
+
+@pytest.mark.parametrize("tsresol,resolution,unit", [(6, 10**6, "us"), (9, 10**9, "ns"), (3, 1000, "us"),
+                                                      (0x80 | 20, 1 << 20, "ns")])
+def test_capture_set_resolutions(trace: impair.Trace, tmp_path: Path, tsresol: int, resolution: int, unit: str) -> None:
+    pcap_us = impair.write_pcap(trace, tmp_path / "a.pcap")
+    other = impair.write_pcapng(trace, tmp_path / "b.pcapng", tsresol=tsresol)
+    both = CaptureSet([other, pcap_us])
+    assert dict(zip(both.paths, both.resolutions)) == {pcap_us: 10**6, other: resolution}
+    assert both.finest_resolution == max(10**6, resolution)
+    assert both.timestamp_unit == unit
+    ns = CaptureSet([impair.write_pcap(trace, tmp_path / "n.pcap", nanosecond=True)])
+    assert (ns.resolutions, ns.timestamp_unit) == ([10**9], "ns")
+
+
+def test_decryption_secrets_are_collected_and_never_shown(clean: Path, tmp_path: Path) -> None:
+    """A Decryption Secrets Block made by editcap --inject-secrets (a made-up
+    key log line): collected in CaptureSet.secrets before the packets after
+    it, its bytes never in a repr, a problem text or the accounting."""
+    line = b"CLIENT_RANDOM " + b"ab" * 32 + b" " + b"cd" * 48 + b"\n"
+    keylog = tmp_path / "keys.txt"
+    keylog.write_bytes(line)
+    out = tmp_path / "with-secrets.pcapng"
+    subprocess.run(["editcap", "--inject-secrets", f"tls,{keylog}", str(clean), str(out)], check=True,
+                   capture_output=True)
+    captures = CaptureSet([out])
+    segments = captures.segments()
+    first = next(segments)
+    assert first.frame_number == 1
+    assert captures.secrets == [(0x544C534B, line)]  # "TLSK", the key log's bytes
+    rest = list(segments)
+    assert len(rest) + 1 == len(list(read_segments([clean])))
+    secret_text = line.strip().decode()
+    shown = repr(captures.secrets) + str(captures.secrets[0]) + repr(captures.stats)
+    assert "ab" * 32 not in shown and "cd" * 48 not in shown and secret_text not in shown
+    assert "0x544c534b" in repr(captures.secrets[0]) and f"{len(line)} bytes" in repr(captures.secrets[0])
+    # a file without secrets has none; a damaged secrets block is a counted problem, not a crash
+    assert CaptureSet([clean]).secrets == []
+    data = bytearray(out.read_bytes())
+    pos = 0
+    while struct.unpack_from("<I", data, pos)[0] != 0x0A:
+        pos += struct.unpack_from("<I", data, pos + 4)[0]
+    struct.pack_into("<I", data, pos + 12, 1 << 20)  # secrets length beyond the block
+    broken = tmp_path / "broken.pcapng"
+    broken.write_bytes(bytes(data))
+    damaged = CaptureSet([broken])
+    assert len(list(damaged.segments())) == len(rest) + 1 and damaged.secrets == []
+    assert any("damaged decryption secrets block" in p for p in damaged.stats.problems)
+    assert not any(secret_text in p for p in damaged.stats.problems)

@@ -5,8 +5,9 @@ on impaired variants of them (reordered, duplicated, lost packets, late
 start, snaplen cuts, port reuse, zero IP lengths, VLAN tags, another link
 layer), and every value is compared:
 
-* the capture reader's in-place Ethernet/IPv4/TCP decoding, against
-  frame-by-frame reading and `decode_frame`, whatever its chunk size;
+* `decode_frame`'s in-place Ethernet/IPv4/TCP short cut, as the capture
+  reader's loops use it, against frame-by-frame reading and the general path
+  (`decode_frame_general`), whatever the reader's chunk size;
 * `Reassembler.feed`'s common-segment short cut against its general code;
 * `FrameReader.data`'s one-frame short cut against its general cut;
 * the Dissector's `feed_many` against `feed` (exchanges, their offsets and
@@ -28,7 +29,7 @@ import pytest
 from kdissect import capture
 from kdissect.capture import ReadStats, iter_frames, read_segments
 from kdissect.framing import FrameReader
-from kdissect.linklayers import decode_frame
+from kdissect.linklayers import decode_frame_general
 from kdissect.packet import TcpSegment
 from kdissect.pipeline import Dissector
 from kdissect.reassembly import Data, Reassembler
@@ -60,10 +61,12 @@ def _variant(lab, name: str, tmp_path: Path) -> Path:
 
 
 def _frame_by_frame(path: Path) -> list[tuple]:
-    """Segments the slow way: undecoded frames, then decode_frame on each."""
+    """Segments the slow way: undecoded frames, then decode_frame's general path
+    (without its Ethernet/IPv4/TCP short cut) on each."""
     out = []
     for f in iter_frames([path]):
-        result = decode_frame(f.linktype, f.ts, f.data, f.wire_len, f.capture_index, f.frame_number)
+        result = decode_frame_general(f.linktype, f.data, 0, len(f.data), f.wire_len, f.ts, f.capture_index,
+                                      f.frame_number, f.order_ts)
         if type(result) is TcpSegment:
             out.append(segment_values(result))
     return out

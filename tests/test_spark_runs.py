@@ -19,7 +19,8 @@ def _canonical(segment) -> tuple:
 
 def _fields(segment) -> tuple:
     return (segment.capture_index, segment.frame_number, segment.ts, segment.src, segment.sport, segment.dst,
-            segment.dport, segment.seq, segment.ack, segment.flags, bytes(segment.payload), segment.payload_len)
+            segment.dport, segment.seq, segment.ack, segment.flags, bytes(segment.payload), segment.payload_len,
+            segment.order_ts)
 
 
 def _shuffled_runs(path: Path, split_size: int) -> list[tuple]:
@@ -46,9 +47,10 @@ def test_runs_give_back_each_connections_segments_in_order(captures_dir, monkeyp
         for segment in read_segments([str(path)]):
             expected.setdefault(_canonical(segment), []).append(_fields(segment))
         got: dict[tuple, list[tuple]] = {}
-        for addr_a, port_a, addr_b, port_b, capture_index, first_frame, packed in _shuffled_runs(path, split_size):
+        for addr_a, port_a, addr_b, port_b, order_ts, capture_index, first_frame, packed in _shuffled_runs(
+                path, split_size):
             unpacked = list(segments.run_segments(capture_index, addr_a, port_a, addr_b, port_b, packed))
-            assert unpacked and unpacked[0].frame_number == first_frame
+            assert unpacked and (unpacked[0].order_ts, unpacked[0].frame_number) == (order_ts, first_frame)
             got.setdefault((addr_a, port_a, addr_b, port_b), []).extend(_fields(s) for s in unpacked)
         assert got == expected, path.name
 

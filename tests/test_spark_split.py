@@ -3,6 +3,7 @@ exactly the records tshark sees, with the right frame numbers."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -11,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.pcaps import epoch_ns
-
+from kdissect.capture import FRAMES, ReadStats, read_file, read_range
 from kdissect.failures import InputError
-from kdissect.inputs import expand_inputs
 from kdissect.spark import pcapsplit, plan
+from kdissect.spark.inputs import expand_inputs
 from kdissect.spark.session import check_java, find_java
+from tests.support.pcaps import epoch_ns
 from tests.support.spark import env_without_java, run_cli, tshark_frame_count
 
 
@@ -30,31 +31,40 @@ def _biggest(captures_dir: Path) -> Path:
     return max(_captures(captures_dir), key=lambda p: p.stat().st_size)
 
 
-def _tshark_frames(path: Path) -> list[tuple[int, str, int]]:
-    """(frame number, epoch time text, captured length) per frame, from tshark."""
+def _tshark_frames(path: Path) -> list[tuple[int, int, int]]:
+    """(frame number, epoch time in ns, captured length) per frame, from tshark."""
     out = subprocess.run(
         ["tshark", "-r", str(path), "-T", "fields", "-e", "frame.number", "-e", "frame.time_epoch",
          "-e", "frame.cap_len"], check=True, capture_output=True, text=True).stdout
     rows = []
     for line in out.splitlines():
         number, epoch, caplen = line.split("\t")
-        rows.append((int(number), epoch, int(caplen)))
+        rows.append((int(number), epoch_ns(epoch), int(caplen)))
     return rows
 
 
-def _walk_all(path: Path, split_size: int) -> tuple[list[tuple[int, float, int]], list[plan.Split], list[str]]:
-    splits = plan.plan_splits([(str(path), "pcap")], split_size)
+def _walk_all(path: Path, split_size: int, kind: str = "pcap"
+              ) -> tuple[list[tuple[int, int, int]], list[plan.Split], list[str]]:
+    """(frame number, ts, captured length) of every frame, read split by split
+    as the job reads them, with the final splits and the files that fell back."""
+    splits = plan.plan_splits([(str(path), kind)], split_size)
     scans = {split.split_id: plan.scan_range(split) for split in splits}
     final, fallbacks = plan.apply_scans(splits, scans)
     records = []
     for split in final:
-        with open(path, "rb") as stream:
-            fmt = pcapsplit.read_format(stream)
-            number = split.first_frame
-            for ts, data, _wire in pcapsplit.walk_records(stream, fmt, split.boundary, split.end):
-                records.append((number, ts, len(data)))
-                number += 1
+        stats = ReadStats()
+        if split.kind in plan.RANGE_KINDS:
+            frames = read_range(plan.file_range(split.as_row()), stats, mode=FRAMES)
+        else:
+            frames = read_file(path, 0, stats, mode=FRAMES)
+        records.extend((frame.frame_number, frame.ts, len(frame.data)) for frame in frames)
     return records, final, fallbacks
+
+
+def _assert_same_frames(records: list[tuple[int, int, int]], expected: list[tuple[int, int, int]]) -> None:
+    assert [(n, caplen) for n, _, caplen in records] == [(n, caplen) for n, _, caplen in expected]
+    for (_, ts, _), (_, epoch, _) in zip(records, expected):
+        assert 0 <= ts - epoch <= 1  # exact ns (tshark truncates 2^-k s ticks, kdissect rounds)
 
 
 @pytest.mark.parametrize("split_size", [700, 4096, 65536])
@@ -66,9 +76,7 @@ def test_every_split_size_yields_tsharks_frames(captures_dir, tshark, tmp_path, 
     records, final, fallbacks = _walk_all(path, split_size)
     assert fallbacks == []
     assert len([s for s in final if s.boundary > 24]) >= min(3, path.stat().st_size // split_size - 1)
-    assert [(n, caplen) for n, _, caplen in records] == [(n, caplen) for n, _, caplen in expected]
-    for (_, ts, _), (_, epoch, _) in zip(records, expected):
-        assert ts == epoch_ns(epoch)  # exact int nanoseconds
+    _assert_same_frames(records, expected)
     with open(path, "rb") as stream:
         assert pcapsplit.read_format(stream).header.ticks_per_second == (
             10**9 if file_format == "nsecpcap" else 10**6)
@@ -190,3 +198,147 @@ def test_cli_run_prints_only_its_own_lines(captures_dir, tmp_path):
     foreign = [line for line in result.stderr.splitlines()
                if not line.startswith("kdissect: ") and "Using incubator modules" not in line]
     assert foreign == []
+
+
+# -- pcapng ---------------------------------------------------------------------------
+
+
+def _pcapng_copy(captures_dir: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "copy.pcapng"
+    subprocess.run(["editcap", "-F", "pcapng", str(_biggest(captures_dir)), str(path)], check=True)
+    return path
+
+
+@pytest.mark.parametrize("split_size", [700, 4096, 65536])
+def test_pcapng_every_split_size_yields_tsharks_frames(captures_dir, tshark, tmp_path, split_size):
+    path = _pcapng_copy(captures_dir, tmp_path)
+    records, final, fallbacks = _walk_all(path, split_size, "pcapng")
+    assert fallbacks == []
+    assert all(split.kind == "pcapng" for split in final)
+    assert len([s for s in final if s.boundary > 0]) >= min(3, path.stat().st_size // split_size - 1)
+    _assert_same_frames(records, _tshark_frames(path))
+
+
+def _sections(tmp_path: Path, second_big_endian: bool) -> Path:
+    """Three sections (cat of pcapng files, as a ring buffer's files glued
+    together would give): interfaces of other link types and resolutions
+    (us and ns; 2^-20 s; ns with a time offset of -3600 s) in each, so a range
+    must know the section in force at its start to read times and link types."""
+    from kdissect import impair
+
+    trace = impair.load_pcap(max(_captures(REPO_CAPTURES), key=lambda p: p.stat().st_size))
+    third = len(trace.packets) // 3
+    parts = [impair.Trace(trace.packets[i * third:(i + 1) * third], trace.snaplen) for i in range(3)]
+    first = impair.pcapng_bytes(impair.mixed_links(parts[0], ("ethernet", "sll2")), tsresol=[6, 9])
+    second = impair.pcapng_bytes(impair.mixed_links(parts[1], ("raw",)), tsresol=[0x80 | 20],
+                                 big_endian=second_big_endian)
+    shifted = impair.Trace(tuple(replace_ts(p, 3600 * 10**9) for p in parts[2].packets), parts[2].snaplen)
+    third_bytes = _with_tsoffset(impair.pcapng_bytes(shifted, tsresol=9), -3600)
+    path = tmp_path / "sections.pcapng"
+    path.write_bytes(first + second + third_bytes)
+    return path
+
+
+def replace_ts(packet, delta_ns: int):
+    from dataclasses import replace
+
+    return replace(packet, ts_ns=packet.ts_ns + delta_ns)
+
+
+def _with_tsoffset(data: bytes, seconds: int) -> bytes:
+    """Add an if_tsoffset option to the (single, little-endian) interface of a pcapng made by impair."""
+    out = bytearray()
+    pos = 0
+    while pos < len(data):
+        block_type, length = struct.unpack_from("<II", data, pos)
+        block = data[pos:pos + length]
+        if block_type == 1:
+            body = block[8:-4]
+            options = body[8:]
+            end = options.rfind(b"\x00\x00\x00\x00")  # opt_endofopt
+            option = struct.pack("<HHq", 14, 8, seconds)
+            body = body[:8] + (options[:end] if end >= 0 else options) + option + b"\x00\x00\x00\x00"
+            length = 12 + len(body)
+            block = struct.pack("<II", 1, length) + body + struct.pack("<I", length)
+        out += block
+        pos += struct.unpack_from("<I", data, pos + 4)[0]
+    return bytes(out)
+
+
+REPO_CAPTURES = Path(__file__).resolve().parents[1] / "captures"
+
+
+@pytest.mark.parametrize("split_size", [600, 4096, 30000])
+def test_pcapng_sections_and_interfaces_in_force_at_each_range(tshark, tmp_path, split_size):
+    path = _sections(tmp_path, second_big_endian=False)
+    expected = _tshark_frames(path)
+    records, final, fallbacks = _walk_all(path, split_size, "pcapng")
+    assert fallbacks == []
+    _assert_same_frames(records, expected)
+    # ranges start inside the sections, after their section headers, and know their interfaces
+    in_force = {split.interfaces for split in final if split.boundary > 0}
+    wanted = {json.dumps(d) for d in ([[1, 262144, 6, 0], [276, 262144, 9, 0]], [[101, 262144, 0x80 | 20, 0]],
+                                      [[1, 262144, 9, -3600]])}
+    assert len(in_force & wanted) >= (3 if split_size < 5000 else 2)
+    # and the segments (link types decoded with the interface in force) equal the whole-file reader's
+    stats = ReadStats()
+    split_segments = [s for split in final for s in read_range(plan.file_range(split.as_row()), stats)]
+    whole = list(read_file(path, 0, ReadStats()))
+    assert [(s.frame_number, s.ts, s.order_ts, s.src, s.seq, bytes(s.payload)) for s in split_segments] == \
+        [(s.frame_number, s.ts, s.order_ts, s.src, s.seq, bytes(s.payload)) for s in whole]
+    assert len(whole) > 100
+
+
+def test_pcapng_range_in_a_section_of_the_other_byte_order_falls_back(tshark, tmp_path):
+    path = _sections(tmp_path, second_big_endian=True)
+    records, final, fallbacks = _walk_all(path, 4096, "pcapng")
+    assert fallbacks == [str(path)]
+    assert len(final) == 1 and final[0].kind == "whole"
+    _assert_same_frames(records, _tshark_frames(path))
+
+
+def test_pcapng_cut_and_damaged_files(captures_dir, tmp_path):
+    path = _pcapng_copy(captures_dir, tmp_path)
+    data = path.read_bytes()
+    cut = tmp_path / "cut.pcapng"
+    cut.write_bytes(data[: len(data) - 10])
+    records, _final, fallbacks = _walk_all(cut, 4096, "pcapng")
+    assert fallbacks == []
+    assert len(records) == tshark_frame_count(cut)
+    # a block whose trailing length is wrong: the reader stops there, and so
+    # does the split read, with the same counts
+    damaged = tmp_path / "damaged.pcapng"
+    broken = bytearray(data)
+    pos, blocks = 0, 0
+    while pos < len(broken) * 2 // 3:
+        length = struct.unpack_from("<I", broken, pos + 4)[0]
+        pos += length
+        blocks += 1
+    length = struct.unpack_from("<I", broken, pos + 4)[0]
+    struct.pack_into("<I", broken, pos + length - 4, length + 4)
+    damaged.write_bytes(bytes(broken))
+    whole_stats = ReadStats()
+    whole = [(f.frame_number, f.ts) for f in read_file(damaged, 0, whole_stats, mode=FRAMES)]
+    splits = plan.plan_splits([(str(damaged), "pcapng")], 4096)
+    final, _ = plan.apply_scans(splits, {s.split_id: plan.scan_range(s) for s in splits})
+    split_stats = ReadStats()
+    got = [(f.frame_number, f.ts) for split in final
+           for f in (read_range(plan.file_range(split.as_row()), split_stats, mode=FRAMES)
+                     if split.kind in plan.RANGE_KINDS else read_file(damaged, 0, split_stats, mode=FRAMES))]
+    assert got == whole and len(whole) > 10
+    assert (split_stats.damaged_files, split_stats.unread_bytes, split_stats.packets) == \
+        (whole_stats.damaged_files, whole_stats.unread_bytes, whole_stats.packets) == (1, len(data) - pos, len(whole))
+
+
+def test_pcapng_boundary_found_mid_block(captures_dir, tmp_path):
+    path = _pcapng_copy(captures_dir, tmp_path)
+    data = path.read_bytes()
+    offsets, pos = [], 0
+    while pos < len(data):
+        offsets.append(pos)
+        pos += struct.unpack_from("<I", data, pos + 4)[0]
+    with open(path, "rb") as stream:
+        for at in offsets[3:40]:
+            following = next(o for o in offsets if o > at)
+            assert pcapsplit.find_block_boundary(stream, "<", at + 1, len(data), len(data)) == following
+            assert pcapsplit.find_block_boundary(stream, "<", at, len(data), len(data)) == at

@@ -1,9 +1,13 @@
 """Executor side of the shuffle: one connection's segments -> exchange rows.
 
 Input rows are runs of segments (see segments.py) sorted by 4-tuple and then
-by (capture_index, frame_number) of their first segment, so all segments of
-one 4-tuple arrive consecutively and in capture order. Each 4-tuple gets a fresh `Dissector` (the single-process one), so a
-task holds one connection's state at a time.
+by (order_ts, capture_index, frame_number) of their first segment, so all
+segments of one 4-tuple arrive consecutively. With one capture file they are
+in feed order already; with several, `captureset.ConnectionMerge` merges the
+runs into the capture set's feed order and drops duplicates across files,
+exactly as `kdissect export` does for the whole set. Each 4-tuple gets a
+fresh `Dissector` (the single-process one), so a task holds one connection's
+state at a time.
 
 Exchange rows and the per-partition errors of their responses go to the
 task's own files (`part_files.PartSink`), with their connection's
@@ -25,6 +29,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 from kdissect.accounting import Accounting
+from kdissect.captureset import ConnectionMerge
 from kdissect.exchange import Exchange
 from kdissect.pipeline import Dissector
 from kdissect.spark.part_files import EXCHANGES, PARTITION_ERRORS, PartSink
@@ -85,10 +90,14 @@ class ConnectionRunner:
     """Feeds consecutive rows of one 4-tuple at a time to a fresh Dissector."""
 
     def __init__(self, ports: Sequence[int], detect: bool, capture_names: Sequence[str], sink: PartSink,
-                 keylog: Any = None) -> None:
+                 keylog: Any = None, several_files: bool | None = None) -> None:
         self.sink = sink
         self.keylog = keylog
         self.tls_stats: Any = None
+        # runs of several files must be merged (and copies across files dropped)
+        self.several_files = len(capture_names) > 1 if several_files is None else several_files
+        self.merge: ConnectionMerge | None = None
+        self.duplicates = 0
         self.ports = list(ports)
         self.detect = detect
         self.capture_names = list(capture_names)
@@ -133,6 +142,14 @@ class ConnectionRunner:
         dissector = self._dissector
         if dissector is None:
             return
+        if self.merge is not None:
+            feed = dissector.feed
+            for segment in self.merge.finish():
+                exchanges = feed(segment)
+                if exchanges:
+                    self._emit(exchanges)
+            self.duplicates += self.merge.duplicates
+            self.merge = None
         self._emit(dissector.finish())
         self.classified_connections += len(dissector.classification_keys)
         if dissector.accounting.tls_connections:
@@ -159,14 +176,21 @@ class ConnectionRunner:
                     self.finish_connection()
                     self._start()
                     current = key
+                    if self.several_files:
+                        self.merge = ConnectionMerge()
                 feed = self._dissector.feed  # type: ignore[union-attr]
-                for segment in run_segments(capture_index, addr_a, port_a, addr_b, port_b, packed):
+                segments = run_segments(capture_index, addr_a, port_a, addr_b, port_b, packed)
+                if self.merge is not None:
+                    segments = self.merge.add_run(segments)
+                for segment in segments:
                     exchanges = feed(segment)
                     if exchanges:
                         self._emit(exchanges)
             if self.output.size >= BATCH_ROWS:
                 yield self.output.batch()
         self.finish_connection()
+        if self.duplicates:
+            add_read_stats(self.read_totals, {"duplicate_packets": self.duplicates})
         written = self.sink.close()
         totals = self.accounting.to_dict()
         totals["partition_error_failures"] = self.partition_error_failures

@@ -3,7 +3,8 @@
 Driver steps (nothing large is collected: split plans, per-range record
 counts, one accounting row per task, a few summary rows):
 
-1. expand the inputs, order them as one capture set, plan byte-range splits;
+1. expand the inputs, order them as one capture set (noting each file's
+   timestamp resolution), plan byte-range splits;
 2. pre-pass over split files: first record and record count of each range,
    so every range knows its first frame number (a Spark job; with a local
    master, driver processes started before the JVM);
@@ -32,8 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kdissect.accounting import Accounting
-from kdissect.capture import resolution_of
-from kdissect.times import arrow_unit
+from kdissect.captureset import timestamp_unit
 from kdissect.failures import InputError
 from kdissect.inputs import expand_inputs, file_kind
 from kdissect.spark import plan as planning
@@ -73,12 +73,14 @@ def shuffle_partitions(total_bytes: int, slots: int) -> int:
     return math.ceil(wanted / slots) * slots
 
 
-def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
-    from kdissect.capture import capture_set_order
+def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], list[int], list[str]]:
+    """(path, kind) in capture-set order, each file's resolution (ticks per second), skipped files."""
+    from kdissect.capture import describe_captures
 
     files, skipped = expand_inputs(list(inputs))
-    ordered = [str(path) for path in capture_set_order(files)]
-    return [(path, file_kind(path) or "pcap") for path in ordered], skipped
+    described = describe_captures(files)
+    return ([(str(f.path), file_kind(str(f.path)) or "pcap") for f in described],
+            [f.resolution for f in described], skipped)
 
 
 def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None = None) -> JobResult:
@@ -94,7 +96,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         if log is not None:
             log(message)
 
-    ordered, skipped = _ordered_captures(options.inputs)
+    ordered, resolutions, skipped = _ordered_captures(options.inputs)
     keylog = None
     if options.tls_keylogs:
         # read once here; the tasks get the parsed secrets with their closure
@@ -104,7 +106,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         keylog = read_keylog_files(list(options.tls_keylogs))
     splits = planning.plan_splits(ordered, options.split_size)
     capture_names = [Path(path).name for path, _ in ordered]
-    ts_unit = arrow_unit(max((resolution_of(path) for path, _ in ordered), default=1_000_000))
+    ts_unit = timestamp_unit(resolutions)
     total_bytes = sum(os.path.getsize(path) for path, _ in ordered)
     say(f"{len(ordered)} capture files, {total_bytes / 1e6:.1f} MB, {len(splits)} planned splits")
 
@@ -150,7 +152,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
 
     split_rows = [split.as_row() for split in splits]
     split_frame = spark.createDataFrame(sc.parallelize(split_rows, max(1, len(split_rows))),
-                                        schema=_split_schema())
+                                        schema=planning.split_schema())
     partitions = options.partitions or shuffle_partitions(total_bytes, sc.defaultParallelism)
     ports = list(options.ports)
     detect = options.detect
@@ -231,14 +233,15 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         "master": sc.master,
         "inputs": [
             {"capture_index": index, "path": path, "name": Path(path).name, "format": kind,
-             "bytes": os.path.getsize(path),
+             "bytes": os.path.getsize(path), "ticks_per_second": resolutions[index],
              "read_tasks": sum(1 for split in splits if split.capture_index == index)}
             for index, (path, kind) in enumerate(ordered)
         ],
+        "timestamp_unit": timestamp_unit(resolutions),
         "skipped_files": skipped,
         "split_size": options.split_size,
         "read_tasks": len(splits),
-        "byte_range_tasks": sum(1 for split in splits if split.kind == "pcap"),
+        "byte_range_tasks": sum(1 for split in splits if split.kind in planning.RANGE_KINDS),
         "files_read_whole_after_boundary_check": fallbacks,
         "shuffle_partitions": partitions,
         "ports": list(options.ports),
@@ -264,22 +267,6 @@ class _ReadTotals:
 
     def __getattr__(self, name: str) -> Any:
         return self._values.get(name, [] if name == "problems" else 0)
-
-
-def _split_schema():
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
-
-    return StructType([
-        StructField("split_id", IntegerType()),
-        StructField("capture_index", IntegerType()),
-        StructField("path", StringType()),
-        StructField("kind", StringType()),
-        StructField("start", LongType()),
-        StructField("end", LongType()),
-        StructField("file_size", LongType()),
-        StructField("boundary", LongType()),
-        StructField("first_frame", LongType()),
-    ])
 
 
 def _write_local(path: str, text: str) -> None:

@@ -1,29 +1,45 @@
-"""Byte-range splitting of classic pcap files.
+"""Byte-range splitting of pcap and pcapng files: finding a range's first
+record or block without reading the file from its start.
 
-A large pcap is cut into byte ranges that separate tasks read in parallel.
-A range's first record is found without reading the file from the start, by
-the RAPCAP idea: at each candidate offset, read a record header and check it
-is plausible (timestamp near the file's first packet, sub-second part in
-range, captured length <= snaplen and <= wire length), then follow the
-lengths through a chain of several consecutive headers that must all be
-plausible and close in time to each other. A random offset almost never
-passes a chain of eight.
+A large file is cut into byte ranges that separate tasks read in parallel.
+At each candidate offset of a range, a record header (pcap) or block
+(pcapng) is checked for plausibility, then the lengths are followed through
+a chain of several consecutive headers that must all be plausible: the RAPCAP
+idea. A random offset almost never passes a chain of eight.
 
-A range owns the records that *start* inside it; its last record may run past
-its end. Every range also reports where its walk stopped (the first record
-start at or past its end). The driver checks that this equals the next
-non-empty range's boundary: walking from the true first record (offset 24)
-only ever lands on true boundaries, so if every link agrees, every boundary
-was true. If a link disagrees the file is read by one task instead.
+pcap: a record header is plausible when its timestamp is near the file's
+first packet, its sub-second part in range, and its captured length at most
+the snaplen and the wire length; consecutive records must also be close in
+time. pcapng: blocks are 4-byte aligned and carry their length at both ends;
+a block is plausible when its type is one this reader knows, its length a
+multiple of 4 within limits and repeated at its end, and an enhanced packet's
+captured length fits the block. Only the byte order of the file's first
+section is tried: a range inside a section of the other byte order finds no
+boundary, and the file is read by one task (see below).
+
+A range owns the records or blocks that *start* inside it; its last one may
+run past its end. The pre-pass (`kdissect.spark.plan`) walks every range
+from its boundary with the capture reader's own loop and notes where the walk
+stopped (the first start at or past its end). Walking from the true first
+record only ever lands on true boundaries, so if each range's walk stops
+exactly at the next range's boundary, every boundary was true; otherwise
+the file is read by one task instead.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
-from kdissect.capture import PcapHeader, parse_pcap_header
+from kdissect.capture import (
+    MAX_PCAPNG_BLOCK,
+    PCAPNG_BYTE_ORDER,
+    PCAPNG_SHB,
+    PcapHeader,
+    parse_pcap_header,
+    record_limit,
+)
 from kdissect.failures import InputError
 
 GLOBAL_HEADER_LEN = 24
@@ -36,11 +52,7 @@ TS_SLACK_AFTER = 366 * 86400  # a year after it
 # whose length happens to land on a true record is caught by its timestamp.
 MAX_STEP_SECONDS = 86400
 CHAIN_LENGTH = 8
-
-
-def record_limit(snaplen: int) -> int:
-    """Largest captured length the capture reader accepts (it stops at a larger one)."""
-    return max(MAX_RECORD, snaplen) if snaplen <= (256 << 20) else MAX_RECORD
+_WINDOW = 1 << 20  # bytes scanned per read while looking for a boundary
 
 
 @dataclass(frozen=True)
@@ -63,7 +75,7 @@ class PcapFormat:
 
 
 def read_format(stream: BinaryIO) -> PcapFormat | None:
-    """Parse the global header (and peek the first record's time); None if not pcap."""
+    """Parse the pcap global header (and peek the first record's time); None if not pcap."""
     stream.seek(0)
     head = stream.read(GLOBAL_HEADER_LEN + 4)
     try:
@@ -114,18 +126,17 @@ def _chain_holds(stream: BinaryIO, fmt: PcapFormat, offset: int, file_size: int)
 
 
 def find_boundary(stream: BinaryIO, fmt: PcapFormat, start: int, end: int, file_size: int) -> int | None:
-    """First offset in [start, end) where a valid header chain begins, or None."""
+    """First offset in [start, end) where a valid pcap header chain begins, or None."""
     if start <= GLOBAL_HEADER_LEN:
         return GLOBAL_HEADER_LEN if GLOBAL_HEADER_LEN < min(end, file_size) else None
     limit = min(end, file_size)
     # Scan a window at a time; test each offset with a quick single-header
     # check before paying for the chain.
     header = fmt.record_header
-    window = 1 << 20
     position = start
     while position < limit:
         stream.seek(position)
-        chunk = stream.read(min(window, limit - position) + 16)
+        chunk = stream.read(min(_WINDOW, limit - position) + 16)
         last = min(len(chunk) - 16, limit - position - 1)
         for index in range(0, last + 1):
             sec, frac, caplen, wirelen = header.unpack_from(chunk, index)
@@ -140,82 +151,84 @@ def find_boundary(stream: BinaryIO, fmt: PcapFormat, start: int, end: int, file_
     return None
 
 
-@dataclass
-class WalkResult:
-    records: int
-    # first record start at or past the range end; the file size if the walk
-    # reached the end of the file
-    stop: int
-    damaged_at: int = -1  # offset of a record header the capture reader would stop at
-    cut_bytes: int = 0  # bytes of a last record cut short by the end of the file
+# -- pcapng ----------------------------------------------------------------------------
+
+# section header, interface description, obsolete packet, simple packet, name
+# resolution, interface statistics, enhanced packet, IRIG timestamp, ARINC
+# 429, systemd journal export, decryption secrets, custom (two kinds)
+KNOWN_BLOCK_TYPES = frozenset({PCAPNG_SHB, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0x0A, 0x00000BAD, 0x40000BAD})
+_BLOCK_PREFIX = 28  # enough of a block to judge it: type, length and an enhanced packet's fields
 
 
-def walk_records(stream: BinaryIO, fmt: PcapFormat, boundary: int, end: int, result: WalkResult | None = None
-                 ) -> Iterator[tuple[float, bytes, int]]:
-    """Yield (ts, captured bytes, wire length) for the records starting in [boundary, end).
-
-    Trusts the length fields (the boundary is a true one) and stops where the
-    capture reader stops: at a record longer than the snaplen limit (damage)
-    or one cut short by the end of the file. `result`, if given, is filled in.
-    """
-    header = fmt.header
-    unpack = fmt.record_header.unpack_from
-    size = header.record_header_size
-    limit = record_limit(header.snaplen)
-    ticks = header.ticks_per_second
-    stream.seek(boundary)
-    read = stream.read
-    position = boundary
-    records = 0
-    try:
-        while position < end:
-            head = read(size)
-            if len(head) < size:
-                if result is not None:
-                    result.cut_bytes = len(head)
-                position = -1
-                return
-            sec, frac, caplen, wirelen = unpack(head)
-            if caplen > limit:
-                if result is not None:
-                    result.damaged_at = position
-                position = -1
-                return
-            data = read(caplen)
-            if len(data) < caplen:
-                if result is not None:
-                    result.cut_bytes = size + len(data)
-                position = -1
-                return
-            records += 1
-            yield sec * 1_000_000_000 + frac * (1_000_000_000 // ticks), data, wirelen
-            position += size + caplen
-    finally:
-        if result is not None:
-            result.records = records
-            result.stop = position
+def pcapng_byte_order(stream: BinaryIO) -> str | None:
+    """Byte order of a pcapng file's first section ("<" or ">"), None if not pcapng."""
+    stream.seek(0)
+    head = stream.read(12)
+    if len(head) < 12 or int.from_bytes(head[:4], "little") != PCAPNG_SHB:
+        return None
+    return PCAPNG_BYTE_ORDER.get(head[8:12])
 
 
-def count_records(stream: BinaryIO, fmt: PcapFormat, boundary: int, end: int, file_size: int) -> WalkResult:
-    """What `walk_records` would do, reading only record headers."""
-    header = fmt.header
-    unpack = fmt.record_header.unpack
-    size = header.record_header_size
-    limit = record_limit(header.snaplen)
-    position = boundary
-    records = 0
-    while position < end:
+def _block_plausible(prefix: bytes, order: str) -> int:
+    """The block's length if its first bytes look like a pcapng block, else 0."""
+    if len(prefix) < 12:
+        return 0
+    block_type, length = struct.unpack_from(order + "II", prefix)
+    if block_type not in KNOWN_BLOCK_TYPES or length < 12 or length % 4 or length > MAX_PCAPNG_BLOCK:
+        return 0
+    if block_type == PCAPNG_SHB and (length < 28 or PCAPNG_BYTE_ORDER.get(prefix[8:12]) != order):
+        return 0
+    if block_type == 6:
+        if length < 32 or len(prefix) < 28:
+            return 0
+        caplen = struct.unpack_from(order + "I", prefix, 20)[0]
+        if caplen > length - 32:
+            return 0
+    return length
+
+
+def _block_chain_holds(stream: BinaryIO, order: str, offset: int, file_size: int) -> bool:
+    trailer = struct.Struct(order + "I")
+    position = offset
+    for checked in range(CHAIN_LENGTH):
         if position == file_size:
-            break
-        if position + size > file_size:
-            return WalkResult(records, file_size, cut_bytes=file_size - position)
+            return checked > 0
+        if position + 12 > file_size:
+            return checked > 0  # a block cut by the end of the file after valid ones
         stream.seek(position)
-        caplen = unpack(stream.read(16))[2]
-        if caplen > limit:
-            return WalkResult(records, file_size, damaged_at=position)
-        following = position + size + caplen
-        if following > file_size:
-            return WalkResult(records, file_size, cut_bytes=file_size - position)
-        records += 1
-        position = following
-    return WalkResult(records, position)
+        length = _block_plausible(stream.read(_BLOCK_PREFIX), order)
+        if not length:
+            return False
+        if position + length > file_size:
+            # cut by the end of the file (a capture killed mid-write) after
+            # whole blocks: the driver's chaining check has the last word. A
+            # first block running past the end is taken for a false one.
+            return checked > 0
+        stream.seek(position + length - 4)
+        if trailer.unpack(stream.read(4))[0] != length:
+            return False
+        position += length
+    return True
+
+
+def find_block_boundary(stream: BinaryIO, order: str, start: int, end: int, file_size: int) -> int | None:
+    """First 4-byte aligned offset in [start, end) where a chain of plausible
+    pcapng blocks begins, or None. Offset 0 (the section header) for the first range."""
+    if start == 0:
+        return 0 if file_size > 0 and end > 0 else None
+    limit = min(end, file_size)
+    position = (start + 3) & ~3
+    head = struct.Struct(order + "II")
+    while position < limit:
+        stream.seek(position)
+        chunk = stream.read(min(_WINDOW, limit - position) + 12)
+        last = min(len(chunk) - 12, limit - position - 1)
+        for index in range(0, last + 1, 4):
+            block_type, length = head.unpack_from(chunk, index)
+            if block_type in KNOWN_BLOCK_TYPES and 12 <= length <= MAX_PCAPNG_BLOCK and not length % 4 \
+                    and _block_chain_holds(stream, order, position + index, file_size):
+                return position + index
+        if len(chunk) <= 12:
+            return None
+        position += (last // 4 + 1) * 4
+    return None

@@ -1,23 +1,34 @@
 """Cut the capture set into read tasks ("splits").
 
-Classic pcap files larger than the split size are cut into byte ranges
-(see `pcapsplit`); pcapng and gzip files are read whole by one task each. A
-pre-pass finds each range's first record and counts its records; the driver
-checks the ranges chain together and turns the counts into each range's
-first frame number, so frame numbers are exact per file.
+Plain pcap and pcapng files larger than the split size are cut into byte
+ranges (see `pcapsplit`); gzip files are read whole by one task each. A
+pre-pass walks each range with the capture reader's own loop (`scan_range`,
+reading without decoding): it finds the range's first record or block, counts
+its packets, notes where the walk stopped, the latest packet time, and for
+pcapng the section and interface blocks it met and each interface's latest
+ticks. The driver checks that the ranges chain together and hands every
+range what a reader must know at its start and cannot see from there: the
+frame number of its first packet, the latest packet time of the file before
+it (the feed order, see kdissect.captureset), and for pcapng the section in
+force (byte order and interfaces, which a section header later in the file
+resets). A file whose ranges do not chain is read by one task.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
+from kdissect.capture import FileRange, interface_from_description
+from kdissect.capture import scan_range as scan_file_range
 from kdissect.spark import pcapsplit
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
+RANGE_KINDS = ("pcap", "pcapng")  # read as byte ranges; anything else ("whole") by one task from the start
 
 
 @dataclass(frozen=True)
@@ -25,15 +36,45 @@ class Split:
     split_id: int
     capture_index: int
     path: str
-    kind: str  # "pcap" (byte range) or "whole" (pcapng/gzip: one task, capture reader)
+    kind: str  # "pcap" / "pcapng" (byte range) or "whole" (gzip, or a fallback: one task, from the start)
     start: int  # byte range [start, end) whose record starts this split owns
     end: int
     file_size: int
     boundary: int = -1  # offset of the first record start in the range; -1: none
     first_frame: int = 1  # frame number of that record
+    order_ts: int = 0  # latest packet time (ns) of the file before the range
+    byte_order: str = "<"  # pcapng: the section in force at the boundary ...
+    interfaces: str = "[]"  # ... and its interface descriptions, JSON
 
     def as_row(self) -> dict:
         return asdict(self)
+
+
+def split_schema():
+    """The Spark schema of Split rows."""
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    return StructType([
+        StructField("split_id", IntegerType()),
+        StructField("capture_index", IntegerType()),
+        StructField("path", StringType()),
+        StructField("kind", StringType()),
+        StructField("start", LongType()),
+        StructField("end", LongType()),
+        StructField("file_size", LongType()),
+        StructField("boundary", LongType()),
+        StructField("first_frame", LongType()),
+        StructField("order_ts", LongType()),
+        StructField("byte_order", StringType()),
+        StructField("interfaces", StringType()),
+    ])
+
+
+def file_range(split: dict) -> FileRange:
+    """The capture reader's view of a byte-range split (a Split row)."""
+    return FileRange(split["path"], split["capture_index"], split["kind"], split["boundary"], split["end"],
+                     split["first_frame"], split["order_ts"], split["byte_order"],
+                     tuple(tuple(d) for d in json.loads(split["interfaces"])))
 
 
 def plan_splits(ordered: list[tuple[str, str]], split_size: int) -> list[Split]:
@@ -41,14 +82,15 @@ def plan_splits(ordered: list[tuple[str, str]], split_size: int) -> list[Split]:
     splits: list[Split] = []
     for capture_index, (path, kind) in enumerate(ordered):
         size = os.path.getsize(path)
-        if kind != "pcap":
-            splits.append(Split(len(splits), capture_index, path, "whole", 0, size, size))
+        if kind not in RANGE_KINDS:
+            splits.append(Split(len(splits), capture_index, path, "whole", 0, size, size, 0))
             continue
+        first = pcapsplit.GLOBAL_HEADER_LEN if kind == "pcap" else 0
         start = 0
         while True:
-            end = min(size, max(start + split_size, pcapsplit.GLOBAL_HEADER_LEN + 1))
-            boundary = pcapsplit.GLOBAL_HEADER_LEN if start == 0 else -1
-            splits.append(Split(len(splits), capture_index, path, "pcap", start, end, size, boundary))
+            end = min(size, max(start + split_size, first + 1))
+            boundary = first if start == 0 else -1
+            splits.append(Split(len(splits), capture_index, path, kind, start, end, size, boundary))
             start = end
             if start >= size:
                 break
@@ -62,20 +104,33 @@ class RangeScan:
     split_id: int
     boundary: int  # -1 when no record starts in the range
     records: int
-    stop: int
+    stop: int  # first record start at or past the range's end, the file size, or -1 after damage or a cut
+    latest: int = 0  # pcap: latest packet time in the range (ns)
+    byte_order: str = ""  # pcapng: the byte order the range was read with
+    events: list = field(default_factory=list)  # pcapng: see capture.Walk
+    ticks: dict = field(default_factory=dict)
 
 
 def scan_range(split: Split) -> RangeScan:
-    """Pre-pass for one range: find its first record, count records, note where the walk stopped."""
+    """Pre-pass for one range: find its first record, walk the range."""
     with open(split.path, "rb", buffering=1 << 16) as stream:
-        fmt = pcapsplit.read_format(stream)
-        if fmt is None:
-            return RangeScan(split.split_id, -1, 0, split.file_size)
-        boundary = pcapsplit.find_boundary(stream, fmt, split.start, split.end, split.file_size)
-        if boundary is None:
-            return RangeScan(split.split_id, -1, 0, -1)
-        walk = pcapsplit.count_records(stream, fmt, boundary, split.end, split.file_size)
-        return RangeScan(split.split_id, boundary, walk.records, walk.stop)
+        if split.kind == "pcap":
+            fmt = pcapsplit.read_format(stream)
+            if fmt is None:
+                return RangeScan(split.split_id, -1, 0, split.file_size)
+            boundary = pcapsplit.find_boundary(stream, fmt, split.start, split.end, split.file_size)
+            order = "<"
+        else:
+            order = pcapsplit.pcapng_byte_order(stream)
+            if order is None:
+                return RangeScan(split.split_id, -1, 0, split.file_size)
+            boundary = pcapsplit.find_block_boundary(stream, order, split.start, split.end, split.file_size)
+    if boundary is None:
+        return RangeScan(split.split_id, -1, 0, -1)
+    walk = scan_file_range(FileRange(split.path, split.capture_index, split.kind, boundary, split.end,
+                                     byte_order=order))
+    return RangeScan(split.split_id, boundary, walk.number, walk.stop, walk.order_ts, order, walk.events,
+                     walk.ticks)
 
 
 def ranges_to_scan(splits: list[Split]) -> list[Split]:
@@ -135,14 +190,17 @@ def scan_with_spark(sc, to_scan: list[Split]) -> dict[int, RangeScan]:
 
 def ranges_chain(file_splits: list[Split], scans: dict[int, RangeScan]) -> bool:
     """True if each range's walk stops exactly at the next range's first record."""
-    first = scans[file_splits[0].split_id]
-    if first.boundary != pcapsplit.GLOBAL_HEADER_LEN and file_splits[0].file_size > pcapsplit.GLOBAL_HEADER_LEN:
+    head = file_splits[0]
+    first = scans[head.split_id]
+    expected_start = pcapsplit.GLOBAL_HEADER_LEN if head.kind == "pcap" else 0
+    if first.boundary != expected_start and head.file_size > expected_start:
         return False
     expected = first.stop
     for split in file_splits[1:]:
         scan = scans[split.split_id]
-        if expected >= split.end or expected >= split.file_size:
-            # The previous walk stopped beyond this whole range: it must hold no record start.
+        if expected < 0 or expected >= split.end or expected >= split.file_size:
+            # The previous walk ended (damage, a cut, the file's end) or
+            # stopped beyond this whole range: it must hold no record start.
             if scan.boundary != -1:
                 return False
             continue
@@ -152,8 +210,40 @@ def ranges_chain(file_splits: list[Split], scans: dict[int, RangeScan]) -> bool:
     return True
 
 
+class _SectionReplay:
+    """The pcapng section in force, replayed range by range on the driver."""
+
+    def __init__(self, byte_order: str) -> None:
+        self.byte_order = byte_order
+        self.interfaces: list[tuple] = []
+
+    def latest(self, scan: RangeScan) -> int:
+        """The latest packet time (ns) in the range, from its interfaces' largest ticks."""
+        parts = [list(self.interfaces)]  # part 0: the section in force at the boundary
+        for event in scan.events:
+            if event[0] == "section":
+                parts.append([])
+            else:
+                parts[-1].append(tuple(event[2]))
+        latest = 0
+        for (part, interface, known), ticks in scan.ticks.items():
+            inherited = len(self.interfaces) if part == 0 else 0
+            if interface < inherited + known:  # the reader has that interface at that packet
+                _linktype, mul, div, offset, _snaplen, _resolution = interface_from_description(parts[part][interface])
+                latest = max(latest, (ticks * mul if div == 1 else (ticks * mul + div // 2) // div) + offset)
+        return latest
+
+    def advance(self, scan: RangeScan) -> None:
+        for event in scan.events:
+            if event[0] == "section":
+                self.byte_order, self.interfaces = event[2], []
+            else:
+                self.interfaces.append(tuple(event[2]))
+
+
 def apply_scans(splits: list[Split], scans: dict[int, RangeScan]) -> tuple[list[Split], list[str]]:
-    """Fill boundaries and first frame numbers; files whose ranges do not chain go whole.
+    """Fill boundaries, first frame numbers, latest times before each range
+    and pcapng sections; files whose ranges do not chain go whole.
 
     Returns (splits, paths of files that fell back to one task).
     """
@@ -164,19 +254,40 @@ def apply_scans(splits: list[Split], scans: dict[int, RangeScan]) -> tuple[list[
     fallbacks: list[str] = []
     for capture_index in sorted(by_file):
         group = by_file[capture_index]
-        if group[0].kind != "pcap" or len(group) == 1:
+        if group[0].kind not in RANGE_KINDS:
             result.extend(group)
             continue
-        if not ranges_chain(group, scans):
-            fallbacks.append(group[0].path)
-            whole = replace(group[0], end=group[0].file_size, boundary=pcapsplit.GLOBAL_HEADER_LEN)
-            result.append(whole)
+        if len(group) == 1:  # one range, not scanned: its first record is the file's
+            result.append(replace(group[0], boundary=pcapsplit.GLOBAL_HEADER_LEN if group[0].kind == "pcap" else 0))
             continue
-        frame = 1
-        for split in group:
-            scan = scans[split.split_id]
-            if scan.boundary == -1:
-                continue  # owns no record: nothing to read
-            result.append(replace(split, boundary=scan.boundary, first_frame=frame))
-            frame += scan.records
+        planned = _chain_file(group, scans) if ranges_chain(group, scans) else None
+        if planned is None:
+            fallbacks.append(group[0].path)
+            result.append(replace(group[0], kind="whole", end=group[0].file_size, boundary=0))
+            continue
+        result.extend(planned)
     return [replace(split, split_id=index) for index, split in enumerate(result)], fallbacks
+
+
+def _chain_file(group: list[Split], scans: dict[int, RangeScan]) -> list[Split] | None:
+    """The ranges of one file with what each must know at its start; None if
+    a range was walked in another byte order than the section in force there."""
+    planned = []
+    frame = 1
+    latest = 0
+    section = _SectionReplay(scans[group[0].split_id].byte_order)
+    for split in group:
+        scan = scans[split.split_id]
+        if scan.boundary == -1:
+            continue  # owns no record: nothing to read
+        if split.kind == "pcapng" and scan.byte_order != section.byte_order:
+            return None
+        planned.append(replace(split, boundary=scan.boundary, first_frame=frame, order_ts=latest,
+                               byte_order=section.byte_order, interfaces=json.dumps(section.interfaces)))
+        frame += scan.records
+        if split.kind == "pcapng":
+            latest = max(latest, section.latest(scan))
+            section.advance(scan)
+        else:
+            latest = max(latest, scan.latest)
+    return planned

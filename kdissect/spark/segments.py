@@ -2,10 +2,10 @@
 
 A row is a run of `TcpSegment`s of one connection, keyed for the shuffle by
 the connection's canonical 4-tuple (lower endpoint first); each packed
-segment carries its direction along that tuple. The link/IP/TCP decoding is
-the capture reader's own (`kdissect.linklayers`), so the rows hold exactly
-the segments `kdissect export` would feed its dissector, with the same
-capture index and frame numbers.
+segment carries its direction along that tuple. Reading is the capture
+reader's own (its record and block loops, `kdissect.capture.read_range`), so
+the rows hold exactly the segments `kdissect export` reads, with the same
+capture index, frame numbers, times and feed times.
 """
 
 from __future__ import annotations
@@ -17,83 +17,57 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from kdissect.capture import ReadStats, decode_frames, iter_frames
+from kdissect.capture import ReadStats, read_file, read_range
 from kdissect.packet import TcpSegment
-from kdissect.spark import pcapsplit
+from kdissect.spark.plan import RANGE_KINDS, file_range
 
 RUN_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("addr_a", pa.string()),  # canonical key: (addr_a, port_a) <= (addr_b, port_b)
     ("port_a", pa.int32()),
     ("addr_b", pa.string()),
     ("port_b", pa.int32()),
+    ("order_ts", pa.int64()),  # feed time (ns, see kdissect.captureset) of the run's first segment
     ("capture_index", pa.int32()),  # file of the run (a run never leaves its split)
     ("frame_number", pa.int64()),  # frame number of the run's first segment
     ("segments", pa.binary()),  # the run's segments, packed with SEGMENT_HEADER
 ]
 RUN_SCHEMA = pa.schema(RUN_COLUMNS)
 KEY_COLUMNS = ["addr_a", "port_a", "addr_b", "port_b"]
-ORDER_COLUMNS = ["capture_index", "frame_number"]
+# a connection's runs sorted by these come in the order of their first
+# segments in the capture set's feed order
+ORDER_COLUMNS = ["order_ts", "capture_index", "frame_number"]
 
-# One packed segment: frame number, ts (int ns), direction (0: a -> b, 1: b -> a), seq,
-# ack, TCP flags, payload length on the wire, captured payload length; the
-# captured payload bytes follow.
-SEGMENT_HEADER = struct.Struct("<qqBIIHII")
+# One packed segment: frame number, ts (int ns), feed time (ns), direction
+# (0: a -> b, 1: b -> a), seq, ack, TCP flags, payload length on the wire,
+# captured payload length; the captured payload bytes follow.
+SEGMENT_HEADER = struct.Struct("<qqqBIIHII")
 # A split is read in chunks of consecutive packets; each chunk becomes one row
 # per connection seen in it. The bounds keep rows and Arrow batches small.
 CHUNK_SEGMENTS = 4096
 CHUNK_PAYLOAD_BYTES = 1 << 20
 
 
-def _frames(split: dict[str, Any], stats: ReadStats) -> Iterator[tuple[int, int, float, bytes, int]]:
-    """(linktype, frame number, ts, data, wire length) of the split's records."""
-    if split["kind"] == "whole":
-        # pcapng / gzip: the capture reader, one task for the file
-        for frame in iter_frames([split["path"]], stats):
-            yield frame.linktype, frame.frame_number, frame.ts, frame.data, frame.wire_len
-        return
-    with open(split["path"], "rb", buffering=1 << 20) as stream:
-        fmt = pcapsplit.read_format(stream)
-        if fmt is None:  # the planner checked the magic; the file changed since
-            stats.problems.append(f"{split['path']}: no longer a pcap file")
-            return
-        linktype = fmt.header.linktype
-        walk = pcapsplit.WalkResult(0, 0)
-        if split["start"] == 0:
-            stats.files += 1
-        number = split["first_frame"]
-        for ts, data, wire_len in pcapsplit.walk_records(stream, fmt, split["boundary"], split["end"], walk):
-            stats.packets += 1
-            stats.bytes += len(data)
-            yield linktype, number, ts, data, wire_len
-            number += 1
-        name = split["path"].rsplit("/", 1)[-1]
-        if walk.damaged_at >= 0:
-            rest = split["file_size"] - walk.damaged_at
-            stats.damaged_files += 1
-            stats.unread_bytes += rest
-            stats.problems.append(f"{name}: packet {number} has an implausible length; {rest} bytes after it not read")
-        elif walk.cut_bytes:
-            stats.cut_records += 1
-            stats.unread_bytes += walk.cut_bytes
-            stats.problems.append(f"{name}: file ends inside packet {number} ({walk.cut_bytes} bytes of it dropped)")
-
-
 def split_segments(split: dict[str, Any], stats: ReadStats) -> Iterator[TcpSegment]:
-    """TCP segments of one split, counting everything else into `stats` as the capture reader does."""
-    return decode_frames(_frames(split, stats), split["capture_index"], split["path"], stats, set())
+    """TCP segments of one split (a plan.Split row), counted into `stats` as
+    the capture reader counts them: the same loops as `kdissect export`."""
+    if split["kind"] in RANGE_KINDS:
+        return read_range(file_range(split), stats)
+    return read_file(split["path"], split["capture_index"], stats)
 
 
 def split_runs(split: dict[str, Any], stats: ReadStats) -> Iterator[pa.RecordBatch]:
     """Arrow batches (RUN_SCHEMA) of one split's TCP segments, one row per run.
 
     A run is the segments of one connection within one chunk of consecutive
-    packets of the split, in capture order. Shuffling runs instead of single
+    packets of the split, in file order. Shuffling runs instead of single
     segments keeps the JVM's per-row work (serialising, sorting, Arrow
-    conversion) small; sorted by key and first frame number, the runs of a
-    connection come back in capture order because chunks never overlap.
+    conversion) small. Sorted by key and ORDER_COLUMNS, one file's runs of a
+    connection come back in file order (chunks never overlap); runs of
+    several files are merged segment by segment when dissected
+    (captureset.ConnectionMerge).
     """
     pack = SEGMENT_HEADER.pack
-    runs: dict[tuple[str, int, str, int], tuple[int, bytearray]] = {}
+    runs: dict[tuple[str, int, str, int], tuple[int, int, bytearray]] = {}
     segments = payload_bytes = 0
     capture_index = split["capture_index"]
     for segment in split_segments(split, stats):
@@ -104,11 +78,11 @@ def split_runs(split: dict[str, Any], stats: ReadStats) -> Iterator[pa.RecordBat
             key, direction = (dst, dport, src, sport), 1
         run = runs.get(key)
         if run is None:
-            run = runs[key] = (segment.frame_number, bytearray())
+            run = runs[key] = (segment.order_ts, segment.frame_number, bytearray())
         payload = segment.payload
-        buffer = run[1]
-        buffer += pack(segment.frame_number, segment.ts, direction, segment.seq, segment.ack, segment.flags,
-                       segment.payload_len, len(payload))
+        buffer = run[2]
+        buffer += pack(segment.frame_number, segment.ts, segment.order_ts, direction, segment.seq, segment.ack,
+                       segment.flags, segment.payload_len, len(payload))
         buffer += payload
         segments += 1
         payload_bytes += len(payload)
@@ -120,7 +94,8 @@ def split_runs(split: dict[str, Any], stats: ReadStats) -> Iterator[pa.RecordBat
         yield _run_batch(runs, capture_index)
 
 
-def _run_batch(runs: dict[tuple[str, int, str, int], tuple[int, bytearray]], capture_index: int) -> pa.RecordBatch:
+def _run_batch(runs: dict[tuple[str, int, str, int], tuple[int, int, bytearray]],
+               capture_index: int) -> pa.RecordBatch:
     keys = list(runs)
     values = list(runs.values())
     return pa.RecordBatch.from_arrays([
@@ -128,9 +103,10 @@ def _run_batch(runs: dict[tuple[str, int, str, int], tuple[int, bytearray]], cap
         pa.array([key[1] for key in keys], pa.int32()),
         pa.array([key[2] for key in keys], pa.string()),
         pa.array([key[3] for key in keys], pa.int32()),
-        pa.array([capture_index] * len(keys), pa.int32()),
         pa.array([value[0] for value in values], pa.int64()),
-        pa.array([bytes(value[1]) for value in values], pa.binary()),
+        pa.array([capture_index] * len(keys), pa.int32()),
+        pa.array([value[1] for value in values], pa.int64()),
+        pa.array([bytes(value[2]) for value in values], pa.binary()),
     ], schema=RUN_SCHEMA)
 
 
@@ -142,16 +118,16 @@ def run_segments(capture_index: int, addr_a: str, port_a: int, addr_b: str, port
     pos = 0
     end = len(packed)
     while pos < end:
-        frame_number, ts, direction, seq, ack, flags, payload_len, captured = unpack(packed, pos)
+        frame_number, ts, order_ts, direction, seq, ack, flags, payload_len, captured = unpack(packed, pos)
         pos += header_size
         payload = packed[pos : pos + captured]
         pos += captured
         if direction == 0:
             yield TcpSegment(capture_index, frame_number, ts, addr_a, port_a, addr_b, port_b, seq, ack, flags,
-                             payload, payload_len)
+                             payload, payload_len, order_ts)
         else:
             yield TcpSegment(capture_index, frame_number, ts, addr_b, port_b, addr_a, port_a, seq, ack, flags,
-                             payload, payload_len)
+                             payload, payload_len, order_ts)
 
 
 # The read counts of a split travel with its rows, in one row under a key no
@@ -167,7 +143,7 @@ def read_stats_batch(stats: ReadStats, capture_index: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([
         pa.array([addr_a], pa.string()), pa.array([port_a], pa.int32()),
         pa.array([addr_b], pa.string()), pa.array([port_b], pa.int32()),
-        pa.array([capture_index], pa.int32()), pa.array([-1], pa.int64()),
+        pa.array([-1], pa.int64()), pa.array([capture_index], pa.int32()), pa.array([-1], pa.int64()),
         pa.array([json.dumps(asdict(stats)).encode()], pa.binary()),
     ], schema=RUN_SCHEMA)
 

@@ -39,7 +39,7 @@ def segment_values(segment: Any) -> tuple:
     """Every field of a TcpSegment, payload as bytes."""
     return (segment.capture_index, segment.frame_number, segment.ts, segment.src, segment.sport,
             segment.dst, segment.dport, segment.seq, segment.ack, segment.flags, bytes(segment.payload),
-            segment.payload_len)
+            segment.payload_len, segment.order_ts)
 
 
 def event_values(event: Any) -> tuple:
