@@ -830,6 +830,20 @@ def read_file(path: str | Path, capture_index: int, stats: ReadStats, secrets: l
     return _FileReader(Path(path), capture_index, stats, secrets).items(mode)
 
 
+def leading_secrets(path: str | Path) -> list[Secret]:
+    """The decryption secrets a capture file holds before its first packet
+    (where `editcap --inject-secrets` puts them); [] for pcap."""
+    secrets: list[Secret] = []
+    items = read_file(path, 0, ReadStats(), secrets, mode=FRAMES)
+    try:
+        next(iter(items), None)
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
+    return secrets
+
+
 # -- byte ranges (the Spark job) ---------------------------------------------------------
 
 

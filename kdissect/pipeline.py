@@ -24,7 +24,8 @@ this). A connection becomes Kafka at its first payload byte (by port, or by
 the shape of its first bytes); one that never carries payload is not counted
 as Kafka and takes no stream number. Stream numbers follow the order of
 classification; the classifying segment's `(capture_index, frame_number)`
-is kept on every exchange as `stream_key` and in `classification_keys`, so a
+is kept on every exchange as `stream_key`, and with the packet's feed time
+(`order_ts`, kdissect.captureset) in `classification_keys`, so a
 distributed run can rank them the same way.
 """
 
@@ -283,7 +284,8 @@ class _Connection:
         d.accounting.kafka_connections += 1
         ends = (conn.initiator, conn.responder)
         key = (int(stamp.capture_index), int(stamp.frame_number))
-        d.classification_keys.append(key)
+        # (a TLS plaintext chunk carries no feed time of its own: its packet's ts)
+        d.classification_keys.append((getattr(stamp, "order_ts", stamp.ts), *key))
         self.info = ConnectionInfo(d.capture_names, d.next_stream, endpoint(*ends[client_dir]),
                                    endpoint(*ends[1 - client_dir]), key, conn, client_dir)
         d.next_stream += 1
@@ -457,9 +459,10 @@ class Dissector:
         self._tls_stats: Any = None
         self.out: list[Exchange] = []  # exchanges completed by the segment being fed
         self.next_stream = 0
-        # (capture_index, frame_number) at which each Kafka connection was
-        # classified, in stream-number order (also for connections without exchanges)
-        self.classification_keys: list[tuple[int, int]] = []
+        # (order_ts, capture_index, frame_number) of the packet at which each
+        # Kafka connection was classified, in stream-number order (also for
+        # connections without exchanges; a distributed run ranks them)
+        self.classification_keys: list[tuple[int, int, int]] = []
         self._reassembler = Reassembler(listener=self)
 
     @property
@@ -552,6 +555,21 @@ class Dissector:
         return self._reassembler.open_connection_count
 
 
+class _SecretsToKeys(list):
+    """The capture set's list of decryption secrets: each secret appended
+    (a TLS key log) is handed to the dissector's TLS layer too."""
+
+    def __init__(self, dissector: Dissector) -> None:
+        super().__init__()
+        self.dissector = dissector
+
+    def append(self, secret: Any) -> None:
+        super().append(secret)
+        from kdissect.tls import parse_decryption_secrets
+
+        self.dissector.add_keylog(parse_decryption_secrets(secret.data, secret.kind))
+
+
 @contextmanager
 def fewer_collections() -> Iterator[None]:
     """Python's cyclic collector runs every 700 new containers and, with the
@@ -585,6 +603,9 @@ class Analysis:
 
             keylog = read_keylog_files([str(p) for p in tls_keylogs])
         self.dissector = Dissector(ports, detect, names, keep_messages, keylog=keylog)
+        # secrets a pcapng carries (Decryption Secrets Blocks) reach the TLS
+        # layer as the reader meets them, before the packets that follow
+        self.capture_set.secrets = _SecretsToKeys(self.dissector)
         self.accounting = self.dissector.accounting
         self.progress = progress
 

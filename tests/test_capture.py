@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kdissect import capture, impair
+from kdissect import capture
+from tests.support import impair
 from kdissect.capture import (
     CaptureSet,
     ReadStats,
@@ -484,7 +485,7 @@ def test_unreadable_file_is_input_error(tmp_path: Path) -> None:
 def test_impair_command_line(clean: Path, trace: impair.Trace, tmp_path: Path) -> None:
     out = tmp_path / "o.pcapng"
     done = subprocess.run(
-        [sys.executable, "-m", "kdissect.impair", str(clean), str(out), "vlan:7", "link:sll2", "snaplen:96", "pcapng-ns", "gzip"],
+        [sys.executable, "-m", "tests.support.impair", str(clean), str(out), "vlan:7", "link:sll2", "snaplen:96", "pcapng-ns", "gzip"],
         cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
     )
     assert done.returncode == 0, done.stderr

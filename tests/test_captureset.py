@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from kdissect import impair
+from tests.support import impair
 from kdissect.capture import CaptureSet, ReadStats, iter_frames, read_segments
 from kdissect.captureset import DUPLICATE_WINDOW_NS, ConnectionMerge, DuplicateFilter
 from kdissect.packet import TcpSegment
 from kdissect.spark import plan, segments
-from kdissect.spark.inputs import file_kind
+from kdissect.inputs import file_kind
 from tests.support.pcaps import lab_captures
 
 SOURCES = ["produce_pipelined.pcap", "consume_group.pcap", "large_records.pcap"]

@@ -303,6 +303,17 @@ def test_kafka_over_tls_with_a_key_log_equals_export(spark, captures_dir, tmp_pa
     expected = pq.read_table(target).to_pylist()
     assert len(expected) > 20 and canonical(table_rows(outdir, "exchanges")) == canonical(expected)
     assert manifest["tls"]["decrypted"] == manifest["tls"]["connections"] > 0
+    # the same secrets carried inside pcapng files (Decryption Secrets Blocks): no option needed
+    import subprocess
+
+    carried = []
+    for pcap, key in zip(pcaps, keys):
+        target = tmp_path / f"{pcap.stem}.pcapng"
+        subprocess.run(["editcap", "--inject-secrets", f"tls,{key}", str(pcap), str(target)], check=True)
+        carried.append(target)
+    inside = tmp_path / "inside"
+    _run(spark, carried, inside, ports=ports)
+    assert canonical(table_rows(inside, "exchanges"), drop=("capture",)) == canonical(expected, drop=("capture",))
     secrets = {line.split()[-1] for k in keys for line in k.read_text().splitlines() if line.strip()}
     for path in outdir.rglob("*"):
         if path.is_file():

@@ -15,7 +15,7 @@ import pytest
 from kdissect.capture import FRAMES, ReadStats, read_file, read_range
 from kdissect.failures import InputError
 from kdissect.spark import pcapsplit, plan
-from kdissect.spark.inputs import expand_inputs
+from kdissect.inputs import expand_inputs
 from kdissect.spark.session import check_java, find_java
 from tests.support.pcaps import epoch_ns
 from tests.support.spark import env_without_java, run_cli, tshark_frame_count
@@ -224,7 +224,7 @@ def _sections(tmp_path: Path, second_big_endian: bool) -> Path:
     together would give): interfaces of other link types and resolutions
     (us and ns; 2^-20 s; ns with a time offset of -3600 s) in each, so a range
     must know the section in force at its start to read times and link types."""
-    from kdissect import impair
+    from tests.support import impair
 
     trace = impair.load_pcap(max(_captures(REPO_CAPTURES), key=lambda p: p.stat().st_size))
     third = len(trace.packets) // 3

@@ -88,3 +88,20 @@ def test_a_file_that_is_not_a_key_log_is_a_one_line_error(tmp_path: Path, capsys
     code = main(["export", str(TLS / "kafka_tls13.pcap"), "--tls-keylog", str(bogus)])
     _, err = capsys.readouterr()
     assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("kdissect: error:")
+
+
+def test_secrets_inside_a_pcapng_need_no_option(tmp_path: Path) -> None:
+    """editcap --inject-secrets puts the key log into a Decryption Secrets
+    Block: export decrypts with it, as with --tls-keylog."""
+    pcap, keys = TLS / "kafka_tls12_gcm.pcap", TLS / "kafka_tls12_gcm.keys"
+    port = _server_port(pcap)
+    carried = tmp_path / "with-secrets.pcapng"
+    subprocess.run(["editcap", "--inject-secrets", f"tls,{keys}", str(pcap), str(carried)], check=True,
+                   capture_output=True)
+    told, _ = analyze([str(pcap)], (port,), tls_keylogs=[str(keys)])
+    inside, accounting = analyze([str(carried)], (port,))
+    rows = lambda exchanges: sorted((e.client, e.correlation_id, e.api_key, e.request_ts, e.response_ts)  # noqa: E731
+                                    for e in exchanges)
+    expected = rows(told)
+    assert rows(inside) == expected and len(expected) > 5
+    assert accounting.encrypted_connections == 0

@@ -42,6 +42,7 @@ OUTPUT_SCHEMA = pa.schema([
     ("task_partition", pa.int32()),
     ("stream_capture_index", pa.int32()),  # where the connection was classified as Kafka
     ("stream_frame_number", pa.int64()),
+    ("stream_order_ts", pa.int64()),  # its feed time (kdissect.captureset): streams are numbered in feed order
     ("accounting", pa.string()),
 ])
 
@@ -157,9 +158,10 @@ class ConnectionRunner:
                 self.tls_stats = dissector.tls_stats
             elif dissector.tls_stats is not self.tls_stats:
                 self.tls_stats.add(dissector.tls_stats)
-        for capture_index, frame_number in dissector.classification_keys:
+        for order_ts, capture_index, frame_number in dissector.classification_keys:
             self.output.add({"kind": CONNECTION, "task_partition": self.sink.task_partition,
-                             "stream_capture_index": capture_index, "stream_frame_number": frame_number})
+                             "stream_capture_index": capture_index, "stream_frame_number": frame_number,
+                             "stream_order_ts": order_ts})
         self._dissector = None
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -73,6 +73,24 @@ def shuffle_partitions(total_bytes: int, slots: int) -> int:
     return math.ceil(wanted / slots) * slots
 
 
+def _with_carried_secrets(keylog: Any, pcapngs: list[str]) -> Any:
+    """`keylog` with the TLS secrets pcapng files carry before their first
+    packet (Decryption Secrets Blocks, as editcap injects them). The single
+    process also uses blocks met later in a file; the job reads the files'
+    heads only, on the driver."""
+    from kdissect.capture import leading_secrets
+
+    found = [secret for path in pcapngs for secret in leading_secrets(path)]
+    if not found:
+        return keylog
+    from kdissect.tls import EMPTY_KEYLOG, parse_decryption_secrets
+
+    merged = keylog if keylog is not None else EMPTY_KEYLOG
+    for secret in found:
+        merged = merged.merged(parse_decryption_secrets(secret.data, secret.kind))
+    return merged
+
+
 def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], list[int], list[str]]:
     """(path, kind) in capture-set order, each file's resolution (ticks per second), skipped files."""
     from kdissect.capture import describe_captures
@@ -104,6 +122,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         from kdissect.tls import read_keylog_files
 
         keylog = read_keylog_files(list(options.tls_keylogs))
+    keylog = _with_carried_secrets(keylog, [path for path, kind in ordered if kind == "pcapng"])
     splits = planning.plan_splits(ordered, options.split_size)
     capture_names = [Path(path).name for path, _ in ordered]
     ts_unit = timestamp_unit(resolutions)

@@ -16,19 +16,22 @@ def stream_ranks(work):
     """(task_partition, stream_capture_index, stream_frame_number, global_stream)
     of every connection classified as Kafka, numbered as the CLI numbers them.
 
-    The CLI numbers connections in the order they are classified as Kafka;
-    each connection's classification key (capture_index, frame_number) is
-    unique, so ranking all keys reproduces that order. The keys are a dozen
-    bytes per connection, so one window over all of them is cheap.
+    The CLI numbers connections in the order they are classified as Kafka,
+    which is the feed order of the classifying packet: (its order_ts, its
+    file, its frame number; kdissect.captureset). Each connection's key
+    (capture_index, frame_number) is unique, so ranking by the feed order
+    reproduces the CLI's numbers. The keys are a few dozen bytes per
+    connection, so one window over all of them is cheap.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    order = Window.orderBy("stream_capture_index", "stream_frame_number")
+    order = Window.orderBy("stream_order_ts", "stream_capture_index", "stream_frame_number")
     return (
         work.where("kind = 1")
-        .select("task_partition", "stream_capture_index", "stream_frame_number")
+        .select("task_partition", "stream_capture_index", "stream_frame_number", "stream_order_ts")
         .withColumn("global_stream", F.row_number().over(order).cast("long") - 1)
+        .drop("stream_order_ts")
     )
 
 
