@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian/Ubuntu machine: the system tools kdissect's
-# lab and tests use (tcpdump, tshark, socat, Java for Spark) and a virtualenv in .venv
+# lab and tests use (tcpdump, tshark, socat, Java for Spark, Chromium for the report) and a virtualenv in .venv
 # holding kdissect with all its extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,8 @@ command -v tshark >/dev/null || missing+=(tshark)
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 # socat: the TLS front (OpenSSL) of the TLS lab tests
 command -v socat >/dev/null || missing+=(socat)
+# chromium: the tests open `kdissect report`'s page in it, headless
+command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   export DEBIAN_FRONTEND=noninteractive

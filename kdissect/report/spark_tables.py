@@ -113,6 +113,8 @@ def read_outdir(outdir: str | Path) -> dict[str, Any]:
         manifest = json.loads((outdir / "manifest.json").read_text())
     except (OSError, ValueError) as problem:
         raise InputError(f"{outdir}: cannot read manifest.json ({problem})") from None
+    for name in TABLES:
+        _dataset(outdir, name)  # each there, before any work
     collector = Collector(min_width=60, latency_values=False)
     exchanges = _dataset(outdir, "exchanges")
     for batch in exchanges.to_batches(columns=COLUMNS, batch_size=_BATCH_ROWS, use_threads=False):
