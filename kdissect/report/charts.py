@@ -106,7 +106,8 @@ def latency_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
         color=alt.Color("api:N", title="API"),
         tooltip=tooltip,
     )
-    return (base.mark_line(strokeWidth=1.5) + base.mark_point(filled=True, size=30)).properties(
+    # points, not lines: buckets without answered exchanges (often long gaps between captures) have no value
+    return base.mark_point(filled=True, size=40, opacity=0.85).properties(
         title=_title("Latency over time per API", subtitle), width="container", height=HEIGHT)
 
 
