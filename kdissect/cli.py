@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "stats": "kdissect.commands.stats",
     "records": "kdissect.commands.records",
     "spark": "kdissect.commands.spark",
+    "report": "kdissect.commands.report",
 }
 
 _group: Any = None

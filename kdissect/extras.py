@@ -15,6 +15,7 @@ from kdissect.failures import InputError
 EXTRAS: dict[str, tuple[str, ...]] = {
     "spark": ("pyspark", "pandas"),
     "scapy": ("scapy",),
+    "report": ("altair", "vl_convert"),
 }
 
 

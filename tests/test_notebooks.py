@@ -1,5 +1,7 @@
 """The notebooks run top to bottom (nbclient, kernel `python3`) and are stored
-with their outputs cleared."""
+with their outputs cleared. Their charts are the report's
+(`kdissect.report.charts`), output as Vega-Lite 5 specs that JupyterLab draws
+natively; the specs are checked to carry the data they chart."""
 
 from __future__ import annotations
 
@@ -42,6 +44,30 @@ def _outputs(notebook: nbformat.NotebookNode, kind: str) -> list:
             if o.output_type == kind]
 
 
+VEGALITE = "application/vnd.vegalite.v5+json"
+
+
+def _charts(notebook: nbformat.NotebookNode) -> list[dict]:
+    """The Vega-Lite specs the notebook displayed."""
+    return [o.data[VEGALITE] for kind in ("display_data", "execute_result") for o in _outputs(notebook, kind)
+            if VEGALITE in o.get("data", {})]
+
+
+def _titles(specs: list[dict]) -> set[str]:
+    titles = set()
+    for spec in specs:
+        title = spec.get("title")
+        titles.add(title.get("text") if isinstance(title, dict) else title)
+    return titles
+
+
+def _has_values(spec: dict) -> bool:
+    datasets = spec.get("datasets", {})
+    inline = spec.get("data", {}).get("values")
+    return any(datasets.values()) or bool(inline) or any(
+        layer.get("data", {}).get("values") for layer in spec.get("layer", []))
+
+
 def _text(notebook: nbformat.NotebookNode) -> str:
     parts = []
     for cell in notebook.cells:
@@ -63,8 +89,10 @@ def test_stored_without_outputs(name):
 @pytest.mark.slow
 def test_forensics_notebook_runs(tmp_path):
     notebook = _run("forensics.ipynb", tmp_path, timeout=300)
-    images = [o for o in _outputs(notebook, "display_data") if "image/png" in o.data]
-    assert len(images) >= 3  # latency over time, histograms, heatmap
+    specs = _charts(notebook)
+    assert _titles(specs) >= {"Latency over time per API", "Latency distribution per API and version",
+                              "Errors by API and error code", "Errors over time by API and error code"}
+    assert all(_has_values(spec) for spec in specs)
     text = _text(notebook)
     assert "records in the failing request" in text
     assert "Scapy: KafkaRequest / Kafka ProduceRequest" in text
@@ -75,6 +103,10 @@ def test_forensics_notebook_runs(tmp_path):
 @pytest.mark.slow
 def test_report_notebook_runs(tmp_path):
     notebook = _run("report.ipynb", tmp_path, timeout=600)
-    images = [o for o in _outputs(notebook, "display_data") if "image/png" in o.data]
-    assert len(images) >= 3  # latency, traffic over time, errors
-    assert "Spark job finished in" in _text(notebook)
+    specs = _charts(notebook)
+    assert _titles(specs) >= {"Latency distribution per API and version", "Exchanges over time per API",
+                              "Latency over time per API", "Errors by API and error code",
+                              "Throttling over time by client id"}
+    assert all(_has_values(spec) for spec in specs)
+    text = _text(notebook)
+    assert "Spark job finished in" in text and "report page: " in text

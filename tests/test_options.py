@@ -17,6 +17,7 @@ from kdissect import cli, options
 from kdissect.commands.apis import ApisOptions
 from kdissect.commands.export_core import ExportOptions
 from kdissect.commands.records import RecordsOptions
+from kdissect.commands.report import ReportOptions
 from kdissect.commands.show import ShowOptions
 from kdissect.commands.spark import SparkOptions
 from kdissect.commands.stats import StatsOptions
@@ -137,7 +138,7 @@ def test_help_lists_every_option_with_its_help(capsys) -> None:
         assert cli.main([name, "--help"]) == 0
         out = capsys.readouterr().out
         options_class = {"apis": ApisOptions, "export": ExportOptions, "show": ShowOptions, "stats": StatsOptions,
-                         "records": RecordsOptions, "spark": SparkOptions}[name]
+                         "records": RecordsOptions, "spark": SparkOptions, "report": ReportOptions}[name]
         for param in options_class.params():
             for flag in param.flags:
                 assert flag in out, (name, flag)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh Debian/Ubuntu machine: the system tools kdissect's
 # lab and tests use (tcpdump, tshark, socat, Java 17 for Spark and Apache Kafka,
-# Maven, openssl) and a virtualenv in .venv holding kdissect with all its extras.
+# Maven, openssl, Chromium for the report) and a virtualenv in .venv holding
+# kdissect with all its extras.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,8 @@ command -v socat >/dev/null || missing+=(socat)
 command -v javac >/dev/null || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
 command -v openssl >/dev/null || missing+=(openssl)
+# chromium: the tests open `kdissect report`'s page in it, headless
+command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   export DEBIAN_FRONTEND=noninteractive

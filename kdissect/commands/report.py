@@ -1,0 +1,67 @@
+"""`kdissect report INPUT... -o report.html`: one self-contained HTML page of
+charts and tables, from captures or from a `kdissect spark` OUTDIR."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kdissect.commands.export_core import print_accounting, run_analysis, say
+from kdissect.failures import InputError
+from kdissect.options import CaptureInputs, argument, click_command, flag, option
+
+
+class ReportOptions(CaptureInputs):
+    """Write one self-contained HTML page of charts and tables (open it in any browser, offline)."""
+
+    captures: tuple[str, ...] = argument(
+        "INPUT", help="Captures, as for every other command: pcap or pcapng files (either may be gzipped), "
+                      "directories (searched recursively) or globs, read together as one capture set. Or one "
+                      "directory written by `kdissect spark -o OUTDIR`: the page is then drawn from its tables, "
+                      "without reading a packet.")
+    output: str = option("-o", "--output", required=True, metavar="FILE", help="The HTML file to write.")
+    quiet: bool = flag("-q", "--quiet", help="Do not print the accounting summary on stderr.")
+
+
+def _spark_outdir(options: ReportOptions) -> Path | None:
+    """The Spark OUTDIR the inputs name, or None for captures."""
+    from kdissect.report.spark_tables import is_spark_outdir
+
+    outdirs = [item for item in options.captures if is_spark_outdir(item)]
+    if not outdirs:
+        return None
+    if len(options.captures) > 1:
+        raise InputError(f"{outdirs[0]} is a kdissect spark output: give it alone, not with other inputs")
+    given = [name for name, used in (("--port", options.ports), ("--no-detect", options.no_detect),
+                                     ("--tls-keylog", options.tls_keylogs)) if used]
+    if given:
+        raise InputError(f"{', '.join(given)} applies to captures; {outdirs[0]} holds the Spark job's tables "
+                         "(give the option to `kdissect spark` instead)")
+    return Path(outdirs[0])
+
+
+def report(options: ReportOptions) -> None:
+    """Write one self-contained HTML page of charts and tables."""
+    from kdissect.extras import require
+
+    require("report", "`kdissect report`")
+    from kdissect.report import from_exchanges, from_spark_outdir, write_page
+
+    outdir = _spark_outdir(options)
+    if outdir is not None:
+        data = from_spark_outdir(outdir)
+        analysis = None
+    else:
+        # per-partition errors need the decoded response bodies, as for `kdissect stats`
+        analysis = run_analysis(options, keep_messages=True, quiet=options.quiet)
+        data = from_exchanges(analysis, analysis.accounting, analysis.capture_set.paths)
+    try:
+        size = write_page(data, options.output)
+    except OSError as problem:
+        raise InputError(f"cannot write {options.output}: {problem.strerror or problem}") from None
+    if analysis is not None and not options.quiet:
+        print_accounting(analysis)
+    if not options.quiet:
+        say(f"kdissect: report written to {options.output} ({size} bytes)")
+
+
+command = click_command("report", ReportOptions, report)

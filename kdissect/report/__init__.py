@@ -1,0 +1,31 @@
+"""The HTML report (`kdissect report`) and its charts, shared with the notebooks.
+
+    from kdissect.report import from_captures, from_spark_outdir, write_page
+    data = from_captures(["captures/consume_group.pcap"])   # or from_spark_outdir("report/")
+    write_page(data, "report.html")
+    from kdissect.report import charts; charts.latency_over_time(data)   # an altair chart
+
+Modules: `collect` (one pass over exchange rows: time series, capped lists),
+`spark_tables` (the same data from a Spark OUTDIR), `data` (the data dict),
+`charts` (altair charts of it), `page` (the self-contained HTML page),
+`bundle` (the inlined Vega JavaScript). Needs the `report` extra (altair,
+vl-convert-python).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kdissect.report.data import from_captures, from_exchanges, from_spark_outdir
+
+__all__ = ["from_captures", "from_exchanges", "from_spark_outdir", "write_page"]
+
+
+def write_page(data: dict[str, Any], path: str | Path) -> int:
+    """Write the report page for `data` to `path`; its size in bytes."""
+    from kdissect.report.page import render
+
+    text = render(data).encode("utf-8")
+    Path(path).write_bytes(text)
+    return len(text)

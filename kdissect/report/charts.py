@@ -1,0 +1,290 @@
+"""The report's charts, as altair (Vega-Lite) charts of the report's data
+(`kdissect.report.data`). The HTML page and the notebooks both call these.
+
+Each function takes the whole data dict and returns a chart, or None when the
+data has nothing to show (the page then says so). Every chart has a title,
+axis titles with units, a legend where colour carries meaning, tooltips with
+the values, and takes the width of its container (readable in a narrow
+window). Times are shown in UTC.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import altair as alt
+
+DISTRIBUTION_ROWS = 25  # rows of a latency distribution chart (the busiest)
+HEIGHT = 260
+ROW_HEIGHT = 18
+PERCENTILES = ("p50", "p90", "p99", "max")
+UTC = alt.Scale(type="utc")
+
+
+def _chart(rows: list[dict[str, Any]]) -> alt.Chart:
+    return alt.Chart(alt.Data(values=rows))
+
+
+def _title(text: str, subtitle: str | list[str] | None = None) -> alt.TitleParams:
+    return alt.TitleParams(text, subtitle=subtitle or "", anchor="start")
+
+
+def _time_axis(title: str = "time (UTC)") -> alt.X:
+    return alt.X("start:T", title=title, scale=UTC, axis=alt.Axis(labelOverlap=True))
+
+
+def _finish(chart: Any) -> alt.TopLevelMixin:
+    """Legends under the plot and titles that wrap, so a narrow window keeps the plot's width."""
+    return chart.configure_legend(orient="bottom", columns=3, labelLimit=260, symbolLimit=40).configure_title(
+        subtitleFontSize=11, limit=0)
+
+
+def _finished(build: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+    """A chart function whose chart (if any) is `_finish`ed."""
+    import functools
+
+    @functools.wraps(build)
+    def chart(data: dict[str, Any]) -> Any:
+        made = build(data)
+        return None if made is None else _finish(made)
+
+    return chart
+
+
+def _with_bucket_end(rows: list[dict[str, Any]], width: int) -> list[dict[str, Any]]:
+    """Rows with `start` and `end` of their bucket (ISO texts)."""
+    import datetime as dt
+
+    out = []
+    for row in rows:
+        start = dt.datetime.strptime(row["time"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+        end = start + dt.timedelta(seconds=width)
+        out.append({**row, "start": row["time"], "end": end.strftime("%Y-%m-%dT%H:%M:%SZ")})
+    return out
+
+
+def _bucket_text(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+@_finished
+def statuses(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    counts = data["stats"].get("statuses") or {}
+    if not counts:
+        return None
+    rows = [{"status": name, "exchanges": count} for name, count in counts.items()]
+    return _chart(rows).mark_bar().encode(
+        x=alt.X("exchanges:Q", title="exchanges"),
+        y=alt.Y("status:N", title="status", sort="-x"),
+        color=alt.Color("status:N", title="status"),
+        tooltip=[alt.Tooltip("status:N"), alt.Tooltip("exchanges:Q", format=",")],
+    ).properties(title=_title("Exchanges by status"), width="container", height=ROW_HEIGHT * 2 * len(rows))
+
+
+@_finished
+def latency_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    report = data["report"]
+    timeline = report["timeline"]
+    rows = [r for r in timeline["rows"] if r.get("p99") is not None and r["p99"] > 0]
+    if not rows:
+        return None
+    width = report["bucket_seconds"]
+    rows = _with_bucket_end(rows, width)
+    shown, total = len(timeline["apis_shown"]), timeline["apis"]
+    subtitle = [f"p99 latency per {_bucket_text(width)} bucket: {timeline['latency_basis']}",
+                f"the {shown} busiest of {total} APIs" if shown < total else f"all {total} APIs"]
+    tooltip = [alt.Tooltip("start:N", title="bucket start (UTC)"), alt.Tooltip("api:N", title="API"),
+               alt.Tooltip("exchanges:Q", title="exchanges")]
+    tooltip += [alt.Tooltip(f"{name}:Q", title=f"{name} (ms)", format=",.3f")
+                for name in ("p50", "p99", "max") if any(name in r for r in rows)]
+    base = _chart(rows).encode(
+        x=_time_axis(),
+        y=alt.Y("p99:Q", title="p99 latency (ms, log scale)", scale=alt.Scale(type="log")),
+        color=alt.Color("api:N", title="API"),
+        tooltip=tooltip,
+    )
+    # points, not lines: buckets without answered exchanges (often long gaps between captures) have no value
+    return base.mark_point(filled=True, size=40, opacity=0.85).properties(
+        title=_title("Latency over time per API", subtitle), width="container", height=HEIGHT)
+
+
+@_finished
+def traffic_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    report = data["report"]
+    rows = report["timeline"]["rows"]
+    if not rows:
+        return None
+    width = report["bucket_seconds"]
+    return _chart(_with_bucket_end(rows, width)).mark_bar().encode(
+        x=_time_axis(), x2="end:T",
+        y=alt.Y("exchanges:Q", title=f"exchanges per {_bucket_text(width)}", stack="zero"),
+        color=alt.Color("api:N", title="API"),
+        tooltip=[alt.Tooltip("start:N", title="bucket start (UTC)"), alt.Tooltip("api:N", title="API"),
+                 alt.Tooltip("exchanges:Q"), alt.Tooltip("errors:Q", title="with errors"),
+                 alt.Tooltip("bytes:Q", title="bytes (request + response)", format=",")],
+    ).properties(title=_title("Exchanges over time per API", f"{_bucket_text(width)} buckets, stacked"),
+                 width="container", height=HEIGHT)
+
+
+def _distribution(rows: list[dict[str, Any]], label: Callable[[dict[str, Any]], str], title: str,
+                  what: str) -> alt.TopLevelMixin | None:
+    rows = [r for r in rows if r.get("count")]
+    if not rows:
+        return None
+    total = len(rows)
+    rows = sorted(rows, key=lambda r: -r["count"])[:DISTRIBUTION_ROWS]
+    long = []
+    for row in rows:
+        for name in PERCENTILES:
+            value = row.get(name)
+            if value is not None and value > 0:
+                long.append({"label": label(row), "percentile": name, "ms": value, "count": row["count"],
+                             "p50": row.get("p50"), "max": row.get("max")})
+    if not long:
+        return None
+    order = [label(r) for r in rows]
+    y = alt.Y("label:N", title=what, sort=order)
+    x = alt.X("ms:Q", title="latency (ms, log scale)", scale=alt.Scale(type="log"))
+    spread = _chart([{"label": label(r), "p50": r["p50"], "max": r["max"]} for r in rows
+                     if r.get("p50") and r.get("max")]).mark_rule(color="#999").encode(
+        y=y, x=alt.X("p50:Q", scale=alt.Scale(type="log")), x2="max:Q")
+    points = _chart(long).mark_point(filled=True, size=60).encode(
+        y=y, x=x,
+        color=alt.Color("percentile:N", title="percentile", sort=list(PERCENTILES)),
+        shape=alt.Shape("percentile:N", sort=list(PERCENTILES), legend=None),
+        tooltip=[alt.Tooltip("label:N", title=what), alt.Tooltip("percentile:N"),
+                 alt.Tooltip("ms:Q", title="latency (ms)", format=",.3f"), alt.Tooltip("count:Q", title="exchanges")],
+    )
+    subtitle = "p50, p90, p99 and max of the answered exchanges; the line spans p50 to max"
+    if total > len(rows):
+        subtitle = [subtitle, f"the {len(rows)} busiest of {total}"]
+    return (spread + points).properties(title=_title(title, subtitle), width="container",
+                                        height=max(ROW_HEIGHT * len(rows), 60))
+
+
+@_finished
+def latency_by_api(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    return _distribution(data["stats"].get("latency_by_api", []),
+                         lambda r: r["api"] if r.get("version") is None else f"{r['api']} v{r['version']}",
+                         "Latency distribution per API and version", "API and version")
+
+
+@_finished
+def latency_by_client(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    return _distribution(data["stats"].get("latency_by_client", []), lambda r: str(r["client_id"]),
+                         "Latency by client id", "client id")
+
+
+@_finished
+def latency_by_broker(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    return _distribution(data["stats"].get("latency_by_broker", []), lambda r: str(r["broker"]),
+                         "Latency by broker", "broker")
+
+
+@_finished
+def error_heatmap(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    rows = data["report"]["errors_by_api"]
+    if not rows:
+        return None
+    base = _chart(rows).encode(
+        x=alt.X("error:N", title="error code", axis=alt.Axis(labelAngle=-30, labelLimit=180)),
+        y=alt.Y("api:N", title="API"),
+    )
+    cells = base.mark_rect().encode(
+        color=alt.Color("anywhere:Q", title="exchanges", scale=alt.Scale(scheme="reds")),
+        tooltip=[alt.Tooltip("api:N", title="API"), alt.Tooltip("error:N", title="error"),
+                 alt.Tooltip("error_code:Q", title="code"),
+                 alt.Tooltip("anywhere:Q", title="exchanges carrying it"),
+                 alt.Tooltip("top_level:Q", title="as the top-level error")],
+    )
+    text = base.mark_text(fontSize=11).encode(text="anywhere:Q")
+    apis = len({r["api"] for r in rows})
+    return (cells + text).properties(
+        title=_title("Errors by API and error code", "exchanges whose response carries the code anywhere"),
+        width="container", height=max(28 * apis, 60))
+
+
+@_finished
+def errors_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    report = data["report"]
+    timeline = report["error_timeline"]
+    if not timeline["rows"]:
+        return None
+    width = report["bucket_seconds"]
+    shown, total = len(timeline["series_shown"]), timeline["series"]
+    subtitle = f"exchanges per {_bucket_text(width)} bucket"
+    if shown < total:
+        subtitle += f"; the {shown} biggest of {total} (API, error) pairs apart, the rest summed"
+    series = {r["series"] for r in timeline["rows"]}
+    return _chart(_with_bucket_end(timeline["rows"], width)).mark_rect().encode(
+        x=_time_axis(), x2="end:T",
+        y=alt.Y("series:N", title="API: error"),
+        color=alt.Color("count:Q", title="exchanges", scale=alt.Scale(scheme="reds")),
+        tooltip=[alt.Tooltip("start:N", title="bucket start (UTC)"), alt.Tooltip("series:N", title="API: error"),
+                 alt.Tooltip("count:Q", title="exchanges")],
+    ).properties(title=_title("Errors over time by API and error code", subtitle), width="container",
+                 height=max(24 * len(series), 60))
+
+
+@_finished
+def throttle_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    report = data["report"]
+    timeline = report["throttle_timeline"]
+    rows = timeline["rows"]
+    if not rows:
+        return None
+    width = report["bucket_seconds"]
+    throttled = sum(r["throttled"] for r in rows)
+    responses = sum(r["responses"] for r in rows)
+    subtitle = [f"throttle time the brokers asked for, summed per {_bucket_text(width)} bucket and client id"]
+    if not throttled:
+        subtitle.append(f"no response was throttled (all {responses} responses with a throttle field say 0 ms)")
+    shown, total = len(timeline["clients_shown"]), timeline["clients"]
+    if shown < total:
+        subtitle.append(f"the {shown} most throttled of {total} client ids apart, the rest summed")
+    base = _chart(_with_bucket_end(rows, width)).encode(
+        x=_time_axis(),
+        y=alt.Y("total_ms:Q", title="throttle time (ms per bucket)"),
+        color=alt.Color("client_id:N", title="client id"),
+        tooltip=[alt.Tooltip("start:N", title="bucket start (UTC)"), alt.Tooltip("client_id:N", title="client id"),
+                 alt.Tooltip("responses:Q", title="responses with a throttle field"),
+                 alt.Tooltip("throttled:Q", title="throttled (> 0 ms)"),
+                 alt.Tooltip("total_ms:Q", title="total (ms)", format=","),
+                 alt.Tooltip("max_ms:Q", title="largest (ms)", format=",")],
+    )
+    return (base.mark_line(strokeWidth=1.5) + base.mark_point(filled=True, size=30)).properties(
+        title=_title("Throttling over time by client id", subtitle), width="container", height=HEIGHT)
+
+
+@_finished
+def problems(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    rows = data["report"]["problems"]
+    if not rows:
+        return None
+    from kdissect.problems import CATALOG
+
+    rows = [{**r, "meaning": CATALOG.get(r["code"], "")} for r in rows]
+    return _chart(rows).mark_bar(color="#c0504d").encode(
+        x=alt.X("exchanges:Q", title="exchanges"),
+        y=alt.Y("code:N", title="problem code", sort="-x"),
+        tooltip=[alt.Tooltip("code:N", title="problem"), alt.Tooltip("meaning:N"), alt.Tooltip("exchanges:Q")],
+    ).properties(title=_title("Problems on exchanges", "exchanges carrying each problem code"),
+                 width="container", height=max(ROW_HEIGHT * 1.5 * len(rows), 60))
+
+
+# id -> chart function, in the page's order (sections are in kdissect.report.page)
+CHARTS: dict[str, Callable[[dict[str, Any]], alt.TopLevelMixin | None]] = {
+    "statuses": statuses,
+    "problems": problems,
+    "traffic_over_time": traffic_over_time,
+    "latency_over_time": latency_over_time,
+    "latency_by_api": latency_by_api,
+    "latency_by_client": latency_by_client,
+    "latency_by_broker": latency_by_broker,
+    "error_heatmap": error_heatmap,
+    "errors_over_time": errors_over_time,
+    "throttle_over_time": throttle_over_time,
+}

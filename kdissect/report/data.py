@@ -1,0 +1,59 @@
+"""The report's data: one JSON-able dict drawn from captures or from a Spark
+OUTDIR, which the page and the notebooks chart.
+
+    {"source": {"kind": "captures" | "spark", "inputs": [...], ...},
+     "stats": what `kdissect stats --json` prints (Summary.to_dict() + "accounting"),
+     "report": the Collector's entries (time series, errors per API, problems,
+               slowest and failed exchanges, time span; kdissect.report.collect)}
+
+From captures, `stats` is computed by `kdissect.summary.Summary` in the same
+pass as the collector, so the page's numbers are `stats --json`'s by
+construction; from a Spark OUTDIR it is rebuilt from the summary tables
+(kdissect.report.spark_tables).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from kdissect.report.collect import Collector, RowBatcher
+
+
+def from_exchanges(exchanges: Iterable[Any], accounting: Any, inputs: Sequence[str],
+                   min_width: int = 1) -> dict[str, Any]:
+    """The report's data for exchanges (iterated once; their decoded messages,
+    if kept, give per-partition errors and are dropped as they pass).
+    `min_width`: the narrowest time bucket in seconds (60 gives the Spark
+    path's buckets)."""
+    from kdissect.summary import Summary
+
+    summary = Summary()
+    collector = Collector(min_width=min_width)
+    batcher = RowBatcher(collector)
+    for exchange in exchanges:
+        summary.add(exchange)
+        batcher.add(exchange)
+        exchange.request = exchange.response = None  # keep memory bounded
+    batcher.flush()
+    stats = summary.to_dict()
+    stats["accounting"] = accounting.to_dict()
+    return {"source": {"kind": "captures", "inputs": [Path(p).name for p in inputs]},
+            "stats": stats, "report": collector.to_dict()}
+
+
+def from_captures(paths: Sequence[str | Path], ports: Iterable[int] = (9092,), detect: bool = True,
+                  tls_keylogs: Sequence[str | Path] = (), progress: bool = False,
+                  min_width: int = 1) -> dict[str, Any]:
+    """The report's data for a capture set (as `kdissect stats` reads it)."""
+    from kdissect.pipeline import Analysis
+
+    analysis = Analysis(paths, ports, detect, keep_messages=True, progress=progress, tls_keylogs=tls_keylogs)
+    return from_exchanges(analysis, analysis.accounting, analysis.capture_set.paths, min_width)
+
+
+def from_spark_outdir(outdir: str | Path) -> dict[str, Any]:
+    """The report's data from the tables of `kdissect spark ... -o OUTDIR`."""
+    from kdissect.report.spark_tables import read_outdir
+
+    return read_outdir(outdir)

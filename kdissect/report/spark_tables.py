@@ -1,0 +1,131 @@
+"""The report's data from a `kdissect spark` OUTDIR, without touching a packet.
+
+- The `stats` part (what `kdissect stats --json` prints) is rebuilt from the
+  summary tables: latency per API/client/broker from `latency/`, error counts
+  from `errors/`, throttling per broker from `throttle/`, per-partition errors
+  from `partition_errors/` (grouped with pyarrow), the accounting from
+  `manifest.json`. Statuses and unanswered requests per API come from the scan
+  below.
+- The report's own entries come from one scan of `exchanges/` with pyarrow,
+  batch by batch, through the same `Collector` as the capture path (bounded
+  memory: the slowest and failed lists are capped, the rest is per time
+  bucket), except latency over time, which comes from `timeseries/` (per-minute
+  p99; no p50 or max per bucket). So the narrowest time bucket is one minute.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from kdissect.failures import InputError
+from kdissect.report.collect import COLUMNS, Collector
+
+TABLES = ("exchanges", "partition_errors", "latency", "errors", "throttle", "timeseries")
+_BATCH_ROWS = 65536
+
+
+def is_spark_outdir(path: str | Path) -> bool:
+    """A directory the Spark job wrote (it holds manifest.json and exchanges/)."""
+    path = Path(path)
+    return (path / "manifest.json").is_file() and (path / "exchanges").is_dir()
+
+
+def _dataset(outdir: Path, name: str) -> ds.Dataset:
+    directory = outdir / name
+    if not directory.is_dir():
+        raise InputError(f"{outdir}: not a complete kdissect spark output ({name}/ is missing)")
+    return ds.dataset(str(directory), format="parquet")
+
+
+def _rows(outdir: Path, name: str) -> list[dict[str, Any]]:
+    return _dataset(outdir, name).to_table().to_pylist()
+
+
+def _minute_seconds(table: pa.Table) -> pa.Table:
+    """The timeseries table with `minute` as int seconds since the epoch (the
+    column is an INT96 timestamp, read as naive UTC)."""
+    minute = table["minute"]
+    ns = pc.cast(pc.cast(minute, pa.timestamp("ns")), pa.int64())
+    return table.set_column(table.schema.get_field_index("minute"), "minute", pc.divide(ns, 1_000_000_000))
+
+
+def stats_from_tables(outdir: Path, collector: Collector, manifest: dict[str, Any]) -> dict[str, Any]:
+    """What `kdissect stats --json` prints, from the summary tables (see the module's docstring)."""
+    latency = _rows(outdir, "latency")
+
+    def row(item: dict[str, Any]) -> dict[str, Any]:
+        return {k: item[k] for k in ("count", "p50", "p90", "p99", "max")}
+
+    by_api = sorted((r for r in latency if r["dimension"] == "api"),
+                    key=lambda r: (r["api_name"], -1 if r["api_version"] is None else r["api_version"]))
+    by_client = sorted((r for r in latency if r["dimension"] == "client_id"), key=lambda r: r["client_id"])
+    by_broker = sorted((r for r in latency if r["dimension"] == "broker"), key=lambda r: r["broker"])
+
+    top: Counter[str] = Counter()
+    anywhere: Counter[str] = Counter()
+    for item in _rows(outdir, "errors"):
+        if item["top_level"]:
+            top[item["error_name"]] += item["top_level"]
+        if item["anywhere"]:
+            anywhere[item["error_name"]] += item["anywhere"]
+
+    grouped = _dataset(outdir, "partition_errors").to_table(columns=["topic", "partition", "error_name"]).group_by(
+        ["topic", "partition", "error_name"], use_threads=False).aggregate([([], "count_all")])
+    partition_errors = sorted(
+        ({"topic": str(r["topic"]), "partition": r["partition"], "error": r["error_name"], "count": r["count_all"]}
+         for r in grouped.to_pylist()), key=lambda r: -r["count"])
+
+    throttle: dict[str, dict[str, Any]] = defaultdict(lambda: {"responses": 0, "throttled": 0, "max_ms": 0,
+                                                               "total_ms": 0})
+    for item in _rows(outdir, "throttle"):
+        entry = throttle[item["broker"]]
+        entry["responses"] += item["responses"]
+        entry["throttled"] += item["throttled"]
+        entry["max_ms"] = max(entry["max_ms"], item["max_ms"] or 0)
+        entry["total_ms"] += item["total_ms"] or 0
+
+    return {
+        "exchanges": collector.exchanges,
+        "statuses": dict(collector.statuses),
+        "latency_by_api": [{"api": r["api_name"], "version": r["api_version"], **row(r)} for r in by_api],
+        "latency_by_client": [{"client_id": r["client_id"], **row(r)} for r in by_client],
+        "latency_by_broker": [{"broker": r["broker"], **row(r)} for r in by_broker],
+        "top_level_errors": dict(top.most_common()),
+        "errors_anywhere": dict(anywhere.most_common()),
+        "partition_errors": partition_errors,
+        "throttle": [{"broker": broker, **values} for broker, values in sorted(throttle.items())],
+        "no_response": dict(collector.no_response.most_common()),
+        "accounting": manifest.get("accounting", {}),
+    }
+
+
+def read_outdir(outdir: str | Path) -> dict[str, Any]:
+    """The report's data (as `kdissect.report.data.from_captures` gives it) from a Spark OUTDIR."""
+    outdir = Path(outdir)
+    try:
+        manifest = json.loads((outdir / "manifest.json").read_text())
+    except (OSError, ValueError) as problem:
+        raise InputError(f"{outdir}: cannot read manifest.json ({problem})") from None
+    for name in TABLES:
+        _dataset(outdir, name)  # each there, before any work
+    collector = Collector(min_width=60, latency_values=False)
+    exchanges = _dataset(outdir, "exchanges")
+    for batch in exchanges.to_batches(columns=COLUMNS, batch_size=_BATCH_ROWS, use_threads=False):
+        collector.add_batch(batch)
+    series = _minute_seconds(_dataset(outdir, "timeseries").to_table())
+    collector.add_minute_rows(series.to_pylist())
+    inputs = [item.get("name") or item.get("path") for item in manifest.get("inputs", [])]
+    return {
+        "source": {"kind": "spark", "path": str(outdir), "inputs": inputs,
+                   "skipped_files": len(manifest.get("skipped_files", []))},
+        "stats": stats_from_tables(outdir, collector, manifest),
+        "report": collector.to_dict(),
+        "tls": manifest.get("tls"),
+    }
