@@ -33,7 +33,8 @@ DONE = "document.body && document.body.getAttribute('data-charts') === 'done'"
 # vl-convert's bundle runs Vega 6, which notes that Vega-Lite 5 (altair 5) compiles to Vega 5 specs
 KNOWN_WARNING = "The compiled spec uses Vega v5, but current version is v6"
 ALL_CHARTS = {"statuses", "problems", "traffic_over_time", "latency_over_time", "latency_by_api",
-              "latency_by_client", "latency_by_broker", "error_heatmap", "errors_over_time", "throttle_over_time"}
+              "latency_by_client", "latency_by_broker", "error_heatmap", "errors_over_time", "throttle_over_time",
+              "service_by_api", "waits"}
 
 
 def kdissect(*args: str) -> subprocess.CompletedProcess:
@@ -150,7 +151,8 @@ def assert_numbers_equal_stats(page: PageNumbers, stats: dict[str, Any], data_ca
             assert value == accounting[key.removeprefix("accounting.")], key
     assert {"accounting.kafka_connections", "accounting.gaps", "accounting.truncated_frames", "accounting.resyncs",
             "accounting.encrypted_connections", "accounting.malformed_frames"} <= set(page.stats)
-    for name in ("latency_by_api", "latency_by_client", "latency_by_broker", "throttle"):
+    for name in ("latency_by_api", "latency_by_client", "latency_by_broker", "throttle", "waits",
+                 "throttle_by_client"):
         assert_table_equals(page, name, stats[name])
     for name in ("top_level_errors", "errors_anywhere", "no_response", "accounting"):
         assert_mapping_equals(page, name, stats[name])

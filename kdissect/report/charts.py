@@ -185,6 +185,54 @@ def latency_by_broker(data: dict[str, Any]) -> alt.TopLevelMixin | None:
 
 
 @_finished
+def service_by_api(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    """Wire latency beside service time (p50 and p99) per API and version."""
+    rows = [r for r in data["stats"].get("latency_by_api", []) if r.get("count")]
+    rows = sorted(rows, key=lambda r: -r["count"])[:DISTRIBUTION_ROWS]
+    long = []
+    for row in rows:
+        label = row["api"] if row.get("version") is None else f"{row['api']} v{row['version']}"
+        for measure, key in (("wire p50", "p50"), ("wire p99", "p99"), ("service p50", "service_p50"),
+                             ("service p99", "service_p99")):
+            value = row.get(key)
+            if value is not None and value > 0:
+                long.append({"label": label, "measure": measure, "ms": value, "waits": row.get("waits", 0)})
+    if not long:
+        return None
+    order = list(dict.fromkeys(item["label"] for item in long))
+    return _chart(long).mark_point(filled=True, size=60).encode(
+        y=alt.Y("label:N", title="API and version", sort=order),
+        x=alt.X("ms:Q", title="time (ms, log scale)", scale=alt.Scale(type="log")),
+        color=alt.Color("measure:N", title="measure", sort=["wire p50", "wire p99", "service p50", "service p99"]),
+        shape=alt.Shape("measure:N", legend=None),
+        tooltip=[alt.Tooltip("label:N", title="API and version"), alt.Tooltip("measure:N"),
+                 alt.Tooltip("ms:Q", title="ms", format=",.3f"), alt.Tooltip("waits:Q", title="waits set aside")],
+    ).properties(title=_title("Wire latency and service time per API and version",
+                              "service time: the latency without the waits the protocol asked for; "
+                              "APIs whose every exchange was a wait show wire latency only"),
+                 width="container", height=max(ROW_HEIGHT * len(order), 60))
+
+
+@_finished
+def waits(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    """The waits the protocol asked for: how many, and how long (median, max)."""
+    rows = data["stats"].get("waits", [])
+    if not rows:
+        return None
+    long = [{"what": f"{r['reason']} ({r['api']})", "statistic": name, "ms": r[key], "count": r["count"]}
+            for r in rows for name, key in (("median", "median_ms"), ("max", "max_ms")) if r.get(key)]
+    return _chart(long).mark_bar().encode(
+        y=alt.Y("what:N", title="reason (API)"),
+        x=alt.X("ms:Q", title="wait (ms)"),
+        color=alt.Color("statistic:N", title="statistic"),
+        yOffset="statistic:N",
+        tooltip=[alt.Tooltip("what:N", title="reason (API)"), alt.Tooltip("statistic:N"),
+                 alt.Tooltip("ms:Q", title="ms", format=",.3f"), alt.Tooltip("count:Q", title="exchanges")],
+    ).properties(title=_title("Waits the protocol asked for", "long polls, group barriers, throttling"),
+                 width="container", height=max(2 * ROW_HEIGHT * len(rows), 60))
+
+
+@_finished
 def error_heatmap(data: dict[str, Any]) -> alt.TopLevelMixin | None:
     rows = data["report"]["errors_by_api"]
     if not rows:
@@ -284,6 +332,8 @@ CHARTS: dict[str, Callable[[dict[str, Any]], alt.TopLevelMixin | None]] = {
     "latency_by_api": latency_by_api,
     "latency_by_client": latency_by_client,
     "latency_by_broker": latency_by_broker,
+    "service_by_api": service_by_api,
+    "waits": waits,
     "error_heatmap": error_heatmap,
     "errors_over_time": errors_over_time,
     "throttle_over_time": throttle_over_time,

@@ -35,7 +35,7 @@ TABLE_ROWS = 200
 # shown under "More tables", so new entries appear without a change here)
 _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", "latency_by_broker",
                 "top_level_errors", "errors_anywhere", "partition_errors", "throttle", "no_response",
-                "accounting"}
+                "accounting", "waits", "throttle_by_client"}
 
 # exchange fields in the slowest / failed lists, in order
 _LIST_COLUMNS = ["time", "capture", "stream", "client", "broker", "client_id", "api_name", "api_version",
@@ -344,9 +344,14 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         _quality(data, chart),
         '<section id="traffic"><h2>Traffic</h2>' + chart("traffic_over_time", "no exchanges") + "</section>",
         '<section id="latency"><h2>Latency</h2>'
-        "<p>From the packet that completed the request to the one that completed the response.</p>"
+        "<p>From the packet that completed the request to the one that completed the response (wire latency); "
+        "service time is the latency without the waits the protocol asked for (long polls, group barriers, "
+        "throttling).</p>"
         + chart("latency_over_time", "no answered exchange")
         + chart("latency_by_api", "no answered exchange")
+        + chart("service_by_api", "no answered exchange")
+        + chart("waits", "no wait the protocol asked for")
+        + "<h3>Waits the protocol asked for</h3>" + table("waits", stats.get("waits", []))
         + table("latency_by_api", stats.get("latency_by_api", []))
         + chart("latency_by_client", "no answered exchange")
         + table("latency_by_client", stats.get("latency_by_client", []))
@@ -364,6 +369,9 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         + "<h3>Requests without a response</h3>"
         + _mapping_table("no_response", stats.get("no_response", {}), "api", "requests") + "</section>",
         '<section id="throttling"><h2>Throttling</h2>' + chart("throttle_over_time", "no response carries a throttle time")
+        + "<h3>Per client</h3>"
+        "<p>Requests sent while the broker had muted the connection (KIP-219) did not respect the mute.</p>"
+        + table("throttle_by_client", stats.get("throttle_by_client", []))
         + "<h3>Per broker</h3>" + table("throttle", stats.get("throttle", [])) + "</section>",
         _list_section("slowest", "Slowest exchanges", report["slowest"], "answered exchanges", "slowest"),
         _list_section("failed", "Failed exchanges", report["failed"],

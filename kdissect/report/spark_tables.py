@@ -1,8 +1,9 @@
 """The report's data from a `kdissect spark` OUTDIR, without touching a packet.
 
 - The `stats` part (what `kdissect stats --json` prints) is rebuilt from the
-  summary tables: latency per API/client/broker from `latency/`, error counts
-  from `errors/`, throttling per broker from `throttle/`, per-partition errors
+  summary tables: latency per API/client/broker (wire and service time)
+  from `latency/`, the waits from `waits/`, error counts
+  from `errors/`, throttling per broker and per client from `throttle/`, per-partition errors
   from `partition_errors/` (grouped with pyarrow), the accounting from
   `manifest.json`. Statuses and unanswered requests per API come from the scan
   below.
@@ -27,7 +28,7 @@ import pyarrow.dataset as ds
 from kdissect.failures import InputError
 from kdissect.report.collect import COLUMNS, Collector
 
-TABLES = ("exchanges", "partition_errors", "latency", "errors", "throttle", "timeseries")
+TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries")
 _BATCH_ROWS = 65536
 
 
@@ -61,7 +62,8 @@ def stats_from_tables(outdir: Path, collector: Collector, manifest: dict[str, An
     latency = _rows(outdir, "latency")
 
     def row(item: dict[str, Any]) -> dict[str, Any]:
-        return {k: item[k] for k in ("count", "p50", "p90", "p99", "max")}
+        return {k: item[k] for k in ("count", "p50", "p90", "p99", "max", "service_count", "service_p50",
+                                     "service_p90", "service_p99", "service_max", "waits")}
 
     by_api = sorted((r for r in latency if r["dimension"] == "api"),
                     key=lambda r: (r["api_name"], -1 if r["api_version"] is None else r["api_version"]))
@@ -84,7 +86,15 @@ def stats_from_tables(outdir: Path, collector: Collector, manifest: dict[str, An
 
     throttle: dict[str, dict[str, Any]] = defaultdict(lambda: {"responses": 0, "throttled": 0, "max_ms": 0,
                                                                "total_ms": 0})
-    for item in _rows(outdir, "throttle"):
+    throttle_rows = _rows(outdir, "throttle")
+    throttle_by_client = [{"client_id": item["client_id"], "broker": item["broker"], "responses": item["responses"],
+                  "throttled": item["throttled"], "total_ms": item["total_ms"] or 0, "max_ms": item["max_ms"] or 0,
+                  "sent_while_muted": item["sent_while_muted"] or 0}
+                 for item in sorted(throttle_rows, key=lambda r: (r["client_id"], r["broker"]))]
+    waits = [{"reason": item["reason"], "api": item["api_name"], "count": item["count"],
+              "median_ms": item["median_ms"], "max_ms": item["max_ms"]}
+             for item in sorted(_rows(outdir, "waits"), key=lambda r: (r["reason"], r["api_name"]))]
+    for item in throttle_rows:
         entry = throttle[item["broker"]]
         entry["responses"] += item["responses"]
         entry["throttled"] += item["throttled"]
@@ -97,6 +107,8 @@ def stats_from_tables(outdir: Path, collector: Collector, manifest: dict[str, An
         "latency_by_api": [{"api": r["api_name"], "version": r["api_version"], **row(r)} for r in by_api],
         "latency_by_client": [{"client_id": r["client_id"], **row(r)} for r in by_client],
         "latency_by_broker": [{"broker": r["broker"], **row(r)} for r in by_broker],
+        "waits": waits,
+        "throttle_by_client": throttle_by_client,
         "top_level_errors": dict(top.most_common()),
         "errors_anywhere": dict(anywhere.most_common()),
         "partition_errors": partition_errors,
