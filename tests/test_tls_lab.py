@@ -33,7 +33,9 @@ import pytest
 from kdissect.capture import read_segments
 from kdissect.reassembly import Reassembler
 from kdissect.tls import KeyLog, TlsConnection, TlsStats, read_keylog_file
-from tests.support.lab import free_port, tansu_binary, tcpdump, wait_for_listener
+from tools.lab.net import free_port, wait_for_listener
+from tools.lab.tansu import tansu_binary
+from tools.lab.tcpdump import tcpdump
 
 pytestmark = [pytest.mark.broker, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

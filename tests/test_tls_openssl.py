@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from kdissect.tls import TlsStats, read_keylog_file
-from tests.support.lab import free_port, tcpdump, wait_for_listener
+from tools.lab.net import free_port, wait_for_listener
+from tools.lab.tcpdump import tcpdump
 from tests.test_tls_lab import _process, decrypt_capture, make_certificate, tshark_follow
 
 pytestmark = pytest.mark.broker
