@@ -36,6 +36,13 @@ whatever its API. The rules and their tolerances:
 Not waits: ConsumerGroupHeartbeat and ShareGroupHeartbeat (answered at once;
 their intervals pace the client, not the broker), OffsetCommit, and every
 other API: their latency is service.
+
+Not yet told apart: a broker reads a connection's next request only once it
+has answered the one before, so a request sent while an earlier one waits
+(the Java consumer's session-closing Fetch behind its last long poll, in the
+lab's `waits_more_kafka`) counts that wait as service, or, when long enough,
+as a long poll of its own. Telling it needs the connection's earlier answer
+(pairing), not this exchange alone.
 """
 
 from __future__ import annotations

@@ -678,6 +678,46 @@ def wl_throttle_old(m: Manifest, broker: Any) -> None:
     m.note("kafka-python api_version=(0, 10, 1): Produce v2 and Fetch v3, before KIP-219's cut-overs (Produce v6, "
            "Fetch v8): the broker holds a throttled response for throttle_time_ms before sending it")
 
+
+JAVA_LONG_POLL_MS = 700  # the Java consumer's fetch.max.wait.ms in waits_more_kafka
+REQUEST_PERCENTAGE = 1  # request quota of the throttled Java Admin client: 1% of one thread's time
+# KIP-848 heartbeats every second (the broker's defaults: 5 s, at least 5 s), so a short capture has many
+WAITS_MORE_CONFIG = {**QUOTA_WINDOW, "group.consumer.heartbeat.interval.ms": 1000,
+                     "group.consumer.min.heartbeat.interval.ms": 1000}
+
+
+def _java_operation(m: Manifest, args: list[str]) -> None:
+    """Run one LabClient command that prints a JSON operation; log it."""
+    from tools.lab.java_client import run_java_helper
+
+    op = json.loads(run_java_helper(args, version=JAVA_CLIENT_VERSION))
+    m.data["clients"]["kafka-clients (java)"] = JAVA_CLIENT_VERSION
+    m.operation(op["client"], op["operation"], op["result"])
+
+
+def wl_waits_more(m: Manifest, broker: Any) -> None:
+    """More waits with the Java client (kafka-clients JAVA_CLIENT_VERSION): a
+    long-polling consumer on an empty partition, a KIP-848 group whose three
+    members join 1.5 s apart (ConsumerGroupHeartbeat, no join barrier), and
+    an Admin client over a request quota, which answers at once and mutes
+    (KIP-219): the client waits out each throttle time before sending again."""
+    bootstrap = broker.bootstrap
+    kp_create_topics(broker.internal_bootstrap, {"idle-java": 1, "grouped848": 3})
+    _java_operation(m, ["longpoll", bootstrap, "idle-java", "lab-longpoll-java", str(JAVA_LONG_POLL_MS), "4000"])
+    _java_operation(m, ["group848", bootstrap, "grouped848", "lab-848", "3", "1500", "3000"])
+    admin_id = "lab-throttled-java-admin"
+    # the quota is set by the client's own JVM after its first call (through the internal
+    # listener), so the Metadata requests of its start (newer than tshark 4.0 reads) are not throttled
+    _java_operation(m, ["admin-loop", bootstrap, admin_id, "grouped848", "4000", broker.internal_bootstrap,
+                        f"request_percentage={REQUEST_PERCENTAGE}"])
+    m.note(f"lab-longpoll-java: Java consumer, fetch.max.wait.ms={JAVA_LONG_POLL_MS} on an empty partition; "
+           "lab-848: 3 Java consumers with group.protocol=consumer (KIP-848), each joining 1.5 s after the one "
+           "before first polled, the broker asking for a heartbeat every 1000 ms; "
+           f"{admin_id}: Java Admin setting a topic's retention.ms back to back (IncrementalAlterConfigs v1); "
+           f"after its first call its client id gets a request quota of {REQUEST_PERCENTAGE}% (set through the "
+           "internal listener, not in the capture), measured over two 1 s windows")
+
+
 @dataclass(frozen=True)
 class Workload:
     """One capture: the clients' work (`run(manifest, broker)`) and the
@@ -785,5 +825,9 @@ WORKLOADS += [
     Workload("throttle_old_kafka3", STANDARD_PORT,
              "Client quotas against kafka-python api_version=(0,10,1) (Produce v2, Fetch v3): the broker holds "
              "throttled responses", wl_throttle_old, broker="kafka3", kafka_options={"config": QUOTA_WINDOW}),
+    Workload("waits_more_kafka", STANDARD_PORT,
+             f"More waits with Java kafka-clients {JAVA_CLIENT_VERSION}: a consumer long-polling an empty partition "
+             f"(fetch.max.wait.ms {JAVA_LONG_POLL_MS}), a KIP-848 group of 3 members joining 1.5 s apart, and an Admin "
+             f"client over a {REQUEST_PERCENTAGE}% request quota that waits out each throttle time", wl_waits_more,
+             broker="kafka4", kafka_options={"config": WAITS_MORE_CONFIG}),
 ]
-

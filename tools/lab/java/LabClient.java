@@ -1,5 +1,5 @@
 // The capture lab's Java client (org.apache.kafka:kafka-clients), compiled at
-// lab time by tools/lab/java_client.py. Two commands:
+// lab time by tools/lab/java_client.py. Commands:
 //
 //   quota BOOTSTRAP CLIENT_ID producer_byte_rate=N consumer_byte_rate= ...
 //       set (or, with an empty value, remove) client quotas via Admin.alterClientQuotas
@@ -8,12 +8,26 @@
 //       KIP-848 consumer group and a share group; prints a JSON manifest of
 //       what was sent, the offsets the callbacks reported, what was consumed
 //       and what was committed (byte fields in base64).
+//   longpoll BOOTSTRAP TOPIC CLIENT_ID MAX_WAIT_MS MILLIS
+//       a consumer assigned partition 0 of TOPIC (no group) polls it for
+//       MILLIS with fetch.max.wait.ms=MAX_WAIT_MS; prints one JSON operation
+//   group848 BOOTSTRAP TOPIC GROUP MEMBERS STAGGER_MS STAY_MS
+//       MEMBERS consumers (group.protocol=consumer, client ids GROUP-0, ...)
+//       join GROUP one after the other, each STAGGER_MS after the one before
+//       first polled, and poll until STAY_MS after the last did; prints one
+//       JSON operation with each member's assignments
+//   admin-loop BOOTSTRAP CLIENT_ID TOPIC MILLIS QUOTA_BOOTSTRAP key=value...
+//       an Admin client sets TOPIC's retention.ms once, then the quotas of
+//       its client id (as `quota` does, through QUOTA_BOOTSTRAP), then sets
+//       retention.ms over and over for MILLIS; prints one JSON operation
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
 import java.util.Collection;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -22,13 +36,16 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -57,8 +74,20 @@ public final class LabClient {
             quota(args);
         } else if (args.length == 2 && args[0].equals("workload")) {
             System.out.println(workload(args[1]));
+        } else if (args.length == 6 && args[0].equals("longpoll")) {
+            System.out.println(longPoll(args[1], args[2], args[3], Integer.parseInt(args[4]),
+                                        Long.parseLong(args[5])));
+        } else if (args.length == 7 && args[0].equals("group848")) {
+            System.out.println(group848(args[1], args[2], args[3], Integer.parseInt(args[4]),
+                                        Long.parseLong(args[5]), Long.parseLong(args[6])));
+        } else if (args.length >= 6 && args[0].equals("admin-loop")) {
+            System.out.println(adminLoop(args[1], args[2], args[3], Long.parseLong(args[4]), args[5],
+                                         Arrays.copyOfRange(args, 6, args.length)));
         } else {
-            System.err.println("usage: LabClient quota BOOTSTRAP CLIENT_ID key=value... | workload BOOTSTRAP");
+            System.err.println("usage: LabClient quota BOOTSTRAP CLIENT_ID key=value... | workload BOOTSTRAP"
+                               + " | longpoll BOOTSTRAP TOPIC CLIENT_ID MAX_WAIT_MS MILLIS"
+                               + " | group848 BOOTSTRAP TOPIC GROUP MEMBERS STAGGER_MS STAY_MS"
+                               + " | admin-loop BOOTSTRAP CLIENT_ID TOPIC MILLIS QUOTA_BOOTSTRAP key=value...");
             System.exit(2);
         }
     }
@@ -262,6 +291,144 @@ public final class LabClient {
         }
         return op("share consume group=" + group, "{\"received\": " + got + ", \"expected\": " + expect
                   + ", \"commit\": " + commit + "}");
+    }
+
+    // ------------------------------------------------------------- waits --
+
+    /** A consumer without a group polling an empty partition: each Fetch waits out fetch.max.wait.ms. */
+    static String longPoll(String bootstrap, String topic, String clientId, int maxWaitMs, long millis) {
+        Properties p = consumerProps(bootstrap, clientId);
+        p.put("fetch.max.wait.ms", Integer.toString(maxWaitMs));
+        p.put("fetch.min.bytes", "1");
+        p.put("enable.auto.commit", "false");
+        int got = 0;
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            consumer.assign(List.of(tp));
+            consumer.seekToBeginning(List.of(tp));
+            long end = System.currentTimeMillis() + millis;
+            while (System.currentTimeMillis() < end) {
+                got += consumer.poll(Duration.ofMillis(200)).count();
+            }
+        }
+        return op("poll empty " + tp + " for " + millis + " ms",
+                  "{\"client_id\": " + Json.str(clientId) + ", \"fetch.max.wait.ms\": " + maxWaitMs
+                  + ", \"fetch.min.bytes\": 1, \"received\": " + got + "}");
+    }
+
+    /**
+     * KIP-848 group members joining one after the other: each starts STAGGER_MS after the one before
+     * has polled once (a JVM takes a while to build its first consumer), and all poll until STAY_MS
+     * after the last has; each reports the assignments it was given.
+     */
+    static String group848(String bootstrap, String topic, String group, int members, long staggerMs, long stayMs)
+            throws InterruptedException {
+        AtomicLong end = new AtomicLong(Long.MAX_VALUE);
+        List<CountDownLatch> polled = new ArrayList<>();
+        for (int i = 0; i < members; i++) {
+            polled.add(new CountDownLatch(1));
+        }
+        List<String> reports = new ArrayList<>();
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < members; i++) {
+            final int index = i;
+            Thread thread = new Thread(() -> {
+                String clientId = group + "-" + index;
+                List<String> assignments = new ArrayList<>();
+                int got = 0;
+                try {
+                    if (index > 0) {
+                        polled.get(index - 1).await();
+                        Thread.sleep(staggerMs);
+                    }
+                    Properties p = consumerProps(bootstrap, clientId);
+                    p.put("group.id", group);
+                    p.put("group.protocol", "consumer");
+                    p.put("auto.offset.reset", "earliest");
+                    p.put("enable.auto.commit", "false");
+                    try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+                        consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                            public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+                            }
+
+                            public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                                List<String> now = new ArrayList<>();
+                                for (TopicPartition tp : consumer.assignment()) {
+                                    now.add(Json.str(tp.toString()));
+                                }
+                                Collections.sort(now);
+                                synchronized (assignments) {
+                                    assignments.add("[" + String.join(", ", now) + "]");
+                                }
+                            }
+                        });
+                        got += consumer.poll(Duration.ofMillis(200)).count();
+                        if (index == members - 1) {
+                            end.set(System.currentTimeMillis() + stayMs);
+                        }
+                        polled.get(index).countDown();
+                        while (System.currentTimeMillis() < end.get()) {
+                            got += consumer.poll(Duration.ofMillis(200)).count();
+                        }
+                    }
+                } catch (InterruptedException exc) {
+                    Thread.currentThread().interrupt();
+                } finally {
+                    polled.get(index).countDown();  // (a member that failed does not hold up the next)
+                    if (index == members - 1) {
+                        end.compareAndSet(Long.MAX_VALUE, System.currentTimeMillis());
+                    }
+                }
+                synchronized (reports) {
+                    reports.add("{\"client_id\": " + Json.str(clientId) + ", \"index\": " + index
+                                + ", \"received\": " + got + ", \"assignments\": ["
+                                + String.join(", ", assignments) + "]}");
+                }
+            });
+            threads.add(thread);
+            thread.start();
+        }
+        for (Thread thread : threads) {
+            thread.join();
+        }
+        Collections.sort(reports);
+        return op("group " + group + " (group.protocol=consumer): " + members + " members, each joining " + staggerMs
+                  + " ms after the one before polled", "{\"group\": " + Json.str(group)
+                  + ", \"group.protocol\": \"consumer\", \"stagger_ms\": " + staggerMs + ", \"members\": ["
+                  + String.join(", ", reports) + "]}");
+    }
+
+    /**
+     * An Admin client setting a topic's retention.ms (to the same value) back to back with
+     * IncrementalAlterConfigs v1 (a version tshark 4.0 decodes), each call waiting for its answer. After
+     * one call (connections and metadata in place) the quota settings are applied to its client id
+     * through QUOTA_BOOTSTRAP, so every request made under the quota is an IncrementalAlterConfigs.
+     */
+    static String adminLoop(String bootstrap, String clientId, String topic, long millis, String quotaBootstrap,
+                            String[] settings) throws Exception {
+        Properties p = adminProps(bootstrap);
+        p.put("client.id", clientId);
+        ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+        Map<ConfigResource, Collection<AlterConfigOp>> retention = Map.of(resource, List.of(
+            new AlterConfigOp(new ConfigEntry("retention.ms", "3600000"), AlterConfigOp.OpType.SET)));
+        int calls = 0;
+        try (Admin admin = Admin.create(p)) {
+            admin.incrementalAlterConfigs(retention).all().get();
+            String[] quotaArgs = new String[3 + settings.length];
+            quotaArgs[0] = "quota";
+            quotaArgs[1] = quotaBootstrap;
+            quotaArgs[2] = clientId;
+            System.arraycopy(settings, 0, quotaArgs, 3, settings.length);
+            quota(quotaArgs);
+            long end = System.currentTimeMillis() + millis;
+            while (System.currentTimeMillis() < end) {
+                admin.incrementalAlterConfigs(retention).all().get();
+                calls++;
+            }
+        }
+        return op("incremental_alter_configs topic " + topic + " retention.ms=3600000 back to back for " + millis
+                  + " ms under " + String.join(" ", settings), "{\"client_id\": " + Json.str(clientId) + ", \"calls\": " + calls
+                  + ", \"quota\": " + Json.str(String.join(" ", settings)) + "}");
     }
 
     // -------------------------------------------------------------- json --
