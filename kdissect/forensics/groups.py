@@ -20,9 +20,10 @@ gave a member that epoch. End: the last successful SyncGroup answer of the
 generation; for epochs, the answer at which the last member reached it.
 
 Committed offsets (OffsetCommit, TxnOffsetCommit) are kept per generation
-and partition (the last commit wins); their lag is the partition's high
+and partition (the last commit wins). Committed lag is the partition's high
 watermark as last seen in the capture (by any fetching client) minus the
-committed offset.
+group's last committed offset; it is given on the row of that last commit
+(earlier commits were superseded: their lag is null).
 
 Memory: per generation its members, assignments and committed partitions,
 and per group its joins and leaves (for the leave/rejoin flags); nothing per
@@ -47,7 +48,7 @@ GROUP_APIS = frozenset((_JOIN, _SYNC, _HEARTBEAT, _LEAVE, _COMMIT, _TXN_COMMIT, 
 
 CLASSIC, CONSUMER, SHARE = "classic", "consumer", "share"
 # A storm: at least STORM_GENERATIONS generations started within STORM_WINDOW_NS
-STORM_GENERATIONS = 3
+STORM_GENERATIONS = 5
 STORM_WINDOW_NS = 5 * 60 * 1_000_000_000
 
 
@@ -55,7 +56,7 @@ class Generation:
     """One generation (classic) or epoch (consumer, share) of a group."""
 
     __slots__ = ("protocol_type", "protocol_name", "leader", "members", "assignments", "start_ts", "end_ts",
-                 "joins", "syncs", "heartbeats", "leaves", "commits", "errors", "first_ts", "last_ts")
+                 "joins", "syncs", "heartbeats", "leaves", "commits", "errors", "first_ts", "last_ts", "joined")
 
     def __init__(self) -> None:
         self.protocol_type: str | None = None
@@ -75,6 +76,7 @@ class Generation:
         self.errors: dict[int, int] = {}
         self.first_ts: int | None = None
         self.last_ts: int | None = None
+        self.joined: dict[str, int] = {}  # member id -> its first successful JoinGroup request (classic)
 
     def member(self, member_id: str | None, client_id: str | None = None, host: str | None = None) -> None:
         if not member_id:
@@ -117,6 +119,8 @@ class Generation:
         merge_counts(self.errors, other.errors)
         self.first_ts = min_of(self.first_ts, other.first_ts)
         self.last_ts = max_of(self.last_ts, other.last_ts)
+        for member_id, ts in other.joined.items():
+            self.joined[member_id] = min_of(self.joined.get(member_id), ts)
 
 
 class Commit:
@@ -243,6 +247,8 @@ class GroupTally:
         generation.start_ts = min_of(generation.start_ts, ts)
         generation.seen(ts)
         generation.member(member_id, ex.client_id, host)
+        if member_id and ts is not None:
+            generation.joined[member_id] = min_of(generation.joined.get(member_id), ts)
         generation.protocol_type = (getattr(response, "protocol_type", None) or generation.protocol_type
                                     or request.protocol_type)
         generation.protocol_name = getattr(response, "protocol_name", None) or generation.protocol_name
@@ -391,7 +397,10 @@ class GroupTally:
 
     def _placed(self) -> dict[tuple[str, int], Generation]:
         """Copies of the generations with the events that name none placed
-        by time (the tally itself is left as it is)."""
+        (the tally itself is left as it is). A refused JoinGroup goes to the
+        generation its member joined next (MEMBER_ID_REQUIRED answers name the
+        member id the retry uses), else to the first generation starting after
+        it; other events to the generation current at their time."""
         placed: dict[tuple[str, int], Generation] = {}
         for key, generation in self.generations.items():
             copy = placed[key] = Generation()
@@ -407,11 +416,15 @@ class GroupTally:
             starts: list[int] = []
             for _generation_id, start in known:
                 starts.append(max(start, starts[-1]) if starts else start)
-            for ts, what, _member, _client, _host, error in sorted(events):
+            for ts, what, member_id, _client, _host, error in sorted(events):
                 if known:
-                    if what == "join":  # the generation formed next
+                    at = None
+                    if what == "join" and member_id:
+                        at = next((i for i, (generation_id, _) in enumerate(known)
+                                   if placed[(group, generation_id)].joined.get(member_id, -1) >= ts), None)
+                    if at is None and what == "join":  # the generation formed next
                         at = min(bisect_left(starts, ts), len(known) - 1)
-                    else:  # the generation current then
+                    elif at is None:  # the generation current then
                         at = max(0, bisect_right(starts, ts) - 1)
                     generation = placed[(group, known[at][0])]
                 else:
@@ -482,13 +495,19 @@ class GroupTally:
             if mine is None:
                 merged[key] = mine = Commit()
             mine.merge(commit)
+        latest: dict[tuple, tuple] = {}  # (group, topic, partition) -> the order of its last commit
+        for (group, _generation_id, topic, partition), commit in merged.items():
+            if commit.offset is not None:
+                key = (group, topic, partition)
+                latest[key] = max(latest.get(key, ()), commit.order)
         rows = []
         for key in sorted(merged, key=lambda k: (k[0], k[1], k[2] or "", k[3] if k[3] is not None else -1)):
             group, generation_id, topic, partition = key
             commit = merged[key]
             watermark = high_watermarks.get((topic, partition))
             lag = None
-            if watermark is not None and commit.offset is not None and commit.offset >= 0:
+            current = commit.offset is not None and latest.get((group, topic, partition)) == commit.order
+            if current and watermark is not None and commit.offset >= 0:
                 lag = max(0, watermark - commit.offset)
             rows.append({"group_id": group, "generation_id": generation_id, "topic": topic, "partition": partition,
                          "committed_offset": commit.offset, "commits": commit.commits, "failed": commit.errors,

@@ -79,7 +79,7 @@ def _cut(text: str, width: int) -> str:
 def render_flags(tables: Any) -> str:
     """The storms and flapping members `stats` flags, and unnamed topic ids."""
     parts = [
-        render_rows("rebalance storms (3+ generations within 5 minutes)",
+        render_rows("rebalance storms (5+ generations within 5 minutes)",
                     ["group_id", "group_type", "generations", "in_window", "window_start", "window_end"],
                     tables.rebalance_storms),
         render_rows("members that left and rejoined", ["group_id", "client_id", "host", "leaves", "rejoins"],

@@ -600,3 +600,15 @@ WORKLOADS += [
              kafka_options={"config": QUOTA_WINDOW}),
 ]
 
+
+
+def _forensics_workloads() -> list[Workload]:
+    from tools.lab.forensics import wl_forensics
+
+    return [Workload("forensics_kafka", STANDARD_PORT,
+                     "Forensics: idempotent, transactional and plain producers; classic group of three librdkafka "
+                     "members (one leaves and rejoins three times), KIP-848 group of two (one leaves), a late kafka-python "
+                     "group with small fetches, a read_committed reader and a Java share group of two", wl_forensics, broker="kafka4")]
+
+
+WORKLOADS += _forensics_workloads()

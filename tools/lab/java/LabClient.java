@@ -1,5 +1,5 @@
 // The capture lab's Java client (org.apache.kafka:kafka-clients), compiled at
-// lab time by tools/lab/java_client.py. Two commands:
+// lab time by tools/lab/java_client.py. Three commands:
 //
 //   quota BOOTSTRAP CLIENT_ID producer_byte_rate=N consumer_byte_rate= ...
 //       set (or, with an empty value, remove) client quotas via Admin.alterClientQuotas
@@ -8,12 +8,17 @@
 //       KIP-848 consumer group and a share group; prints a JSON manifest of
 //       what was sent, the offsets the callbacks reported, what was consumed
 //       and what was committed (byte fields in base64).
+//   share BOOTSTRAP GROUP TOPIC EXPECT MEMBERS
+//       MEMBERS share consumers (threads) of share group GROUP read TOPIC
+//       from the earliest offset until EXPECT records arrived between them;
+//       prints a JSON manifest of what each consumed and acknowledged.
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.Collection;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -24,6 +29,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
@@ -57,8 +63,12 @@ public final class LabClient {
             quota(args);
         } else if (args.length == 2 && args[0].equals("workload")) {
             System.out.println(workload(args[1]));
+        } else if (args.length == 6 && args[0].equals("share")) {
+            System.out.println(shareGroup(args[1], args[2], args[3], Integer.parseInt(args[4]),
+                                          Integer.parseInt(args[5])));
         } else {
-            System.err.println("usage: LabClient quota BOOTSTRAP CLIENT_ID key=value... | workload BOOTSTRAP");
+            System.err.println("usage: LabClient quota BOOTSTRAP CLIENT_ID key=value... | workload BOOTSTRAP"
+                               + " | share BOOTSTRAP GROUP TOPIC EXPECT MEMBERS");
             System.exit(2);
         }
     }
@@ -262,6 +272,60 @@ public final class LabClient {
         }
         return op("share consume group=" + group, "{\"received\": " + got + ", \"expected\": " + expect
                   + ", \"commit\": " + commit + "}");
+    }
+
+    // ------------------------------------------------------- share group --
+
+    /** MEMBERS share consumers of one share group, each in a thread, until EXPECT records between them. */
+    static String shareGroup(String bootstrap, String group, String topic, int expect, int members)
+            throws Exception {
+        List<String> operations = new ArrayList<>();
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                                                       AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(earliest))).all().get();
+            operations.add(op("incremental_alter_configs group " + group + " share.auto.offset.reset=earliest",
+                              Json.str("ok")));
+        }
+        AtomicInteger total = new AtomicInteger();
+        List<String> consumed = Collections.synchronizedList(new ArrayList<>());
+        List<String> results = Collections.synchronizedList(new ArrayList<>());
+        List<Thread> threads = new ArrayList<>();
+        for (int m = 1; m <= members; m++) {
+            String clientId = group + "-" + m;
+            Thread thread = new Thread(() -> {
+                Properties p = consumerProps(bootstrap, clientId);
+                p.put("group.id", group);
+                int got = 0;
+                String commit = "null";
+                try (KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(p)) {
+                    consumer.subscribe(List.of(topic));
+                    long deadline = System.currentTimeMillis() + 40_000;
+                    while (total.get() < expect && System.currentTimeMillis() < deadline) {
+                        for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                            consumed.add(consumedRow(clientId, group, r));
+                            got++;
+                            total.incrementAndGet();
+                        }
+                    }
+                    Map<?, ?> acknowledged = consumer.commitSync();
+                    commit = Json.str(acknowledged.size() + " partition(s) acknowledged");
+                }
+                results.add(op("share consume group=" + group + " client.id=" + clientId,
+                               "{\"received\": " + got + ", \"commit\": " + commit + "}"));
+            });
+            threads.add(thread);
+            thread.start();
+        }
+        for (Thread thread : threads) {
+            thread.join();
+        }
+        operations.addAll(results);
+        operations.add(op("share group " + group + " total",
+                          "{\"received\": " + total.get() + ", \"expected\": " + expect + "}"));
+        return "{\"produced\": [],\n \"consumed\": [" + String.join(",\n ", consumed) + "],\n \"operations\": ["
+            + String.join(",\n ", operations) + "]}";
     }
 
     // -------------------------------------------------------------- json --
