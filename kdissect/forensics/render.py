@@ -92,3 +92,24 @@ def render_flags(tables: Any) -> str:
         parts.append(f"topic ids no response named: {len(tables.unresolved_topic_ids)} "
                      f"({', '.join(tables.unresolved_topic_ids[:4])}{' ...' if len(tables.unresolved_topic_ids) > 4 else ''})")
     return "\n\n".join(parts)
+
+
+def render_stats(tables: Any) -> str:
+    """What `kdissect stats` adds: the flags, producers with sequence
+    problems, end-to-end latency per topic and client, and what the
+    forensic commands would show."""
+    troubled = [row for row in tables.producers if row["sequence_gaps"] or row["duplicates"]]
+    parts = [
+        "",
+        f"forensics: {len({(r['topic'], r['partition']) for r in tables.topics})} topic-partitions, "
+        f"{len({r['group_id'] for r in tables.groups})} groups "
+        f"({len(tables.groups)} generations), {len(tables.clients)} clients "
+        "(kdissect topics / groups / clients for the tables)",
+        render_flags(tables),
+        render_rows("producer sequence gaps and duplicates",
+                    ["producer_id", "producer_epoch", "client_ids", "topic", "partition", "sequence_gaps",
+                     "missing_sequences", "duplicates"], troubled),
+        render_rows(TITLES["end_to_end"], DISPLAY["end_to_end"],
+                    [row for row in tables.end_to_end if row["dimension"] != "topic_client"]),
+    ]
+    return "\n\n".join(parts) + "\n"
