@@ -35,7 +35,8 @@ def test_software_names_and_versions(run) -> None:
     tables, manifest = run
     versions = manifest["clients"]
     expected = {
-        "confluent-kafka": ("confluent-kafka-python", f"{versions['confluent-kafka']}-rdkafka-{versions['librdkafka']}"),
+        "confluent-kafka": ("confluent-kafka-python",
+                            f"{versions['confluent-kafka']}-rdkafka-{versions['librdkafka']}"),
         "kafka-python": ("kafka-python", versions["kafka-python"]),
         "java": ("apache-kafka-java", versions["kafka-clients (java)"]),
     }

@@ -12,7 +12,8 @@ from kdissect.options import click_command
 
 
 class ClientsOptions(ForensicOptions):
-    """One row per client: software, hosts, connections, requests, produce batches, producer ids, throttling, errors (--table clients|producers)."""
+    """One row per client: software, hosts, connections, requests, produce batches,
+    producer ids, throttling, errors (--table clients|producers)."""
 
 
 def clients(options: ClientsOptions) -> None:

@@ -36,8 +36,7 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
         raise InputError(f"--table {options.table!r}: {command} has the tables {', '.join(names)}")
     if options.horizon_s <= 0:
         raise InputError("--e2e-horizon must be more than 0 seconds")
-    analysis = run_analysis(options, quiet=options.quiet)
-    analysis.dissector.keep_apis = FORENSIC_APIS
+    analysis = run_analysis(options, quiet=options.quiet, keep_apis=FORENSIC_APIS)
     forensics = Forensics(horizon_ns=int(options.horizon_s * 1e9),
                           max_uncompressed=options.max_uncompressed_mib * 1024 * 1024)
     for ex in analysis:

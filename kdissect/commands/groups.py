@@ -12,7 +12,8 @@ from kdissect.options import click_command
 
 
 class GroupsOptions(ForensicOptions):
-    """One row per group generation: members, assignments, rebalance times, errors, commits (--table groups|group_commits)."""
+    """One row per group generation: members, assignments, rebalance times, errors,
+    commits (--table groups|group_commits)."""
 
 
 def groups(options: GroupsOptions) -> None:

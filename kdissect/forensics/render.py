@@ -89,8 +89,9 @@ def render_flags(tables: Any) -> str:
                     tables.metadata_storms),
     ]
     if tables.unresolved_topic_ids:
-        parts.append(f"topic ids no response named: {len(tables.unresolved_topic_ids)} "
-                     f"({', '.join(tables.unresolved_topic_ids[:4])}{' ...' if len(tables.unresolved_topic_ids) > 4 else ''})")
+        unnamed = tables.unresolved_topic_ids
+        more = " ..." if len(unnamed) > 4 else ""
+        parts.append(f"topic ids no response named: {len(unnamed)} ({', '.join(unnamed[:4])}{more})")
     return "\n\n".join(parts)
 
 
