@@ -161,3 +161,20 @@ def test_sequence_rules() -> None:
     wrap.add(2**31 - 2, 2)
     wrap.add(0, 4)  # sequences wrap to 0 after Int32.MAX
     assert (wrap.gaps, wrap.duplicates, wrap.next_sequence) == (0, 0, 4)
+
+
+def test_metadata_storm_flags(run, monkeypatch) -> None:
+    """The flag picks the clients whose busiest minute reaches the threshold
+    (lowered here: the lab's clients are well behaved at 60 a minute)."""
+    from kdissect.forensics import clients as module
+
+    tables, _ = run
+    assert tables.metadata_storms == []
+    monkeypatch.setattr(module, "METADATA_STORM_PER_MINUTE", 6)
+    per_minute: dict[str | None, Counter] = defaultdict(Counter)
+    for ex in analyze([FORENSICS])[0]:
+        if ex.api_name == "Metadata":
+            per_minute[ex.client_id][ex.request_ts // MINUTE] += 1
+    expected = sorted(client for client, minutes in per_minute.items() if max(minutes.values()) >= 6)
+    flagged = sorted(r["client_id"] for r in module.ClientTally.metadata_storms(tables.clients))
+    assert flagged == expected and expected

@@ -49,12 +49,16 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
         write_table(options.table or names[0], selected(options.table or names[0]), options.output,
                     analysis.ts_unit)
     else:
-        from kdissect.forensics.render import render_flags, render_table
+        from kdissect.forensics.render import render_flags, render_rows, render_table
 
         shown = [options.table] if options.table else [name for name in names if name != "topic_lag"]
         parts = [render_table(name, selected(name)) for name in shown]
         if command == "groups" and not options.table:
-            parts.append(render_flags(tables).split("\n\nmetadata storms")[0])
+            parts.append(render_flags(tables, clients=False))
+        elif command == "clients" and not options.table:
+            parts.append(render_rows("metadata storms (60+ Metadata requests in a minute)",
+                                     ["client_id", "software_name", "metadata_requests", "metadata_max_per_minute"],
+                                     tables.metadata_storms))
         click.echo(safe_text("\n\n".join(parts)))
     if not options.quiet:
         if tables.unresolved_topic_ids:

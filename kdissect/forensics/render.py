@@ -76,18 +76,20 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def render_flags(tables: Any) -> str:
-    """The storms and flapping members `stats` flags, and unnamed topic ids."""
+def render_flags(tables: Any, clients: bool = True) -> str:
+    """The storms and flapping members `stats` flags (with `clients`, the
+    metadata storms too), and unnamed topic ids."""
     parts = [
         render_rows("rebalance storms (5+ generations within 5 minutes)",
                     ["group_id", "group_type", "generations", "in_window", "window_start", "window_end"],
                     tables.rebalance_storms),
         render_rows("members that left and rejoined", ["group_id", "client_id", "host", "leaves", "rejoins"],
                     tables.member_rejoins),
-        render_rows("metadata storms (60+ Metadata requests in a minute)",
-                    ["client_id", "software_name", "metadata_requests", "metadata_max_per_minute"],
-                    tables.metadata_storms),
     ]
+    if clients:
+        parts.append(render_rows("metadata storms (60+ Metadata requests in a minute)",
+                                 ["client_id", "software_name", "metadata_requests", "metadata_max_per_minute"],
+                                 tables.metadata_storms))
     if tables.unresolved_topic_ids:
         unnamed = tables.unresolved_topic_ids
         more = " ..." if len(unnamed) > 4 else ""
