@@ -29,6 +29,9 @@ COMMANDS: dict[str, str] = {
     "show": "kdissect.commands.show",
     "stats": "kdissect.commands.stats",
     "records": "kdissect.commands.records",
+    "topics": "kdissect.commands.topics",
+    "groups": "kdissect.commands.groups",
+    "clients": "kdissect.commands.clients",
     "spark": "kdissect.commands.spark",
     "report": "kdissect.commands.report",
 }

@@ -208,19 +208,22 @@ class Pairer:
     Exchanges go to `emit` as they complete. `keep_messages` keeps the
     decoded request and response on each exchange; `keep_error_responses`
     keeps only the decoded responses that carry error codes (for tables of
-    per-partition errors)."""
+    per-partition errors); `keep_apis` keeps both decoded messages of the
+    exchanges of those api keys (for tables that read them)."""
 
-    __slots__ = ("accounting", "conn", "emit", "keep_messages", "keep_error_responses", "pending",
+    __slots__ = ("accounting", "conn", "emit", "keep_messages", "keep_error_responses", "keep_apis", "pending",
                  "unanswered", "early", "client_raw", "server_raw", "_sasl_cid", "raw_since", "used", "full_trials",
                  "muted_until")
 
     def __init__(self, accounting: Accounting, conn: ConnectionInfo, emit: Callable[[Exchange], None],
-                 keep_messages: bool = True, keep_error_responses: bool = False) -> None:
+                 keep_messages: bool = True, keep_error_responses: bool = False,
+                 keep_apis: frozenset[int] = frozenset()) -> None:
         self.accounting = accounting
         self.conn = conn
         self.emit = emit
         self.keep_messages = keep_messages
         self.keep_error_responses = keep_error_responses
+        self.keep_apis = keep_apis
         self.pending: dict[int, Exchange] = {}
         # acks=0 requests, oldest first: cid -> (exchange, release time in ns)
         # (OrderedDicts: the oldest is found in O(1) however many went before)
@@ -267,7 +270,9 @@ class Pairer:
                            f"request truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured")
             self._wait(ex)
             return
-        skim = None if self.keep_messages else skim_request(data)
+        keep_apis = self.keep_apis
+        skim = None if self.keep_messages or (keep_apis and len(data) >= 2 and (data[0] << 8 | data[1]) in keep_apis) \
+            else skim_request(data)
         if skim is not None:
             acc.decoded_frames += 1
             api_key, api_version, cid, client_id, expects_response, starts_raw_sasl, sets = skim
@@ -311,7 +316,7 @@ class Pairer:
                       request_first_ts=frame.first_ts, stream_key=conn.stream_key)
         if trailing:
             ex.add_problem("trailing-bytes", f"request: {trailing} trailing bytes ignored")
-        if self.keep_messages:
+        if self.keep_messages or h.api_key in self.keep_apis:
             ex.request = request
         if h.api_key == _PRODUCE:
             self._add_records(ex, record_figures(h.api_key, h.api_version, request.body))
@@ -456,7 +461,8 @@ class Pairer:
             # a request known only by a damaged header: nothing to decode with
             acc.decoded_frames += 1
             return
-        skim = None if self.keep_messages else skim_response(data, api_key, api_version)
+        keep = self.keep_messages or api_key in self.keep_apis
+        skim = None if keep else skim_response(data, api_key, api_version)
         if skim is not None:
             acc.decoded_frames += 1
             throttle, error_code, error_codes, assumed, sets = skim
@@ -487,7 +493,7 @@ class Pairer:
                 error_codes = []
                 ex.add_problem("decoder-failed", f"response figures failed ({type(problem).__name__})")
             assumed = response.assumed_version
-            if self.keep_messages or (error_codes and self.keep_error_responses):
+            if keep or (error_codes and self.keep_error_responses):
                 ex.response = response
             if api_key in (_FETCH, _SHARE_FETCH):
                 self._add_records(ex, record_figures(api_key, api_version, response.body))

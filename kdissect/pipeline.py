@@ -322,7 +322,7 @@ class _Connection:
         if pairer is None:
             d = self.dissector
             pairer = self.pairer = Pairer(d.accounting, self.info, d.out.append,  # type: ignore[arg-type]
-                                          d.keep_messages, d.keep_error_responses)
+                                          d.keep_messages, d.keep_error_responses, d.keep_apis)
             for direction, reader in enumerate(self.readers):
                 if reader is not None:
                     reader.on_frame = pairer.on_request if direction == self.client_dir else pairer.on_response
@@ -441,6 +441,7 @@ class Dissector:
         accounting: Accounting | None = None,
         max_open_connections: int = MAX_OPEN_CONNECTIONS,
         keylog: Any = None,
+        keep_apis: Iterable[int] = (),
     ) -> None:
         self.ports = frozenset(int(p) for p in ports)
         self.detect = detect
@@ -449,6 +450,8 @@ class Dissector:
         # without kept messages, still keep the decoded response of exchanges
         # with error codes (for per-partition error tables: Spark, stats)
         self.keep_error_responses = keep_error_responses
+        # keep both decoded messages of these api keys (tables that read them)
+        self.keep_apis = frozenset(int(key) for key in keep_apis)
         self.accounting = accounting if accounting is not None else Accounting()
         self.max_open_connections = max_open_connections
         self.ignored = _Ignored(self.accounting)
@@ -591,7 +594,7 @@ class Analysis:
 
     def __init__(self, paths: Sequence[str | Path], ports: Iterable[int] = DEFAULT_PORTS,
                  detect: bool = True, keep_messages: bool = False, progress: bool = False,
-                 tls_keylogs: Sequence[str | Path] = ()) -> None:
+                 tls_keylogs: Sequence[str | Path] = (), keep_apis: Iterable[int] = ()) -> None:
         from kdissect.capture import CaptureSet, ReadStats
 
         self.read_stats = ReadStats()
@@ -602,7 +605,7 @@ class Analysis:
             from kdissect.tls import read_keylog_files
 
             keylog = read_keylog_files([str(p) for p in tls_keylogs])
-        self.dissector = Dissector(ports, detect, names, keep_messages, keylog=keylog)
+        self.dissector = Dissector(ports, detect, names, keep_messages, keylog=keylog, keep_apis=keep_apis)
         # secrets a pcapng carries (Decryption Secrets Blocks) reach the TLS
         # layer as the reader meets them, before the packets that follow
         self.capture_set.secrets = _SecretsToKeys(self.dissector)
@@ -647,9 +650,11 @@ def analyze(
     keep_messages: bool = False,
     progress: bool = False,
     tls_keylogs: Sequence[str | Path] = (),
+    keep_apis: Iterable[int] = (),
 ) -> tuple[Iterator[Exchange], Accounting]:
     """(exchanges, accounting) for a capture set; the accounting is complete
     once the iterator is exhausted. `tls_keylogs`: key log files (NSS format)
-    to decrypt TLS connections with."""
-    run = Analysis(paths, ports, detect, keep_messages, progress, tls_keylogs)
+    to decrypt TLS connections with. `keep_apis`: api keys whose exchanges
+    keep their decoded messages even without `keep_messages`."""
+    run = Analysis(paths, ports, detect, keep_messages, progress, tls_keylogs, keep_apis)
     return iter(run), run.accounting

@@ -15,12 +15,15 @@ from hypothesis import strategies as st
 
 from kdissect import cli, options
 from kdissect.commands.apis import ApisOptions
+from kdissect.commands.clients import ClientsOptions
 from kdissect.commands.export_core import ExportOptions
+from kdissect.commands.groups import GroupsOptions
 from kdissect.commands.records import RecordsOptions
 from kdissect.commands.report import ReportOptions
 from kdissect.commands.show import ShowOptions
 from kdissect.commands.spark import SparkOptions
 from kdissect.commands.stats import StatsOptions
+from kdissect.commands.topics import TopicsOptions
 from kdissect.options import CaptureInputs, Options, click_command, parse_plain
 from kdissect.spark.options import SparkJobOptions
 
@@ -138,7 +141,8 @@ def test_help_lists_every_option_with_its_help(capsys) -> None:
         assert cli.main([name, "--help"]) == 0
         out = capsys.readouterr().out
         options_class = {"apis": ApisOptions, "export": ExportOptions, "show": ShowOptions, "stats": StatsOptions,
-                         "records": RecordsOptions, "spark": SparkOptions, "report": ReportOptions}[name]
+                         "records": RecordsOptions, "spark": SparkOptions, "report": ReportOptions,
+                         "topics": TopicsOptions, "groups": GroupsOptions, "clients": ClientsOptions}[name]
         for param in options_class.params():
             for flag in param.flags:
                 assert flag in out, (name, flag)

@@ -74,6 +74,12 @@ def _damage(rng: random.Random, frame: bytes, keep: int) -> bytes:
     return bytes(data)
 
 
+def _left_over(error: DecodeError) -> bool:
+    """Bytes after a whole top-level body (the pipeline keeps such a message
+    and notes the bytes as trailing; brokers accept them)."""
+    return "left over after the last field" in str(error) and not error.path
+
+
 def _expected_problem(side: str, error: DecodeError) -> str:
     where = [f"offset {error.offset}"] + ([f"at {error.path}"] if error.path else [])
     return f"{side} malformed: {error} ({', '.join(where)})"
@@ -98,8 +104,12 @@ def test_damaged_frames_give_the_full_decoders_problems() -> None:
                 decode_request(request)
                 request_ok = True
             except DecodeError as error:
-                expected[(request[4:8], "request")] = _expected_problem("request", error)
-                request_ok = False
+                if _left_over(error):  # a changed length ended the body early: the rest is trailing bytes
+                    trailing[(request[4:8], "request")] = f"request: {len(request) - error.offset} trailing bytes ignored"
+                    request_ok = True
+                else:
+                    expected[(request[4:8], "request")] = _expected_problem("request", error)
+                    request_ok = False
         if request_ok:
             if response == original_response + b"\x00":
                 trailing[(response[:4], "response")] = "response: 1 trailing bytes ignored"
@@ -107,7 +117,11 @@ def test_damaged_frames_give_the_full_decoders_problems() -> None:
                 try:
                     decode_response(response, api_key, api_version)
                 except DecodeError as error:
-                    expected[(response[:4], "response")] = _expected_problem("response", error)
+                    if _left_over(error):
+                        trailing[(response[:4], "response")] = \
+                            f"response: {len(response) - error.offset} trailing bytes ignored"
+                    else:
+                        expected[(response[:4], "response")] = _expected_problem("response", error)
         conversation.send(sized(request))
         conversation.reply(sized(response))
     conversation.close()

@@ -37,10 +37,12 @@ def say(line: str) -> None:
     click.echo(line, err=True)
 
 
-def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: bool = False) -> Any:
+def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: bool = False,
+                 keep_apis: Any = ()) -> Any:
     """An iterable Analysis over the captures the options name (exchanges;
     `.accounting`). Files under a directory or glob that are not captures are
-    skipped and, unless `quiet`, named in one line on stderr."""
+    skipped and, unless `quiet`, named in one line on stderr. `keep_apis`:
+    api keys whose exchanges keep their decoded messages."""
     from kdissect.inputs import expand_inputs
     from kdissect.pipeline import Analysis
 
@@ -49,7 +51,7 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
         names = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
         say(f"kdissect: not captures, skipped: {names}".encode("utf-8", "replace").decode("utf-8"))
     return Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
-                    progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs)
+                    progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis)
 
 
 def print_accounting(analysis: Any) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kdissect.forensics.names import TopicNames
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.access import _topic_label, record_sets
 from kdissect.records.codecs import DEFAULT_LIMIT
@@ -25,7 +26,7 @@ from kdissect.records.decode import iter_batches
 from kdissect.records.model import Batch, Record
 
 # plain ints for the per-exchange checks: reading an enum member costs ~0.3 µs in Python 3.11
-_METADATA, _PRODUCE = int(ApiKey.METADATA), int(ApiKey.PRODUCE)
+_PRODUCE = int(ApiKey.PRODUCE)
 _FETCHES = frozenset((int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)))
 
 RECORD_COLUMNS: list[tuple[str, pa.DataType]] = [
@@ -143,26 +144,19 @@ class RecordTally:
         ]
 
 
-def _learn_topic_ids(body: Any, names: dict[str, str]) -> None:
-    for topic in getattr(body, "topics", None) or ():
-        topic_id = getattr(topic, "topic_id", None)
-        name = getattr(topic, "name", None)
-        if topic_id is not None and name:
-            names[str(topic_id)] = name
-
-
 def exchange_record_rows(exchanges: Any, topics: frozenset[str] = frozenset(), max_uncompressed: int | None = None,
-                tally: RecordTally | None = None):
+                tally: RecordTally | None = None, names: TopicNames | None = None):
     """Rows of the record table for Exchanges decoded with their messages kept
-    (`keep_messages=True`); Metadata responses among them name topic ids."""
+    (`keep_messages=True`). Topics known only by id are named by the messages
+    seen before them that pair the id with a name (Metadata, CreateTopics,
+    DescribeTopicPartitions ...: kdissect.forensics.names), learned into
+    `names` as the rows stream out."""
     limit = max_uncompressed or DEFAULT_LIMIT
     tally = tally if tally is not None else RecordTally()
-    names: dict[str, str] = {}
+    names = names if names is not None else TopicNames()
     for ex in exchanges:
         key = ex.api_key
-        if key == _METADATA and ex.response is not None:
-            _learn_topic_ids(ex.response.body, names)
-            continue
+        names.learn_exchange(ex)
         if key == _PRODUCE and ex.request is not None:
             direction, body, side = "produce", ex.request.body, "request"
         elif key in _FETCHES and ex.response is not None:
@@ -172,7 +166,7 @@ def exchange_record_rows(exchanges: Any, topics: frozenset[str] = frozenset(), m
         results = produce_results(ex) if direction == "produce" else None
         for topic, partition, raw in record_sets(key, ex.api_version or 0, body, side):
             label = topic
-            topic = names.get(topic, topic) if topic else topic
+            topic = names.name(topic) if topic else topic
             if topics and topic not in topics:
                 continue
             position = 0  # of the record within the partition's record set

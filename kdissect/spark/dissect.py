@@ -91,8 +91,10 @@ class ConnectionRunner:
     """Feeds consecutive rows of one 4-tuple at a time to a fresh Dissector."""
 
     def __init__(self, ports: Sequence[int], detect: bool, capture_names: Sequence[str], sink: PartSink,
-                 keylog: Any = None, several_files: bool | None = None) -> None:
+                 keylog: Any = None, several_files: bool | None = None, forensics: Any = None) -> None:
         self.sink = sink
+        # the task's forensic tallies (kdissect.spark.forensics.TaskForensics), or None
+        self.forensics = forensics
         self.keylog = keylog
         self.tls_stats: Any = None
         # runs of several files must be merged (and copies across files dropped)
@@ -112,11 +114,14 @@ class ConnectionRunner:
 
     def _start(self) -> None:
         # rows are skimmed (no decoded messages kept), except responses with
-        # error codes, whose per-partition errors the job tabulates; all
-        # connections of the task count into one (additive) Accounting
+        # error codes, whose per-partition errors the job tabulates, and the
+        # messages the forensic tables read; all connections of the task
+        # count into one (additive) Accounting
+        from kdissect.forensics import FORENSIC_APIS
+
         self._dissector = Dissector(ports=self.ports, detect=self.detect, capture_names=self.capture_names,
                                     keep_messages=False, keep_error_responses=True, accounting=self.accounting,
-                                    keylog=self.keylog)
+                                    keylog=self.keylog, keep_apis=FORENSIC_APIS if self.forensics else ())
         self._ordinal = 0
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
@@ -136,6 +141,8 @@ class ConnectionRunner:
                 shared = {name: row[name] for name in _PARTITION_ERROR_EXCHANGE_COLUMNS}
                 for error in errors:
                     self.sink.add_partition_error({**shared, **error})
+            if self.forensics is not None:
+                self.forensics.add(exchange)
             # decoded messages are not needed any more
             exchange.request = exchange.response = None
 
@@ -194,6 +201,8 @@ class ConnectionRunner:
         if self.duplicates:
             add_read_stats(self.read_totals, {"duplicate_packets": self.duplicates})
         written = self.sink.close()
+        if self.forensics is not None:
+            self.forensics.close()
         totals = self.accounting.to_dict()
         totals["partition_error_failures"] = self.partition_error_failures
         totals["read"] = self.read_totals
@@ -211,9 +220,14 @@ def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], d
     batches; the exchange rows go to this task partition's files in `work_dir`."""
     from pyspark import TaskContext
 
-    sink = PartSink(work_dir, TaskContext.get().partitionId())
+    from kdissect.spark.forensics import TaskForensics
+
+    task_partition = TaskContext.get().partitionId()
+    sink = PartSink(work_dir, task_partition)
+    forensics = TaskForensics(work_dir, task_partition)
     try:
-        yield from ConnectionRunner(ports, detect, capture_names, sink, keylog).run(batches)
+        yield from ConnectionRunner(ports, detect, capture_names, sink, keylog, forensics=forensics).run(batches)
     except BaseException:
         sink.abandon()
+        forensics.abandon()
         raise

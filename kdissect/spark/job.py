@@ -39,7 +39,9 @@ from kdissect.inputs import expand_inputs, file_kind
 from kdissect.spark import plan as planning
 
 DEFAULT_PORTS = (9092,)
-TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries")
+TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries",
+          # the forensic tables (kdissect.spark.forensics)
+          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers")
 WORK_DIR = "_work"  # the tasks' Arrow files before stream numbering (see part_files.py)
 # rows per Arrow batch handed to Python: bounded because a row (a run of
 # segments, see segments.py) can hold a little over a MiB of payload
@@ -233,6 +235,10 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
     write_empty_parts(outdir, ts_unit)
+    from kdissect.spark.forensics import finish_forensics
+
+    forensic_summary = finish_forensics(spark, work_dir, outdir, ts_unit, partitions)
+    say("forensic tables written", "forensic_tables")
     shutil.rmtree(work_dir, ignore_errors=True)
     work_frame.unpersist()
     say("exchange tables written", "exchange_tables")
@@ -270,6 +276,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         "accounting": accounting.to_dict(),
         "tls": tls.to_dict(),
         "partition_error_failures": partition_error_failures,
+        "forensics": forensic_summary,
         "seconds": round(time.monotonic() - started, 3),
         "seconds_since_start_at": timings,
         "input_bytes": total_bytes,

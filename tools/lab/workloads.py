@@ -831,3 +831,16 @@ WORKLOADS += [
              f"client over a {REQUEST_PERCENTAGE}% request quota that waits out each throttle time", wl_waits_more,
              broker="kafka4", kafka_options={"config": WAITS_MORE_CONFIG}),
 ]
+
+
+
+def _forensics_workloads() -> list[Workload]:
+    from tools.lab.forensics import wl_forensics
+
+    return [Workload("forensics_kafka", STANDARD_PORT,
+                     "Forensics: idempotent, transactional and plain producers; classic group of three librdkafka "
+                     "members (one leaves and rejoins three times), KIP-848 group of two (one leaves), a late kafka-python "
+                     "group with small fetches, a read_committed reader and a Java share group of two", wl_forensics, broker="kafka4")]
+
+
+WORKLOADS += _forensics_workloads()

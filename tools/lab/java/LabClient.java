@@ -20,6 +20,10 @@
 //       an Admin client sets TOPIC's retention.ms once, then the quotas of
 //       its client id (as `quota` does, through QUOTA_BOOTSTRAP), then sets
 //       retention.ms over and over for MILLIS; prints one JSON operation
+//   share BOOTSTRAP GROUP TOPIC EXPECT MEMBERS
+//       MEMBERS share consumers (threads) of share group GROUP read TOPIC
+//       from the earliest offset until EXPECT records arrived between them;
+//       prints a JSON manifest of what each consumed and acknowledged
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -39,6 +43,7 @@ import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -83,11 +88,15 @@ public final class LabClient {
         } else if (args.length >= 6 && args[0].equals("admin-loop")) {
             System.out.println(adminLoop(args[1], args[2], args[3], Long.parseLong(args[4]), args[5],
                                          Arrays.copyOfRange(args, 6, args.length)));
+        } else if (args.length == 6 && args[0].equals("share")) {
+            System.out.println(shareGroup(args[1], args[2], args[3], Integer.parseInt(args[4]),
+                                          Integer.parseInt(args[5])));
         } else {
             System.err.println("usage: LabClient quota BOOTSTRAP CLIENT_ID key=value... | workload BOOTSTRAP"
                                + " | longpoll BOOTSTRAP TOPIC CLIENT_ID MAX_WAIT_MS MILLIS"
                                + " | group848 BOOTSTRAP TOPIC GROUP MEMBERS STAGGER_MS STAY_MS"
-                               + " | admin-loop BOOTSTRAP CLIENT_ID TOPIC MILLIS QUOTA_BOOTSTRAP key=value...");
+                               + " | admin-loop BOOTSTRAP CLIENT_ID TOPIC MILLIS QUOTA_BOOTSTRAP key=value..."
+                               + " | share BOOTSTRAP GROUP TOPIC EXPECT MEMBERS");
             System.exit(2);
         }
     }
@@ -429,6 +438,60 @@ public final class LabClient {
         return op("incremental_alter_configs topic " + topic + " retention.ms=3600000 back to back for " + millis
                   + " ms under " + String.join(" ", settings), "{\"client_id\": " + Json.str(clientId) + ", \"calls\": " + calls
                   + ", \"quota\": " + Json.str(String.join(" ", settings)) + "}");
+    }
+
+    // ------------------------------------------------------- share group --
+
+    /** MEMBERS share consumers of one share group, each in a thread, until EXPECT records between them. */
+    static String shareGroup(String bootstrap, String group, String topic, int expect, int members)
+            throws Exception {
+        List<String> operations = new ArrayList<>();
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                                                       AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(earliest))).all().get();
+            operations.add(op("incremental_alter_configs group " + group + " share.auto.offset.reset=earliest",
+                              Json.str("ok")));
+        }
+        AtomicInteger total = new AtomicInteger();
+        List<String> consumed = Collections.synchronizedList(new ArrayList<>());
+        List<String> results = Collections.synchronizedList(new ArrayList<>());
+        List<Thread> threads = new ArrayList<>();
+        for (int m = 1; m <= members; m++) {
+            String clientId = group + "-" + m;
+            Thread thread = new Thread(() -> {
+                Properties p = consumerProps(bootstrap, clientId);
+                p.put("group.id", group);
+                int got = 0;
+                String commit = "null";
+                try (KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(p)) {
+                    consumer.subscribe(List.of(topic));
+                    long deadline = System.currentTimeMillis() + 40_000;
+                    while (total.get() < expect && System.currentTimeMillis() < deadline) {
+                        for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                            consumed.add(consumedRow(clientId, group, r));
+                            got++;
+                            total.incrementAndGet();
+                        }
+                    }
+                    Map<?, ?> acknowledged = consumer.commitSync();
+                    commit = Json.str(acknowledged.size() + " partition(s) acknowledged");
+                }
+                results.add(op("share consume group=" + group + " client.id=" + clientId,
+                               "{\"received\": " + got + ", \"commit\": " + commit + "}"));
+            });
+            threads.add(thread);
+            thread.start();
+        }
+        for (Thread thread : threads) {
+            thread.join();
+        }
+        operations.addAll(results);
+        operations.add(op("share group " + group + " total",
+                          "{\"received\": " + total.get() + ", \"expected\": " + expect + "}"));
+        return "{\"produced\": [],\n \"consumed\": [" + String.join(",\n ", consumed) + "],\n \"operations\": ["
+            + String.join(",\n ", operations) + "]}";
     }
 
     // -------------------------------------------------------------- json --

@@ -1,0 +1,91 @@
+"""What `kdissect topics`, `groups` and `clients` share: options, the run,
+and writing or printing their tables (kdissect.forensics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from kdissect.failures import InputError
+from kdissect.options import NUMBER, OUTPUT_HELP, CaptureInputs, flag, integer, option
+from kdissect.output import safe_text
+
+
+class ForensicOptions(CaptureInputs):
+    output: str | None = option("-o", "--output", help=OUTPUT_HELP + " Without it, a text table on stdout.")
+    table: str | None = option("--table", metavar="NAME",
+                               help="Which of the command's tables to print or write (default: the first).")
+    max_uncompressed_mib: int = option(
+        "--max-uncompressed-mib", kind=integer(1, 4096), default=64, show_default=True,
+        help="Stop decompressing a batch beyond this many MiB (the batch is flagged).")
+    horizon_s: float = option(
+        "--e2e-horizon", kind=NUMBER, default=900.0, show_default=True, metavar="SECONDS",
+        help="End-to-end latency: match a fetched record with its produce request only within this many "
+             "seconds (bounds the memory the matching takes).")
+    quiet: bool = flag("-q", "--quiet", help="Do not print the accounting summary on stderr.")
+
+
+def run_forensics(options: ForensicOptions, command: str) -> None:
+    """Run the capture set through Forensics; print or write the command's tables."""
+    from kdissect.commands.export_core import print_accounting, run_analysis
+    from kdissect.forensics import COMMAND_TABLES, FORENSIC_APIS, Forensics
+
+    names = COMMAND_TABLES[command]
+    if options.table is not None and options.table not in names:
+        raise InputError(f"--table {options.table!r}: {command} has the tables {', '.join(names)}")
+    if options.horizon_s <= 0:
+        raise InputError("--e2e-horizon must be more than 0 seconds")
+    analysis = run_analysis(options, quiet=options.quiet, keep_apis=FORENSIC_APIS)
+    forensics = Forensics(horizon_ns=int(options.horizon_s * 1e9),
+                          max_uncompressed=options.max_uncompressed_mib * 1024 * 1024)
+    for ex in analysis:
+        forensics.add(ex)
+        ex.request = ex.response = None  # memory follows the tallies, not the exchanges
+    forensics.finish()
+    tables = forensics.tables()
+    selected = filter_rows(tables, options)
+    if options.output is not None:
+        write_table(options.table or names[0], selected(options.table or names[0]), options.output,
+                    analysis.ts_unit)
+    else:
+        from kdissect.forensics.render import render_flags, render_rows, render_table
+
+        shown = [options.table] if options.table else [name for name in names if name != "topic_lag"]
+        parts = [render_table(name, selected(name)) for name in shown]
+        if command == "groups" and not options.table:
+            parts.append(render_flags(tables, clients=False))
+        elif command == "clients" and not options.table:
+            parts.append(render_rows("metadata storms (60+ Metadata requests in a minute)",
+                                     ["client_id", "software_name", "metadata_requests", "metadata_max_per_minute"],
+                                     tables.metadata_storms))
+        click.echo(safe_text("\n\n".join(parts)))
+    if not options.quiet:
+        if tables.unresolved_topic_ids:
+            click.echo(f"kdissect: {len(tables.unresolved_topic_ids)} topic ids that no response in the capture "
+                       "names are shown as ids", err=True)
+        print_accounting(analysis)
+
+
+def filter_rows(tables: Any, options: Any) -> Any:
+    topics = frozenset(getattr(options, "topics", ()) or ())
+
+    def rows(name: str) -> list[dict[str, Any]]:
+        found = tables.table(name)
+        if topics and found and "topic" in found[0]:
+            found = [row for row in found if row["topic"] in topics]
+        return found
+
+    return rows
+
+
+def write_table(name: str, rows: list[dict[str, Any]], path: str, ts_unit: str) -> None:
+    from kdissect.forensics.tables import output_table
+    from kdissect.output import open_writer
+
+    writer = open_writer(path, table=output_table(name), ts_unit=ts_unit)
+    try:
+        for row in rows:
+            writer.write(row)
+    finally:
+        writer.close()

@@ -1,0 +1,49 @@
+"""Topic, partition, group and client forensics from the wire.
+
+- `Forensics` (core.py): exchanges in, `ForensicTables` out; mergeable.
+- `forensic_tables(paths, ...)`: the whole run for a capture set.
+- tables and columns: kdissect.forensics.tables (TABLE_COLUMNS).
+
+One module per table: topics.py (partition rows and lag), latency.py
+(end-to-end latency), groups.py (group generations and commits), clients.py
+(clients and producer sequences); names.py resolves topic ids for all of
+them and for `kdissect records`. Names are loaded on first use, so
+`kdissect.forensics.names` can be imported by the records table without
+importing the rest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+__all__ = ["FORENSIC_APIS", "COMMAND_TABLES", "TABLE_COLUMNS", "Forensics", "ForensicTables", "TopicNames",
+           "forensic_tables"]
+
+_LAZY = {"FORENSIC_APIS": "core", "Forensics": "core", "ForensicTables": "core", "TopicNames": "names",
+         "COMMAND_TABLES": "tables", "TABLE_COLUMNS": "tables"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kdissect.forensics' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"kdissect.forensics.{module}"), name)
+
+
+def forensic_tables(paths: Sequence[str | Path], ports: Iterable[int] = (9092,), detect: bool = True,
+                    tls_keylogs: Sequence[str | Path] = (), **settings: Any) -> tuple[Any, Any]:
+    """(ForensicTables, accounting) of a capture set; `settings` go to
+    `Forensics` (horizon_ns, slack_ns, max_uncompressed)."""
+    from kdissect.forensics.core import FORENSIC_APIS, Forensics
+    from kdissect.pipeline import Analysis
+
+    analysis = Analysis(paths, ports, detect, keep_apis=FORENSIC_APIS, tls_keylogs=tls_keylogs)
+    forensics = Forensics(**settings)
+    for ex in analysis:
+        forensics.add(ex)
+        ex.request = ex.response = None
+    forensics.finish()
+    return forensics.tables(), analysis.accounting

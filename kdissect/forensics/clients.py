@@ -1,0 +1,350 @@
+"""Which client misbehaves: one row per client (client id, and the software
+name and version its ApiVersions v3+ requests announce, KIP-511), and one per
+idempotent producer and partition.
+
+A connection's exchanges go to the client id of each request and the
+software its ApiVersions request named; a connection whose ApiVersions was
+not captured counts under the software of the client id's other connections
+when they all agree, else under an unknown software.
+
+Reconnects: connections from the same host to the same broker that start
+after an earlier one has gone quiet (its last exchange), each earlier one
+replaced at most once; concurrent connections (a consumer's fetch and
+coordinator connections) are not reconnects.
+
+Producer sequences (idempotent and transactional producers, KIP-98): per
+producer id, epoch and partition, each batch's base sequence should be the
+previous batch's plus its record count (modulo 2^31). A higher one is a gap
+(the records between were never sent, or not captured); a lower one a
+duplicate (a retry). Sequences are followed per connection, in capture
+order, then the connections' runs are joined by time.
+
+Memory: per client, its connections (two times and a key each) and minutes
+with Metadata requests; per producer and partition its connections' runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdissect.forensics.batches import SetFigures
+from kdissect.forensics.common import (MINUTE_NS, add_count, connection_of, error_list, host_of, max_of,
+                                       merge_counts, min_of, when)
+from kdissect.protocol.apis import ApiKey
+
+_API_VERSIONS, _METADATA = int(ApiKey.API_VERSIONS), int(ApiKey.METADATA)
+_INIT_PRODUCER_ID = int(ApiKey.INIT_PRODUCER_ID)
+_SEQUENCE_SPACE = 1 << 31
+# a client is flagged for a metadata storm at this many Metadata requests in one minute
+METADATA_STORM_PER_MINUTE = 60
+
+
+class ClientStats:
+    __slots__ = ("hosts", "brokers", "connections", "requests", "metadata_minutes", "produce_batches",
+                 "produce_records", "batch_bytes", "batch_bytes_max", "record_bytes", "producers",
+                 "transactional_ids", "throttled", "throttle_ms", "throttle_ms_max", "errors", "first_ts", "last_ts")
+
+    def __init__(self) -> None:
+        self.hosts: set[str] = set()
+        self.brokers: set[str] = set()
+        # connection -> [first ts, last ts, host, broker]
+        self.connections: dict[tuple, list] = {}
+        self.requests: dict[str, int] = {}
+        self.metadata_minutes: dict[int, int] = {}
+        self.produce_batches = 0
+        self.produce_records = 0
+        self.batch_bytes = 0
+        self.batch_bytes_max = 0
+        self.record_bytes = 0
+        self.producers: set[tuple[int, int]] = set()
+        self.transactional_ids: set[str] = set()
+        self.throttled = 0
+        self.throttle_ms = 0
+        self.throttle_ms_max = 0
+        self.errors: dict[int, int] = {}
+        self.first_ts: int | None = None
+        self.last_ts: int | None = None
+
+    def merge(self, other: ClientStats) -> None:
+        self.hosts |= other.hosts
+        self.brokers |= other.brokers
+        for key, (first, last, host, broker) in other.connections.items():
+            mine = self.connections.get(key)
+            if mine is None:
+                self.connections[key] = [first, last, host, broker]
+            else:
+                mine[0], mine[1] = min_of(mine[0], first), max_of(mine[1], last)
+        merge_counts(self.requests, other.requests)
+        merge_counts(self.metadata_minutes, other.metadata_minutes)
+        self.produce_batches += other.produce_batches
+        self.produce_records += other.produce_records
+        self.batch_bytes += other.batch_bytes
+        self.batch_bytes_max = max(self.batch_bytes_max, other.batch_bytes_max)
+        self.record_bytes += other.record_bytes
+        self.producers |= other.producers
+        self.transactional_ids |= other.transactional_ids
+        self.throttled += other.throttled
+        self.throttle_ms += other.throttle_ms
+        self.throttle_ms_max = max(self.throttle_ms_max, other.throttle_ms_max)
+        merge_counts(self.errors, other.errors)
+        self.first_ts = min_of(self.first_ts, other.first_ts)
+        self.last_ts = max_of(self.last_ts, other.last_ts)
+
+
+class SequenceRun:
+    """One connection's batches of one producer (id, epoch) to one partition."""
+
+    __slots__ = ("first_order", "first_sequence", "next_sequence", "last_ts", "batches", "records", "gaps",
+                 "missing", "duplicates", "client_ids")
+
+    def __init__(self, order: tuple, first_sequence: int) -> None:
+        self.first_order = order
+        self.first_sequence = first_sequence
+        self.next_sequence = first_sequence
+        self.last_ts: int | None = None
+        self.batches = 0
+        self.records = 0
+        self.gaps = 0
+        self.missing = 0
+        self.duplicates = 0
+        self.client_ids: set[str] = set()
+
+    def add(self, base_sequence: int, count: int) -> None:
+        if self.batches:
+            self.step(base_sequence)
+        self.batches += 1
+        self.records += count
+        end = (base_sequence + count) % _SEQUENCE_SPACE
+        if self.batches == 1 or _ahead(end, self.next_sequence):
+            self.next_sequence = end
+
+    def step(self, base_sequence: int) -> None:
+        """Count a gap or duplicate where `base_sequence` follows next_sequence."""
+        ahead = (base_sequence - self.next_sequence) % _SEQUENCE_SPACE
+        if ahead == 0:
+            return
+        if ahead < _SEQUENCE_SPACE // 2:
+            self.gaps += 1
+            self.missing += ahead
+        else:
+            self.duplicates += 1
+
+
+def _ahead(a: int, b: int) -> bool:
+    """Whether sequence a is after b (modulo 2^31)."""
+    return 0 < (a - b) % _SEQUENCE_SPACE < _SEQUENCE_SPACE // 2
+
+
+class ClientTally:
+    def __init__(self) -> None:
+        self.stats: dict[tuple[str | None, str | None, str | None], ClientStats] = {}
+        self.software: dict[tuple, tuple[str | None, str | None]] = {}  # connection -> (name, version)
+        # (producer id, epoch, label, partition) -> {connection: SequenceRun}
+        self.sequences: dict[tuple, dict[tuple, SequenceRun]] = {}
+        self.transactional: dict[tuple[int, int], set[str]] = {}  # (producer id, epoch) -> transactional ids
+
+    def _stats(self, key: tuple) -> ClientStats:
+        found = self.stats.get(key)
+        if found is None:
+            found = self.stats[key] = ClientStats()
+        return found
+
+    def add(self, ex: Any) -> ClientStats:
+        """Count one exchange; the client's stats (for the produce figures)."""
+        connection = connection_of(ex)
+        if ex.api_key == _API_VERSIONS and ex.request is not None and (ex.api_version or 0) >= 3:
+            body = ex.request.body
+            name = getattr(body, "client_software_name", None)
+            if name:
+                self.software[connection] = (name, getattr(body, "client_software_version", None))
+        name, version = self.software.get(connection, (None, None))
+        stats = self._stats((ex.client_id, name, version))
+        ts = when(ex)
+        stats.first_ts = min_of(stats.first_ts, ts)
+        stats.last_ts = max_of(stats.last_ts, when(ex, response_first=True))
+        host = host_of(ex.client)
+        if host is not None:
+            stats.hosts.add(host)
+        if ex.broker:
+            stats.brokers.add(ex.broker)
+        seen = stats.connections.get(connection)
+        if seen is None:
+            stats.connections[connection] = [ts, when(ex, response_first=True), host or "", ex.broker or ""]
+        else:
+            seen[0], seen[1] = min_of(seen[0], ts), max_of(seen[1], when(ex, response_first=True))
+        if ex.api_name:
+            add_count(stats.requests, ex.api_name)
+        if ex.api_key == _METADATA and ts is not None:
+            add_count(stats.metadata_minutes, ts - ts % MINUTE_NS)
+        throttle = ex.throttle_time_ms
+        if throttle:
+            stats.throttled += 1
+            stats.throttle_ms += throttle
+            stats.throttle_ms_max = max(stats.throttle_ms_max, throttle)
+        for code in set(ex.error_codes or ()) | ({ex.error_code} if ex.error_code else set()):
+            add_count(stats.errors, code)
+        if ex.api_key == _INIT_PRODUCER_ID and ex.request is not None and ex.response is not None:
+            txn = getattr(ex.request.body, "transactional_id", None)
+            response = ex.response.body
+            if txn and not response.error_code and response.producer_id >= 0:
+                self.transactional.setdefault((response.producer_id, response.producer_epoch), set()).add(txn)
+                stats.transactional_ids.add(txn)
+        return stats
+
+    def add_produce(self, ex: Any, stats: ClientStats, label: str | None, partition: int,
+                    figures: SetFigures, transactional_id: str | None) -> None:
+        """The batches of one partition of a Produce request."""
+        connection = connection_of(ex)
+        order_ts = ex.request_ts if ex.request_ts is not None else -1
+        if transactional_id:
+            stats.transactional_ids.add(transactional_id)
+        for span in figures.spans:
+            stats.produce_batches += 1
+            stats.produce_records += span.count
+            stats.batch_bytes += span.wire_bytes
+            stats.batch_bytes_max = max(stats.batch_bytes_max, span.wire_bytes)
+            stats.record_bytes += span.record_bytes
+            if span.producer_id is None or span.producer_id < 0 or span.base_sequence is None \
+                    or span.base_sequence < 0:
+                continue
+            producer = (span.producer_id, span.producer_epoch)
+            stats.producers.add(producer)  # type: ignore[arg-type]
+            if transactional_id:
+                self.transactional.setdefault(producer, set()).add(transactional_id)  # type: ignore[arg-type]
+            runs = self.sequences.setdefault((span.producer_id, span.producer_epoch, label, partition), {})
+            run = runs.get(connection)
+            if run is None:
+                run = runs[connection] = SequenceRun((order_ts, connection, ex.correlation_id), span.base_sequence)
+            run.add(span.base_sequence, span.count)
+            run.last_ts = max_of(run.last_ts, ex.request_ts)
+            if ex.client_id is not None:
+                run.client_ids.add(ex.client_id)
+
+    def merge(self, other: ClientTally) -> None:
+        for key, stats in other.stats.items():
+            self._stats(key).merge(stats)
+        self.software.update(other.software)
+        for key, runs in other.sequences.items():
+            mine = self.sequences.setdefault(key, {})
+            mine.update(runs)  # a connection is whole in one tally
+        for key, ids in other.transactional.items():
+            self.transactional.setdefault(key, set()).update(ids)
+
+    # -- tables --------------------------------------------------------------------
+
+    def _folded(self) -> dict[tuple, ClientStats]:
+        """Stats of connections without a captured ApiVersions folded into
+        their client id's one known software, where there is exactly one."""
+        software: dict[str | None, set[tuple]] = {}
+        for client_id, name, version in self.stats:
+            if name is not None or version is not None:
+                software.setdefault(client_id, set()).add((name, version))
+        folded: dict[tuple, ClientStats] = {}
+        for (client_id, name, version), stats in self.stats.items():
+            if name is None and version is None and len(software.get(client_id, ())) == 1:
+                name, version = next(iter(software[client_id]))
+            key = (client_id, name, version)
+            found = folded.get(key)
+            if found is None:
+                found = folded[key] = ClientStats()
+            found.merge(stats)
+        return folded
+
+    def producer_rows(self, names: Any) -> list[dict[str, Any]]:
+        merged: dict[tuple, list[SequenceRun]] = {}
+        for (producer_id, epoch, label, partition), runs in self.sequences.items():
+            merged.setdefault((producer_id, epoch, names.name(label), partition), []).extend(runs.values())
+        rows = []
+        for key in sorted(merged, key=lambda k: (k[0], k[1], k[2] or "", k[3])):
+            producer_id, epoch, topic, partition = key
+            runs = sorted(merged[key], key=lambda run: run.first_order)
+            joined = SequenceRun(runs[0].first_order, runs[0].first_sequence)
+            joined.next_sequence = runs[0].first_sequence
+            for i, run in enumerate(runs):
+                if i:
+                    joined.step(run.first_sequence)
+                joined.batches += run.batches
+                joined.records += run.records
+                joined.gaps += run.gaps
+                joined.missing += run.missing
+                joined.duplicates += run.duplicates
+                joined.client_ids |= run.client_ids
+                joined.last_ts = max_of(joined.last_ts, run.last_ts)
+                if i == 0 or _ahead(run.next_sequence, joined.next_sequence):
+                    joined.next_sequence = run.next_sequence
+            rows.append({
+                "producer_id": producer_id, "producer_epoch": epoch,
+                "transactional_id": ",".join(sorted(self.transactional.get((producer_id, epoch), ()))) or None,
+                "client_ids": sorted(joined.client_ids), "topic": topic, "partition": partition,
+                "connections": len(runs), "batches": joined.batches, "records": joined.records,
+                "first_sequence": joined.first_sequence, "next_sequence": joined.next_sequence,
+                "sequence_gaps": joined.gaps, "missing_sequences": joined.missing, "duplicates": joined.duplicates,
+                "first_ts": runs[0].first_order[0] if runs[0].first_order[0] >= 0 else None,
+                "last_ts": joined.last_ts,
+            })
+        return rows
+
+    def rows(self, names: Any) -> list[dict[str, Any]]:
+        producers = self.producer_rows(names)
+        by_client: dict[str | None, list[dict[str, Any]]] = {}
+        for row in producers:
+            for client_id in row["client_ids"] or [None]:
+                by_client.setdefault(client_id, []).append(row)
+        rows = []
+        for key, stats in sorted(self.folded_items(), key=lambda item: tuple((v is not None, v or "")
+                                                                                  for v in item[0])):
+            client_id, name, version = key
+            own = [row for row in by_client.get(client_id, [])
+                   if (row["producer_id"], row["producer_epoch"]) in stats.producers]
+            per_minute = max(stats.metadata_minutes.values(), default=0)
+            rows.append({
+                "client_id": client_id, "software_name": name, "software_version": version,
+                "hosts": sorted(stats.hosts), "brokers": sorted(stats.brokers),
+                "connections": len(stats.connections), "reconnects": _reconnects(stats.connections),
+                "first_ts": stats.first_ts, "last_ts": stats.last_ts,
+                "requests": sum(stats.requests.values()),
+                "requests_by_api": [f"{api}:{n}" for api, n in sorted(stats.requests.items())],
+                "metadata_requests": stats.requests.get("Metadata", 0),
+                "metadata_max_per_minute": per_minute,
+                "produce_batches": stats.produce_batches, "produce_records": stats.produce_records,
+                "produce_batch_bytes": stats.batch_bytes, "produce_record_bytes": stats.record_bytes,
+                "max_batch_bytes": stats.batch_bytes_max if stats.produce_batches else None,
+                "mean_batch_bytes": stats.batch_bytes / stats.produce_batches if stats.produce_batches else None,
+                "compression_ratio": stats.record_bytes / stats.batch_bytes if stats.batch_bytes else None,
+                "producer_ids": [f"{pid}:{epoch}" for pid, epoch in sorted(stats.producers)],
+                "transactional_ids": sorted(stats.transactional_ids),
+                "sequence_gaps": sum(row["sequence_gaps"] for row in own),
+                "sequence_duplicates": sum(row["duplicates"] for row in own),
+                "throttled": stats.throttled, "throttle_ms": stats.throttle_ms,
+                "max_throttle_ms": stats.throttle_ms_max if stats.throttled else None,
+                "errors": error_list(stats.errors),
+            })
+        return rows
+
+    def folded_items(self) -> list[tuple[tuple, ClientStats]]:
+        return list(self._folded().items())
+
+    @staticmethod
+    def metadata_storms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"client_id": row["client_id"], "software_name": row["software_name"],
+                 "metadata_requests": row["metadata_requests"],
+                 "metadata_max_per_minute": row["metadata_max_per_minute"]}
+                for row in rows if row["metadata_max_per_minute"] >= METADATA_STORM_PER_MINUTE]
+
+
+def _reconnects(connections: dict[tuple, list]) -> int:
+    by_path: dict[tuple[str, str], list[tuple]] = {}
+    for key, (first, last, host, broker) in connections.items():
+        by_path.setdefault((host, broker), []).append((first if first is not None else -1,
+                                                       last if last is not None else -1, key))
+    count = 0
+    for spans in by_path.values():
+        spans.sort()
+        ended: list[int] = []  # last times of connections not yet replaced
+        for first, last, _key in spans:
+            quiet = [i for i, end in enumerate(ended) if end < first]
+            if quiet:
+                count += 1
+                del ended[min(quiet, key=lambda i: ended[i])]
+            ended.append(last)
+    return count

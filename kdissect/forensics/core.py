@@ -1,0 +1,227 @@
+"""`Forensics`: one pass over exchanges -> the topic, group and client tables.
+
+    from kdissect.forensics import Forensics, FORENSIC_APIS
+    from kdissect.pipeline import analyze
+
+    exchanges, accounting = analyze(paths, keep_apis=FORENSIC_APIS)
+    forensics = Forensics()
+    for ex in exchanges:
+        forensics.add(ex)
+    tables = forensics.tables()          # ForensicTables: .topics, .groups, .clients, ...
+
+`add` reads the decoded messages of the APIs in FORENSIC_APIS (the others
+only through their exchange rows), so a pipeline keeping just those
+(`keep_apis=FORENSIC_APIS`) is enough. Tallies are keyed by topic label (a
+name, or an id's text where the wire gives only the id) and resolved with
+every id -> name pair the capture set holds when the tables are made.
+
+Forensics of parts merge (`merge`) into the forensics of the whole, whatever
+the order: the Spark job tallies per task and merges on the driver. Every
+"last value" is the one of the latest exchange by (time, connection,
+correlation id), and everything order-dependent (fetch positions, producer
+sequences, the software behind a client id) is followed per connection,
+which a task always holds whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdissect.forensics.batches import set_figures, span_offsets
+from kdissect.forensics.clients import ClientTally
+from kdissect.forensics.common import connection_of, topic_label, when
+from kdissect.forensics.groups import GROUP_APIS, GroupTally
+from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
+from kdissect.forensics.names import ID_BEARING_APIS, TopicNames
+from kdissect.forensics.topics import TopicTally
+from kdissect.protocol.apis import ApiKey
+from kdissect.records.codecs import DEFAULT_LIMIT
+from kdissect.records.table import produce_results
+
+_PRODUCE, _FETCH, _SHARE_FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)
+FORENSIC_APIS = frozenset({_PRODUCE, _FETCH, _SHARE_FETCH, int(ApiKey.API_VERSIONS), int(ApiKey.INIT_PRODUCER_ID)}
+                          | GROUP_APIS | ID_BEARING_APIS)
+
+
+class ForensicTables:
+    """The tables (lists of row dicts, columns as in kdissect.forensics.tables)
+    and the flags `stats` prints."""
+
+    def __init__(self, **tables: Any) -> None:
+        self.topics: list[dict[str, Any]] = tables["topics"]
+        self.topic_lag: list[dict[str, Any]] = tables["topic_lag"]
+        self.end_to_end: list[dict[str, Any]] = tables["end_to_end"]
+        self.groups: list[dict[str, Any]] = tables["groups"]
+        self.group_commits: list[dict[str, Any]] = tables["group_commits"]
+        self.clients: list[dict[str, Any]] = tables["clients"]
+        self.producers: list[dict[str, Any]] = tables["producers"]
+        self.rebalance_storms: list[dict[str, Any]] = tables["rebalance_storms"]
+        self.member_rejoins: list[dict[str, Any]] = tables["member_rejoins"]
+        self.metadata_storms: list[dict[str, Any]] = tables["metadata_storms"]
+        self.unresolved_topic_ids: list[str] = tables["unresolved_topic_ids"]
+        self.topic_id_conflicts: int = tables["topic_id_conflicts"]
+
+    def table(self, name: str) -> list[dict[str, Any]]:
+        return getattr(self, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in (
+            "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
+            "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids", "topic_id_conflicts")}
+
+
+class Forensics:
+    """Tallies fed one exchange at a time (see the module docstring).
+
+    `horizon_ns` / `slack_ns`: the end-to-end latency rule
+    (kdissect.forensics.latency). `latency_sink`: where produced and fetched
+    offset ranges go instead of the one-pass matcher (the Spark tasks write
+    them out and match them per partition after the shuffle)."""
+
+    def __init__(self, horizon_ns: int = DEFAULT_HORIZON_NS, slack_ns: int = DEFAULT_SLACK_NS,
+                 max_uncompressed: int = DEFAULT_LIMIT, latency_sink: Any = None) -> None:
+        self.horizon_ns = horizon_ns
+        self.slack_ns = slack_ns
+        self.max_uncompressed = max_uncompressed
+        self.names = TopicNames()
+        self.topics = TopicTally()
+        self.groups = GroupTally()
+        self.clients = ClientTally()
+        self.latency = LatencyTally()
+        self.ranges = latency_sink if latency_sink is not None else StreamMatcher(self.latency, horizon_ns, slack_ns)
+        self.exchanges = 0
+
+    def add(self, ex: Any) -> None:
+        self.exchanges += 1
+        for topic_id in self.names.learn_exchange(ex):
+            self.ranges.rename(topic_id, self.names.names[topic_id])
+        stats = self.clients.add(ex)
+        key = ex.api_key
+        if key == _PRODUCE:
+            if ex.request is not None:
+                self._produce(ex, stats)
+        elif key == _FETCH or key == _SHARE_FETCH:
+            if ex.response is not None:
+                self._fetch(ex, key == _SHARE_FETCH)
+        elif key in GROUP_APIS:
+            self.groups.add(ex)
+
+    def _produce(self, ex: Any, stats: Any) -> None:
+        body = ex.request.body
+        results = produce_results(ex)
+        transactional_id = getattr(body, "transactional_id", None)
+        ts = when(ex)
+        for topic in getattr(body, "topic_data", None) or ():
+            label = topic_label(topic, "name")
+            for entry in getattr(topic, "partition_data", None) or ():
+                partition = entry.index
+                raw = getattr(entry, "records", None)
+                figures = set_figures(bytes(raw), self.max_uncompressed, produced=True) if raw else None
+                base, error = None, 0
+                if isinstance(results, dict):
+                    base, error = results.get((label, partition), (None, 0))
+                answered = base is not None and base >= 0 and not error
+                last_offset = None
+                if figures is not None and figures.spans and answered:
+                    last_offset = base + max(span.last for span in figures.spans)
+                self.topics.add_produce(ex, label, partition, ts, figures, error, last_offset)
+                if figures is None:
+                    continue
+                self.clients.add_produce(ex, stats, label, partition, figures, transactional_id)
+                if answered and ex.request_ts is not None and ex.response_ts is not None:
+                    for span in figures.spans:
+                        self.ranges.produced(self.names.name(label), partition, base + span.first, base + span.last,
+                                             ex.request_ts, ex.response_ts)
+
+    def _fetch(self, ex: Any, share: bool) -> None:
+        asked: dict[tuple[str | None, int], int] = {}
+        if not share and ex.request is not None:
+            for topic in getattr(ex.request.body, "topics", None) or ():
+                label = topic_label(topic, "topic")
+                for entry in getattr(topic, "partitions", None) or ():
+                    asked[(label, entry.partition)] = entry.fetch_offset
+        ts = when(ex, response_first=True)
+        connection = connection_of(ex)
+        for topic in getattr(ex.response.body, "responses", None) or ():
+            label = topic_label(topic, "topic")
+            for entry in getattr(topic, "partitions", None) or ():
+                partition = entry.partition_index
+                raw = getattr(entry, "records", None)
+                figures = set_figures(bytes(raw), self.max_uncompressed, produced=False) if raw else None
+                self.topics.add_fetch(ex, label, partition, ts, figures, entry, asked.get((label, partition)),
+                                      connection, share)
+                if figures is not None and ex.response_ts is not None:
+                    for span in figures.spans:
+                        for first, last in _runs(span_offsets(span)):
+                            self.ranges.fetched(self.names.name(label), partition, ex.client_id, range(first, last + 1),
+                                                ex.response_ts)
+
+    def finish(self) -> None:
+        """The end of the input: match what still waits (call before `tables`)."""
+        finish = getattr(self.ranges, "finish", None)
+        if finish is not None:
+            finish()
+
+    def merge(self, other: Forensics) -> None:
+        """Add another part's tallies (their ranges must have been matched:
+        `finish` called, or handled by a sink)."""
+        self.exchanges += other.exchanges
+        self.names.merge(other.names)
+        self.topics.merge(other.topics)
+        self.groups.merge(other.groups)
+        self.clients.merge(other.clients)
+        self.latency.merge(other.latency)
+
+    def state(self) -> dict[str, Any]:
+        """What `merge` needs, picklable (the Spark tasks send it to the driver)."""
+        return {"exchanges": self.exchanges, "names": self.names, "topics": self.topics, "groups": self.groups,
+                "clients": self.clients, "latency": self.latency}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Forensics:
+        made = cls(latency_sink=_NoRanges())
+        made.exchanges = state["exchanges"]
+        made.names, made.topics, made.groups = state["names"], state["topics"], state["groups"]
+        made.clients, made.latency = state["clients"], state["latency"]
+        return made
+
+    def tables(self) -> ForensicTables:
+        names = self.names
+        topics = self.topics.rows(names)
+        groups, commits = self.groups.rows(names, self.topics.high_watermarks(names))
+        clients = self.clients.rows(names)
+        labels = set(self.topics.labels()) | {label for label, _ in self.latency.histograms}
+        labels |= {key[2] for key in self.groups.commits}
+        labels |= {t for by_epoch in self.groups.epoch_assignments.values() for _, parts in by_epoch.values()
+                   for t, _ in parts}
+        return ForensicTables(
+            topics=topics, topic_lag=self.topics.lag_rows(names), end_to_end=self.latency.rows(names),
+            groups=groups, group_commits=commits, clients=clients, producers=self.clients.producer_rows(names),
+            rebalance_storms=self.groups.storms(groups), member_rejoins=self.groups.rejoins(),
+            metadata_storms=ClientTally.metadata_storms(clients),
+            unresolved_topic_ids=names.unresolved(labels), topic_id_conflicts=names.conflicts)
+
+
+class _NoRanges:
+    """The ranges sink of a Forensics rebuilt from a state (nothing comes in)."""
+
+    def produced(self, *args: Any) -> None:
+        raise RuntimeError("a merged Forensics takes no exchanges")
+
+    fetched = produced
+
+    def rename(self, old: str, new: str) -> None:
+        pass
+
+
+def _runs(offsets: Any) -> list[tuple[int, int]]:
+    """[(first, last)] of the contiguous runs of ascending offsets."""
+    if isinstance(offsets, range):
+        return [(offsets[0], offsets[-1])] if len(offsets) else []
+    runs: list[tuple[int, int]] = []
+    for offset in offsets:
+        if runs and offset == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], offset)
+        else:
+            runs.append((offset, offset))
+    return runs

@@ -1,0 +1,93 @@
+"""The forensic tables' columns and types, defined once for every face.
+
+Types are the exchange table's type names (kdissect.exchange.arrow_type):
+"timestamp" columns hold int nanoseconds in rows and take the run's unit in
+Arrow/Parquet; list columns are JSON text in CSV.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "topics": [
+        ("topic", "string"), ("topic_id", "string"), ("partition", "int32"), ("direction", "string"),
+        ("client_id", "string"), ("requests", "int64"), ("batches", "int64"), ("records", "int64"),
+        ("record_bytes", "int64"), ("batch_bytes", "int64"), ("codecs", "list<string>"),
+        ("compression_ratio", "float64"), ("first_ts", "timestamp"), ("last_ts", "timestamp"),
+        ("errors", "list<string>"), ("last_offset", "int64"), ("high_watermark", "int64"),
+        ("last_stable_offset", "int64"), ("log_start_offset", "int64"), ("next_offset", "int64"), ("lag", "int64"),
+    ],
+    "topic_lag": [
+        ("topic", "string"), ("partition", "int32"), ("client_id", "string"), ("minute", "timestamp"),
+        ("fetches", "int64"), ("lag", "int64"), ("max_lag", "int64"), ("high_watermark", "int64"),
+        ("next_offset", "int64"),
+    ],
+    "end_to_end": [
+        ("dimension", "string"), ("topic", "string"), ("client_id", "string"), ("records", "int64"),
+        ("min_ms", "float64"), ("mean_ms", "float64"), ("p50_ms", "float64"), ("p90_ms", "float64"),
+        ("p99_ms", "float64"), ("max_ms", "float64"), ("unmatched", "int64"),
+    ],
+    "groups": [
+        ("group_id", "string"), ("group_type", "string"), ("generation_id", "int32"), ("protocol_type", "string"),
+        ("protocol_name", "string"), ("members", "int32"), ("member_ids", "list<string>"),
+        ("client_ids", "list<string>"), ("hosts", "list<string>"), ("leader", "string"),
+        ("assignments", "list<string>"), ("rebalance_start", "timestamp"), ("rebalance_end", "timestamp"),
+        ("rebalance_ms", "float64"), ("joins", "int64"), ("syncs", "int64"), ("heartbeats", "int64"),
+        ("leaves", "int64"), ("commits", "int64"), ("errors", "list<string>"), ("committed_partitions", "int64"),
+        ("committed_lag", "int64"), ("first_ts", "timestamp"), ("last_ts", "timestamp"),
+    ],
+    "group_commits": [
+        ("group_id", "string"), ("generation_id", "int32"), ("topic", "string"), ("partition", "int32"),
+        ("committed_offset", "int64"), ("commits", "int64"), ("failed", "int64"), ("last_commit_ts", "timestamp"),
+        ("client_id", "string"), ("high_watermark", "int64"), ("committed_lag", "int64"),
+    ],
+    "clients": [
+        ("client_id", "string"), ("software_name", "string"), ("software_version", "string"),
+        ("hosts", "list<string>"), ("brokers", "list<string>"), ("connections", "int64"), ("reconnects", "int64"),
+        ("first_ts", "timestamp"), ("last_ts", "timestamp"), ("requests", "int64"),
+        ("requests_by_api", "list<string>"), ("metadata_requests", "int64"), ("metadata_max_per_minute", "int64"),
+        ("produce_batches", "int64"), ("produce_records", "int64"), ("produce_batch_bytes", "int64"),
+        ("produce_record_bytes", "int64"), ("max_batch_bytes", "int64"), ("mean_batch_bytes", "float64"),
+        ("compression_ratio", "float64"), ("producer_ids", "list<string>"), ("transactional_ids", "list<string>"),
+        ("sequence_gaps", "int64"), ("sequence_duplicates", "int64"), ("throttled", "int64"),
+        ("throttle_ms", "int64"), ("max_throttle_ms", "int64"), ("errors", "list<string>"),
+    ],
+    "producers": [
+        ("producer_id", "int64"), ("producer_epoch", "int16"), ("transactional_id", "string"),
+        ("client_ids", "list<string>"), ("topic", "string"), ("partition", "int32"), ("connections", "int64"),
+        ("batches", "int64"), ("records", "int64"), ("first_sequence", "int32"), ("next_sequence", "int32"),
+        ("sequence_gaps", "int64"), ("missing_sequences", "int64"), ("duplicates", "int64"),
+        ("first_ts", "timestamp"), ("last_ts", "timestamp"),
+    ],
+}
+# which tables each command writes (the first is its default)
+COMMAND_TABLES = {
+    "topics": ("topics", "topic_lag", "end_to_end"),
+    "groups": ("groups", "group_commits"),
+    "clients": ("clients", "producers"),
+}
+TABLE_NAMES = tuple(TABLE_COLUMNS)
+
+
+def column_names(table: str) -> list[str]:
+    return [name for name, _ in TABLE_COLUMNS[table]]
+
+
+def output_table(table: str) -> Any:
+    """The `kdissect.output.Table` of a forensic table (for `open_writer`)."""
+    from kdissect.output import Table
+
+    columns = TABLE_COLUMNS[table]
+    return Table([name for name, _ in columns],
+                 frozenset(name for name, kind in columns if kind.startswith("list<")),
+                 lambda ts_unit="us": arrow_schema(table, ts_unit),
+                 frozenset(name for name, kind in columns if kind == "timestamp"))
+
+
+def arrow_schema(table: str, ts_unit: str = "us") -> Any:
+    import pyarrow as pa
+
+    from kdissect.exchange import arrow_type
+
+    return pa.schema([(name, arrow_type(kind, ts_unit)) for name, kind in TABLE_COLUMNS[table]])

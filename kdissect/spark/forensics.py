@@ -1,0 +1,247 @@
+"""The forensic tables (kdissect.forensics) in the Spark job.
+
+Each dissecting task tallies the exchanges of its connections with its own
+`Forensics` (the decoded messages of FORENSIC_APIS are kept for it:
+`Dissector(keep_apis=...)`) and leaves two files under OUTDIR/_work/forensics:
+
+  state-NNNNN.pickle   the task's tallies (bounded by its topic-partitions,
+                       groups, clients and connections, not its exchanges)
+  ranges-NNNNN.parquet the offset ranges its Produce answers gave and its
+                       Fetch responses delivered (end-to-end latency)
+
+On the driver (`finish_forensics`): the states are merged (a merge of parts
+equals the tally of the whole, kdissect.forensics.core); with the merged
+topic-id names (so ids are resolved across the whole archive) one Spark job
+brings every topic-partition's ranges together and matches them with the
+same rule the CLI applies (`latency.match_partition`; each task hands back
+its latency histograms, small); then the driver writes each table as one
+Parquet file under OUTDIR/<table>/, rows as `kdissect topics|groups|clients
+-o` writes them (same columns, same order).
+
+Files are written under a temporary name and renamed, named by task
+partition, so a task that runs twice writes the same files again.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+
+FORENSICS_DIR = "forensics"
+PRODUCED, FETCHED = 0, 1
+RANGE_SCHEMA = pa.schema([
+    ("kind", pa.int8()),  # PRODUCED or FETCHED
+    ("topic", pa.string()),  # the label the task knew (a name, or an id's text)
+    ("partition", pa.int32()),
+    ("first", pa.int64()),
+    ("last", pa.int64()),
+    ("ts", pa.int64()),  # produced: the request's time; fetched: the response's
+    ("response_ts", pa.int64()),  # produced: the answer's time
+    ("client_id", pa.string()),  # fetched: the consumer
+])
+TALLY_SCHEMA = pa.schema([("tally", pa.binary())])
+_FLUSH_ROWS = 65536
+
+
+def _directory(work_dir: str) -> Path:
+    return Path(work_dir) / FORENSICS_DIR
+
+
+def _write_atomically(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+
+
+class RangeSink:
+    """The `latency_sink` of a task's Forensics: ranges to a Parquet file."""
+
+    def __init__(self, work_dir: str, task_partition: int) -> None:
+        self.path = _directory(work_dir) / f"ranges-{task_partition:05d}.parquet"
+        self.columns: dict[str, list] = {name: [] for name in RANGE_SCHEMA.names}
+        self.writer: Any = None
+        self.temporary: Path | None = None
+
+    def produced(self, label: str | None, partition: int, first: int, last: int, request_ts: int,
+                 response_ts: int) -> None:
+        self._add(PRODUCED, label, partition, first, last, request_ts, response_ts, None)
+
+    def fetched(self, label: str | None, partition: int, client_id: str | None, offsets: range,
+                fetched_ts: int) -> None:
+        self._add(FETCHED, label, partition, offsets[0], offsets[-1], fetched_ts, None, client_id)
+
+    def rename(self, old: str, new: str) -> None:
+        pass  # the driver resolves every label with the names of the whole archive
+
+    def _add(self, *values: Any) -> None:
+        for name, value in zip(RANGE_SCHEMA.names, values):
+            self.columns[name].append(value)
+        if len(self.columns["kind"]) >= _FLUSH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow.parquet as pq
+
+        if self.writer is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}")
+            self.writer = pq.ParquetWriter(str(self.temporary), RANGE_SCHEMA)
+        self.writer.write_table(pa.table(self.columns, schema=RANGE_SCHEMA))
+        self.columns = {name: [] for name in RANGE_SCHEMA.names}
+
+    def close(self) -> None:
+        if self.columns["kind"] or self.writer is not None:
+            self._flush()
+            self.writer.close()
+            os.replace(self.temporary, self.path)  # type: ignore[arg-type]
+            self.writer = None
+
+    def abandon(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.temporary is not None and self.temporary.exists():
+            self.temporary.unlink()
+
+
+class TaskForensics:
+    """One dissecting task's Forensics and its files."""
+
+    def __init__(self, work_dir: str, task_partition: int) -> None:
+        from kdissect.forensics import Forensics
+
+        self.work_dir = work_dir
+        self.task_partition = task_partition
+        self.ranges = RangeSink(work_dir, task_partition)
+        self.forensics = Forensics(latency_sink=self.ranges)
+
+    def add(self, exchange: Any) -> None:
+        self.forensics.add(exchange)
+
+    def close(self) -> None:
+        self.ranges.close()
+        state = pickle.dumps(self.forensics.state(), protocol=pickle.HIGHEST_PROTOCOL)
+        _write_atomically(_directory(self.work_dir) / f"state-{self.task_partition:05d}.pickle",
+                          lambda path: path.write_bytes(state))
+
+    def abandon(self) -> None:
+        self.ranges.abandon()
+
+
+def merged_forensics(work_dir: str) -> Any:
+    """The tasks' tallies merged (in file order; the merge does not depend on it)."""
+    from kdissect.forensics import Forensics
+
+    merged = None
+    for path in sorted(_directory(work_dir).glob("state-*.pickle")):
+        part = Forensics.from_state(pickle.loads(path.read_bytes()))
+        if merged is None:
+            merged = part
+        else:
+            merged.merge(part)
+    return merged if merged is not None else Forensics.from_state(Forensics().state())
+
+
+def _resolve(batches: Iterable[pa.RecordBatch], names: dict[str, str]) -> Iterator[pa.RecordBatch]:
+    """Range rows with topic labels resolved by the archive's names."""
+    for batch in batches:
+        topics = [names.get(label, label) if label is not None else None
+                  for label in batch.column("topic").to_pylist()]
+        yield batch.set_column(RANGE_SCHEMA.get_field_index("topic"), "topic", pa.array(topics, pa.string()))
+
+
+def _match(batches: Iterable[pa.RecordBatch], horizon_ns: int, slack_ns: int) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: range rows sorted by (topic, partition) -> one row
+    with this task's latency histograms (pickled LatencyTally)."""
+    from kdissect.forensics.latency import LatencyTally, match_partition
+
+    tally = LatencyTally()
+    current: tuple | None = None
+    produced: list[tuple] = []
+    fetched: list[tuple] = []
+
+    def flush() -> None:
+        if current is not None and fetched:
+            match_partition(produced, fetched, horizon_ns, slack_ns, tally, current[0])
+
+    for batch in batches:
+        columns = [batch.column(name).to_pylist() for name in RANGE_SCHEMA.names]
+        for kind, topic, partition, first, last, ts, response_ts, client_id in zip(*columns):
+            key = (topic, partition)
+            if key != current:
+                flush()
+                current, produced, fetched = key, [], []
+            if kind == PRODUCED:
+                produced.append((first, last, ts, response_ts))
+            else:
+                fetched.append((client_id, range(first, last + 1), ts))
+    flush()
+    yield pa.RecordBatch.from_pylist([{"tally": pickle.dumps(tally, protocol=pickle.HIGHEST_PROTOCOL)}],
+                                     schema=TALLY_SCHEMA)
+
+
+def match_ranges(spark: Any, work_dir: str, forensics: Any, partitions: int) -> None:
+    """The end-to-end latency of the whole archive into `forensics.latency`."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    files = sorted(str(path) for path in _directory(work_dir).glob("ranges-*.parquet"))
+    if not files:
+        return
+    names = dict(forensics.names.names)
+    horizon_ns, slack_ns = forensics.horizon_ns, forensics.slack_ns
+    frame = spark.read.schema(from_arrow_schema(RANGE_SCHEMA)).parquet(*files)
+    tallies = (
+        frame.mapInArrow(lambda batches: _resolve(batches, names), from_arrow_schema(RANGE_SCHEMA))
+        .repartition(partitions, "topic", "partition")
+        .sortWithinPartitions("topic", "partition", "kind")
+        .mapInArrow(lambda batches: _match(batches, horizon_ns, slack_ns), from_arrow_schema(TALLY_SCHEMA))
+        .collect()
+    )
+    for row in tallies:
+        forensics.latency.merge(pickle.loads(row["tally"]))
+
+
+def write_forensic_tables(tables: Any, outdir: str, ts_unit: str) -> dict[str, int]:
+    """Each forensic table as one Parquet file under OUTDIR/<table>/ (rows
+    in the CLI's order; times at `ts_unit`); rows written per table."""
+    import pyarrow.parquet as pq
+
+    from kdissect.forensics.tables import TABLE_COLUMNS, arrow_schema
+
+    divisor = {"s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}[ts_unit]
+    written = {}
+    for name, columns in TABLE_COLUMNS.items():
+        times = [column for column, kind in columns if kind == "timestamp"]
+        rows = [{**row, **{column: None if row[column] is None else row[column] // divisor for column in times}}
+                for row in tables.table(name)]
+        directory = Path(outdir) / name
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(name, ts_unit)),
+                       str(directory / "part-00000.parquet"))
+        (directory / "_SUCCESS").touch()
+        written[name] = len(rows)
+    return written
+
+
+def finish_forensics(spark: Any, work_dir: str, outdir: str, ts_unit: str, partitions: int) -> dict[str, Any]:
+    """Merge the tasks' tallies, match the ranges, write the tables; what the
+    manifest records (rows per table, flags, unnamed topic ids)."""
+    forensics = merged_forensics(work_dir)
+    match_ranges(spark, work_dir, forensics, partitions)
+    tables = forensics.tables()
+    written = write_forensic_tables(tables, outdir, ts_unit)
+    return {"rows": written, "rebalance_storms": tables.rebalance_storms, "member_rejoins": tables.member_rejoins,
+            "metadata_storms": tables.metadata_storms, "unresolved_topic_ids": tables.unresolved_topic_ids,
+            "topic_id_conflicts": tables.topic_id_conflicts}
