@@ -177,7 +177,7 @@ class FrameReader:
         self._buf_ts = 0  # time of the piece that carried _buf's first byte
         # while hunting: (stream offset where a piece ended, its stamp), for
         # the times of frames cut from held bytes and for packet ends
-        self._marks: list[tuple[int, Stamp]] = []
+        self._marks: list[tuple[int, Stamp]] | None = None if aligned else []
         self._piece_start = -1  # stream offset where the first held piece began (-1: mid-piece)
         self._last: Stamp | None = None  # the piece heard last (for finish)
         # the incomplete frame being skipped while in _SKIP
@@ -205,6 +205,7 @@ class FrameReader:
         """Before the first bytes: does the stream start at a frame boundary?"""
         self._state = _SYNC if aligned else _HUNT
         self._joined = not aligned
+        self._marks = None if aligned else []
 
     @property
     def in_step(self) -> bool:
