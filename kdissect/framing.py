@@ -132,6 +132,16 @@ class _Stamp:
 _NO_STAMP = _Stamp(0, -1, -1)
 
 
+def opens_partial_frame(data: bytes) -> bool:
+    """Whether `data`, heard in step at a frame boundary, holds only part of
+    the frame its size field announces: a reader then completes no frame and
+    only keeps the bytes (`_cut`), so it may as well be made later."""
+    if len(data) < 4:
+        return True
+    size = _unpack_int32(data, 0)[0]
+    return 0 <= size <= MAX_FRAME_SIZE and size + 4 > len(data)
+
+
 class FrameReader:
     """Frames of one direction: a DirectionSink handing frames to `on_frame`.
 

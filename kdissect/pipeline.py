@@ -42,7 +42,7 @@ from kdissect.protocol.headers import looks_like_request
 from kdissect.accounting import Accounting
 from kdissect.detect import DEFAULT_PORTS, MIN_REQUEST_SIZE, client_direction_by_port, starts_like_request
 from kdissect.exchange import Exchange, endpoint
-from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader
+from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
 from kdissect.pairing import ConnectionInfo, Pairer, decode_tolerant
 from kdissect.protocol.skim import skim_request
 from kdissect.reassembly import Chunk, Reassembler, TcpConnection
@@ -139,8 +139,8 @@ class _TlsSink:
 class _Pending:
     """The sink of one direction before its handler is made: while the
     connection is not known to be Kafka, its bytes go to the connection's
-    decision; once it is Kafka, the first bytes make the direction's
-    FrameReader, which takes this sink's place."""
+    decision; once it is Kafka, to `_Connection.kafka`, which makes the
+    direction's FrameReader (it takes this sink's place)."""
 
     __slots__ = ("state", "direction")
 
@@ -151,21 +151,21 @@ class _Pending:
     def data(self, offset: int, payload: bytes, stamp: Any) -> None:
         state = self.state
         if state.phase == _KAFKA:
-            state.reader(self.direction).data(offset, payload, stamp)
+            state.kafka(self.direction, ("data", offset, len(payload), payload), stamp)
         else:
             state.undecided(self.direction, ("data", offset, len(payload), payload), stamp)
 
     def gap(self, offset: int, length: int, stamp: Any) -> None:
         state = self.state
         if state.phase == _KAFKA:
-            state.reader(self.direction).gap(offset, length, stamp)
+            state.kafka(self.direction, ("gap", offset, length, b""), stamp)
         else:
             state.undecided(self.direction, ("gap", offset, length, b""), stamp)
 
     def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
         state = self.state
         if state.phase == _KAFKA:
-            state.reader(self.direction).truncated(offset, length, prefix, stamp)
+            state.kafka(self.direction, ("truncated", offset, length, prefix), stamp)
         else:
             state.undecided(self.direction, ("truncated", offset, length, prefix), stamp)
 
@@ -291,6 +291,12 @@ class _Connection:
             else:
                 sink.truncated(offset, length, data, stamp)
 
+    def replay_held(self, held: tuple) -> None:
+        """Hear the one piece `kafka` held."""
+        direction, kind, offset, length, data, stamp = held
+        self.reader(direction, True)  # (it started the stream: see `kafka`)
+        self.replay([(direction, (kind, offset, length, data), stamp)])
+
     def ignore(self, held: list[tuple[int, tuple, Any]]) -> None:
         d = self.dissector
         self.phase = _IGNORED
@@ -315,10 +321,41 @@ class _Connection:
 
     # -- a Kafka connection -------------------------------------------------
 
-    def reader(self, direction: int) -> FrameReader:
+    def kafka(self, direction: int, piece: tuple, stamp: Any) -> None:
+        """A piece of a Kafka direction that has no reader yet. When the
+        connection's first such piece starts its stream and holds only part
+        of the frame it opens, it is held instead: a reader would only keep
+        it (no frame, nothing else happens), and a connection that sends no
+        more (a scan, a reconnect storm) then costs no reader until it
+        closes. Any later piece makes the readers as their pieces come, the
+        held one first, so every reader hears the same pieces in the same
+        order, and does the same, as without holding."""
+        held = self.held
+        if held is None:
+            if piece[0] == "data" and self.layer.saw_start(direction) and opens_partial_frame(piece[3]):
+                self.held = (direction, *piece, stamp)  # one flat tuple: the least memory
+                return
+            held = ()
+        self.held = ()  # from now on every piece goes to its direction's reader
+        if held:
+            self.replay_held(held)
+        sink = self.layer.sinks[direction]
+        if type(sink) is _Pending:
+            sink = self.reader(direction)
+        kind, offset, length, data = piece
+        if kind == "data":
+            sink.data(offset, data, stamp)
+        elif kind == "gap":
+            sink.gap(offset, length, stamp)
+        else:
+            sink.truncated(offset, length, data, stamp)
+
+    def reader(self, direction: int, aligned: bool | None = None) -> FrameReader:
         """The FrameReader of a direction, made at its first bytes (it takes
-        the place of the direction's _Pending sink)."""
-        aligned = self.layer.saw_start(direction)
+        the place of the direction's _Pending sink). `aligned`: whether
+        those bytes start the stream (default: as the connection says now)."""
+        if aligned is None:
+            aligned = self.layer.saw_start(direction)
         pairer = self.pairer
         if direction == self.client_dir:
             reader = FrameReader(direction, looks_like_request, aligned, MIN_REQUEST_SIZE,
@@ -416,6 +453,10 @@ class _Connection:
             self.settle(self.port_client, held[0][2], held)  # the client never spoke
         if self.phase != _KAFKA:
             return
+        if self.held:  # the connection's one piece: its reader hears it now
+            held = self.held
+            self.held = ()
+            self.replay_held(held)
         for reader in self.layer.sinks:
             if type(reader) is FrameReader:
                 reader.finish()
