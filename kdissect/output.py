@@ -136,36 +136,56 @@ _JSON_OF_KIND = {"string": "_esc_memo[{v}]", "int64": _INT, "int32": _INT, "time
 
 # The computed columns (Exchange's properties), written out over the row's
 # locals for the line function: a property call per column per row costs
-# more than the rest of the line. Each block leaves the value in `c`; the
-# properties stay the reference (tests/test_output_jsonl.py compares).
+# more than the rest of the line. Each block leaves in `c` the duration in
+# nanoseconds (None for null); the column is c / 1_000_000 in milliseconds,
+# as the property computes it. The properties stay the reference
+# (tests/test_output_jsonl.py compares).
 _COMPUTED_CODE = {
-    "latency_ms": ["c = None if request_ts is None or response_ts is None else (response_ts - request_ts) / 1000000"],
-    "ttfb_ms": ["c = None if request_ts is None or response_first_ts is None else "
-                "(response_first_ts - request_ts) / 1000000"],
+    "latency_ms": ["c = None if request_ts is None or response_ts is None else response_ts - request_ts"],
+    "ttfb_ms": ["c = None if request_ts is None or response_first_ts is None else response_first_ts - request_ts"],
     "response_transfer_ms": ["c = None if response_first_ts is None or response_ts is None else "
-                             "(response_ts - response_first_ts) / 1000000"],
+                             "response_ts - response_first_ts"],
     "request_transfer_ms": ["c = None if request_first_ts is None or request_ts is None else "
-                            "(request_ts - request_first_ts) / 1000000"],
-    "wait_ms": ["c = None if wait_ns is None else wait_ns / 1000000"],
+                            "request_ts - request_first_ts"],
+    "wait_ms": ["c = wait_ns"],
     "service_ms": ["if request_ts is None or response_ts is None:",
                    "    c = None",
                    "elif wait_ns is None:",
-                   "    c = (response_ts - request_ts) / 1000000",
+                   "    c = response_ts - request_ts",
                    "else:",
                    "    c = response_ts - request_ts - wait_ns",
-                   "    c = c / 1000000 if c > 0 else None"],
-    "rtt_ms": ["c = None if rtt_ns is None else rtt_ns / 1000000"],
+                   "    if not c > 0:",
+                   "        c = None"],
+    "rtt_ms": ["c = rtt_ns"],
     "broker_ms": ["if request_ts is None or response_first_ts is None:",
                   "    c = None",
                   "elif capture_side == 'broker':",
-                  "    c = (response_first_ts - request_ts) / 1000000",
+                  "    c = response_first_ts - request_ts",
                   "elif capture_side == 'client' and rtt_ns is not None:",
-                  "    c = max(0, response_first_ts - request_ts - rtt_ns) / 1000000",
+                  "    c = max(0, response_first_ts - request_ts - rtt_ns)",
                   "else:",
                   "    c = None"],
 }
 # stored fields the computed columns read besides columns
 _COMPUTED_INPUTS = ("request_first_ts", "response_first_ts", "wait_ns", "rtt_ns")
+
+
+class _MillisecondsText(dict):
+    """int nanoseconds -> the JSON text of ns / 1_000_000 (float's repr),
+    remembered for the first 65536 values: durations repeat (zero transfer
+    times, a connection's round trip, common latencies), and a lookup is
+    cheaper than a float's shortest repr."""
+
+    __slots__ = ()
+
+    def __missing__(self, ns: int) -> str:
+        text = _float_repr(ns / 1000000)
+        if len(self) < 65536:
+            self[ns] = text
+        return text
+
+
+_ms_text = _MillisecondsText()
 
 
 def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
@@ -184,10 +204,22 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     places = digits(ts_unit)
     for i, (name, kind) in enumerate(COLUMN_TYPES):
         if name in _COMPUTED_CODE:
+            # an int of ns -> its remembered text; anything else (floats in odd
+            # rows) as the property computes it, checked finite
             lines.extend("    " + line for line in _COMPUTED_CODE[name])
-            lines.append(f"    v{i} = c")
-        else:
-            lines.append(f"    v{i} = {name}")
+            lines.append("    if c is None:")
+            lines.append(f"        v{i} = None")
+            lines.append("    elif c.__class__ is int:")
+            lines.append(f"        v{i} = _ms_text[c]")
+            lines.append("    else:")
+            lines.append("        c = c / 1000000")
+            lines.append("        if c - c:")
+            lines.append("            raise ValueError('not finite')")
+            lines.append(f"        v{i} = _float_repr(c)")
+            key = _esc(name).replace("{", "{{").replace("}", "}}")
+            parts.append(f'{key}:{{"null" if v{i} is None else v{i}}}')
+            continue
+        lines.append(f"    v{i} = {name}")
         if kind == "float64":
             # nan - nan and inf - inf are nan (true); json writes NaN/Infinity, not repr's nan/inf
             lines.append(f"    if v{i} is not None and v{i} - v{i}:")
@@ -212,7 +244,8 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
 
     namespace: dict[str, Any] = {"_esc": _esc, "_esc_memo": _esc_memo, "_one_str_memo": _one_str_memo,
                                  "_int_repr": _int_repr, "_float_repr": _float_repr, "_seconds": seconds,
-                                 "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int, "max": max}
+                                 "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int, "max": max,
+                                 "_ms_text": _ms_text}
     exec(compile("\n".join(lines), "<kdissect exchange_line>", "exec"), namespace)  # noqa: S102
     return namespace["exchange_line"]
 

@@ -167,6 +167,12 @@ def _skip_tags(data: bytes, at: int) -> int:
     return at
 
 
+def _decoded_hint(api_key: int, frame: bytes) -> tuple | None:
+    """The wait hint of a request frame (None when it does not decode)."""
+    request = decode_tolerant(decode_request, frame)[0]
+    return None if request is None else request_hint(api_key, request.body)
+
+
 def _decode_error_text(side: str, error: Exception) -> str:
     offset = getattr(error, "offset", None)
     path = getattr(error, "path", None)
@@ -280,9 +286,7 @@ class Pairer:
             if api_key == _PRODUCE:
                 self._add_records(ex, set_figures(sets))
             elif api_key in HINT_APIS:
-                request = decode_tolerant(decode_request, data)[0]
-                if request is not None:
-                    ex.wait_hint = request_hint(api_key, request.body)
+                ex.wait_hint = data  # the frame: decoded when a wait rule reads it (_time_it)
             self._requested(ex, expects_response, starts_raw_sasl, data)
             return
         request, trailing, error = decode_tolerant(decode_request, data)
@@ -628,7 +632,13 @@ class Pairer:
         old_version = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)
         found = None
         if ex.api_key in HINT_APIS or old_version:
-            found = classify(ex.api_key, ex.api_version, ex.wait_hint, latency - muted, ex.records, ex.error_code,
+            hint = ex.wait_hint
+            if hint.__class__ is bytes:  # the request frame (skim path), decoded only where a rule reads it
+                if ex.records and (ex.api_key == _FETCH or ex.api_key == _SHARE_FETCH):
+                    hint = None  # a fetch that brought records is no wait: classify does not read its hint
+                else:
+                    hint = ex.wait_hint = _decoded_hint(ex.api_key, hint)  # type: ignore[arg-type]
+            found = classify(ex.api_key, ex.api_version, hint, latency - muted, ex.records, ex.error_code,
                              throttle, old_version)
         if found is not None:
             ex.wait_reason, ex.wait_ns = (THROTTLE if muted else found[0]), muted + found[1]
