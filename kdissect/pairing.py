@@ -81,7 +81,7 @@ _SIDE_MIN_NS = 100_000
 class ConnectionInfo:
     """What every exchange of one connection shares."""
 
-    __slots__ = ("capture_names", "stream", "client", "broker", "stream_key", "timing", "client_dir")
+    __slots__ = ("capture_names", "stream", "client", "broker", "stream_key", "timing", "client_dir", "_settled")
 
     def __init__(self, capture_names: Sequence[str], stream: int, client: str, broker: str,
                  stream_key: tuple[int, int], timing: Any = None, client_dir: int = 0) -> None:
@@ -94,12 +94,24 @@ class ConnectionInfo:
         # TcpConnection); client_dir: which of its sides is the client
         self.timing = timing
         self.client_dir = client_dir
+        # network() once the handshake's three times are known: they never change then
+        self._settled: tuple[int | None, str | None] | None = None
 
     def network(self) -> tuple[int | None, str | None]:
         """(round trip in ns, which side the capture point is near) as the
         connection's timing says so far; (None, None) without timing."""
-        if self.timing is None:
+        if self._settled is not None:
+            return self._settled
+        timing = self.timing
+        if timing is None:
             return None, None
+        found = self._network()
+        if getattr(timing, "ack_ts", None) is not None and timing.syn_ts is not None and \
+                timing.syn_ack_ts is not None:
+            self._settled = found  # path_delays() is the handshake's from now on
+        return found
+
+    def _network(self) -> tuple[int | None, str | None]:
         initiator, responder = self.timing.path_delays()
         client, broker = (initiator, responder) if self.client_dir == 0 else (responder, initiator)
         if client is None or broker is None:
