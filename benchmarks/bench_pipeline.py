@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
-"""kdissect export vs tshark on two large captures from the capture lab.
+"""kdissect export vs tshark, side by side, on four shapes of traffic.
 
-    python3 benchmarks/bench_pipeline.py [--rounds 3] [--regenerate]
+    python3 benchmarks/bench_pipeline.py [--rounds 3] [--regenerate] [--only SHAPE ...]
 
-Generates (once, into benchmarks/out/) a bulk capture (large produce batches
-and fetches, >= 50 MB) and a chatty one (30,300 small pipelined produce
-exchanges, one record each) with `python3 -m tools.lab`, then runs, alternating, in the same run:
+Generates (once, into benchmarks/out/; never committed):
+
+* bulk: large produce batches and fetches, >= 50 MB (`python3 -m tools.lab bulk`);
+* chatty: 30,300 small pipelined produce exchanges, one record each (`... chatty`);
+* records: about 20,000 mid-size Produce and Fetch exchanges whose batches
+  carry records, about 58 MB (`... records`);
+* connections: 200,000 client connections, each a SYN, SYN-ACK, ACK and a
+  partial request, none closed (`benchmarks/manyconn.py`, --connections N);
+
+the lab ones with real clients against Tansu, as root, in the lab's private
+network namespace. Then it runs, alternating, in the same run:
 
     python3 -m kdissect export F -o /dev/null
     tshark -r F -T fields -e frame.number -e kafka.api_key -e kafka.correlation_id \
@@ -57,11 +65,20 @@ def _tcpdump_with_buffer(kib: int) -> dict[str, str]:
     return env
 
 
-def generate(kind: str, path: Path, regenerate: bool, buffer_kib: int) -> None:
+SHAPES = ("bulk", "chatty", "records", "connections")
+
+
+def generate(kind: str, path: Path, regenerate: bool, buffer_kib: int, connections: int = 200_000) -> None:
     if path.exists() and not regenerate:
+        return
+    if kind == "connections":
+        print(f"generating: {path} ({connections} connections)", flush=True)
+        subprocess.run([sys.executable, str(HERE / "manyconn.py"), str(path), str(connections)], check=True)
         return
     if kind == "bulk":
         extra = ["--mb", "60"]
+    elif kind == "records":
+        extra = ["--exchanges", "20000"]
     else:
         # A few hundred over 30,000: the connection's ApiVersions/Metadata
         # exchanges are not produce, and a capture must hold >= 30,000 Produce.
@@ -138,29 +155,39 @@ def main() -> int:
                         help="kernel capture buffer for recording (0: tcpdump's default)")
     parser.add_argument("--cold", action="store_true",
                         help="run kdissect without bytecode files or codec cache (every start compiles)")
+    parser.add_argument("--only", nargs="+", choices=SHAPES, help="only these shapes")
+    parser.add_argument("--connections", type=int, default=200_000,
+                        help="connections in the connections shape (its file: connections-N.pcap)")
     parser.add_argument("captures", nargs="*", type=Path, help="benchmark these files instead")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     paths = args.captures
     if not paths:
         paths = []
-        for kind in ("bulk", "chatty"):
-            path = OUT / f"{kind}.pcap"
-            generate(kind, path, args.regenerate, args.tcpdump_buffer_kib)
+        for kind in args.only or SHAPES:
+            name = f"connections-{args.connections}" if kind == "connections" else kind
+            path = OUT / f"{name}.pcap"
+            generate(kind, path, args.regenerate, args.tcpdump_buffer_kib, args.connections)
             paths.append(path)
     results = []
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"started {started}, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     for path in paths:
         result = bench(path, args.rounds, args.cold)
+        result["load_average_after"] = os.getloadavg()
         results.append(result)
         k, t = result["kdissect"], result["tshark"]
         print(f"\n{result['capture']} ({result['size_mib']:.1f} MiB), best of {args.rounds}, "
               f"kdissect start {result['kdissect_start']}:")
         print(f"  kdissect  wall {k['wall_s']:7.2f} s  cpu {k['cpu_s']:7.2f} s  peak RSS {k['peak_rss_mib']:7.1f} MiB")
         print(f"  tshark    wall {t['wall_s']:7.2f} s  cpu {t['cpu_s']:7.2f} s  peak RSS {t['peak_rss_mib']:7.1f} MiB")
-        print(f"  speed-up (tshark / kdissect): wall {result['speedup_wall']:.2f}x, cpu {result['speedup_cpu']:.2f}x")
+        print(f"  speed-up (tshark / kdissect): wall {result['speedup_wall']:.2f}x, cpu {result['speedup_cpu']:.2f}x; "
+              f"peak RSS kdissect / tshark: {k['peak_rss_mib'] / t['peak_rss_mib']:.2f}")
         for line in result["kdissect_accounting"]:
             print(f"  | {line}")
-    (OUT / "results.json").write_text(json.dumps(results, indent=2))
+    print(f"ended {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    (OUT / "results.json").write_text(json.dumps({"started": started, "results": results}, indent=2))
     return 0
 
 

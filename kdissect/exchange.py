@@ -152,7 +152,7 @@ class Exchange:
         response_first_ts: int | None = None,
         expects_response: bool = True,
         stream_key: tuple[int, int] | None = None,
-        wait_hint: tuple | None = None,
+        wait_hint: tuple | bytes | None = None,
         wait_reason: str | None = None,
         wait_ns: int | None = None,
         rtt_ns: int | None = None,
@@ -199,7 +199,8 @@ class Exchange:
         self.expects_response = expects_response
         # (capture_index, frame_number) at which the connection was classified as Kafka
         self.stream_key = stream_key
-        # what the request says a wait rule needs (kdissect.waits.request_hint)
+        # what the request says a wait rule needs (kdissect.waits.request_hint);
+        # on the skim path the request frame (bytes) until a rule reads it
         self.wait_hint = wait_hint
         self.wait_reason = wait_reason  # why the protocol asked the broker to wait (kdissect.waits)
         self.wait_ns = wait_ns

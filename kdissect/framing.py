@@ -132,6 +132,16 @@ class _Stamp:
 _NO_STAMP = _Stamp(0, -1, -1)
 
 
+def opens_partial_frame(data: bytes) -> bool:
+    """Whether `data`, heard in step at a frame boundary, holds only part of
+    the frame its size field announces: a reader then completes no frame and
+    only keeps the bytes (`_cut`), so it may as well be made later."""
+    if len(data) < 4:
+        return True
+    size = _unpack_int32(data, 0)[0]
+    return 0 <= size <= MAX_FRAME_SIZE and size + 4 > len(data)
+
+
 class FrameReader:
     """Frames of one direction: a DirectionSink handing frames to `on_frame`.
 
@@ -177,7 +187,7 @@ class FrameReader:
         self._buf_ts = 0  # time of the piece that carried _buf's first byte
         # while hunting: (stream offset where a piece ended, its stamp), for
         # the times of frames cut from held bytes and for packet ends
-        self._marks: list[tuple[int, Stamp]] = []
+        self._marks: list[tuple[int, Stamp]] | None = None if aligned else []
         self._piece_start = -1  # stream offset where the first held piece began (-1: mid-piece)
         self._last: Stamp | None = None  # the piece heard last (for finish)
         # the incomplete frame being skipped while in _SKIP
@@ -205,6 +215,7 @@ class FrameReader:
         """Before the first bytes: does the stream start at a frame boundary?"""
         self._state = _SYNC if aligned else _HUNT
         self._joined = not aligned
+        self._marks = None if aligned else []
 
     @property
     def in_step(self) -> bool:

@@ -69,6 +69,10 @@ _IPV4 = struct.Struct("!BxHxxHxBxx4s4s")
 # flags/fragment offset, protocol, addresses, then the TCP fields of _TCP.
 _ETHERNET_IPV4_TCP = struct.Struct("!12xHBxHxxHxBxx4s4sHHIIBB")
 
+# every port number as one shared int: a segment's ports are these objects,
+# not fresh ints, so the segments and connections kept in memory share them
+_PORTS = tuple(range(1 << 16))
+
 _NAME_CACHE_LIMIT = 1 << 16
 _v4_names: dict[bytes, str] = {}
 _v6_names: dict[bytes, str] = {}
@@ -178,8 +182,8 @@ def decode_frame(linktype: int, data: bytes, start: int, caplen: int, wire_len: 
             payload_len = ip_end - payload_at
             if payload_len >= 0:
                 stop = ip_end if ip_end <= caplen else caplen
-                return TcpSegment(capture_index, frame_number, ts, _v4_names.get(src_raw) or _v4(src_raw), sport,
-                                  _v4_names.get(dst_raw) or _v4(dst_raw), dport, seq, ack, flags,
+                return TcpSegment(capture_index, frame_number, ts, _v4_names.get(src_raw) or _v4(src_raw),
+                                  _PORTS[sport], _v4_names.get(dst_raw) or _v4(dst_raw), _PORTS[dport], seq, ack, flags,
                                   data[start + payload_at : start + stop] if payload_at < stop else b"",
                                   payload_len, order_ts)
     # anything else (options, fragments, IPv6, other link types): the general path
@@ -255,8 +259,8 @@ def decode_frame_general(linktype: int, data: bytes, start: int, caplen: int, wi
     if offset_byte >> 4 < 5 or payload_len < 0:
         return UNDECODABLE
     payload = data[payload_at : ip_end if ip_end <= n else n]
-    return TcpSegment(capture_index, frame_number, ts, src, sport, dst, dport, seq, ack, flags, payload, payload_len,
-                      order_ts)
+    return TcpSegment(capture_index, frame_number, ts, src, _PORTS[sport], dst, _PORTS[dport], seq, ack, flags, payload,
+                      payload_len, order_ts)
 
 
 def segment_from_frame(linktype: int, ts: int, data: bytes, wire_len: int, capture_index: int,

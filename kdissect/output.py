@@ -134,6 +134,60 @@ _JSON_OF_KIND = {"string": "_esc_memo[{v}]", "int64": _INT, "int32": _INT, "time
                                  'else _json_strs({v})) if {v} else "[]")'}
 
 
+# The computed columns (Exchange's properties), written out over the row's
+# locals for the line function: a property call per column per row costs
+# more than the rest of the line. Each block leaves in `c` the duration in
+# nanoseconds (None for null); the column is c / 1_000_000 in milliseconds,
+# as the property computes it. The properties stay the reference
+# (tests/test_output_jsonl.py compares).
+_COMPUTED_CODE = {
+    "latency_ms": ["c = None if request_ts is None or response_ts is None else response_ts - request_ts"],
+    "ttfb_ms": ["c = None if request_ts is None or response_first_ts is None else response_first_ts - request_ts"],
+    "response_transfer_ms": ["c = None if response_first_ts is None or response_ts is None else "
+                             "response_ts - response_first_ts"],
+    "request_transfer_ms": ["c = None if request_first_ts is None or request_ts is None else "
+                            "request_ts - request_first_ts"],
+    "wait_ms": ["c = wait_ns"],
+    "service_ms": ["if request_ts is None or response_ts is None:",
+                   "    c = None",
+                   "elif wait_ns is None:",
+                   "    c = response_ts - request_ts",
+                   "else:",
+                   "    c = response_ts - request_ts - wait_ns",
+                   "    if not c > 0:",
+                   "        c = None"],
+    "rtt_ms": ["c = rtt_ns"],
+    "broker_ms": ["if request_ts is None or response_first_ts is None:",
+                  "    c = None",
+                  "elif capture_side == 'broker':",
+                  "    c = response_first_ts - request_ts",
+                  "elif capture_side == 'client' and rtt_ns is not None:",
+                  "    c = max(0, response_first_ts - request_ts - rtt_ns)",
+                  "else:",
+                  "    c = None"],
+}
+# stored fields the computed columns read besides columns
+_COMPUTED_INPUTS = ("request_first_ts", "response_first_ts", "wait_ns", "rtt_ns")
+
+
+class _MillisecondsText(dict):
+    """int nanoseconds -> the JSON text of ns / 1_000_000 (float's repr),
+    remembered for the first 65536 values: durations repeat (zero transfer
+    times, a connection's round trip, common latencies), and a lookup is
+    cheaper than a float's shortest repr."""
+
+    __slots__ = ()
+
+    def __missing__(self, ns: int) -> str:
+        text = _float_repr(ns / 1000000)
+        if len(self) < 65536:
+            self[ns] = text
+        return text
+
+
+_ms_text = _MillisecondsText()
+
+
 def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     """exchange -> its JSONL line, without building the row dict: one f-string
     written from COLUMN_TYPES. The output is byte for byte what the json
@@ -143,24 +197,45 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     falls back to the json module. Bools are not told apart from ints: no
     column holds one."""
     lines = ["def exchange_line(ex):"]
+    stored = [name for name, _ in COLUMN_TYPES if name not in _COMPUTED_CODE]
+    for name in (*stored, *_COMPUTED_INPUTS):
+        lines.append(f"    {name} = ex.{name}")
     parts = []
-    where = {name: i for i, (name, _) in enumerate(COLUMN_TYPES)}
+    places = digits(ts_unit)
     for i, (name, kind) in enumerate(COLUMN_TYPES):
-        if name == "latency_ms" and where["request_ts"] < i and where["response_ts"] < i:
-            # Exchange.latency_ms computed inline (the property is a call per row)
-            req, resp = f"v{where['request_ts']}", f"v{where['response_ts']}"
-            lines.append(f"    v{i} = None if {req} is None or {resp} is None else ({resp} - {req}) / 1000000")
-        else:
-            lines.append(f"    v{i} = ex.{name}")
+        if name in _COMPUTED_CODE:
+            # an int of ns -> its remembered text; anything else (floats in odd
+            # rows) as the property computes it, checked finite
+            lines.extend("    " + line for line in _COMPUTED_CODE[name])
+            lines.append("    if c is None:")
+            lines.append(f"        v{i} = None")
+            lines.append("    elif c.__class__ is int:")
+            lines.append(f"        v{i} = _ms_text[c]")
+            lines.append("    else:")
+            lines.append("        c = c / 1000000")
+            lines.append("        if c - c:")
+            lines.append("            raise ValueError('not finite')")
+            lines.append(f"        v{i} = _float_repr(c)")
+            key = _esc(name).replace("{", "{{").replace("}", "}}")
+            parts.append(f'{key}:{{"null" if v{i} is None else v{i}}}')
+            continue
+        lines.append(f"    v{i} = {name}")
         if kind == "float64":
             # nan - nan and inf - inf are nan (true); json writes NaN/Infinity, not repr's nan/inf
             lines.append(f"    if v{i} is not None and v{i} - v{i}:")
             lines.append("        raise ValueError('not finite')")
-        text = _JSON_OF_KIND[kind].format(v=f"v{i}")
+        if kind == "timestamp" and places:
+            # a time after the epoch, written in place; anything else by seconds_text (or raises)
+            v = f"v{i}"
+            text = (f"{{{v} // 1000000000}}.{{{v} % 1000000000 // {10 ** (9 - places)}:0{places}d}}")
+            lines.append(f"    if {v} is not None:")
+            lines.append(f"        {v} = f'{text}' if {v}.__class__ is int and {v} >= 0 else _seconds({v})")
+            text = f"v{i}"
+        else:
+            text = _JSON_OF_KIND[kind].format(v=f"v{i}")
         key = _esc(name).replace("{", "{{").replace("}", "}}")  # as json.dumps writes a str
         parts.append(f'{key}:{{"null" if v{i} is None else {text}}}')
     lines.append("    return f'{{" + ",".join(parts) + "}}\\n'")
-    places = digits(ts_unit)
 
     def seconds(value: Any) -> str:
         if value.__class__ is not int:
@@ -169,7 +244,8 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
 
     namespace: dict[str, Any] = {"_esc": _esc, "_esc_memo": _esc_memo, "_one_str_memo": _one_str_memo,
                                  "_int_repr": _int_repr, "_float_repr": _float_repr, "_seconds": seconds,
-                                 "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int}
+                                 "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int, "max": max,
+                                 "_ms_text": _ms_text}
     exec(compile("\n".join(lines), "<kdissect exchange_line>", "exec"), namespace)  # noqa: S102
     return namespace["exchange_line"]
 

@@ -81,7 +81,7 @@ _SIDE_MIN_NS = 100_000
 class ConnectionInfo:
     """What every exchange of one connection shares."""
 
-    __slots__ = ("capture_names", "stream", "client", "broker", "stream_key", "timing", "client_dir")
+    __slots__ = ("capture_names", "stream", "client", "broker", "stream_key", "timing", "client_dir", "_settled")
 
     def __init__(self, capture_names: Sequence[str], stream: int, client: str, broker: str,
                  stream_key: tuple[int, int], timing: Any = None, client_dir: int = 0) -> None:
@@ -94,12 +94,24 @@ class ConnectionInfo:
         # TcpConnection); client_dir: which of its sides is the client
         self.timing = timing
         self.client_dir = client_dir
+        # network() once the handshake's three times are known: they never change then
+        self._settled: tuple[int | None, str | None] | None = None
 
     def network(self) -> tuple[int | None, str | None]:
         """(round trip in ns, which side the capture point is near) as the
         connection's timing says so far; (None, None) without timing."""
-        if self.timing is None:
+        if self._settled is not None:
+            return self._settled
+        timing = self.timing
+        if timing is None:
             return None, None
+        found = self._network()
+        if getattr(timing, "ack_ts", None) is not None and timing.syn_ts is not None and \
+                timing.syn_ack_ts is not None:
+            self._settled = found  # path_delays() is the handshake's from now on
+        return found
+
+    def _network(self) -> tuple[int | None, str | None]:
         initiator, responder = self.timing.path_delays()
         client, broker = (initiator, responder) if self.client_dir == 0 else (responder, initiator)
         if client is None or broker is None:
@@ -165,6 +177,12 @@ def _skip_tags(data: bytes, at: int) -> int:
         size, at = _uvarint(data, at)
         at += size
     return at
+
+
+def _decoded_hint(api_key: int, frame: bytes) -> tuple | None:
+    """The wait hint of a request frame (None when it does not decode)."""
+    request = decode_tolerant(decode_request, frame)[0]
+    return None if request is None else request_hint(api_key, request.body)
 
 
 def _decode_error_text(side: str, error: Exception) -> str:
@@ -285,9 +303,7 @@ class Pairer:
             if api_key == _PRODUCE:
                 self._add_records(ex, set_figures(sets))
             elif api_key in HINT_APIS:
-                request = decode_tolerant(decode_request, data)[0]
-                if request is not None:
-                    ex.wait_hint = request_hint(api_key, request.body)
+                ex.wait_hint = data  # the frame: decoded when a wait rule reads it (_time_it)
             self._requested(ex, expects_response, starts_raw_sasl, data)
             return
         request, trailing, error = decode_tolerant(decode_request, data)
@@ -634,7 +650,13 @@ class Pairer:
         old_version = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)
         found = None
         if ex.api_key in HINT_APIS or old_version:
-            found = classify(ex.api_key, ex.api_version, ex.wait_hint, latency - muted, ex.records, ex.error_code,
+            hint = ex.wait_hint
+            if hint.__class__ is bytes:  # the request frame (skim path), decoded only where a rule reads it
+                if ex.records and (ex.api_key == _FETCH or ex.api_key == _SHARE_FETCH):
+                    hint = None  # a fetch that brought records is no wait: classify does not read its hint
+                else:
+                    hint = ex.wait_hint = _decoded_hint(ex.api_key, hint)  # type: ignore[arg-type]
+            found = classify(ex.api_key, ex.api_version, hint, latency - muted, ex.records, ex.error_code,
                              throttle, old_version)
         if found is not None:
             ex.wait_reason, ex.wait_ns = (THROTTLE if muted else found[0]), muted + found[1]

@@ -9,7 +9,7 @@
 
 The path of a byte: the `Reassembler` hands each direction's ordered bytes to
 that direction's sink (`reassembly.DirectionSink`). A connection's sinks
-start as `_Undecided` (holding the first bytes until the connection is known
+start as `_Pending` (holding the first bytes until the connection is known
 to be Kafka or not); a Kafka connection's sinks become `FrameReader`s whose
 frames go to the connection's `Pairer`, whose exchanges come out of `feed`;
 another connection's sinks only count its bytes. There is one path for
@@ -42,7 +42,7 @@ from kdissect.protocol.headers import looks_like_request
 from kdissect.accounting import Accounting
 from kdissect.detect import DEFAULT_PORTS, MIN_REQUEST_SIZE, client_direction_by_port, starts_like_request
 from kdissect.exchange import Exchange, endpoint
-from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader
+from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
 from kdissect.pairing import ConnectionInfo, Pairer, decode_tolerant
 from kdissect.protocol.skim import skim_request
 from kdissect.reassembly import Chunk, Reassembler, TcpConnection
@@ -136,8 +136,11 @@ class _TlsSink:
                 sink.gap(chunk.offset, chunk.length, chunk)
 
 
-class _Undecided:
-    """The sink of one direction of a connection not yet known to be Kafka."""
+class _Pending:
+    """The sink of one direction before its handler is made: while the
+    connection is not known to be Kafka, its bytes go to the connection's
+    decision; once it is Kafka, to `_Connection.kafka`, which makes the
+    direction's FrameReader (it takes this sink's place)."""
 
     __slots__ = ("state", "direction")
 
@@ -146,20 +149,32 @@ class _Undecided:
         self.direction = direction
 
     def data(self, offset: int, payload: bytes, stamp: Any) -> None:
-        self.state.undecided(self.direction, ("data", offset, len(payload), payload), stamp)
+        state = self.state
+        if state.phase == _KAFKA:
+            state.kafka(self.direction, ("data", offset, len(payload), payload), stamp)
+        else:
+            state.undecided(self.direction, ("data", offset, len(payload), payload), stamp)
 
     def gap(self, offset: int, length: int, stamp: Any) -> None:
-        self.state.undecided(self.direction, ("gap", offset, length, b""), stamp)
+        state = self.state
+        if state.phase == _KAFKA:
+            state.kafka(self.direction, ("gap", offset, length, b""), stamp)
+        else:
+            state.undecided(self.direction, ("gap", offset, length, b""), stamp)
 
     def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
-        self.state.undecided(self.direction, ("truncated", offset, length, prefix), stamp)
+        state = self.state
+        if state.phase == _KAFKA:
+            state.kafka(self.direction, ("truncated", offset, length, prefix), stamp)
+        else:
+            state.undecided(self.direction, ("truncated", offset, length, prefix), stamp)
 
 
 class _Connection:
     """One TCP connection's Kafka-level state (`TcpConnection.user`)."""
 
-    __slots__ = ("dissector", "conn", "layer", "phase", "port_client", "client_dir", "pairer", "readers", "held",
-                 "held_bytes", "verdicts", "info", "tls", "inner")
+    __slots__ = ("dissector", "conn", "layer", "phase", "port_client", "client_dir", "pairer", "held", "held_bytes",
+                 "verdicts", "stream", "tls", "inner")
 
     def __init__(self, dissector: Dissector, conn: TcpConnection, layer: Any = None) -> None:
         self.dissector = dissector
@@ -168,16 +183,17 @@ class _Connection:
         # plaintext inside TLS the _Plaintext's
         self.layer = conn if layer is None else layer
         self.phase = _EMPTY
+        # the rest is set when it is needed (a connection costs what it carries)
         self.tls: Any = None  # a TlsConnection, when this connection is TLS
         self.inner: _Connection | None = None  # the state of its plaintext
         self.port_client: int | None = None  # the client's side, when a Kafka port names it
         self.client_dir = 0
         self.pairer: Pairer | None = None  # made at the first frame
-        self.readers: list[FrameReader | None] = [None, None]
-        self.held: list[tuple[int, tuple, Any]] = []  # (direction, piece, stamp) while undecided
+        # (a Kafka direction's FrameReader, made at its first byte, is its sink in layer.sinks)
+        self.held: list[tuple[int, tuple, Any]] | None = None  # (direction, piece, stamp) while undecided
         self.held_bytes = 0
-        self.verdicts: list[bool | None] = [None, None]
-        self.info: ConnectionInfo | None = None
+        self.verdicts: list[bool | None] | None = None  # first-bytes verdicts, when no port decides
+        self.stream = -1  # once Kafka: its stream number (its classification key's index)
 
     # -- before the connection is known ------------------------------------
 
@@ -192,15 +208,24 @@ class _Connection:
             if self.port_client is None and not d.detect:
                 self.ignore([(direction, piece, stamp)])
                 return
+            if direction == self.port_client:
+                # a Kafka port and its client speaks first: decided at once
+                self.settle(direction, stamp, [(direction, piece, stamp)])
+                return
         held = self.held
+        if held is None:
+            held = self.held = []
         held.append((direction, piece, stamp))
         self.held_bytes += piece[2]
         if self.port_client is not None:
             # a Kafka port: decided when the client shows its first bytes
             if direction == self.port_client or self.held_bytes > _MAX_HELD_BYTES:
-                self.settle(self.port_client, stamp)
+                self.held = None
+                self.settle(self.port_client, stamp, held)
             return
         verdicts = self.verdicts
+        if verdicts is None:
+            verdicts = self.verdicts = [None, None]
         if verdicts[direction] is None:
             # the direction's first captured bytes, up to the first hole
             start = bytearray()
@@ -217,20 +242,19 @@ class _Connection:
                 verdicts[direction] = bool(start) and starts_like_request(bytes(start))
             if not verdicts[direction] and self.layer is self.conn and d.detect_tls(bytes(start), complete):
                 # a ClientHello on any port: TLS, its client this side
-                self.held = []
+                self.held = None
                 self.start_tls(direction, held)
                 return
         if verdicts[direction]:
-            self.settle(direction, stamp)
+            self.held = None
+            self.settle(direction, stamp, held)
         elif (verdicts[0] is False and verdicts[1] is False) or self.held_bytes > _MAX_HELD_BYTES:
-            held = self.held
-            self.held = []
+            self.held = None
             self.ignore(held)
 
-    def settle(self, client_dir: int, stamp: Any) -> None:
-        """Kafka with the client on side `client_dir`, unless the client opens with TLS."""
-        held = self.held
-        self.held = []
+    def settle(self, client_dir: int, stamp: Any, held: list[tuple[int, tuple, Any]]) -> None:
+        """Kafka with the client on side `client_dir`, unless the client opens
+        with TLS; then the `held` pieces go on to their sinks."""
         first = next((piece for d, piece, _ in held if d == client_dir), None)
         if (first is not None and first[0] != "gap" and self.layer.saw_start(client_dir)
                 and self.layer is self.conn and _starts_like_tls(first[3])):
@@ -251,7 +275,7 @@ class _Connection:
         self.tls = TlsConnection(d.keylog)
         plain = _Plaintext()
         inner = self.inner = _Connection(d, self.conn, plain)
-        plain.sinks = (_Undecided(inner, 0), _Undecided(inner, 1))
+        plain.sinks = (_Pending(inner, 0), _Pending(inner, 1))
         self.layer.sinks = tuple(_TlsSink(self.tls, 0 if direction == client_dir else 1, plain, direction,
                                           d.accounting) for direction in (0, 1))  # type: ignore[assignment]
         self.replay(held)
@@ -266,6 +290,12 @@ class _Connection:
                 sink.gap(offset, length, stamp)
             else:
                 sink.truncated(offset, length, data, stamp)
+
+    def replay_held(self, held: tuple) -> None:
+        """Hear the one piece `kafka` held."""
+        direction, kind, offset, length, data, stamp = held
+        self.reader(direction, True)  # (it started the stream: see `kafka`)
+        self.replay([(direction, (kind, offset, length, data), stamp)])
 
     def ignore(self, held: list[tuple[int, tuple, Any]]) -> None:
         d = self.dissector
@@ -282,23 +312,50 @@ class _Connection:
         self.phase = _KAFKA
         self.client_dir = client_dir
         d.accounting.kafka_connections += 1
-        ends = (conn.initiator, conn.responder)
-        key = (int(stamp.capture_index), int(stamp.frame_number))
         # (a TLS plaintext chunk carries no feed time of its own: its packet's ts)
-        d.classification_keys.append((getattr(stamp, "order_ts", stamp.ts), *key))
-        self.info = ConnectionInfo(d.capture_names, d.next_stream, endpoint(*ends[client_dir]),
-                                   endpoint(*ends[1 - client_dir]), key, conn, client_dir)
+        d.classification_keys.append((getattr(stamp, "order_ts", stamp.ts), int(stamp.capture_index),
+                                      int(stamp.frame_number)))
+        self.stream = d.next_stream
         d.next_stream += 1
-        self.layer.sinks = (_LazyReader(self, 0), _LazyReader(self, 1))
+        # the sinks stay: from now on they make the readers (_Pending)
 
     # -- a Kafka connection -------------------------------------------------
 
-    def reader(self, direction: int) -> FrameReader:
-        """The FrameReader of a direction, made at its first bytes."""
-        made = self.readers[direction]
-        if made is not None:
-            return made
-        aligned = self.layer.saw_start(direction)
+    def kafka(self, direction: int, piece: tuple, stamp: Any) -> None:
+        """A piece of a Kafka direction that has no reader yet. When the
+        connection's first such piece starts its stream and holds only part
+        of the frame it opens, it is held instead: a reader would only keep
+        it (no frame, nothing else happens), and a connection that sends no
+        more (a scan, a reconnect storm) then costs no reader until it
+        closes. Any later piece makes the readers as their pieces come, the
+        held one first, so every reader hears the same pieces in the same
+        order, and does the same, as without holding."""
+        held = self.held
+        if held is None:
+            if piece[0] == "data" and self.layer.saw_start(direction) and opens_partial_frame(piece[3]):
+                self.held = (direction, *piece, stamp)  # one flat tuple: the least memory
+                return
+            held = ()
+        self.held = ()  # from now on every piece goes to its direction's reader
+        if held:
+            self.replay_held(held)
+        sink = self.layer.sinks[direction]
+        if type(sink) is _Pending:
+            sink = self.reader(direction)
+        kind, offset, length, data = piece
+        if kind == "data":
+            sink.data(offset, data, stamp)
+        elif kind == "gap":
+            sink.gap(offset, length, stamp)
+        else:
+            sink.truncated(offset, length, data, stamp)
+
+    def reader(self, direction: int, aligned: bool | None = None) -> FrameReader:
+        """The FrameReader of a direction, made at its first bytes (it takes
+        the place of the direction's _Pending sink). `aligned`: whether
+        those bytes start the stream (default: as the connection says now)."""
+        if aligned is None:
+            aligned = self.layer.saw_start(direction)
         pairer = self.pairer
         if direction == self.client_dir:
             reader = FrameReader(direction, looks_like_request, aligned, MIN_REQUEST_SIZE,
@@ -309,7 +366,6 @@ class _Connection:
                                  self.first_frame if pairer is None else pairer.on_response,
                                  self.confirm_response, self.sure_response)
         reader.on_hunt = self.lost_step
-        self.readers[direction] = reader
         sinks = list(self.layer.sinks)
         sinks[direction] = reader
         self.layer.sinks = (sinks[0], sinks[1])
@@ -321,10 +377,15 @@ class _Connection:
         pairer = self.pairer
         if pairer is None:
             d = self.dissector
-            pairer = self.pairer = Pairer(d.accounting, self.info, d.out.append,  # type: ignore[arg-type]
-                                          d.keep_messages, d.keep_error_responses, d.keep_apis)
-            for direction, reader in enumerate(self.readers):
-                if reader is not None:
+            conn, client_dir = self.conn, self.client_dir
+            ends = (conn.initiator, conn.responder)
+            _, capture_index, frame_number = d.classification_keys[self.stream]
+            info = ConnectionInfo(d.capture_names, self.stream, endpoint(*ends[client_dir]),
+                                  endpoint(*ends[1 - client_dir]), (capture_index, frame_number), conn, client_dir)
+            pairer = self.pairer = Pairer(d.accounting, info, d.out.append, d.keep_messages,
+                                          d.keep_error_responses, d.keep_apis)
+            for direction, reader in enumerate(self.layer.sinks):
+                if type(reader) is FrameReader:
                     reader.on_frame = pairer.on_request if direction == self.client_dir else pairer.on_response
         if frame.direction == self.client_dir:
             pairer.on_request(frame)
@@ -352,6 +413,16 @@ class _Connection:
         used = reversed(self.pairer.used) if self.pairer is not None else ()
         return identify(body, used).verdict != "unknown"
 
+    def release(self) -> None:
+        """Drop what refers back to this state (after `close`)."""
+        self.pairer = self.held = None
+        if self.layer is not self.conn:
+            self.layer.sinks = (None, None)
+        if self.inner is not None:
+            self.inner.release()
+            self.inner = None
+        self.tls = None
+
     def close(self, reason: str) -> None:
         d = self.dissector
         acc = d.accounting
@@ -374,41 +445,26 @@ class _Connection:
                 acc.empty_connections += 1
             return
         if self.phase == _UNDECIDED:
+            held = self.held or []
+            self.held = None
             if self.port_client is None:  # never showed a request: not Kafka
-                held = self.held
-                self.held = []
                 self.ignore(held)
                 return
-            self.settle(self.port_client, self.held[0][2])  # the client never spoke
+            self.settle(self.port_client, held[0][2], held)  # the client never spoke
         if self.phase != _KAFKA:
             return
-        for reader in self.readers:
-            if reader is not None:
+        if self.held:  # the connection's one piece: its reader hears it now
+            held = self.held
+            self.held = ()
+            self.replay_held(held)
+        for reader in self.layer.sinks:
+            if type(reader) is FrameReader:
                 reader.finish()
                 acc.add_framing_stats(reader.stats)
                 if self.layer is not self.conn:
                     acc.tls_plaintext_bytes += reader.stats.seen_bytes
         if self.pairer is not None:
             self.pairer.flush(_CLOSE_REASONS.get(reason, "connection close"))
-
-
-class _LazyReader:
-    """A Kafka direction's sink until its first bytes make the FrameReader."""
-
-    __slots__ = ("state", "direction")
-
-    def __init__(self, state: _Connection, direction: int) -> None:
-        self.state = state
-        self.direction = direction
-
-    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
-        self.state.reader(self.direction).data(offset, payload, stamp)
-
-    def gap(self, offset: int, length: int, stamp: Any) -> None:
-        self.state.reader(self.direction).gap(offset, length, stamp)
-
-    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
-        self.state.reader(self.direction).truncated(offset, length, prefix, stamp)
 
 
 def _confirm_request(body: bytes, at_packet_end: bool) -> bool:
@@ -503,13 +559,21 @@ class Dissector:
     def opened(self, conn: TcpConnection) -> None:
         state = _Connection(self, conn)
         conn.user = state
-        conn.sinks = (_Undecided(state, 0), _Undecided(state, 1))
+        conn.sinks = (_Pending(state, 0), _Pending(state, 1))
         self.accounting.connections += 1
         if self._reassembler.open_connection_count > self.max_open_connections:
             self.accounting.evicted_connections += self._reassembler.evict(self.max_open_connections // 8)
 
     def closed(self, conn: TcpConnection, reason: str) -> None:
-        conn.user.close(reason)
+        state = conn.user
+        state.close(reason)
+        # nothing of it is needed any more: break the references between the
+        # connection and its state (reader callbacks, the pairer's timing), so
+        # it is freed as soon as the reassembler lets it go, not by a later
+        # pass of the cyclic collector
+        conn.user = None
+        conn.sinks = (None, None)
+        state.release()
 
     # -- public --------------------------------------------------------------
 
@@ -547,11 +611,21 @@ class Dissector:
 
     def finish(self) -> list[Exchange]:
         """Close every open connection; the exchanges that completes."""
-        self._reassembler.finish()
+        return list(self.finishing())
+
+    def finishing(self) -> Iterator[Exchange]:
+        """`finish()` as an iterator: the connections close one at a time, in
+        the order they opened, each freed before the next closes, so memory
+        does not hold every open connection's exchanges at once."""
+        out = self.out
+        for _ in self._reassembler.closing():
+            if out:
+                yield from out
+                out.clear()
         self.accounting.add_reassembly_stats(self._reassembler.stats)
-        done = self.out[:]
-        self.out.clear()
-        return done
+        if out:  # (nothing is left here: every close above was drained)
+            yield from out
+            out.clear()
 
     @property
     def open_connections(self) -> int:
@@ -639,7 +713,7 @@ class Analysis:
             finally:
                 if bar is not None:
                     bar.close()
-            yield from dissector.finish()
+            yield from dissector.finishing()
         self.accounting.add_read_stats(self.read_stats)
 
 

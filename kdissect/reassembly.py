@@ -56,7 +56,7 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 
 from kdissect.packet import ACK, FIN, RST, SYN, SlotRecord, TcpSegment
 
@@ -110,7 +110,8 @@ class _Half:
     def __init__(self) -> None:
         self.base: int | None = None  # sequence number of stream offset 0
         self.next = 0  # next stream offset to deliver
-        self.pending: list[tuple[int, int, TcpSegment]] = []  # heap of (offset, arrival, segment)
+        # heap of (offset, arrival, segment) held out of order; None until the first
+        self.pending: list[tuple[int, int, TcpSegment]] | None = None
         self.pending_bytes = 0
         self.fin: int | None = None  # stream offset of the FIN
         self.acked = 0  # highest offset the peer acknowledged
@@ -144,25 +145,20 @@ class _Half:
 class TcpConnection:
     """One TCP connection: one SYN epoch of a 4-tuple."""
 
-    __slots__ = ("id", "initiator", "responder", "first_segment", "saw_syn", "closed", "segments", "halves",
-                 "last", "keys", "closing", "sinks", "syn_ts", "syn_ack_ts", "ack_ts", "user")
+    __slots__ = ("id", "initiator", "responder", "saw_syn", "closed", "segments", "halves", "last", "closing",
+                 "sinks", "syn_ts", "syn_ack_ts", "ack_ts", "user")
 
     def __init__(self, conn_id: int, initiator: tuple[str, int], responder: tuple[str, int], seg: TcpSegment,
                  saw_syn: bool) -> None:
         self.id = conn_id
         self.initiator = initiator
         self.responder = responder
-        self.first_segment = (seg.capture_index, seg.frame_number)
         self.saw_syn = saw_syn
         self.closed = False
         self.segments = 0  # segments of this connection fed so far
         self.halves = (_Half(), _Half())
         self.last: Stamp = seg  # the connection's latest segment
         self.closing: int | None = None  # segment count at the RST, while reordered stragglers may come
-        self.keys = (
-            (initiator[0], initiator[1], responder[0], responder[1]),
-            (responder[0], responder[1], initiator[0], initiator[1]),
-        )
         # one DirectionSink per direction (0 = initiator -> responder), set by the listener
         self.sinks: tuple[Any, Any] = (None, None)
         # handshake times (ns): the initiator's SYN, the responder's SYN-ACK,
@@ -171,6 +167,13 @@ class TcpConnection:
         self.syn_ack_ts: int | None = None
         self.ack_ts: int | None = None
         self.user: Any = None  # the listener's own per-connection state
+
+    @property
+    def keys(self) -> tuple[tuple[str, int, str, int], tuple[str, int, str, int]]:
+        """The 4-tuples of its segments, initiator's first (made when asked:
+        the reassembler's table holds them; a connection need not)."""
+        (a, p), (b, q) = self.initiator, self.responder
+        return (a, p, b, q), (b, q, a, p)
 
     def path_delays(self) -> tuple[int | None, int | None]:
         """(initiator side, responder side): the time (ns) from the capture
@@ -326,12 +329,9 @@ class Reassembler:
         self.max_buffered_bytes = max_buffered_bytes
         self.reorder_tolerance = reorder_tolerance
         self.stats = ReassemblyStats()
+        self._collector: EventCollector | None = None
         if listener is None:
-            collector = EventCollector()
-            listener = collector
-            self._take = collector.take
-        else:
-            self._take = _nothing
+            listener = self._collector = EventCollector()
         self.listener = listener
         self._conns: dict[tuple[str, int, str, int], TcpConnection] = {}  # both directions' keys
         # key -> (close time, {sender: next sequence number it would send}),
@@ -349,12 +349,16 @@ class Reassembler:
         self._timers: deque[tuple[int, TcpConnection]] = deque()
         self._global_grace = max(1024, 8 * reorder_tolerance)
 
+    def _take(self) -> list[Event] | None:
+        """The events collected so far (None with a listener of one's own)."""
+        return None if self._collector is None else self._collector.take()
+
     @property
     def open_connections(self) -> list[TcpConnection]:
-        seen: dict[int, TcpConnection] = {}
-        for conn in self._conns.values():
-            seen[conn.id] = conn
-        return [seen[i] for i in sorted(seen)]
+        """The open connections in the order they opened: each one's two keys
+        sit side by side in the table (added together in `_open`, removed
+        together in `_close`), in the order of their ids."""
+        return list(self._conns.values())[::2]
 
     @property
     def open_connection_count(self) -> int:
@@ -414,22 +418,33 @@ class Reassembler:
                         if half.probe_end is None and half.samples < _RTT_SAMPLES:
                             half.start_probe(nxt + plen, seg.ts)
                         conn.sinks[direction].data(nxt, seg.payload, seg)
-                    return self._take()
+                    return None if self._collector is None else self._collector.take()
         self._feed(seg, conn)
-        return self._take()
+        return None if self._collector is None else self._collector.take()
 
     def finish(self) -> list[Event] | None:
         """Flush held data (as gaps where holes remain) and close every open connection."""
-        for conn in self.open_connections:
+        for _ in self.closing():
+            pass
+        return None if self._collector is None else self._collector.take()
+
+    def closing(self) -> Iterator[TcpConnection]:
+        """`finish()` one connection at a time, in the order they opened:
+        each is yielded once closed (its listener has heard everything), and
+        the reassembler keeps no reference to it, so a caller that lets it go
+        frees it before the next closes."""
+        conns = self.open_connections
+        self._timers.clear()
+        for i, conn in enumerate(conns):
+            conns[i] = None  # type: ignore[call-overload]
             if conn.closing is not None:
                 reason = "rst"
-            elif all(h.fin is not None for h in conn.halves):
+            elif conn.halves[0].fin is not None and conn.halves[1].fin is not None:
                 reason = "fin"  # ended normally; a hole before a FIN kept it open
             else:
                 reason = "end-of-capture"
             self._close(conn, reason, None, remember=False)
-        self._timers.clear()
-        return self._take()
+            yield conn
 
     def _feed(self, seg: TcpSegment, conn: TcpConnection | None) -> None:
         """Every segment the common case does not cover."""
@@ -460,7 +475,6 @@ class Reassembler:
             # the handshake tells who initiated, and nothing was delivered yet.
             conn.initiator, conn.responder = conn.responder, conn.initiator
             conn.halves = (conn.halves[1], conn.halves[0])
-            conn.keys = (conn.keys[1], conn.keys[0])
             # (the sinks stay: nothing reached them, and sinks[d] hears direction d)
             direction = 1 - direction
         half = conn.halves[direction]
@@ -652,6 +666,8 @@ class Reassembler:
             return
         if off > nxt:
             self.stats.out_of_order_segments += 1
+            if half.pending is None:
+                half.pending = []
             heapq.heappush(half.pending, (off, self._arrivals, seg))
             self._arrivals += 1
             half.pending_bytes += plen
@@ -735,6 +751,3 @@ class Reassembler:
         if half.base is not None:
             self._gap(conn, direction, half, tail, seg, tail=True)
 
-
-def _nothing() -> None:
-    return None

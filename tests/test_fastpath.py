@@ -264,3 +264,91 @@ def test_feed_many_equals_feed(lab, tmp_path: Path, variant: str, by_port: bool)
     assert results[0] == results[1]
     if by_port and variant != "snaplen60":  # (60 bytes leave no TCP payload at all)
         assert results[0][0], "no exchanges"
+
+
+# -- per-connection state made when needed --------------------------------------
+
+
+def _many_connections(path: Path, count: int) -> Path:
+    """The many-connections benchmark shape (benchmarks/manyconn.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("manyconn", Path(__file__).parents[1] / "benchmarks" / "manyconn.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module.write_capture(path, count)
+    return path
+
+
+def _dissect(path: Path, ports: tuple[int, ...]) -> tuple:
+    d = Dissector(ports, True, [path.name], keep_messages=False)
+    exchanges = [exchange_values(e) for e in d.feed_many(read_segments([path]))]
+    exchanges += [exchange_values(e) for e in d.finishing()]
+    assert d.accounting.balance() == []
+    return exchanges, d.accounting.to_dict(), d.classification_keys
+
+
+@pytest.mark.parametrize("variant", DISSECTOR_VARIANTS)
+@pytest.mark.parametrize("by_port", [True, False], ids=["by-port", "by-shape"])
+def test_held_first_piece_equals_a_reader_made_at_once(lab, tmp_path: Path, monkeypatch, variant: str,
+                                                       by_port: bool) -> None:
+    """A Kafka connection's first piece, when it only opens a frame, is held
+    instead of making a FrameReader (`_Connection.kafka`); making the reader
+    at once gives the same exchanges, accounting and stream keys."""
+    from kdissect import pipeline
+
+    path = _variant(lab, variant, tmp_path)
+    ports = ports_of(lab[0]) if by_port else (1,)
+    held = _dissect(path, ports)
+    monkeypatch.setattr(pipeline, "opens_partial_frame", lambda data: False)
+    assert held == _dissect(path, ports)
+
+
+def test_held_first_piece_on_many_connections(tmp_path: Path, monkeypatch) -> None:
+    """The many-connections shape: every connection's one piece is held until
+    the end, where each makes its reader; the same as making them at once,
+    and no reader exists before the end."""
+    from kdissect import pipeline
+
+    path = _many_connections(tmp_path / "many.pcap", 300)
+    d = Dissector((9092,), True, [path.name], keep_messages=False)
+    assert list(d.feed_many(read_segments([path]))) == []
+    states = [conn.user for conn in d._reassembler.open_connections]
+    assert len(states) == 300 and all(type(s.held) is tuple and s.held for s in states)
+    assert not any(type(sink) is FrameReader for conn in d._reassembler.open_connections for sink in conn.sinks)
+    held = _dissect(path, (9092,))
+    assert len(held[0]) == 300 and held[1]["truncated"] == 300
+    monkeypatch.setattr(pipeline, "opens_partial_frame", lambda data: False)
+    assert held == _dissect(path, (9092,))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_opens_partial_frame_means_the_reader_only_keeps_the_bytes(seed: int) -> None:
+    """What `opens_partial_frame` promises: an in-step reader hearing those
+    bytes makes no frame, does not lose step and keeps them all."""
+    from kdissect.framing import opens_partial_frame
+
+    rng = random.Random(seed)
+    for _ in range(300):
+        size = rng.choice((0, 1, 3, 4, 5, 40, 300, 300_000, 200 << 20, -1, 1 << 31 - 1))
+        body = rng.randbytes(rng.choice((0, 1, 2, 10, 100)))
+        data = (size.to_bytes(4, "big", signed=True) + body)[: rng.choice((1, 2, 3, 4, 5, 50, 200))]
+        reader = FrameReader(0, lambda prefix, n: True, aligned=True, min_size=4)
+        lost = []
+        reader.on_hunt = lambda: lost.append(1)
+        reader.data(0, data, TcpSegment(0, 1, 5, "a", 1, "b", 2, 0, 0, 0x18, data, len(data)))
+        if opens_partial_frame(data):
+            assert reader._take() == [] and not lost and reader.stats.seen_bytes == len(data)
+            assert reader.pending_bytes == len(data) or reader._state != 0  # kept, or skipping an oversized one
+
+
+def test_open_connections_come_in_the_order_they_opened(lab, tmp_path: Path) -> None:
+    """`Reassembler.open_connections` reads the table in order (each
+    connection's two keys side by side): the same as sorting by id."""
+    for variant in ("messy", "repeated-long", "late"):
+        r = Reassembler()
+        for seg in read_segments([_variant(lab, variant, tmp_path)]):
+            r.feed(seg)
+            if seg.frame_number % 7 == 0:
+                unique = {c.id: c for c in r._conns.values()}
+                assert r.open_connections == [unique[i] for i in sorted(unique)]

@@ -8,6 +8,8 @@ import io
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kdissect.exchange import Exchange
 from kdissect.output import JsonlWriter, open_writer
@@ -72,3 +74,35 @@ def test_other_writers_take_exchanges_one_by_one(tmp_path) -> None:
             writer.write_exchange(exchange)
         writer.close()
         assert batched.read_bytes() == single.read_bytes()
+
+
+# -- the line function's inline columns -------------------------------------------
+
+_TIMES = st.none() | st.integers(-(2**62), 2**62) | st.integers(1_600_000_000 * 10**9, 1_800_000_000 * 10**9)
+_SMALL = st.none() | st.integers(-(10**9), 10**9) | st.sampled_from([0, 1000, 19_000, -1])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.fixed_dictionaries({
+    "request_ts": _TIMES, "response_ts": _TIMES, "request_first_ts": _TIMES, "response_first_ts": _TIMES,
+    "wait_ns": _SMALL | st.floats(allow_nan=True, allow_infinity=True), "rtt_ns": _SMALL,
+    "capture_side": st.sampled_from([None, "client", "broker", "unknown"]),
+}), st.sampled_from(["us", "ns"]))
+def test_computed_columns_and_times_written_inline_equal_the_properties(values: dict, unit: str) -> None:
+    """The line function computes the duration columns and writes the
+    timestamps itself (output._COMPUTED_CODE, durations remembered by value);
+    the result is what the json module writes for `to_row()`, whose values
+    come from Exchange's properties."""
+    from tests.support.jsonl import reference_line
+
+    exchange = Exchange(**values)
+    out = io.StringIO()
+    JsonlWriter(out, ts_unit=unit).write_exchange(exchange)
+    try:
+        expected = reference_line(exchange, 6 if unit == "us" else 9)
+    except ValueError:  # NaN/Infinity: the json module's own spelling
+        expected = json.dumps(exchange.to_row(), separators=(",", ":")) + "\n"
+    assert out.getvalue() == expected
+    out = io.StringIO()  # again: now from the remembered texts
+    JsonlWriter(out, ts_unit=unit).write_exchange(exchange)
+    assert out.getvalue() == expected

@@ -15,10 +15,11 @@ capture), so tests can check a decoder against an independent source.
     python3 -m tools.lab readme                     # refresh the tables in captures/README.md
     python3 -m tools.lab bulk OUT.pcap [--mb 60]    # benchmark capture, big batches
     python3 -m tools.lab chatty OUT.pcap [--exchanges 30300]
+    python3 -m tools.lab records OUT.pcap [--exchanges 20000]  # mid-size batches produced, then fetched
     python3 -m tools.lab kafka start|status|stop    # an Apache Kafka node for a person to use
 
 Run from the repository root with the project's Python (.venv/bin/python).
-record/bulk/chatty re-run themselves in a private network namespace when
+record/bulk/chatty/records re-run themselves in a private network namespace when
 `unshare --net` works, so nobody else's loopback traffic reaches a capture.
 """
 
@@ -211,6 +212,56 @@ def bench_chatty(out: Path, exchanges: int, port: int) -> None:
     print(f"{out}: {out.stat().st_size} bytes, {exchanges} records produced one per request")
 
 
+def bench_records(out: Path, exchanges: int, port: int) -> None:
+    """Record-heavy traffic: about `exchanges` mid-size Produce and Fetch
+    exchanges whose batches carry records (half produce, each a batch of 10
+    records of about 250 bytes; half fetch, each bringing about one batch
+    back), about 2.8 KB per exchange on the wire."""
+    topic = "records"
+    batches = max(1, exchanges // 2)
+    per_batch = 10
+    rng = random.Random(2025)
+    with tansu_broker(port) as broker:
+        kp_create_topics(broker.bootstrap, {topic: 1})
+        with tcpdump(out, port):
+            from confluent_kafka import Consumer, Producer
+
+            producer = Producer({
+                "bootstrap.servers": broker.bootstrap, "client.id": "bench-records", "acks": "1",
+                "linger.ms": 5, "batch.num.messages": per_batch, "max.in.flight.requests.per.connection": 1,
+                "enable.idempotence": False, "queue.buffering.max.messages": 1_000_000,
+                "compression.type": "none", "log.connection.close": False,
+            })
+            count = batches * per_batch
+            for i in range(count):
+                value = rng.randbytes(200 + rng.randrange(100))
+                while True:
+                    try:
+                        producer.produce(topic, key=b"r%07d" % i, value=value, partition=0)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                producer.poll(0)
+            producer.flush(300)
+            consumer = Consumer({
+                "bootstrap.servers": broker.bootstrap, "client.id": "bench-records-consumer",
+                "group.id": "bench-records", "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                # about one batch per fetch: mid-size fetches, many of them
+                "fetch.max.bytes": 1000, "max.partition.fetch.bytes": 1000, "message.max.bytes": 1000, "fetch.wait.max.ms": 100,
+                "queued.max.messages.kbytes": 64, "session.timeout.ms": 6000, "max.poll.interval.ms": 600000,
+                "log.connection.close": False,
+            })
+            consumer.subscribe([topic])
+            got, deadline = 0, time.monotonic() + 600
+            while got < count and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and not msg.error():
+                    got += 1
+            consumer.commit(asynchronous=False)
+            consumer.close()
+    print(f"{out}: {out.stat().st_size} bytes, {count} records produced in batches of {per_batch}, {got} fetched")
+
+
 # ------------------------------------------------------------- tshark table --
 
 def tshark_pdus(pcap: Path, port: int) -> list[tuple[int, int | None, int | None, int, bool]]:
@@ -331,15 +382,20 @@ def main(argv: list[str] | None = None) -> int:
     p_chat.add_argument("output", type=Path)
     p_chat.add_argument("--exchanges", type=int, default=30300)
     p_chat.add_argument("--port", type=int, default=STANDARD_PORT)
+    p_records = sub.add_parser("records", help="benchmark capture: mid-size produce and fetch exchanges "
+                                               "carrying record batches")
+    p_records.add_argument("output", type=Path)
+    p_records.add_argument("--exchanges", type=int, default=20000)
+    p_records.add_argument("--port", type=int, default=STANDARD_PORT)
     kafka_cli.add_parser(sub)
-    for p in (p_rec, p_bulk, p_chat):
+    for p in (p_rec, p_bulk, p_chat, p_records):
         p.add_argument("--shared-network", action="store_true",
                        help="do not isolate in a private network namespace (default: isolate when possible)")
     args = parser.parse_args(argv)
     if args.cmd == "record" and os.environ.get(NETNS_ENV) != "1":
         # the private network namespace has no route to Maven Central
         prepare([wl for wl in WORKLOADS if not args.only or wl.name in args.only])
-    if args.cmd in ("record", "bulk", "chatty") and not args.shared_network:
+    if args.cmd in ("record", "bulk", "chatty", "records") and not args.shared_network:
         # Own loopback: nobody else's broker on 9092 can leak into a capture.
         status = run_in_private_network(["-m", "tools.lab", *(sys.argv[1:] if argv is None else argv)], cwd=REPO)
         if status is not None:
@@ -380,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_bulk(args.output, args.mb, args.port)
     elif args.cmd == "chatty":
         bench_chatty(args.output, args.exchanges, args.port)
+    elif args.cmd == "records":
+        bench_records(args.output, args.exchanges, args.port)
     return 0
 
 

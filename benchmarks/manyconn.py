@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Write the many-connections benchmark capture: N client connections to a
+broker's port 9092, each a SYN, SYN-ACK, ACK and the first 20 bytes of a
+Metadata request (a 44-byte frame), none of them closed: the shape of a busy
+broker, a reconnect storm or a scan.
+
+    python3 benchmarks/manyconn.py OUT.pcap N
+
+Generated on demand (benchmarks/bench_pipeline.py does it into
+benchmarks/out/), never committed. Clients are 10.x.y.z (N up to 2**24),
+ports 40000-59999, 3 microseconds between packets.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from pathlib import Path
+
+BROKER = bytes([10, 0, 0, 1])
+# size 40, Metadata (3) v12, correlation id 1, client id "client": only its
+# first 20 bytes are sent
+REQUEST_START = struct.pack(">ihhih", 40, 3, 12, 1, 6) + b"client"
+_PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)  # microseconds, Ethernet
+
+
+def _packet(ts_us: int, src: bytes, sport: int, dst: bytes, dport: int, seq: int, ack: int, flags: int,
+            payload: bytes = b"") -> bytes:
+    tcp = struct.pack(">HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, 65535, 0, 0)
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 40 + len(payload), 0, 0, 64, 6, 0, src, dst)
+    frame = b"\x00" * 12 + b"\x08\x00" + ip + tcp + payload
+    return struct.pack("<IIII", ts_us // 10**6, ts_us % 10**6, len(frame), len(frame)) + frame
+
+
+def write_capture(path: Path, connections: int) -> None:
+    ts = 1_700_000_000 * 10**6
+    with open(path, "wb") as out:
+        out.write(_PCAP_HEADER)
+        for i in range(connections):
+            client = bytes([10, 1 + (i >> 16) & 0xFF, (i >> 8) & 0xFF, i & 0xFF])
+            port = 40000 + i % 20000
+            isn, peer_isn = 1000 + i, 5000 + i
+            packets = ((client, port, BROKER, 9092, isn, 0, 0x02, b""),  # SYN
+                       (BROKER, 9092, client, port, peer_isn, isn + 1, 0x12, b""),  # SYN-ACK
+                       (client, port, BROKER, 9092, isn + 1, peer_isn + 1, 0x10, b""),  # ACK
+                       (client, port, BROKER, 9092, isn + 1, peer_isn + 1, 0x18, REQUEST_START[:20]))  # PSH-ACK
+            for packet in packets:
+                out.write(_packet(ts, *packet))
+                ts += 3
+
+
+def main() -> int:
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    write_capture(Path(sys.argv[1]), int(sys.argv[2]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

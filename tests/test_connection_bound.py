@@ -1,0 +1,46 @@
+"""The bound on open connections: past `max_open_connections` the least
+recently active eighth is closed early, counted as evicted, and their
+exchanges come out with the reason; nothing is lost uncounted."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from kdissect.capture import read_segments
+from kdissect.pipeline import MAX_OPEN_CONNECTIONS, Dissector
+
+
+def _many_connections(path: Path, count: int) -> Path:
+    spec = importlib.util.spec_from_file_location("manyconn", Path(__file__).parents[1] / "benchmarks" / "manyconn.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module.write_capture(path, count)
+    return path
+
+
+def test_connections_past_the_bound_are_evicted_and_counted(tmp_path: Path) -> None:
+    path = _many_connections(tmp_path / "many.pcap", 1000)
+    d = Dissector((9092,), capture_names=[path.name], keep_messages=False, max_open_connections=200)
+    exchanges = []
+    most_open = 0
+    for segment in read_segments([path]):
+        exchanges += d.feed(segment)
+        most_open = max(most_open, d.open_connections)
+    exchanges += d.finish()
+    acc = d.accounting
+    assert most_open <= 200
+    # every time the 201st opened, the 25 (200 // 8) least recently active went
+    assert acc.evicted_connections == 25 * ((1000 - 200) // 25) == 800
+    assert d._reassembler.stats.closed == {"evicted": 800, "end-of-capture": 200}
+    evicted = [ex for ex in exchanges if any("evicted" in p for p in ex.problems)]
+    assert len(evicted) == 800 and len(exchanges) == acc.exchanges == 1000
+    # the oldest went first: the evicted ones are the first 800 streams
+    assert sorted(ex.stream for ex in evicted) == list(range(800))
+    assert all(ex.status == "truncated" for ex in exchanges)
+    assert acc.balance() == []
+
+
+def test_the_default_bound() -> None:
+    assert MAX_OPEN_CONNECTIONS == 500_000
+    assert Dissector().max_open_connections == MAX_OPEN_CONNECTIONS
