@@ -49,7 +49,7 @@ from kdissect.framing import Frame
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
 from kdissect.records.access import record_figures, set_figures
-from kdissect.waits import HINT_APIS, THROTTLE, classify, request_hint, throttle_holds_response
+from kdissect.waits import HINT_APIS, QUEUED, THROTTLE, classify, request_hint, throttle_holds_response
 
 _INT16 = Struct(">h")
 _INT32 = Struct(">i")
@@ -231,7 +231,7 @@ class Pairer:
 
     __slots__ = ("accounting", "conn", "emit", "keep_messages", "keep_error_responses", "keep_apis", "pending",
                  "unanswered", "early", "client_raw", "server_raw", "_sasl_cid", "raw_since", "used", "full_trials",
-                 "muted_until")
+                 "muted_until", "last_answer_ts")
 
     def __init__(self, accounting: Accounting, conn: ConnectionInfo, emit: Callable[[Exchange], None],
                  keep_messages: bool = True, keep_error_responses: bool = False,
@@ -257,6 +257,9 @@ class Pairer:
         # KIP-219: the broker answered a throttled request at once and will
         # not read this connection until then (ns)
         self.muted_until = 0
+        # when the latest response on this connection was complete (ns): the
+        # broker reads the next request only after answering the one before
+        self.last_answer_ts = 0
 
     # -- requests ------------------------------------------------------------
 
@@ -640,11 +643,20 @@ class Pairer:
         self.emit(exchange)
 
     def _time_it(self, ex: Exchange) -> None:
-        """The wait the protocol asked for (kdissect.waits), and the mute a
-        throttled answer starts (KIP-219)."""
-        latency = ex.response_ts - ex.request_ts  # type: ignore[operator]
+        """The waits before the broker could serve the request (a mute, the
+        answer to an earlier request), the wait the protocol asked for
+        (kdissect.waits), and the mute a throttled answer starts (KIP-219)."""
+        request_ts, response_ts = ex.request_ts, ex.response_ts
+        latency = response_ts - request_ts  # type: ignore[operator]
         # a request sent while muted waited for the mute first (noted at request time)
         muted = min(latency, ex.wait_ns) if ex.wait_ns else 0
+        # a request sent before the previous answer waited for it (in order: answers come in order)
+        previous = self.last_answer_ts
+        queued = min(latency, previous - request_ts) if previous > request_ts else 0  # type: ignore[operator]
+        if response_ts > previous:  # type: ignore[operator]
+            self.last_answer_ts = response_ts  # type: ignore[assignment]
+        before = max(muted, queued)
+        before_reason = (THROTTLE if muted >= queued else QUEUED) if before else None
         ex.wait_reason = ex.wait_ns = None
         throttle = ex.throttle_time_ms
         old_version = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)
@@ -656,16 +668,18 @@ class Pairer:
                     hint = None  # a fetch that brought records is no wait: classify does not read its hint
                 else:
                     hint = ex.wait_hint = _decoded_hint(ex.api_key, hint)  # type: ignore[arg-type]
-            found = classify(ex.api_key, ex.api_version, hint, latency - muted, ex.records, ex.error_code,
+            found = classify(ex.api_key, ex.api_version, hint, latency - before, ex.records, ex.error_code,
                              throttle, old_version)
         if found is not None:
-            ex.wait_reason, ex.wait_ns = (THROTTLE if muted else found[0]), muted + found[1]
-        elif muted:
-            ex.wait_reason, ex.wait_ns = THROTTLE, muted
+            # a mute names the whole wait (it held the request first); an earlier
+            # answer is only a queue before the protocol's own wait
+            ex.wait_reason, ex.wait_ns = (THROTTLE if before_reason == THROTTLE else found[0]), before + found[1]
+        elif before:
+            ex.wait_reason, ex.wait_ns = before_reason, before
         held = found is not None and found[0] == THROTTLE
         if throttle and throttle > 0 and not held:
             # answered at once: the broker will not read this connection until then
-            self.muted_until = max(self.muted_until, ex.response_ts + throttle * 1_000_000)  # type: ignore[operator]
+            self.muted_until = max(self.muted_until, response_ts + throttle * 1_000_000)  # type: ignore[operator]
 
     # -- losses and the end --------------------------------------------------
 

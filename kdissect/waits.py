@@ -37,12 +37,19 @@ Not waits: ConsumerGroupHeartbeat and ShareGroupHeartbeat (answered at once;
 their intervals pace the client, not the broker), OffsetCommit, and every
 other API: their latency is service.
 
-Not yet told apart: a broker reads a connection's next request only once it
-has answered the one before, so a request sent while an earlier one waits
-(the Java consumer's session-closing Fetch behind its last long poll, in the
-lab's `waits_more_kafka`) counts that wait as service, or, when long enough,
-as a long poll of its own. Telling it needs the connection's earlier answer
-(pairing), not this exchange alone.
+* queued: a broker reads a connection's next request only once it has
+  answered the one before (Apache Kafka mutes the connection while a request
+  is in hand; responses come in request order), so a request completed
+  before the previous response on its connection waited for that answer:
+  its wait is from its request to that response (capped by its latency) and
+  the broker's time for it starts there. Pipelined requests (several in
+  flight) and the Java consumer's session-closing Fetch sent while its last
+  long poll waits (the lab's `waits_more_kafka`) are such. The rules above
+  then apply to what is left of the latency.
+
+Where several waits add up, `wait_ms` is their sum and `wait_reason` names
+the mute where one held the request (whichever of the mute and the earlier
+answer ended later held it), else the protocol's own wait, else the queue.
 """
 
 from __future__ import annotations
@@ -61,7 +68,8 @@ BARRIER_MIN_NS = 10_000_000
 LONG_POLL = "long_poll"
 GROUP_BARRIER = "group_barrier"
 THROTTLE = "throttle"
-REASONS = (LONG_POLL, GROUP_BARRIER, THROTTLE)
+QUEUED = "queued"
+REASONS = (LONG_POLL, GROUP_BARRIER, THROTTLE, QUEUED)
 
 # APIs whose request carries what a wait rule needs (kept on the exchange)
 HINT_APIS = frozenset((FETCH, JOIN_GROUP, SYNC_GROUP, SHARE_FETCH))

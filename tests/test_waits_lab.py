@@ -187,6 +187,26 @@ def _tshark_exchanges(name: str, client_ids: set[str]) -> list[tuple[dict, dict 
             if p["request"] and p["client_id"] in client_ids]
 
 
+def _queued_ns(name: str) -> dict[int, int]:
+    """Request frame -> how long (ns) it waited for an earlier request's
+    answer on its connection, from tshark's PDUs: the latest response on the
+    stream to a request sent before it, where that came after it."""
+    pdus = _tshark_pdus(name)
+    responses = {(p["stream"], p["corr"]): p for p in pdus if not p["request"]}
+    queued: dict[int, int] = {}
+    latest_answer: dict[int, int] = {}  # stream -> latest answer to the requests before
+    for p in pdus:  # capture order
+        if not p["request"]:
+            continue
+        before = latest_answer.get(p["stream"], 0)
+        if before > p["ts"]:
+            queued[p["frame"]] = before - p["ts"]
+        answer = responses.get((p["stream"], p["corr"]))
+        if answer is not None:
+            latest_answer[p["stream"]] = max(before, answer["ts"])
+    return queued
+
+
 def test_java_empty_fetches_wait_out_their_max_wait() -> None:
     client_id = "lab-longpoll-java"
     max_wait = _operation(_manifest(MORE), client_id)["fetch.max.wait.ms"]
@@ -235,9 +255,17 @@ def test_kip848_heartbeats_are_never_waits() -> None:
     assert max(heartbeats.values()) >= 10  # some the broker took long over (the barrier rule's threshold)
     rows = [ex for ex in _exchanges(MORE) if ex.api_name == "ConsumerGroupHeartbeat"]
     assert sorted(ex.request_frame for ex in rows) == sorted(heartbeats)
+    # a heartbeat sent while an earlier request of its connection was unanswered
+    # waited for that answer (the queue rule), never for a wait of its own
+    queued = _queued_ns(MORE)
+    assert sum(frame in queued for frame in heartbeats) < len(heartbeats) / 2
     for ex in rows:
         assert ex.latency_ms == pytest.approx(heartbeats[ex.request_frame])
-        assert ex.wait_reason is None and ex.wait_ms is None and ex.service_ms == ex.latency_ms
+        if ex.request_frame in queued:
+            assert ex.wait_reason == "queued" and ex.wait_ms == pytest.approx(queued[ex.request_frame] / 1e6)
+            assert ex.service_ms == pytest.approx(ex.latency_ms - ex.wait_ms)
+        else:
+            assert ex.wait_reason is None and ex.wait_ms is None and ex.service_ms == ex.latency_ms
 
 
 def _muted_requests(pairs: list[tuple[dict, dict | None]]) -> set[int]:
@@ -289,9 +317,6 @@ def test_a_client_that_respects_the_mute_has_no_throttle_waits() -> None:
 
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the time a request queued behind a wait on its connection is "
-                   "counted as its service, or (when long) taken for its own long poll; the rule needs the "
-                   "connection's state (kdissect/pairing.py), see issue #13")
 def test_a_fetch_queued_behind_a_long_poll_is_not_broker_time() -> None:
     """A Kafka broker reads a connection's next request only once it has
     answered the one before (it mutes the connection meanwhile). The Java
