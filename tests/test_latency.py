@@ -50,15 +50,28 @@ def test_first_bytes_transfers_and_round_trips_equal_tsharks(capture: Path) -> N
         if initial:
             rtt.setdefault(int(stream), Decimal(initial.split(",")[0]))
     tcp_stream = {int(n): int(s) for n, s in _tshark(capture, port, "frame.number", "tcp.stream")}
-    exchanges, _ = analyze([str(capture)], (port,))
+    exchanges = list(analyze([str(capture)], (port,))[0])
+    # tshark lists the segments of the first PDU a frame completes; a later PDU
+    # of the same frame (a frame holding several) starts in that frame
+    first_in_frame: dict[tuple[int, int], int] = {}
+    for ex in exchanges:
+        for frame, offset, side in ((ex.request_frame, ex.request_offset, 0), (ex.response_frame, ex.response_offset, 1)):
+            if frame is not None and offset is not None:
+                first_in_frame[(side, frame)] = min(offset, first_in_frame.get((side, frame), offset))
+
+    def start(side: int, frame: int, offset: int | None) -> int:
+        if offset is not None and first_in_frame[(side, frame)] != offset:
+            return times[frame]
+        return times[first_segment.get(frame, frame)]
+
     checked = 0
     for ex in exchanges:
         if ex.latency_ms is None:
             continue
-        response_start = times[first_segment.get(ex.response_frame, ex.response_frame)]
+        response_start = start(1, ex.response_frame, ex.response_offset)
         assert ex.ttfb_ms == (response_start - ex.request_ts) / 1_000_000
         assert Decimal(repr(ex.ttfb_ms)) + Decimal(repr(ex.response_transfer_ms)) == Decimal(repr(ex.latency_ms))
-        request_start = times[first_segment.get(ex.request_frame, ex.request_frame)]
+        request_start = start(0, ex.request_frame, ex.request_offset)
         assert ex.request_transfer_ms == (ex.request_ts - request_start) / 1_000_000
         stream = tcp_stream[ex.request_frame]
         if stream in rtt:
