@@ -7,7 +7,7 @@ to compare two versions of the code byte for byte (`diff -r A B`).
     diff -r A B
 
 For every capture in captures/ (TLS ones with their key logs) and every
-impaired variant the tests make of it (tests/support/fastpath.py: reordered,
+impaired variant the tests make of it (tests/support/variants.py: reordered,
 duplicated, lossy, cut, snaplen, repeated, VLAN, SLL2, ...), plus any capture
 named on the command line: the JSONL rows, the accounting lines and the
 reader's problems (as `export` prints them), and the exchanges with their
@@ -64,7 +64,7 @@ def main() -> int:
     import kdissect
     print("kdissect from", kdissect.__file__, flush=True)
     from tests.support import impair
-    from tests.support.fastpath import VARIANTS, write_variant
+    from tests.support.variants import VARIANTS, write_variant
 
     args.out.mkdir(parents=True, exist_ok=True)
     variants_dir = args.variants or args.out / "variants"

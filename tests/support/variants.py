@@ -1,4 +1,4 @@
-"""Helpers for tests/test_fastpath.py: impaired variants of the lab captures
+"""Helpers for tests/test_pipeline_paths.py: impaired variants of the lab captures
 and flat views of segments, events, frames and exchanges, so a fast path and
 the general path it short-cuts can be compared value by value."""
 

@@ -34,7 +34,7 @@ from kdissect.packet import TcpSegment
 from kdissect.pipeline import Dissector
 from kdissect.reassembly import Data, Reassembler
 from tests.support import impair
-from tests.support.fastpath import (
+from tests.support.variants import (
     event_values,
     exchange_values,
     frame_values,
