@@ -167,6 +167,7 @@ class Summary:
         }
 
     def render(self, accounting: Any = None) -> str:
+        # `accounting`: anything with summary_lines() (an Accounting, or an Analysis: with its TLS line)
         d = self.to_dict()
         parts: list[str] = [f"exchanges: {self.exchanges} "
                             + "(" + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) + ")"]

@@ -44,7 +44,7 @@ def report(options: ReportOptions) -> None:
     from kdissect.extras import require
 
     require("report", "`kdissect report`")
-    from kdissect.report import from_exchanges, from_spark_outdir, write_page
+    from kdissect.report import from_analysis, from_spark_outdir, write_page
 
     outdir = _spark_outdir(options)
     if outdir is not None:
@@ -53,7 +53,7 @@ def report(options: ReportOptions) -> None:
     else:
         # per-partition errors need the decoded response bodies, as for `kdissect stats`
         analysis = run_analysis(options, keep_messages=True, quiet=options.quiet)
-        data = from_exchanges(analysis, analysis.accounting, analysis.capture_set.paths)
+        data = from_analysis(analysis)
     try:
         size = write_page(data, options.output)
     except OSError as problem:

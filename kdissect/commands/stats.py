@@ -37,9 +37,12 @@ def stats(options: StatsOptions) -> None:
         payload = summary.to_dict()
         payload.update(tables.to_dict())
         payload["accounting"] = analysis.accounting.to_dict()
+        if analysis.accounting.tls_connections:
+            payload["tls"] = analysis.dissector.tls_stats.to_dict()
         click.echo(safe_text(json.dumps(payload, indent=2, default=str, allow_nan=True)))
     else:
-        click.echo(safe_text(summary.render(analysis.accounting)), nl=False)
+        # the analysis gives the accounting lines with the TLS line
+        click.echo(safe_text(summary.render(analysis)), nl=False)
         click.echo(safe_text(render_stats(tables)))
     for problem in analysis.read_stats.problems:
         click.echo(f"kdissect: {safe_text(problem)}", err=True)

@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kdissect.report.data import from_captures, from_exchanges, from_spark_outdir
+from kdissect.report.data import from_analysis, from_captures, from_exchanges, from_spark_outdir
 
-__all__ = ["from_captures", "from_exchanges", "from_spark_outdir", "write_page"]
+__all__ = ["from_analysis", "from_captures", "from_exchanges", "from_spark_outdir", "write_page"]
 
 
 def write_page(data: dict[str, Any], path: str | Path) -> int:

@@ -49,7 +49,15 @@ def from_captures(paths: Sequence[str | Path], ports: Iterable[int] = (9092,), d
     from kdissect.pipeline import Analysis
 
     analysis = Analysis(paths, ports, detect, keep_messages=True, progress=progress, tls_keylogs=tls_keylogs)
-    return from_exchanges(analysis, analysis.accounting, analysis.capture_set.paths, min_width)
+    return from_analysis(analysis, min_width)
+
+
+def from_analysis(analysis: Any, min_width: int = 1) -> dict[str, Any]:
+    """The report's data for a running `kdissect.pipeline.Analysis` (its
+    exchanges, accounting and TLS figures)."""
+    data = from_exchanges(analysis, analysis.accounting, analysis.capture_set.paths, min_width)
+    data["tls"] = analysis.dissector.tls_stats.to_dict() if analysis.accounting.tls_connections else None
+    return data
 
 
 def from_spark_outdir(outdir: str | Path) -> dict[str, Any]:

@@ -248,8 +248,11 @@ def _summary(data: dict[str, Any], chart: Callable[[str, str], str]) -> str:
             + chart("statuses", "no exchanges") + "</section>")
 
 
-def _quality_rows(stats: dict[str, Any], report: dict[str, Any]) -> list[dict[str, Any]]:
+def _quality_rows(stats: dict[str, Any], report: dict[str, Any], tls: dict[str, Any] | None = None
+                  ) -> list[dict[str, Any]]:
     a = stats.get("accounting", {})
+    tls = tls or {}
+    reasons = "; ".join(f"{n} {why}" for why, n in sorted((tls.get("reasons") or {}).items()))
     problems = {p["code"]: p["exchanges"] for p in report.get("problems", [])}
     statuses = stats.get("statuses", {})
 
@@ -272,9 +275,10 @@ def _quality_rows(stats: dict[str, Any], report: dict[str, Any]) -> list[dict[st
         ("malformed frames", "malformed_frames", a.get("malformed_frames"), None,
          f"{statuses.get('malformed', 0)} malformed exchanges"),
         ("TLS connections not decrypted", "encrypted_connections", a.get("encrypted_connections"),
-         a.get("tls_bytes"),
+         tls.get("undecrypted_bytes", a.get("tls_bytes") if a.get("encrypted_connections") else 0),
          f"of {a.get('tls_connections', 0)} TLS connections; their exchanges are not in this report "
-         f"(bytes: all TLS payload, {a.get('tls_plaintext_bytes', 0)} bytes decrypted)"),
+         f"(bytes: left encrypted; {a.get('tls_plaintext_bytes', 0)} bytes decrypted)"
+         + (f"; why: {reasons}" if reasons else "")),
         ("requests without a response", "no_response", a.get("no_response"), None,
          f"{a.get('acks0_requests', 0)} requests expect none (acks=0)"),
         ("damaged capture files", "damaged_files", a.get("damaged_files"), a.get("unread_file_bytes"),
@@ -292,7 +296,7 @@ def _quality(data: dict[str, Any], chart: Callable[[str, str], str]) -> str:
     from kdissect.problems import CATALOG
 
     stats, report = data["stats"], data["report"]
-    rows = _quality_rows(stats, report)
+    rows = _quality_rows(stats, report, data.get("tls"))
     body = "".join(
         "<tr>" + f"<td>{_e(r['what'])}</td>"
         + (f'<td class="num" data-stat="accounting.{_e(r["field"])}" data-value="{_json_attr(r["count"])}">'
