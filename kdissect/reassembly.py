@@ -20,7 +20,11 @@ buffer, and declared a gap when
   * the peer has acknowledged past the hole and `reorder_tolerance` more
     segments of the connection have passed without filling it (the bytes
     were received, the capture missed them, and reordering in the capture
-    cannot explain it); each later hole gets its own grace period,
+    cannot explain it); the count starts when the hole is the first one and
+    the ACK has passed it, so a hole met when an earlier one fills (or is
+    declared) gets a whole grace period of its own; a segment that fills the
+    hole within it is delivered (bytes held behind it follow), one that
+    comes later is counted as a retransmitted copy of bytes counted lost,
   * the direction's held bytes exceed `max_buffered_bytes`,
   * or the connection closes (RST, port reuse, end of capture).
 A RST closes its connection after `reorder_tolerance` more segments of that
@@ -104,8 +108,8 @@ class ConnectionListener(Protocol):
 class _Half:
     """One direction of a connection."""
 
-    __slots__ = ("base", "next", "pending", "pending_bytes", "fin", "acked", "syn_seq", "deadline", "probe_end",
-                 "probe_ts", "delay", "samples")
+    __slots__ = ("base", "next", "pending", "pending_bytes", "fin", "acked", "syn_seq", "deadline", "hole", "due",
+                 "probe_end", "probe_ts", "delay", "samples")
 
     def __init__(self) -> None:
         self.base: int | None = None  # sequence number of stream offset 0
@@ -117,6 +121,8 @@ class _Half:
         self.acked = 0  # highest offset the peer acknowledged
         self.syn_seq: int | None = None
         self.deadline: int | None = None  # segment count at which an acknowledged hole becomes a gap
+        self.hole = 0  # the stream offset (then `next`) whose hole the deadline is for
+        self.due = 0  # the run-wide timer of that deadline (a segment count of the whole run)
         # round-trip sampling: one data segment at a time is timed until the
         # peer acknowledges it; `delay` is the least such time (ns) seen
         self.probe_end: int | None = None  # stream offset its ACK must reach
@@ -346,7 +352,9 @@ class Reassembler:
         # (reorder_tolerance) decides when a connection is fed alone; this
         # one, much larger, stops a quiet connection from waiting until the
         # end of a long capture.
-        self._timers: deque[tuple[int, TcpConnection]] = deque()
+        # An entry names the half whose hole it is for (None: a RST's close)
+        # and is obeyed only while that half still holds that same deadline.
+        self._timers: deque[tuple[int, TcpConnection, _Half | None]] = deque()
         self._global_grace = max(1024, 8 * reorder_tolerance)
 
     def _take(self) -> list[Event] | None:
@@ -518,7 +526,7 @@ class Reassembler:
             # Close a little later: a capture may show the RST before data
             # segments that preceded it.
             conn.closing = conn.segments
-            self._timers.append((self.stats.segments + self._global_grace, conn))
+            self._timers.append((self.stats.segments + self._global_grace, conn, None))
         if conn.closing is not None:
             if conn.segments - conn.closing >= self.reorder_tolerance:
                 self._close(conn, "rst", seg)
@@ -541,9 +549,13 @@ class Reassembler:
         if not h.has_hole():
             h.deadline = None
             return
-        if h.deadline is None:
+        if h.deadline is None or h.hole != h.next:
+            # a new first hole (the one the deadline was for is filled or
+            # declared): its own grace period from now
             h.deadline = conn.segments + self.reorder_tolerance
-            self._timers.append((self.stats.segments + self._global_grace, conn))
+            h.hole = h.next
+            h.due = self.stats.segments + self._global_grace
+            self._timers.append((h.due, conn, h))
         if conn.segments >= h.deadline:
             h.deadline = None
             self._declare_acked_holes(conn, d, h, seg)
@@ -556,17 +568,19 @@ class Reassembler:
         timers = self._timers
         now = self.stats.segments
         while timers and (timers[0][1].closed or timers[0][0] <= now):
-            _, conn = timers.popleft()
+            due, conn, half = timers.popleft()
             if conn.closed:
                 continue
-            if conn.closing is not None:
+            if half is None:
                 self._close(conn, "rst", None)
                 continue
-            for d in (0, 1):
-                h = conn.halves[d]
-                if h.deadline is not None and h.acked > h.next and h.has_hole():
-                    h.deadline = None
-                    self._declare_acked_holes(conn, d, h, None)
+            # a timer left by a hole since filled or declared must not cut
+            # short the grace period of a later one
+            if conn.closing is not None or half.deadline is None or half.due != due or half.hole != half.next:
+                continue
+            if half.acked > half.next and half.has_hole():
+                half.deadline = None
+                self._declare_acked_holes(conn, conn.halves.index(half), half, None)
             if self._fins_done(conn):
                 self._close(conn, "fin", None)
 
