@@ -50,8 +50,9 @@ the connection (`syn_ts`, `syn_ack_ts`, `ack_ts`) for round-trip estimates.
 
 Memory: open connections x held out-of-order bytes. Closed connections are
 forgotten after `closed`; a bounded table of recently closed 4-tuples absorbs
-their stray last ACKs and retransmissions without opening phantom
-connections, while a SYN, or a segment far from where the old connection's
+their stray last ACKs and retransmissions (copies of its SYN or SYN-ACK
+included) without opening phantom connections, while a SYN with a sequence
+number of its own, or a segment far from where the old connection's
 sequence numbers ended, starts a new one.
 """
 
@@ -343,7 +344,7 @@ class Reassembler:
         # key -> (close time, {sender: next sequence number it would send}),
         # oldest first (an OrderedDict: forgetting the oldest is O(1), where a
         # dict's first entry after many deletions takes a scan to find)
-        self._recently_closed: OrderedDict[tuple[str, int, str, int], tuple[int, dict]] = OrderedDict()
+        self._recently_closed: OrderedDict[tuple[str, int, str, int], tuple[int, dict, dict]] = OrderedDict()
         self._next_id = 0
         self._arrivals = 0
         # Reset connections waiting out their straggler window, and
@@ -638,22 +639,26 @@ class Reassembler:
                 self._conns.pop(key, None)
             return
         when = seg.ts if seg is not None else conn.last.ts
-        ends = {}
+        ends, syns = {}, {}
         for sender, h in zip((conn.initiator, conn.responder), conn.halves):
             ends[sender] = None if h.base is None else (h.base + h.next) & _MASK
+            syns[sender] = h.syn_seq
         for key in conn.keys:
             if self._conns.get(key) is conn:
                 del self._conns[key]
-            self._recently_closed[key] = (when, ends)
+            self._recently_closed[key] = (when, ends, syns)
         while len(self._recently_closed) > _TOMBSTONE_LIMIT:
             self._recently_closed.popitem(last=False)
 
     @staticmethod
-    def _belongs_to_closed(seg: TcpSegment, closed_at: int, ends: dict) -> bool:
+    def _belongs_to_closed(seg: TcpSegment, closed_at: int, ends: dict, syns: dict) -> bool:
         """A straggler of the connection that closed on this 4-tuple (its last
-        ACK, a retransmission), rather than the start of a new one?"""
-        if seg.flags & SYN or seg.ts - closed_at > _AFTER_CLOSE_NS:
+        ACK, a retransmission, a copy of its own SYN or SYN-ACK), rather than
+        the start of a new one?"""
+        if seg.ts - closed_at > _AFTER_CLOSE_NS:
             return False
+        if seg.flags & SYN:  # a new connection's SYN has a sequence number of its own
+            return syns.get((seg.src, seg.sport)) == seg.seq
         expected = ends.get((seg.src, seg.sport))
         if expected is None:
             return True

@@ -345,6 +345,23 @@ def test_port_reuse_without_the_new_syn_in_the_capture(trace, manifest, tshark_r
         assert reasons[cid] == "fin"
 
 
+@pytest.mark.parametrize("flags", [SYN, SYN | ACK], ids=["syn", "syn-ack"])
+def test_copy_of_the_handshake_after_the_close_is_a_straggler(trace, manifest, tshark_rows, tmp_path: Path,
+                                                              flags: int) -> None:
+    """A duplicate of a connection's SYN or SYN-ACK that the capture shows
+    after the connection closed (a reordered copy) is the old connection's,
+    not a new connection whose bytes were never seen."""
+    rec = next(r for r in manifest if r.close == "fin")
+    own = [r for r in tshark_rows if tuple(rec.client) in ((r["src"], r["sport"]), (r["dst"], r["dport"]))]
+    handshake = next(r for r in own if r["flags"] & (SYN | ACK) == flags)
+    order = list(range(len(trace.packets)))
+    order.insert(own[-1]["frame"], handshake["frame"] - 1)  # a copy right after the connection's last packet
+    path = impair.write_pcap(impair.Trace(tuple(trace.packets[i] for i in order), trace.snaplen), tmp_path / "dup.pcap")
+    _, conns, _, stats, _ = _assert_streams_are_application_bytes([path], manifest)
+    assert len(_conn_by_client(conns, rec.client)) == 1
+    assert stats.after_close_segments >= 1
+
+
 def test_keepalive_byte_is_not_stream_data(trace, manifest, tshark_rows, tmp_path: Path) -> None:
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
