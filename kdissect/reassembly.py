@@ -45,7 +45,8 @@ reordered by more than that many packets.
 Roles: the initiator is the SYN's sender; when the capture shows a SYN-ACK
 first, its receiver; with no handshake, the source of the first segment. A
 handshake segment arriving late (capture reordering) corrects the roles as
-long as nothing has been delivered yet. The handshake's times are kept on
+long as nothing has been delivered yet; a side that showed only its FIN before
+its SYN or data (capture reordering) starts its stream at them. The handshake's times are kept on
 the connection (`syn_ts`, `syn_ack_ts`, `ack_ts`) for round-trip estimates.
 
 Memory: open connections x held out-of-order bytes. Closed connections are
@@ -492,6 +493,15 @@ class Reassembler:
         start = seg.seq
         if flags & SYN:
             start = (start + 1) & _MASK
+        if half.fin == 0 and self._fin_first(half, start) and (flags & SYN or seg.payload_len):
+            # the capture showed this side's FIN before its SYN or data: the
+            # stream starts at the earlier sequence number (nothing was delivered)
+            behind = (half.base - start) & _MASK  # type: ignore[operator]
+            half.base = start
+            half.fin = behind
+            if half.acked > 0:
+                half.acked += behind
+        if flags & SYN:
             if half.syn_seq is None:
                 half.syn_seq = seg.seq
                 if direction == 0 and not flags & ACK:
@@ -610,7 +620,15 @@ class Reassembler:
 
     @staticmethod
     def _untouched(conn: TcpConnection) -> bool:
-        return all(h.next == 0 and not h.pending and h.fin is None for h in conn.halves)
+        return all(h.next == 0 and not h.pending and not h.fin for h in conn.halves)  # (a FIN alone delivers nothing)
+
+    @staticmethod
+    def _fin_first(half: _Half, start: int) -> bool:
+        """Whether all this side has shown is a payload-less FIN, a little
+        after sequence number `start` (its SYN or data, shown late)."""
+        if half.fin != 0 or half.next or half.pending or half.syn_seq is not None or half.base is None:
+            return False
+        return 0 < (half.base - start) & _MASK <= _STRAGGLER_WINDOW
 
     @staticmethod
     def _is_new_syn(conn: TcpConnection, seg: TcpSegment) -> bool:
@@ -622,7 +640,7 @@ class Reassembler:
         if half.syn_seq is not None:
             return seg.seq != half.syn_seq
         if half.base is not None:
-            return (seg.seq + 1 - half.base) & _MASK != 0
+            return (seg.seq + 1 - half.base) & _MASK != 0 and not Reassembler._fin_first(half, seg.seq + 1)
         # This side has sent nothing with a sequence number yet: a late SYN
         # unless the other side is already past its handshake data.
         peer = conn.halves[1 - direction]

@@ -362,6 +362,25 @@ def test_copy_of_the_handshake_after_the_close_is_a_straggler(trace, manifest, t
     assert stats.after_close_segments >= 1
 
 
+@pytest.mark.parametrize("side", ["client", "server"])
+def test_fin_shown_before_the_handshake_is_the_same_connection(trace, manifest, tshark_rows, tmp_path: Path,
+                                                               side: str) -> None:
+    """A capture that shows one side's FIN before the connection's SYN (and
+    so before all of that side's data): the stream still starts at the SYN,
+    and the roles come from the handshake."""
+    rec = next(r for r in manifest if r.close == "fin")
+    own = [r for r in tshark_rows if tuple(rec.client) in ((r["src"], r["sport"]), (r["dst"], r["dport"]))]
+    sender = tuple(rec.client) if side == "client" else tuple(rec.server)
+    fin = next(r for r in own if r["flags"] & FIN and (r["src"], r["sport"]) == sender)
+    assert not fin["len"]
+    order = [i for i in range(len(trace.packets)) if i != fin["frame"] - 1]
+    order.insert(order.index(own[0]["frame"] - 1), fin["frame"] - 1)
+    path = impair.write_pcap(impair.Trace(tuple(trace.packets[i] for i in order), trace.snaplen), tmp_path / "fin.pcap")
+    _, conns, _, stats, _ = _assert_streams_are_application_bytes([path], manifest)
+    assert len(_conn_by_client(conns, rec.client)) == 1
+    assert stats.before_start_bytes == 0
+
+
 def test_keepalive_byte_is_not_stream_data(trace, manifest, tshark_rows, tmp_path: Path) -> None:
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
