@@ -45,9 +45,10 @@ reordered by more than that many packets.
 Roles: the initiator is the SYN's sender; when the capture shows a SYN-ACK
 first, its receiver; with no handshake, the source of the first segment. A
 handshake segment arriving late (capture reordering) corrects the roles as
-long as nothing has been delivered yet; a side that showed only its FIN before
-its SYN or data (capture reordering) starts its stream at them. The handshake's times are kept on
-the connection (`syn_ts`, `syn_ack_ts`, `ack_ts`) for round-trip estimates.
+long as nothing has been delivered yet; a side that showed only its FIN
+before its SYN or data (capture reordering) starts its stream at them. The
+handshake's times are kept on the connection (`syn_ts`, `syn_ack_ts`,
+`ack_ts`) for round-trip estimates.
 
 Memory: open connections x held out-of-order bytes. Closed connections are
 forgotten after `closed`; a bounded table of recently closed 4-tuples absorbs
