@@ -267,7 +267,8 @@ class Pairer:
         acc = self.accounting
         data = frame.data
         if self.early:
-            self._expire_early(frame.ts)
+            # (the request's own correlation id: its held response is never too old for it)
+            self._expire_early(frame.ts, _INT32.unpack_from(data, 4)[0] if len(data) >= 8 else None)
         if self.client_raw:
             if frame.complete and looks_like_request(data[:64], frame.size):
                 self.client_raw = False  # authentication over: Kafka again
@@ -275,6 +276,13 @@ class Pairer:
                 acc.request_frames += 1
                 acc.raw_sasl_frames += 1
                 return
+        elif self._sasl_cid is not None and not looks_like_request(data[:64], frame.size):
+            # the client's first raw token, shown before the SaslHandshake v0
+            # response it was sent after (reordered in the capture)
+            self.client_raw = True
+            acc.request_frames += 1
+            acc.raw_sasl_frames += 1
+            return
         acc.request_frames += 1
         conn = self.conn
         if not frame.complete:
@@ -470,7 +478,26 @@ class Pairer:
                 # SaslHandshake v0 succeeded: raw tokens follow on both sides
                 self.client_raw = self.server_raw = True
                 self.raw_since = cid
+                if self.early:
+                    self._held_tokens(frame.offset)
         self._emit(ex)
+
+    def _held_tokens(self, after: int) -> None:
+        """Responses held for their request that follow a successful
+        SaslHandshake v0 response in the broker's stream are its raw tokens
+        (the capture showed the handshake's request late), up to the first
+        that is Kafka again."""
+        acc = self.accounting
+        held = sorted((f for f in self.early.values() if f.offset > after), key=lambda f: f.offset)
+        for frame in held:
+            cid = _INT32.unpack_from(frame.data, 0)[0]
+            if self.raw_since < cid <= self.raw_since + _RAW_CID_WINDOW:
+                self.server_raw = False  # the answer to a request after authenticating
+                return
+            del self.early[cid]
+            acc.early_responses -= 1
+            acc.response_frames += 1
+            acc.raw_sasl_frames += 1
 
     def _decode_response(self, ex: Exchange, data: bytes) -> None:
         """Fill the response figures of `ex` from a complete response frame."""
@@ -595,16 +622,24 @@ class Pairer:
             self.accounting.acks0_released += 1
             self._emit(ex)
 
-    def _expire_early(self, now: int) -> None:
+    def _expire_early(self, now: int, spare: int | None = None) -> None:
         """The client's side has reached capture time `now`: a response held
         since well before then will not see its request. (Measured on the
-        client's side: while its bytes wait behind a hole, nothing expires.)"""
+        client's side: while its bytes wait behind a hole, nothing expires.)
+        The response to `spare` (the request being read) is kept whatever its
+        time: in a capture whose times go backwards where packets were
+        reordered, the segment that completed a held response can be stamped
+        well before its request."""
         early = self.early
+        kept = early.pop(spare, None) if spare is not None else None
         while early:
             cid = next(iter(early))
             if early[cid].ts + EARLY_WINDOW_NS > now:
                 break
             self._emit_orphan(early.pop(cid))
+        if kept is not None:
+            early[spare] = kept  # type: ignore[index]
+            early.move_to_end(spare, last=False)  # type: ignore[arg-type]
 
     # -- outcome ---------------------------------------------------------------
 

@@ -20,7 +20,11 @@ buffer, and declared a gap when
   * the peer has acknowledged past the hole and `reorder_tolerance` more
     segments of the connection have passed without filling it (the bytes
     were received, the capture missed them, and reordering in the capture
-    cannot explain it); each later hole gets its own grace period,
+    cannot explain it); the count starts when the hole is the first one and
+    the ACK has passed it, so a hole met when an earlier one fills (or is
+    declared) gets a whole grace period of its own; a segment that fills the
+    hole within it is delivered (bytes held behind it follow), one that
+    comes later is counted as a retransmitted copy of bytes counted lost,
   * the direction's held bytes exceed `max_buffered_bytes`,
   * or the connection closes (RST, port reuse, end of capture).
 A RST closes its connection after `reorder_tolerance` more segments of that
@@ -41,13 +45,16 @@ reordered by more than that many packets.
 Roles: the initiator is the SYN's sender; when the capture shows a SYN-ACK
 first, its receiver; with no handshake, the source of the first segment. A
 handshake segment arriving late (capture reordering) corrects the roles as
-long as nothing has been delivered yet. The handshake's times are kept on
-the connection (`syn_ts`, `syn_ack_ts`, `ack_ts`) for round-trip estimates.
+long as nothing has been delivered yet; a side that showed only its FIN
+before its SYN or data (capture reordering) starts its stream at them. The
+handshake's times are kept on the connection (`syn_ts`, `syn_ack_ts`,
+`ack_ts`) for round-trip estimates.
 
 Memory: open connections x held out-of-order bytes. Closed connections are
 forgotten after `closed`; a bounded table of recently closed 4-tuples absorbs
-their stray last ACKs and retransmissions without opening phantom
-connections, while a SYN, or a segment far from where the old connection's
+their stray last ACKs and retransmissions (copies of its SYN or SYN-ACK
+included) without opening phantom connections, while a SYN with a sequence
+number of its own, or a segment far from where the old connection's
 sequence numbers ended, starts a new one.
 """
 
@@ -104,8 +111,8 @@ class ConnectionListener(Protocol):
 class _Half:
     """One direction of a connection."""
 
-    __slots__ = ("base", "next", "pending", "pending_bytes", "fin", "acked", "syn_seq", "deadline", "probe_end",
-                 "probe_ts", "delay", "samples")
+    __slots__ = ("base", "next", "pending", "pending_bytes", "fin", "acked", "syn_seq", "deadline", "hole", "due",
+                 "probe_end", "probe_ts", "delay", "samples")
 
     def __init__(self) -> None:
         self.base: int | None = None  # sequence number of stream offset 0
@@ -117,6 +124,8 @@ class _Half:
         self.acked = 0  # highest offset the peer acknowledged
         self.syn_seq: int | None = None
         self.deadline: int | None = None  # segment count at which an acknowledged hole becomes a gap
+        self.hole = 0  # the stream offset (then `next`) whose hole the deadline is for
+        self.due = 0  # the run-wide timer of that deadline (a segment count of the whole run)
         # round-trip sampling: one data segment at a time is timed until the
         # peer acknowledges it; `delay` is the least such time (ns) seen
         self.probe_end: int | None = None  # stream offset its ACK must reach
@@ -337,7 +346,7 @@ class Reassembler:
         # key -> (close time, {sender: next sequence number it would send}),
         # oldest first (an OrderedDict: forgetting the oldest is O(1), where a
         # dict's first entry after many deletions takes a scan to find)
-        self._recently_closed: OrderedDict[tuple[str, int, str, int], tuple[int, dict]] = OrderedDict()
+        self._recently_closed: OrderedDict[tuple[str, int, str, int], tuple[int, dict, dict]] = OrderedDict()
         self._next_id = 0
         self._arrivals = 0
         # Reset connections waiting out their straggler window, and
@@ -346,7 +355,9 @@ class Reassembler:
         # (reorder_tolerance) decides when a connection is fed alone; this
         # one, much larger, stops a quiet connection from waiting until the
         # end of a long capture.
-        self._timers: deque[tuple[int, TcpConnection]] = deque()
+        # An entry names the half whose hole it is for (None: a RST's close)
+        # and is obeyed only while that half still holds that same deadline.
+        self._timers: deque[tuple[int, TcpConnection, _Half | None]] = deque()
         self._global_grace = max(1024, 8 * reorder_tolerance)
 
     def _take(self) -> list[Event] | None:
@@ -483,6 +494,15 @@ class Reassembler:
         start = seg.seq
         if flags & SYN:
             start = (start + 1) & _MASK
+        if half.fin == 0 and self._fin_first(half, start) and (flags & SYN or seg.payload_len):
+            # the capture showed this side's FIN before its SYN or data: the
+            # stream starts at the earlier sequence number (nothing was delivered)
+            behind = (half.base - start) & _MASK  # type: ignore[operator]
+            half.base = start
+            half.fin = behind
+            if half.acked > 0:
+                half.acked += behind
+        if flags & SYN:
             if half.syn_seq is None:
                 half.syn_seq = seg.seq
                 if direction == 0 and not flags & ACK:
@@ -518,7 +538,7 @@ class Reassembler:
             # Close a little later: a capture may show the RST before data
             # segments that preceded it.
             conn.closing = conn.segments
-            self._timers.append((self.stats.segments + self._global_grace, conn))
+            self._timers.append((self.stats.segments + self._global_grace, conn, None))
         if conn.closing is not None:
             if conn.segments - conn.closing >= self.reorder_tolerance:
                 self._close(conn, "rst", seg)
@@ -541,9 +561,13 @@ class Reassembler:
         if not h.has_hole():
             h.deadline = None
             return
-        if h.deadline is None:
+        if h.deadline is None or h.hole != h.next:
+            # a new first hole (the one the deadline was for is filled or
+            # declared): its own grace period from now
             h.deadline = conn.segments + self.reorder_tolerance
-            self._timers.append((self.stats.segments + self._global_grace, conn))
+            h.hole = h.next
+            h.due = self.stats.segments + self._global_grace
+            self._timers.append((h.due, conn, h))
         if conn.segments >= h.deadline:
             h.deadline = None
             self._declare_acked_holes(conn, d, h, seg)
@@ -556,17 +580,19 @@ class Reassembler:
         timers = self._timers
         now = self.stats.segments
         while timers and (timers[0][1].closed or timers[0][0] <= now):
-            _, conn = timers.popleft()
+            due, conn, half = timers.popleft()
             if conn.closed:
                 continue
-            if conn.closing is not None:
+            if half is None:
                 self._close(conn, "rst", None)
                 continue
-            for d in (0, 1):
-                h = conn.halves[d]
-                if h.deadline is not None and h.acked > h.next and h.has_hole():
-                    h.deadline = None
-                    self._declare_acked_holes(conn, d, h, None)
+            # a timer left by a hole since filled or declared must not cut
+            # short the grace period of a later one
+            if conn.closing is not None or half.deadline is None or half.due != due or half.hole != half.next:
+                continue
+            if half.acked > half.next and half.has_hole():
+                half.deadline = None
+                self._declare_acked_holes(conn, conn.halves.index(half), half, None)
             if self._fins_done(conn):
                 self._close(conn, "fin", None)
 
@@ -595,7 +621,15 @@ class Reassembler:
 
     @staticmethod
     def _untouched(conn: TcpConnection) -> bool:
-        return all(h.next == 0 and not h.pending and h.fin is None for h in conn.halves)
+        return all(h.next == 0 and not h.pending and not h.fin for h in conn.halves)  # (a FIN alone delivers nothing)
+
+    @staticmethod
+    def _fin_first(half: _Half, start: int) -> bool:
+        """Whether all this side has shown is a payload-less FIN, a little
+        after sequence number `start` (its SYN or data, shown late)."""
+        if half.fin != 0 or half.next or half.pending or half.syn_seq is not None or half.base is None:
+            return False
+        return 0 < (half.base - start) & _MASK <= _STRAGGLER_WINDOW
 
     @staticmethod
     def _is_new_syn(conn: TcpConnection, seg: TcpSegment) -> bool:
@@ -607,7 +641,7 @@ class Reassembler:
         if half.syn_seq is not None:
             return seg.seq != half.syn_seq
         if half.base is not None:
-            return (seg.seq + 1 - half.base) & _MASK != 0
+            return (seg.seq + 1 - half.base) & _MASK != 0 and not Reassembler._fin_first(half, seg.seq + 1)
         # This side has sent nothing with a sequence number yet: a late SYN
         # unless the other side is already past its handshake data.
         peer = conn.halves[1 - direction]
@@ -624,22 +658,26 @@ class Reassembler:
                 self._conns.pop(key, None)
             return
         when = seg.ts if seg is not None else conn.last.ts
-        ends = {}
+        ends, syns = {}, {}
         for sender, h in zip((conn.initiator, conn.responder), conn.halves):
             ends[sender] = None if h.base is None else (h.base + h.next) & _MASK
+            syns[sender] = h.syn_seq
         for key in conn.keys:
             if self._conns.get(key) is conn:
                 del self._conns[key]
-            self._recently_closed[key] = (when, ends)
+            self._recently_closed[key] = (when, ends, syns)
         while len(self._recently_closed) > _TOMBSTONE_LIMIT:
             self._recently_closed.popitem(last=False)
 
     @staticmethod
-    def _belongs_to_closed(seg: TcpSegment, closed_at: int, ends: dict) -> bool:
+    def _belongs_to_closed(seg: TcpSegment, closed_at: int, ends: dict, syns: dict) -> bool:
         """A straggler of the connection that closed on this 4-tuple (its last
-        ACK, a retransmission), rather than the start of a new one?"""
-        if seg.flags & SYN or seg.ts - closed_at > _AFTER_CLOSE_NS:
+        ACK, a retransmission, a copy of its own SYN or SYN-ACK), rather than
+        the start of a new one?"""
+        if seg.ts - closed_at > _AFTER_CLOSE_NS:
             return False
+        if seg.flags & SYN:  # a new connection's SYN has a sequence number of its own
+            return syns.get((seg.src, seg.sport)) == seg.seq
         expected = ends.get((seg.src, seg.sport))
         if expected is None:
             return True

@@ -33,13 +33,8 @@ SEEDS = (1, 2, 3)
 
 # Impairments kdissect does not yet survive on real Apache Kafka captures:
 # (capture, test, seed) -> what goes wrong. Marked as expected failures.
-# (the gaps found on ipv6_kafka and sasl_kafka are fixed and now tested)
-KNOWN_GAPS: dict[tuple[str, str, int], str] = {
-    ("forensics_kafka.pcap", "reordered", 3):
-        "stream 11 (client 127.0.0.1:47192): the broker's 148-byte segment at relative seq 24449 is moved after "
-        "its two successors and after the client's ACK of all three (messy frames 2053-2056); the 148 bytes are "
-        "counted as lost (1 loss of step, 1 resync) and Fetch correlation id 84 becomes no_response",
-}
+# (the gaps found on ipv6_kafka, sasl_kafka and forensics_kafka are fixed and now tested)
+KNOWN_GAPS: dict[tuple[str, str, int], str] = {}
 
 
 def _known_gap(request, path: Path, test: str, seed: int) -> None:

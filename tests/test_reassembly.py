@@ -345,6 +345,42 @@ def test_port_reuse_without_the_new_syn_in_the_capture(trace, manifest, tshark_r
         assert reasons[cid] == "fin"
 
 
+@pytest.mark.parametrize("flags", [SYN, SYN | ACK], ids=["syn", "syn-ack"])
+def test_copy_of_the_handshake_after_the_close_is_a_straggler(trace, manifest, tshark_rows, tmp_path: Path,
+                                                              flags: int) -> None:
+    """A duplicate of a connection's SYN or SYN-ACK that the capture shows
+    after the connection closed (a reordered copy) is the old connection's,
+    not a new connection whose bytes were never seen."""
+    rec = next(r for r in manifest if r.close == "fin")
+    own = [r for r in tshark_rows if tuple(rec.client) in ((r["src"], r["sport"]), (r["dst"], r["dport"]))]
+    handshake = next(r for r in own if r["flags"] & (SYN | ACK) == flags)
+    order = list(range(len(trace.packets)))
+    order.insert(own[-1]["frame"], handshake["frame"] - 1)  # a copy right after the connection's last packet
+    path = impair.write_pcap(impair.Trace(tuple(trace.packets[i] for i in order), trace.snaplen), tmp_path / "dup.pcap")
+    _, conns, _, stats, _ = _assert_streams_are_application_bytes([path], manifest)
+    assert len(_conn_by_client(conns, rec.client)) == 1
+    assert stats.after_close_segments >= 1
+
+
+@pytest.mark.parametrize("side", ["client", "server"])
+def test_fin_shown_before_the_handshake_is_the_same_connection(trace, manifest, tshark_rows, tmp_path: Path,
+                                                               side: str) -> None:
+    """A capture that shows one side's FIN before the connection's SYN (and
+    so before all of that side's data): the stream still starts at the SYN,
+    and the roles come from the handshake."""
+    rec = next(r for r in manifest if r.close == "fin")
+    own = [r for r in tshark_rows if tuple(rec.client) in ((r["src"], r["sport"]), (r["dst"], r["dport"]))]
+    sender = tuple(rec.client) if side == "client" else tuple(rec.server)
+    fin = next(r for r in own if r["flags"] & FIN and (r["src"], r["sport"]) == sender)
+    assert not fin["len"]
+    order = [i for i in range(len(trace.packets)) if i != fin["frame"] - 1]
+    order.insert(order.index(own[0]["frame"] - 1), fin["frame"] - 1)
+    path = impair.write_pcap(impair.Trace(tuple(trace.packets[i] for i in order), trace.snaplen), tmp_path / "fin.pcap")
+    _, conns, _, stats, _ = _assert_streams_are_application_bytes([path], manifest)
+    assert len(_conn_by_client(conns, rec.client)) == 1
+    assert stats.before_start_bytes == 0
+
+
 def test_keepalive_byte_is_not_stream_data(trace, manifest, tshark_rows, tmp_path: Path) -> None:
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
@@ -585,3 +621,74 @@ def test_arbitrary_segments_keep_the_event_invariants(raw, tolerance, limit) -> 
             assert state.get(cid) == "open"
             state[cid] = "closed"
     assert all(v == "closed" for v in state.values())
+
+
+def test_every_late_filler_of_an_acknowledged_hole_is_used(tmp_path: Path) -> None:
+    """One busy connection (librdkafka flooding Tansu: 2400 small responses)
+    with many holes, each filled by a broker segment shown after the next
+    one and after the client's ACK of both: every hole gets its own grace
+    period, whatever timers earlier holes left behind (a stale run-wide timer
+    once declared a later hole lost the moment it opened)."""
+    from tests.support.pipeline import CAPTURES
+
+    path = CAPTURES / "acks0_flood_tansu.pcap"
+    trace = impair.load_pcap(path)
+    rows = tshark_segments(path)  # seq/ack relative, as tshark numbers them
+    broker = [r for r in rows if r["sport"] == 9092 and r["len"]]
+    order = list(range(len(trace.packets)))
+    moved = 0
+    taken: set[int] = set()
+    for late, after in zip(broker[::7], broker[1::7]):
+        end = after["seq"] + after["len"]
+        ack = next((r for r in rows if r["frame"] > after["frame"] and r["sport"] != 9092
+                    and r["stream"] == after["stream"] and r["ack"] >= end), None)
+        span = set(range(late["frame"], (ack or late)["frame"] + 1))
+        if ack is None or ack["frame"] - late["frame"] > 8 or span & taken:
+            continue
+        taken |= span
+        at = order.index(late["frame"] - 1)
+        order.insert(order.index(ack["frame"] - 1) + 1, order.pop(at))
+        moved += 1
+    assert moved > 100
+    messy = impair.write_pcap(impair.Trace(tuple(trace.packets[i] for i in order), trace.snaplen),
+                              tmp_path / "late.pcap")
+    clean_chunks, clean_conns, *_ = reassemble([path])
+    chunks, conns, _, stats, _ = reassemble([messy])
+    assert stats.gap_bytes == 0 and stats.gaps == 0
+    assert _streams_by_endpoints(chunks, conns) == _streams_by_endpoints(clean_chunks, clean_conns)
+
+
+def test_a_hole_met_when_an_earlier_one_fills_gets_its_own_grace_period(tmp_path: Path) -> None:
+    """Two neighbouring broker segments both shown late after the client's
+    ACK of them: the first 28 of the connection's packets later (within the
+    32-segment tolerance), the second a few packets after it. The second hole
+    becomes the first one only when the first fills, and is then given its own
+    tolerance, not what was left of the first hole's."""
+    from tests.support.pipeline import CAPTURES
+
+    path = CAPTURES / "acks0_flood_tansu.pcap"
+    trace = impair.load_pcap(path)
+    rows = tshark_segments(path)
+    stream = max({r["stream"] for r in rows}, key=lambda s: sum(r["stream"] == s for r in rows))
+    own = [r["frame"] - 1 for r in rows if r["stream"] == stream]  # trace indices of the connection's packets
+    by_index = {r["frame"] - 1: r for r in rows}
+    order = list(range(len(trace.packets)))
+    moved = 0
+    for start in range(200, len(own) - 200, 300):
+        first, second = [i for i in own[start:] if by_index[i]["sport"] == 9092 and by_index[i]["len"]][:2]
+        end = by_index[second]["seq"] + by_index[second]["len"]
+        ack = next(i for i in own if i > second and by_index[i]["sport"] != 9092 and by_index[i]["ack"] >= end)
+        land_first = own[own.index(ack) + 28]
+        land_second = own[own.index(ack) + 34]
+        order.remove(first)
+        order.remove(second)
+        order.insert(order.index(land_first) + 1, first)
+        order.insert(order.index(land_second) + 1, second)
+        moved += 1
+    assert moved >= 5
+    messy = impair.write_pcap(impair.Trace(tuple(trace.packets[i] for i in order), trace.snaplen),
+                              tmp_path / "late.pcap")
+    clean_chunks, clean_conns, *_ = reassemble([path])
+    chunks, conns, _, stats, _ = reassemble([messy])
+    assert stats.gap_bytes == 0 and stats.gaps == 0
+    assert _streams_by_endpoints(chunks, conns) == _streams_by_endpoints(clean_chunks, clean_conns)
