@@ -154,14 +154,19 @@ class _Half:
 class TcpConnection:
     """One TCP connection: one SYN epoch of a 4-tuple."""
 
-    __slots__ = ("id", "initiator", "responder", "saw_syn", "closed", "segments", "halves", "last", "closing",
+    __slots__ = ("id", "key", "reverse_key", "saw_syn", "closed", "segments", "halves", "last", "closing",
                  "sinks", "syn_ts", "syn_ack_ts", "ack_ts", "user")
 
     def __init__(self, conn_id: int, initiator: tuple[str, int], responder: tuple[str, int], seg: TcpSegment,
                  saw_syn: bool) -> None:
         self.id = conn_id
-        self.initiator = initiator
-        self.responder = responder
+        # the 4-tuples of its segments, the initiator's and the responder's:
+        # the reassembler's table holds these very tuples, and the two ends
+        # are read from them (no tuples of its own: a connection that
+        # carries nothing costs little)
+        (a, p), (b, q) = initiator, responder
+        self.key = (a, p, b, q)
+        self.reverse_key = (b, q, a, p)
         self.saw_syn = saw_syn
         self.closed = False
         self.segments = 0  # segments of this connection fed so far
@@ -179,10 +184,19 @@ class TcpConnection:
 
     @property
     def keys(self) -> tuple[tuple[str, int, str, int], tuple[str, int, str, int]]:
-        """The 4-tuples of its segments, initiator's first (made when asked:
-        the reassembler's table holds them; a connection need not)."""
-        (a, p), (b, q) = self.initiator, self.responder
-        return (a, p, b, q), (b, q, a, p)
+        """The 4-tuples of its segments, initiator's first."""
+        return self.key, self.reverse_key
+
+    @property
+    def initiator(self) -> tuple[str, int]:
+        """(address, port) of the side that opened the connection."""
+        key = self.key
+        return key[0], key[1]
+
+    @property
+    def responder(self) -> tuple[str, int]:
+        key = self.key
+        return key[2], key[3]
 
     def path_delays(self) -> tuple[int | None, int | None]:
         """(initiator side, responder side): the time (ns) from the capture
@@ -400,7 +414,8 @@ class Reassembler:
             first, second = conn.halves
             if (not (timers and (timers[0][0] <= stats.segments or timers[0][1].closed))
                     and not first.pending and not second.pending and first.fin is None and second.fin is None):
-                if seg.sport == conn.initiator[1] and seg.src == conn.initiator[0]:
+                key = conn.key
+                if seg.sport == key[1] and seg.src == key[0]:
                     direction, half, peer = 0, first, second
                 else:
                     direction, half, peer = 1, second, first
@@ -480,11 +495,12 @@ class Reassembler:
 
         conn.segments += 1
         conn.last = seg
-        direction = 0 if seg.sport == conn.initiator[1] and seg.src == conn.initiator[0] else 1
+        key = conn.key
+        direction = 0 if seg.sport == key[1] and seg.src == key[0] else 1
         if flags & SYN and (direction == 1) == (not flags & ACK) and self._untouched(conn):
             # The capture showed a segment of the responder before the SYN:
             # the handshake tells who initiated, and nothing was delivered yet.
-            conn.initiator, conn.responder = conn.responder, conn.initiator
+            conn.key, conn.reverse_key = conn.reverse_key, conn.key
             conn.halves = (conn.halves[1], conn.halves[0])
             # (the sinks stay: nothing reached them, and sinks[d] hears direction d)
             direction = 1 - direction
