@@ -43,6 +43,9 @@ SCAPY_GAPS = {
     "forensics_kafka.pcap": _RETRANSMITTED + ": frames 110, 684, 730, 3756, 3757",
     "acks0_flood_kafka.pcap": "segments carrying hundreds of Kafka frames, chained as payloads, exceed "
                               "Python's recursion limit in Scapy (RecursionError, frames dropped)",
+    "acks0_flood_tansu.pcap": "segments carrying hundreds of Kafka frames, chained as payloads, exceed "
+                              "Python's recursion limit in Scapy (RecursionError, frames dropped)",
+    "waits_kafka.pcap": _RETRANSMITTED + " (Scapy's TCPSession delivers a retransmitted segment again)",
 }
 
 def _params(gaps: dict[str, str]) -> list:
@@ -52,7 +55,8 @@ def _params(gaps: dict[str, str]) -> list:
 
 FRAME_PARAMS = _params(SCAPY_GAPS)
 # a frame delivered twice still holds the same fields: only the flood fails here
-BODY_PARAMS = _params({k: v for k, v in SCAPY_GAPS.items() if not v.startswith(_RETRANSMITTED)})
+BODY_PARAMS = _params({k: v for k, v in SCAPY_GAPS.items()
+                       if not v.startswith(_RETRANSMITTED) and k != "acks0_flood_tansu.pcap"})
 
 
 def test_there_are_captures():
