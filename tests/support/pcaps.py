@@ -202,7 +202,21 @@ def record_loopback(directory: Path, name: str = "loop", seed: int = 7, chatty: 
     for line in err.decode(errors="replace").splitlines():
         if "dropped by kernel" in line and not line.startswith("0 "):
             raise RuntimeError(f"tcpdump lost packets: {line}")
+    # A loaded machine can make loopback itself drop and resend segments; the
+    # reference recording must be clean, so ask tshark and record again if not.
+    resent = _tshark_resent_frames(pcap)
+    if resent:
+        raise RuntimeError(f"the recording has {resent} retransmitted or reordered segments")
     return pcap
+
+
+def _tshark_resent_frames(pcap: Path) -> int:
+    flagged = "tcp.analysis.retransmission or tcp.analysis.out_of_order or tcp.analysis.lost_segment"
+    out = subprocess.run(
+        ["tshark", "-n", "-r", str(pcap), "-Y", flagged, "-T", "fields", "-e", "frame.number"],
+        capture_output=True, text=True, check=True,
+    )
+    return len(out.stdout.split())
 
 
 def load_manifest(pcap: Path) -> list[RecordedConnection]:
@@ -369,12 +383,12 @@ def shared_recording() -> Path:
 
         directory = Path(tempfile.mkdtemp(prefix="kdissect-loop-"))
         atexit.register(shutil.rmtree, directory, True)
-        for attempt in range(3):  # a loaded machine can make tcpdump drop packets
+        for attempt in range(5):  # a loaded machine can make tcpdump or loopback drop packets
             try:
                 _RECORDING["loop"] = record_loopback(directory)
                 break
             except RuntimeError:
-                if attempt == 2:
+                if attempt == 4:
                     raise
     return _RECORDING["loop"]
 
