@@ -11,11 +11,12 @@ import importlib.util
 
 from kdissect.failures import InputError
 
-# extra -> the modules it installs that kdissect imports
+# extra -> the modules it installs that kdissect imports (every third-party
+# module its face imports beyond the base dependencies: tests/test_extras.py)
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "spark": ("pyspark", "pandas"),
+    "spark": ("pyspark", "pandas", "numpy"),
     "scapy": ("scapy",),
-    "report": ("altair", "vl_convert"),
+    "report": ("altair", "vl_convert", "numpy"),
 }
 
 

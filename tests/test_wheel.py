@@ -81,18 +81,19 @@ def test_each_command_runs_from_the_bare_install(installed, tmp_path) -> None:
     assert records.returncode == 0 and records.stdout.count("\n") > 0, records.stderr
 
 
-@pytest.mark.parametrize("face, extra", [
-    (["kdissect", "spark", "CAPTURE", "-o", "out"], "spark"),
-    (["python", "-m", "kdissect.spark.submit_main", "CAPTURE", "-o", "out"], "spark"),
+@pytest.mark.parametrize("face, says", [
+    (["kdissect", "spark", "CAPTURE", "-o", "out"], "`kdissect spark` needs pyspark"),
+    (["python", "-m", "kdissect.spark.submit_main", "CAPTURE", "-o", "out"], "submit_main.py needs pyspark"),
+    (["kdissect", "report", "CAPTURE", "-o", "out"], "`kdissect report` needs altair"),
 ])
-def test_a_face_without_its_extra_says_which_to_install(installed, tmp_path, face: list[str], extra: str) -> None:
+def test_a_face_without_its_extra_says_which_to_install(installed, tmp_path, face: list[str], says: str) -> None:
     _, bin_dir = installed
     args = [str(bin_dir / face[0]), *[str(CAPTURES / "admin.pcap") if a == "CAPTURE" else a for a in face[1:]]]
     result = _run(args, tmp_path, env=_env(tmp_path))
     assert result.returncode == 2 and result.stdout == ""
+    extra = "spark" if "pyspark" in says else "report"
     assert result.stderr.splitlines() == [
-        f"kdissect: error: {'`kdissect spark`' if face[0] == 'kdissect' else 'submit_main.py'} needs pyspark, "
-        f"which is not installed: pip install 'kdissect[{extra}]'"]
+        f"kdissect: error: {says}, which is not installed: pip install 'kdissect[{extra}]'"]
     assert not (tmp_path / "out").exists()
 
 
