@@ -303,53 +303,50 @@ class Pairer:
         skim = None if self.keep_messages or (keep_apis and len(data) >= 2 and (data[0] << 8 | data[1]) in keep_apis) \
             else skim_request(data)
         if skim is not None:
-            acc.decoded_frames += 1
             api_key, api_version, cid, client_id, expects_response, starts_raw_sasl, sets = skim
-            ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
-                          broker=conn.broker, correlation_id=cid, api_key=api_key,
-                          api_name=api_name(api_key), api_version=api_version, client_id=client_id,
-                          request_ts=frame.ts, request_frame=frame.frame_number, request_bytes=frame.size,
-                          request_capture_index=frame.capture_index, request_offset=frame.offset,
-                          request_first_ts=frame.first_ts, stream_key=conn.stream_key)
+            request = None
+        else:
+            request, trailing, error = decode_tolerant(decode_request, data)
+            if request is None:
+                acc.malformed_frames += 1
+                header = peek_request_header(data)
+                ex = self._new(frame, header, data)
+                ex.status = MALFORMED
+                if isinstance(error, DecodeError):
+                    ex.add_problem("request-malformed", _decode_error_text("request", error))
+                else:
+                    ex.add_problem("decoder-failed",
+                                   f"request malformed: decoder failed ({type(error).__name__}: {error})")
+                if header is None:
+                    self._emit(ex)
+                    return
+                self._wait(ex)
+                return
+            h = request.header
+            api_key, api_version, cid, client_id = h.api_key, h.api_version, h.correlation_id, h.client_id
+            expects_response, starts_raw_sasl = request.expects_response, request.starts_raw_sasl
+        acc.decoded_frames += 1
+        ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
+                      broker=conn.broker, correlation_id=cid, api_key=api_key,
+                      api_name=api_name(api_key), api_version=api_version, client_id=client_id,
+                      request_ts=frame.ts, request_frame=frame.frame_number, request_bytes=frame.size,
+                      request_capture_index=frame.capture_index, request_offset=frame.offset,
+                      request_first_ts=frame.first_ts, stream_key=conn.stream_key)
+        if request is None:  # skimmed: the row's figures only
             if api_key == _PRODUCE:
                 self._add_records(ex, set_figures(sets))
             elif api_key in HINT_APIS:
                 ex.wait_hint = data  # the frame: decoded when a wait rule reads it (_time_it)
-            self._requested(ex, expects_response, starts_raw_sasl, data)
-            return
-        request, trailing, error = decode_tolerant(decode_request, data)
-        if request is None:
-            acc.malformed_frames += 1
-            header = peek_request_header(data)
-            ex = self._new(frame, header, data)
-            ex.status = MALFORMED
-            if isinstance(error, DecodeError):
-                ex.add_problem("request-malformed", _decode_error_text("request", error))
-            else:
-                ex.add_problem("decoder-failed",
-                               f"request malformed: decoder failed ({type(error).__name__}: {error})")
-            if header is None:
-                self._emit(ex)
-                return
-            self._wait(ex)
-            return
-        acc.decoded_frames += 1
-        h = request.header
-        ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
-                      broker=conn.broker, correlation_id=h.correlation_id, api_key=h.api_key,
-                      api_name=api_name(h.api_key), api_version=h.api_version, client_id=h.client_id,
-                      request_ts=frame.ts, request_frame=frame.frame_number, request_bytes=frame.size,
-                      request_capture_index=frame.capture_index, request_offset=frame.offset,
-                      request_first_ts=frame.first_ts, stream_key=conn.stream_key)
-        if trailing:
-            ex.add_problem("trailing-bytes", f"request: {trailing} trailing bytes ignored")
-        if self.keep_messages or h.api_key in self.keep_apis:
-            ex.request = request
-        if h.api_key == _PRODUCE:
-            self._add_records(ex, record_figures(h.api_key, h.api_version, request.body))
-        elif h.api_key in HINT_APIS:
-            ex.wait_hint = request_hint(h.api_key, request.body)
-        self._requested(ex, request.expects_response, request.starts_raw_sasl, data)
+        else:
+            if trailing:
+                ex.add_problem("trailing-bytes", f"request: {trailing} trailing bytes ignored")
+            if self.keep_messages or api_key in self.keep_apis:
+                ex.request = request
+            if api_key == _PRODUCE:
+                self._add_records(ex, record_figures(api_key, api_version, request.body))
+            elif api_key in HINT_APIS:
+                ex.wait_hint = request_hint(api_key, request.body)
+        self._requested(ex, expects_response, starts_raw_sasl, data)
 
     def _new(self, frame: Frame, header: tuple[int, int, int] | None, data: bytes) -> Exchange:
         """An exchange for a request frame known only by its header (if that)."""
