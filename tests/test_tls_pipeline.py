@@ -135,3 +135,20 @@ def test_a_connection_without_keys_never_stops_the_others(tmp_path: Path) -> Non
     assert (tls.connections, tls.decrypted, tls.undecrypted) == (6, 5, 1)
     assert dict(tls.reasons) == {"no key for this client random": 1} and tls.undecrypted_bytes > 0
     assert run.accounting.encrypted_connections == 1 and run.accounting.balance() == []
+
+
+def test_malformed_lines_of_a_key_log_are_counted_not_shown(tmp_path: Path, capsys) -> None:
+    """A key log with a cut last line (a client killed while writing) still
+    decrypts; the skipped line is counted on stderr, its text never shown."""
+    from kdissect.cli import main
+
+    pcap, keys = TLS / "kafka_tls13.pcap", TLS / "kafka_tls13.keys"
+    cut = "CLIENT_TRAFFIC_SECRET_0 " + "ab" * 32 + " 0123456789abcdef0123"  # a secret of no usable length
+    damaged = tmp_path / "damaged.keys"
+    damaged.write_text(keys.read_text() + "garbage line\n" + cut + "\n")
+    port = _server_port(pcap)
+    assert main(["export", str(pcap), "-p", str(port), "--tls-keylog", str(damaged), "-o",
+                 str(tmp_path / "rows.jsonl")]) == 0
+    _, err = capsys.readouterr()
+    assert "tls key log: 2 malformed lines skipped" in err and " 0 not decrypted" in err
+    assert "garbage" not in err and "0123456789abcdef0123" not in err
