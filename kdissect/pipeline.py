@@ -691,6 +691,9 @@ class Analysis:
         lines = self.accounting.summary_lines()
         if self.accounting.tls_connections:
             lines.append(self.dissector.tls_stats.summary_line())
+        skipped = self.dissector.keylog.bad_lines
+        if skipped:  # cut or malformed lines of a key log that has valid ones (never their text)
+            lines.append(f"tls key log: {skipped} malformed line{'s' if skipped != 1 else ''} skipped")
         return lines
 
     @property

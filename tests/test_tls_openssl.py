@@ -94,3 +94,100 @@ def test_handshake_variants_decrypt_like_tshark(openssl_capture) -> None:
     # after the renegotiation the client's line went under the new keys
     client_bytes = b"".join(bytes(r.plaintext[0]) for r in ours.values())
     assert b"after reneg" in client_bytes, client_bytes
+
+
+# -- what is counted, not decrypted: TLS 1.1, and TLS 1.3 0-RTT early data ------------
+
+EARLY = b"early data: sent before the ServerHello\n"
+LEGACY = "OPENSSL_CONF"  # set to /dev/null: no system MinProtocol, so TLS 1.1 can be offered
+
+
+@pytest.fixture(scope="module")
+def counted_capture(tmp_path_factory):
+    """A TLS 1.1 connection, a TLS 1.3 one that leaves a session, and a resumed
+    TLS 1.3 one whose client sends 0-RTT early data the server accepts."""
+    import os
+
+    for tool in ("tshark", "tcpdump", "openssl"):
+        assert shutil.which(tool), f"{tool} is needed"
+    work = tmp_path_factory.mktemp("tls-counted")
+    pem = make_certificate(work)
+    port = free_port()
+    pcap, keylog, session = work / "counted.pcap", work / "counted.keys", work / "psk.sess"
+    early = work / "early.txt"
+    early.write_bytes(EARLY)
+    env = dict(os.environ, **{LEGACY: os.devnull})
+    legacy = ["-cipher", "DEFAULT:@SECLEVEL=0"]
+    # no -rev: s_server refuses it with -early_data; the server's stdin stays open and silent
+    server = subprocess.Popen(["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-cert", str(pem),
+                               "-early_data", *legacy], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=env)
+    outputs = {}
+    try:
+        wait_for_listener("127.0.0.1", port)
+        with tcpdump(pcap, port):
+            for name, args in (("tls11", ["-tls1_1", *legacy]), ("full", ["-tls1_3", "-sess_out", str(session)]),
+                               ("early", ["-tls1_3", "-sess_in", str(session), "-early_data", str(early)])):
+                proc = subprocess.Popen(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-keylogfile",
+                                         str(keylog), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, env=env)
+                time.sleep(0.4)
+                proc.stdin.write(f"line after the handshake ({name})\n".encode())  # type: ignore[union-attr]
+                proc.stdin.flush()  # type: ignore[union-attr]
+                time.sleep(0.4)
+                proc.stdin.close()  # type: ignore[union-attr]
+                outputs[name] = proc.stdout.read().decode(errors="replace")  # type: ignore[union-attr]
+                proc.wait(timeout=30)
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    return pcap, keylog, port, outputs
+
+
+def _client_records_after_ccs(pcap: Path, port: int, client_port: int) -> int:
+    """tshark's record bytes (headers included) that follow each direction's
+    ChangeCipherSpec on one connection: what TLS 1.1 protects."""
+    out = subprocess.run(["tshark", "-n", "-r", str(pcap), "-d", f"tcp.port=={port},tls",
+                          "-Y", f"tls && tcp.port == {client_port}", "-T", "fields", "-e", "tcp.srcport",
+                          "-e", "tls.record.content_type", "-e", "tls.record.length"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    encrypting: set[str] = set()
+    total = 0
+    for line in out.splitlines():
+        source, types, lengths = line.split("\t")
+        for content_type, length in zip(types.split(","), lengths.split(",")):
+            if source in encrypting:
+                total += 5 + int(length)
+            if content_type == "20":
+                encrypting.add(source)
+    return total
+
+
+def test_tls11_and_early_data_are_counted_with_their_reasons(counted_capture) -> None:
+    pcap, keylog, port, outputs = counted_capture
+    assert "Protocol  : TLSv1.1" in outputs["tls11"]
+    assert "Reused, TLSv1.3" in outputs["early"] and "Early data was accepted" in outputs["early"]
+    ours = decrypt_capture(pcap, read_keylog_file(keylog), port)
+    theirs = tshark_follow(pcap, keylog, port)  # tshark decrypts all three, early data included
+    assert set(ours) == set(theirs) and len(ours) == 3
+    by_name = {name: next(cp for cp, (client, _) in theirs.items() if f"({name})".encode() in client)
+               for name in ("tls11", "full", "early")}
+
+    tls11 = ours[by_name["tls11"]]
+    assert tls11.plaintext == [bytearray(), bytearray()]
+    assert dict(tls11.stats.reasons) == {"unsupported TLS version": 1} and tls11.stats.undecrypted == 1
+    assert tls11.stats.undecrypted_bytes == _client_records_after_ccs(pcap, port, by_name["tls11"]) > 0
+
+    full = ours[by_name["full"]]
+    assert (bytes(full.plaintext[0]), bytes(full.plaintext[1])) == theirs[by_name["full"]]
+    assert full.stats.decrypted == 1
+
+    early = ours[by_name["early"]]
+    client, server = theirs[by_name["early"]]
+    assert client.startswith(EARLY)
+    # everything after the early data decrypted (its EndOfEarlyData included: no failed record)
+    assert bytes(early.plaintext[0]) == client[len(EARLY):] and bytes(early.plaintext[1]) == server
+    assert dict(early.stats.reasons) == {"0-RTT early data not decrypted": 1}
+    assert early.stats.partly_decrypted == 1 and early.stats.failed_records == 0
+    # one record: header, the data, its content type byte and the AEAD tag (RFC 8446 section 5.2)
+    assert early.stats.undecrypted_bytes == 5 + len(EARLY) + 1 + 16

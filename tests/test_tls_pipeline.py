@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kdissect.pipeline import analyze
+from kdissect.pipeline import Analysis, analyze
 from tests.support.tshark import compare_with_tshark
 
 TLS = Path(__file__).resolve().parent.parent / "captures" / "tls"
@@ -105,3 +105,50 @@ def test_secrets_inside_a_pcapng_need_no_option(tmp_path: Path) -> None:
     expected = rows(told)
     assert rows(inside) == expected and len(expected) > 5
     assert accounting.encrypted_connections == 0
+
+
+def test_a_connection_without_keys_never_stops_the_others(tmp_path: Path) -> None:
+    """The key log without one client random's line: that connection is
+    counted (no key), every other one decodes exactly as with the whole log."""
+    pcap, keys = TLS / "kafka_tls12_gcm.pcap", TLS / "kafka_tls12_gcm.keys"
+    port = _server_port(pcap)
+    lines = [line for line in keys.read_text().splitlines() if line and not line.startswith("#")]
+    dropped = lines[0].split()[1]
+    partial = tmp_path / "partial.keys"
+    partial.write_text("\n".join(line for line in lines if line.split()[1] != dropped) + "\n")
+    # the client port whose ClientHello carries that random, as tshark reads it
+    hellos = subprocess.run(["tshark", "-n", "-r", str(pcap), "-d", f"tcp.port=={port},tls", "-Y",
+                             "tls.handshake.type == 1", "-T", "fields", "-e", "tcp.srcport", "-e",
+                             "tls.handshake.random"], capture_output=True, text=True, timeout=120, check=True).stdout
+    without = {f"127.0.0.1:{source}" for source, random in (line.split("\t") for line in hellos.splitlines())
+               if random.replace(":", "") == dropped}
+    assert len(without) == 1
+    rows = lambda exchanges: sorted((e.client, e.correlation_id, e.api_key, e.request_ts, e.response_ts,  # noqa: E731
+                                     e.status) for e in exchanges)
+    whole, _ = analyze([str(pcap)], (port,), tls_keylogs=[str(keys)])
+    whole_rows = rows(whole)
+    run = Analysis([str(pcap)], (port,), tls_keylogs=[str(partial)])
+    got = rows(run)
+    assert got == [row for row in whole_rows if row[0] not in without] and len(got) > 5
+    assert len(got) < len(whole_rows)
+    tls = run.dissector.tls_stats
+    assert (tls.connections, tls.decrypted, tls.undecrypted) == (6, 5, 1)
+    assert dict(tls.reasons) == {"no key for this client random": 1} and tls.undecrypted_bytes > 0
+    assert run.accounting.encrypted_connections == 1 and run.accounting.balance() == []
+
+
+def test_malformed_lines_of_a_key_log_are_counted_not_shown(tmp_path: Path, capsys) -> None:
+    """A key log with a cut last line (a client killed while writing) still
+    decrypts; the skipped line is counted on stderr, its text never shown."""
+    from kdissect.cli import main
+
+    pcap, keys = TLS / "kafka_tls13.pcap", TLS / "kafka_tls13.keys"
+    cut = "CLIENT_TRAFFIC_SECRET_0 " + "ab" * 32 + " 0123456789abcdef0123"  # a secret of no usable length
+    damaged = tmp_path / "damaged.keys"
+    damaged.write_text(keys.read_text() + "garbage line\n" + cut + "\n")
+    port = _server_port(pcap)
+    assert main(["export", str(pcap), "-p", str(port), "--tls-keylog", str(damaged), "-o",
+                 str(tmp_path / "rows.jsonl")]) == 0
+    _, err = capsys.readouterr()
+    assert "tls key log: 2 malformed lines skipped" in err and " 0 not decrypted" in err
+    assert "garbage" not in err and "0123456789abcdef0123" not in err

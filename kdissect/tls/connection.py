@@ -326,7 +326,7 @@ class TlsConnection:
                     d.closed = True
         elif ctype == CHANGE_CIPHER_SPEC:
             self.stats.change_cipher_specs += 1
-            if self.version != TLS13:
+            if self.version != TLS13 and not self._compat_ccs_before_server_hello(d):
                 self._change_cipher_spec(d)
         # heartbeat (24): nothing to hand on
 
@@ -457,6 +457,14 @@ class TlsConnection:
             d.pending = None
             if self.version == TLS13:
                 d.cipher, d.ahead = None, []
+
+    def _compat_ccs_before_server_hello(self, d: _Direction) -> bool:
+        """TLS 1.3's middlebox-compatibility CCS that a client sending 0-RTT
+        early data puts right after its ClientHello (RFC 8446 appendix D.4):
+        no ServerHello yet, so it must not switch the direction to TLS 1.2 keys."""
+        hello = self._client_hello
+        return (self.version is None and hello is not None and d.index == self.client_direction
+                and EXT_EARLY_DATA in hello.extensions)
 
     def _change_cipher_spec(self, d: _Direction) -> None:
         """TLS 1.2: this direction's next records use the negotiated keys."""
