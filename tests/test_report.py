@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -123,15 +123,41 @@ def cell_text(value: Any) -> str:
     return str(value)
 
 
-def assert_table_equals(page: PageNumbers, name: str, rows: list[dict[str, Any]]) -> None:
+def forensic_cell_text(column: str, value: Any) -> str:
+    """How the page prints a topic/group/client table cell: times as UTC clock
+    times to the millisecond (with the date for the minute of a lag row),
+    lists comma-separated."""
+    if isinstance(value, int) and column in FORENSIC_TIMES:
+        when = dt.datetime.fromtimestamp(value // 10**9, dt.timezone.utc)
+        head = when.strftime("%Y-%m-%d %H:%M:%S" if column == "minute" else "%H:%M:%S")
+        return f"{head}.{value % 10**9 // 10**6:03d}"
+    if isinstance(value, list):
+        return ",".join(map(str, value)) if value else "-"
+    return cell_text(value)
+
+
+PAGE_ROWS = 200
+FORENSIC_TIMES = {"first_ts", "last_ts", "rebalance_start", "rebalance_end", "minute", "last_commit_ts",
+                  "window_start", "window_end"}
+FORENSIC_TABLES = ("topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
+                   "rebalance_storms", "member_rejoins", "metadata_storms")
+
+
+def assert_table_equals(page: PageNumbers, name: str, rows: list[dict[str, Any]],
+                        text: Callable[[str, Any], str] | None = None) -> None:
+    if not rows:
+        assert name not in page.tables, name  # an empty table is shown as "none"
+        return
     got = page.tables[name]
+    rows = rows[:PAGE_ROWS]  # the page shows at most this many rows of a table, and says so
     assert len(got) == len(rows), name
     for got_row, row in zip(got, rows):
         assert set(got_row) == set(row), (name, row)
         for column, value in row.items():
-            shown, text = got_row[column]
+            shown, shown_text = got_row[column]
             assert same(shown, value), (name, column, shown, value)
-            assert text == cell_text(value), (name, column, text, value)
+            expected = cell_text(value) if text is None else text(column, value)
+            assert shown_text == expected, (name, column, shown_text, value)
 
 
 def assert_mapping_equals(page: PageNumbers, name: str, mapping: dict[str, Any]) -> None:
@@ -156,6 +182,10 @@ def assert_numbers_equal_stats(page: PageNumbers, stats: dict[str, Any], data_ca
         assert_table_equals(page, name, stats[name])
     for name in ("top_level_errors", "errors_anywhere", "no_response", "accounting"):
         assert_mapping_equals(page, name, stats[name])
+    for name in FORENSIC_TABLES:  # the topic, group and client tables, every column
+        assert_table_equals(page, name, stats[name], forensic_cell_text)
+    assert page.stats["unresolved_topic_ids"] == stats["unresolved_topic_ids"]
+    assert page.stats["topic_id_conflicts"] == stats["topic_id_conflicts"]
     got = Counter(json.dumps({k: v[0] for k, v in row.items()}, sort_keys=True)
                   for row in page.tables["partition_errors"])
     assert got == Counter(json.dumps(row, sort_keys=True) for row in stats["partition_errors"])

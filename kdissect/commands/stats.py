@@ -19,24 +19,14 @@ class StatsOptions(CaptureInputs):
 
 def stats(options: StatsOptions) -> None:
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
-    from kdissect.forensics import Forensics
     from kdissect.forensics.render import render_stats
-    from kdissect.summary import Summary
+    from kdissect.stats_tables import as_dict, collect
 
     # per-partition errors need the decoded response bodies
     analysis = run_analysis(options, keep_messages=True)
-    summary = Summary()
-    forensics = Forensics()  # the topic, group and client tables (kdissect.forensics)
-    for ex in analysis:
-        summary.add(ex)
-        forensics.add(ex)
-        ex.request = ex.response = None  # keep memory bounded
-    forensics.finish()
-    tables = forensics.tables()
+    summary, tables = collect(analysis)
     if options.as_json:
-        payload = summary.to_dict()
-        payload.update(tables.to_dict())
-        payload["accounting"] = analysis.accounting.to_dict()
+        payload = as_dict(summary, tables, analysis.accounting)
         if analysis.accounting.tls_connections:
             payload["tls"] = analysis.dissector.tls_stats.to_dict()
         click.echo(safe_text(json.dumps(payload, indent=2, default=str, allow_nan=True)))

@@ -2,7 +2,8 @@
 OUTDIR, which the page and the notebooks chart.
 
     {"source": {"kind": "captures" | "spark", "inputs": [...], ...},
-     "stats": what `kdissect stats --json` prints (Summary.to_dict() + "accounting"),
+     "stats": what `kdissect stats --json` prints (kdissect.stats_tables: the
+             Summary's tables, the topic, group and client tables, "accounting"),
      "report": the Collector's entries (time series, errors per API, problems,
                slowest and failed exchanges, time span; kdissect.report.collect)}
 
@@ -26,18 +27,13 @@ def from_exchanges(exchanges: Iterable[Any], accounting: Any, inputs: Sequence[s
     if kept, give per-partition errors and are dropped as they pass).
     `min_width`: the narrowest time bucket in seconds (60 gives the Spark
     path's buckets)."""
-    from kdissect.summary import Summary
+    from kdissect.stats_tables import as_dict, collect
 
-    summary = Summary()
     collector = Collector(min_width=min_width)
     batcher = RowBatcher(collector)
-    for exchange in exchanges:
-        summary.add(exchange)
-        batcher.add(exchange)
-        exchange.request = exchange.response = None  # keep memory bounded
+    summary, tables = collect(exchanges, batcher.add)
     batcher.flush()
-    stats = summary.to_dict()
-    stats["accounting"] = accounting.to_dict()
+    stats = as_dict(summary, tables, accounting)
     return {"source": {"kind": "captures", "inputs": [Path(p).name for p in inputs]},
             "stats": stats, "report": collector.to_dict()}
 

@@ -35,7 +35,11 @@ TABLE_ROWS = 200
 # shown under "More tables", so new entries appear without a change here)
 _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", "latency_by_broker",
                 "top_level_errors", "errors_anywhere", "partition_errors", "throttle", "no_response",
-                "accounting", "waits", "throttle_by_client"}
+                "accounting", "waits", "throttle_by_client",
+                # the topic, group and client tables and their flags (`_forensics`)
+                "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
+                "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids",
+                "topic_id_conflicts"}
 
 # exchange fields in the slowest / failed lists, in order
 _LIST_COLUMNS = ["time", "capture", "stream", "client", "broker", "client_id", "api_name", "api_version",
@@ -156,14 +160,16 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _cell(column: str, value: Any) -> str:
+def _cell(column: str, value: Any, text: Callable[[str, Any], str] | None = None) -> str:
     kind = ' class="num"' if _is_number(value) else ""
-    return f'<td data-col="{_e(column)}" data-value="{_json_attr(value)}"{kind}>{_e(_text(value))}</td>'
+    shown = _text(value) if text is None else text(column, value)
+    return f'<td data-col="{_e(column)}" data-value="{_json_attr(value)}"{kind}>{_e(shown)}</td>'
 
 
 def table(name: str, rows: list[dict[str, Any]], columns: list[str] | None = None, limit: int = TABLE_ROWS,
-          total: int | None = None, note: str = "") -> str:
-    """A table of dict rows (columns: the union of their keys, in order)."""
+          total: int | None = None, note: str = "", text: Callable[[str, Any], str] | None = None) -> str:
+    """A table of dict rows (columns: the union of their keys, in order;
+    `text(column, value)`: a cell's text, by default `_text(value)`)."""
     if not rows:
         return f'<p class="empty" data-table-empty="{_e(name)}">none</p>'
     if columns is None:
@@ -178,7 +184,7 @@ def table(name: str, rows: list[dict[str, Any]], columns: list[str] | None = Non
     if note:
         caption.append(note)
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(_cell(c, row.get(c)) for c in columns) + "</tr>" for row in shown)
+    body = "".join("<tr>" + "".join(_cell(c, row.get(c), text) for c in columns) + "</tr>" for row in shown)
     caption_html = f"<caption>{_e('; '.join(caption))}</caption>" if caption else ""
     return (f'<div class="scroll"><table data-table="{_e(name)}" data-rows="{len(shown)}" data-total="{total}">'
             f"{caption_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
@@ -314,6 +320,31 @@ def _quality(data: dict[str, Any], chart: Callable[[str, str], str]) -> str:
             + table("problems", problems) + "</section>")
 
 
+def _forensics(stats: dict[str, Any]) -> str:
+    """The topic, group and client tables (as `kdissect topics`, `groups` and
+    `clients` write them, every column; times as the terminal shows them)."""
+    from kdissect.forensics.render import TITLES, cell
+    from kdissect.forensics.tables import TABLE_COLUMNS
+
+    parts = ['<section id="forensics"><h2>Topics, groups and clients</h2>'
+             "<p>From the decoded requests and responses: the tables of <code>kdissect topics</code>, "
+             "<code>groups</code> and <code>clients</code>, with every column.</p>"]
+    for name, columns in TABLE_COLUMNS.items():
+        parts.append(f"<h3>{_e(TITLES[name].capitalize())}</h3>"
+                     + table(name, stats.get(name) or [], [c for c, _kind in columns], text=cell))
+    for name, title in (("rebalance_storms", "Rebalance storms (5+ generations within 5 minutes)"),
+                        ("member_rejoins", "Members that left and rejoined"),
+                        ("metadata_storms", "Metadata storms (60+ Metadata requests in a minute)")):
+        parts.append(f"<h3>{_e(title)}</h3>" + table(name, stats.get(name) or [], text=cell))
+    unnamed = stats.get("unresolved_topic_ids") or []
+    parts.append(f'<p>Topic ids no response named: <span data-stat="unresolved_topic_ids" '
+                 f'data-value="{_json_attr(unnamed)}">{_e(", ".join(unnamed) or "none")}</span>; '
+                 f'ids named twice differently: <span data-stat="topic_id_conflicts" '
+                 f'data-value="{_json_attr(stats.get("topic_id_conflicts") or 0)}">'
+                 f'{_e(_text(stats.get("topic_id_conflicts") or 0))}</span>.</p>')
+    return "".join(parts) + "</section>"
+
+
 def _list_section(section: str, title: str, entry: dict[str, Any], what: str, order: str) -> str:
     rows = entry["rows"]
     total = entry["total"]
@@ -377,6 +408,7 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         "<p>Requests sent while the broker had muted the connection (KIP-219) did not respect the mute.</p>"
         + table("throttle_by_client", stats.get("throttle_by_client", []))
         + "<h3>Per broker</h3>" + table("throttle", stats.get("throttle", [])) + "</section>",
+        _forensics(stats),
         _list_section("slowest", "Slowest exchanges", report["slowest"], "answered exchanges", "slowest"),
         _list_section("failed", "Failed exchanges", report["failed"],
                       "failed exchanges (a status other than ok, or an error code)", "first (by time)"),
@@ -392,7 +424,8 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
                     + _mapping_table("accounting", stats.get("accounting", {}), "counter", "value") + "</section>")
     nav = "".join(f'<a href="#{s}">{_e(t)}</a>' for s, t in (
         ("summary", "Summary"), ("quality", "Capture quality"), ("traffic", "Traffic"), ("latency", "Latency"),
-        ("errors", "Errors"), ("throttling", "Throttling"), ("slowest", "Slowest"), ("failed", "Failed"),
+        ("errors", "Errors"), ("throttling", "Throttling"),
+        ("forensics", "Topics, groups, clients"), ("slowest", "Slowest"), ("failed", "Failed"),
         *((("more", "More tables"),) if others else ()), ("accounting", "Accounting")))
     version = _version()
     return (

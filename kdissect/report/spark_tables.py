@@ -12,6 +12,9 @@
   memory: the slowest and failed lists are capped, the rest is per time
   bucket), except latency over time, which comes from `timeseries/` (per-minute
   p99; no p50 or max per bucket). So the narrowest time bucket is one minute.
+- The topic, group and client tables are the job's own (`topics/`, `groups/`,
+  `clients/`...; times back to int nanoseconds, as `stats --json` gives them),
+  their flags from the manifest.
 """
 
 from __future__ import annotations
@@ -28,7 +31,12 @@ import pyarrow.dataset as ds
 from kdissect.failures import InputError
 from kdissect.report.collect import COLUMNS, Collector
 
-TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries")
+from kdissect.forensics.tables import TABLE_COLUMNS
+
+TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries", *TABLE_COLUMNS)
+# what the manifest's "forensics" entry holds beside the tables (ForensicTables' other entries)
+_FORENSIC_FLAGS = ("rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids",
+                   "topic_id_conflicts")
 _BATCH_ROWS = 65536
 
 
@@ -55,6 +63,24 @@ def _minute_seconds(table: pa.Table) -> pa.Table:
     minute = table["minute"]
     ns = pc.cast(pc.cast(minute, pa.timestamp("ns")), pa.int64())
     return table.set_column(table.schema.get_field_index("minute"), "minute", pc.divide(ns, 1_000_000_000))
+
+
+def forensic_tables(outdir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The topic, group and client tables as `stats --json` gives them (rows in
+    the job's order, which is the CLI's; times as int nanoseconds)."""
+    found: dict[str, Any] = {}
+    for name, columns in TABLE_COLUMNS.items():
+        table = _dataset(outdir, name).to_table()
+        for column, kind in columns:
+            if kind == "timestamp":
+                index = table.schema.get_field_index(column)
+                ns = pc.cast(pc.cast(table[column], pa.timestamp("ns")), pa.int64())
+                table = table.set_column(index, column, ns)
+        found[name] = table.to_pylist()
+    flags = manifest.get("forensics") or {}
+    for key in _FORENSIC_FLAGS:
+        found[key] = flags.get(key)
+    return found
 
 
 def stats_from_tables(outdir: Path, collector: Collector, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -114,6 +140,7 @@ def stats_from_tables(outdir: Path, collector: Collector, manifest: dict[str, An
         "partition_errors": partition_errors,
         "throttle": [{"broker": broker, **values} for broker, values in sorted(throttle.items())],
         "no_response": dict(collector.no_response.most_common()),
+        **forensic_tables(outdir, manifest),
         "accounting": manifest.get("accounting", {}),
     }
 
