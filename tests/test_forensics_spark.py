@@ -104,3 +104,26 @@ def test_tallies_of_parts_merge_into_the_whole(captures_dir, parts) -> None:
     for name in expected:
         if name != "end_to_end":
             assert got[name] == expected[name], name
+
+
+def test_forensic_settings_reach_the_job(spark, captures_dir, tmp_path) -> None:
+    """`--e2e-horizon` and `--max-uncompressed-mib`, parsed as `kdissect spark`
+    parses them, give the tables the CLI gives with the same options; the
+    short horizon leaves records unmatched that the default matches."""
+    from kdissect.options import parse_plain
+    from kdissect.spark.options import SparkJobOptions, job_options
+
+    inputs = [str(captures_dir / "forensics_kafka.pcap")]
+    settings = ["--e2e-horizon", "0.05", "--max-uncompressed-mib", "1"]
+    outdir = tmp_path / "spark"
+    options = parse_plain(SparkJobOptions, [*inputs, "-o", str(outdir), *settings])
+    run_job(job_options(options, None), spark=spark)
+    for command, tables in COMMAND_TABLES.items():
+        for table in tables:
+            target = tmp_path / f"{table}.parquet"
+            assert main([command, *inputs, *settings, "--table", table, "-o", str(target), "-q"]) == 0
+            assert table_rows(outdir, table) == pq.read_table(target).to_pylist(), table
+    short = table_rows(outdir, "end_to_end")
+    default = tmp_path / "default.parquet"
+    assert main(["topics", *inputs, "--table", "end_to_end", "-o", str(default), "-q"]) == 0
+    assert sum(r["unmatched"] for r in short) > sum(r["unmatched"] for r in pq.read_table(default).to_pylist())

@@ -8,21 +8,15 @@ from typing import Any
 import click
 
 from kdissect.failures import InputError
-from kdissect.options import NUMBER, OUTPUT_HELP, CaptureInputs, flag, integer, option
+from kdissect.forensics.settings import ForensicSettings, forensic_settings
+from kdissect.options import OUTPUT_HELP, flag, option
 from kdissect.output import safe_text
 
 
-class ForensicOptions(CaptureInputs):
+class ForensicOptions(ForensicSettings):
     output: str | None = option("-o", "--output", help=OUTPUT_HELP + " Without it, a text table on stdout.")
     table: str | None = option("--table", metavar="NAME",
                                help="Which of the command's tables to print or write (default: the first).")
-    max_uncompressed_mib: int = option(
-        "--max-uncompressed-mib", kind=integer(1, 4096), default=64, show_default=True,
-        help="Stop decompressing a batch beyond this many MiB (the batch is flagged).")
-    horizon_s: float = option(
-        "--e2e-horizon", kind=NUMBER, default=900.0, show_default=True, metavar="SECONDS",
-        help="End-to-end latency: match a fetched record with its produce request only within this many "
-             "seconds (bounds the memory the matching takes).")
     quiet: bool = flag("-q", "--quiet", help="Do not print the accounting summary on stderr.")
 
 
@@ -34,11 +28,9 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
     names = COMMAND_TABLES[command]
     if options.table is not None and options.table not in names:
         raise InputError(f"--table {options.table!r}: {command} has the tables {', '.join(names)}")
-    if options.horizon_s <= 0:
-        raise InputError("--e2e-horizon must be more than 0 seconds")
+    settings = forensic_settings(options)
     analysis = run_analysis(options, quiet=options.quiet, keep_apis=FORENSIC_APIS)
-    forensics = Forensics(horizon_ns=int(options.horizon_s * 1e9),
-                          max_uncompressed=options.max_uncompressed_mib * 1024 * 1024)
+    forensics = Forensics(**settings)
     for ex in analysis:
         forensics.add(ex)
         ex.request = ex.response = None  # memory follows the tallies, not the exchanges

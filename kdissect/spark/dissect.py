@@ -215,7 +215,8 @@ class ConnectionRunner:
 
 
 def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], detect: bool,
-                      capture_names: Sequence[str], work_dir: str, keylog: Any = None) -> Iterator[pa.RecordBatch]:
+                      capture_names: Sequence[str], work_dir: str, keylog: Any = None,
+                      max_uncompressed: int | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: sorted segment batches of one partition -> OUTPUT_SCHEMA
     batches; the exchange rows go to this task partition's files in `work_dir`."""
     from pyspark import TaskContext
@@ -224,7 +225,7 @@ def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], d
 
     task_partition = TaskContext.get().partitionId()
     sink = PartSink(work_dir, task_partition)
-    forensics = TaskForensics(work_dir, task_partition)
+    forensics = TaskForensics(work_dir, task_partition, max_uncompressed)
     try:
         yield from ConnectionRunner(ports, detect, capture_names, sink, keylog, forensics=forensics).run(batches)
     except BaseException:

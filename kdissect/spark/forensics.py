@@ -118,13 +118,14 @@ class RangeSink:
 class TaskForensics:
     """One dissecting task's Forensics and its files."""
 
-    def __init__(self, work_dir: str, task_partition: int) -> None:
+    def __init__(self, work_dir: str, task_partition: int, max_uncompressed: int | None = None) -> None:
         from kdissect.forensics import Forensics
 
         self.work_dir = work_dir
         self.task_partition = task_partition
         self.ranges = RangeSink(work_dir, task_partition)
-        self.forensics = Forensics(latency_sink=self.ranges)
+        limit = {} if max_uncompressed is None else {"max_uncompressed": max_uncompressed}
+        self.forensics = Forensics(latency_sink=self.ranges, **limit)
 
     def add(self, exchange: Any) -> None:
         self.forensics.add(exchange)
@@ -235,10 +236,14 @@ def write_forensic_tables(tables: Any, outdir: str, ts_unit: str) -> dict[str, i
     return written
 
 
-def finish_forensics(spark: Any, work_dir: str, outdir: str, ts_unit: str, partitions: int) -> dict[str, Any]:
-    """Merge the tasks' tallies, match the ranges, write the tables; what the
-    manifest records (rows per table, flags, unnamed topic ids)."""
+def finish_forensics(spark: Any, work_dir: str, outdir: str, ts_unit: str, partitions: int,
+                     horizon_ns: int | None = None) -> dict[str, Any]:
+    """Merge the tasks' tallies, match the ranges (within `horizon_ns`, by
+    default Forensics'), write the tables; what the manifest records (rows
+    per table, flags, unnamed topic ids)."""
     forensics = merged_forensics(work_dir)
+    if horizon_ns is not None:
+        forensics.horizon_ns = horizon_ns
     match_ranges(spark, work_dir, forensics, partitions)
     tables = forensics.tables()
     written = write_forensic_tables(tables, outdir, ts_unit)

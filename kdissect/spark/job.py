@@ -35,7 +35,9 @@ from typing import Any, Callable, Sequence
 from kdissect.accounting import Accounting
 from kdissect.captureset import timestamp_unit
 from kdissect.failures import InputError
+from kdissect.forensics.latency import DEFAULT_HORIZON_NS
 from kdissect.inputs import expand_inputs, file_kind
+from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.spark import plan as planning
 
 DEFAULT_PORTS = (9092,)
@@ -58,6 +60,9 @@ class JobOptions:
     split_size: int = planning.DEFAULT_SPLIT_SIZE
     partitions: int | None = None  # shuffle partitions; None: from data size and cores
     tls_keylogs: tuple[str, ...] = ()  # key log files; read on the driver, shipped in the tasks' closure
+    # the forensic tables' settings (kdissect.forensics.settings)
+    horizon_ns: int = DEFAULT_HORIZON_NS
+    max_uncompressed: int = DEFAULT_LIMIT
 
 
 @dataclass
@@ -185,11 +190,13 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     work_dir = os.path.join(outdir, WORK_DIR)
     _clear_tables(outdir)
 
+    max_uncompressed = options.max_uncompressed
+
     def dissect(batches):
         from kdissect.allocator import keep_freed_memory
 
         keep_freed_memory()
-        return dissect_partition(batches, ports, detect, capture_names, work_dir, keylog)
+        return dissect_partition(batches, ports, detect, capture_names, work_dir, keylog, max_uncompressed)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -237,7 +244,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     write_empty_parts(outdir, ts_unit)
     from kdissect.spark.forensics import finish_forensics
 
-    forensic_summary = finish_forensics(spark, work_dir, outdir, ts_unit, partitions)
+    forensic_summary = finish_forensics(spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns)
     say("forensic tables written", "forensic_tables")
     shutil.rmtree(work_dir, ignore_errors=True)
     work_frame.unpersist()

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kdissect.options import SIZE, CaptureInputs, integer, option
+from kdissect.forensics.settings import ForensicSettings, forensic_settings
+from kdissect.options import SIZE, integer, option
 
 if TYPE_CHECKING:
     from kdissect.spark.job import JobOptions
 
 
-class SparkJobOptions(CaptureInputs):
+class SparkJobOptions(ForensicSettings):
     """Turn captures into Parquet tables of exchanges, latency, errors,
-    throttling and a per-minute time series (the Spark batch job)."""
+    throttling, a per-minute time series and the topic, group and client
+    tables (the Spark batch job)."""
 
     outdir: str = option("-o", "--output", required=True, metavar="OUTDIR",
                          help="Output directory for the Parquet tables.")
@@ -29,4 +31,5 @@ def job_options(options: SparkJobOptions, master: str | None) -> JobOptions:
 
     return JobOptions(inputs=list(options.captures), outdir=options.outdir, ports=options.ports or (9092,),
                       detect=not options.no_detect, master=master, split_size=options.split_size,
-                      partitions=options.partitions, tls_keylogs=tuple(options.tls_keylogs))
+                      partitions=options.partitions, tls_keylogs=tuple(options.tls_keylogs),
+                      **forensic_settings(options))
