@@ -118,11 +118,11 @@ def test_forensic_settings_reach_the_job(spark, captures_dir, tmp_path) -> None:
     outdir = tmp_path / "spark"
     options = parse_plain(SparkJobOptions, [*inputs, "-o", str(outdir), *settings])
     run_job(job_options(options, None), spark=spark)
-    for command, tables in COMMAND_TABLES.items():
-        for table in tables:
-            target = tmp_path / f"{table}.parquet"
-            assert main([command, *inputs, *settings, "--table", table, "-o", str(target), "-q"]) == 0
-            assert table_rows(outdir, table) == pq.read_table(target).to_pylist(), table
+    # the tables the settings shape: matching (end_to_end), decompression (topics, clients)
+    for command, table in (("topics", "end_to_end"), ("topics", "topics"), ("clients", "clients")):
+        target = tmp_path / f"{table}.parquet"
+        assert main([command, *inputs, *settings, "--table", table, "-o", str(target), "-q"]) == 0
+        assert table_rows(outdir, table) == pq.read_table(target).to_pylist(), table
     short = table_rows(outdir, "end_to_end")
     default = tmp_path / "default.parquet"
     assert main(["topics", *inputs, "--table", "end_to_end", "-o", str(default), "-q"]) == 0
