@@ -29,32 +29,46 @@ from tests.support.pipeline import Conversation, dissect, heartbeat_request, hea
 CAPTURES = lab_captures()
 
 
-def _tshark_payload(path: Path) -> int:
-    out = subprocess.run(["tshark", "-n", "-r", str(path), "-Y", "tcp", "-T", "fields", "-e", "tcp.len"],
-                         capture_output=True, text=True, check=True).stdout
-    return sum(int(v) for v in out.split())
-
-
-def _variants(path: Path, tmp_path: Path) -> list[Path]:
-    trace = impair.load_pcap(path)
+def _variants(trace: impair.Trace) -> dict[str, impair.Trace]:
     n = len(trace.packets)
-    return [
-        path,
-        impair.write_pcap(impair.drop_random(trace, seed=3, count=max(1, n // 12))[0], tmp_path / "lossy.pcap"),
-        impair.write_pcap(impair.duplicate(impair.reorder(trace, seed=5), seed=5), tmp_path / "messy.pcap"),
-        impair.write_pcap(impair.with_snaplen(trace, 80), tmp_path / "snap.pcap"),
-        impair.write_pcap(impair.cut_head(trace, n // 3), tmp_path / "late.pcap"),
-        impair.write_pcap(impair.Trace(trace.packets[: n // 2], trace.snaplen), tmp_path / "early-end.pcap"),
-    ]
+    return {
+        "lossy": impair.drop_random(trace, seed=3, count=max(1, n // 12))[0],
+        "messy": impair.duplicate(impair.reorder(trace, seed=5), seed=5),
+        "snap": impair.with_snaplen(trace, 80),
+        "late": impair.cut_head(trace, n // 3),
+        "early-end": impair.Trace(trace.packets[: n // 2], trace.snaplen),
+    }
+
+
+def _tshark_payloads(traces: list[impair.Trace], directory: Path) -> list[int]:
+    """tshark's `tcp.len` summed over each trace's TCP packets. The traces'
+    packets go into one file, one after another, so tshark starts once for
+    all of them; `tcp.len` is a packet's own (IP length less headers), so a
+    packet's neighbours do not change it."""
+    merged = impair.Trace(tuple(p for t in traces for p in t.packets), max(t.snaplen for t in traces))
+    path = impair.write_pcap(merged, directory / "all-variants.pcap")
+    out = subprocess.run(["tshark", "-n", "-r", str(path), "-T", "fields", "-e", "tcp.len"],
+                         capture_output=True, text=True, check=True).stdout
+    per_packet = [sum(int(v) for v in line.split(",") if v) for line in out.splitlines()]
+    assert len(per_packet) == len(merged.packets)
+    sums, start = [], 0
+    for t in traces:
+        sums.append(sum(per_packet[start : start + len(t.packets)]))
+        start += len(t.packets)
+    return sums
 
 
 @pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
 def test_every_payload_byte_is_in_one_bucket(capture: Path, tmp_path: Path) -> None:
-    for path in _variants(capture, tmp_path):
+    clean = impair.load_pcap(capture)
+    variants = _variants(clean)
+    paths = [capture] + [impair.write_pcap(t, tmp_path / f"{name}.pcap") for name, t in variants.items()]
+    expected = _tshark_payloads([clean, *variants.values()], tmp_path)
+    for path, payload_bytes in zip(paths, expected):
         exchanges, accounting = analyze([str(path)], ports_of(capture))
         rows = list(exchanges)
         assert accounting.balance() == [], path.name
-        assert accounting.payload_bytes == _tshark_payload(path), path.name
+        assert accounting.payload_bytes == payload_bytes, path.name
         assert accounting.exchanges == len(rows)
 
 

@@ -9,6 +9,7 @@ the CLI's feed order restricted to it."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from dataclasses import replace
@@ -32,6 +33,9 @@ def _source(name: str) -> Path:
     return path
 
 
+# tshark's counts are kept per file (every path is a lab capture or a file of
+# one test's own tmp_path, never rewritten), so a source is counted once
+@functools.cache
 def _tshark_tcp_frames(path: Path, condition: str = "") -> int:
     expression = "tcp" + (f" and {condition}" if condition else "")
     out = subprocess.run(["tshark", "-n", "-r", str(path), "-Y", expression, "-T", "fields", "-e", "frame.number"],
@@ -39,6 +43,7 @@ def _tshark_tcp_frames(path: Path, condition: str = "") -> int:
     return len(out.split())
 
 
+@functools.cache
 def _frames(path: Path) -> int:
     out = subprocess.run(["tshark", "-n", "-r", str(path), "-T", "fields", "-e", "frame.number"],
                          check=True, capture_output=True, text=True).stdout
@@ -209,16 +214,30 @@ def _spark_order(files: list[Path], split_size: int) -> tuple[dict[tuple, list[t
     return got, duplicates
 
 
+@pytest.fixture(scope="module")
+def spark_inputs(tmp_path_factory):
+    """The input files of each kind, made once for the three chunkings."""
+    made: dict[str, list[Path]] = {}
+
+    def inputs(kind: str) -> list[Path]:
+        if kind not in made:
+            directory = tmp_path_factory.mktemp(kind)
+            if kind == "capture-points":
+                made[kind] = _interleaved_capture_points(directory)
+            elif kind == "backwards":
+                made[kind] = _backwards(directory)
+            else:
+                made[kind] = overlapping_set(_source("consume_group.pcap"), kind, directory / kind)[0]
+        return made[kind]
+
+    return inputs
+
+
 @pytest.mark.parametrize("chunk_segments,split_size", [(4096, 1 << 30), (7, 20000), (1, 4096)])
 @pytest.mark.parametrize("kind", ["twice", "shifted", "halves", "rotated", "capture-points", "backwards"])
-def test_spark_connection_order_is_the_cli_order_restricted(tmp_path: Path, monkeypatch, kind: str,
+def test_spark_connection_order_is_the_cli_order_restricted(spark_inputs, monkeypatch, kind: str,
                                                             chunk_segments: int, split_size: int) -> None:
-    if kind == "capture-points":
-        files = _interleaved_capture_points(tmp_path)
-    elif kind == "backwards":
-        files = _backwards(tmp_path)
-    else:
-        files, _duplicates, _offset = overlapping_set(_source("consume_group.pcap"), kind, tmp_path / kind)
+    files = spark_inputs(kind)
     stats = ReadStats()
     expected: dict[tuple, list[tuple]] = {}
     for s in read_segments(files, stats):

@@ -188,9 +188,17 @@ def _corruptions(data: bytes, rng: random.Random):
     yield "random-bytes", bytes(body)
 
 
-@pytest.mark.parametrize("seed", range(3))
+# seed 0 corrupts the richest capture; the others corrupt two smaller ones
+# of other shapes (the Java client's many APIs, a pipelined producer), so each seed's
+# eight corruptions hit different APIs at a third of the cost
+CORRUPTED = {0: None, 1: "java_clients_kafka.pcap", 2: "produce_pipelined.pcap"}
+
+
+@pytest.mark.parametrize("seed", sorted(CORRUPTED))
 def test_corrupted_captures_never_crash(capsys, capture, tmp_path, seed):
     rng = random.Random(seed)
+    if CORRUPTED[seed] is not None:
+        capture = next(p for p in CAPTURES if p.name == CORRUPTED[seed])
     data = capture.read_bytes()
     for name, corrupted in _corruptions(data, rng):
         target = tmp_path / f"{name}.pcap"

@@ -40,16 +40,23 @@ def _tshark(path: Path, port: int, *fields: str, display: str = "") -> list[list
 @pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
 def test_first_bytes_transfers_and_round_trips_equal_tsharks(capture: Path) -> None:
     port = ports_of(capture)[0]
-    times = {int(n): epoch_ns(t) for n, t in _tshark(capture, port, "frame.number", "frame.time_epoch")}
+    # one tshark run gives every field; "kafka" in frame.protocols is the
+    # display filter "kafka" (the frames where tshark decoded a Kafka PDU)
+    times: dict[int, int] = {}
     first_segment: dict[int, int] = {}  # frame completing a PDU -> frame with its first byte
-    for frame, segments in _tshark(capture, port, "frame.number", "tcp.segment", display="kafka"):
-        if segments:
-            first_segment[int(frame)] = min(int(s) for s in segments.split(","))
-    rtt = {}
-    for stream, initial in _tshark(capture, port, "tcp.stream", "tcp.analysis.initial_rtt"):
-        if initial:
-            rtt.setdefault(int(stream), Decimal(initial.split(",")[0]))
-    tcp_stream = {int(n): int(s) for n, s in _tshark(capture, port, "frame.number", "tcp.stream")}
+    rtt: dict[int, Decimal] = {}
+    tcp_stream: dict[int, int] = {}
+    for number, epoch, protocols, segments, stream, initial in _tshark(
+            capture, port, "frame.number", "frame.time_epoch", "frame.protocols", "tcp.segment", "tcp.stream",
+            "tcp.analysis.initial_rtt"):
+        frame = int(number)
+        times[frame] = epoch_ns(epoch)
+        if segments and "kafka" in protocols.split(":"):
+            first_segment[frame] = min(int(s) for s in segments.split(","))
+        if stream:
+            tcp_stream[frame] = int(stream)
+            if initial:
+                rtt.setdefault(int(stream), Decimal(initial.split(",")[0]))
     exchanges = list(analyze([str(capture)], (port,))[0])
     # tshark lists the segments of the first PDU a frame completes; a later PDU
     # of the same frame (a frame holding several) starts in that frame

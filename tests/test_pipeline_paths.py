@@ -35,6 +35,8 @@ from kdissect.pipeline import Dissector
 from kdissect.reassembly import Data, Reassembler
 from tests.support import impair
 from tests.support.variants import (
+    REPEATED_COPIES,
+    copies_past_the_run_wide_timer,
     event_values,
     exchange_values,
     frame_values,
@@ -47,14 +49,45 @@ from tests.support.pipeline import ports_of, reference_captures
 CAPTURES = reference_captures()
 
 
+class Lab:
+    """One lab capture and its impaired variants, each written once per module
+    (every test of a capture reads the same variant files)."""
+
+    def __init__(self, path: Path, directory: Path) -> None:
+        self.path = path
+        self.trace = impair.load_pcap(path)
+        self.directory = directory
+        self._written: dict[str, Path] = {}
+
+    def variant(self, name: str) -> Path:
+        if name not in self._written:
+            self._written[name] = write_variant(self.trace, name, self.directory)
+        return self._written[name]
+
+
 @pytest.fixture(scope="module", params=CAPTURES, ids=lambda p: p.name)
-def lab(request) -> tuple[Path, impair.Trace]:
-    return request.param, impair.load_pcap(request.param)
+def lab(request, tmp_path_factory) -> Lab:
+    return Lab(request.param, tmp_path_factory.mktemp(request.param.stem))
 
 
-def _variant(lab, name: str, tmp_path: Path) -> Path:
-    path, trace = lab
-    return write_variant(trace, name, tmp_path)
+def _packet_count(path: Path) -> int:
+    return sum(1 for _ in iter_frames([path]))
+
+
+PACKETS = {path: _packet_count(path) for path in CAPTURES}
+
+
+def _distinct(capture: Path, variants: list[str]) -> list[str]:
+    """`variants` less "repeated-long" where it is the same file as "repeated"
+    (a capture of 1024+ packets is past the run-wide timer in 3 copies)."""
+    if copies_past_the_run_wide_timer(PACKETS[capture]) == REPEATED_COPIES:
+        return [v for v in variants if v != "repeated-long"]
+    return variants
+
+
+def _per_capture(variants: list[str]) -> list:
+    """(capture, variant) parameters for tests taking `lab` and `variant`."""
+    return [pytest.param(c, v, id=f"{c.name}-{v}") for c in CAPTURES for v in _distinct(c, variants)]
 
 
 # -- capture reader ----------------------------------------------------------
@@ -74,7 +107,7 @@ def _frame_by_frame(path: Path) -> list[tuple]:
 
 @pytest.mark.parametrize("variant", ["clean", "snaplen96", "snaplen60", "zero-ip-length", "vlan", "sll2"])
 def test_reader_decodes_like_decode_frame(lab, tmp_path: Path, variant: str) -> None:
-    path = _variant(lab, variant, tmp_path)
+    path = lab.variant(variant)
     fast = [segment_values(s) for s in read_segments([path])]
     assert fast == _frame_by_frame(path)
     assert fast or variant == "snaplen60", "no TCP segments read"  # (60 bytes may cut the TCP header)
@@ -118,12 +151,11 @@ def test_reader_short_cut_handles_odd_ipv4_headers(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("variant", ["clean", "lossy", "snaplen96"])
-@pytest.mark.parametrize("chunk", [4096, 1000, 100])
-def test_chunk_boundaries_inside_packets(lab, tmp_path: Path, monkeypatch, variant: str, chunk: int) -> None:
+def test_chunk_boundaries_inside_packets(lab, tmp_path: Path, monkeypatch, variant: str) -> None:
     """The reader's chunks end inside packets and record headers: small
     chunk sizes give the same segments and counts as the default one, also
     for a file cut inside a packet and for the same file gzip-compressed."""
-    path = _variant(lab, variant, tmp_path)
+    path = lab.variant(variant)
     cut = impair.cut_file(shutil.copy(path, tmp_path / "cut.pcap"), path.stat().st_size - 7)
     gz = tmp_path / "whole.pcap.gz"
     gz.write_bytes(gzip.compress(path.read_bytes(), compresslevel=1))
@@ -131,13 +163,14 @@ def test_chunk_boundaries_inside_packets(lab, tmp_path: Path, monkeypatch, varia
     for target in (path, cut, gz):
         stats = ReadStats()
         expected[target] = ([segment_values(s) for s in read_segments([target], stats)], stats)
-    monkeypatch.setattr(capture, "_CHUNK", chunk)
-    for target in (path, cut, gz):
-        stats = ReadStats()
-        got = [segment_values(s) for s in read_segments([target], stats)]
-        assert (got, stats) == expected[target]
     assert expected[cut][1].cut_records == 1 and expected[cut][1].problems
     assert expected[gz][0] == expected[path][0]
+    for chunk in (4096, 1000, 100):
+        monkeypatch.setattr(capture, "_CHUNK", chunk)
+        for target in (path, cut, gz):
+            stats = ReadStats()
+            got = [segment_values(s) for s in read_segments([target], stats)]
+            assert (got, stats) == expected[target], f"chunk size {chunk}, {target.name}"
 
 
 # -- reassembly ---------------------------------------------------------------
@@ -145,11 +178,11 @@ def test_chunk_boundaries_inside_packets(lab, tmp_path: Path, monkeypatch, varia
 REASSEMBLY_VARIANTS = ["clean", "messy", "reordered-wide", "lossy", "late", "snaplen96", "repeated", "repeated-long"]
 
 
-@pytest.mark.parametrize("variant", REASSEMBLY_VARIANTS)
+@pytest.mark.parametrize("lab,variant", _per_capture(REASSEMBLY_VARIANTS), indirect=["lab"])
 def test_common_segment_short_cut_equals_the_general_feed(lab, tmp_path: Path, variant: str) -> None:
     """`Reassembler.feed` handles the common segment in one go; the general
     code (`_feed`) given the same segments makes the same events and stats."""
-    segments = list(read_segments([_variant(lab, variant, tmp_path)]))
+    segments = list(read_segments([lab.variant(variant)]))
     general, fused = Reassembler(), Reassembler()
     general_calls = 0
     fused_feed = fused._feed
@@ -203,7 +236,7 @@ def test_one_frame_short_cut_equals_the_general_cut(lab, tmp_path: Path, variant
     in two."""
     rng = random.Random(11)
     total = 0
-    for (_, direction), chunks in _direction_chunks(_variant(lab, variant, tmp_path)).items():
+    for (_, direction), chunks in _direction_chunks(lab.variant(variant)).items():
         if pieces == "split":
             chunks = _split_chunks(chunks, rng)
         fast, plain = _reader(direction), _reader(direction)
@@ -243,27 +276,63 @@ DISSECTOR_VARIANTS = ["clean", "messy", "reordered-wide", "lossy", "late", "snap
                       "repeated-long"]
 
 
-@pytest.mark.parametrize("variant", DISSECTOR_VARIANTS)
-@pytest.mark.parametrize("by_port", [True, False], ids=["by-port", "by-shape"])
-def test_feed_many_equals_feed(lab, tmp_path: Path, variant: str, by_port: bool) -> None:
-    path = _variant(lab, variant, tmp_path)
+def _dissect(path: Path, ports: tuple[int, ...], segments=None, way: str = "feed_many") -> tuple:
+    """Exchanges (with what the table does not show), accounting and stream
+    keys of one run; `way` "feed" hands the segments over one at a time."""
+    d = Dissector(ports, True, [path.name], keep_messages=False)
+    if segments is None:
+        segments = read_segments([path])
+    if way == "feed_many":
+        exchanges = [exchange_values(e) for e in d.feed_many(iter(segments))]
+    else:
+        exchanges = [exchange_values(e) for seg in segments for e in d.feed(seg)]
+    exchanges += [exchange_values(e) for e in d.finishing()]
+    assert d.accounting.balance() == []
+    return exchanges, d.accounting.to_dict(), d.classification_keys
+
+
+# Which (capture, variant, by port) runs the Dissector test makes:
+# * `impair.repeat` moves each copy's ports, so in a by-port run of a repeated
+#   variant every copy but the first is already classified by its shape; a
+#   by-shape run would add only the first copy, which is the clean capture's
+#   by-shape run. Repeated variants are therefore run by port only.
+# * The captures below hold thousands of exchanges (each run takes seconds);
+#   their shapes (floods of acks=0 requests on Apache Kafka and Tansu, the
+#   forensics mix) are checked by port on every variant and by shape on the
+#   clean capture; shape classification on impaired variants is checked on
+#   the other 33 captures.
+BIG_CAPTURES = {"acks0_flood_kafka.pcap", "acks0_flood_tansu.pcap", "forensics_kafka.pcap"}
+DISSECTOR_RUNS = [
+    pytest.param(capture, variant, by_port, id=f"{capture.name}-{'by-port' if by_port else 'by-shape'}-{variant}")
+    for capture in CAPTURES
+    for variant in _distinct(capture, DISSECTOR_VARIANTS)
+    for by_port in (True, False)
+    if by_port or not (variant.startswith("repeated") or (capture.name in BIG_CAPTURES and variant != "clean"))
+]
+
+
+@pytest.mark.parametrize("lab,variant,by_port", DISSECTOR_RUNS, indirect=["lab"])
+def test_dissector_short_cuts_equal_the_general_paths(lab, monkeypatch, variant: str, by_port: bool) -> None:
+    """Two short cuts of the Dissector, each against the general path on the
+    same segments, with one reference run (feed_many, first pieces held):
+
+    * `feed_many` against `feed` given one segment at a time;
+    * a Kafka connection's first piece, when it only opens a frame, is held
+      instead of making a FrameReader (`_Connection.kafka`); making the reader
+      at once gives the same exchanges, accounting and stream keys."""
+    from kdissect import pipeline
+
+    path = lab.variant(variant)
     # port 1 is nobody's: every connection is then classified by its shape
     # (its first segments are held undecided)
-    ports = ports_of(lab[0]) if by_port else (1,)
+    ports = ports_of(lab.path) if by_port else (1,)
     segments = list(read_segments([path]))
-    results = []
-    for way in ("feed_many", "feed"):
-        d = Dissector(ports, True, [path.name], keep_messages=False)
-        if way == "feed_many":
-            exchanges = [exchange_values(e) for e in d.feed_many(iter(segments))]
-        else:
-            exchanges = [exchange_values(e) for seg in segments for e in d.feed(seg)]
-        exchanges += [exchange_values(e) for e in d.finish()]
-        results.append((exchanges, d.accounting.to_dict(), d.classification_keys))
-        assert d.accounting.balance() == []
-    assert results[0] == results[1]
+    reference = _dissect(path, ports, segments)
+    assert _dissect(path, ports, segments, way="feed") == reference, "feed_many differs from feed"
+    monkeypatch.setattr(pipeline, "opens_partial_frame", lambda data: False)
+    assert _dissect(path, ports, segments) == reference, "holding the first piece changed the result"
     if by_port and variant != "snaplen60":  # (60 bytes leave no TCP payload at all)
-        assert results[0][0], "no exchanges"
+        assert reference[0], "no exchanges"
 
 
 # -- per-connection state made when needed --------------------------------------
@@ -278,30 +347,6 @@ def _many_connections(path: Path, count: int) -> Path:
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     module.write_capture(path, count)
     return path
-
-
-def _dissect(path: Path, ports: tuple[int, ...]) -> tuple:
-    d = Dissector(ports, True, [path.name], keep_messages=False)
-    exchanges = [exchange_values(e) for e in d.feed_many(read_segments([path]))]
-    exchanges += [exchange_values(e) for e in d.finishing()]
-    assert d.accounting.balance() == []
-    return exchanges, d.accounting.to_dict(), d.classification_keys
-
-
-@pytest.mark.parametrize("variant", DISSECTOR_VARIANTS)
-@pytest.mark.parametrize("by_port", [True, False], ids=["by-port", "by-shape"])
-def test_held_first_piece_equals_a_reader_made_at_once(lab, tmp_path: Path, monkeypatch, variant: str,
-                                                       by_port: bool) -> None:
-    """A Kafka connection's first piece, when it only opens a frame, is held
-    instead of making a FrameReader (`_Connection.kafka`); making the reader
-    at once gives the same exchanges, accounting and stream keys."""
-    from kdissect import pipeline
-
-    path = _variant(lab, variant, tmp_path)
-    ports = ports_of(lab[0]) if by_port else (1,)
-    held = _dissect(path, ports)
-    monkeypatch.setattr(pipeline, "opens_partial_frame", lambda data: False)
-    assert held == _dissect(path, ports)
 
 
 def test_held_first_piece_on_many_connections(tmp_path: Path, monkeypatch) -> None:
@@ -347,7 +392,7 @@ def test_open_connections_come_in_the_order_they_opened(lab, tmp_path: Path) -> 
     connection's two keys side by side): the same as sorting by id."""
     for variant in ("messy", "repeated-long", "late"):
         r = Reassembler()
-        for seg in read_segments([_variant(lab, variant, tmp_path)]):
+        for seg in read_segments([lab.variant(variant)]):
             r.feed(seg)
             if seg.frame_number % 7 == 0:
                 unique = {c.id: c for c in r._conns.values()}

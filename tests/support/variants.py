@@ -11,6 +11,14 @@ from typing import Any, Callable
 from kdissect.exchange import Exchange
 from tests.support import impair
 
+
+def copies_past_the_run_wide_timer(packets: int) -> int:
+    """Copies of a capture of `packets` packets for the "repeated-long" variant."""
+    return max(2, -(-1024 // max(1, packets)) + 2)
+
+
+REPEATED_COPIES = 3
+
 # name -> how to derive the variant from a clean trace (and the file suffix)
 VARIANTS: dict[str, tuple[Callable[[impair.Trace], impair.Trace], str]] = {
     "clean": (lambda t: t, ".pcap"),
@@ -20,10 +28,13 @@ VARIANTS: dict[str, tuple[Callable[[impair.Trace], impair.Trace], str]] = {
     "late": (lambda t: impair.cut_head(t, len(t.packets) // 3), ".pcap"),
     "snaplen96": (lambda t: impair.with_snaplen(t, 96), ".pcap"),
     "snaplen60": (lambda t: impair.with_snaplen(t, 60), ".pcap"),
-    "repeated": (lambda t: impair.repeat(t, 3), ".pcap"),
-    # long enough (> 1024 segments) for the reassembler's run-wide timers to
-    # fire, in captures whose clients reset connections
-    "repeated-long": (lambda t: impair.repeat(t, max(2, 2600 // max(1, len(t.packets)))), ".pcap"),
+    "repeated": (lambda t: impair.repeat(t, REPEATED_COPIES), ".pcap"),
+    # long enough for the reassembler's run-wide timers (1024 segments after
+    # a connection falls silent) to fire, in captures whose clients reset
+    # connections: at least 1024 + 2 copies' worth of segments, so every
+    # connection of the first copy (and those of the second that go silent
+    # early) is settled by a timer before the end
+    "repeated-long": (lambda t: impair.repeat(t, copies_past_the_run_wide_timer(len(t.packets))), ".pcap"),
     "zero-ip-length": (impair.zero_ip_lengths, ".pcap"),
     "vlan": (impair.with_vlan, ".pcap"),
     "sll2": (lambda t: impair.relink(t, "sll2"), ".pcap"),
