@@ -46,6 +46,7 @@ from kdissect.protocol.headers import api_name, looks_like_request, peek_request
 from kdissect.accounting import Accounting
 from kdissect.exchange import MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
 from kdissect.framing import Frame
+from kdissect.packet import SlotRecord
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
 from kdissect.records.access import record_figures, set_figures
@@ -71,6 +72,8 @@ EARLY_WINDOW_NS = 1_000_000_000
 DEFAULT_TIMEOUT_NS = 30_000_000_000  # for an acks=0 request whose timeout cannot be read
 _LEFT_OVER = "bytes left over after the last field"
 _RAW_CID_WINDOW = 64
+# what on_request / on_response return for a raw SASL token (after SaslHandshake v0)
+RAW_SASL_TOKEN = "raw-sasl-token"
 
 
 # a capture point is near one end when the other end is this many times as far, and at least this far (ns)
@@ -127,6 +130,34 @@ class ConnectionInfo:
     def capture(self, index: int) -> str | None:
         names = self.capture_names
         return names[index] if 0 <= index < len(names) else None
+
+
+class PairedFrame(SlotRecord):
+    """One Kafka frame as the core cut it (after TLS, when the connection is
+    TLS) and what pairing made of it: what a `Dissector`'s `frame_hook` hears.
+
+    `api_key` / `api_version`: a request's own (None when its header does not
+    decode); a response's are those of the request it answers, None when
+    that request was not seen by the time the response was cut (a response
+    captured before its request is paired later, in its exchange, not here).
+    """
+
+    __slots__ = ("frame", "from_client", "raw_sasl", "api_key", "api_version", "capture", "stream", "client",
+                 "broker", "tls")
+
+    def __init__(self, frame: Frame, from_client: bool, outcome: Exchange | str | None, conn: ConnectionInfo,
+                 tls: bool) -> None:
+        self.frame = frame  # its bytes (after the size prefix), times, packet and stream offset
+        self.from_client = from_client  # a request (or a client's raw SASL token)
+        self.raw_sasl = outcome == RAW_SASL_TOKEN  # a raw SASL token: no Kafka header
+        paired = outcome if isinstance(outcome, Exchange) else None
+        self.api_key = None if paired is None else paired.api_key
+        self.api_version = None if paired is None else paired.api_version
+        self.capture = conn.capture(frame.capture_index)  # the file of the packet that completed it
+        self.stream = conn.stream
+        self.client = conn.client  # "ip:port"
+        self.broker = conn.broker
+        self.tls = tls  # decrypted from TLS
 
 
 def header_client_id(prefix: bytes, api_key: int, api_version: int) -> str | None:
@@ -263,7 +294,9 @@ class Pairer:
 
     # -- requests ------------------------------------------------------------
 
-    def on_request(self, frame: Frame) -> None:
+    def on_request(self, frame: Frame) -> Exchange | str | None:
+        """Hear a request frame. Returns RAW_SASL_TOKEN for a raw SASL token,
+        else the exchange the frame opened."""
         acc = self.accounting
         data = frame.data
         if self.early:
@@ -275,14 +308,14 @@ class Pairer:
             else:
                 acc.request_frames += 1
                 acc.raw_sasl_frames += 1
-                return
+                return RAW_SASL_TOKEN
         elif self._sasl_cid is not None and not looks_like_request(data[:64], frame.size):
             # the client's first raw token, shown before the SaslHandshake v0
             # response it was sent after (reordered in the capture)
             self.client_raw = True
             acc.request_frames += 1
             acc.raw_sasl_frames += 1
-            return
+            return RAW_SASL_TOKEN
         acc.request_frames += 1
         conn = self.conn
         if not frame.complete:
@@ -294,11 +327,11 @@ class Pairer:
                 # not even the header survived: counted, nothing to pair
                 ex.add_problem("request-truncated", f"request truncated ({frame.missing}): header not captured")
                 self._emit(ex)
-                return
+                return ex
             ex.add_problem("request-truncated",
                            f"request truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured")
             self._wait(ex)
-            return
+            return ex
         keep_apis = self.keep_apis
         skim = None if self.keep_messages or (keep_apis and len(data) >= 2 and (data[0] << 8 | data[1]) in keep_apis) \
             else skim_request(data)
@@ -319,9 +352,9 @@ class Pairer:
                                    f"request malformed: decoder failed ({type(error).__name__}: {error})")
                 if header is None:
                     self._emit(ex)
-                    return
+                    return ex
                 self._wait(ex)
-                return
+                return ex
             h = request.header
             api_key, api_version, cid, client_id = h.api_key, h.api_version, h.correlation_id, h.client_id
             expects_response, starts_raw_sasl = request.expects_response, request.starts_raw_sasl
@@ -347,6 +380,7 @@ class Pairer:
             elif api_key in HINT_APIS:
                 ex.wait_hint = request_hint(api_key, request.body)
         self._requested(ex, expects_response, starts_raw_sasl, data)
+        return ex
 
     def _new(self, frame: Frame, header: tuple[int, int, int] | None, data: bytes) -> Exchange:
         """An exchange for a request frame known only by its header (if that)."""
@@ -408,7 +442,10 @@ class Pairer:
     def expects(self, correlation_id: int) -> bool:
         return correlation_id in self.pending or correlation_id in self.unanswered
 
-    def on_response(self, frame: Frame) -> None:
+    def on_response(self, frame: Frame) -> Exchange | str | None:
+        """Hear a response frame. Returns RAW_SASL_TOKEN for a raw SASL token,
+        the exchange whose request it answers, or None when that is not known
+        (yet): a response held for its request, or one too short to read."""
         acc = self.accounting
         data = frame.data
         if self.unanswered:
@@ -425,7 +462,7 @@ class Pairer:
             else:
                 acc.response_frames += 1
                 acc.raw_sasl_frames += 1
-                return
+                return RAW_SASL_TOKEN
         if len(data) < 4:
             acc.response_frames += 1
             acc.unreadable_responses += 1
@@ -433,7 +470,7 @@ class Pairer:
                 acc.malformed_frames += 1
             else:
                 acc.truncated_frames += 1
-            return
+            return None
         cid = _INT32.unpack_from(data, 0)[0]
         ex = self.pending.pop(cid, None)
         if self.unanswered:
@@ -453,7 +490,7 @@ class Pairer:
             early[cid] = frame
             if len(early) > MAX_EARLY:
                 self._emit_orphan(early.pop(next(iter(early))))
-            return
+            return None
         acc.response_frames += 1
         ex.response_ts = frame.ts
         ex.response_frame = frame.frame_number
@@ -467,7 +504,7 @@ class Pairer:
             ex.add_problem("response-truncated",
                            f"response truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured")
             self._emit(ex)
-            return
+            return ex
         self._decode_response(ex, data)
         if cid == self._sasl_cid:
             self._sasl_cid = None
@@ -478,6 +515,7 @@ class Pairer:
                 if self.early:
                     self._held_tokens(frame.offset)
         self._emit(ex)
+        return ex
 
     def _held_tokens(self, after: int) -> None:
         """Responses held for their request that follow a successful

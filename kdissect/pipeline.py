@@ -35,7 +35,7 @@ import gc
 from contextlib import contextmanager
 from pathlib import Path
 from struct import Struct
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from kdissect.protocol.codec import decode_request
 from kdissect.protocol.headers import looks_like_request
@@ -43,7 +43,7 @@ from kdissect.accounting import Accounting
 from kdissect.detect import DEFAULT_PORTS, MIN_REQUEST_SIZE, client_direction_by_port, starts_like_request
 from kdissect.exchange import Exchange, endpoint
 from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
-from kdissect.pairing import ConnectionInfo, Pairer, decode_tolerant
+from kdissect.pairing import ConnectionInfo, PairedFrame, Pairer, decode_tolerant
 from kdissect.protocol.skim import skim_request
 from kdissect.reassembly import Chunk, Reassembler, TcpConnection
 
@@ -356,20 +356,36 @@ class _Connection:
         those bytes start the stream (default: as the connection says now)."""
         if aligned is None:
             aligned = self.layer.saw_start(direction)
-        pairer = self.pairer
         if direction == self.client_dir:
             reader = FrameReader(direction, looks_like_request, aligned, MIN_REQUEST_SIZE,
-                                 self.first_frame if pairer is None else pairer.on_request,
-                                 _confirm_request, _sure_request)
+                                 self.frame_sink(direction), _confirm_request, _sure_request)
         else:
             reader = FrameReader(direction, _plausible_response, aligned, 4,
-                                 self.first_frame if pairer is None else pairer.on_response,
-                                 self.confirm_response, self.sure_response)
+                                 self.frame_sink(direction), self.confirm_response, self.sure_response)
         reader.on_hunt = self.lost_step
         sinks = list(self.layer.sinks)
         sinks[direction] = reader
         self.layer.sinks = (sinks[0], sinks[1])
         return reader
+
+    def frame_sink(self, direction: int) -> Any:
+        """Where a direction's reader hands its frames: the pairer (made at
+        the first frame), through `heard` when the dissector has a frame hook."""
+        pairer = self.pairer
+        if pairer is None:
+            return self.first_frame
+        if self.dissector.frame_hook is not None:
+            return self.heard
+        return pairer.on_request if direction == self.client_dir else pairer.on_response
+
+    def heard(self, frame: Frame) -> None:
+        """A frame to the pairer, then to the dissector's frame hook with what
+        pairing made of it."""
+        pairer = self.pairer
+        from_client = frame.direction == self.client_dir
+        outcome = pairer.on_request(frame) if from_client else pairer.on_response(frame)  # type: ignore[union-attr]
+        self.dissector.frame_hook(PairedFrame(frame, from_client, outcome, pairer.conn,  # type: ignore[union-attr,misc]
+                                              self.layer is not self.conn))
 
     def first_frame(self, frame: Frame) -> None:
         """A frame before the pairer exists: make it and bind the readers to it
@@ -386,8 +402,10 @@ class _Connection:
                                           d.keep_error_responses, d.keep_apis)
             for direction, reader in enumerate(self.layer.sinks):
                 if type(reader) is FrameReader:
-                    reader.on_frame = pairer.on_request if direction == self.client_dir else pairer.on_response
-        if frame.direction == self.client_dir:
+                    reader.on_frame = self.frame_sink(direction)
+        if self.dissector.frame_hook is not None:
+            self.heard(frame)
+        elif frame.direction == self.client_dir:
             pairer.on_request(frame)
         else:
             pairer.on_response(frame)
@@ -498,6 +516,7 @@ class Dissector:
         max_open_connections: int = MAX_OPEN_CONNECTIONS,
         keylog: Any = None,
         keep_apis: Iterable[int] = (),
+        frame_hook: Callable[[PairedFrame], None] | None = None,
     ) -> None:
         self.ports = frozenset(int(p) for p in ports)
         self.detect = detect
@@ -517,6 +536,9 @@ class Dissector:
         self._keylog = keylog
         self._tls_stats: Any = None
         self.out: list[Exchange] = []  # exchanges completed by the segment being fed
+        # hears every Kafka frame (after TLS) as it is cut, with what pairing
+        # made of it, after the pairer (the Scapy face's captures read this)
+        self.frame_hook = frame_hook
         self.next_stream = 0
         # (order_ts, capture_index, frame_number) of the packet at which each
         # Kafka connection was classified, in stream-number order (also for
@@ -701,8 +723,8 @@ class Analysis:
         """The Arrow unit that holds every input file's times exactly."""
         return self.capture_set.timestamp_unit
 
-    def __iter__(self) -> Iterator[Exchange]:
-        dissector = self.dissector
+    @contextmanager
+    def _segments(self) -> Iterator[Iterable[Any]]:
         segments: Iterable[Any] = self.capture_set.segments()
         bar = None
         if self.progress:
@@ -710,13 +732,43 @@ class Analysis:
 
             bar = tqdm(segments, unit=" packets", unit_scale=True, leave=False, mininterval=0.5)
             segments = bar
+        try:
+            yield segments
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def __iter__(self) -> Iterator[Exchange]:
+        dissector = self.dissector
         with fewer_collections():
-            try:
+            with self._segments() as segments:
                 yield from dissector.feed_many(segments)
-            finally:
-                if bar is not None:
-                    bar.close()
             yield from dissector.finishing()
+        self.accounting.add_read_stats(self.read_stats)
+
+    def frames(self) -> Iterator[PairedFrame]:
+        """Iterate the Kafka frames instead of the exchanges: each frame (after
+        TLS) as the core cuts it, with what pairing made of it, in the order
+        of the packets that complete them (at the end of the capture, the
+        frames completed by closing connections). The exchanges are still
+        formed and counted in `accounting`, not returned. Iterate an
+        Analysis once, either way."""
+        dissector = self.dissector
+        heard: list[PairedFrame] = []
+        dissector.frame_hook = heard.append  # (readers made from now on hand frames through it)
+        with fewer_collections():
+            with self._segments() as segments:
+                for segment in segments:
+                    dissector.feed(segment)  # its exchanges are counted, not kept
+                    if heard:
+                        yield from heard
+                        heard.clear()
+            for _ in dissector.finishing():
+                if heard:
+                    yield from heard
+                    heard.clear()
+            yield from heard
+            heard.clear()
         self.accounting.add_read_stats(self.read_stats)
 
 
