@@ -9,6 +9,7 @@ tests (real clients against Tansu) are checked the same way.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import kdissect
+from kdissect.cli import main
 from kdissect.pairing import decode_tolerant
 from kdissect.scapy import KafkaRequest, dissect_response
 from tests.support.scapy import (
@@ -23,7 +25,6 @@ from tests.support.scapy import (
     capture_port,
     core_plain,
     export_frames,
-    export_rows,
     fixture_captures,
     frame_keys,
     scapy_frames,
@@ -60,16 +61,24 @@ BODY_PARAMS = _params({k: v for k, v in SCAPY_GAPS.items()
                        if not v.startswith(_RETRANSMITTED) and k != "acks0_flood_tansu.pcap"})
 
 
-# The two acks=0 floods have one shape: a single connection whose segments
-# carry hundreds of pipelined Produce frames. Scapy spends most of this
-# module's time on them, so the Scapy face reads a prefix of each that still
-# holds that shape (checked: in both, Scapy already drops frames in the
-# prefix, the SCAPY_GAPS failure): acks0_flood_kafka up to frame 70 (frames
-# 65 and 67 carry 268 and 203 Produce requests), acks0_flood_tansu up to frame
-# 200 (frames 104 and 106 carry 331 and 240, Tansu's answers follow). Every
-# other capture, forensics_kafka included (the only one with the share-group
-# APIs), is read whole. The core and tshark read both floods whole elsewhere.
-FLOOD_PREFIX_FRAMES = {"acks0_flood_kafka.pcap": 70, "acks0_flood_tansu.pcap": 200}
+# Scapy is slow by nature, and three big captures took most of this module's
+# time, so the Scapy face reads a prefix of them (the core and tshark read
+# them whole in other tests):
+# - the two acks=0 floods have one shape, a single connection whose segments
+#   carry hundreds of pipelined Produce frames; their prefixes still hold it
+#   (and Scapy already drops frames there, the SCAPY_GAPS failure):
+#   acks0_flood_kafka up to frame 70 (frames 65 and 67 carry 268 and 203
+#   Produce requests), acks0_flood_tansu up to frame 200 (frames 104 and 106
+#   carry 331 and 240, Tansu's answers follow);
+# - forensics_kafka up to frame 1100: the classic and KIP-848 groups, the
+#   idempotent and transactional producers (InitProducerId, AddPartitionsToTxn,
+#   EndTxn) and three of its retransmitted segments (frames 110, 684, 730).
+#   Every (api key, version) of its later frames (Fetch v12, OffsetCommit v8,
+#   IncrementalAlterConfigs, the share-group APIs...) is also in another
+#   capture checked here in full (checked with tshark's labels when this was
+#   chosen).
+# Every other capture is read whole.
+PREFIX_FRAMES = {"acks0_flood_kafka.pcap": 70, "acks0_flood_tansu.pcap": 200, "forensics_kafka.pcap": 1100}
 
 
 class ScapyView:
@@ -81,8 +90,8 @@ class ScapyView:
         self._frames: dict[Path, list[dict]] = {}
 
     def input(self, capture: Path) -> Path:
-        """The file both faces read for `capture` (a prefix for the floods)."""
-        frames = FLOOD_PREFIX_FRAMES.get(capture.name)
+        """The file both faces read for `capture` (a prefix for the big ones)."""
+        frames = PREFIX_FRAMES.get(capture.name)
         if frames is None:
             return capture
         prefix = self.directory / capture.name
@@ -97,6 +106,15 @@ class ScapyView:
         return self._frames[capture]
 
 
+def export_rows(path: Path, port: int, directory: Path) -> list[dict]:
+    """Rows of `kdissect export` (JSONL) for one capture, from the CLI's own
+    entry point run in this process (a child Python per capture cost a
+    third of this module's time; `python -m kdissect` is tested in test_cli)."""
+    out = directory / "rows.jsonl"
+    assert main(["export", str(path), "-p", str(port), "-o", str(out), "-q"]) == 0
+    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
 @pytest.fixture(scope="module")
 def scapy_view(tmp_path_factory: pytest.TempPathFactory) -> ScapyView:
     return ScapyView(tmp_path_factory.mktemp("scapy-prefixes"))
@@ -107,8 +125,8 @@ def test_there_are_captures():
 
 
 @pytest.mark.parametrize("capture", FRAME_PARAMS, ids=lambda p: p.name)
-def test_scapy_and_export_see_the_same_frames(capture: Path, scapy_view: ScapyView):
-    rows = export_rows(scapy_view.input(capture), capture_port(capture))
+def test_scapy_and_export_see_the_same_frames(capture: Path, scapy_view: ScapyView, tmp_path: Path):
+    rows = export_rows(scapy_view.input(capture), capture_port(capture), tmp_path)
     frames = scapy_view.frames(capture)
     expected = export_frames(rows)
     assert frames, f"Scapy found no Kafka frame in {capture.name}"
