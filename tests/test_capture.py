@@ -30,7 +30,7 @@ from kdissect.failures import InputError
 from kdissect.linklayers import decode_frame_general
 from kdissect.packet import TcpSegment
 from kdissect.reassembly import Reassembler
-from tests.support.pcaps import compare_with_tshark, lab_captures, shared_recording, tshark_frame_count
+from tests.support.pcaps import compare_with_tshark, lab_captures, packet_count, shared_recording
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_lab_capture_frames_match_tshark(path: Path) -> None:
     list(read_segments([path], stats))
     _, problems = compare_with_tshark(path)
     assert problems == []
-    assert stats.packets == tshark_frame_count(path)
+    assert stats.packets == packet_count(path)
 
 
 def test_snaplen_cut_segments_are_marked_truncated(trace: impair.Trace, tmp_path: Path) -> None:
@@ -178,7 +178,7 @@ def test_non_tcp_and_fragments_are_counted(trace: impair.Trace, tmp_path: Path) 
     assert stats.non_tcp == 3
     assert stats.ip_fragments == 2
     assert stats.tcp_segments == len(segs) == len(trace.packets)
-    assert stats.packets == tshark_frame_count(path)
+    assert stats.packets == packet_count(path)
     assert stats.bytes == sum(len(p.data) for p in trace.packets + added)
 
 
@@ -246,7 +246,7 @@ def test_cut_mid_record_keeps_every_whole_packet(trace: impair.Trace, tmp_path: 
     segs = list(read_segments([path], stats))
     assert [s.frame_number for s in segs] == list(range(1, 201))
     assert stats.cut_records == 1 and stats.unread_bytes == 26
-    assert tshark_frame_count(path) == 200  # tshark agrees on what is intact
+    assert packet_count(path) == 200  # Wireshark's reader agrees on what is intact
     assert any("ends inside packet 201" in p for p in stats.problems)
 
 

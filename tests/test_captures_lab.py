@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.pcaps import tshark_follow
+from tests.support.pcaps import tshark_follow, tshark_output
 from tools.lab import recipe as lab
 from tools.lab.clients import CODECS, encode_bytes, kp_create_topics
 from tools.lab.net import free_port
@@ -61,11 +61,11 @@ def manifest(name: str) -> dict:
 
 
 def tshark_fields(pcap: Path, port: int, display_filter: str, *fields: str) -> list[list[str]]:
-    cmd = ["tshark", "-r", str(pcap), "-d", f"tcp.port=={port},kafka", "-Y", display_filter, "-T", "fields",
-           "-E", "occurrence=a", "-E", "aggregator=;"]
+    args = ["-d", f"tcp.port=={port},kafka", "-Y", display_filter, "-T", "fields",
+            "-E", "occurrence=a", "-E", "aggregator=;"]
     for field in fields:
-        cmd += ["-e", field]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        args += ["-e", field]
+    out = tshark_output(pcap, args)
     return [line.split("\t") for line in out.splitlines()]
 
 

@@ -8,6 +8,7 @@ every version, every frame of the lab captures) have the annotated types.
 
 from __future__ import annotations
 
+import functools
 import random
 import types
 import typing
@@ -47,9 +48,16 @@ def _matches(value: object, hint: object) -> bool:
     return isinstance(value, hint)  # type: ignore[arg-type]
 
 
+@functools.cache
+def _hints(typed: type) -> dict[str, object]:
+    """A class's evaluated annotations (the same for every object checked
+    against it; evaluating them is most of the cost of checking)."""
+    return typing.get_type_hints(typed)
+
+
 def _check(obj: Struct, typed: type, where: str, problems: list[str]) -> None:
     assert isinstance(obj, typed), where
-    hints = typing.get_type_hints(typed)
+    hints = _hints(typed)
     for name in obj._fields:
         if name not in hints:
             problems.append(f"{where}.{name}: not annotated on {typed.__qualname__}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from kdissect import DecodeError, decode_request, decode_response
 from kdissect.protocol.codec import encode_message
 from kdissect.protocol.headers import looks_like_request, peek_request_header
 from tests.support.protocol import frame_fixtures
+from tests.support.pcaps import tshark_output
 from tests.support.protocol_record import server_ports, split_frames
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,21 +62,38 @@ def _capture_files() -> list[Path]:
     return sorted(p for p in (REPO / "captures").glob("*.pcap*") if p.is_file())
 
 
+# The two tshark questions this module asks about a capture (which requests
+# it labels, and the topic names in each PDU) come from one tshark run.
+_PDU_FIELDS = ("tcp.srcport", "tcp.dstport", "kafka.api_key", "kafka.api_version", "kafka.correlation_id",
+               "kafka.request_frame", "kafka.topic_name", "_ws.malformed", "_ws.expert.message")
+
+
 @functools.lru_cache(maxsize=None)
-def _tshark_requests(path: Path, ports: frozenset[int]) -> dict[tuple[str, int], tuple[int, int]]:
-    args = ["tshark", "-r", str(path)]
+def _tshark_pdu_rows(path: Path, ports: frozenset[int]) -> tuple[dict[str, str], ...]:
+    """One row per packet tshark dissects as Kafka: each field's shown values
+    joined with "," (as tshark aggregates them)."""
+    args = []
     for port in sorted(ports):
         args += ["-d", f"tcp.port=={port},kafka"]
-    args += ["-Y", "kafka && !kafka.request_frame", "-T", "fields", "-E", "separator=\t",
-             "-e", "tcp.srcport", "-e", "tcp.dstport", "-e", "kafka.api_key", "-e", "kafka.api_version",
-             "-e", "kafka.correlation_id"]
-    out = subprocess.run(args, capture_output=True, text=True, timeout=300).stdout
+    args += ["-Y", "kafka", "-T", "fields", "-E", "separator=\t"]
+    for name in _PDU_FIELDS:
+        args += ["-e", name]
+    rows = [line.split("\t") for line in tshark_output(path, args, check=False).splitlines()]
+    assert all(len(row) == len(_PDU_FIELDS) for row in rows), "a tab inside a tshark field"
+    return tuple(dict(zip(_PDU_FIELDS, row)) for row in rows)
+
+
+@functools.lru_cache(maxsize=None)
+def _tshark_requests(path: Path, ports: frozenset[int]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(connection, correlation id) -> (api key, version) of each request
+    tshark labels (packets without a kafka.request_frame)."""
     table = {}
-    for line in out.splitlines():
-        cols = line.split("\t")
-        if len(cols) == 5 and all(cols):
-            for key, version, corr in zip(*(c.split(",") for c in cols[2:])):
-                table[(f"{cols[0]}->{cols[1]}", int(corr))] = (int(key), int(version))
+    for row in _tshark_pdu_rows(path, ports):
+        cols = [row[name] for name in _PDU_FIELDS[:5]]
+        if row["kafka.request_frame"] or not all(cols):
+            continue
+        for key, version, corr in zip(*(c.split(",") for c in cols[2:])):
+            table[(f"{cols[0]}->{cols[1]}", int(corr))] = (int(key), int(version))
     return table
 
 
@@ -257,14 +274,11 @@ def test_topic_names_match_tshark(path: Path) -> None:
     (mostly the older versions; it stops at e.g. Metadata v9, Produce v8) the
     topic names in each request and response equal the ones it reports. The
     0.8/0.9/0.10-era captures must give at least ten such comparisons."""
-    args = ["tshark", "-r", str(path)]
-    for port in sorted(server_ports(path)):
-        args += ["-d", f"tcp.port=={port},kafka"]
-    args += ["-Y", "kafka", "-T", "fields", "-E", "separator=|", "-e", "tcp.srcport", "-e", "tcp.dstport",
-             "-e", "kafka.correlation_id", "-e", "kafka.topic_name", "-e", "_ws.malformed", "-e", "_ws.expert.message"]
     expected = {}
-    for line in subprocess.run(args, capture_output=True, text=True, timeout=300).stdout.splitlines():
-        src, dst, corr, topics, malformed, expert = line.split("|")
+    for row in _tshark_pdu_rows(path, frozenset(server_ports(path))):
+        src, dst, corr, topics, malformed, expert = (row[name] for name in (
+            "tcp.srcport", "tcp.dstport", "kafka.correlation_id", "kafka.topic_name", "_ws.malformed",
+            "_ws.expert.message"))
         if malformed or "Unsupported" in expert or "Unknown" in expert or "missing" in expert or "," in corr:
             continue  # tshark could not dissect this PDU fully (or several PDUs share the packet)
         expected[(f"{src}->{dst}", int(corr))] = set(filter(None, topics.split(",")))

@@ -7,12 +7,13 @@ fields of each PDU must stay together.
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.pcaps import epoch_ns
+from tests.support.pcaps import epoch_ns, file_key
 
 
 @dataclass
@@ -46,10 +47,31 @@ def _endpoint(ip: str, port: str) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
+# kafka_pdus' answers per (file state, key log state, command) for files in
+# the repository (see pcaps.file_key): the same bundled capture is compared
+# with tshark by several tests. Callers get copies.
+_PDUS: dict[tuple, list[TsharkPdu]] = {}
+
+
 def kafka_pdus(tshark: str, path: str | Path, ports: tuple[int, ...] = (9092,),
                tls_keylog: str | Path | None = None) -> list[TsharkPdu]:
     """Every Kafka PDU tshark dissects in `path`, in packet order (inside TLS
-    on `ports`, decrypted with `tls_keylog`, when one is given)."""
+    on `ports`, decrypted with `tls_keylog`, when one is given). tshark runs
+    once per file state and arguments in this process; each call returns a
+    fresh copy."""
+    command = _pdml_command(tshark, path, ports, tls_keylog)
+    where = file_key(path)
+    keylog = None if tls_keylog is None else file_key(tls_keylog)
+    if where is None or (tls_keylog is not None and keylog is None):
+        return _run_pdml(command, path, ports)  # a file written by a test: read once
+    key = (where, keylog, tuple(command))
+    if key not in _PDUS:
+        _PDUS[key] = _run_pdml(command, path, ports)
+    return copy.deepcopy(_PDUS[key])
+
+
+def _pdml_command(tshark: str, path: str | Path, ports: tuple[int, ...],
+                  tls_keylog: str | Path | None) -> list[str]:
     command = [tshark, "-r", str(path), "-n", "-2", "-o", "tcp.desegment_tcp_streams:TRUE"]
     if tls_keylog is not None:
         command += ["-o", f"tls.keylog_file:{tls_keylog}"]
@@ -59,6 +81,10 @@ def kafka_pdus(tshark: str, path: str | Path, ports: tuple[int, ...] = (9092,),
         for port in ports:
             command += ["-d", f"tcp.port=={port},kafka"]
     command += ["-Y", "kafka", "-T", "pdml", "-J", "kafka tcp ip ipv6 frame _ws.malformed"]
+    return command
+
+
+def _run_pdml(command: list[str], path: str | Path, ports: tuple[int, ...]) -> list[TsharkPdu]:
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
     pdus: list[TsharkPdu] = []
