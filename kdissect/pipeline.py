@@ -563,6 +563,11 @@ class Dissector:
             self._tls_stats = TlsStats()
         return self._tls_stats
 
+    @property
+    def has_keylog(self) -> bool:
+        """Whether a key log was given or met in the files (no TLS import)."""
+        return self._keylog is not None
+
     def add_keylog(self, keylog: Any) -> None:
         """More secrets (a key log given later, a pcapng's Decryption Secrets Block)."""
         self._keylog = keylog if self._keylog is None else self._keylog.merged(keylog)
@@ -713,7 +718,8 @@ class Analysis:
         lines = self.accounting.summary_lines()
         if self.accounting.tls_connections:
             lines.append(self.dissector.tls_stats.summary_line())
-        skipped = self.dissector.keylog.bad_lines
+        # a key log given or found in the files (reading `keylog` would import the TLS layer for nothing)
+        skipped = self.dissector.keylog.bad_lines if self.dissector.has_keylog else 0
         if skipped:  # cut or malformed lines of a key log that has valid ones (never their text)
             lines.append(f"tls key log: {skipped} malformed line{'s' if skipped != 1 else ''} skipped")
         return lines

@@ -121,6 +121,20 @@ def test_plain_export_does_not_import_click(tmp_path: Path) -> None:
     assert (tmp_path / "x.jsonl").read_text().count("\n") == 17  # admin.pcap's exchanges (tshark: 17 requests)
 
 
+def test_plaintext_export_does_not_load_the_tls_layer(tmp_path: Path) -> None:
+    """Without TLS in the capture or a key log, neither kdissect.tls nor
+    cryptography is imported (about 30 ms and 6 MiB at every start), also
+    when the accounting lines are printed."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO)
+    code = ("import sys; from kdissect.cli import main; "
+            f"status = main(['export', {str(CAPTURES / 'admin.pcap')!r}, '-o', {str(tmp_path / 'x.jsonl')!r}]); "
+            "print(status, 'kdissect.tls' in sys.modules, 'cryptography' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.stdout.split() == ["0", "False", "False"], result.stderr
+    assert "exchanges: 17" in result.stderr  # the accounting lines were printed
+
+
 def test_cli_group_is_still_importable() -> None:
     from kdissect.cli import cli as group
 
