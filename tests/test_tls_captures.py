@@ -2,7 +2,7 @@
 every connection equals tshark's decryption with the same key log. The
 `kafka_*` ones are Tansu behind socat's OpenSSL (`python -m tests.test_tls_lab
 captures/tls`); the `apache_*` ones are Apache Kafka's own JSSE listener, with
-SASL_SSL logins (`python -m tools.lab.kafka_tls captures/tls`)."""
+SASL_SSL logins and an aiokafka client (`python -m tools.lab.kafka_tls captures/tls`)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,8 @@ def test_without_keys_stats_and_report_say_what_stayed_encrypted_and_why(name: s
 # the suite tshark must see chosen in every ServerHello, and the TLS version
 APACHE = {"apache_tls13": ("TLS_AES_256_GCM_SHA384", "1.3"),
           "apache_tls12_cbc": ("TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "1.2"),
-          "apache_sasl_ssl": ("TLS_AES_256_GCM_SHA384", "1.3")}
+          "apache_sasl_ssl": ("TLS_AES_256_GCM_SHA384", "1.3"),
+          "apache_tls_aiokafka": ("TLS_AES_256_GCM_SHA384", "1.3")}  # aiokafka's clients, not kafka-python's
 PRODUCE, FETCH, SASL_HANDSHAKE, SASL_AUTHENTICATE = 0, 1, 17, 36
 
 
@@ -251,3 +252,22 @@ def test_sasl_inside_tls_stays_redacted_in_show_export_and_stats() -> None:
     assert (tls["connections"], tls["decrypted"], tls["undecrypted"]) == (connections, connections, 0)
     revealed, _ = _cli("show", "-v", "--show-secrets", *common)
     assert PASSWORD in revealed
+
+
+def test_aiokafka_records_inside_tls_equal_what_the_client_sent() -> None:
+    """aiokafka's producer sent the lab's 3 records (keys k0..k2, values
+    from `record_value`) and its consumer read them back at offsets 0..2
+    (the recorder checked): `kdissect records` finds exactly those, produced
+    and fetched, inside TLS."""
+    import json
+
+    from tools.lab.kafka_tls import RECORDS, record_value
+
+    pcap, keys = CAPTURES / "apache_tls_aiokafka.pcap", CAPTURES / "apache_tls_aiokafka.keys"
+    out, _ = _cli("records", str(pcap), "-p", str(server_port(pcap)), "--tls-keylog", str(keys), "-q")
+    rows = [json.loads(line) for line in out.splitlines()]
+    sent = [(i, f"k{i}", record_value(i)) for i in range(RECORDS)]
+    for direction in ("produce", "fetch"):
+        got = [(row["offset"], row["key"], row["value"]) for row in rows if row["direction"] == direction]
+        assert [(offset, key, value.encode()) for offset, key, value in got] == sent, direction
+    assert len(rows) == 2 * RECORDS and all(row["crc_ok"] and not row["problems"] for row in rows)
