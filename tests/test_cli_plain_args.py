@@ -110,13 +110,19 @@ def test_click_errors_are_unchanged(argv: list[str], capsys) -> None:
     assert code == 2 and "Usage: kdissect export" in err
 
 
-def test_plain_export_does_not_import_click(tmp_path: Path) -> None:
+def _export_in_a_child(tmp_path: Path, options: list[str], modules: list[str]) -> subprocess.CompletedProcess:
+    """`kdissect export admin.pcap -o x.jsonl OPTIONS` through cli.main in a
+    fresh Python; it prints the status, then whether each of `modules` was imported."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO)
-    code = ("import sys; from kdissect.cli import main; "
-            f"status = main(['export', {str(CAPTURES / 'admin.pcap')!r}, '-o', {str(tmp_path / 'x.jsonl')!r}, '-q']); "
-            "print(status, 'click' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    argv = ["export", str(CAPTURES / "admin.pcap"), "-o", str(tmp_path / "x.jsonl"), *options]
+    code = (f"import sys; from kdissect.cli import main; status = main({argv!r}); "
+            f"print(status, *(m in sys.modules for m in {modules!r}))")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+
+
+def test_plain_export_does_not_import_click(tmp_path: Path) -> None:
+    result = _export_in_a_child(tmp_path, ["-q"], ["click"])
     assert result.stdout.split() == ["0", "False"], result.stderr
     assert (tmp_path / "x.jsonl").read_text().count("\n") == 17  # admin.pcap's exchanges (tshark: 17 requests)
 
@@ -125,12 +131,7 @@ def test_plaintext_export_does_not_load_the_tls_layer(tmp_path: Path) -> None:
     """Without TLS in the capture or a key log, neither kdissect.tls nor
     cryptography is imported (about 30 ms and 6 MiB at every start), also
     when the accounting lines are printed."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO)
-    code = ("import sys; from kdissect.cli import main; "
-            f"status = main(['export', {str(CAPTURES / 'admin.pcap')!r}, '-o', {str(tmp_path / 'x.jsonl')!r}]); "
-            "print(status, 'kdissect.tls' in sys.modules, 'cryptography' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    result = _export_in_a_child(tmp_path, [], ["kdissect.tls", "cryptography"])
     assert result.stdout.split() == ["0", "False", "False"], result.stderr
     assert "exchanges: 17" in result.stderr  # the accounting lines were printed
 
