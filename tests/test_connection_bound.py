@@ -4,23 +4,15 @@ exchanges come out with the reason; nothing is lost uncounted."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from kdissect.capture import read_segments
 from kdissect.pipeline import MAX_OPEN_CONNECTIONS, Dissector
-
-
-def _many_connections(path: Path, count: int) -> Path:
-    spec = importlib.util.spec_from_file_location("manyconn", Path(__file__).parents[1] / "benchmarks" / "manyconn.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    module.write_capture(path, count)
-    return path
+from tests.support.pcaps import many_connections_capture
 
 
 def test_connections_past_the_bound_are_evicted_and_counted(tmp_path: Path) -> None:
-    path = _many_connections(tmp_path / "many.pcap", 1000)
+    path = many_connections_capture(tmp_path / "many.pcap", 1000)
     d = Dissector((9092,), capture_names=[path.name], keep_messages=False, max_open_connections=200)
     exchanges = []
     most_open = 0
@@ -58,7 +50,7 @@ def test_an_open_connection_costs_what_it_carries(tmp_path: Path) -> None:
     import tracemalloc
 
     count = 10_000
-    path = _many_connections(tmp_path / "many.pcap", count)
+    path = many_connections_capture(tmp_path / "many.pcap", count)
     d = Dissector((9092,), capture_names=[path.name], keep_messages=False)
     tracemalloc.start()
     try:

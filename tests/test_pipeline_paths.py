@@ -45,6 +45,7 @@ from tests.support.variants import (
     write_variant,
 )
 from tests.support.pipeline import ports_of, reference_captures
+from tests.support.pcaps import many_connections_capture
 
 CAPTURES = reference_captures()
 
@@ -338,15 +339,6 @@ def test_dissector_short_cuts_equal_the_general_paths(lab, monkeypatch, variant:
 # -- per-connection state made when needed --------------------------------------
 
 
-def _many_connections(path: Path, count: int) -> Path:
-    """The many-connections benchmark shape (benchmarks/manyconn.py)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("manyconn", Path(__file__).parents[1] / "benchmarks" / "manyconn.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    module.write_capture(path, count)
-    return path
 
 
 def test_held_first_piece_on_many_connections(tmp_path: Path, monkeypatch) -> None:
@@ -355,7 +347,7 @@ def test_held_first_piece_on_many_connections(tmp_path: Path, monkeypatch) -> No
     and no reader exists before the end."""
     from kdissect import pipeline
 
-    path = _many_connections(tmp_path / "many.pcap", 300)
+    path = many_connections_capture(tmp_path / "many.pcap", 300)
     d = Dissector((9092,), True, [path.name], keep_messages=False)
     assert list(d.feed_many(read_segments([path]))) == []
     states = [conn.user for conn in d._reassembler.open_connections]

@@ -507,6 +507,17 @@ def test_tshark_agrees_recording_has_no_analysis_problems(clean: Path) -> None:
     assert out.strip() == ""
 
 
+def _assert_reordered_reads_as_clean(path: Path, trace: impair.Trace, order: list[int], tmp_path: Path) -> None:
+    """The capture with its packets in `order` reassembles to the clean
+    capture's streams, with no gap."""
+    messy = impair.write_pcap(impair.Trace(tuple(trace.packets[i] for i in order), trace.snaplen),
+                              tmp_path / "late.pcap")
+    clean_chunks, clean_conns, *_ = reassemble([path])
+    chunks, conns, _, stats, _ = reassemble([messy])
+    assert stats.gap_bytes == 0 and stats.gaps == 0
+    assert _streams_by_endpoints(chunks, conns) == _streams_by_endpoints(clean_chunks, clean_conns)
+
+
 def _streams_by_endpoints(chunks, conns) -> dict:
     out = {}
     for (cid, direction), chunk_list in chunks.items():
@@ -650,12 +661,7 @@ def test_every_late_filler_of_an_acknowledged_hole_is_used(tmp_path: Path) -> No
         order.insert(order.index(ack["frame"] - 1) + 1, order.pop(at))
         moved += 1
     assert moved > 100
-    messy = impair.write_pcap(impair.Trace(tuple(trace.packets[i] for i in order), trace.snaplen),
-                              tmp_path / "late.pcap")
-    clean_chunks, clean_conns, *_ = reassemble([path])
-    chunks, conns, _, stats, _ = reassemble([messy])
-    assert stats.gap_bytes == 0 and stats.gaps == 0
-    assert _streams_by_endpoints(chunks, conns) == _streams_by_endpoints(clean_chunks, clean_conns)
+    _assert_reordered_reads_as_clean(path, trace, order, tmp_path)
 
 
 def test_a_hole_met_when_an_earlier_one_fills_gets_its_own_grace_period(tmp_path: Path) -> None:
@@ -686,9 +692,4 @@ def test_a_hole_met_when_an_earlier_one_fills_gets_its_own_grace_period(tmp_path
         order.insert(order.index(land_second) + 1, second)
         moved += 1
     assert moved >= 5
-    messy = impair.write_pcap(impair.Trace(tuple(trace.packets[i] for i in order), trace.snaplen),
-                              tmp_path / "late.pcap")
-    clean_chunks, clean_conns, *_ = reassemble([path])
-    chunks, conns, _, stats, _ = reassemble([messy])
-    assert stats.gap_bytes == 0 and stats.gaps == 0
-    assert _streams_by_endpoints(chunks, conns) == _streams_by_endpoints(clean_chunks, clean_conns)
+    _assert_reordered_reads_as_clean(path, trace, order, tmp_path)

@@ -472,3 +472,14 @@ def reassemble(paths, **options):
         elif isinstance(e, Closed):
             reasons[e.conn.id] = e.reason
     return chunks, conns, reasons, r.stats, events
+
+
+def many_connections_capture(path: Path, count: int) -> Path:
+    """The many-connections benchmark shape (benchmarks/manyconn.py) with `count` connections."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("manyconn", REPO / "benchmarks" / "manyconn.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module.write_capture(path, count)
+    return path
