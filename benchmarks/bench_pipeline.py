@@ -26,6 +26,11 @@ child and bytecode goes to benchmarks/out/pycache) and its codec cache
 filled, both by one unmeasured warm-up run (--cold: neither). The best of the rounds is reported,
 with tshark/kdissect ratios (> 1 means kdissect is faster). Results also go
 to benchmarks/out/results.json.
+
+kdissect runs on this script's interpreter; `--python PATH` (repeatable)
+names the interpreters to run it on instead, each importing this checkout,
+alternating with each other and with tshark in the same run (how much the
+interpreter's build matters: benchmarks/README.md, "Which Python").
 """
 
 from __future__ import annotations
@@ -117,15 +122,24 @@ def kdissect_env(cold: bool) -> dict[str, str]:
     return env
 
 
-def bench(path: Path, rounds: int, cold: bool = False) -> dict:
-    kdissect = [sys.executable, "-m", "kdissect", "export", str(path), "-o", os.devnull]
+def interpreter_version(python: str) -> str:
+    """`python`'s version line, as `python -VV` prints it."""
+    return subprocess.run([python, "-VV"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def bench(path: Path, rounds: int, cold: bool = False, pythons: list[str] | None = None) -> dict:
+    pythons = pythons or [sys.executable]
     tshark = [shutil.which("tshark") or "tshark", "-r", str(path), "-T", "fields", *TSHARK_FIELDS]
     env = kdissect_env(cold)
+    if len(pythons) > 1 or pythons[0] != sys.executable:
+        env["PYTHONPATH"] = str(REPO)  # every interpreter runs this checkout's kdissect
+    commands = {python: [python, "-m", "kdissect", "export", str(path), "-o", os.devnull] for python in pythons}
     if not cold:
-        measure(kdissect, env)  # warm-up: bytecode and codec cache
-    runs: dict[str, list[dict]] = {"kdissect": [], "tshark": []}
+        for command in commands.values():
+            measure(command, env)  # warm-up: bytecode and codec cache
+    runs: dict[str, list[dict]] = {python: [] for python in pythons} | {"tshark": []}
     for i in range(rounds):
-        order = [("kdissect", kdissect, env), ("tshark", tshark, None)]
+        order = [(python, command, env) for python, command in commands.items()] + [("tshark", tshark, None)]
         if i % 2:
             order.reverse()
         for name, command, command_env in order:
@@ -133,16 +147,22 @@ def bench(path: Path, rounds: int, cold: bool = False) -> dict:
     best = {name: {key: min(r[key] for r in results) for key in ("wall_s", "cpu_s")} |
             {"peak_rss_mib": max(r["peak_rss_mib"] for r in results)}
             for name, results in runs.items()}
-    accounting = [line.removeprefix("kdissect: ") for line in runs["kdissect"][0]["stderr"].splitlines()]
+    accounting = [line.removeprefix("kdissect: ") for line in runs[pythons[0]][0]["stderr"].splitlines()]
+    t = best["tshark"]
     return {
         "capture": path.name,
         "size_mib": path.stat().st_size / (1 << 20),
         "rounds": rounds,
         "kdissect_start": "cold (no bytecode, no codec cache)" if cold else "warm (bytecode and codec cache)",
-        "kdissect": best["kdissect"],
-        "tshark": best["tshark"],
-        "speedup_wall": best["tshark"]["wall_s"] / best["kdissect"]["wall_s"],
-        "speedup_cpu": best["tshark"]["cpu_s"] / best["kdissect"]["cpu_s"],
+        # the first interpreter's figures (the script's own unless --python names others)
+        "kdissect": best[pythons[0]],
+        "python": interpreter_version(pythons[0]),
+        "tshark": t,
+        "speedup_wall": t["wall_s"] / best[pythons[0]]["wall_s"],
+        "speedup_cpu": t["cpu_s"] / best[pythons[0]]["cpu_s"],
+        "interpreters": [{"python": python, "version": interpreter_version(python), **best[python],
+                          "speedup_wall": t["wall_s"] / best[python]["wall_s"],
+                          "speedup_cpu": t["cpu_s"] / best[python]["cpu_s"]} for python in pythons],
         "kdissect_accounting": accounting,
     }
 
@@ -158,6 +178,8 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", choices=SHAPES, help="only these shapes")
     parser.add_argument("--connections", type=int, default=200_000,
                         help="connections in the connections shape (its file: connections-N.pcap)")
+    parser.add_argument("--python", action="append", metavar="PATH",
+                        help="run kdissect on this interpreter (repeatable; default: this script's)")
     parser.add_argument("captures", nargs="*", type=Path, help="benchmark these files instead")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -173,16 +195,18 @@ def main() -> int:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"started {started}, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     for path in paths:
-        result = bench(path, args.rounds, args.cold)
+        result = bench(path, args.rounds, args.cold, args.python)
         result["load_average_after"] = os.getloadavg()
         results.append(result)
-        k, t = result["kdissect"], result["tshark"]
+        t = result["tshark"]
         print(f"\n{result['capture']} ({result['size_mib']:.1f} MiB), best of {args.rounds}, "
               f"kdissect start {result['kdissect_start']}:")
-        print(f"  kdissect  wall {k['wall_s']:7.2f} s  cpu {k['cpu_s']:7.2f} s  peak RSS {k['peak_rss_mib']:7.1f} MiB")
         print(f"  tshark    wall {t['wall_s']:7.2f} s  cpu {t['cpu_s']:7.2f} s  peak RSS {t['peak_rss_mib']:7.1f} MiB")
-        print(f"  speed-up (tshark / kdissect): wall {result['speedup_wall']:.2f}x, cpu {result['speedup_cpu']:.2f}x; "
-              f"peak RSS kdissect / tshark: {k['peak_rss_mib'] / t['peak_rss_mib']:.2f}")
+        for k in result["interpreters"]:
+            print(f"  kdissect  wall {k['wall_s']:7.2f} s  cpu {k['cpu_s']:7.2f} s  peak RSS {k['peak_rss_mib']:7.1f} MiB"
+                  f"  ({k['python']}: {k['version']})")
+            print(f"    speed-up (tshark / kdissect): wall {k['speedup_wall']:.2f}x, cpu {k['speedup_cpu']:.2f}x; "
+                  f"peak RSS kdissect / tshark: {k['peak_rss_mib'] / t['peak_rss_mib']:.2f}")
         for line in result["kdissect_accounting"]:
             print(f"  | {line}")
     print(f"ended {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "

@@ -6,7 +6,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The interpreter of .venv: the distribution's own python3 when it is new
+# enough. Distributions build CPython with profile-guided and link-time
+# optimisation; a plain source build (pyenv's default: no
+# --enable-optimizations) runs kdissect about 25% slower on the same machine
+# (benchmarks/README.md, "Which Python"). PYTHON=... picks another.
+python=${PYTHON:-}
+if [ -z "$python" ]; then
+  python=python3
+  if /usr/bin/python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    python=/usr/bin/python3
+  fi
+fi
+
 missing=()
+# Debian's python3 makes virtual environments only with python3-venv
+"$python" -c 'import ensurepip' 2>/dev/null || [ -x .venv/bin/python ] || missing+=(python3-venv)
 command -v tcpdump >/dev/null || missing+=(tcpdump)
 command -v tshark >/dev/null || missing+=(tshark)
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
@@ -27,7 +42,6 @@ if ((${#missing[@]})); then
   $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 stamp=.venv/.kdissect-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ tools/setup.sh -nt "$stamp" ]; then
