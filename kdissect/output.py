@@ -85,7 +85,22 @@ def _json_ints(values: list[int]) -> str:
 
 
 def _json_strs(values: list[str]) -> str:
-    return "[" + ",".join(map(_esc, values)) + "]" if values else "[]"
+    if not values:
+        return "[]"
+    if len(values) > 4:
+        return "[" + ",".join(map(_esc, values)) + "]"
+    # a few strings (a row's problems and their codes): the same lists repeat
+    # row after row, and a lookup is cheaper than encoding them again
+    key = tuple(values)
+    text = _strs_memo.get(key)
+    if text is None:
+        text = "[" + ",".join(map(_esc, values)) + "]"  # raises for non-strings, before anything is kept
+        if len(_strs_memo) < 4096:
+            _strs_memo[key] = text
+    return text
+
+
+_strs_memo: dict[tuple[str, ...], str] = {}
 
 
 _float_repr = float.__repr__

@@ -58,6 +58,9 @@ _TIMEOUT = Struct(">hi")
 
 # Status precedence: a worse status is never overwritten by a better one.
 _RANK = {OK: 0, NO_RESPONSE: 1, ORPHAN_RESPONSE: 1, TRUNCATED: 2, MALFORMED: 3}
+# what a Pairer's `unanswered` and `early` are until it first holds something
+# (never written: each Pairer makes its own OrderedDict then)
+_NOTHING_HELD: OrderedDict = OrderedDict()
 
 _PRODUCE = int(ApiKey.PRODUCE)  # (bound once: an enum member costs a lookup per frame)
 _FETCH = int(ApiKey.FETCH)
@@ -275,10 +278,12 @@ class Pairer:
         self.keep_apis = keep_apis
         self.pending: dict[int, Exchange] = {}
         # acks=0 requests, oldest first: cid -> (exchange, release time in ns)
-        # (OrderedDicts: the oldest is found in O(1) however many went before)
-        self.unanswered: OrderedDict[int, tuple[Exchange, int]] = OrderedDict()
+        # (OrderedDicts: the oldest is found in O(1) however many went before;
+        # both start as the shared empty _NOTHING_HELD and are made when first
+        # written: most connections never hold either)
+        self.unanswered: OrderedDict[int, tuple[Exchange, int]] = _NOTHING_HELD
         # responses whose request has not been seen (yet), oldest first
-        self.early: OrderedDict[int, Frame] = OrderedDict()
+        self.early: OrderedDict[int, Frame] = _NOTHING_HELD
         self.client_raw = False  # client side is sending raw SASL tokens
         self.server_raw = False
         self._sasl_cid: int | None = None  # correlation id of a pending SaslHandshake v0
@@ -413,6 +418,8 @@ class Pairer:
             if earlier is not None:
                 self._emit(earlier[0])
             timeout = produce_timeout_ns(data, ex.api_version) or DEFAULT_TIMEOUT_NS
+            if self.unanswered is _NOTHING_HELD:
+                self.unanswered = OrderedDict()
             self.unanswered[cid] = (ex, ex.request_ts + timeout)
             if len(self.unanswered) > MAX_UNANSWERED:
                 self.accounting.acks0_released += 1
@@ -484,7 +491,9 @@ class Pairer:
             # no request yet: it may still come (packets captured out of
             # order, e.g. on two interfaces); hold the response a little
             early = self.early
-            if cid in early:
+            if early is _NOTHING_HELD:
+                early = self.early = OrderedDict()
+            elif cid in early:
                 self._emit_orphan(early.pop(cid))
             acc.early_responses += 1
             early[cid] = frame

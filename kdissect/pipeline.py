@@ -42,7 +42,7 @@ from kdissect.protocol.headers import looks_like_request
 from kdissect.accounting import Accounting
 from kdissect.detect import DEFAULT_PORTS, MIN_REQUEST_SIZE, client_direction_by_port, starts_like_request
 from kdissect.exchange import Exchange, endpoint
-from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
+from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader, opens_partial_frame, partial_frame_at_end
 from kdissect.pairing import ConnectionInfo, PairedFrame, Pairer, decode_tolerant
 from kdissect.protocol.skim import skim_request
 from kdissect.reassembly import Chunk, Reassembler, TcpConnection
@@ -255,7 +255,11 @@ class _Connection:
     def settle(self, client_dir: int, stamp: Any, held: list[tuple[int, tuple, Any]]) -> None:
         """Kafka with the client on side `client_dir`, unless the client opens
         with TLS; then the `held` pieces go on to their sinks."""
-        first = next((piece for d, piece, _ in held if d == client_dir), None)
+        first = None
+        for direction, piece, _ in held:
+            if direction == client_dir:
+                first = piece
+                break
         if (first is not None and first[0] != "gap" and self.layer.saw_start(client_dir)
                 and self.layer is self.conn and _starts_like_tls(first[3])):
             self.start_tls(client_dir, held)
@@ -474,7 +478,15 @@ class _Connection:
         if self.held:  # the connection's one piece: its reader hears it now
             held = self.held
             self.held = ()
-            self.replay_held(held)
+            direction, kind, offset, _, data, stamp = held
+            ended = partial_frame_at_end(direction, data, stamp) \
+                if kind == "data" and offset == 0 and self.layer is self.conn else None
+            if ended is None:
+                self.replay_held(held)
+            else:  # what that reader would hand over and count, without making it
+                frame, stats = ended
+                acc.add_framing_stats(stats)
+                self.frame_sink(direction)(frame)
         for reader in self.layer.sinks:
             if type(reader) is FrameReader:
                 reader.finish()

@@ -71,11 +71,23 @@ def is_error_code(f: FieldSchema) -> bool:
     return f.element == "int16" and not f.is_array and f.name.endswith("ErrorCode")
 
 
+# topic id (16 raw bytes) -> its text: a capture carries few topics, and a
+# lookup is cheaper than building and printing a UUID for every partition
+_TOPIC_ID_TEXT: dict[bytes, str] = {}
+
+
 def _topic_label(name: str | None, topic_id: bytes | None) -> str | None:
     """records.access._topic_label on raw values: the name, else the id's text."""
     if name:
         return name
-    return None if topic_id is None else str(prim.uuid_from(topic_id))
+    if topic_id is None:
+        return None
+    text = _TOPIC_ID_TEXT.get(topic_id)
+    if text is None:
+        text = str(prim.uuid_from(topic_id))
+        if len(_TOPIC_ID_TEXT) < 4096 and type(topic_id) is bytes:
+            _TOPIC_ID_TEXT[topic_id] = text
+    return text
 
 
 class _FigureLevel(Level):
