@@ -33,10 +33,14 @@ away from any other file's pass it by.
 
 from __future__ import annotations
 
-import hashlib
 from collections import deque
 from heapq import heappop, heappush, heapreplace
 from typing import Any, Callable, Iterator, Sequence
+
+try:  # the built-in module: hashlib would load OpenSSL first (4 ms at every start)
+    from _blake2 import blake2b as _blake2b
+except ImportError:  # pragma: no cover - other Python implementations
+    from hashlib import blake2b as _blake2b
 
 __all__ = ["DUPLICATE_WINDOW_NS", "ConnectionMerge", "DuplicateFilter", "merge_files", "timestamp_unit"]
 
@@ -89,7 +93,7 @@ _RAW_PAYLOAD = 256  # payloads up to this size are kept as they are; longer ones
 
 
 def _digest(payload: bytes) -> Any:
-    return hashlib.blake2b(payload, digest_size=16)
+    return _blake2b(payload, digest_size=16)
 
 
 def merge_files(firsts: Sequence[int | None], open_file: Callable[[int], Iterator[Any]],
