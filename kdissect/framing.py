@@ -142,27 +142,6 @@ def opens_partial_frame(data: bytes) -> bool:
     return 0 <= size <= MAX_FRAME_SIZE and size + 4 > len(data)
 
 
-def partial_frame_at_end(direction: int, data: bytes, stamp: Stamp) -> tuple[Frame, FramingStats] | None:
-    """What a FrameReader in step hands over at `finish()` when all it heard
-    is `data` (the stream's first bytes, at offset 0, seen in `stamp`'s
-    packet) holding part of the one frame they open: the incomplete frame and
-    the reader's counts. None where the reader would take another road (fewer
-    than 4 bytes, a frame held piece by piece): make a reader then. A
-    connection that sends part of one request and no more (a scan, a
-    reconnect storm) so costs no reader at all. (tests/test_framing.py
-    compares the two.)"""
-    if len(data) < 4:
-        return None
-    size = _unpack_int32(data, 0)[0]
-    if not 0 <= size < _BIG_FRAME or size + 4 <= len(data):
-        return None
-    ts = stamp.ts
-    seen = len(data)
-    stats = FramingStats(seen_bytes=seen, incomplete_frames=1, incomplete_frame_bytes=seen)
-    return Frame(direction, 0, size, bytes(data[4:]), False, ts, stamp.capture_index, stamp.frame_number, "end",
-                 ts), stats
-
-
 class FrameReader:
     """Frames of one direction: a DirectionSink handing frames to `on_frame`.
 

@@ -42,7 +42,7 @@ from kdissect.protocol.headers import looks_like_request
 from kdissect.accounting import Accounting
 from kdissect.detect import DEFAULT_PORTS, MIN_REQUEST_SIZE, client_direction_by_port, starts_like_request
 from kdissect.exchange import Exchange, endpoint
-from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader, opens_partial_frame, partial_frame_at_end
+from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
 from kdissect.pairing import ConnectionInfo, PairedFrame, Pairer, decode_tolerant
 from kdissect.protocol.skim import skim_request
 from kdissect.reassembly import Chunk, Reassembler, TcpConnection
@@ -478,15 +478,7 @@ class _Connection:
         if self.held:  # the connection's one piece: its reader hears it now
             held = self.held
             self.held = ()
-            direction, kind, offset, _, data, stamp = held
-            ended = partial_frame_at_end(direction, data, stamp) \
-                if kind == "data" and offset == 0 and self.layer is self.conn else None
-            if ended is None:
-                self.replay_held(held)
-            else:  # what that reader would hand over and count, without making it
-                frame, stats = ended
-                acc.add_framing_stats(stats)
-                self.frame_sink(direction)(frame)
+            self.replay_held(held)
         for reader in self.layer.sinks:
             if type(reader) is FrameReader:
                 reader.finish()

@@ -216,30 +216,3 @@ def test_large_frame_collection_agrees_with_plain_buffering(monkeypatch):
             results.append(([(f.offset, f.size, f.complete, f.data, f.ts, f.missing) for f in frames],
                             dataclasses.astuple(reader.stats)))
         assert results[0] == results[1]
-
-
-def test_a_lone_partial_frame_ends_as_a_reader_would_end_it():
-    """partial_frame_at_end (the pipeline's way to close a connection that
-    sent part of one frame, without making a reader) hands over the same
-    frame and counts as a FrameReader that heard that one piece."""
-    from dataclasses import asdict
-
-    from kdissect.framing import _BIG_FRAME, partial_frame_at_end
-
-    frame = request(3, 12, 1, b"m" * 300)
-    pieces = [frame[:n] for n in (0, 1, 3, 4, 5, 10, 50, len(frame) - 1, len(frame))]
-    pieces += [struct.pack(">i", size) + b"x" * 20 for size in (-1, 0, 19, 20, 21, _BIG_FRAME - 1, _BIG_FRAME)]
-    taken = 0
-    for piece in pieces:
-        stamp = Chunk("data", 0, len(piece), piece, 7.0, 2, 9)
-        ended = partial_frame_at_end(1, piece, stamp)
-        if ended is None:
-            continue
-        taken += 1
-        reader = FrameReader(1, plausible)
-        reader.data(0, piece, stamp)
-        expected = reader.finish()
-        got, stats = ended
-        assert [got] == expected, piece[:8]
-        assert asdict(stats) == asdict(reader.stats), piece[:8]
-    assert taken == 7  # 4, 5, 10, 50 and len - 1 bytes of the request; sizes 21 and _BIG_FRAME - 1
