@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kdissect import native as _native
+
+_native.activate(__path__)  # the compiled per-packet modules, when built from these sources
+
 __all__ = [
     "decode_request",
     "decode_response",

@@ -166,7 +166,8 @@ class Secret(NamedTuple):
     def __repr__(self) -> str:
         return f"Secret(kind=0x{self.kind:08x}, {len(self.data)} bytes)"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return self.__repr__()
 
 
 def parse_pcap_header(head: bytes) -> PcapHeader:
@@ -469,7 +470,7 @@ def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos:
                             stats.tcp_segments += 1
                             yield result
                         else:
-                            _count_other(result, linktype, stats, name, warned)
+                            _count_other(result, linktype, stats, name, warned)  # type: ignore[arg-type]  # not a segment: an int
                     else:
                         yield Frame(ci, number, linktype, ts, buf[data_at : data_at + caplen], wirelen, iface, latest)
             elif block_type == _SIMPLE_PACKET:  # no time, interface 0
@@ -496,7 +497,7 @@ def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos:
                             stats.tcp_segments += 1
                             yield result
                         else:
-                            _count_other(result, linktype, stats, name, warned)
+                            _count_other(result, linktype, stats, name, warned)  # type: ignore[arg-type]  # not a segment: an int
                     else:
                         yield Frame(ci, number, linktype, 0, buf[body + 4 : body + 4 + caplen], wirelen, 0, latest)
             elif block_type == _IDB:
@@ -583,7 +584,7 @@ class _GzipStream:
         self.in_member = False  # inside a gzip member (its end not yet seen)
 
     def read(self, n: int) -> bytes:
-        out = []
+        out: list[bytes] = []
         size = 0
         while size < n and not self.done:
             piece = self.unused or self.raw.read(1 << 16)
@@ -750,7 +751,7 @@ def _describe(path: Path) -> CaptureFile:
             break
         return CaptureFile(path, reader.kind, first, reader.resolution)
     finally:
-        frames.close()
+        frames.close()  # type: ignore[attr-defined]  # (a generator)
 
 
 def describe_captures(paths: Sequence[str | Path]) -> list[CaptureFile]:

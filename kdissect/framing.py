@@ -342,7 +342,7 @@ class FrameReader:
 
     # -- in step -------------------------------------------------------------
 
-    def _cut(self, data: bytes, stamp: Stamp) -> None:
+    def _cut(self, data: bytes | bytearray, stamp: Stamp) -> None:
         """In step: cut complete frames; keep the unfinished tail in _buf."""
         buf = self._buf
         carried = len(buf)
@@ -547,7 +547,9 @@ class FrameReader:
             self._buf_ts = stamp.ts
             self._piece_start = self._end - len(data)
         self._buf += data
-        self._marks.append((self._end, stamp))
+        marks = self._marks
+        assert marks is not None  # (a list while hunting)
+        marks.append((self._end, stamp))
         self._hunt(stamp, final=False)
 
     def _hunt(self, stamp: Stamp, final: bool) -> None:
@@ -619,6 +621,7 @@ class FrameReader:
         take the first byte's time from the piece that now holds it."""
         self._pos += n
         marks = self._marks
+        assert marks is not None
         gone = 0
         while gone < len(marks) and marks[gone][0] <= self._pos:
             gone += 1
@@ -628,16 +631,21 @@ class FrameReader:
             self._buf_ts = marks[0][1].ts
 
     def _is_packet_end(self, offset: int) -> bool:
-        return any(end == offset for end, _ in self._marks)
+        marks = self._marks
+        assert marks is not None
+        return any(end == offset for end, _ in marks)
 
     def _is_packet_start(self, offset: int) -> bool:
-        return offset == self._piece_start or any(end == offset for end, _ in self._marks[:-1])
+        marks = self._marks
+        assert marks is not None
+        return offset == self._piece_start or any(end == offset for end, _ in marks[:-1])
 
     def _cut_held(self, stamp: Stamp) -> None:
         """In step again: hear the held bytes again, piece by piece as they
         arrived, so each frame is labelled with the piece that completed it."""
         data = bytes(self._buf)
         marks = self._marks
+        assert marks is not None
         self._buf = bytearray()
         self._marks = []
         start = self._pos

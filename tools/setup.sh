@@ -33,6 +33,10 @@ command -v mvn >/dev/null || missing+=(maven)
 command -v openssl >/dev/null || missing+=(openssl)
 # chromium: the tests open `kdissect report`'s page in it, headless
 command -v chromium >/dev/null || missing+=(chromium)
+# a C compiler and the interpreter's headers: tools/build_native.py compiles the per-packet modules
+command -v gcc >/dev/null || missing+=(gcc)
+"$python" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  2>/dev/null || missing+=(python3-dev)
 if ((${#missing[@]})); then
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   export DEBIAN_FRONTEND=noninteractive
@@ -56,3 +60,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ tools/setup.sh -nt 
   .venv/bin/python -m pip install -q -e '.[all]'
   touch "$stamp"
 fi
+
+# The per-packet modules compiled with mypyc (about 15% less time on
+# many-connection captures); nothing is done when the build matches the
+# sources. Without a build kdissect runs the same modules as plain Python.
+.venv/bin/python tools/build_native.py || echo "setup: kdissect runs its plain Python modules" >&2
