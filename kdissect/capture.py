@@ -38,7 +38,6 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, NamedTuple
 
@@ -52,7 +51,7 @@ from kdissect.linklayers import (
     decode_frame,
     segment_from_frame,
 )
-from kdissect.packet import SlotRecord, TcpSegment
+from kdissect.packet import FrozenSlotRecord, SlotRecord, TcpSegment
 
 __all__ = [
     "CaptureFile",
@@ -103,22 +102,28 @@ _IDB, _OBSOLETE_PACKET, _SIMPLE_PACKET, _ENHANCED_PACKET, _SECRETS = 1, 2, 3, 6,
 SEGMENTS, FRAMES, SCAN = 0, 1, 2
 
 
-@dataclass(slots=True)
-class ReadStats:
+class ReadStats(SlotRecord):
     """Per-run reading accounting; additive across files and runs."""
 
-    files: int = 0
-    packets: int = 0  # records read (every packet, TCP or not)
-    bytes: int = 0  # captured bytes of those records
-    tcp_segments: int = 0
-    non_tcp: int = 0  # well-formed packets that are not TCP/IP
-    undecodable: int = 0  # damaged or cut link/IP/TCP headers, unsupported link types
-    ip_fragments: int = 0  # fragmented IP datagrams (not reassembled)
-    cut_records: int = 0  # a last record cut short by the end of the file
-    damaged_files: int = 0  # files with a damaged record or block header
-    unread_bytes: int = 0  # file bytes after damage or a cut, not decoded
-    duplicate_packets: int = 0  # TCP segments dropped as copies of one from another file (captureset)
-    problems: list[str] = field(default_factory=list)
+    __slots__ = ("files", "packets", "bytes", "tcp_segments", "non_tcp", "undecodable", "ip_fragments", "cut_records",
+                 "damaged_files", "unread_bytes", "duplicate_packets", "problems")
+
+    def __init__(self, files: int = 0, packets: int = 0, bytes: int = 0, tcp_segments: int = 0, non_tcp: int = 0,
+                 undecodable: int = 0, ip_fragments: int = 0, cut_records: int = 0, damaged_files: int = 0,
+                 unread_bytes: int = 0, duplicate_packets: int = 0, problems: list[str] | None = None) -> None:
+        self.files = files
+        self.packets = packets  # records read (every packet, TCP or not)
+        self.bytes = bytes  # captured bytes of those records
+        self.tcp_segments = tcp_segments
+        self.non_tcp = non_tcp  # well-formed packets that are not TCP/IP
+        self.undecodable = undecodable  # damaged or cut link/IP/TCP headers, unsupported link types
+        self.ip_fragments = ip_fragments  # fragmented IP datagrams (not reassembled)
+        self.cut_records = cut_records  # a last record cut short by the end of the file
+        self.damaged_files = damaged_files  # files with a damaged record or block header
+        self.unread_bytes = unread_bytes  # file bytes after damage or a cut, not decoded
+        # TCP segments dropped as copies of one from another file (captureset)
+        self.duplicate_packets = duplicate_packets
+        self.problems = [] if problems is None else problems
 
     def add(self, other: ReadStats) -> None:
         for name in self.__slots__:
@@ -128,14 +133,18 @@ class ReadStats:
                 setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-@dataclass(slots=True, frozen=True)
-class PcapHeader:
-    byte_order: str  # "<" or ">"
-    ticks_per_second: int  # 1_000_000 (microsecond) or 1_000_000_000 (nanosecond)
-    snaplen: int
-    linktype: int
-    record_header_size: int = 16
-    version: tuple[int, int] = (2, 4)
+class PcapHeader(FrozenSlotRecord):
+    __slots__ = ("byte_order", "ticks_per_second", "snaplen", "linktype", "record_header_size", "version")
+
+    def __init__(self,
+                 byte_order: str,  # "<" or ">"
+                 ticks_per_second: int,  # 1_000_000 (microsecond) or 1_000_000_000 (nanosecond)
+                 snaplen: int,
+                 linktype: int,
+                 record_header_size: int = 16,
+                 version: tuple[int, int] = (2, 4),
+                 ) -> None:
+        self._set_fields(byte_order, ticks_per_second, snaplen, linktype, record_header_size, version)
 
 
 class Frame(SlotRecord):
@@ -230,37 +239,42 @@ def _interface_description(buf: bytes, body: int, end: int, order: str) -> Inter
     return linktype, snaplen, tsresol, tsoffset
 
 
-@dataclass(slots=True)
-class Section:
+class Section(SlotRecord):
     """The pcapng section in force: byte order and interfaces (read modes:
     `Interface` tuples; SCAN: the descriptions seen since the walk's start or
     its last section header)."""
 
-    order: str = "<"
-    interfaces: list = field(default_factory=list)
+    __slots__ = ("order", "interfaces")
+
+    def __init__(self, order: str = "<", interfaces: list | None = None) -> None:
+        self.order = order
+        self.interfaces = [] if interfaces is None else interfaces
 
 
-@dataclass(slots=True)
-class Walk:
+class Walk(SlotRecord):
     """Where a loop stands and how it ended. `number` is the frame number of
     the last packet read (start it at first frame - 1); `order_ts` the running
     maximum time of the file's packets (the feed time, see captureset); `stop`
     the file offset of the first record or block at or past the walk's end,
     or the file's end, and -1 when damage or a cut ended the walk."""
 
-    number: int = 0
-    order_ts: int = 0
-    stop: int = -1
-    damaged_at: int = -1  # file offset of the damaged record or block
-    damage: str = ""  # what was damaged
-    leftover: int = 0  # bytes already read from the damage on
-    cut_bytes: int = 0  # bytes of a last packet cut short by the end of the file
-    # SCAN of pcapng: ("section", offset, byte order) / ("interface", offset,
-    # description) in file order, and the largest ticks per (part, interface
-    # id, interfaces described in the part so far), part 0 being the section
-    # in force at the walk's start and part n the n-th section header met
-    events: list = field(default_factory=list)
-    ticks: dict = field(default_factory=dict)
+    __slots__ = ("number", "order_ts", "stop", "damaged_at", "damage", "leftover", "cut_bytes", "events", "ticks")
+
+    def __init__(self, number: int = 0, order_ts: int = 0, stop: int = -1, damaged_at: int = -1, damage: str = "",
+                 leftover: int = 0, cut_bytes: int = 0, events: list | None = None, ticks: dict | None = None) -> None:
+        self.number = number
+        self.order_ts = order_ts
+        self.stop = stop
+        self.damaged_at = damaged_at  # file offset of the damaged record or block
+        self.damage = damage  # what was damaged
+        self.leftover = leftover  # bytes already read from the damage on
+        self.cut_bytes = cut_bytes  # bytes of a last packet cut short by the end of the file
+        # SCAN of pcapng: ("section", offset, byte order) / ("interface", offset,
+        # description) in file order, and the largest ticks per (part, interface
+        # id, interfaces described in the part so far), part 0 being the section
+        # in force at the walk's start and part n the n-th section header met
+        self.events = [] if events is None else events
+        self.ticks = {} if ticks is None else ticks
 
     def damaged(self, at: int, damage: str, leftover: int) -> None:
         self.damaged_at, self.damage, self.leftover, self.stop = at, damage, leftover, -1
@@ -731,14 +745,18 @@ def _count_cut(stats: ReadStats, name: str, walk: Walk) -> None:
 # -- a capture set -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CaptureFile:
+class CaptureFile(FrozenSlotRecord):
     """A file of a capture set, as found before reading it."""
 
-    path: Path
-    format: str  # "pcap" or "pcapng" (after decompression)
-    first_ts: int | None  # ns of the first packet; None: no packets
-    resolution: int  # ticks per second (pcapng: finest interface described before the first packet)
+    __slots__ = ("path", "format", "first_ts", "resolution")
+
+    def __init__(self,
+                 path: Path,
+                 format: str,  # "pcap" or "pcapng" (after decompression)
+                 first_ts: int | None,  # ns of the first packet; None: no packets
+                 resolution: int,  # ticks per second (pcapng: finest interface described before the first packet)
+                 ) -> None:
+        self._set_fields(path, format, first_ts, resolution)
 
 
 def _describe(path: Path) -> CaptureFile:
@@ -848,23 +866,28 @@ def leading_secrets(path: str | Path) -> list[Secret]:
 # -- byte ranges (the Spark job) ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FileRange:
+class FileRange(FrozenSlotRecord):
     """The packets of a plain (uncompressed) file that start in [start, end),
     `start` being a true record or block boundary, with what a reader needs
     to know there: the frame number of the first packet, the file's running
     maximum time before it (ns), and for pcapng the section in force (byte
     order and interface descriptions)."""
 
-    path: str
-    capture_index: int
-    format: str  # "pcap" or "pcapng"
-    start: int
-    end: int
-    first_frame: int = 1
-    order_ts: int = 0
-    byte_order: str = "<"
-    interfaces: tuple[InterfaceDescription, ...] = ()
+    __slots__ = ("path", "capture_index", "format", "start", "end", "first_frame", "order_ts", "byte_order",
+                 "interfaces")
+
+    def __init__(self,
+                 path: str,
+                 capture_index: int,
+                 format: str,  # "pcap" or "pcapng"
+                 start: int,
+                 end: int,
+                 first_frame: int = 1,
+                 order_ts: int = 0,
+                 byte_order: str = "<",
+                 interfaces: tuple[InterfaceDescription, ...] = (),
+                 ) -> None:
+        self._set_fields(path, capture_index, format, start, end, first_frame, order_ts, byte_order, interfaces)
 
 
 class _RangeStream:

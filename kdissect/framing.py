@@ -33,7 +33,6 @@ are counted apart (`gap_bytes`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from struct import Struct
 from typing import Callable, Protocol
 
@@ -100,21 +99,28 @@ class Frame(SlotRecord):
         self.first_ts = ts if first_ts is None else first_ts  # time (ns) of the packet with its first byte
 
 
-@dataclass(slots=True)
-class FramingStats:
+class FramingStats(SlotRecord):
     """What one reader did with the bytes of its direction."""
 
-    seen_bytes: int = 0  # bytes heard: captured or cut by snaplen (not lost ones)
-    framed_bytes: int = 0  # bytes of complete frames (size prefix included)
-    frames: int = 0
-    incomplete_frames: int = 0
-    incomplete_frame_bytes: int = 0  # seen bytes (captured or snaplen-cut) of incomplete frames
-    gap_bytes: int = 0  # bytes lost in the capture (not seen at all)
-    snaplen_bytes: int = 0  # bytes on the wire but not captured
-    skipped_bytes: int = 0  # seen bytes not in a frame, while resynchronising after a loss
-    mid_stream_bytes: int = 0  # seen bytes before the first frame boundary of a stream joined mid-way
-    resyncs: int = 0  # times a frame boundary was found again after a loss
-    mid_stream_starts: int = 0  # streams whose first boundary was found by hunting (0 or 1)
+    __slots__ = ("seen_bytes", "framed_bytes", "frames", "incomplete_frames", "incomplete_frame_bytes", "gap_bytes",
+                 "snaplen_bytes", "skipped_bytes", "mid_stream_bytes", "resyncs", "mid_stream_starts")
+
+    def __init__(self, seen_bytes: int = 0, framed_bytes: int = 0, frames: int = 0, incomplete_frames: int = 0,
+                 incomplete_frame_bytes: int = 0, gap_bytes: int = 0, snaplen_bytes: int = 0, skipped_bytes: int = 0,
+                 mid_stream_bytes: int = 0, resyncs: int = 0, mid_stream_starts: int = 0) -> None:
+        self.seen_bytes = seen_bytes  # bytes heard: captured or cut by snaplen (not lost ones)
+        self.framed_bytes = framed_bytes  # bytes of complete frames (size prefix included)
+        self.frames = frames
+        self.incomplete_frames = incomplete_frames
+        # seen bytes (captured or snaplen-cut) of incomplete frames
+        self.incomplete_frame_bytes = incomplete_frame_bytes
+        self.gap_bytes = gap_bytes  # bytes lost in the capture (not seen at all)
+        self.snaplen_bytes = snaplen_bytes  # bytes on the wire but not captured
+        self.skipped_bytes = skipped_bytes  # seen bytes not in a frame, while resynchronising after a loss
+        # seen bytes before the first frame boundary of a stream joined mid-way
+        self.mid_stream_bytes = mid_stream_bytes
+        self.resyncs = resyncs  # times a frame boundary was found again after a loss
+        self.mid_stream_starts = mid_stream_starts  # streams whose first boundary was found by hunting (0 or 1)
 
 
 _SYNC, _SKIP, _HUNT = 0, 1, 2

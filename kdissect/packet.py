@@ -39,6 +39,34 @@ class SlotRecord:
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like a dataclass with eq
 
+    def to_dict(self) -> dict[str, Any]:
+        """The fields by name (the values themselves, not copies)."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class FrozenSlotRecord(SlotRecord):
+    """A SlotRecord that cannot change after __init__, hashable by its
+    fields, as a frozen dataclass. __init__ takes the fields in __slots__
+    order and stores them with `_set_fields` (plain assignment raises)."""
+
+    __slots__ = ()
+
+    def _set_fields(self, *values: Any) -> None:
+        for name, value in zip(self.__slots__, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of frozen {type(self).__name__}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of frozen {type(self).__name__}")
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, name) for name in self.__slots__))
+
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:  # pickle and copy through __init__
+        return type(self), tuple(getattr(self, name) for name in self.__slots__)
+
 
 class TcpSegment(SlotRecord):
     __slots__ = ("capture_index", "frame_number", "ts", "src", "sport", "dst", "dport", "seq", "ack", "flags",

@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol
 
 from kdissect.packet import ACK, FIN, RST, SYN, SlotRecord, TcpSegment
@@ -318,24 +317,34 @@ class EventCollector:
         return taken
 
 
-@dataclass(slots=True)
-class ReassemblyStats:
+class ReassemblyStats(SlotRecord):
     """Per-run accounting; additive (sum per-connection runs)."""
 
-    segments: int = 0
-    connections: int = 0
-    delivered_bytes: int = 0  # captured stream bytes handed out in data/truncated pieces
-    gap_bytes: int = 0  # stream bytes never captured
-    gaps: int = 0
-    tail_gap_bytes: int = 0  # of gap_bytes: acknowledged (or before a FIN) at the close but never captured
-    truncated_bytes: int = 0  # stream bytes on the wire but cut by the snaplen
-    retransmitted_bytes: int = 0  # copies of bytes already delivered (retransmissions, duplicates, overlaps)
-    out_of_order_segments: int = 0
-    before_start_bytes: int = 0  # bytes older than the first byte seen in a direction (capture began mid-stream)
-    after_close_segments: int = 0  # stray segments of a closed connection (last ACKs)
-    after_close_bytes: int = 0
-    stray_resets: int = 0  # RSTs of connections never otherwise seen
-    closed: dict[str, int] = field(default_factory=dict)  # close reason -> connections
+    __slots__ = ("segments", "connections", "delivered_bytes", "gap_bytes", "gaps", "tail_gap_bytes", "truncated_bytes",
+                 "retransmitted_bytes", "out_of_order_segments", "before_start_bytes", "after_close_segments",
+                 "after_close_bytes", "stray_resets", "closed")
+
+    def __init__(self, segments: int = 0, connections: int = 0, delivered_bytes: int = 0, gap_bytes: int = 0,
+                 gaps: int = 0, tail_gap_bytes: int = 0, truncated_bytes: int = 0, retransmitted_bytes: int = 0,
+                 out_of_order_segments: int = 0, before_start_bytes: int = 0, after_close_segments: int = 0,
+                 after_close_bytes: int = 0, stray_resets: int = 0, closed: dict[str, int] | None = None) -> None:
+        self.segments = segments
+        self.connections = connections
+        self.delivered_bytes = delivered_bytes  # captured stream bytes handed out in data/truncated pieces
+        self.gap_bytes = gap_bytes  # stream bytes never captured
+        self.gaps = gaps
+        # of gap_bytes: acknowledged (or before a FIN) at the close but never captured
+        self.tail_gap_bytes = tail_gap_bytes
+        self.truncated_bytes = truncated_bytes  # stream bytes on the wire but cut by the snaplen
+        # copies of bytes already delivered (retransmissions, duplicates, overlaps)
+        self.retransmitted_bytes = retransmitted_bytes
+        self.out_of_order_segments = out_of_order_segments
+        # bytes older than the first byte seen in a direction (capture began mid-stream)
+        self.before_start_bytes = before_start_bytes
+        self.after_close_segments = after_close_segments  # stray segments of a closed connection (last ACKs)
+        self.after_close_bytes = after_close_bytes
+        self.stray_resets = stray_resets  # RSTs of connections never otherwise seen
+        self.closed = {} if closed is None else closed  # close reason -> connections
 
     def add(self, other: ReassemblyStats) -> None:
         for name in self.__slots__:

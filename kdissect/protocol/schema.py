@@ -19,10 +19,10 @@ from __future__ import annotations
 import importlib
 import re
 import uuid
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from kdissect.packet import FrozenSlotRecord
 from kdissect.protocol._generated.index import APIS
 from kdissect.protocol.apis import ApiKey
 
@@ -44,40 +44,51 @@ class ApiInfo(NamedTuple):
     response: tuple[int, int] | None
 
 
-@dataclass(frozen=True, slots=True)
-class FieldSchema:
+class FieldSchema(FrozenSlotRecord):
     """One field of a message or struct, resolved for one version."""
 
-    name: str  # spec name, e.g. "PartitionIndex"
-    attr: str  # snake_case name used on decoded objects
-    type: str  # spec type, e.g. "int32", "[]string", "[]TopicData", "Cursor"
-    element: str  # for arrays the element type, else same as type ("struct" for structs)
-    is_array: bool
-    nullable: bool
-    tagged: bool
-    tag: int | None
-    default: Any  # resolved default (for arrays: None or the empty-list marker [])
-    fields: tuple["FieldSchema", ...] | None  # nested struct fields, or None
-    flexible: bool  # whether the enclosing message version is flexible
-    secret: bool = False
-    struct_name: str | None = None  # spec struct name for struct / struct-array types
+    __slots__ = ("name", "attr", "type", "element", "is_array", "nullable", "tagged", "tag", "default", "fields",
+                 "flexible", "secret", "struct_name")
+
+    def __init__(self,
+                 name: str,  # spec name, e.g. "PartitionIndex"
+                 attr: str,  # snake_case name used on decoded objects
+                 type: str,  # spec type, e.g. "int32", "[]string", "[]TopicData", "Cursor"
+                 element: str,  # for arrays the element type, else same as type ("struct" for structs)
+                 is_array: bool,
+                 nullable: bool,
+                 tagged: bool,
+                 tag: int | None,
+                 default: Any,  # resolved default (for arrays: None or the empty-list marker [])
+                 fields: tuple[FieldSchema, ...] | None,  # nested struct fields, or None
+                 flexible: bool,  # whether the enclosing message version is flexible
+                 secret: bool = False,
+                 struct_name: str | None = None,  # spec struct name for struct / struct-array types
+                 ) -> None:
+        self._set_fields(name, attr, type, element, is_array, nullable, tagged, tag, default, fields, flexible,
+                         secret, struct_name)
 
     @property
     def is_struct(self) -> bool:
         return self.fields is not None
 
 
-@dataclass(frozen=True, slots=True)
-class MessageSchema:
-    api_key: int | None
-    name: str  # e.g. "ProduceRequest"
-    version: int
-    direction: str
-    flexible: bool
-    fields: tuple[FieldSchema, ...]
-    source: str  # spec set the definition came from
-    header_version: int | None = None  # request/response header version (None for embedded)
-    extra: dict = field(default_factory=dict)
+class MessageSchema(FrozenSlotRecord):
+    __slots__ = ("api_key", "name", "version", "direction", "flexible", "fields", "source", "header_version", "extra")
+
+    def __init__(self,
+                 api_key: int | None,
+                 name: str,  # e.g. "ProduceRequest"
+                 version: int,
+                 direction: str,
+                 flexible: bool,
+                 fields: tuple[FieldSchema, ...],
+                 source: str,  # spec set the definition came from
+                 header_version: int | None = None,  # request/response header version (None for embedded)
+                 extra: dict | None = None,  # None: a new empty dict
+                 ) -> None:
+        self._set_fields(api_key, name, version, direction, flexible, fields, source, header_version,
+                         {} if extra is None else extra)
 
 
 def snake_case(name: str) -> str:

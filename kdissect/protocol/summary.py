@@ -8,10 +8,10 @@ branches that can hold an error code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from kdissect.packet import FrozenSlotRecord
 from kdissect.protocol.schema import FieldSchema, get_schema, resolve_version
 
 __all__ = ["ResponseSummary", "summarize_response", "response_figures", "partition_errors"]
@@ -21,11 +21,15 @@ _TOPIC_NAMES = ("name", "topic_name", "topic")
 _PARTITION_NAMES = ("partition_index", "partition", "partition_id", "index")
 
 
-@dataclass(frozen=True, slots=True)
-class ResponseSummary:
-    throttle_time_ms: int | None  # None when the version has no ThrottleTimeMs
-    error_code: int | None  # top-level ErrorCode, None when the version has none
-    error_codes: tuple[int, ...]  # sorted distinct non-zero codes anywhere
+class ResponseSummary(FrozenSlotRecord):
+    __slots__ = ("throttle_time_ms", "error_code", "error_codes")
+
+    def __init__(self,
+                 throttle_time_ms: int | None,  # None when the version has no ThrottleTimeMs
+                 error_code: int | None,  # top-level ErrorCode, None when the version has none
+                 error_codes: tuple[int, ...],  # sorted distinct non-zero codes anywhere
+                 ) -> None:
+        self._set_fields(throttle_time_ms, error_code, error_codes)
 
 
 class _Plan:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import io
 import struct
 import zlib
-from dataclasses import dataclass, field
 from typing import Any
 
+from kdissect.packet import SlotRecord
 from kdissect.records.xxh32 import xxh32
 
 # The codec libraries (python-snappy, lz4, zstandard) load on first use: most
@@ -64,12 +64,15 @@ def available_codecs() -> dict[str, bool]:
     }
 
 
-@dataclass(slots=True)
-class Inflated:
-    data: bytes
-    problems: list[str] = field(default_factory=list)
-    over_limit: bool = False
-    notes: list[str] = field(default_factory=list)  # harmless observations (legacy framing)
+class Inflated(SlotRecord):
+    __slots__ = ("data", "problems", "over_limit", "notes")
+
+    def __init__(self, data: bytes, problems: list[str] | None = None, over_limit: bool = False,
+                 notes: list[str] | None = None) -> None:
+        self.data = data
+        self.problems = [] if problems is None else problems
+        self.over_limit = over_limit
+        self.notes = [] if notes is None else notes  # harmless observations (legacy framing)
 
 
 def decompress(codec_id: int, data: bytes, limit: int = DEFAULT_LIMIT, *, magic: int = 2) -> Inflated:

@@ -9,7 +9,7 @@ decoding never raises for any input bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from kdissect.packet import SlotRecord
 
 CODEC_NAMES: dict[int, str] = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
@@ -24,48 +24,65 @@ def codec_name(codec_id: int) -> str:
     return CODEC_NAMES.get(codec_id, f"unknown_{codec_id}")
 
 
-@dataclass(slots=True)
-class Record:
-    offset: int
-    timestamp: int | None
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str | bytes, bytes | None]] = field(default_factory=list)
-    attributes: int = 0
-    control: str | None = None  # "commit" / "abort" / "control_<n>" for control records
-    crc_ok: bool | None = None  # own CRC of an inner message (magic 0/1); None for magic 2
-    coordinator_epoch: int | None = None  # control records only
+class Record(SlotRecord):
+    __slots__ = ("offset", "timestamp", "key", "value", "headers", "attributes", "control", "crc_ok",
+                 "coordinator_epoch")
+
+    def __init__(self, offset: int, timestamp: int | None, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str | bytes, bytes | None]] | None = None, attributes: int = 0,
+                 control: str | None = None, crc_ok: bool | None = None, coordinator_epoch: int | None = None) -> None:
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = [] if headers is None else headers
+        self.attributes = attributes
+        self.control = control  # "commit" / "abort" / "control_<n>" for control records
+        self.crc_ok = crc_ok  # own CRC of an inner message (magic 0/1); None for magic 2
+        self.coordinator_epoch = coordinator_epoch  # control records only
 
 
-@dataclass(slots=True)
-class Batch:
+class Batch(SlotRecord):
     """One record batch (magic 2) or one top-level message (magic 0/1)."""
 
-    position: int  # byte position of the batch within the records field
-    base_offset: int
-    length: int  # batch_length (magic 2) / message_size (magic 0/1)
-    magic: int
-    crc: int | None = None
-    crc_ok: bool | None = None
-    attributes: int = 0
-    codec: str = "none"
-    timestamp_type: str | None = None
-    transactional: bool = False
-    control: bool = False
-    partition_leader_epoch: int | None = None
-    last_offset_delta: int | None = None
-    base_timestamp: int | None = None
-    max_timestamp: int | None = None
-    producer_id: int | None = None
-    producer_epoch: int | None = None
-    base_sequence: int | None = None
-    record_count: int | None = None  # as declared in the header (magic 2)
-    records: list[Record] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # harmless observations (e.g. legacy lz4 framing)
-    partial: bool = False  # cut off at the end of the data (normal in Fetch responses)
-    over_limit: bool = False  # decompression stopped at the configured cap
-    uncompressed_bytes: int | None = None  # size of the (decompressed) records section
+    __slots__ = ("position", "base_offset", "length", "magic", "crc", "crc_ok", "attributes", "codec", "timestamp_type",
+                 "transactional", "control", "partition_leader_epoch", "last_offset_delta", "base_timestamp",
+                 "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "record_count", "records",
+                 "problems", "notes", "partial", "over_limit", "uncompressed_bytes")
+
+    def __init__(self, position: int, base_offset: int, length: int, magic: int, crc: int | None = None,
+                 crc_ok: bool | None = None, attributes: int = 0, codec: str = "none",
+                 timestamp_type: str | None = None, transactional: bool = False, control: bool = False,
+                 partition_leader_epoch: int | None = None, last_offset_delta: int | None = None,
+                 base_timestamp: int | None = None, max_timestamp: int | None = None, producer_id: int | None = None,
+                 producer_epoch: int | None = None, base_sequence: int | None = None, record_count: int | None = None,
+                 records: list[Record] | None = None, problems: list[str] | None = None, notes: list[str] | None = None,
+                 partial: bool = False, over_limit: bool = False, uncompressed_bytes: int | None = None) -> None:
+        self.position = position  # byte position of the batch within the records field
+        self.base_offset = base_offset
+        self.length = length  # batch_length (magic 2) / message_size (magic 0/1)
+        self.magic = magic
+        self.crc = crc
+        self.crc_ok = crc_ok
+        self.attributes = attributes
+        self.codec = codec
+        self.timestamp_type = timestamp_type
+        self.transactional = transactional
+        self.control = control
+        self.partition_leader_epoch = partition_leader_epoch
+        self.last_offset_delta = last_offset_delta
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = max_timestamp
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.record_count = record_count  # as declared in the header (magic 2)
+        self.records = [] if records is None else records
+        self.problems = [] if problems is None else problems
+        self.notes = [] if notes is None else notes  # harmless observations (e.g. legacy lz4 framing)
+        self.partial = partial  # cut off at the end of the data (normal in Fetch responses)
+        self.over_limit = over_limit  # decompression stopped at the configured cap
+        self.uncompressed_bytes = uncompressed_bytes  # size of the (decompressed) records section
 
     @property
     def ok(self) -> bool:
@@ -75,16 +92,18 @@ class Batch:
         return iter(self.records)
 
 
-@dataclass(slots=True)
-class DecodedRecords:
+class DecodedRecords(SlotRecord):
     """Result of `decode_records`: the batches in wire order.
 
     Iterating yields batches. `records()` yields every record of every batch.
     A cut-off batch at the end is included with `partial=True` and no records.
     """
 
-    batches: list[Batch] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # problems not tied to one batch
+    __slots__ = ("batches", "problems")
+
+    def __init__(self, batches: list[Batch] | None = None, problems: list[str] | None = None) -> None:
+        self.batches = [] if batches is None else batches
+        self.problems = [] if problems is None else problems  # problems not tied to one batch
 
     def __iter__(self):
         return iter(self.batches)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import asdict
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -144,7 +143,7 @@ def read_stats_batch(stats: ReadStats, capture_index: int) -> pa.RecordBatch:
         pa.array([addr_a], pa.string()), pa.array([port_a], pa.int32()),
         pa.array([addr_b], pa.string()), pa.array([port_b], pa.int32()),
         pa.array([-1], pa.int64()), pa.array([capture_index], pa.int32()), pa.array([-1], pa.int64()),
-        pa.array([json.dumps(asdict(stats)).encode()], pa.binary()),
+        pa.array([json.dumps(stats.to_dict()).encode()], pa.binary()),
     ], schema=RUN_SCHEMA)
 
 

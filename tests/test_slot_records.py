@@ -1,0 +1,117 @@
+"""The hand-written records (kdissect.packet.SlotRecord) behave as the
+dataclasses they replaced: each __init__ takes exactly the fields in
+__slots__ order (repr, ==, hashing, pickling and the counters' sums all
+walk __slots__), mutable defaults are fresh per instance, and frozen
+records refuse changes, hash by their fields and survive pickle and copy."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import pickle
+from pathlib import Path
+
+import pytest
+
+from kdissect.packet import FrozenSlotRecord, SlotRecord
+
+# the modules that define records (the export path's and the ones before them)
+MODULES = ("kdissect.packet", "kdissect.accounting", "kdissect.capture", "kdissect.framing", "kdissect.reassembly",
+           "kdissect.pairing", "kdissect.output", "kdissect.records.model", "kdissect.records.codecs",
+           "kdissect.protocol.schema", "kdissect.protocol.summary")
+
+
+def _records() -> list[type]:
+    for name in MODULES:
+        importlib.import_module(name)
+    found, todo = [], [SlotRecord]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__module__.startswith("kdissect.") and "__init__" in vars(cls):
+            found.append(cls)
+    return sorted(found, key=lambda c: (c.__module__, c.__qualname__))
+
+
+RECORDS = _records()
+# records whose __init__ derives their fields from other arguments
+DERIVED = {"PairedFrame"}
+
+
+def test_records_are_found():
+    names = {f"{c.__module__}.{c.__qualname__}" for c in RECORDS}
+    assert {"kdissect.accounting.Accounting", "kdissect.protocol.schema.FieldSchema",
+            "kdissect.capture.FileRange", "kdissect.records.model.Batch"} <= names
+
+
+@pytest.mark.parametrize("cls", [c for c in RECORDS if c.__qualname__ not in DERIVED],
+                         ids=lambda c: f"{c.__module__}.{c.__qualname__}")
+def test_init_takes_the_slots_in_order(cls):
+    parameters = list(inspect.signature(cls.__init__).parameters)[1:]
+    assert parameters == list(cls.__slots__)
+
+
+def test_mutable_defaults_are_fresh_per_instance():
+    from kdissect.capture import ReadStats, Section, Walk
+    from kdissect.protocol.schema import MessageSchema
+    from kdissect.records.codecs import Inflated
+    from kdissect.records.model import Batch, DecodedRecords, Record
+    from kdissect.reassembly import ReassemblyStats
+
+    made = [
+        (lambda: Record(0, None, None, None), ("headers",)),
+        (lambda: Batch(0, 0, 0, 2), ("records", "problems", "notes")),
+        (lambda: DecodedRecords(), ("batches", "problems")),
+        (lambda: Inflated(b""), ("problems", "notes")),
+        (lambda: ReadStats(), ("problems",)),
+        (lambda: Section(), ("interfaces",)),
+        (lambda: Walk(), ("events", "ticks")),
+        (lambda: ReassemblyStats(), ("closed",)),
+        (lambda: MessageSchema(0, "ProduceRequest", 0, "request", False, (), "x"), ("extra",)),
+    ]
+    for make, names in made:
+        first, second = make(), make()
+        for name in names:
+            assert getattr(first, name) == type(getattr(first, name))()  # empty
+            assert getattr(first, name) is not getattr(second, name), name
+
+
+def test_mutable_records_compare_by_fields_and_are_unhashable():
+    from kdissect.accounting import Accounting
+
+    assert Accounting(packets=3) == Accounting(3)
+    assert Accounting(packets=3) != Accounting(packets=4)
+    assert repr(Accounting(ok=1)).startswith("Accounting(packets=0, ")
+    with pytest.raises(TypeError):
+        hash(Accounting())
+    counts = Accounting(packets=3, unknown_apis=2).to_dict()
+    assert list(counts) == list(Accounting.__slots__) and counts["packets"] == 3 and counts["unknown_apis"] == 2
+    assert Accounting.from_dict(counts) == Accounting(packets=3, unknown_apis=2)
+
+
+def test_frozen_records_refuse_changes_and_hash_by_fields():
+    from kdissect.capture import CaptureFile, FileRange, PcapHeader
+    from kdissect.protocol.summary import ResponseSummary
+
+    header = PcapHeader("<", 1_000_000, 65535, 1)
+    assert header.version == (2, 4) and header.record_header_size == 16
+    with pytest.raises(AttributeError):
+        header.snaplen = 1
+    with pytest.raises(AttributeError):
+        del header.snaplen
+    assert header.snaplen == 65535
+    assert repr(ResponseSummary(None, 0, (3,))) == "ResponseSummary(throttle_time_ms=None, error_code=0, error_codes=(3,))"
+    ranges = {FileRange("a.pcap", 0, "pcap", 24, 100), FileRange("a.pcap", 0, "pcap", 24, 100)}
+    assert len(ranges) == 1
+    assert FileRange("a.pcap", 0, "pcap", 24, 100) != FileRange("a.pcap", 0, "pcap", 24, 101)
+    for record in (header, CaptureFile(Path("a.pcap"), "pcap", None, 1_000_000), ranges.pop(),
+                   ResponseSummary(1, None, ())):
+        assert pickle.loads(pickle.dumps(record)) == record
+        assert copy.copy(record) == record and copy.deepcopy(record) == record
+        assert hash(copy.deepcopy(record)) == hash(record)
+
+
+def test_frozen_records_are_only_frozen_ones():
+    frozen = {c.__qualname__ for c in RECORDS if issubclass(c, FrozenSlotRecord)}
+    assert frozen == {"FieldSchema", "MessageSchema", "ResponseSummary", "PcapHeader", "CaptureFile", "FileRange"}
