@@ -13,6 +13,7 @@ bytes object (tools and tests).
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from kdissect.packet import TcpSegment
 
@@ -71,7 +72,9 @@ _ETHERNET_IPV4_TCP = struct.Struct("!12xHBxHxxHxBxx4s4sHHIIBB")
 
 # every port number as one shared int: a segment's ports are these objects,
 # not fresh ints, so the segments and connections kept in memory share them
-_PORTS = tuple(range(1 << 16))
+# (typed Any: compiled (kdissect/native.py), an int taken from a tuple of
+# ints would be unboxed and a fresh int made for the segment)
+_PORTS: tuple[Any, ...] = tuple(range(1 << 16))
 
 _NAME_CACHE_LIMIT = 1 << 16
 _v4_names: dict[bytes, str] = {}
@@ -164,11 +167,13 @@ def locate_ip(linktype: int, data: bytes, start: int = 0, end: int | None = None
     return UNSUPPORTED_LINK, -1
 
 
-def decode_frame(linktype: int, data: bytes, start: int, caplen: int, wire_len: int, ts: int, capture_index: int,
-                 frame_number: int, order_ts: int) -> TcpSegment | int:
+def decode_frame(linktype: int, data: bytes, start: int, caplen: int, wire_len: int, ts: Any, capture_index: int,
+                 frame_number: int, order_ts: Any) -> TcpSegment | int:
     """Decode the frame data[start:start + caplen] (wire_len bytes on the wire)
     to a TcpSegment, or return NOT_TCP / UNDECODABLE / IP_FRAGMENT /
-    UNSUPPORTED_LINK. Never raises on any bytes."""
+    UNSUPPORTED_LINK. Never raises on any bytes. `ts` and `order_ts` (ints,
+    ns) go into the segment as the caller's objects, usually one shared
+    object (typed Any so that a compiled build does not make two new ints)."""
     if linktype == LINKTYPE_ETHERNET and caplen >= 54:
         # Ethernet + IPv4 without options + TCP, the common case, in one unpack
         (ethertype, v_ihl, total, frag, proto, src_raw, dst_raw, sport, dport, seq, ack, offset_byte,
@@ -190,8 +195,8 @@ def decode_frame(linktype: int, data: bytes, start: int, caplen: int, wire_len: 
     return decode_frame_general(linktype, data, start, caplen, wire_len, ts, capture_index, frame_number, order_ts)
 
 
-def decode_frame_general(linktype: int, data: bytes, start: int, caplen: int, wire_len: int, ts: int,
-                         capture_index: int, frame_number: int, order_ts: int) -> TcpSegment | int:
+def decode_frame_general(linktype: int, data: bytes, start: int, caplen: int, wire_len: int, ts: Any,
+                         capture_index: int, frame_number: int, order_ts: Any) -> TcpSegment | int:
     """decode_frame without its Ethernet/IPv4/TCP short cut: every link type,
     IPv4 with options, IPv6 with extension headers. (Tests compare the two.)"""
     n = start + caplen  # end of the captured frame in `data`

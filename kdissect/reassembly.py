@@ -66,6 +66,12 @@ from typing import Any, Iterator, Protocol
 
 from kdissect.packet import ACK, FIN, RST, SYN, SlotRecord, TcpSegment
 
+# A connection's 4-tuple (src, sport, dst, dport), typed as a tuple of any
+# length for mypyc (kdissect/native.py): a compiled TcpConnection then holds
+# a reference to the tuple the table holds; with the fixed-length type it
+# would keep the four fields in itself, 64 bytes more per connection.
+FourTuple = tuple[Any, ...]
+
 _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
 _SYN_FIN_RST = SYN | FIN | RST
@@ -156,7 +162,7 @@ class TcpConnection:
     __slots__ = ("id", "key", "reverse_key", "saw_syn", "closed", "segments", "halves", "last", "closing",
                  "sinks", "syn_ts", "syn_ack_ts", "ack_ts", "user")
 
-    def __init__(self, conn_id: int, initiator: tuple[str, int], responder: tuple[str, int], seg: TcpSegment,
+    def __init__(self, conn_id: int, initiator: tuple[Any, Any], responder: tuple[Any, Any], seg: TcpSegment,
                  saw_syn: bool) -> None:
         self.id = conn_id
         # the 4-tuples of its segments, the initiator's and the responder's:
@@ -164,8 +170,8 @@ class TcpConnection:
         # are read from them (no tuples of its own: a connection that
         # carries nothing costs little)
         (a, p), (b, q) = initiator, responder
-        self.key = (a, p, b, q)
-        self.reverse_key = (b, q, a, p)
+        self.key: FourTuple = (a, p, b, q)
+        self.reverse_key: FourTuple = (b, q, a, p)
         self.saw_syn = saw_syn
         self.closed = False
         self.segments = 0  # segments of this connection fed so far
@@ -182,7 +188,7 @@ class TcpConnection:
         self.user: Any = None  # the listener's own per-connection state
 
     @property
-    def keys(self) -> tuple[tuple[str, int, str, int], tuple[str, int, str, int]]:
+    def keys(self) -> tuple[FourTuple, FourTuple]:
         """The 4-tuples of its segments, initiator's first."""
         return self.key, self.reverse_key
 
@@ -365,11 +371,11 @@ class Reassembler:
         if listener is None:
             listener = self._collector = EventCollector()
         self.listener = listener
-        self._conns: dict[tuple[str, int, str, int], TcpConnection] = {}  # both directions' keys
+        self._conns: dict[FourTuple, TcpConnection] = {}  # both directions' keys
         # key -> (close time, {sender: next sequence number it would send}),
         # oldest first (an OrderedDict: forgetting the oldest is O(1), where a
         # dict's first entry after many deletions takes a scan to find)
-        self._recently_closed: OrderedDict[tuple[str, int, str, int], tuple[int, dict, dict]] = OrderedDict()
+        self._recently_closed: OrderedDict[FourTuple, tuple[int, dict, dict]] = OrderedDict()
         self._next_id = 0
         self._arrivals = 0
         # Reset connections waiting out their straggler window, and
@@ -629,7 +635,11 @@ class Reassembler:
     # -- connections ------------------------------------------------------------
 
     def _open(self, seg: TcpSegment) -> TcpConnection:
-        src, dst = (seg.src, seg.sport), (seg.dst, seg.dport)
+        # (address, port) as the segment's own objects, kept in the table's
+        # keys: the ports are the reader's shared ints (read as ints, a
+        # compiled build would keep fresh ones, four per connection)
+        ends: Any = seg
+        src, dst = (ends.src, ends.sport), (ends.dst, ends.dport)
         flags = seg.flags
         if flags & SYN and flags & ACK:
             # The SYN itself was not captured, but a SYN-ACK names its sender.
@@ -709,7 +719,7 @@ class Reassembler:
         distance = ((seg.seq - expected + _HALF) & _MASK) - _HALF
         return -_STRAGGLER_WINDOW <= distance <= _STRAGGLER_WINDOW
 
-    def _forget_tombstone(self, key: tuple[str, int, str, int]) -> None:
+    def _forget_tombstone(self, key: FourTuple) -> None:
         self._recently_closed.pop(key, None)
         self._recently_closed.pop((key[2], key[3], key[0], key[1]), None)
 
