@@ -20,6 +20,22 @@ PSH = 0x08
 ACK = 0x10
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def fields_of(cls: type) -> tuple[str, ...]:
+    """A SlotRecord class's fields, in order: its __slots__; for a class
+    compiled by mypyc (kdissect/native.py), which holds its fields natively
+    and keeps no __slots__, the fields mypyc lists in __mypyc_attrs__."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        slots = cls.__dict__.get("__slots__")
+        if slots is None:
+            slots = [name for name in cls.__dict__.get("__mypyc_attrs__", ()) if not name.startswith("__")]
+        names = _FIELDS[cls] = tuple(slots)
+    return names
+
+
 class SlotRecord:
     """Base of small records with __slots__ and a hand-written __init__:
     repr and equality by fields, as a dataclass has them, without the cost
@@ -28,20 +44,20 @@ class SlotRecord:
     __slots__ = ()
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in fields_of(type(self)))
         return f"{type(self).__name__}({fields})"
 
     def __eq__(self, other: Any) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        names = self.__slots__
+        names = fields_of(type(self))
         return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like a dataclass with eq
 
     def to_dict(self) -> dict[str, Any]:
         """The fields by name (the values themselves, not copies)."""
-        return {name: getattr(self, name) for name in self.__slots__}
+        return {name: getattr(self, name) for name in fields_of(type(self))}
 
 
 class FrozenSlotRecord(SlotRecord):
@@ -52,7 +68,7 @@ class FrozenSlotRecord(SlotRecord):
     __slots__ = ()
 
     def _set_fields(self, *values: Any) -> None:
-        for name, value in zip(self.__slots__, values, strict=True):
+        for name, value in zip(fields_of(type(self)), values, strict=True):
             object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -62,10 +78,10 @@ class FrozenSlotRecord(SlotRecord):
         raise AttributeError(f"cannot delete field {name!r} of frozen {type(self).__name__}")
 
     def __hash__(self) -> int:
-        return hash(tuple(getattr(self, name) for name in self.__slots__))
+        return hash(tuple(getattr(self, name) for name in fields_of(type(self))))
 
     def __reduce__(self) -> tuple[type, tuple[Any, ...]]:  # pickle and copy through __init__
-        return type(self), tuple(getattr(self, name) for name in self.__slots__)
+        return type(self), tuple(getattr(self, name) for name in fields_of(type(self)))
 
 
 class TcpSegment(SlotRecord):

@@ -64,7 +64,7 @@ import heapq
 from collections import OrderedDict, deque
 from typing import Any, Iterator, Protocol
 
-from kdissect.packet import ACK, FIN, RST, SYN, SlotRecord, TcpSegment
+from kdissect.packet import ACK, FIN, RST, SYN, SlotRecord, TcpSegment, fields_of
 
 # A connection's 4-tuple (src, sport, dst, dport), typed as a tuple of any
 # length for mypyc (kdissect/native.py): a compiled TcpConnection then holds
@@ -353,7 +353,7 @@ class ReassemblyStats(SlotRecord):
         self.closed = {} if closed is None else closed  # close reason -> connections
 
     def add(self, other: ReassemblyStats) -> None:
-        for name in self.__slots__:
+        for name in fields_of(type(self)):
             if name == "closed":
                 for reason, n in other.closed.items():
                     self.closed[reason] = self.closed.get(reason, 0) + n

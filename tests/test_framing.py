@@ -44,12 +44,12 @@ def feed(reader: FrameReader, pieces: list[tuple[str, bytes | int]]):
     offset = 0
     for number, (kind, value) in enumerate(pieces, start=1):
         if kind == "data":
-            chunk = Chunk("data", offset, len(value), value, float(number), 0, number)
+            chunk = Chunk("data", offset, len(value), value, number, 0, number)
         elif kind == "gap":
-            chunk = Chunk("gap", offset, value, b"", float(number), 0, number)
+            chunk = Chunk("gap", offset, value, b"", number, 0, number)
         else:
             captured, wire = value
-            chunk = Chunk("truncated", offset, wire, captured, float(number), 0, number)
+            chunk = Chunk("truncated", offset, wire, captured, number, 0, number)
         offset += chunk.length
         frames += reader.push(chunk)
     frames += reader.finish()
@@ -166,7 +166,7 @@ def test_oversized_frame_is_skipped_not_buffered():
     frames = []
     offset = 0
     for number, (_, value) in enumerate(pieces, start=1):
-        frames += reader.push(Chunk("data", offset, len(value), value, float(number)))
+        frames += reader.push(Chunk("data", offset, len(value), value, number))
         offset += len(value)
         assert reader.pending_bytes <= 1000
     assert [(cid_of(f), f.complete, f.missing) for f in frames] == [(1, False, "oversized"), (2, True, None)]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kdissect.packet import FrozenSlotRecord, SlotRecord
+from kdissect.packet import FrozenSlotRecord, SlotRecord, fields_of
 
 # the modules that define records (the export path's and the ones before them)
 MODULES = ("kdissect.packet", "kdissect.accounting", "kdissect.capture", "kdissect.framing", "kdissect.reassembly",
@@ -48,8 +48,23 @@ def test_records_are_found():
 @pytest.mark.parametrize("cls", [c for c in RECORDS if c.__qualname__ not in DERIVED],
                          ids=lambda c: f"{c.__module__}.{c.__qualname__}")
 def test_init_takes_the_slots_in_order(cls):
-    parameters = list(inspect.signature(cls.__init__).parameters)[1:]
-    assert parameters == list(cls.__slots__)
+    assert _init_parameters(cls) == list(fields_of(cls))
+
+
+def _init_parameters(cls: type) -> list[str]:
+    """The names __init__ takes after self, from the class's source (a
+    compiled build's __init__ shows no signature: kdissect/native.py)."""
+    import ast
+
+    import kdissect
+
+    source = Path(kdissect.__file__).parent.parent / (cls.__module__.replace(".", "/") + ".py")
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == cls.__qualname__:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                    return [arg.arg for arg in item.args.args[1:] + item.args.kwonlyargs]
+    raise AssertionError(f"no __init__ of {cls.__qualname__} in {source}")
 
 
 def test_mutable_defaults_are_fresh_per_instance():
@@ -115,3 +130,21 @@ def test_frozen_records_refuse_changes_and_hash_by_fields():
 def test_frozen_records_are_only_frozen_ones():
     frozen = {c.__qualname__ for c in RECORDS if issubclass(c, FrozenSlotRecord)}
     assert frozen == {"FieldSchema", "MessageSchema", "ResponseSummary", "PcapHeader", "CaptureFile", "FileRange"}
+
+
+def test_records_of_the_compiled_modules_compare_and_show_their_fields():
+    """Equality and repr walk the fields (fields_of), also for the classes
+    of the modules kdissect compiles (kdissect/native.py), which keep no
+    __slots__: a record with one field changed is another record."""
+    from kdissect.framing import Frame, FramingStats
+    from kdissect.reassembly import Chunk, ReassemblyStats
+
+    frame = Frame(0, 10, 4, b"abcd", True, 5, 0, 7)
+    assert frame == Frame(0, 10, 4, b"abcd", True, 5, 0, 7)
+    assert frame != Frame(0, 10, 4, b"abce", True, 5, 0, 7)
+    assert repr(frame).startswith("Frame(direction=0, offset=10, size=4, data=b'abcd',")
+    assert Chunk("data", 0, 2, b"ab", 1, 0, 1) != Chunk("data", 0, 2, b"ab", 2, 0, 1)
+    assert FramingStats(frames=2) != FramingStats(frames=3)
+    total = ReassemblyStats(segments=2, gap_bytes=5, closed={"fin": 1})
+    total.add(ReassemblyStats(segments=3, gap_bytes=1, closed={"fin": 2, "rst": 1}))
+    assert (total.segments, total.gap_bytes, total.closed) == (5, 6, {"fin": 3, "rst": 1})

@@ -241,7 +241,7 @@ class _Stamp:
     def __init__(self, kind: str, offset: int, data: bytes, frame: int, length: int | None = None) -> None:
         self.kind, self.offset, self.data = kind, offset, data
         self.length = len(data) if length is None else length
-        self.ts, self.capture_index, self.frame_number = f"t{frame}", 0, frame
+        self.ts, self.capture_index, self.frame_number = frame * 1_000_000, 0, frame  # ns: the frame number in ms
 
 
 def rfc8448_streams() -> list[tuple[int, bytes]]:
@@ -271,7 +271,7 @@ def test_rfc8448_connection() -> None:
     for direction, frame in ((0, 5), (1, 6)):
         (chunk,) = plain[direction]
         assert (chunk.kind, chunk.offset, chunk.length, chunk.data) == ("data", 0, 50, V.application_data)
-        assert (chunk.ts, chunk.frame_number) == (f"t{frame}", frame)  # the packet that completed the record
+        assert (chunk.ts, chunk.frame_number) == (frame * 1_000_000, frame)  # the packet that completed the record
     s = conn.stats
     assert (s.connections, s.decrypted, s.tls13, s.records, s.alerts, s.close_notifies) == (1, 1, 1, 7, 2, 2)
     assert s.undecrypted_bytes == 0 and s.failed_records == 0
