@@ -240,11 +240,18 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
             lines.append(f"    if v{i} is not None and v{i} - v{i}:")
             lines.append("        raise ValueError('not finite')")
         if kind == "timestamp" and places:
-            # a time after the epoch, written in place; anything else by seconds_text (or raises)
+            # a time a second or more after the epoch, cut from its digits
+            # (the seconds, then the first `places` of the nine fraction
+            # digits: truncated as seconds_text does); anything else by
+            # seconds_text (or raises)
             v = f"v{i}"
-            text = (f"{{{v} // 1000000000}}.{{{v} % 1000000000 // {10 ** (9 - places)}:0{places}d}}")
+            fraction = "[-9:]" if places == 9 else f"[-9:{places - 9}]"
             lines.append(f"    if {v} is not None:")
-            lines.append(f"        {v} = f'{text}' if {v}.__class__ is int and {v} >= 0 else _seconds({v})")
+            lines.append(f"        if {v}.__class__ is int and {v} >= 1000000000:")
+            lines.append(f"            s = str({v})")
+            lines.append(f"            {v} = f'{{s[:-9]}}.{{s{fraction}}}'")
+            lines.append("        else:")
+            lines.append(f"            {v} = _seconds({v})")
             text = f"v{i}"
         else:
             text = _JSON_OF_KIND[kind].format(v=f"v{i}")
