@@ -61,3 +61,18 @@ def test_every_exchange_of_the_captures(captures_dir: Path) -> None:
     for capture in sorted(captures_dir.glob("*.pcap")):
         for exchange in Analysis([capture]):
             assert _fast(exchange) == _reference(exchange), capture.name
+
+
+def test_timestamps_around_the_edges_of_the_digit_cut() -> None:
+    """Times are cut from their decimal digits when they are a second or more
+    after the epoch; the seconds_text reference holds on both sides of that."""
+    from kdissect.times import seconds_text
+
+    edges = [0, 1, 999, 999_999_999, 1_000_000_000, 1_000_000_001, 1_999_999_999, 10**15 + 7, 1_795_432_637_048_593_123,
+             10**18, 2**62, -1, -1_000_000_000]
+    for unit, places in (("us", 6), ("ns", 9), ("ms", 3)):
+        for ts in edges:
+            out = io.StringIO()
+            JsonlWriter(out, ts_unit=unit).write_exchange(Exchange(request_ts=ts))
+            row = out.getvalue()
+            assert f'"request_ts":{seconds_text(ts, places)},' in row, (unit, ts, row)
