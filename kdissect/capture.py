@@ -136,6 +136,14 @@ class ReadStats(SlotRecord):
 class PcapHeader(FrozenSlotRecord):
     __slots__ = ("byte_order", "ticks_per_second", "snaplen", "linktype", "record_header_size", "version")
 
+    # (the fields, for type checkers: __init__ stores them with _set_fields)
+    byte_order: str
+    ticks_per_second: int
+    snaplen: int
+    linktype: int
+    record_header_size: int
+    version: tuple[int, int]
+
     def __init__(self,
                  byte_order: str,  # "<" or ">"
                  ticks_per_second: int,  # 1_000_000 (microsecond) or 1_000_000_000 (nanosecond)
@@ -750,6 +758,12 @@ class CaptureFile(FrozenSlotRecord):
 
     __slots__ = ("path", "format", "first_ts", "resolution")
 
+    # (the fields, for type checkers: __init__ stores them with _set_fields)
+    path: Path
+    format: str
+    first_ts: int | None
+    resolution: int
+
     def __init__(self,
                  path: Path,
                  format: str,  # "pcap" or "pcapng" (after decompression)
@@ -875,6 +889,17 @@ class FileRange(FrozenSlotRecord):
 
     __slots__ = ("path", "capture_index", "format", "start", "end", "first_frame", "order_ts", "byte_order",
                  "interfaces")
+
+    # (the fields, for type checkers: __init__ stores them with _set_fields)
+    path: str
+    capture_index: int
+    format: str
+    start: int
+    end: int
+    first_frame: int
+    order_ts: int
+    byte_order: str
+    interfaces: tuple[InterfaceDescription, ...]
 
     def __init__(self,
                  path: str,

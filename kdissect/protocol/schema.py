@@ -50,6 +50,21 @@ class FieldSchema(FrozenSlotRecord):
     __slots__ = ("name", "attr", "type", "element", "is_array", "nullable", "tagged", "tag", "default", "fields",
                  "flexible", "secret", "struct_name")
 
+    # (the fields, for type checkers: __init__ stores them with _set_fields)
+    name: str
+    attr: str
+    type: str
+    element: str
+    is_array: bool
+    nullable: bool
+    tagged: bool
+    tag: int | None
+    default: Any
+    fields: tuple[FieldSchema, ...] | None
+    flexible: bool
+    secret: bool
+    struct_name: str | None
+
     def __init__(self,
                  name: str,  # spec name, e.g. "PartitionIndex"
                  attr: str,  # snake_case name used on decoded objects
@@ -75,6 +90,17 @@ class FieldSchema(FrozenSlotRecord):
 
 class MessageSchema(FrozenSlotRecord):
     __slots__ = ("api_key", "name", "version", "direction", "flexible", "fields", "source", "header_version", "extra")
+
+    # (the fields, for type checkers: __init__ stores them with _set_fields)
+    api_key: int | None
+    name: str
+    version: int
+    direction: str
+    flexible: bool
+    fields: tuple[FieldSchema, ...]
+    source: str
+    header_version: int | None
+    extra: dict
 
     def __init__(self,
                  api_key: int | None,

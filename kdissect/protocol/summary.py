@@ -24,6 +24,11 @@ _PARTITION_NAMES = ("partition_index", "partition", "partition_id", "index")
 class ResponseSummary(FrozenSlotRecord):
     __slots__ = ("throttle_time_ms", "error_code", "error_codes")
 
+    # (the fields, for type checkers: __init__ stores them with _set_fields)
+    throttle_time_ms: int | None
+    error_code: int | None
+    error_codes: tuple[int, ...]
+
     def __init__(self,
                  throttle_time_ms: int | None,  # None when the version has no ThrottleTimeMs
                  error_code: int | None,  # top-level ErrorCode, None when the version has none
