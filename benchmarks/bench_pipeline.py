@@ -31,6 +31,9 @@ kdissect runs on this script's interpreter; `--python PATH` (repeatable)
 names the interpreters to run it on instead, each importing this checkout,
 alternating with each other and with tshark in the same run (how much the
 interpreter's build matters: benchmarks/README.md, "Which Python").
+`--plain-too` adds runs of the first interpreter with KDISSECT_PURE_PYTHON=1
+(the per-packet modules as plain Python, not their compiled build:
+kdissect/native.py). Each run's record names the modules it ran compiled.
 """
 
 from __future__ import annotations
@@ -127,19 +130,37 @@ def interpreter_version(python: str) -> str:
     return subprocess.run([python, "-VV"], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def bench(path: Path, rounds: int, cold: bool = False, pythons: list[str] | None = None) -> dict:
+_COMPILED_PROBE = ("import json, kdissect.pipeline, kdissect.capture; from kdissect import native; "
+                   "print(json.dumps(native.running_native()))")
+
+
+def compiled_modules(python: str, env: dict[str, str]) -> list[str]:
+    """The per-packet modules `python` runs from their compiled build with `env`."""
+    out = subprocess.run([python, "-c", _COMPILED_PROBE], capture_output=True, text=True, check=True, cwd=REPO, env=env)
+    return json.loads(out.stdout)
+
+
+def bench(path: Path, rounds: int, cold: bool = False, pythons: list[str] | None = None,
+          plain_too: bool = False) -> dict:
     pythons = pythons or [sys.executable]
     tshark = [shutil.which("tshark") or "tshark", "-r", str(path), "-T", "fields", *TSHARK_FIELDS]
     env = kdissect_env(cold)
     if len(pythons) > 1 or pythons[0] != sys.executable:
         env["PYTHONPATH"] = str(REPO)  # every interpreter runs this checkout's kdissect
-    commands = {python: [python, "-m", "kdissect", "export", str(path), "-o", os.devnull] for python in pythons}
+    env.pop("KDISSECT_PURE_PYTHON", None)
+    # label -> (interpreter, its environment); the first is the headline
+    runners = {python: (python, env) for python in pythons}
+    if plain_too:
+        runners[f"{pythons[0]} (plain Python modules)"] = (pythons[0], env | {"KDISSECT_PURE_PYTHON": "1"})
+    commands = {label: [python, "-m", "kdissect", "export", str(path), "-o", os.devnull]
+                for label, (python, _) in runners.items()}
     if not cold:
-        for command in commands.values():
-            measure(command, env)  # warm-up: bytecode and codec cache
-    runs: dict[str, list[dict]] = {python: [] for python in pythons} | {"tshark": []}
+        for label, command in commands.items():
+            measure(command, runners[label][1])  # warm-up: bytecode and codec cache
+    runs: dict[str, list[dict]] = {label: [] for label in runners} | {"tshark": []}
     for i in range(rounds):
-        order = [(python, command, env) for python, command in commands.items()] + [("tshark", tshark, None)]
+        order = [(label, command, runners[label][1]) for label, command in commands.items()]
+        order.append(("tshark", tshark, None))
         if i % 2:
             order.reverse()
         for name, command, command_env in order:
@@ -147,7 +168,8 @@ def bench(path: Path, rounds: int, cold: bool = False, pythons: list[str] | None
     best = {name: {key: min(r[key] for r in results) for key in ("wall_s", "cpu_s")} |
             {"peak_rss_mib": max(r["peak_rss_mib"] for r in results)}
             for name, results in runs.items()}
-    accounting = [line.removeprefix("kdissect: ") for line in runs[pythons[0]][0]["stderr"].splitlines()]
+    first = pythons[0]
+    accounting = [line.removeprefix("kdissect: ") for line in runs[first][0]["stderr"].splitlines()]
     t = best["tshark"]
     return {
         "capture": path.name,
@@ -155,14 +177,17 @@ def bench(path: Path, rounds: int, cold: bool = False, pythons: list[str] | None
         "rounds": rounds,
         "kdissect_start": "cold (no bytecode, no codec cache)" if cold else "warm (bytecode and codec cache)",
         # the first interpreter's figures (the script's own unless --python names others)
-        "kdissect": best[pythons[0]],
-        "python": interpreter_version(pythons[0]),
+        "kdissect": best[first],
+        "python": interpreter_version(first),
+        "compiled_modules": compiled_modules(first, env),
         "tshark": t,
-        "speedup_wall": t["wall_s"] / best[pythons[0]]["wall_s"],
-        "speedup_cpu": t["cpu_s"] / best[pythons[0]]["cpu_s"],
-        "interpreters": [{"python": python, "version": interpreter_version(python), **best[python],
-                          "speedup_wall": t["wall_s"] / best[python]["wall_s"],
-                          "speedup_cpu": t["cpu_s"] / best[python]["cpu_s"]} for python in pythons],
+        "speedup_wall": t["wall_s"] / best[first]["wall_s"],
+        "speedup_cpu": t["cpu_s"] / best[first]["cpu_s"],
+        "interpreters": [{"python": label, "version": interpreter_version(python),
+                          "compiled_modules": compiled_modules(python, run_env), **best[label],
+                          "speedup_wall": t["wall_s"] / best[label]["wall_s"],
+                          "speedup_cpu": t["cpu_s"] / best[label]["cpu_s"]}
+                         for label, (python, run_env) in runners.items()],
         "kdissect_accounting": accounting,
     }
 
@@ -180,6 +205,8 @@ def main() -> int:
                         help="connections in the connections shape (its file: connections-N.pcap)")
     parser.add_argument("--python", action="append", metavar="PATH",
                         help="run kdissect on this interpreter (repeatable; default: this script's)")
+    parser.add_argument("--plain-too", action="store_true",
+                        help="also run the first interpreter with the per-packet modules as plain Python")
     parser.add_argument("captures", nargs="*", type=Path, help="benchmark these files instead")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -195,7 +222,7 @@ def main() -> int:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"started {started}, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     for path in paths:
-        result = bench(path, args.rounds, args.cold, args.python)
+        result = bench(path, args.rounds, args.cold, args.python, args.plain_too)
         result["load_average_after"] = os.getloadavg()
         results.append(result)
         t = result["tshark"]
@@ -204,7 +231,7 @@ def main() -> int:
         print(f"  tshark    wall {t['wall_s']:7.2f} s  cpu {t['cpu_s']:7.2f} s  peak RSS {t['peak_rss_mib']:7.1f} MiB")
         for k in result["interpreters"]:
             print(f"  kdissect  wall {k['wall_s']:7.2f} s  cpu {k['cpu_s']:7.2f} s  peak RSS {k['peak_rss_mib']:7.1f} MiB"
-                  f"  ({k['python']}: {k['version']})")
+                  f"  ({k['python']}: {k['version']}; compiled: {', '.join(k['compiled_modules']) or 'none'})")
             print(f"    speed-up (tshark / kdissect): wall {k['speedup_wall']:.2f}x, cpu {k['speedup_cpu']:.2f}x; "
                   f"peak RSS kdissect / tshark: {k['peak_rss_mib'] / t['peak_rss_mib']:.2f}")
         for line in result["kdissect_accounting"]:
