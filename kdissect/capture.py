@@ -312,7 +312,10 @@ def _pcap_records(more: Callable[[], bytes], header: PcapHeader, buf: bytes, pos
     decode = decode_frame
     ci = capture_index
     number = walk.number
-    latest = walk.order_ts
+    # the packet's time and the running latest are passed on as one int
+    # object when equal (typed Any: compiled, kdissect/native.py, two ints
+    # would be made, and a kept segment would hold both)
+    latest: Any = walk.order_ts
     after: tuple[bytes, int, int] | None = None  # (chunk, where to go on in it, its file offset)
     try:
         while True:
@@ -329,7 +332,7 @@ def _pcap_records(more: Callable[[], bytes], header: PcapHeader, buf: bytes, pos
                     break
                 number += 1
                 pos = data_at + caplen
-                ts = sec * 1_000_000_000 + frac * mult
+                ts: Any = sec * 1_000_000_000 + frac * mult
                 if ts > latest:
                     latest = ts
                 if mode == SEGMENTS:
@@ -395,7 +398,7 @@ def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos:
     decode = decode_frame
     ci = capture_index
     number = walk.number
-    latest = walk.order_ts
+    latest: Any = walk.order_ts  # (Any: see _pcap_records)
     part = 0  # SCAN: section headers met
     most = walk.ticks  # SCAN: the largest ticks per (part, interface, interfaces described)
     warned: set[int] = set()
@@ -481,7 +484,7 @@ def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos:
                 else:
                     linktype, mul, div, offset, _snaplen, _resolution = interfaces[iface]
                     ticks = (ts_hi << 32) | ts_lo
-                    ts = (ticks * mul if div == 1 else (ticks * mul + div // 2) // div) + offset
+                    ts: Any = (ticks * mul if div == 1 else (ticks * mul + div // 2) // div) + offset
                     if ts > latest:
                         latest = ts
                     stats.packets += 1
@@ -841,7 +844,8 @@ class CaptureSet:
         """Undecoded packets in feed order (no duplicate filtering)."""
         return self._merged(FRAMES, None)
 
-    __iter__ = segments
+    def __iter__(self) -> Iterator[TcpSegment]:
+        return self.segments()
 
 
 def read_segments(paths: Sequence[str | Path], stats: ReadStats | None = None) -> Iterator[TcpSegment]:

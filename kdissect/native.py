@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 # the modules compiled, in the order they are listed in SOURCES
-NATIVE_MODULES = ("linklayers", "reassembly", "framing")
+NATIVE_MODULES = ("linklayers", "capture", "reassembly", "framing")
 # where the build goes, relative to the checkout (the parent of the package)
 NATIVE_SUBDIR = ("build", "native", "kdissect")
 SOURCES_FILE = "SOURCES"
