@@ -39,7 +39,7 @@ import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, NamedTuple
+from typing import Any, BinaryIO, Callable, NamedTuple, Protocol
 
 from kdissect.captureset import DuplicateFilter, merge_files, timestamp_unit
 from kdissect.failures import InputError
@@ -185,6 +185,15 @@ class Secret(NamedTuple):
 
     def __str__(self) -> str:
         return self.__repr__()
+
+
+class SecretSink(Protocol):
+    """Where a reader puts the decryption secrets it meets: a list, or one
+    whose own `append` does more (the pipeline hands each to the TLS layer).
+    A protocol, not `list`: compiled (kdissect/native.py), a `list` is
+    appended to directly, past a subclass's `append`."""
+
+    def append(self, secret: Secret, /) -> None: ...
 
 
 def parse_pcap_header(head: bytes) -> PcapHeader:
@@ -389,7 +398,7 @@ _U32_PAIR = _BLOCK_HEAD
 
 def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos: int, base: int, end: int,
                    walk: Walk, mode: int, capture_index: int, stats: ReadStats, name: str,
-                   secrets: list[Secret] | None) -> Iterator[Any]:
+                   secrets: SecretSink | None) -> Iterator[Any]:
     """The pcapng block loop. `section` is the section in force at `pos` and
     is kept up to date; decryption secrets go to `secrets` as they are met."""
     order = section.order
@@ -663,7 +672,7 @@ class _FileReader:
     """One whole file, streamed (plain or gzip): its packets through the
     format's loop, its problems counted into `stats`."""
 
-    def __init__(self, path: Path, capture_index: int, stats: ReadStats, secrets: list[Secret] | None = None):
+    def __init__(self, path: Path, capture_index: int, stats: ReadStats, secrets: SecretSink | None = None):
         self.path = path
         self.capture_index = capture_index
         self.stats = stats
@@ -816,7 +825,7 @@ class CaptureSet:
         self.paths = [f.path for f in self.files]
         self.resolutions = [f.resolution for f in self.files]  # ticks per second, per file
         self.stats = stats if stats is not None else ReadStats()
-        self.secrets: list[Secret] = []
+        self.secrets: SecretSink = []
 
     @property
     def finest_resolution(self) -> int:
@@ -859,7 +868,7 @@ def iter_frames(paths: Sequence[str | Path], stats: ReadStats | None = None) -> 
     return CaptureSet(paths, stats).frames()
 
 
-def read_file(path: str | Path, capture_index: int, stats: ReadStats, secrets: list[Secret] | None = None,
+def read_file(path: str | Path, capture_index: int, stats: ReadStats, secrets: SecretSink | None = None,
               mode: int = SEGMENTS) -> Iterator[Any]:
     """The TCP segments (or frames) of one whole file, plain or gzip, as the
     capture set's file `capture_index` (the Spark job's tasks for files it
@@ -931,7 +940,7 @@ class _RangeStream:
 
 
 def _range_loop(part: FileRange, stream: _RangeStream, walk: Walk, mode: int, stats: ReadStats,
-                secrets: list[Secret] | None) -> Iterator[Any]:
+                secrets: SecretSink | None) -> Iterator[Any]:
     name = part.path.rsplit("/", 1)[-1]
     head = stream.more()
     if part.format == "pcap":
@@ -947,7 +956,7 @@ def _range_loop(part: FileRange, stream: _RangeStream, walk: Walk, mode: int, st
                           stats, name, secrets)
 
 
-def read_range(part: FileRange, stats: ReadStats, secrets: list[Secret] | None = None,
+def read_range(part: FileRange, stats: ReadStats, secrets: SecretSink | None = None,
                mode: int = SEGMENTS) -> Iterator[Any]:
     """The TCP segments (or frames) of a byte range, counted into `stats` as
     the whole-file reader counts them."""
