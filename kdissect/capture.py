@@ -51,7 +51,7 @@ from kdissect.linklayers import (
     decode_frame,
     segment_from_frame,
 )
-from kdissect.packet import FrozenSlotRecord, SlotRecord, TcpSegment
+from kdissect.packet import FrozenSlotRecord, SlotRecord, TcpSegment, fields_of
 
 __all__ = [
     "CaptureFile",
@@ -126,7 +126,7 @@ class ReadStats(SlotRecord):
         self.problems = [] if problems is None else problems
 
     def add(self, other: ReadStats) -> None:
-        for name in self.__slots__:
+        for name in fields_of(type(self)):
             if name == "problems":
                 self.problems.extend(other.problems)
             else:

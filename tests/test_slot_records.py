@@ -148,3 +148,8 @@ def test_records_of_the_compiled_modules_compare_and_show_their_fields():
     total = ReassemblyStats(segments=2, gap_bytes=5, closed={"fin": 1})
     total.add(ReassemblyStats(segments=3, gap_bytes=1, closed={"fin": 2, "rst": 1}))
     assert (total.segments, total.gap_bytes, total.closed) == (5, 6, {"fin": 3, "rst": 1})
+    from kdissect.capture import ReadStats
+
+    read = ReadStats(packets=4, problems=["a"])
+    read.add(ReadStats(packets=1, non_tcp=2, problems=["b"]))
+    assert (read.packets, read.non_tcp, read.problems) == (5, 2, ["a", "b"])
