@@ -37,10 +37,7 @@ from collections import deque
 from heapq import heappop, heappush, heapreplace
 from typing import Any, Callable, Iterator, Sequence
 
-try:  # the built-in module: hashlib would load OpenSSL first (4 ms at every start)
-    from _blake2 import blake2b as _blake2b
-except ImportError:  # pragma: no cover - other Python implementations
-    from hashlib import blake2b as _blake2b
+from kdissect.blake2 import blake2b as _blake2b
 
 __all__ = ["DUPLICATE_WINDOW_NS", "ConnectionMerge", "DuplicateFilter", "merge_files", "timestamp_unit"]
 

@@ -20,16 +20,13 @@ import os
 import sys
 from pathlib import Path
 
+from kdissect.blake2 import blake2b as _blake2b
+
 # the modules compiled, in the order they are listed in SOURCES
 NATIVE_MODULES = ("linklayers", "capture", "reassembly", "framing")
 # where the build goes, relative to the checkout (the parent of the package)
 NATIVE_SUBDIR = ("build", "native", "kdissect")
 SOURCES_FILE = "SOURCES"
-
-try:  # BLAKE2b without hashlib (which loads OpenSSL at every start)
-    from _blake2 import blake2b as _blake2b
-except ImportError:  # pragma: no cover - CPython always has it
-    from hashlib import blake2b as _blake2b
 
 
 def source_digest(path: Path) -> str:
@@ -62,7 +59,7 @@ def is_current(package_dir: Path) -> bool:
         return False
 
 
-# which plain-Python or compiled modules this process runs (set by activate)
+# whether this process put the compiled build on the package path (activate)
 active = False
 
 

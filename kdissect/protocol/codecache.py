@@ -19,10 +19,7 @@ import sys
 from _thread import get_ident
 from types import CodeType
 
-try:  # the built-in module: hashlib would load OpenSSL first (a few ms at start)
-    from _blake2 import blake2b as _digest
-except ImportError:  # pragma: no cover - other Python implementations
-    from hashlib import blake2b as _digest
+from kdissect.blake2 import blake2b as _digest
 
 # marshal's format and code objects change between Python versions
 _PYTHON_TAG = f"{sys.implementation.cache_tag}-{sys.hexversion:08x}"
