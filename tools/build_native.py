@@ -40,7 +40,9 @@ setup(name="kdissect-native", py_modules=[],
 
 
 def missing_tools() -> str | None:
-    if shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc") is None:
+    """Why this machine cannot build, or None."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
         return "no C compiler (Debian: apt-get install gcc)"
     if not Path(sysconfig.get_paths()["include"], "Python.h").exists():
         return "no Python headers (Debian: apt-get install python3-dev)"
@@ -54,8 +56,9 @@ def missing_tools() -> str | None:
 def build() -> None:
     out = native.native_dir(PACKAGE)
     with tempfile.TemporaryDirectory(prefix="kdissect-native-") as work:
-        # compile a copy: the package's own modules are what mypy reads for
-        # the rest, and nothing is written into the checkout's package
+        # build from a copy of the package: setuptools then runs outside the
+        # checkout (whose pyproject.toml it would read as its own project)
+        # and writes nothing into it but the finished libraries
         shutil.copytree(PACKAGE, Path(work) / "kdissect",
                         ignore=shutil.ignore_patterns("__pycache__", "*.so"))
         # (the modules they import are read for their types, not checked)
