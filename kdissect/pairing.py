@@ -44,6 +44,7 @@ from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.codec import DecodeError, decode_request, decode_response
 from kdissect.protocol.headers import api_name, looks_like_request, peek_request_header
 from kdissect.accounting import Accounting
+from kdissect.decoding import decode_tolerant
 from kdissect.exchange import MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
 from kdissect.framing import Frame
 from kdissect.packet import SlotRecord
@@ -73,7 +74,6 @@ MAX_EARLY = 4096  # responses held per connection waiting for their request
 FULL_TRIALS = 32
 EARLY_WINDOW_NS = 1_000_000_000
 DEFAULT_TIMEOUT_NS = 30_000_000_000  # for an acks=0 request whose timeout cannot be read
-_LEFT_OVER = "bytes left over after the last field"
 _RAW_CID_WINDOW = 64
 # what on_request / on_response return for a raw SASL token (after SaslHandshake v0)
 RAW_SASL_TOKEN = "raw-sasl-token"
@@ -229,29 +229,6 @@ def _decode_error_text(side: str, error: Exception) -> str:
         where.append(f"at {path}")
     detail = str(error) or type(error).__name__
     return f"{side} malformed: {detail}" + (f" ({', '.join(where)})" if where else "")
-
-
-def trailing_bytes(error: Exception, length: int) -> int:
-    """Bytes after a complete top-level body, from the decoder's complaint (0: another problem)."""
-    offset = getattr(error, "offset", None)
-    if _LEFT_OVER in str(error) and not getattr(error, "path", None) and offset is not None and 0 < offset < length:
-        return length - offset
-    return 0
-
-
-def decode_tolerant(decode: Callable[[bytes], Any], data: bytes) -> tuple[Any, int, Exception | None]:
-    """(message, trailing bytes ignored, None), or (None, 0, the error) when
-    `decode` rejects the frame for anything but bytes after its body."""
-    try:
-        return decode(data), 0, None
-    except Exception as error:  # DecodeError, or a decoder bug: never stop the run
-        trailing = trailing_bytes(error, len(data)) if isinstance(error, DecodeError) else 0
-        if trailing:
-            try:
-                return decode(data[: len(data) - trailing]), trailing, None
-            except Exception:
-                pass
-        return None, 0, error
 
 
 class Pairer:

@@ -37,14 +37,21 @@ from pathlib import Path
 from struct import Struct
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from kdissect.protocol.codec import decode_request
 from kdissect.protocol.headers import looks_like_request
 from kdissect.accounting import Accounting
-from kdissect.detect import DEFAULT_PORTS, MIN_REQUEST_SIZE, client_direction_by_port, starts_like_request
+from kdissect.detect import (
+    DEFAULT_PORTS,
+    MIN_REQUEST_SIZE,
+    client_direction_by_port,
+    confirm_request,
+    plausible_response,
+    starts_like_request,
+    starts_like_tls,
+    sure_request,
+)
 from kdissect.exchange import Exchange, endpoint
-from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
-from kdissect.pairing import ConnectionInfo, PairedFrame, Pairer, decode_tolerant
-from kdissect.protocol.skim import skim_request
+from kdissect.framing import HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
+from kdissect.pairing import ConnectionInfo, PairedFrame, Pairer
 from kdissect.reassembly import Chunk, Reassembler, TcpConnection
 
 _INT32 = Struct(">i")
@@ -57,12 +64,6 @@ MAX_OPEN_CONNECTIONS = 500_000
 _EMPTY, _UNDECIDED, _KAFKA, _IGNORED, _TLS = 0, 1, 2, 3, 4
 
 _CLOSE_REASONS = {"end-of-capture": "end of capture", "evicted": "the connection was evicted (too many open)"}
-
-
-def _starts_like_tls(data: bytes) -> bool:
-    """A TLS handshake record header (content type 22, version 3.x). As a Kafka
-    size field these bytes would announce a frame of over 360 MB."""
-    return len(data) >= 3 and data[0] == 0x16 and data[1] == 0x03 and data[2] <= 0x04
 
 
 class _Ignored:
@@ -261,7 +262,7 @@ class _Connection:
                 first = piece
                 break
         if (first is not None and first[0] != "gap" and self.layer.saw_start(client_dir)
-                and self.layer is self.conn and _starts_like_tls(first[3])):
+                and self.layer is self.conn and starts_like_tls(first[3])):
             self.start_tls(client_dir, held)
             return
         self.classify(client_dir, stamp)
@@ -362,9 +363,9 @@ class _Connection:
             aligned = self.layer.saw_start(direction)
         if direction == self.client_dir:
             reader = FrameReader(direction, looks_like_request, aligned, MIN_REQUEST_SIZE,
-                                 self.frame_sink(direction), _confirm_request, _sure_request)
+                                 self.frame_sink(direction), confirm_request, sure_request)
         else:
-            reader = FrameReader(direction, _plausible_response, aligned, 4,
+            reader = FrameReader(direction, plausible_response, aligned, 4,
                                  self.frame_sink(direction), self.confirm_response, self.sure_response)
         reader.on_hunt = self.lost_step
         sinks = list(self.layer.sinks)
@@ -487,21 +488,6 @@ class _Connection:
                     acc.tls_plaintext_bytes += reader.stats.seen_bytes
         if self.pairer is not None:
             self.pairer.flush(_CLOSE_REASONS.get(reason, "connection close"))
-
-
-def _confirm_request(body: bytes, at_packet_end: bool) -> bool:
-    """A request found by hunting decodes (a resynchronisation never invents one)."""
-    return skim_request(body) is not None or decode_tolerant(decode_request, body)[0] is not None
-
-
-def _sure_request(prefix: bytes, size: int, at_packet_start: bool) -> bool:
-    # a plausible request header where a packet starts is one (clients start
-    # a packet with a request); so is one too large to hold until it ends
-    return at_packet_start or size > HUNT_HOLD
-
-
-def _plausible_response(prefix: bytes, size: int) -> bool:
-    return len(prefix) >= 4 and _INT32.unpack_from(prefix, 0)[0] >= 0
 
 
 class Dissector:

@@ -32,7 +32,7 @@ from kdissect.forensics.clients import ClientTally
 from kdissect.forensics.common import connection_of, topic_label, when
 from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
-from kdissect.forensics.names import ID_BEARING_APIS, TopicNames
+from kdissect.protocol.topics import ID_BEARING_APIS, TopicNames
 from kdissect.forensics.topics import TopicTally
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT

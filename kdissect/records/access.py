@@ -44,7 +44,8 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return value
 
 
-def _topic_label(topic_entry: Any, name_field: str) -> str | None:
+def entry_topic_label(topic_entry: Any, name_field: str) -> str | None:
+    """The label of a decoded topic entry: its name, else its id's text."""
     name = _get(topic_entry, name_field)
     if name:
         return name
@@ -63,7 +64,7 @@ def record_sets(api_key: int, api_version: int, body: Any, direction: str) -> It
     else:
         return
     for topic_entry in _get(body, topics) or ():
-        topic = _topic_label(topic_entry, name_field)
+        topic = entry_topic_label(topic_entry, name_field)
         for partition_entry in _get(topic_entry, parts_field) or ():
             raw = _get(partition_entry, "records")
             if raw:
@@ -84,7 +85,7 @@ def _struct_record_sets(api_key: int, body: Any) -> list[tuple[str | None, int |
             raw = getattr(partition_entry, "records", None)
             if raw:
                 if topic is None:
-                    topic = _topic_label(topic_entry, name_field)
+                    topic = entry_topic_label(topic_entry, name_field)
                 found.append((topic, getattr(partition_entry, index_field, None), bytes(raw)))
     return found
 

@@ -1,11 +1,11 @@
 """Topic ids -> names, learned from any message that carries both.
 
-Produce v13+, Fetch v13+, OffsetCommit/OffsetFetch v10+, ShareFetch and the
-KIP-848 heartbeats name topics by id only. The names come from other
-messages that carry the id beside the name: Metadata (v10+), CreateTopics
-(v7+), DeleteTopics (v6+), DescribeTopicPartitions, the group Describe
-responses and the share-group offset APIs (`ID_BEARING_APIS`; found from the
-specs: every struct with a uuid `TopicId` beside a string `Name`,
+Produce v13+, Fetch v13+, OffsetCommit/OffsetFetch v10+,
+ShareFetch and the KIP-848 heartbeats name topics by id only. The names come
+from other messages that carry the id beside the name: Metadata (v10+),
+CreateTopics (v7+), DeleteTopics (v6+), DescribeTopicPartitions, the group
+Describe responses and the share-group offset APIs (`ID_BEARING_APIS`; found
+from the specs: every struct with a uuid `TopicId` beside a string `Name`,
 `TopicName` or `Topic`).
 
 `TopicNames` is additive: `merge` of two resolvers is the resolver of both
@@ -28,7 +28,6 @@ ID_BEARING_APIS = frozenset(int(key) for key in (
 ))
 NULL_TOPIC_ID = "00000000-0000-0000-0000-000000000000"
 _NAME_FIELDS = ("name", "topic_name", "topic")
-
 
 def _pairs(value: Any, found: list[tuple[str, str]]) -> None:
     """Every (id, name) of structs holding both, anywhere below `value`."""
