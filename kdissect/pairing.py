@@ -42,7 +42,8 @@ from typing import Any, Callable, Sequence
 
 from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.codec import DecodeError, decode_request, decode_response
-from kdissect.protocol.headers import api_name, looks_like_request, peek_request_header
+from kdissect.protocol.headers import api_name, looks_like_request, peek_request_header, read_request_header_layout
+from kdissect.protocol.primitives import read_uvarint
 from kdissect.accounting import Accounting
 from kdissect.decoding import decode_tolerant
 from kdissect.exchange import MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
@@ -178,39 +179,16 @@ def header_client_id(prefix: bytes, api_key: int, api_version: int) -> str | Non
 def produce_timeout_ns(data: bytes, api_version: int) -> int | None:
     """The `timeout_ms` of a Produce request frame, in ns (None if unreadable)."""
     try:
-        at = 10 + max(0, _INT16.unpack_from(data, 8)[0])  # after the client id
-        if api_version >= 9:  # flexible header: tagged fields, then a compact nullable string
-            at = _skip_tags(data, at)
-            length, at = _uvarint(data, at)
+        _header, at, _layout = read_request_header_layout(data)  # the one header parser
+        if api_version >= 9:  # transactional id: compact nullable string
+            length, at = read_uvarint(data, at, 5, False)
             at += max(0, length - 1)
         elif api_version >= 3:  # transactional id: nullable string
             at += 2 + max(0, _INT16.unpack_from(data, at)[0])
         _acks, timeout_ms = _TIMEOUT.unpack_from(data, at)
-    except (IndexError, ValueError, Exception):  # struct.error is an Exception
+    except Exception:  # DecodeError, IndexError, ValueError, struct.error
         return None
     return timeout_ms * 1_000_000 if timeout_ms >= 0 else None
-
-
-def _uvarint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint too long")
-
-
-def _skip_tags(data: bytes, at: int) -> int:
-    count, at = _uvarint(data, at)
-    for _ in range(count):
-        _tag, at = _uvarint(data, at)
-        size, at = _uvarint(data, at)
-        at += size
-    return at
 
 
 def _decoded_hint(api_key: int, frame: bytes) -> tuple | None:

@@ -66,6 +66,18 @@ _EMPTY, _UNDECIDED, _KAFKA, _IGNORED, _TLS = 0, 1, 2, 3, 4
 _CLOSE_REASONS = {"end-of-capture": "end of capture", "evicted": "the connection was evicted (too many open)"}
 
 
+def deliver(sink: Any, kind: str, offset: int, length: int, data: bytes, stamp: Any) -> None:
+    """Hand one piece of a stream, in its held or chunk form (kind "data",
+    "gap" or "truncated"), to a `reassembly.DirectionSink`: the one
+    kind-to-call dispatch of the pipeline (held pieces, replays, TLS plaintext)."""
+    if kind == "data":
+        sink.data(offset, data, stamp)
+    elif kind == "gap":
+        sink.gap(offset, length, stamp)
+    else:
+        sink.truncated(offset, length, data, stamp)
+
+
 class _Ignored:
     """The sink of a connection that is not Kafka: its bytes are only counted
     (in `counter`, an Accounting field)."""
@@ -130,11 +142,7 @@ class _TlsSink:
 
     def pass_on(self, chunks: list[Any]) -> None:
         for chunk in chunks:  # a Chunk is its own stamp (ts, capture_index, frame_number)
-            sink = self.plain.sinks[self.direction]
-            if chunk.kind == "data":
-                sink.data(chunk.offset, chunk.data, chunk)
-            else:
-                sink.gap(chunk.offset, chunk.length, chunk)
+            deliver(self.plain.sinks[self.direction], chunk.kind, chunk.offset, chunk.length, chunk.data, chunk)
 
 
 class _Pending:
@@ -288,13 +296,8 @@ class _Connection:
     def replay(self, held: list[tuple[int, tuple, Any]]) -> None:
         layer = self.layer
         for direction, (kind, offset, length, data), stamp in held:
-            sink = layer.sinks[direction]  # (a sink may replace itself on its first bytes)
-            if kind == "data":
-                sink.data(offset, data, stamp)
-            elif kind == "gap":
-                sink.gap(offset, length, stamp)
-            else:
-                sink.truncated(offset, length, data, stamp)
+            # (a sink may replace itself on its first bytes)
+            deliver(layer.sinks[direction], kind, offset, length, data, stamp)
 
     def replay_held(self, held: tuple) -> None:
         """Hear the one piece `kafka` held."""
@@ -348,12 +351,7 @@ class _Connection:
         if type(sink) is _Pending:
             sink = self.reader(direction)
         kind, offset, length, data = piece
-        if kind == "data":
-            sink.data(offset, data, stamp)
-        elif kind == "gap":
-            sink.gap(offset, length, stamp)
-        else:
-            sink.truncated(offset, length, data, stamp)
+        deliver(sink, kind, offset, length, data, stamp)
 
     def reader(self, direction: int, aligned: bool | None = None) -> FrameReader:
         """The FrameReader of a direction, made at its first bytes (it takes
@@ -453,11 +451,8 @@ class _Connection:
             plain = self.inner.layer  # type: ignore[union-attr]
             for direction, chunk in self.tls.finish():
                 # the TLS layer's direction 0 is the ClientHello's sender
-                sink = plain.sinks[self.client_dir if direction == 0 else 1 - self.client_dir]
-                if chunk.kind == "data":
-                    sink.data(chunk.offset, chunk.data, chunk)
-                else:
-                    sink.gap(chunk.offset, chunk.length, chunk)
+                deliver(plain.sinks[self.client_dir if direction == 0 else 1 - self.client_dir], chunk.kind,
+                        chunk.offset, chunk.length, chunk.data, chunk)
             d.tls_stats.add(self.tls.stats)
             if self.inner.phase == _EMPTY:  # type: ignore[union-attr]
                 acc.encrypted_connections += 1  # nothing decrypted: its content is unknown

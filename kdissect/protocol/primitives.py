@@ -96,8 +96,12 @@ def uuid_from(raw: bytes) -> uuid.UUID:
 
 # ---------------------------------------------------------------- varints
 
-def read_uvarint(buf: bytes, pos: int, max_bytes: int = 5) -> tuple[int, int]:
-    """Unsigned LEB128 varint; rejects over-long and non-minimal encodings."""
+def read_uvarint(buf: bytes, pos: int, max_bytes: int = 5, minimal: bool = True) -> tuple[int, int]:
+    """Unsigned LEB128 varint of at most `max_bytes` bytes -> (value, next
+    position); rejects over-long encodings (ValueError), and non-minimal ones
+    when `minimal` (message fields; records.wire reads record fields with
+    `minimal=False`, as Kafka's record readers do). IndexError past the end.
+    kdissect's one varint reader."""
     result = 0
     shift = 0
     start = pos
@@ -106,7 +110,7 @@ def read_uvarint(buf: bytes, pos: int, max_bytes: int = 5) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            if byte == 0 and pos - start > 1:
+            if byte == 0 and pos - start > 1 and minimal:
                 raise ValueError("non-minimal varint")
             return result, pos
         shift += 7

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from kdissect.protocol.apis import ApiKey
+from kdissect.protocol.topics import topic_label
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.counts import batch_checks, batch_counts, batch_figures
 from kdissect.records.decode import iter_batches
@@ -45,12 +46,9 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
 
 
 def entry_topic_label(topic_entry: Any, name_field: str) -> str | None:
-    """The label of a decoded topic entry: its name, else its id's text."""
+    """The label (protocol.topics.topic_label) of a decoded topic entry."""
     name = _get(topic_entry, name_field)
-    if name:
-        return name
-    topic_id = _get(topic_entry, "topic_id")
-    return None if topic_id is None else str(topic_id)
+    return name if name else topic_label(None, _get(topic_entry, "topic_id"))
 
 
 def record_sets(api_key: int, api_version: int, body: Any, direction: str) -> Iterator[tuple[str | None, int | None, bytes]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kdissect.protocol.primitives import read_uvarint
+
 
 class Truncated(Exception):
     """Internal: a field runs past the end of its buffer (caught by the parsers)."""
@@ -12,21 +14,15 @@ class Malformed(Exception):
 
 
 def read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Zigzag varint (up to 64 bits) at `pos` -> (value, next position)."""
-    result = 0
-    shift = 0
-    end = len(data)
-    while True:
-        if pos >= end:
-            raise Truncated("varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise Malformed("varint longer than 10 bytes")
+    """Zigzag varint (up to 64 bits) at `pos` -> (value, next position), read
+    with the protocol's one reader (non-minimal encodings allowed here)."""
+    try:
+        raw, pos = read_uvarint(data, pos, 10, False)
+    except IndexError:
+        raise Truncated("varint") from None
+    except ValueError:
+        raise Malformed("varint longer than 10 bytes") from None
+    return (raw >> 1) ^ -(raw & 1), pos
 
 
 def write_varint(value: int) -> bytes:
