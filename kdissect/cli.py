@@ -99,8 +99,8 @@ def _plain_export(options: Any) -> int:
         # output closed early (e.g. `| head`): exit 1 quietly, like click
         from click.utils import PacifyFlushWrapper
 
-        sys.stdout = PacifyFlushWrapper(sys.stdout)  # type: ignore[assignment]
-        sys.stderr = PacifyFlushWrapper(sys.stderr)  # type: ignore[assignment]
+        sys.stdout = PacifyFlushWrapper(sys.stdout)  # type: ignore[assignment, operator]
+        sys.stderr = PacifyFlushWrapper(sys.stderr)  # type: ignore[assignment, operator]
         sys.exit(1)
 
 

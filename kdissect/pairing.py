@@ -357,6 +357,8 @@ class Pairer:
 
     def _requested(self, ex: Exchange, expects_response: bool, starts_raw_sasl: bool, data: bytes) -> None:
         """A decoded request: wait for its response, or hold it if none is expected."""
+        # (a request's exchange has all three)
+        assert ex.api_key is not None and ex.api_version is not None and ex.correlation_id is not None
         sent = ex.request_first_ts if ex.request_first_ts is not None else ex.request_ts
         if self.muted_until and sent is not None and sent < self.muted_until:
             self.accounting.sent_while_muted += 1
@@ -375,7 +377,7 @@ class Pairer:
             timeout = produce_timeout_ns(data, ex.api_version) or DEFAULT_TIMEOUT_NS
             if self.unanswered is _NOTHING_HELD:
                 self.unanswered = OrderedDict()
-            self.unanswered[cid] = (ex, ex.request_ts + timeout)
+            self.unanswered[cid] = (ex, ex.request_ts + timeout)  # type: ignore[operator]
             if len(self.unanswered) > MAX_UNANSWERED:
                 self.accounting.acks0_released += 1
                 self._emit(self.unanswered.pop(next(iter(self.unanswered)))[0])
@@ -388,6 +390,7 @@ class Pairer:
 
     def _wait(self, ex: Exchange) -> None:
         cid = ex.correlation_id
+        assert cid is not None  # (a request's)
         earlier = self.pending.pop(cid, None)
         if earlier is not None:
             # a client reused a correlation id before the answer came
@@ -569,6 +572,7 @@ class Pairer:
         self.full_trials -= everything
         found = identify(frame.data, reversed(self.used), everything)
         if found.verdict == "assumed":
+            assert found.api_key is not None and found.api_version is not None  # (an assumed layout has both)
             acc.assumed_apis += 1
             ex.api_key, ex.api_version = found.api_key, found.api_version
             ex.api_name = api_name(found.api_key)
@@ -702,8 +706,8 @@ class Pairer:
                     hint = None  # a fetch that brought records is no wait: classify does not read its hint
                 else:
                     hint = ex.wait_hint = _decoded_hint(ex.api_key, hint)  # type: ignore[arg-type]
-            found = classify(ex.api_key, ex.api_version, hint, latency - before, ex.records, ex.error_code,
-                             throttle, old_version)
+            found = classify(ex.api_key, ex.api_version, hint,  # type: ignore[arg-type]
+                             latency - before, ex.records, ex.error_code, throttle, old_version)
         if found is not None:
             # a mute names the whole wait (it held the request first); an earlier
             # answer is only a queue before the protocol's own wait

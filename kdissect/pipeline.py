@@ -199,7 +199,8 @@ class _Connection:
         self.client_dir = 0
         self.pairer: Pairer | None = None  # made at the first frame
         # (a Kafka direction's FrameReader, made at its first byte, is its sink in layer.sinks)
-        self.held: list[tuple[int, tuple, Any]] | None = None  # (direction, piece, stamp) while undecided
+        # while undecided: [(direction, piece, stamp)]; then the one flat piece `kafka` holds, or ()
+        self.held: Any = None
         self.held_bytes = 0
         self.verdicts: list[bool | None] | None = None  # first-bytes verdicts, when no port decides
         self.stream = -1  # once Kafka: its stream number (its classification key's index)

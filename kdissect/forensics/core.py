@@ -122,13 +122,13 @@ class Forensics:
                     base, error = results.get((label, partition), (None, 0))
                 answered = base is not None and base >= 0 and not error
                 last_offset = None
-                if figures is not None and figures.spans and answered:
+                if figures is not None and figures.spans and answered and base is not None:
                     last_offset = base + max(span.last for span in figures.spans)
                 self.topics.add_produce(ex, label, partition, ts, figures, error, last_offset)
                 if figures is None:
                     continue
                 self.clients.add_produce(ex, stats, label, partition, figures, transactional_id)
-                if answered and ex.request_ts is not None and ex.response_ts is not None:
+                if answered and base is not None and ex.request_ts is not None and ex.response_ts is not None:
                     for span in figures.spans:
                         self.ranges.produced(self.names.name(label), partition, base + span.first, base + span.last,
                                              ex.request_ts, ex.response_ts)

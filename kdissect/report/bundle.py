@@ -42,7 +42,7 @@ def javascript() -> str:
     import vl_convert
 
     version = vegalite_version()
-    key = f"vega-embed-{vl_convert.__version__}-vl{version}"
+    key = f"vega-embed-{vl_convert.__version__}-vl{version}"  # type: ignore[attr-defined]
     if key in _memo:
         return _memo[key]
     directory = _cache_directory()
@@ -60,11 +60,11 @@ def javascript() -> str:
         source = re.sub(r"</(script)", r"<\\/\1", source, flags=re.IGNORECASE)
         if path is not None:
             try:
-                os.makedirs(directory, exist_ok=True)
+                os.makedirs(directory, exist_ok=True)  # type: ignore[arg-type]
                 with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, delete=False,
-                                                 suffix=".tmp") as handle:
-                    handle.write(source)
-                os.replace(handle.name, path)
+                                                 suffix=".tmp") as temporary:
+                    temporary.write(source)
+                os.replace(temporary.name, path)
             except OSError:
                 pass  # no cache: bundle again next time
     _memo[key] = source

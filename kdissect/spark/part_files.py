@@ -142,12 +142,12 @@ class _RowFile:
         self._flush()
         if self._writer is not None:
             self._writer.close()
-            os.replace(self._temporary, self.path)  # a re-run task replaces its earlier file
+            os.replace(self._temporary, self.path)  # type: ignore[arg-type]  # a re-run task replaces its earlier file
 
     def abandon(self) -> None:
         if self._writer is not None:
             self._writer.close()
-            self._temporary.unlink(missing_ok=True)
+            self._temporary.unlink(missing_ok=True)  # type: ignore[union-attr]
 
 
 class PartSink:
@@ -229,7 +229,7 @@ def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: 
     written = {table: 0 for table in TABLES}
 
     def finish() -> Iterator[pa.RecordBatch]:
-        counts, exchanges = finish_part(work_dir, outdir, current, streams, ts_unit)
+        counts, exchanges = finish_part(work_dir, outdir, current, streams, ts_unit)  # type: ignore[arg-type]
         for table, count in counts.items():
             written[table] += count
         pending.append(exchanges)
