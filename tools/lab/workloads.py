@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from tools.lab.apache_kafka import VERSIONS
+from tools.lab.kafka_versions import JAVA_CLIENT_VERSION, VERSIONS
 from tools.lab.clients import (
     CODECS,
     OLD_CODECS,
@@ -442,9 +442,6 @@ def wl_java_clients(client_version: str) -> Callable[[Manifest, Any], None]:
     return run
 
 
-# The newest Java client whose wire format the specs in ../shared/kafka-spec cover
-# (4.2 sends ShareFetch v2, 4.4 also ApiVersions v5, both differing from those specs).
-JAVA_CLIENT_VERSION = "4.1.1"
 KAFKA4 = VERSIONS["4"]
 
 QUOTA_BYTES_PER_SECOND = 4096
