@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kdissect.protocol.primitives import read_uvarint
+from kdissect.protocol.primitives import varint_reader
 
 
 class Truncated(Exception):
@@ -13,16 +13,11 @@ class Malformed(Exception):
     """Internal: bytes that cannot be a valid record (caught by the parsers)."""
 
 
-def read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Zigzag varint (up to 64 bits) at `pos` -> (value, next position), read
-    with the protocol's one reader (non-minimal encodings allowed here)."""
-    try:
-        raw, pos = read_uvarint(data, pos, 10, False)
-    except IndexError:
-        raise Truncated("varint") from None
-    except ValueError:
-        raise Malformed("varint longer than 10 bytes") from None
-    return (raw >> 1) ^ -(raw & 1), pos
+# a zigzag varint (up to 64 bits) at `pos` -> (value, next position): the
+# protocol's one reader, lenient as Kafka's record readers are (non-minimal
+# encodings allowed), raising this module's Truncated / Malformed
+read_varint = varint_reader(10, minimal=False, zigzag=True, short=Truncated, too_long=Malformed,
+                            too_long_text="varint longer than 10 bytes")
 
 
 def write_varint(value: int) -> bytes:
