@@ -471,8 +471,6 @@ def test_manifest_bytes_encoding_round_trips():
     assert any(r["key"] is None for r in rows)
 
 
-@pytest.mark.xfail(strict=True, reason="kdissect: Kafka 4.4's ApiVersions v5 and ShareFetch v2 are newer than "
-                                       "the specs in ../shared/kafka-spec (see captures/README.md)")
 def test_kdissect_matches_tshark_on_the_known_gap_capture(tshark):
     """When this passes, move the capture from captures/known_gaps/ into
     captures/ (its workload's `directory`), where every generic test reads it."""
