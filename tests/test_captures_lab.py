@@ -13,6 +13,7 @@ import collections
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -471,15 +472,46 @@ def test_manifest_bytes_encoding_round_trips():
     assert any(r["key"] is None for r in rows)
 
 
-def test_kdissect_matches_tshark_on_the_known_gap_capture(tshark):
-    """When this passes, move the capture from captures/known_gaps/ into
-    captures/ (its workload's `directory`), where every generic test reads it."""
+def test_kafka_4_4_api_versions_v5_and_share_fetch_v2_decode():
+    """kafka-clients 4.4.0 sends ApiVersions v5 (KIP-1242: ClusterId, NodeId)
+    and ShareFetch/ShareAcknowledge v2 (IsRenewAck). The manifest notes, per
+    frame, how many bytes each ApiVersions request holds beyond the v3/v4
+    fields tshark 4.0 reads: a null cluster id and the node id take 1 + 4, a
+    cluster id 1 + its length + 4, and the id is the one the broker's Metadata
+    responses name (tshark). The share consumer's count is its own report."""
     from kdissect.pipeline import analyze
-    from tests.support.tshark import compare_with_tshark
 
     capture = path_of("java_clients_4_4_kafka")
-    exchanges, accounting = analyze([capture], (9092,))
-    compare_with_tshark(tshark, capture, (9092,), list(exchanges), accounting.raw_sasl_frames)
+    extra = {int(frame): int(size) for frame, size in re.findall(
+        r"frame (\d+) v5 \(\+(\d+) bytes\)",
+        next(n for n in manifest("java_clients_4_4_kafka")["notes"] if n.startswith("ApiVersions requests longer")))}
+    cluster_ids = {row[0] for row in tshark_fields(capture, 9092, "kafka.api_key == 3 && tcp.srcport == 9092",
+                                                   "kafka.cluster_id")}
+    assert len(cluster_ids) == 1
+    exchanges, accounting = analyze([capture], (9092,), keep_apis=(18, 78, 79))
+    exchanges = list(exchanges)
+    assert all(ex.status == "ok" and not ex.problems for ex in exchanges), \
+        [(ex.request_frame, ex.problems) for ex in exchanges if ex.problems]
+    seen = {}
+    for ex in exchanges:
+        if ex.api_key == 18:
+            body = ex.request.body
+            seen[ex.request_frame] = 1 + 4 + (len(body.cluster_id) if body.cluster_id is not None else 0)
+            if body.cluster_id is not None:
+                assert body.cluster_id in cluster_ids and body.node_id >= 0
+            else:
+                assert body.node_id == -1
+    assert seen == extra
+    share = [ex for ex in exchanges if ex.api_key == 78]
+    assert [ex.api_version for ex in share] == [2] and share[0].request.body.is_renew_ack is False
+    received = manifest("java_clients_4_4_kafka")["operations"]
+    result = next(op["result"] for op in received if op["operation"] == "share consume group=lab-java-share")
+    assert sum(ex.records or 0 for ex in share) == result["received"] == 5
+    acknowledged = [batch for ex in exchanges if ex.api_key == 79
+                    for topic in ex.request.body.topics for part in topic.partitions
+                    for batch in part.acknowledgement_batches]
+    assert sum(b.last_offset - b.first_offset + 1 for b in acknowledged) == result["received"]
+    assert accounting.balance() == []
 
 
 # -------------------------------------------------------------- live lab --

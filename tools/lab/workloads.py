@@ -811,9 +811,8 @@ WORKLOADS += [
              "ShareFetch, ShareAcknowledge) consume with commits", wl_java_clients(JAVA_CLIENT_VERSION),
              broker="kafka4"),
     Workload("java_clients_4_4_kafka", STANDARD_PORT,
-             f"The same with Java kafka-clients {KAFKA4}, whose ApiVersions v5 and ShareFetch v2 are newer than "
-             "the protocol specs kdissect is generated from", wl_java_clients(KAFKA4), broker="kafka4",
-             directory="known_gaps"),
+             f"The same with Java kafka-clients {KAFKA4}, which speaks ApiVersions v5 and ShareFetch v2",
+             wl_java_clients(KAFKA4), broker="kafka4"),
     Workload("quota_kafka", STANDARD_PORT,
              f"Client quotas ({QUOTA_BYTES_PER_SECOND} B/s produce and fetch for two client ids): kafka-python "
              "produce and fetch answered with throttle_time_ms > 0", wl_quota, broker="kafka4",
