@@ -4,7 +4,9 @@ Driver steps (nothing large is collected: split plans, per-range record
 counts, one accounting row per task, a few summary rows):
 
 1. expand the inputs, order them as one capture set (noting each file's
-   timestamp resolution), plan byte-range splits;
+   timestamp resolution); claim OUTDIR (kdissect.spark.outdir: refused
+   unless new, empty or, with --overwrite, an earlier output, whose files it
+   removes); plan byte-range splits;
 2. pre-pass over split files: first record and record count of each range,
    so every range knows its first frame number (a Spark job; with a local
    master, driver processes started before the JVM);
