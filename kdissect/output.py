@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Sequence
 
+from kdissect.atomic import AtomicFile, cannot_write
 from kdissect.exchange import COLUMN_NAMES, COLUMN_TYPES, LIST_COLUMNS, TIMESTAMP_COLUMNS, arrow_schema
 from kdissect.times import digits, seconds_text
-from kdissect.atomic import AtomicFile, cannot_write
 from kdissect.failures import InputError
 from kdissect.packet import SlotRecord
 

@@ -171,3 +171,15 @@ def test_a_full_disk_keeps_the_earlier_output(verb, name, full_disk, tmp_path, c
     if needed < 48 << 10:
         assert _run([verb, str(SOURCE), "-o", str(target), "-q"], capsys)[0] == 0
         assert target.stat().st_size == needed and sorted(p.name for p in full_disk.iterdir()) == [name]
+
+
+def test_a_tls_key_log_is_an_input_too(tmp_path, capsys):
+    """Key logs are read like captures: an output over one is refused."""
+    pcap = sorted((CAPTURES / "tls").glob("*.pcap"))[0]
+    keys = tmp_path / "keys.jsonl"
+    keys.write_bytes(sorted((CAPTURES / "tls").glob("*.keys"))[0].read_bytes())
+    before = keys.read_bytes()
+    status, err = _run(["export", str(pcap), "--tls-keylog", str(keys), "-o", str(keys), "-q"], capsys)
+    assert status == 2 and err == [f"kdissect: error: -o {keys} is an input: refusing to write over it "
+                                   "(choose another output file)"]
+    assert keys.read_bytes() == before

@@ -205,3 +205,15 @@ def test_overwrite_replaces_the_tables_and_keeps_the_rest(tmp_path, capsys):
         canonical(export_rows([second_input], tmp_path / "export.parquet"))
     assert not (outdir / WORK_DIR).exists()
     assert not [key for key in after if key.endswith(".kdissect-tmp")]
+
+
+def test_an_outdir_holding_a_key_log_is_refused(tmp_path, capsys):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    keys = outdir / "session.keys"
+    keys.write_bytes(sorted((CAPTURES / "tls").glob("*.keys"))[0].read_bytes())
+    pcap = sorted((CAPTURES / "tls").glob("*.pcap"))[0]
+    before = _files(tmp_path)
+    status, lines = _spark([str(pcap), "--tls-keylog", str(keys), "-o", str(outdir), "--overwrite"], capsys)
+    assert status == 2 and lines[0].startswith(f"kdissect: error: OUTDIR {outdir} holds the input {keys}")
+    assert _files(tmp_path) == before

@@ -39,8 +39,8 @@ from kdissect.atomic import write_atomically
 from kdissect.captureset import timestamp_unit
 from kdissect.forensics.latency import DEFAULT_HORIZON_NS
 from kdissect.inputs import expand_inputs, file_kind
-from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.protected_inputs import ProtectedInputs
+from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.spark import plan as planning
 from kdissect.spark.outdir import MANIFEST, claim_outdir
 
@@ -129,9 +129,9 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
 
     ordered, resolutions, skipped = _ordered_captures(options.inputs)
     # the one place OUTDIR is checked and prepared, before Spark starts and
-    # before anything under it is written or removed
-    outdir = claim_outdir(options.outdir, ProtectedInputs.of_arguments(options.inputs, [p for p, _ in ordered]),
-                          options.overwrite, TABLES, WORK_DIR)
+    # before anything under it is written or removed (TLS key logs are inputs too)
+    inputs = ProtectedInputs.of_arguments(options.inputs, [*(path for path, _ in ordered), *options.tls_keylogs])
+    outdir = claim_outdir(options.outdir, inputs, options.overwrite, TABLES, WORK_DIR)
     if callable(spark):
         spark = spark()
     keylog = None
