@@ -183,3 +183,31 @@ def test_a_tls_key_log_is_an_input_too(tmp_path, capsys):
     assert status == 2 and err == [f"kdissect: error: -o {keys} is an input: refusing to write over it "
                                    "(choose another output file)"]
     assert keys.read_bytes() == before
+
+
+def test_a_terminated_run_leaves_the_earlier_output(tmp_path):
+    """`kill` (SIGTERM) while the output is being written: the run ends
+    (exit 143), its temporary file is removed, the earlier output stays.
+    The process is stopped as soon as its temporary file appears, so the
+    signal surely lands while it writes."""
+    import signal
+    import sys
+    import time
+
+    target = tmp_path / "records.csv"
+    target.write_text("the earlier output\n")
+    child = subprocess.Popen([sys.executable, "-m", "kdissect", "records", str(CAPTURES), "-p", "9092",
+                              "-o", str(target), "-q"], cwd=CAPTURES.parent, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not [p for p in tmp_path.iterdir() if p.name.endswith(".kdissect-tmp")]:
+        assert child.poll() is None, "the run ended before its output file was opened"
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    child.send_signal(signal.SIGSTOP)
+    child.send_signal(signal.SIGTERM)
+    child.send_signal(signal.SIGCONT)
+    _out, err = child.communicate(timeout=120)
+    assert child.returncode == 128 + signal.SIGTERM, err
+    assert b"Traceback" not in err
+    assert target.read_text() == "the earlier output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["records.csv"]
