@@ -217,3 +217,29 @@ def test_an_outdir_holding_a_key_log_is_refused(tmp_path, capsys):
     status, lines = _spark([str(pcap), "--tls-keylog", str(keys), "-o", str(outdir), "--overwrite"], capsys)
     assert status == 2 and lines[0].startswith(f"kdissect: error: OUTDIR {outdir} holds the input {keys}")
     assert _files(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_a_full_disk_under_the_job_is_one_error_line(tmp_path):
+    """The tasks write into OUTDIR themselves: on a full disk (a 128 KiB
+    tmpfs) the run ends with kdissect's one error line and exit 2 (Spark
+    logs its task failure above it), not an internal error."""
+    import subprocess
+    import sys
+
+    mount_point = tmp_path / "full"
+    mount_point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        result = subprocess.run([sys.executable, "-m", "kdissect", "spark", str(CAPTURES / "forensics_kafka.pcap"),
+                                 "-o", str(mount_point / "out"), "--master", "local[1]"],
+                                cwd=CAPTURES.parent, capture_output=True, text=True, timeout=600)
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=True)
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert last.startswith(f"kdissect: error: cannot write {mount_point / 'out'}/")
+    assert last.endswith(": No space left on device")

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kdissect.accounting import Accounting
-from kdissect.atomic import write_atomically
+from kdissect.atomic import OutputError, write_atomically
 from kdissect.captureset import timestamp_unit
 from kdissect.forensics.latency import DEFAULT_HORIZON_NS
 from kdissect.inputs import expand_inputs, file_kind
@@ -115,7 +115,21 @@ def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], lis
 
 def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None = None) -> JobResult:
     """Run the whole job; `spark` may be an existing session (tests), or a
-    function that starts one (spark-submit), called once OUTDIR is claimed."""
+    function that starts one (spark-submit), called once OUTDIR is claimed.
+    A file a task could not write (a full disk) is the task's one-line
+    OutputError again, not Spark's wrapping of it."""
+    try:
+        return _run_job(options, spark, log)
+    except Exception as problem:
+        import re
+
+        found = re.search(r"kdissect\.atomic\.OutputError: (cannot write [^\n]*)", str(problem))
+        if found is None:
+            raise
+        raise OutputError(found.group(1)) from None
+
+
+def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None) -> JobResult:
     from kdissect.spark.session import start_session
 
     started = time.monotonic()
