@@ -38,9 +38,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("wire", ("capture", "linklayers", "captureset", "reassembly")),  # files -> TCP streams
     ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "pipeline")),
     ("analysis", ("summary", "stats_tables", "forensics")),  # tallies over exchanges
-    # what the faces share: writers, option declarations, inputs, extras,
-    # the allocator tuning and the command line's runtime (spark-submit runs it too)
-    ("face support", ("output", "options", "inputs", "extras", "allocator", "commands.runtime")),
+    # what the faces share: writers (atomic files, no output over an input),
+    # option declarations, inputs, extras, the allocator tuning and the
+    # command line's runtime (spark-submit runs it too)
+    ("face support", ("output", "atomic", "protected_inputs", "options", "inputs", "extras", "allocator",
+                      "commands.runtime")),
     ("faces", ("spark", "scapy", "report")),
     ("command line", ("cli", "__main__", "commands")),  # drives the faces
 ]

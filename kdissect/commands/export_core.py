@@ -38,12 +38,9 @@ def export(options: ExportOptions) -> None:
     """Write one row per request/response exchange."""
     from kdissect.output import open_writer
 
-    analysis = run_analysis(options, quiet=options.quiet)
+    analysis = run_analysis(options, quiet=options.quiet, output=options.output)
     tune_allocator(analysis.capture_set.paths)
-    writer = open_writer(options.output, ts_unit=analysis.ts_unit)
-    try:
+    with open_writer(options.output, ts_unit=analysis.ts_unit) as writer:
         writer.write_exchanges(analysis)
-    finally:
-        writer.close()
     if not options.quiet:
         print_accounting(analysis)

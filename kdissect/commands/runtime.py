@@ -80,15 +80,20 @@ def guarded(run: Callable[[], int]) -> int:
 
 
 def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: bool = False,
-                 keep_apis: Any = ()) -> Any:
+                 keep_apis: Any = (), output: str | None = None) -> Any:
     """An iterable Analysis over the captures the options name (exchanges;
     `.accounting`). Files under a directory or glob that are not captures are
     skipped and, unless `quiet`, named in one line on stderr. `keep_apis`:
-    api keys whose exchanges keep their decoded messages."""
+    api keys whose exchanges keep their decoded messages. `output`: the
+    command's output file, refused if it is one of the captures or key logs."""
     from kdissect.inputs import expand_inputs
     from kdissect.pipeline import Analysis
 
     paths, skipped = expand_inputs(options.captures)
+    if output is not None:
+        from kdissect.protected_inputs import ProtectedInputs, refuse_output_over_input
+
+        refuse_output_over_input(output, ProtectedInputs([*paths, *options.tls_keylogs]))
     if skipped and not quiet:
         names = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
         say(f"kdissect: not captures, skipped: {names}".encode("utf-8", "replace").decode("utf-8"))

@@ -15,9 +15,8 @@ from tools.lab.net import LabError
 
 VERSIONS = {"4": "4.4.0", "3": "3.9.2"}  # the generations the lab uses; exact versions work too
 SLF4J_BINDING = "org.slf4j:slf4j-simple:1.7.36"
-# The Java kafka-clients the workloads drive: the newest whose wire format the
-# specs in ../shared/kafka-spec cover (4.2 sends ShareFetch v2, 4.4 also
-# ApiVersions v5, both differing from those specs).
+# The first Java client (4.1.1) of java_clients_kafka; java_clients_4_4_kafka
+# runs the release the protocol tables come from (ApiVersions v5, ShareFetch v2).
 JAVA_CLIENT_VERSION = "4.1.1"
 
 
