@@ -133,3 +133,15 @@ def test_dependencies_run_one_way() -> None:
     assert "kdissect.pipeline" in graph["kdissect.commands.runtime"]
     problems = violations(graph)
     assert problems == [], "\n".join(problems)
+
+
+def test_the_architecture_doc_shows_the_declared_layers() -> None:
+    """docs/architecture.md's layer table lists LAYERS, in order."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    rows = text[text.index("| layer | modules |"):].split("\n\n", 1)[0].splitlines()[2:]
+    shown = []
+    for row in rows:
+        name, modules = (cell.strip() for cell in row.strip("|").split("|")[:2])
+        names = [m.strip().strip("`").rstrip("/").removesuffix(".py").replace("/", ".") for m in modules.split(",")]
+        shown.append((name, tuple(names)))
+    assert shown == LAYERS
