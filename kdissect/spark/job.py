@@ -236,8 +236,12 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         tls.add(TlsStats.from_dict(values.pop("tls", {})))
         accounting.add(Accounting.from_dict(values))
     accounting.add_read_stats(_ReadTotals(reading))
+    from kdissect.spark.arrivals import produce_answers
+
+    # long polls that a Produce on another connection ended (kdissect.arrivals): one join
+    fixes = produce_answers(spark, work_dir)
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
-                                                  ts_unit)
+                                                  ts_unit, fixes)
     for table, count in rows_written.items():
         if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")

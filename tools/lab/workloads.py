@@ -844,3 +844,15 @@ def _forensics_workloads() -> list[Workload]:
 
 
 WORKLOADS += _forensics_workloads()
+
+
+def _longpoll_workloads() -> list[Workload]:
+    from tools.lab.longpoll import wl_longpoll_data
+
+    return [Workload("longpoll_data_kafka", STANDARD_PORT,
+                     "Long polls that data ends: kafka-python consumers wait up to 5 s on empty partitions (CreateTime, "
+                     "LogAppendTime, and a producer clock an hour ahead) and a producer sends 1.5 s into each wait",
+                     wl_longpoll_data, broker="kafka4")]
+
+
+WORKLOADS += _longpoll_workloads()
