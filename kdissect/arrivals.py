@@ -270,10 +270,9 @@ def produce_spans(sets: Iterable[tuple[Any, Any, Any]]) -> tuple | None:
     return tuple(spans) or None
 
 
-def produce_ranges(spans: tuple, body: Any) -> ProduceArrival | None:
-    """The offsets a Produce wrote: its request's spans placed at the base
-    offsets of its (decoded) answer; partitions answered with an error or
-    no base offset are left out."""
+def produce_bases(body: Any) -> dict[tuple[Any, Any], int]:
+    """{(topic label, partition): base offset} of a decoded ProduceResponse
+    body, partitions answered without error only."""
     bases: dict[tuple[Any, Any], int] = {}
     for topic in getattr(body, "responses", None) or ():
         label = getattr(topic, "name", None) or getattr(topic, "topic_id", None)
@@ -282,6 +281,105 @@ def produce_ranges(spans: tuple, body: Any) -> ProduceArrival | None:
             base = getattr(entry, "base_offset", None)
             if not getattr(entry, "error_code", 0) and base is not None and base >= 0:
                 bases[(label, getattr(entry, "index", None))] = base
+    return bases
+
+
+def _uvarint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+        if shift > 28:
+            raise ValueError("varint too long")
+
+
+def _skip_tags(data: bytes, at: int) -> int:
+    count, at = _uvarint(data, at)
+    for _ in range(count):
+        _tag, at = _uvarint(data, at)
+        size, at = _uvarint(data, at)
+        at += size
+    return at
+
+
+def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int] | None:
+    """`produce_bases` read straight from a ProduceResponse frame (header
+    included) of `version` 0-13, without decoding the rest (the skimming
+    path keeps Produce answers undecoded); None where the frame does not
+    read as one (then nothing is placed: the timestamps decide)."""
+    import uuid
+
+    flexible = version >= 9
+    bases: dict[tuple[Any, Any], int] = {}
+    try:
+        at = 4  # correlation id
+        if flexible:
+            at = _skip_tags(frame, at)
+            topics, at = _uvarint(frame, at)
+            topics -= 1
+        else:
+            topics, = struct.unpack_from(">i", frame, at)
+            at += 4
+        for _ in range(max(topics, 0)):
+            if version >= 13:
+                label: Any = str(uuid.UUID(bytes=bytes(frame[at:at + 16])))
+                at += 16
+            elif flexible:
+                size, at = _uvarint(frame, at)
+                label = bytes(frame[at:at + size - 1]).decode("utf-8", "surrogateescape")
+                at += size - 1
+            else:
+                size, = struct.unpack_from(">h", frame, at)
+                label = bytes(frame[at + 2:at + 2 + size]).decode("utf-8", "surrogateescape")
+                at += 2 + size
+            if flexible:
+                partitions, at = _uvarint(frame, at)
+                partitions -= 1
+            else:
+                partitions, = struct.unpack_from(">i", frame, at)
+                at += 4
+            for _ in range(max(partitions, 0)):
+                index, error, base = struct.unpack_from(">ihq", frame, at)
+                at += 14 + (8 if version >= 2 else 0) + (8 if version >= 5 else 0)
+                if version >= 8:  # record errors, error message
+                    if flexible:
+                        errors, at = _uvarint(frame, at)
+                        for _ in range(max(errors - 1, 0)):
+                            at += 4
+                            size, at = _uvarint(frame, at)
+                            at += max(size - 1, 0)
+                            at = _skip_tags(frame, at)
+                        size, at = _uvarint(frame, at)
+                        at += max(size - 1, 0)
+                    else:
+                        errors, = struct.unpack_from(">i", frame, at)
+                        at += 4
+                        for _ in range(max(errors, 0)):
+                            size, = struct.unpack_from(">h", frame, at + 4)
+                            at += 6 + max(size, 0)
+                        size, = struct.unpack_from(">h", frame, at)
+                        at += 2 + max(size, 0)
+                if flexible:
+                    at = _skip_tags(frame, at)
+                if not error and base >= 0:
+                    bases[(label, index)] = base
+            if flexible:
+                at = _skip_tags(frame, at)
+        if at > len(frame):
+            return None
+    except (struct.error, IndexError, ValueError):
+        return None
+    return bases
+
+
+def produce_ranges(spans: tuple, bases: dict[tuple[Any, Any], int]) -> ProduceArrival | None:
+    """The offsets a Produce wrote: its request's spans placed at its
+    answer's base offsets (`produce_bases`); partitions answered with an
+    error or no base offset are left out."""
     ranges = tuple((label, partition, bases[(label, partition)], bases[(label, partition)] + last)
                    for label, partition, last in spans if (label, partition) in bases)
     return ProduceArrival(ranges) if ranges else None

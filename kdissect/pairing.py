@@ -49,7 +49,8 @@ from kdissect.framing import Frame
 from kdissect.packet import SlotRecord
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
-from kdissect.arrivals import DATA_WAIT_MIN_NS, decide, fetch_arrival, produce_ranges, produce_spans
+from kdissect.arrivals import (DATA_WAIT_MIN_NS, decide, fetch_arrival, produce_bases, produce_ranges, produce_spans,
+                               read_produce_bases)
 from kdissect.records.access import record_figures, record_sets, set_figures
 from kdissect.waits import HINT_APIS, QUEUED, THROTTLE, classify, request_hint, throttle_holds_response
 
@@ -566,8 +567,8 @@ class Pairer:
                 if ex.records and sets:
                     self._held_sets(ex, sets)
             elif ex.arrival is not None:  # a Produce: the answer's base offsets place what it wrote
-                answer = decode_tolerant(lambda b: decode_response(b, api_key, api_version), data)[0]
-                ex.arrival = None if answer is None else produce_ranges(ex.arrival, answer.body)
+                bases = read_produce_bases(data, api_version)
+                ex.arrival = None if bases is None else produce_ranges(ex.arrival, bases)
             if error_codes and self.keep_error_responses:
                 ex.response, _, _ = decode_tolerant(
                     lambda b: decode_response(b, api_key, api_version), data)
@@ -600,7 +601,7 @@ class Pairer:
                 if ex.records:
                     self._held_sets(ex, list(record_sets(api_key, api_version, response.body, "response")))
             elif ex.arrival is not None:
-                ex.arrival = produce_ranges(ex.arrival, response.body)
+                ex.arrival = produce_ranges(ex.arrival, produce_bases(response.body))
         ex.throttle_time_ms = throttle
         ex.error_code = error_code
         ex.error_codes = error_codes
