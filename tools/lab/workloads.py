@@ -882,3 +882,15 @@ def _longpoll_workloads() -> list[Workload]:
 
 
 WORKLOADS += _longpoll_workloads()
+
+
+def _share_workloads() -> list[Workload]:
+    from tools.lab.sharegroups import wl_share_acks
+
+    return [Workload("share_acks_kafka", STANDARD_PORT,
+                     f"A share group with explicit acknowledgements (Java kafka-clients {KAFKA4}): one consumer "
+                     "releases every third record and accepts the rest, another gets the released ones again and "
+                     "rejects the even offsets", wl_share_acks, broker="kafka4")]
+
+
+WORKLOADS += _share_workloads()

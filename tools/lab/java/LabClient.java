@@ -24,6 +24,12 @@
 //       MEMBERS share consumers (threads) of share group GROUP read TOPIC
 //       from the earliest offset until EXPECT records arrived between them;
 //       prints a JSON manifest of what each consumed and acknowledged
+//   share-acks BOOTSTRAP GROUP TOPIC EXPECT
+//       explicit acknowledgement in share group GROUP: a first consumer
+//       releases every third record it gets and accepts the rest, a second
+//       one then gets what was released (delivered again) and rejects the
+//       even offsets, accepting the rest; prints a JSON manifest of every
+//       delivery (delivery count, how it was acknowledged)
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -50,6 +56,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -88,6 +95,8 @@ public final class LabClient {
         } else if (args.length >= 6 && args[0].equals("admin-loop")) {
             System.out.println(adminLoop(args[1], args[2], args[3], Long.parseLong(args[4]), args[5],
                                          Arrays.copyOfRange(args, 6, args.length)));
+        } else if (args.length == 5 && args[0].equals("share-acks")) {
+            System.out.println(shareAcks(args[1], args[2], args[3], Integer.parseInt(args[4])));
         } else if (args.length == 6 && args[0].equals("share")) {
             System.out.println(shareGroup(args[1], args[2], args[3], Integer.parseInt(args[4]),
                                           Integer.parseInt(args[5])));
@@ -492,6 +501,68 @@ public final class LabClient {
                           "{\"received\": " + total.get() + ", \"expected\": " + expect + "}"));
         return "{\"produced\": [],\n \"consumed\": [" + String.join(",\n ", consumed) + "],\n \"operations\": ["
             + String.join(",\n ", operations) + "]}";
+    }
+
+    /** Explicit acknowledgements: see `share-acks` in the header. */
+    static String shareAcks(String bootstrap, String group, String topic, int expect) throws Exception {
+        List<String> operations = new ArrayList<>();
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                                                       AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(earliest))).all().get();
+            operations.add(op("incremental_alter_configs group " + group + " share.auto.offset.reset=earliest",
+                              Json.str("ok")));
+        }
+        List<String> consumed = new ArrayList<>();
+        int released = shareAckRound(bootstrap, group, topic, group + "-releaser", expect, consumed, operations);
+        shareAckRound(bootstrap, group, topic, group + "-rejecter", released, consumed, operations);
+        return "{\"produced\": [],\n \"consumed\": [" + String.join(",\n ", consumed) + "],\n \"operations\": ["
+            + String.join(",\n ", operations) + "]}";
+    }
+
+    /** One consumer of `shareAcks`: polls until EXPECT records came (or 30 s), acknowledges each, commits. */
+    static int shareAckRound(String bootstrap, String group, String topic, String clientId, int expect,
+                             List<String> consumed, List<String> operations) {
+        boolean releaser = clientId.endsWith("-releaser");
+        Properties p = consumerProps(bootstrap, clientId);
+        p.put("group.id", group);
+        p.put("share.acknowledgement.mode", "explicit");
+        int got = 0, accepted = 0, released = 0, rejected = 0;
+        String commit;
+        try (KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(p)) {
+            consumer.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (got < expect && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                    AcknowledgeType type;
+                    if (releaser) {
+                        type = got % 3 == 0 ? AcknowledgeType.RELEASE : AcknowledgeType.ACCEPT;
+                    } else {
+                        type = r.offset() % 2 == 0 ? AcknowledgeType.REJECT : AcknowledgeType.ACCEPT;
+                    }
+                    consumer.acknowledge(r, type);
+                    got++;
+                    if (type == AcknowledgeType.ACCEPT) {
+                        accepted++;
+                    } else if (type == AcknowledgeType.RELEASE) {
+                        released++;
+                    } else {
+                        rejected++;
+                    }
+                    String row = consumedRow(clientId, group, r);
+                    consumed.add(row.substring(0, row.length() - 1) + ", \"delivery_count\": "
+                                 + r.deliveryCount().map(String::valueOf).orElse("null")
+                                 + ", \"acknowledged\": " + Json.str(type.toString().toLowerCase()) + "}");
+                }
+            }
+            commit = Json.str(consumer.commitSync().size() + " partition(s) acknowledged");
+        }
+        operations.add(op("share consume group=" + group + " client.id=" + clientId + " (explicit acknowledgement)",
+                          "{\"client_id\": " + Json.str(clientId) + ", \"received\": " + got + ", \"accepted\": "
+                          + accepted + ", \"released\": " + released + ", \"rejected\": " + rejected
+                          + ", \"commit\": " + commit + "}"));
+        return released;
     }
 
     // -------------------------------------------------------------- json --
