@@ -4,7 +4,7 @@
 consumer waits up to 5 s on an empty partition and a producer sends one
 record 1.5 s into the wait (lp-create: CreateTime; lp-append: LogAppendTime;
 lp-ahead: the producer stamps its record an hour ahead).
-`longpoll_data_consumer_only_kafka` is the same capture without the
+`derived/longpoll_data_consumer_only_kafka` is the same capture without the
 producers' TCP streams.
 
 Expected values come from tshark (frame times, which frames are a stream's
@@ -34,7 +34,8 @@ from kdissect.pipeline import analyze
 from tests.support.pcaps import epoch_ns
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
-FULL, CONSUMER_ONLY = "longpoll_data_kafka", "longpoll_data_consumer_only_kafka"
+# the consumer-only cut is derived from the workload's capture, not recorded: it lives apart
+FULL, CONSUMER_ONLY = "longpoll_data_kafka", "derived/longpoll_data_consumer_only_kafka"
 TOPICS = ("lp-create", "lp-append", "lp-ahead")
 
 

@@ -11,7 +11,10 @@ timestamp, timestamp type).
 
 `cut_consumer_only` writes the same traffic without the producers'
 connections (tshark finds their TCP streams by client id), as a capture
-taken where only the consumer's traffic passes would hold it.
+taken where only the consumer's traffic passes would hold it: after
+recording, `python -c 'from pathlib import Path; from tools.lab.longpoll
+import cut_consumer_only; cut_consumer_only(Path("captures/longpoll_data_kafka.pcap"),
+Path("captures/derived/longpoll_data_consumer_only_kafka.pcap"))'`.
 """
 
 from __future__ import annotations
