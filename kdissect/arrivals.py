@@ -42,6 +42,8 @@ import struct
 from collections import deque
 from typing import Any, Iterable, Iterator
 
+from kdissect.protocol.primitives import read_uvarint, uuid_from
+
 DATA_WAIT_MIN_NS = 10_000_000  # 10 ms: shorter holds are service
 CLOCK_SKEW_NS = 100_000_000  # 100 ms between the capture's, the broker's and the producer's clocks
 PRODUCE_WINDOW_NS = 1_000_000_000  # 1 s: a Produce answer this close to the hold ended it
@@ -284,36 +286,20 @@ def produce_bases(body: Any) -> dict[tuple[Any, Any], int]:
     return bases
 
 
-def _uvarint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint too long")
-
-
-def _skip_tags(data: bytes, at: int) -> int:
-    count, at = _uvarint(data, at)
-    for _ in range(count):
-        _tag, at = _uvarint(data, at)
-        size, at = _uvarint(data, at)
-        at += size
-    return at
+_PARTITION_HEAD = struct.Struct(">ihq").unpack_from  # index, error code, base offset
+_INT16 = struct.Struct(">h").unpack_from
+_INT32 = struct.Struct(">i").unpack_from
 
 
 def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int] | None:
     """`produce_bases` read straight from a ProduceResponse frame (header
     included) of `version` 0-13, without decoding the rest (the skimming
-    path keeps Produce answers undecoded); None where the frame does not
-    read as one (then nothing is placed: the timestamps decide)."""
-    import uuid
-
+    path keeps Produce answers undecoded, and this runs on every one: hence
+    the plain loop); None where the frame does not read as one (then
+    nothing is placed: the timestamps decide). Never raises."""
     flexible = version >= 9
+    skip = 8 if version >= 2 else 0
+    skip += 8 if version >= 5 else 0
     bases: dict[tuple[Any, Any], int] = {}
     try:
         at = 4  # correlation id
@@ -322,58 +308,70 @@ def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int]
             topics, at = _uvarint(frame, at)
             topics -= 1
         else:
-            topics, = struct.unpack_from(">i", frame, at)
+            topics = _INT32(frame, at)[0]
             at += 4
-        for _ in range(max(topics, 0)):
+        for _ in range(topics):
             if version >= 13:
-                label: Any = str(uuid.UUID(bytes=bytes(frame[at:at + 16])))
+                label: Any = str(uuid_from(frame[at:at + 16]))
                 at += 16
             elif flexible:
                 size, at = _uvarint(frame, at)
-                label = bytes(frame[at:at + size - 1]).decode("utf-8", "surrogateescape")
+                label = str(frame[at:at + size - 1], "utf-8", "surrogateescape")
                 at += size - 1
             else:
-                size, = struct.unpack_from(">h", frame, at)
-                label = bytes(frame[at + 2:at + 2 + size]).decode("utf-8", "surrogateescape")
+                size = _INT16(frame, at)[0]
+                label = str(frame[at + 2:at + 2 + size], "utf-8", "surrogateescape")
                 at += 2 + size
             if flexible:
                 partitions, at = _uvarint(frame, at)
                 partitions -= 1
             else:
-                partitions, = struct.unpack_from(">i", frame, at)
+                partitions = _INT32(frame, at)[0]
                 at += 4
-            for _ in range(max(partitions, 0)):
-                index, error, base = struct.unpack_from(">ihq", frame, at)
-                at += 14 + (8 if version >= 2 else 0) + (8 if version >= 5 else 0)
-                if version >= 8:  # record errors, error message
+            for _ in range(partitions):
+                index, error, base = _PARTITION_HEAD(frame, at)
+                at += 14 + skip
+                if version >= 8:  # record errors (batch index, message), then the error message
                     if flexible:
                         errors, at = _uvarint(frame, at)
-                        for _ in range(max(errors - 1, 0)):
-                            at += 4
-                            size, at = _uvarint(frame, at)
-                            at += max(size - 1, 0)
-                            at = _skip_tags(frame, at)
+                        for _ in range(errors - 1):
+                            size, at = _uvarint(frame, at + 4)
+                            at = _skip_tags(frame, at + max(size - 1, 0))
                         size, at = _uvarint(frame, at)
                         at += max(size - 1, 0)
                     else:
-                        errors, = struct.unpack_from(">i", frame, at)
+                        errors = _INT32(frame, at)[0]
                         at += 4
-                        for _ in range(max(errors, 0)):
-                            size, = struct.unpack_from(">h", frame, at + 4)
-                            at += 6 + max(size, 0)
-                        size, = struct.unpack_from(">h", frame, at)
-                        at += 2 + max(size, 0)
+                        for _ in range(errors):
+                            at += 6 + max(_INT16(frame, at + 4)[0], 0)
+                        at += 2 + max(_INT16(frame, at)[0], 0)
                 if flexible:
                     at = _skip_tags(frame, at)
                 if not error and base >= 0:
                     bases[(label, index)] = base
             if flexible:
                 at = _skip_tags(frame, at)
-        if at > len(frame):
-            return None
     except (struct.error, IndexError, ValueError):
         return None
-    return bases
+    return bases if at <= len(frame) else None
+
+
+def _uvarint(data: bytes, at: int) -> tuple[int, int]:
+    byte = data[at]
+    if byte < 0x80:  # the usual one-byte count or length
+        return byte, at + 1
+    return read_uvarint(data, at)
+
+
+def _skip_tags(data: bytes, at: int) -> int:
+    if data[at] == 0:  # no tagged fields, the usual case
+        return at + 1
+    count, at = read_uvarint(data, at)
+    for _ in range(count):
+        _tag, at = read_uvarint(data, at)
+        size, at = read_uvarint(data, at)
+        at += size
+    return at
 
 
 def produce_ranges(spans: tuple, bases: dict[tuple[Any, Any], int]) -> ProduceArrival | None:
@@ -387,10 +385,11 @@ def produce_ranges(spans: tuple, bases: dict[tuple[Any, Any], int]) -> ProduceAr
 
 def fetch_arrival(sets: list, hint: tuple | None, start_ns: int, end_ns: int, before_ns: int,
                   before_reason: str | None) -> FetchArrival | None:
-    """The per-connection decision for a held fetch with records (`sets`: its
-    response's (label, partition, raw)): a FetchArrival whose `how` says what
-    told the data's arrival (None: nothing did), with `arrival_ns` left in
-    `end_ns`'s place by `decide`. None when the fetch asked for no wait."""
+    """What the rules need of a held fetch with records (`sets`: its
+    response's (label, partition, raw)): a FetchArrival whose marks hold,
+    per fetched partition, the first fetched offset and its batch's
+    timestamp type and time (`decide` reads them). None when the fetch
+    asked for no wait or no whole batch header was fetched."""
     if hint is None or not hint[0] or hint[0] <= 0:
         return None
     offsets = hint[2] if len(hint) > 2 else None
