@@ -191,12 +191,12 @@ class ArrivalResolver:
     def add(self, ex: Any) -> Iterator[Any]:
         arrival = ex.arrival
         ts = ex.response_ts
-        if arrival is not None and ts is not None:
-            if isinstance(arrival, ProduceArrival):
+        if arrival is not None:
+            if isinstance(arrival, ProduceArrival) and ts is not None:
                 for label, partition, first, last in arrival.ranges:
                     self.produced.setdefault((label, partition), []).append((first, last, ts))
-                ex.arrival = None
-            elif not isinstance(arrival, FetchArrival) or arrival.end_ns - arrival.start_ns > MAX_HELD_NS:
+            # only a fetch that may still meet its Produce is held
+            if not isinstance(arrival, FetchArrival) or arrival.end_ns - arrival.start_ns > MAX_HELD_NS:
                 ex.arrival = None
         if ts is not None and ts > self.now:
             self.now = ts
