@@ -620,8 +620,8 @@ class Pairer:
         """Keep a fetch's record sets until `_time_it` when the broker held it
         long enough to have waited for them (kdissect.arrivals)."""
         first_byte = ex.response_first_ts if ex.response_first_ts is not None else ex.response_ts
-        if first_byte - ex.request_ts >= DATA_WAIT_MIN_NS:  # type: ignore[operator]
-            ex.arrival = sets
+        if ex.request_ts is not None and first_byte is not None and first_byte - ex.request_ts >= DATA_WAIT_MIN_NS:
+            ex.arrival = sets  # (an orphan response, known without its request, has no hold)
 
     def _emit_orphan(self, frame: Frame) -> None:
         acc = self.accounting
