@@ -2,7 +2,8 @@
 
 A task sees one connection at a time, so it decides a held fetch's wait
 from the batch timestamps only (the Dissector's own rule) and leaves what
-the capture-wide step needs in OUTDIR/_work/arrivals/arrivals-NNNNN.parquet:
+the capture-wide step needs in OUTDIR/_work/arrivals/arrivals-NNNNN.parquet
+(produced-NNNNN.parquet when the task met no held fetch):
 the offsets each answered Produce wrote, and each held fetch's first fetched
 offsets with its hold. On the driver, `produce_answers` joins them (one
 Spark job: the same window and the same choice, the earliest answer, as
@@ -52,8 +53,10 @@ class ArrivalSink:
     """A dissecting task's arrival rows, to one Parquet file."""
 
     def __init__(self, work_dir: str, task_partition: int) -> None:
+        # named `produced-` when it holds no held fetch: the driver skips the join when no file holds one
         self.path = Path(work_dir) / ARRIVALS_DIR / f"arrivals-{task_partition:05d}.parquet"
         self.task_partition = task_partition
+        self.fetched = 0
         self.columns: dict[str, list] = {name: [] for name in ARRIVAL_SCHEMA.names}
         self.writer: Any = None
         self.temporary: Path | None = None
@@ -66,6 +69,7 @@ class ArrivalSink:
                 self._add(PRODUCED, label, partition, first, last, exchange.response_ts, *([None] * 8))
         elif isinstance(arrival, FetchArrival) and arrival.end_ns - arrival.start_ns <= MAX_HELD_NS:
             for label, partition, offset in arrival.marks:
+                self.fetched += 1
                 self._add(FETCHED, label, partition, offset, None, None, self.task_partition,
                           row["stream_capture_index"], row["stream_frame_number"], row["ordinal"], arrival.start_ns,
                           arrival.end_ns, arrival.before_ns, arrival.before_reason)
@@ -91,7 +95,8 @@ class ArrivalSink:
         if self.columns["kind"] or self.writer is not None:
             self._flush()
             self.writer.close()
-            os.replace(self.temporary, self.path)  # type: ignore[arg-type]
+            target = self.path if self.fetched else self.path.with_name(self.path.name.replace("arrivals-", "produced-"))
+            os.replace(self.temporary, target)  # type: ignore[arg-type]
             self.writer = None
 
     def abandon(self) -> None:
@@ -110,7 +115,7 @@ def produce_answers(spark: Any, work_dir: str) -> dict[int, Fixes]:
 
     directory = Path(work_dir) / ARRIVALS_DIR
     if not directory.is_dir() or not any(directory.glob("arrivals-*.parquet")):
-        return {}
+        return {}  # no held fetch anywhere: nothing to join
     rows = spark.read.schema(_spark_schema()).parquet(str(directory))
     fetched = rows.where(F.col("kind") == FETCHED).alias("f")
     produced = rows.where(F.col("kind") == PRODUCED).select("topic", "partition", "first", "last", "answer_ts")
