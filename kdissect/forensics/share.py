@@ -172,7 +172,7 @@ class ShareTally:
             member.closes += 1
         elif epoch is not None:
             member.max_session_epoch = max_of(member.max_session_epoch, epoch)
-        if answer is not None and getattr(answer, "error_code", 0):
+        if answer is not None and getattr(answer, "error_code", None):
             add_count(member.session_errors, answer.error_code)
         for topic in getattr(body, "topics", None) or ():
             label = _label(getattr(topic, "topic_id", None))
@@ -236,10 +236,10 @@ class ShareTally:
             if mine is None:
                 self.partitions[key] = mine = _Partition()
             mine.merge(part)
-        for key, member in other.members.items():
-            found = self.members.get(key)
+        for who, member in other.members.items():
+            found = self.members.get(who)
             if found is None:
-                self.members[key] = found = _Member()
+                self.members[who] = found = _Member()
             found.merge(member)
 
     def labels(self) -> set[str | None]:

@@ -143,7 +143,13 @@ def _spark_schema() -> Any:
 
 
 class _Waits:
+    """What `apply_wait` sets, for a row that is not an Exchange."""
+
     __slots__ = ("wait_reason", "wait_ns")
+
+    def __init__(self) -> None:
+        self.wait_reason: str | None = None
+        self.wait_ns: int | None = None
 
 
 def fix_exchanges(rows: pa.Table, fixes: Fixes) -> pa.Table:
