@@ -43,8 +43,8 @@ from kdissect.spark import plan as planning
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries",
           # the forensic tables (kdissect.spark.forensics)
-          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers", "transactions",
-          "transaction_markers")
+          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "share_groups", "share_group_members",
+          "clients", "producers", "transactions", "transaction_markers")
 WORK_DIR = "_work"  # the tasks' Arrow files before stream numbering (see part_files.py)
 # rows per Arrow batch handed to Python: bounded because a row (a run of
 # segments, see segments.py) can hold a little over a MiB of payload
