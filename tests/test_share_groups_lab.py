@@ -2,7 +2,9 @@
 KafkaShareConsumer of kafka-clients 4.4.0 (`share_acks_kafka`,
 tools/lab/sharegroups.py): a consumer releases every third record and
 accepts the rest, another gets the released records again and rejects the
-even offsets.
+even offsets; and `share_timeout_kafka`: with 2 s acquisition locks, a
+consumer holds its records unacknowledged until their locks expire and
+another gets them again.
 
 Expected values come from the consumers' manifest (every delivery with its
 delivery count and how it was acknowledged) and from tshark (heartbeat
@@ -27,48 +29,67 @@ from kdissect.forensics import forensic_tables
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 NAME = "share_acks_kafka"
 PCAP = CAPTURES / f"{NAME}.pcap"
+NAMES = ("share_acks_kafka", "share_timeout_kafka")
 ACKS = {"accept": "accepted", "release": "released", "reject": "rejected"}
 
 
-def _manifest() -> dict:
-    return json.loads((CAPTURES / f"{NAME}.manifest.json").read_text())
+def _manifest(name: str = NAME) -> dict:
+    return json.loads((CAPTURES / f"{name}.manifest.json").read_text())
 
 
-def _tables():
-    tables, accounting = forensic_tables([PCAP])
+def _tables(name: str = NAME):
+    tables, accounting = forensic_tables([CAPTURES / f"{name}.pcap"])
     assert accounting.balance() == []
     return tables
 
 
-def test_the_partition_row_agrees_with_what_the_consumers_received_and_acknowledged() -> None:
-    deliveries = _manifest()["consumed"]
-    assert len(deliveries) == 16
-    (row,) = _tables().share_groups
-    assert (row["group_id"], row["topic"], row["partition"]) == ("lab-share-acks", "share-acks", 0)
+def _expected_lock_timeouts(deliveries: list[dict]) -> int:
+    """Deliveries of an offset after its first, less the releases of it the
+    consumers report: deliveries the broker made because a lock expired."""
+    by_offset: dict[tuple, list[dict]] = {}
+    for d in deliveries:
+        by_offset.setdefault((d["topic"], d["partition"], d["offset"]), []).append(d)
+    return sum(max(0, len(ds) - 1 - sum(d["acknowledged"] == "release" for d in ds)) for ds in by_offset.values())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_partition_row_agrees_with_what_the_consumers_received_and_acknowledged(name: str) -> None:
+    manifest = _manifest(name)
+    deliveries = manifest["consumed"]
+    (row,) = _tables(name).share_groups
+    (topic,) = {(d["group"], d["topic"], d["partition"]) for d in deliveries}
+    assert (row["group_id"], row["topic"], row["partition"]) == topic
     assert row["acquired"] == len(deliveries)
     assert row["redelivered"] == sum(d["delivery_count"] > 1 for d in deliveries)
     counts = Counter(ACKS[d["acknowledged"]] for d in deliveries)
-    assert counts["released"] and counts["rejected"]  # the lab did release and reject
     for column in ("accepted", "released", "rejected", "renewed"):
         assert row[column] == counts.get(column, 0), column
     assert row["members"] == len({d["client_id"] for d in deliveries})
-    # every redelivery follows a release the capture holds: no lock expired
-    assert row["lock_timeouts"] == 0 and row["ack_errors"] == []
+    assert row["lock_timeouts"] == _expected_lock_timeouts(deliveries)
+    # the consumers' commitSync saw no refusal
+    commits = [op["result"]["commit"] for op in manifest["operations"] if "commit" in op.get("result", {})]
+    assert all("acknowledged" in c if isinstance(c, str) else all(a.endswith("=ok") for a in c) for c in commits)
+    assert row["ack_errors"] == []
+    if name == "share_acks_kafka":  # the lab did release and reject, and no lock expired
+        assert counts["released"] and counts["rejected"] and row["lock_timeouts"] == 0
+    else:  # every record's lock expired once in the holder's hands
+        assert row["lock_timeouts"] == row["redelivered"] == len(deliveries) // 2 > 0
 
 
-def _tshark_heartbeats() -> Counter:
-    out = subprocess.run(["tshark", "-n", "-r", str(PCAP), "-d", "tcp.port==9092,kafka", "-Y",
+def _tshark_heartbeats(name: str) -> Counter:
+    out = subprocess.run(["tshark", "-n", "-r", str(CAPTURES / f"{name}.pcap"), "-d", "tcp.port==9092,kafka", "-Y",
                           "kafka.api_key == 76", "-T", "fields", "-e", "kafka.client_id"],
                          capture_output=True, text=True, check=True).stdout
     return Counter(line for line in out.splitlines() if line)
 
 
-def test_member_rows_agree_with_each_consumer() -> None:
-    deliveries = _manifest()["consumed"]
-    operations = {op["result"]["client_id"]: op["result"] for op in _manifest()["operations"]
+@pytest.mark.parametrize("name", NAMES)
+def test_member_rows_agree_with_each_consumer(name: str) -> None:
+    deliveries = _manifest(name)["consumed"]
+    operations = {op["result"]["client_id"]: op["result"] for op in _manifest(name)["operations"]
                   if isinstance(op["result"], dict) and "client_id" in op["result"]}
-    members = {tuple(row["client_ids"]): row for row in _tables().share_group_members}
-    heartbeats = _tshark_heartbeats()
+    members = {tuple(row["client_ids"]): row for row in _tables(name).share_group_members}
+    heartbeats = _tshark_heartbeats(name)
     assert set(members) == {(client_id,) for client_id in operations}
     for client_id, reported in operations.items():
         row = members[(client_id,)]

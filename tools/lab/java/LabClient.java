@@ -30,6 +30,12 @@
 //       one then gets what was released (delivered again) and rejects the
 //       even offsets, accepting the rest; prints a JSON manifest of every
 //       delivery (delivery count, how it was acknowledged)
+//   share-timeout BOOTSTRAP GROUP TOPIC EXPECT
+//       acquisition locks that expire in share group GROUP: a holder gets
+//       EXPECT records and holds them without acknowledging while a taker
+//       gets them again once their locks expired and accepts them; then the
+//       holder accepts its (expired) deliveries; prints a JSON manifest of
+//       every delivery and what the broker answered each commitSync
 //   transactions BOOTSTRAP
 //       a transactional producer commits (with offsets sent to the
 //       transaction), aborts and commits; a second producer is fenced by a
@@ -101,6 +107,8 @@ public final class LabClient {
         } else if (args.length >= 6 && args[0].equals("admin-loop")) {
             System.out.println(adminLoop(args[1], args[2], args[3], Long.parseLong(args[4]), args[5],
                                          Arrays.copyOfRange(args, 6, args.length)));
+        } else if (args.length == 5 && args[0].equals("share-timeout")) {
+            System.out.println(shareTimeout(args[1], args[2], args[3], Integer.parseInt(args[4])));
         } else if (args.length == 5 && args[0].equals("share-acks")) {
             System.out.println(shareAcks(args[1], args[2], args[3], Integer.parseInt(args[4])));
         } else if (args.length == 6 && args[0].equals("share")) {
@@ -529,6 +537,56 @@ public final class LabClient {
             + String.join(",\n ", operations) + "]}";
     }
 
+    /** Expiring acquisition locks: see `share-timeout` in the header. */
+    static String shareTimeout(String bootstrap, String group, String topic, int expect) throws Exception {
+        List<String> operations = Collections.synchronizedList(new ArrayList<>());
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                                                       AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(earliest))).all().get();
+            operations.add(op("incremental_alter_configs group " + group + " share.auto.offset.reset=earliest",
+                              Json.str("ok")));
+        }
+        List<String> consumed = Collections.synchronizedList(new ArrayList<>());
+        String holderId = group + "-holder";
+        Properties p = consumerProps(bootstrap, holderId);
+        p.put("group.id", group);
+        p.put("share.acknowledgement.mode", "explicit");
+        try (KafkaShareConsumer<byte[], byte[]> holder = new KafkaShareConsumer<>(p)) {
+            holder.subscribe(List.of(topic));
+            List<ConsumerRecord<byte[], byte[]>> held = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (held.size() < expect && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : holder.poll(Duration.ofMillis(500))) {
+                    held.add(r);
+                }
+            }
+            // the taker polls while the holder sits on its records: their locks expire and they go to the taker
+            Thread taker = new Thread(() -> shareAckRound(bootstrap, group, topic, group + "-taker", held.size(),
+                                                          consumed, operations));
+            taker.start();
+            taker.join();
+            for (ConsumerRecord<byte[], byte[]> r : held) {
+                holder.acknowledge(r, AcknowledgeType.ACCEPT);
+                String row = consumedRow(holderId, group, r);
+                consumed.add(row.substring(0, row.length() - 1) + ", \"delivery_count\": "
+                             + r.deliveryCount().map(String::valueOf).orElse("null")
+                             + ", \"acknowledged\": \"accept\"}");
+            }
+            List<String> answers = new ArrayList<>();
+            holder.commitSync().forEach((partition, failure) -> answers.add(
+                Json.str(partition + "=" + failure.map(e -> e.getClass().getSimpleName()).orElse("ok"))));
+            operations.add(op("share consume group=" + group + " client.id=" + holderId
+                              + " (held its records past their lock, then accepted them)",
+                              "{\"client_id\": " + Json.str(holderId) + ", \"received\": " + held.size()
+                              + ", \"accepted\": " + held.size() + ", \"released\": 0, \"rejected\": 0"
+                              + ", \"commit\": [" + String.join(", ", answers) + "]}"));
+        }
+        return "{\"produced\": [],\n \"consumed\": [" + String.join(",\n ", consumed) + "],\n \"operations\": ["
+            + String.join(",\n ", operations) + "]}";
+    }
+
     /** One consumer of `shareAcks`: polls until EXPECT records came (or 30 s), acknowledges each, commits. */
     static int shareAckRound(String bootstrap, String group, String topic, String clientId, int expect,
                              List<String> consumed, List<String> operations) {
@@ -546,6 +604,8 @@ public final class LabClient {
                     AcknowledgeType type;
                     if (releaser) {
                         type = got % 3 == 0 ? AcknowledgeType.RELEASE : AcknowledgeType.ACCEPT;
+                    } else if (clientId.endsWith("-taker")) {
+                        type = AcknowledgeType.ACCEPT;
                     } else {
                         type = r.offset() % 2 == 0 ? AcknowledgeType.REJECT : AcknowledgeType.ACCEPT;
                     }
