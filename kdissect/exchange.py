@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kdissect.arrivals import LONG_POLL_UNKNOWN
 from kdissect.problems import code_of
 
 # status values
@@ -117,7 +118,7 @@ class Exchange:
                  "problems", "problem_codes", "records", "record_bytes", "codecs", "request", "response",
                  "request_capture_index", "response_capture_index", "request_offset", "response_offset",
                  "request_first_ts", "response_first_ts", "expects_response", "stream_key", "wait_hint",
-                 "wait_reason", "wait_ns", "rtt_ns", "capture_side")
+                 "wait_reason", "wait_ns", "rtt_ns", "capture_side", "arrival")
 
     def __init__(
         self,
@@ -160,6 +161,7 @@ class Exchange:
         wait_ns: int | None = None,
         rtt_ns: int | None = None,
         capture_side: str | None = None,
+        arrival: Any = None,
     ) -> None:
         self.capture = capture  # file holding the request (the response, for orphans)
         self.stream = stream
@@ -211,6 +213,9 @@ class Exchange:
         # side the capture point is near ("client", "broker", "unknown")
         self.rtt_ns = rtt_ns
         self.capture_side = capture_side
+        # not in the table: when a held fetch's data arrived, or the offsets a
+        # Produce wrote, for the capture-wide step (kdissect.arrivals)
+        self.arrival = arrival
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -251,12 +256,15 @@ class Exchange:
     @property
     def service_ms(self) -> float | None:
         """The latency without the wait the protocol asked for; None where
-        the whole latency was that wait (or there is no latency)."""
+        the whole latency was that wait, where the wait's length is unknown
+        (a long poll that data ended, kdissect.arrivals), or there is no latency."""
         request_ts, response_ts = self.request_ts, self.response_ts
         if request_ts is None or response_ts is None:
             return None
         wait = self.wait_ns
         if wait is None:
+            if self.wait_reason == LONG_POLL_UNKNOWN:  # a wait of unknown length: no service time known
+                return None
             return (response_ts - request_ts) / 1_000_000
         rest = response_ts - request_ts - wait
         return rest / 1_000_000 if rest > 0 else None

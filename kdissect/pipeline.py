@@ -731,11 +731,19 @@ class Analysis:
                 bar.close()
 
     def __iter__(self) -> Iterator[Exchange]:
+        from kdissect.arrivals import ArrivalResolver
+
         dissector = self.dissector
         with fewer_collections():
+            # a long poll that data ended looks for the Produce that wrote the
+            # data on every connection (kdissect.arrivals)
+            resolver = ArrivalResolver()
             with self._segments() as segments:
-                yield from dissector.feed_many(segments)
-            yield from dissector.finishing()
+                for ex in dissector.feed_many(segments):
+                    yield from resolver.add(ex)
+            for ex in dissector.finishing():
+                yield from resolver.add(ex)
+            yield from resolver.finish()
         self.accounting.add_read_stats(self.read_stats)
 
     def frames(self) -> Iterator[PairedFrame]:

@@ -142,10 +142,12 @@ class Summary:
             ],
             "latency_by_client": [{"client_id": k, **v.row()} for k, v in sorted(self.by_client.items())],
             "latency_by_broker": [{"broker": k, **v.row()} for k, v in sorted(self.by_broker.items())],
+            # a long poll of unknown length is counted with no time (kdissect.arrivals)
             "waits": [
                 {"reason": reason, "api": api, "count": len(values),
-                 "median_ms": percentile(sorted(values), 50), "max_ms": max(values)}
+                 "median_ms": percentile(sorted(known), 50) if known else None, "max_ms": max(known, default=None)}
                 for (reason, api), values in sorted(self.waits.items())
+                for known in ([v for v in values if v is not None],)
             ],
             "throttle_by_client": [
                 {"client_id": client_id, "broker": broker, "responses": row[0], "throttled": row[1],

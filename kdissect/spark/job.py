@@ -47,8 +47,8 @@ from kdissect.spark.outdir import MANIFEST, claim_outdir
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries",
           # the forensic tables (kdissect.spark.forensics)
-          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers", "transactions",
-          "transaction_markers")
+          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "share_groups", "share_group_members",
+          "clients", "producers", "transactions", "transaction_markers")
 WORK_DIR = "_work"  # the tasks' Arrow files before stream numbering (see part_files.py)
 # rows per Arrow batch handed to Python: bounded because a row (a run of
 # segments, see segments.py) can hold a little over a MiB of payload
@@ -261,8 +261,12 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         tls.add(TlsStats.from_dict(values.pop("tls", {})))
         accounting.add(Accounting.from_dict(values))
     accounting.add_read_stats(_ReadTotals(reading))
+    from kdissect.spark.arrivals import produce_answers
+
+    # long polls that a Produce on another connection ended (kdissect.arrivals): one join
+    fixes = produce_answers(spark, work_dir)
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
-                                                  ts_unit)
+                                                  ts_unit, fixes)
     for table, count in rows_written.items():
         if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
