@@ -42,6 +42,7 @@ import struct
 from collections import deque
 from typing import Any, Iterable, Iterator
 
+from kdissect.exchange import LONG_POLL_UNKNOWN
 from kdissect.protocol.primitives import read_uvarint, uuid_from
 
 DATA_WAIT_MIN_NS = 10_000_000  # 10 ms: shorter holds are service
@@ -49,7 +50,6 @@ CLOCK_SKEW_NS = 100_000_000  # 100 ms between the capture's, the broker's and th
 PRODUCE_WINDOW_NS = 1_000_000_000  # 1 s: a Produce answer this close to the hold ended it
 MAX_HELD_NS = 60_000_000_000  # 60 s: longer holds do not look for a Produce
 
-LONG_POLL_UNKNOWN = "long_poll_unknown"
 # how the end of the wait was found
 BY_PRODUCE, BY_APPEND_TIME, BY_CREATE_TIME = "produce", "log_append_time", "create_time"
 

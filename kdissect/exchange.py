@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdissect.arrivals import LONG_POLL_UNKNOWN
 from kdissect.problems import code_of
 
 # status values
@@ -24,6 +23,9 @@ TRUNCATED = "truncated"
 # direction's) that left bytes over: fields are missing, values may be wrong
 INEXACT = "inexact"
 STATUSES = (OK, INEXACT, NO_RESPONSE, ORPHAN_RESPONSE, MALFORMED, TRUNCATED)
+# the wait reason of a long poll that data may have ended at an unknown time
+# (kdissect.arrivals): no service time is known
+LONG_POLL_UNKNOWN = "long_poll_unknown"
 
 # The exchange table: (column, Arrow type name), in output order. Type names
 # (not pyarrow objects) keep pyarrow out of the import path of the CLI;

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdissect.arrivals import LONG_POLL_UNKNOWN
+from kdissect.exchange import LONG_POLL_UNKNOWN
 from kdissect.protocol._generated.throttling import ANSWERED_BEFORE_THROTTLING_FROM
 from kdissect.protocol.apis import ApiKey
 
