@@ -168,15 +168,22 @@ class Summary:
             "no_response": dict(self.no_response.most_common()),
         }
 
-    def render(self, accounting: Any = None) -> str:
-        # `accounting`: anything with summary_lines() (an Accounting, or an Analysis: with its TLS line)
+    def render(self, accounting: Any = None, width: int | None = None) -> str:
+        """The tables as text, each fitted to `width` columns (None: every
+        column). `accounting`: anything with summary_lines() (an Accounting,
+        or an Analysis: with its TLS line)."""
         d = self.to_dict()
+
+        def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
+            return _text_table(title, header, rows, width)
+
         parts: list[str] = [f"exchanges: {self.exchanges} "
                             + "(" + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) + ")"]
-        lat_cols = ["count", "p50", "p90", "p99", "max", "waits", "service_p50", "service_p90", "service_p99",
-                    "service_max"]
-        heads = ["count", "p50", "p90", "p99", "max", "waits", "svc_p50", "svc_p90", "svc_p99", "svc_max"]
-        title = " (wire latency; svc: service time, without the waits the protocol asked for)"
+        # service times first: "is the broker slow" is answered without the waits
+        lat_cols = ["count", "service_p50", "service_p99", "service_max", "waits", "p50", "p99", "max",
+                    "service_p90", "p90"]
+        heads = ["count", "svc_p50", "svc_p99", "svc_max", "waits", "p50", "p99", "max", "svc_p90", "p90"]
+        title = " (svc: service time, without the waits the protocol asked for; p: wire latency)"
         parts.append(_table("latency (ms) by API" + title, ["api", "version"] + heads,
                             [[r["api"], r["version"]] + [r[c] for c in lat_cols] for r in d["latency_by_api"]]))
         parts.append(_table("latency (ms) by client id", ["client_id"] + heads,
@@ -194,13 +201,16 @@ class Summary:
         parts.append(_table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
                             [[r["broker"], r["responses"], r["throttled"], r["max_ms"], r["total_ms"]]
                              for r in d["throttle"]]))
-        parts.append(_table("throttling by client", ["client_id", "broker", "responses", "throttled", "total_ms",
-                                                      "max_ms", "sent_while_muted"],
-                            [[r["client_id"], r["broker"], r["responses"], r["throttled"], r["total_ms"], r["max_ms"],
-                              r["sent_while_muted"]] for r in d["throttle_by_client"]]))
+        parts.append(_table("throttling by client", ["client_id", "throttled", "total_ms", "max_ms",
+                                                      "sent_while_muted", "responses", "broker"],
+                            [[r["client_id"], r["throttled"], r["total_ms"], r["max_ms"], r["sent_while_muted"],
+                              r["responses"], r["broker"]] for r in d["throttle_by_client"]]))
         parts.append(_table("without response", ["api", "count"], [[k, v] for k, v in d["no_response"].items()]))
         if accounting is not None:
-            parts.append("accounting\n" + "\n".join("  " + line for line in accounting.summary_lines()))
+            from kdissect.text_table import wrap_line
+
+            parts.append("accounting\n" + "\n".join(wrap_line("  " + line, width, "      ")
+                                                     for line in accounting.summary_lines()))
         return "\n\n".join(parts) + "\n"
 
 
@@ -224,18 +234,12 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
-    if not rows:
-        return f"{title}\n  (none)"
+def _text_table(title: str, header: list[str], rows: list[list[Any]], width: int | None) -> str:
+    from kdissect.text_table import render_cells
+
     cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
     numeric = [all(_is_number(r[i]) for r in rows) for i in range(len(header))]
-
-    def line(values: list[str]) -> str:
-        return "  " + "  ".join(v.rjust(w) if num else v.ljust(w)
-                                for v, w, num in zip(values, widths, numeric)).rstrip()
-
-    return "\n".join([title, line(header), *(line(r) for r in cells)])
+    return render_cells(title, header, cells, numeric, width)
 
 
 def _is_number(value: Any) -> bool:

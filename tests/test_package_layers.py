@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("exchange", "problems", "accounting")),  # the row, its problems, the counters
     ("wire", ("capture", "linklayers", "captureset", "reassembly")),  # files -> TCP streams
     ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "arrivals", "pipeline")),
-    ("analysis", ("summary", "stats_tables", "forensics")),  # tallies over exchanges
+    ("analysis", ("summary", "stats_tables", "forensics", "text_table")),  # tallies over exchanges
     # what the faces share: writers (atomic files, no output over an input),
     # option declarations, inputs, extras, the allocator tuning and the
     # command line's runtime (spark-submit runs it too)

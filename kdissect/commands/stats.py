@@ -6,8 +6,8 @@ import json
 
 import click
 
-from kdissect.commands.runtime import run_analysis
-from kdissect.options import CaptureInputs, click_command, flag
+from kdissect.commands.runtime import run_analysis, table_width
+from kdissect.options import WIDE_HELP, CaptureInputs, click_command, flag
 from kdissect.output import safe_text
 
 
@@ -15,6 +15,7 @@ class StatsOptions(CaptureInputs):
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
 
     as_json: bool = flag("--json", help="Print the tables as one JSON object.")
+    wide: bool = flag("--wide", help=WIDE_HELP)
 
 
 def stats(options: StatsOptions) -> None:
@@ -32,8 +33,9 @@ def stats(options: StatsOptions) -> None:
         click.echo(safe_text(json.dumps(payload, indent=2, default=str, allow_nan=True)))
     else:
         # the analysis gives the accounting lines with the TLS line
-        click.echo(safe_text(summary.render(analysis)), nl=False)
-        click.echo(safe_text(render_stats(tables)))
+        width = table_width(options.wide)
+        click.echo(safe_text(summary.render(analysis, width)), nl=False)
+        click.echo(safe_text(render_stats(tables, width)))
     for problem in analysis.read_stats.problems:
         click.echo(f"kdissect: {safe_text(problem)}", err=True)
 
