@@ -406,7 +406,7 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         + "<h3>Per-partition errors</h3>" + table("partition_errors", stats.get("partition_errors", []))
         + "<h3>Requests without a response</h3>"
         + _mapping_table("no_response", stats.get("no_response", {}), "api", "requests") + "</section>",
-        '<section id="throttling"><h2>Throttling</h2>' + chart("throttle_over_time", "no response carries a throttle time")
+        '<section id="throttling"><h2>Throttling</h2>' + chart("throttle_over_time", charts.throttle_note(data))
         + "<h3>Per client</h3>"
         "<p>Requests sent while the broker had muted the connection (KIP-219) did not respect the mute.</p>"
         + table("throttle_by_client", stats.get("throttle_by_client", []))
