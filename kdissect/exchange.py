@@ -64,7 +64,25 @@ COLUMN_TYPES: list[tuple[str, str]] = [
     ("records", "int64"),
     ("record_bytes", "int64"),
     ("codecs", "list<string>"),
+    # the broker's own request log joined by connection, correlation id and
+    # api key (kdissect.brokerlog; `--broker-log`); null without a log or
+    # where no log line joined (`broker_log` says why)
+    ("broker_log", "string"),
+    ("broker_total_ms", "float64"),
+    ("broker_request_queue_ms", "float64"),
+    ("broker_local_ms", "float64"),
+    ("broker_remote_ms", "float64"),
+    ("broker_throttle_ms", "float64"),
+    ("broker_response_queue_ms", "float64"),
+    ("broker_send_ms", "float64"),
+    ("network_ms", "float64"),
+    ("principal", "string"),
+    ("security_protocol", "string"),
+    ("listener", "string"),
 ]
+BROKER_LOG_COLUMNS = ("broker_log", "broker_total_ms", "broker_request_queue_ms", "broker_local_ms",
+                      "broker_remote_ms", "broker_throttle_ms", "broker_response_queue_ms", "broker_send_ms",
+                      "network_ms", "principal", "security_protocol", "listener")
 COLUMN_NAMES: list[str] = [name for name, _ in COLUMN_TYPES]
 # columns computed from the exchange's times (properties, not stored)
 COMPUTED_COLUMNS = frozenset(("latency_ms", "ttfb_ms", "response_transfer_ms", "request_transfer_ms", "wait_ms",
@@ -114,7 +132,10 @@ class Exchange:
                  "problems", "problem_codes", "records", "record_bytes", "codecs", "request", "response",
                  "request_capture_index", "response_capture_index", "request_offset", "response_offset",
                  "request_first_ts", "response_first_ts", "expects_response", "stream_key", "wait_hint",
-                 "wait_reason", "wait_ns", "rtt_ns", "capture_side")
+                 "wait_reason", "wait_ns", "rtt_ns", "capture_side", "broker_log", "broker_total_ms",
+                 "broker_request_queue_ms", "broker_local_ms", "broker_remote_ms", "broker_throttle_ms",
+                 "broker_response_queue_ms", "broker_send_ms", "network_ms", "principal", "security_protocol",
+                 "listener")
 
     def __init__(
         self,
@@ -208,6 +229,10 @@ class Exchange:
         # side the capture point is near ("client", "broker", "unknown")
         self.rtt_ns = rtt_ns
         self.capture_side = capture_side
+        # set by kdissect.brokerlog.join when a request log is given
+        self.broker_log = self.principal = self.security_protocol = self.listener = None
+        self.broker_total_ms = self.broker_request_queue_ms = self.broker_local_ms = self.broker_remote_ms = None
+        self.broker_throttle_ms = self.broker_response_queue_ms = self.broker_send_ms = self.network_ms = None
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -313,6 +338,18 @@ class Exchange:
             "records": self.records,
             "record_bytes": self.record_bytes,
             "codecs": self.codecs,
+            "broker_log": self.broker_log,
+            "broker_total_ms": self.broker_total_ms,
+            "broker_request_queue_ms": self.broker_request_queue_ms,
+            "broker_local_ms": self.broker_local_ms,
+            "broker_remote_ms": self.broker_remote_ms,
+            "broker_throttle_ms": self.broker_throttle_ms,
+            "broker_response_queue_ms": self.broker_response_queue_ms,
+            "broker_send_ms": self.broker_send_ms,
+            "network_ms": self.network_ms,
+            "principal": self.principal,
+            "security_protocol": self.security_protocol,
+            "listener": self.listener,
         }
 
     def add_problem(self, code: str, text: str) -> None:

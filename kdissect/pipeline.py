@@ -699,7 +699,8 @@ class Analysis:
 
     def __init__(self, paths: Sequence[str | Path], ports: Iterable[int] = DEFAULT_PORTS,
                  detect: bool = True, keep_messages: bool = False, progress: bool = False,
-                 tls_keylogs: Sequence[str | Path] = (), keep_apis: Iterable[int] = ()) -> None:
+                 tls_keylogs: Sequence[str | Path] = (), keep_apis: Iterable[int] = (),
+                 broker_logs: Sequence[str | Path] = ()) -> None:
         from kdissect.capture import CaptureSet, ReadStats
 
         self.read_stats = ReadStats()
@@ -716,6 +717,12 @@ class Analysis:
         self.capture_set.secrets = _SecretsToKeys(self.dissector)
         self.accounting = self.dissector.accounting
         self.progress = progress
+        # the broker's request log, joined as the exchanges pass (kdissect.brokerlog)
+        self.broker_log: Any = None
+        if broker_logs:
+            from kdissect.brokerlog.join import BrokerLogJoin
+
+            self.broker_log = BrokerLogJoin([str(p) for p in broker_logs])
 
     def summary_lines(self) -> list[str]:
         """The accounting's lines, and the TLS layer's when it met TLS."""
@@ -726,6 +733,8 @@ class Analysis:
         skipped = self.dissector.keylog.bad_lines if self.dissector.has_keylog else 0
         if skipped:  # cut or malformed lines of a key log that has valid ones (never their text)
             lines.append(f"tls key log: {skipped} malformed line{'s' if skipped != 1 else ''} skipped")
+        if self.broker_log is not None:
+            lines += self.broker_log.accounting.summary_lines()
         return lines
 
     @property
@@ -749,6 +758,11 @@ class Analysis:
                 bar.close()
 
     def __iter__(self) -> Iterator[Exchange]:
+        if self.broker_log is not None:
+            return self.broker_log.join(self._exchanges())
+        return self._exchanges()
+
+    def _exchanges(self) -> Iterator[Exchange]:
         dissector = self.dissector
         with fewer_collections():
             with self._segments() as segments:
@@ -790,6 +804,7 @@ def analyze(
     progress: bool = False,
     tls_keylogs: Sequence[str | Path] = (),
     keep_apis: Iterable[int] = (),
+    broker_logs: Sequence[str | Path] = (),
 ) -> tuple[Iterator[Exchange], Accounting]:
     """(exchanges, accounting) for a capture set; the accounting is complete
     once the iterator is exhausted. `tls_keylogs`: key log files (NSS format)

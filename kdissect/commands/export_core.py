@@ -51,7 +51,8 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
         names = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
         say(f"kdissect: not captures, skipped: {names}".encode("utf-8", "replace").decode("utf-8"))
     return Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
-                    progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis)
+                    progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis,
+                    broker_logs=options.broker_logs)
 
 
 def print_accounting(analysis: Any) -> None:
