@@ -178,6 +178,18 @@ class Exchange:
         wait_ns: int | None = None,
         rtt_ns: int | None = None,
         capture_side: str | None = None,
+        broker_log: str | None = None,
+        broker_total_ms: float | None = None,
+        broker_request_queue_ms: float | None = None,
+        broker_local_ms: float | None = None,
+        broker_remote_ms: float | None = None,
+        broker_throttle_ms: float | None = None,
+        broker_response_queue_ms: float | None = None,
+        broker_send_ms: float | None = None,
+        network_ms: float | None = None,
+        principal: str | None = None,
+        security_protocol: str | None = None,
+        listener: str | None = None,
     ) -> None:
         self.capture = capture  # file holding the request (the response, for orphans)
         self.stream = stream
@@ -229,10 +241,20 @@ class Exchange:
         # side the capture point is near ("client", "broker", "unknown")
         self.rtt_ns = rtt_ns
         self.capture_side = capture_side
-        # set by kdissect.brokerlog.join when a request log is given
-        self.broker_log = self.principal = self.security_protocol = self.listener = None
-        self.broker_total_ms = self.broker_request_queue_ms = self.broker_local_ms = self.broker_remote_ms = None
-        self.broker_throttle_ms = self.broker_response_queue_ms = self.broker_send_ms = self.network_ms = None
+        # the broker's request log (kdissect.brokerlog.join): the join's
+        # status ("joined" or why not), the broker's times, who is connected
+        self.broker_log = broker_log
+        self.broker_total_ms = broker_total_ms
+        self.broker_request_queue_ms = broker_request_queue_ms
+        self.broker_local_ms = broker_local_ms
+        self.broker_remote_ms = broker_remote_ms
+        self.broker_throttle_ms = broker_throttle_ms
+        self.broker_response_queue_ms = broker_response_queue_ms
+        self.broker_send_ms = broker_send_ms
+        self.network_ms = network_ms  # wire latency minus broker_total_ms, at the capture point
+        self.principal = principal
+        self.security_protocol = security_protocol
+        self.listener = listener
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)

@@ -244,3 +244,29 @@ def test_python_api_and_usage_errors() -> None:
     done = kdissect("export", str(PLAIN / "capture.pcap"), "--broker-log", "/nonexistent/server-request.log",
                     check=False)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_line_shapes_fast_and_general_paths_agree() -> None:
+    """IPv6 connection ids, escaped strings, exponents, fields out of the usual
+    order (the json path), zones in the time: read the same either way."""
+    from kdissect.brokerlog import parse
+
+    tail = ('"connection":"0:0:0:0:0:0:0:1:9092-0:0:0:0:0:0:0:1:5555-3-7","totalTimeMs":1.5,"requestQueueTimeMs":1,'
+            '"localTimeMs":0.25,"remoteTimeMs":0.0,"throttleTimeMs":7,"responseQueueTimeMs":0.125,"sendTimeMs":1.5E-4,'
+            '"securityProtocol":"SSL","principal":"User:CN=a\\"x","listener":"EXTERNAL",'
+            '"clientInformation":{"softwareName":"x","softwareVersion":"1"}}')
+    header = '"requestHeader":{"requestApiKey":3,"requestApiVersion":12,"correlationId":-5,"clientId":"c\\"\\u00e9"}'
+    usual = f'[2026-11-26 06:52:38,749] DEBUG Completed request:{{"isForwarded":false,{header},{tail} (kafka.request.logger)'
+    entry = parse.parse_line(usual)
+    assert entry and entry.client == "[::1]:5555" and entry.broker == "[::1]:9092"
+    assert (entry.api_key, entry.api_version, entry.correlation_id, entry.client_id) == (3, 12, -5, 'c"\u00e9')
+    assert (entry.total_ms, entry.throttle_ms, entry.send_ms) == (1.5, 7.0, 1.5e-4)
+    assert entry.principal == 'User:CN=a"x' and entry.listener == "EXTERNAL"
+    assert entry.ts == 1795675958749000000
+    # reordered header fields and a zone: the general path, same values
+    other = ('2026-11-26T07:52:38.749+01:00 DEBUG Completed request:{"requestHeader":{"clientId":"c\\"\\u00e9",'
+             '"correlationId":-5,"requestApiVersion":12,"requestApiKey":3},' + tail)
+    again = parse.parse_line(other)
+    assert again and {n: getattr(again, n) for n in again.__slots__} == {n: getattr(entry, n) for n in entry.__slots__}
+    assert parse.parse_line("[2026-11-26 06:52:38,749] INFO something else") is False
+    assert parse.parse_line("[2026-11-26 06:52:38,749] DEBUG Completed request:RequestHeader(apiKey=3...)") is None

@@ -22,7 +22,6 @@ on either side (for the reasons) grow with the connections, not the lines.
 
 from __future__ import annotations
 
-import random
 from collections import Counter, deque
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -32,7 +31,7 @@ from kdissect.exchange import OK
 DEFAULT_TOLERANCE_S = 5.0
 DEFAULT_WINDOW_S = 60.0
 _BOOTSTRAP_EXCHANGES = 256  # answered exchanges held to estimate the clock offset first
-_OFFSET_SAMPLES = 4096  # a uniform sample of the joined pairs' offsets (bounded memory)
+_OFFSET_SAMPLES = 4096  # the joined pairs' offsets kept: an evenly spaced sample of 4096 to 8191
 
 # why a log entry has no exchange
 BEFORE_CAPTURE = "before_capture"  # logged before the capture's first exchange
@@ -67,7 +66,7 @@ class BrokerLogAccounting:
         self.log_only: Counter[str] = Counter()
         self.capture_only: Counter[str] = Counter()
         self.log_only_listeners: Counter[tuple[str, str]] = Counter()  # (reason, listener)
-        self.offsets: list[float] = []  # ms, a uniform sample of the joined pairs
+        self.offsets: list[float] = []  # ms, an evenly spaced sample of the joined pairs
         self.offset_pairs = 0
         self.offset_start_ms = 0.0  # the first estimate (from the first exchanges)
         self.tolerance_s = DEFAULT_TOLERANCE_S
@@ -160,7 +159,7 @@ class BrokerLogJoin:
         self.tolerance = int(tolerance_s * 1e9)
         self.window = int(window_s * 1e9)
         self.observer: Any = None
-        self._random = random.Random(0)
+        self._stride = 1
 
     # -- the log side ----------------------------------------------------------
 
@@ -254,42 +253,58 @@ class BrokerLogJoin:
         accounting.exchanges += 1
         client = exchange.client
         self._captured_clients.add(client)
-        t = self._time(exchange)
+        t = exchange.response_ts
+        if t is None:
+            t = exchange.request_ts
+        offset = self.offset
         if t is not None:
             if self._first_ts is None or t < self._first_ts:
                 self._first_ts = t
             if self._latest_ts is None or t > self._latest_ts:
                 self._latest_ts = t
-                self._evict(t + self.offset - self.window)
-            self._read_until(t + self.offset + self.tolerance)
+                queue = self._queue
+                if queue and queue[0].ts < t + offset - self.window:
+                    self._evict(t + offset - self.window)
+            limit = t + offset + self.tolerance
+            following = self._next
+            while following is not None and following.ts <= limit:
+                self._take()
+                following = self._next
         key = (client, exchange.correlation_id, exchange.api_key)
-        bucket = self._index.get(key)
+        index = self._index
+        bucket = index.get(key)
         chosen = None
         if bucket:
-            if t is None:
-                candidates = bucket if len(bucket) == 1 else []
+            if len(bucket) == 1:  # the usual case
+                entry = bucket[0]
+                if t is None or abs(entry.ts - offset - t) <= self.tolerance:
+                    chosen = entry
+                    del index[key]
             else:
-                candidates = [e for e in bucket if abs(e.ts - self.offset - t) <= self.tolerance]
-            if candidates:
-                chosen = min(candidates, key=lambda e: abs(e.ts - self.offset - t)) if t is not None else candidates[0]
-                if len(candidates) > 1:
-                    accounting.ambiguous += 1
-                bucket.remove(chosen)
-                if not bucket:
-                    del self._index[key]
+                if t is None:
+                    candidates: list[LogEntry] = []
+                else:
+                    candidates = [e for e in bucket if abs(e.ts - offset - t) <= self.tolerance]
+                if candidates:
+                    chosen = min(candidates, key=lambda e: abs(e.ts - offset - t))  # type: ignore[operator]
+                    if len(candidates) > 1:
+                        accounting.ambiguous += 1
+                    bucket.remove(chosen)
+                    if not bucket:
+                        del index[key]
         if chosen is not None:
             chosen.matched = True
             accounting.joined += 1
             apply_entry(exchange, chosen, JOINED)
             if t is not None:
-                difference = (chosen.ts - t) / 1e6
                 accounting.offset_pairs += 1
-                if len(accounting.offsets) < _OFFSET_SAMPLES:
-                    accounting.offsets.append(difference)
-                else:
-                    slot = self._random.randrange(accounting.offset_pairs)
-                    if slot < _OFFSET_SAMPLES:
-                        accounting.offsets[slot] = difference
+                # a sample of the pairs' offsets: every `stride`-th, thinned by half when full
+                if accounting.offset_pairs % self._stride == 0:
+                    offsets = accounting.offsets
+                    offsets.append((chosen.ts - t) / 1e6)
+                    if len(offsets) >= 2 * _OFFSET_SAMPLES:
+                        del offsets[1::2]
+                        self._stride *= 2
             return
         reason = self._capture_only_reason(exchange, t)
         accounting.capture_only[reason] += 1

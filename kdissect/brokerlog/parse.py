@@ -49,6 +49,17 @@ _TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,9
 # local:port-remote:port-processor[-index]; hosts may be IPv6 (colons, no dashes)
 _CONNECTION_ID = re.compile(r"^(.+?):(\d+)-(.+?):(\d+)-(.+)$")
 _decoder = json.JSONDecoder()
+# The usual shapes, read by one match each (anything else goes to the json module)
+_STRING = r'"([^"\\]*(?:\\.[^"\\]*)*)"'
+_NUMBER = r"(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)"
+_FAST_HEADER = re.compile(r'"requestHeader":\{"requestApiKey":(\d+),"requestApiVersion":(\d+),"correlationId":(-?\d+),'
+                          r'"clientId":(?:null|' + _STRING + ")[,}]")
+_FAST_TAIL = re.compile(r'"connection":"([^"\\]*)","totalTimeMs":' + _NUMBER + r',"requestQueueTimeMs":' + _NUMBER
+                        + r',"localTimeMs":' + _NUMBER + r',"remoteTimeMs":' + _NUMBER + r',"throttleTimeMs":' + _NUMBER
+                        + r',"responseQueueTimeMs":' + _NUMBER + r',"sendTimeMs":' + _NUMBER
+                        + r',(?:"temporaryMemoryBytes":\d+,)?(?:"messageConversionsTime":' + _NUMBER + r',)?'
+                        + r'"securityProtocol":"([^"\\]*)","principal":' + _STRING + r',"listener":"([^"\\]*)"'
+                        + r',"clientInformation":\{"softwareName":' + _STRING + r',"softwareVersion":' + _STRING + r"\}")
 
 
 class LogEntry:
@@ -101,6 +112,7 @@ class LogReadStats:
 
 _seconds_cache: dict[str, int] = {}
 _host_cache: dict[str, str] = {}
+_connection_cache: dict[str, tuple[str, str] | None] = {}
 
 
 def line_time(text: str) -> int | None:
@@ -148,16 +160,73 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _endpoints(connection: str) -> tuple[str, str] | None:
+    """(client, broker) endpoints of a broker connection id."""
+    found = _connection_cache.get(connection, False)
+    if found is False:
+        ids = _CONNECTION_ID.match(connection)
+        found = None if ids is None else (endpoint(_host(ids.group(3)), int(ids.group(4))),
+                                          endpoint(_host(ids.group(1)), int(ids.group(2))))
+        if len(_connection_cache) < 65536:
+            _connection_cache[connection] = found
+    return found  # type: ignore[return-value]
+
+
+def _unescaped(text: str | None) -> str | None:
+    if text is None or "\\" not in text:
+        return text
+    return json.loads('"' + text + '"')
+
+
+def _fast_entry(line: str, start: int, ts: int) -> LogEntry | None:
+    """The usual layout of a line (the header first, the tail's fields in
+    Kafka's order) read with two regular expressions; None if it is not that."""
+    header = _FAST_HEADER.search(line, start)
+    if header is None:
+        return None
+    tail_at = line.rfind(_CONNECTION, header.end())
+    if tail_at < 0:
+        return None
+    tail = _FAST_TAIL.match(line, tail_at)
+    if tail is None:
+        return None
+    ends = _endpoints(tail.group(1))
+    if ends is None:
+        return None
+    g = tail.groups()
+    times = (float(g[1]), float(g[2]), float(g[3]), float(g[4]), float(g[5]), float(g[6]), float(g[7]))
+    name, version = _unescaped(g[12]), _unescaped(g[13])
+    software = f"{name}/{version}" if name or version else None
+    return LogEntry(ts, ends[0], ends[1], g[0], int(header.group(1)), int(header.group(2)), int(header.group(3)),
+                    _unescaped(header.group(4)), times, g[9], _unescaped(g[10]), g[11], software)
+
+
+def _fast_time(line: str, at: int) -> int | None:
+    """The time of a line starting "[yyyy-MM-dd HH:mm:ss,SSS]" (log4j's default), else None."""
+    if at < 25 or line[0] != "[" or line[24] != "]" or line[20] != ",":
+        return None
+    seconds = _seconds_cache.get(line[1:20])
+    millis = line[21:24]
+    if seconds is None or not millis.isdigit():
+        return None
+    return seconds * 1_000_000_000 + int(millis) * 1_000_000
+
+
 def parse_line(line: str) -> LogEntry | None | bool:
     """The entry of a request-log line; False for a line that is not one
     (no marker); None for a line with the marker that cannot be read."""
     at = line.find(MARKER)
     if at < 0:
         return False
-    ts = line_time(line[:at])
+    ts = _fast_time(line, at)
     if ts is None:
-        return None
+        ts = line_time(line[:at])
+        if ts is None:
+            return None
     start = at + len(MARKER)
+    entry = _fast_entry(line, start, ts)
+    if entry is not None:
+        return entry
     header_at = line.find(_HEADER, start)
     tail_at = line.rfind(_CONNECTION, start)
     end = line.rfind("}")
@@ -266,33 +335,85 @@ def ordered_files(paths: Sequence[str]) -> list[str]:
     return [p for _, _, p in keyed]
 
 
+# log4j's default layout "[yyyy-MM-dd HH:mm:ss,SSS] LEVEL " and the header in
+# Kafka's order, in one match from the line's start (the per-line fast path)
+_FAST_START = re.compile(r'\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] [A-Z]+ Completed request:\{'
+                         r'(?:"isForwarded":(?:true|false),)?"requestHeader":\{"requestApiKey":(\d+),'
+                         r'"requestApiVersion":(\d+),"correlationId":(-?\d+),"clientId":(?:null|' + _STRING + ")[,}]")
+
+
+def _seconds(text: str) -> int:
+    seconds = _seconds_cache.get(text)
+    if seconds is None:
+        seconds = calendar.timegm((int(text[:4]), int(text[5:7]), int(text[8:10]), int(text[11:13]),
+                                   int(text[14:16]), int(text[17:19])))
+        if len(_seconds_cache) < 100_000:
+            _seconds_cache[text] = seconds
+    return seconds
+
+
 def read_entries(paths: Sequence[str], stats: LogReadStats | None = None) -> Iterator[LogEntry]:
     """Stream the entries of the log files (see `ordered_files`), counting
-    every line in `stats`. A damaged gzip file yields what came before the
-    damage (the rest counts as one cut line)."""
+    every line in `stats` (complete once a file is done or the stream is
+    closed). A damaged gzip file yields what came before the damage (the rest
+    counts as one cut line)."""
     stats = stats if stats is not None else LogReadStats()
+    start_match = _FAST_START.match
+    tail_match = _FAST_TAIL.match
+    connections = _connection_cache
     for path in ordered_files(paths):
         stats.files += 1
         try:
             handle = _open_text(path)
         except OSError as problem:
             raise InputError(f"cannot read {path}: {problem.strerror or problem}") from None
-        with handle:
-            try:
-                for line in handle:
-                    stats.lines += 1
-                    stats.bytes += len(line)
-                    entry = parse_line(line)
-                    if entry is False:
-                        stats.other_lines += 1
-                    elif entry is None:
-                        stats.bad_lines += 1
-                        if not line.endswith("\n"):
-                            stats.cut_lines += 1
-                    else:
-                        stats.request_lines += 1
-                        yield entry  # type: ignore[misc]
-            except (OSError, EOFError, gzip.BadGzipFile):
-                stats.lines += 1
-                stats.bad_lines += 1
-                stats.cut_lines += 1
+        lines = size = requests = others = bad = cut = 0
+        try:
+            with handle:
+                try:
+                    for line in handle:
+                        lines += 1
+                        size += len(line)
+                        head = start_match(line)
+                        if head is not None:
+                            tail_at = line.rfind(_CONNECTION)
+                            tail = tail_match(line, tail_at) if tail_at > head.end() else None
+                            if tail is not None:
+                                g = tail.groups()
+                                ends = connections.get(g[0]) or _endpoints(g[0])
+                                if ends is not None:
+                                    h = head.groups()
+                                    requests += 1
+                                    name, version = g[12], g[13]
+                                    client_id = h[5]
+                                    if client_id is not None and "\\" in client_id:
+                                        client_id = _unescaped(client_id)
+                                    principal = g[10] if "\\" not in g[10] else _unescaped(g[10])
+                                    yield LogEntry(
+                                        _seconds(h[0]) * 1_000_000_000 + int(h[1]) * 1_000_000, ends[0], ends[1],
+                                        g[0], int(h[2]), int(h[3]), int(h[4]), client_id,
+                                        (float(g[1]), float(g[2]), float(g[3]), float(g[4]), float(g[5]),
+                                         float(g[6]), float(g[7])), g[9], principal, g[11],
+                                        None if name is None else f"{_unescaped(name)}/{_unescaped(version)}")
+                                    continue
+                        entry = parse_line(line)
+                        if entry is False:
+                            others += 1
+                        elif entry is None:
+                            bad += 1
+                            if not line.endswith("\n"):
+                                cut += 1
+                        else:
+                            requests += 1
+                            yield entry  # type: ignore[misc]
+                except (OSError, EOFError, gzip.BadGzipFile):
+                    lines += 1
+                    bad += 1
+                    cut += 1
+        finally:
+            stats.lines += lines
+            stats.bytes += size
+            stats.request_lines += requests
+            stats.other_lines += others
+            stats.bad_lines += bad
+            stats.cut_lines += cut
