@@ -270,3 +270,15 @@ def test_line_shapes_fast_and_general_paths_agree() -> None:
     assert again and {n: getattr(again, n) for n in again.__slots__} == {n: getattr(entry, n) for n in entry.__slots__}
     assert parse.parse_line("[2026-11-26 06:52:38,749] INFO something else") is False
     assert parse.parse_line("[2026-11-26 06:52:38,749] DEBUG Completed request:RequestHeader(apiKey=3...)") is None
+
+
+def test_report_has_the_stats_tables(tmp_path: Path) -> None:
+    port = str(manifest(PLAIN)["port"])
+    stats = json.loads(kdissect("stats", str(PLAIN / "capture.pcap"), "-p", port, "--broker-log", str(PLAIN),
+                                "--json").stdout)["broker_log"]
+    page = tmp_path / "report.html"
+    kdissect("report", str(PLAIN / "capture.pcap"), "-p", port, "--broker-log", str(PLAIN), "-o", str(page))
+    text = page.read_text()
+    for name in ("latency_decomposition", "principals", "unmatched"):
+        assert stats[name]
+        assert f'data-table="broker_log.{name}" data-rows="{min(len(stats[name]), 200)}"' in text

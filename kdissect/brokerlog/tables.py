@@ -107,3 +107,18 @@ class BrokerLogTables:
             _table("Broker log: unmatched (log_only: logged, not captured; capture_only: captured, not logged)",
                    ["side", "reason", "listener/api", "count"], unmatched),
         ]) + "\n"
+
+
+def observe(analysis: Any) -> BrokerLogTables | None:
+    """Attach the tables to an Analysis's broker-log join (None without a log)."""
+    join = getattr(analysis, "broker_log", None)
+    if join is None:
+        return None
+    tables = join.observer = BrokerLogTables()
+    return tables
+
+
+def payload(analysis: Any, tables: BrokerLogTables) -> dict[str, Any]:
+    """The "broker_log" entry of `stats --json` and of the report's stats:
+    the join's accounting and the three tables."""
+    return {"accounting": analysis.broker_log.accounting.to_dict(), **tables.to_dict()}

@@ -24,19 +24,16 @@ def stats(options: StatsOptions) -> None:
 
     # per-partition errors need the decoded response bodies
     analysis = run_analysis(options, keep_messages=True)
-    broker_tables = None
-    if analysis.broker_log is not None:
-        from kdissect.brokerlog.tables import BrokerLogTables
+    from kdissect.brokerlog.tables import observe, payload as broker_log_payload
 
-        broker_tables = analysis.broker_log.observer = BrokerLogTables()
+    broker_tables = observe(analysis)
     summary, tables = collect(analysis)
     if options.as_json:
         payload = as_dict(summary, tables, analysis.accounting)
         if analysis.accounting.tls_connections:
             payload["tls"] = analysis.dissector.tls_stats.to_dict()
         if broker_tables is not None:
-            payload["broker_log"] = {"accounting": analysis.broker_log.accounting.to_dict(),
-                                     **broker_tables.to_dict()}
+            payload["broker_log"] = broker_log_payload(analysis, broker_tables)
         click.echo(safe_text(json.dumps(payload, indent=2, default=str, allow_nan=True)))
     else:
         # the analysis gives the accounting lines with the TLS line
