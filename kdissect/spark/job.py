@@ -63,6 +63,7 @@ class JobOptions:
     # the forensic tables' settings (kdissect.forensics.settings)
     horizon_ns: int = DEFAULT_HORIZON_NS
     max_uncompressed: int = DEFAULT_LIMIT
+    broker_logs: tuple[str, ...] = ()  # Kafka request logs joined to the exchanges (kdissect.spark.brokerlog)
 
 
 @dataclass
@@ -251,11 +252,24 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     say("exchange tables written", "exchange_tables")
     write_tables(summary_rows, outdir)
     say("summary tables written", "summary_tables")
+    broker_log = None
+    if options.broker_logs:
+        from kdissect.spark.brokerlog import join_broker_log
+
+        broker_log = join_broker_log(spark, outdir, options.broker_logs, partitions)
+        say(f"broker log joined: {broker_log['joined']} of {broker_log['exchanges']} exchanges", "broker_log")
     # Row counts and the printed summary come from the Parquet footers and the
     # small summary tables read on the driver: no further Spark jobs.
     counts: dict[str, int] = {name: tables.parquet_rows(spark, f"{outdir}/{name}") for name in TABLES}
     counts["kafka_connections"] = connections
     summary = tables.render_summary(spark, outdir, accounting)
+    if broker_log is not None:
+        for name in ("broker_latency", "broker_principals", "broker_unmatched"):
+            counts[name] = tables.parquet_rows(spark, f"{outdir}/{name}")
+        offset = broker_log["clock_offset"]
+        summary += (f"\nbroker log: {broker_log['request_lines']} request lines, {broker_log['joined']} joined to "
+                    f"{broker_log['exchanges']} exchanges; clock offset median "
+                    + ("-" if offset["median_ms"] is None else f"{offset['median_ms']:.3f} ms") + " (log - capture)")
     problems = reading.get("problems") or []
     if problems:
         summary += "\nreading problems (see manifest.json):\n" + "\n".join(f"  {p}" for p in problems[:10])
@@ -284,6 +298,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         "tls": tls.to_dict(),
         "partition_error_failures": partition_error_failures,
         "forensics": forensic_summary,
+        "broker_log": broker_log,
         "seconds": round(time.monotonic() - started, 3),
         "seconds_since_start_at": timings,
         "input_bytes": total_bytes,
