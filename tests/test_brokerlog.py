@@ -282,3 +282,26 @@ def test_report_has_the_stats_tables(tmp_path: Path) -> None:
     for name in ("latency_decomposition", "principals", "unmatched"):
         assert stats[name]
         assert f'data-table="broker_log.{name}" data-rows="{min(len(stats[name]), 200)}"' in text
+
+
+def test_memory_is_bounded_by_the_window_not_the_log(tmp_path: Path) -> None:
+    """A day's worth of lines before and after the capture: they are counted
+    (before/after the capture) without being held."""
+    from kdissect.brokerlog.join import BrokerLogJoin
+    from kdissect.pipeline import Analysis
+
+    real = [line for name in ("request.log.2", "request.log.1", "request.log")
+            for line in (PLAIN / name).read_text().splitlines(keepends=True)]
+    sample = real[len(real) // 2]
+    filler_before = [sample.replace("[2026-11-26 ", "[2026-11-25 ", 1)] * 20000
+    filler_after = [sample.replace("[2026-11-26 ", "[2026-11-27 ", 1)] * 20000
+    log = tmp_path / "big-request.log"
+    log.write_text("".join(filler_before + real + filler_after))
+    analysis = Analysis([PLAIN / "capture.pcap"], ports=(manifest(PLAIN)["port"],))
+    join = BrokerLogJoin([str(log)])
+    rows = list(join.join(analysis))
+    accounting = join.accounting
+    assert accounting.log_only["before_capture"] >= 20000 and accounting.log_only["after_capture"] >= 20000
+    assert accounting.joined == sum(r.broker_log == "joined" for r in rows) >= 100
+    assert accounting.balance() == []
+    assert join.peak_pending <= len(real)  # never the 40,000 filler lines (the run spans under a minute)

@@ -50,3 +50,12 @@ def test_spark_join_matches_the_cli(tmp_path: Path) -> None:
     assert any(r["client_id"] == "bl-librdkafka" and r["principal"] == "User:ANONYMOUS" for r in principals)
     unmatched = table_rows(outdir, "broker_unmatched")
     assert sum(r["count"] for r in unmatched if r["side"] == "log_only") == sum(accounting["log_only"].values())
+    # the report drawn from the OUTDIR has the same tables
+    from kdissect.report.page import render
+    from kdissect.report.spark_tables import read_outdir
+
+    data = read_outdir(outdir)
+    assert data["stats"]["broker_log"]["accounting"]["joined"] == accounting["joined"]
+    page = render(data, javascript="")
+    for name in ("latency_decomposition", "principals", "unmatched"):
+        assert f'data-table="broker_log.{name}"' in page

@@ -159,6 +159,7 @@ class BrokerLogJoin:
         self.tolerance = int(tolerance_s * 1e9)
         self.window = int(window_s * 1e9)
         self.observer: Any = None
+        self.peak_pending = 0  # the most log entries held at once (bounded by the window, not the log)
         self._stride = 1
 
     # -- the log side ----------------------------------------------------------
@@ -183,7 +184,10 @@ class BrokerLogJoin:
         self._last_log_ts = entry.ts
         self._log_clients[entry.client] = entry.security_protocol or ""
         self._index.setdefault((entry.client, entry.correlation_id, entry.api_key), []).append(entry)
-        self._queue.append(entry)
+        queue = self._queue
+        queue.append(entry)
+        if len(queue) > self.peak_pending:
+            self.peak_pending = len(queue)
         return entry
 
     def _read_until(self, ts: int) -> None:
@@ -234,8 +238,14 @@ class BrokerLogJoin:
         if not times:
             return
         low, high = min(times) - self.window, max(times) + self.window
+        # lines logged a window before the first exchange can join nothing
+        # (this look assumes the clocks are within the window of each other)
         while self._next is not None and self._next.ts < low:
-            self._take()
+            entry = self._next
+            self._next = next(self._entries, None)
+            self._last_log_ts = entry.ts
+            self._log_clients[entry.client] = entry.security_protocol or ""
+            self._log_only(entry, at_end=False)
         self._read_until(high)
         differences = []
         for ex in held:
@@ -352,11 +362,14 @@ class BrokerLogJoin:
             if observer is not None:
                 observer.exchange(exchange)
             yield exchange
-        # the rest of the log, then what is left in the index
-        while self._next is not None:
-            self._take()
+        # what is left in the index, then the rest of the log (counted, not kept)
         for entry in self._queue:
             if not entry.matched:
                 self._log_only(entry, at_end=True)
         self._queue.clear()
         self._index.clear()
+        while self._next is not None:
+            entry = self._next
+            self._next = next(self._entries, None)
+            self._last_log_ts = entry.ts
+            self._log_only(entry, at_end=True)

@@ -31,10 +31,6 @@ complete line, and the cut line is counted.
 
 from __future__ import annotations
 
-import calendar
-import gzip
-import ipaddress
-import json
 import os
 import re
 from typing import Iterator, Sequence
@@ -48,7 +44,6 @@ _CONNECTION = '"connection":'
 _TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,9}))?\s*(Z|[+-]\d\d:?\d\d)?")
 # local:port-remote:port-processor[-index]; hosts may be IPv6 (colons, no dashes)
 _CONNECTION_ID = re.compile(r"^(.+?):(\d+)-(.+?):(\d+)-(.+)$")
-_decoder = json.JSONDecoder()
 # The usual shapes, read by one match each (anything else goes to the json module)
 _STRING = r'"([^"\\]*(?:\\.[^"\\]*)*)"'
 _NUMBER = r"(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)"
@@ -124,6 +119,8 @@ def line_time(text: str) -> int | None:
     key = match.group(0)[:19]
     seconds = _seconds_cache.get(key)
     if seconds is None:
+        import calendar
+
         try:
             seconds = calendar.timegm((int(year), int(month), int(day), int(hour), int(minute), int(second)))
         except (ValueError, OverflowError):
@@ -143,10 +140,15 @@ def line_time(text: str) -> int | None:
 def _host(text: str) -> str:
     host = _host_cache.get(text)
     if host is None:
-        try:
-            host = ipaddress.ip_address(text.strip("[]")).compressed
-        except ValueError:
-            host = text
+        if text.replace(".", "").isdigit():
+            host = text  # IPv4 as Java writes it
+        else:
+            import ipaddress
+
+            try:
+                host = ipaddress.ip_address(text.strip("[]")).compressed
+            except ValueError:
+                host = text
         if len(_host_cache) < 65536:
             _host_cache[text] = host
     return host
@@ -175,6 +177,8 @@ def _endpoints(connection: str) -> tuple[str, str] | None:
 def _unescaped(text: str | None) -> str | None:
     if text is None or "\\" not in text:
         return text
+    import json
+
     return json.loads('"' + text + '"')
 
 
@@ -233,7 +237,9 @@ def parse_line(line: str) -> LogEntry | None | bool:
     if header_at < 0 or tail_at < header_at or end < tail_at:
         return None
     try:
-        header, _ = _decoder.raw_decode(line, header_at + len(_HEADER))
+        import json  # (the usual lines never get here: see _FAST_START)
+
+        header, _ = json.JSONDecoder().raw_decode(line, header_at + len(_HEADER))
         tail = json.loads("{" + line[tail_at:end + 1])
     except ValueError:
         return None
@@ -267,8 +273,17 @@ def _open_text(path: str):
     with open(path, "rb") as probe:
         magic = probe.read(2)
     if magic == b"\x1f\x8b":
+        import gzip
+
         return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="\n")
     return open(path, encoding="utf-8", errors="replace", newline="\n")
+
+
+def _zlib_error() -> type[BaseException]:
+    """zlib's error (a damaged gzip member), if gzip was ever used; else OSError."""
+    import sys
+
+    return getattr(sys.modules.get("zlib"), "error", OSError)
 
 
 def _looks_like_text(path: str) -> bool:
@@ -345,6 +360,8 @@ _FAST_START = re.compile(r'\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] [A-Z]+ C
 def _seconds(text: str) -> int:
     seconds = _seconds_cache.get(text)
     if seconds is None:
+        import calendar
+
         seconds = calendar.timegm((int(text[:4]), int(text[5:7]), int(text[8:10]), int(text[11:13]),
                                    int(text[14:16]), int(text[17:19])))
         if len(_seconds_cache) < 100_000:
@@ -406,7 +423,7 @@ def read_entries(paths: Sequence[str], stats: LogReadStats | None = None) -> Ite
                         else:
                             requests += 1
                             yield entry  # type: ignore[misc]
-                except (OSError, EOFError, gzip.BadGzipFile):
+                except (OSError, EOFError, _zlib_error()):  # gzip.BadGzipFile is an OSError
                     lines += 1
                     bad += 1
                     cut += 1
