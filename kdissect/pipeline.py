@@ -460,6 +460,8 @@ class _Connection:
             d.tls_stats.add(self.tls.stats)
             if self.inner.phase == _EMPTY:  # type: ignore[union-attr]
                 acc.encrypted_connections += 1  # nothing decrypted: its content is unknown
+                key = self.conn.key
+                d.encrypted_clients.add(endpoint(key[0], key[1]) if self.client_dir == 0 else endpoint(key[2], key[3]))
             self.inner.close(reason)  # type: ignore[union-attr]
             return
         if self.phase == _EMPTY:
@@ -535,6 +537,9 @@ class Dissector:
         self.max_open_connections = max_open_connections
         self.ignored = _Ignored(self.accounting)
         self.ignored_plaintext = _Ignored(self.accounting, "tls_other_bytes")  # decrypted, not Kafka
+        # client endpoints of TLS connections none of whose bytes were decrypted
+        # (the broker-log tables name their principals: kdissect.brokerlog.tables)
+        self.encrypted_clients: set[str] = set()
         # TLS: the secrets (a kdissect.tls.KeyLog; none: TLS is found and
         # counted, not decrypted) and what the TLS layer did
         self._keylog = keylog

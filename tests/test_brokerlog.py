@@ -305,3 +305,20 @@ def test_memory_is_bounded_by_the_window_not_the_log(tmp_path: Path) -> None:
     assert accounting.joined == sum(r.broker_log == "joined" for r in rows) >= 100
     assert accounting.balance() == []
     assert join.peak_pending <= len(real)  # never the 40,000 filler lines (the run spans under a minute)
+
+
+def test_principals_of_tls_connections_not_decrypted(tshark: str) -> None:
+    """Without the key log nothing is decrypted, yet the log names who is
+    behind each captured TLS connection (its client endpoint, from tshark
+    with the key log)."""
+    data = manifest(TLS)
+    clients = {key[0] for key in tshark_pairs(tshark, TLS, TLS / "keys")}
+    assert len(clients) == 4
+    done = kdissect("stats", str(TLS / "capture.pcap"), "-p", str(data["port"]), "--broker-log", str(TLS), "--json")
+    payload = json.loads(done.stdout)
+    assert payload["accounting"]["encrypted_connections"] == 4
+    rows = {r["client"]: r for r in payload["broker_log"]["principals"]}
+    for client in clients:
+        assert rows[client]["captured"] == "encrypted"
+        assert rows[client]["principal"] == f"User:{data['sasl']['user']}"
+    assert all(r["captured"] == "no" for c, r in rows.items() if c not in clients)

@@ -73,19 +73,22 @@ class BrokerLogTables:
         row[3] = row[3] or entry.software
         row[5] += 1
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, encrypted: Any = frozenset()) -> dict[str, Any]:
+        """The tables; `encrypted`: client endpoints of TLS connections the
+        capture holds but could not decrypt (their `captured` is "encrypted")."""
         decomposition = [{"by": by, "group": group, **parts.row()}
                          for (by, group), parts in sorted(self.groups.items(),
                                                           key=lambda item: (DIMENSIONS.index(item[0][0]), item[0][1]))]
         principals = [{"client_id": client_id, "client": client, "principal": row[0], "security_protocol": row[1],
-                       "listener": row[2], "software": row[3], "exchanges": row[4], "logged_only": row[5]}
+                       "listener": row[2], "software": row[3], "exchanges": row[4], "logged_only": row[5],
+                       "captured": "exchanges" if row[4] else "encrypted" if client in encrypted else "no"}
                       for (client_id, client), row in sorted(self.connections.items())]
         unmatched = [{"side": side, "reason": reason, "detail": detail, "count": count}
                      for (side, reason, detail), count in sorted(self.unmatched.items())]
         return {"latency_decomposition": decomposition, "principals": principals, "unmatched": unmatched}
 
-    def render(self) -> str:
-        tables = self.to_dict()
+    def render(self, encrypted: Any = frozenset()) -> str:
+        tables = self.to_dict(encrypted)
         stems = [stem for stem, _ in COMPONENTS]
         header = ["by", "group", "count"] + [f"{s} p50/p99" for s in stems]
 
@@ -96,13 +99,14 @@ class BrokerLogTables:
         decomposition = [[r["by"], r["group"], r["count"], *(pair(r, s) for s in stems)]
                          for r in tables["latency_decomposition"]]
         principals = [[r["client_id"], r["client"], r["principal"], r["security_protocol"], r["listener"],
-                       r["exchanges"], r["logged_only"]] for r in tables["principals"]]
+                       r["exchanges"], r["logged_only"], r["captured"]] for r in tables["principals"]]
         unmatched = [[r["side"], r["reason"], r["detail"], r["count"]] for r in tables["unmatched"]]
         return "\n\n".join([
             _table("Broker log: latency decomposition, ms (wire latency, service, network = latency - broker "
                    "total, then the broker's parts)", header, decomposition),
             _table("Broker log: principals per client id and connection",
-                   ["client_id", "client", "principal", "protocol", "listener", "exchanges", "logged only"],
+                   ["client_id", "client", "principal", "protocol", "listener", "exchanges", "logged only",
+                    "captured"],
                    principals),
             _table("Broker log: unmatched (log_only: logged, not captured; capture_only: captured, not logged)",
                    ["side", "reason", "listener/api", "count"], unmatched),
@@ -121,4 +125,5 @@ def observe(analysis: Any) -> BrokerLogTables | None:
 def payload(analysis: Any, tables: BrokerLogTables) -> dict[str, Any]:
     """The "broker_log" entry of `stats --json` and of the report's stats:
     the join's accounting and the three tables."""
-    return {"accounting": analysis.broker_log.accounting.to_dict(), **tables.to_dict()}
+    return {"accounting": analysis.broker_log.accounting.to_dict(),
+            **tables.to_dict(analysis.dissector.encrypted_clients)}

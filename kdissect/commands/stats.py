@@ -40,7 +40,7 @@ def stats(options: StatsOptions) -> None:
         click.echo(safe_text(summary.render(analysis)), nl=False)
         click.echo(safe_text(render_stats(tables)))
         if broker_tables is not None:
-            click.echo(safe_text(broker_tables.render()))
+            click.echo(safe_text(broker_tables.render(analysis.dissector.encrypted_clients)))
     for problem in analysis.read_stats.problems:
         click.echo(f"kdissect: {safe_text(problem)}", err=True)
 

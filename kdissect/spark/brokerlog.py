@@ -209,7 +209,9 @@ def join_broker_log(spark: Any, outdir: str, inputs: Sequence[str], partitions: 
                                             F.first("listener", True).alias("listener"),
                                             F.first("software", True).alias("software"),
                                             F.sum("exchanges").alias("exchanges"),
-                                            F.sum("logged_only").alias("logged_only")))
+                                            F.sum("logged_only").alias("logged_only"))
+        # (the job does not tell TLS connections it could not decrypt apart: "no" for them too)
+        .withColumn("captured", F.when(F.col("exchanges") > 0, F.lit("exchanges")).otherwise(F.lit("no"))))
     principals.orderBy("client_id", "client").coalesce(1).write.mode("overwrite").parquet(
         f"{outdir}/broker_principals")
     unmatched = (filled.where(F.col("broker_log") != JOINED)
