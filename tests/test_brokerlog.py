@@ -83,7 +83,7 @@ def test_tshark_pairs_join_exactly_one_log_line(tshark: str, tmp_path: Path) -> 
     counts: dict[tuple, int] = {}
     for row in lines:
         counts[log_key(row)] = counts.get(log_key(row), 0) + 1
-    assert len(pairs) >= 40  # tshark pairs what its dissector follows (not every newer version)
+    assert len(pairs) >= 20  # tshark pairs what its dissector follows (not every newer version)
     once = [key for key in pairs if counts.get(key) == 1]
     assert len(once) >= 0.99 * len(pairs)
     rows, stderr = export_rows(PLAIN, PLAIN, tmp_path=tmp_path)
@@ -139,11 +139,13 @@ def test_accounting_adds_up_and_reasons(tmp_path: Path) -> None:
     assert accounting["exchanges"] == accounting["joined"] + sum(accounting["capture_only"].values())
     # the lab's internal listener and the controller are logged, never captured
     other = sum(1 for row in lines if row["listener"] in ("INTERNAL", "CONTROLLER"))
-    assert accounting["log_only"]["connection_not_captured"] >= other
+    uncaptured = [r for r in payload["unmatched"] if r["side"] == "log_only" and r["detail"] in ("INTERNAL", "CONTROLLER")]
+    assert sum(r["count"] for r in uncaptured) == other > 0
+    assert {r["reason"] for r in uncaptured} <= {"before_capture", "after_capture", "connection_not_captured"}
     assert abs(accounting["clock_offset"]["median_ms"]) < 5  # same host, UTC log times
     assert {r["by"] for r in payload["latency_decomposition"]} == {"api", "client", "broker"}
     clients = {r["group"] for r in payload["latency_decomposition"] if r["by"] == "client"}
-    assert {"bl-throttled", "bl-librdkafka", "bl-consumer"} <= clients
+    assert {"bl-throttled", "bl-librdkafka", "bl-consumer", "bl-java"} <= clients
     principals = {(r["client_id"], r["principal"]) for r in payload["principals"]}
     assert ("bl-librdkafka", "User:ANONYMOUS") in principals
     text = kdissect("stats", str(PLAIN / "capture.pcap"), "-p", str(manifest(PLAIN)["port"]), "--broker-log",
@@ -239,7 +241,7 @@ def test_python_api_and_usage_errors() -> None:
 
     analysis = Analysis([PLAIN / "capture.pcap"], ports=(manifest(PLAIN)["port"],), broker_logs=[PLAIN])
     rows = list(analysis)
-    assert sum(ex.broker_log == "joined" for ex in rows) == analysis.broker_log.accounting.joined > 100
+    assert sum(ex.broker_log == "joined" for ex in rows) == analysis.broker_log.accounting.joined >= 80
     assert analysis.broker_log.accounting.balance() == []
     done = kdissect("export", str(PLAIN / "capture.pcap"), "--broker-log", "/nonexistent/server-request.log",
                     check=False)
@@ -302,7 +304,7 @@ def test_memory_is_bounded_by_the_window_not_the_log(tmp_path: Path) -> None:
     rows = list(join.join(analysis))
     accounting = join.accounting
     assert accounting.log_only["before_capture"] >= 20000 and accounting.log_only["after_capture"] >= 20000
-    assert accounting.joined == sum(r.broker_log == "joined" for r in rows) >= 100
+    assert accounting.joined == sum(r.broker_log == "joined" for r in rows) >= 80
     assert accounting.balance() == []
     assert join.peak_pending <= len(real)  # never the 40,000 filler lines (the run spans under a minute)
 

@@ -12,7 +12,8 @@ controller are logged but not captured.
 - `plain_quota`: PLAINTEXT, request log at DEBUG. kafka-python produces with
   a client id under a 1 KiB/s producer quota (so the broker throttles it),
   confluent-kafka (librdkafka) produces, a kafka-python group consumer reads
-  everything back.
+  everything back, and the Java client (kafka-clients) long-polls one
+  partition without a group (fetch.max.wait.ms=300, for 8 s).
 - `sasl_ssl_trace`: SASL_SSL (TLS 1.3, SCRAM-SHA-512), request log at TRACE
   (request and response bodies, SaslAuthenticate's included); kafka-python
   producer and fetcher writing an NSS key log (`keys`).
@@ -70,6 +71,12 @@ def record_plain_quota(target: Path) -> dict[str, Any]:
             ck_produce(m, broker.bootstrap, "bl-plain", payloads("rdk", 30, with_headers=True, seed=27),
                        codec="none", acks="all", client_id="bl-librdkafka")
             kp_consume(m, broker.bootstrap, ["bl-quota", "bl-plain"], "bl-group", 270, client_id="bl-consumer")
+            # the Java client (kafka-clients 4.4.0): a consumer assigned bl-plain's partition 0, long polls
+            from tools.lab.java_client import HELPER_CLIENT_VERSION, run_java_helper
+
+            polled = json.loads(run_java_helper(["longpoll", broker.bootstrap, "bl-plain", "bl-java", "300", "8000"]))
+            m.operation("bl-java", "longpoll", polled)
+            m.data["clients"]["kafka-clients (java)"] = HELPER_CLIENT_VERSION
         m.note(f"client id {THROTTLED_CLIENT} has producer_byte_rate={QUOTA_BYTES_PER_S} (set through the "
                "internal listener before the capture): its Produce requests are throttled")
         m.data["request_log"] = {"level": "DEBUG", "roll_bytes": ROLL_BYTES, "files": _copy_logs(broker, target),
