@@ -65,7 +65,6 @@ class BrokerLogAccounting:
         self.ambiguous = 0  # joined exchanges that had several candidate lines (the nearest was taken)
         self.log_only: Counter[str] = Counter()
         self.capture_only: Counter[str] = Counter()
-        self.log_only_listeners: Counter[tuple[str, str]] = Counter()  # (reason, listener)
         self.offsets: list[float] = []  # ms, an evenly spaced sample of the joined pairs
         self.offset_pairs = 0
         self.offset_start_ms = 0.0  # the first estimate (from the first exchanges)
@@ -221,7 +220,6 @@ class BrokerLogJoin:
         else:
             reason = EXCHANGE_NOT_CAPTURED
         self.accounting.log_only[reason] += 1
-        self.accounting.log_only_listeners[(reason, entry.listener or "")] += 1
         if self.observer is not None:
             self.observer.log_only(entry, reason)
 
@@ -345,10 +343,13 @@ class BrokerLogJoin:
         iterator = iter(exchanges)
         held: list[Any] = []
         answered = 0
-        for exchange in iterator:
+        first = None
+        for exchange in iterator:  # (at most a window's worth: the log is indexed over their span)
             held.append(exchange)
+            t = self._time(exchange)
+            first = t if first is None else first
             answered += exchange.response_ts is not None
-            if answered >= _BOOTSTRAP_EXCHANGES:
+            if answered >= _BOOTSTRAP_EXCHANGES or (t is not None and abs(t - first) > self.window):
                 break
         self._estimate_offset(held)
         for exchange in held:
