@@ -324,3 +324,13 @@ def test_principals_of_tls_connections_not_decrypted(tshark: str) -> None:
         assert rows[client]["captured"] == "encrypted"
         assert rows[client]["principal"] == f"User:{data['sasl']['user']}"
     assert all(r["captured"] == "no" for c, r in rows.items() if c not in clients)
+
+
+def test_output_over_a_broker_log_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "server-request.log"
+    original = (PLAIN / "request.log").read_bytes()
+    log.write_bytes(original)
+    done = kdissect("export", str(PLAIN / "capture.pcap"), "-p", str(manifest(PLAIN)["port"]), "--broker-log",
+                    str(tmp_path), "-o", str(log), check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert log.read_bytes() == original

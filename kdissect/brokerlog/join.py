@@ -26,7 +26,7 @@ from collections import Counter, deque
 from typing import Any, Iterable, Iterator, Sequence
 
 from kdissect.brokerlog.parse import LogEntry, LogReadStats, read_entries, request_log_files
-from kdissect.exchange import OK
+from kdissect.exchange import INEXACT, OK
 
 DEFAULT_TOLERANCE_S = 5.0
 DEFAULT_WINDOW_S = 60.0
@@ -332,7 +332,7 @@ class BrokerLogJoin:
             return PRE_AUTHENTICATION
         if protocol is None:
             return CONNECTION_NOT_LOGGED
-        if exchange.status != OK:
+        if exchange.status not in (OK, INEXACT):  # (inexact: answered, decoded at an assumed version)
             return UNANSWERED
         return NOT_LOGGED
 

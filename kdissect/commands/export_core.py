@@ -38,21 +38,32 @@ def say(line: str) -> None:
 
 
 def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: bool = False,
-                 keep_apis: Any = ()) -> Any:
+                 keep_apis: Any = (), output: str | None = None) -> Any:
     """An iterable Analysis over the captures the options name (exchanges;
     `.accounting`). Files under a directory or glob that are not captures are
     skipped and, unless `quiet`, named in one line on stderr. `keep_apis`:
-    api keys whose exchanges keep their decoded messages."""
+    api keys whose exchanges keep their decoded messages. `output`: the
+    command's output file, refused if it is one of the captures, key logs or
+    broker logs."""
     from kdissect.inputs import expand_inputs
     from kdissect.pipeline import Analysis
 
     paths, skipped = expand_inputs(options.captures)
+    broker_logs: list[str] = []
+    if options.broker_logs:
+        from kdissect.brokerlog.parse import request_log_files
+
+        broker_logs = request_log_files(options.broker_logs)  # (a bad one fails here, before any output)
+    if output is not None:
+        from kdissect.protected_inputs import ProtectedInputs, refuse_output_over_input
+
+        refuse_output_over_input(output, ProtectedInputs([*paths, *options.tls_keylogs, *broker_logs]))
     if skipped and not quiet:
         names = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
         say(f"kdissect: not captures, skipped: {names}".encode("utf-8", "replace").decode("utf-8"))
     return Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
                     progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis,
-                    broker_logs=options.broker_logs)
+                    broker_logs=broker_logs)
 
 
 def print_accounting(analysis: Any) -> None:
@@ -79,12 +90,9 @@ def export(options: ExportOptions) -> None:
     """Write one row per request/response exchange."""
     from kdissect.output import open_writer
 
-    analysis = run_analysis(options, quiet=options.quiet)
+    analysis = run_analysis(options, quiet=options.quiet, output=options.output)
     tune_allocator(analysis.capture_set.paths)
-    writer = open_writer(options.output, ts_unit=analysis.ts_unit)
-    try:
+    with open_writer(options.output, ts_unit=analysis.ts_unit) as writer:
         writer.write_exchanges(analysis)
-    finally:
-        writer.close()
     if not options.quiet:
         print_accounting(analysis)

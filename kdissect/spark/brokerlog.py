@@ -99,12 +99,33 @@ def _rewrite(outdir: str):
             position = table.schema.get_field_index(name)
             table = table.set_column(position, table.schema.field(position),
                                      pa.array(column, type=table.schema.field(position).type))
-        temporary = path + ".brokerlog.tmp"
-        pq.write_table(table, temporary)
-        os.replace(temporary, path)
+        from kdissect.atomic import atomic_path
+
+        with atomic_path(path) as temporary:
+            pq.write_table(table, temporary)
         return pd.DataFrame({"part": [part], "rows": [table.num_rows]})
 
     return rewrite
+
+
+def _write_table(outdir: str, name: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> None:
+    """A small table as one Parquet file under OUTDIR/<name>/ (which
+    kdissect.spark.outdir emptied of earlier runs' files), written atomically."""
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kdissect.atomic import atomic_path
+
+    kinds = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64()}
+    schema = pa.schema([(column, kinds[kind]) for column, kind in columns])
+    directory = Path(outdir) / name
+    directory.mkdir(parents=True, exist_ok=True)
+    with atomic_path(directory / "part-00000.parquet") as temporary:
+        pq.write_table(pa.Table.from_pylist([{c: row.get(c) for c, _ in columns} for row in rows], schema=schema),
+                       temporary)
+    (directory / "_SUCCESS").touch()
 
 
 def join_broker_log(spark: Any, outdir: str, inputs: Sequence[str], partitions: int,
@@ -162,7 +183,7 @@ def join_broker_log(spark: Any, outdir: str, inputs: Sequence[str], partitions: 
                                                       & F.coalesce(F.col("log_protocol"), F.lit("")).startswith("SASL")),
                     F.lit(PRE_AUTHENTICATION))
               .when(F.col("log_protocol").isNull(), F.lit(CONNECTION_NOT_LOGGED))
-              .when(F.col("status") != "ok", F.lit(UNANSWERED))
+              .when(~F.col("status").isin("ok", "inexact"), F.lit(UNANSWERED))
               .otherwise(F.lit(NOT_LOGGED)))
     filled = filled.withColumn("broker_log", reason).cache()
     rewritten = (filled.select("part", "row", "broker_log", *_TIMES, "principal", "security_protocol", "listener")
@@ -196,7 +217,9 @@ def join_broker_log(spark: Any, outdir: str, inputs: Sequence[str], partitions: 
         frame = joined_rows.groupBy(group.alias("group")).agg(F.count("broker_total_ms").alias("count"), *measures)
         frame = frame.select(F.lit(by).alias("by"), "*")
         decomposition = frame if decomposition is None else decomposition.unionByName(frame)
-    decomposition.orderBy("by", "group").coalesce(1).write.mode("overwrite").parquet(f"{outdir}/broker_latency")
+    _write_table(outdir, "broker_latency", [r.asDict() for r in decomposition.orderBy("by", "group").collect()],
+                 [("by", "string"), ("group", "string"), ("count", "int64")]
+                 + [(f"{stem}_{q}", "float64") for stem, _ in COMPONENTS for q in ("p50", "p99")])
     principals = (
         joined_rows.select(F.coalesce("client_id", F.lit("")).alias("client_id"), "client", "principal",
                            "security_protocol", "listener", F.lit(None).cast("string").alias("software"),
@@ -212,17 +235,19 @@ def join_broker_log(spark: Any, outdir: str, inputs: Sequence[str], partitions: 
                                             F.sum("logged_only").alias("logged_only"))
         # (the job does not tell TLS connections it could not decrypt apart: "no" for them too)
         .withColumn("captured", F.when(F.col("exchanges") > 0, F.lit("exchanges")).otherwise(F.lit("no"))))
-    principals.orderBy("client_id", "client").coalesce(1).write.mode("overwrite").parquet(
-        f"{outdir}/broker_principals")
+    _write_table(outdir, "broker_principals", [r.asDict() for r in principals.orderBy("client_id", "client").collect()],
+                 [("client_id", "string"), ("client", "string"), ("principal", "string"),
+                  ("security_protocol", "string"), ("listener", "string"), ("software", "string"),
+                  ("exchanges", "int64"), ("logged_only", "int64"), ("captured", "string")])
     unmatched = (filled.where(F.col("broker_log") != JOINED)
                  .select(F.lit("capture_only").alias("side"), F.col("broker_log").alias("reason"),
                          F.coalesce("api_name", F.lit("")).alias("detail"))
                  .unionByName(log_only.select(F.lit("log_only").alias("side"), "reason",
                                               F.coalesce("listener", F.lit("")).alias("detail")))
                  .groupBy("side", "reason", "detail").count())
-    unmatched_rows = unmatched.collect()
-    unmatched.orderBy("side", "reason", "detail").coalesce(1).write.mode("overwrite").parquet(
-        f"{outdir}/broker_unmatched")
+    unmatched_rows = unmatched.orderBy("side", "reason", "detail").collect()
+    _write_table(outdir, "broker_unmatched", [r.asDict() for r in unmatched_rows],
+                 [("side", "string"), ("reason", "string"), ("detail", "string"), ("count", "int64")])
 
     offsets = chosen.select((F.col("diff") / 1e6).alias("ms")).agg(
         F.count("*").alias("pairs"), F.percentile_approx("ms", 0.5, 10000).alias("median_ms"),
