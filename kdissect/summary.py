@@ -13,23 +13,13 @@ from collections import Counter, defaultdict
 from typing import Any, Iterable
 
 from kdissect.exchange import NO_RESPONSE, Exchange
+from kdissect.ranks import percentile
 
 try:  # per-partition errors need the decoded response body
     from kdissect.protocol.errors import error_name
 except ImportError:  # pragma: no cover - protocol package incomplete
     def error_name(code: int) -> str:
         return f"UNKNOWN_{code}"
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """q in [0, 100] of an ascending list, linear interpolation between ranks."""
-    if not sorted_values:
-        return math.nan
-    position = (len(sorted_values) - 1) * q / 100.0
-    low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    fraction = position - low
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
 
 
 def latency_row(values: list[float]) -> dict[str, float | int]:
