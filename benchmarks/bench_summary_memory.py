@@ -34,7 +34,7 @@ from manyclients import write_capture  # noqa: E402
 
 VERBS = {
     "export": ["export", "{capture}", "-q", "-o", os.devnull],
-    "stats": ["stats", "{capture}", "-q"],
+    "stats": ["stats", "{capture}"],
     "clients": ["clients", "{capture}", "-q"],
     "report": ["report", "{capture}", "-q", "-o", "{out}/summary_memory_report.html"],
 }

@@ -181,7 +181,7 @@ class Summary:
         parts.append(_table("latency (ms) by API" + title, ["api", "version"] + heads,
                             [[r["api"], r["version"]] + [r[c] for c in lat_cols] for r in d["latency_by_api"]]))
         parts.append(_table("latency (ms) by client id", ["client_id"] + heads,
-                            [[r["client_id"]] + [r[c] for c in lat_cols] for r in d["latency_by_client"]]))
+                            _spent_rows(d.pop("latency_by_client"), ["client_id"] + lat_cols)))
         parts.append(_table("latency (ms) by broker", ["broker"] + heads,
                             [[r["broker"]] + [r[c] for c in lat_cols] for r in d["latency_by_broker"]]))
         parts.append(_table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
@@ -225,12 +225,25 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _spent_rows(rows: list[dict[str, Any]], columns: list[str]) -> list[list[Any]]:
+    """The values of `columns` of each row, dropping each row dict once read
+    (a table may have a row per client id: hundreds of thousands)."""
+    values = []
+    for at, row in enumerate(rows):
+        values.append([row[c] for c in columns])
+        rows[at] = None  # type: ignore[call-overload]
+    return values
+
+
 def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
+    """An aligned text table; `rows` are turned into their cells' text in place."""
     if not rows:
         return f"{title}\n  (none)"
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
     numeric = [all(_is_number(r[i]) for r in rows) for i in range(len(header))]
+    for at, row in enumerate(rows):
+        rows[at] = [_cell(v) for v in row]
+    cells = rows
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
 
     def line(values: list[str]) -> str:
         return "  " + "  ".join(v.rjust(w) if num else v.ljust(w)

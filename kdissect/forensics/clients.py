@@ -54,7 +54,7 @@ class ClientStats:
         # connection -> [first ts, last ts, host, broker]
         self.connections: dict[tuple, list] = {}
         self.requests: dict[str, int] = {}
-        self.metadata_minutes: dict[int, int] = {}
+        self.metadata_minutes: dict[int, int] | None = None  # made at the first (most clients have none)
         self.produce_batches = 0
         self.produce_records = 0
         self.batch_bytes = 0
@@ -65,7 +65,7 @@ class ClientStats:
         self.throttled = 0
         self.throttle_ms = 0
         self.throttle_ms_max = 0
-        self.errors: dict[int, int] = {}
+        self.errors: dict[int, int] | None = None  # made at the first
         self.first_ts: int | None = None
         self.last_ts: int | None = None
 
@@ -79,7 +79,10 @@ class ClientStats:
             else:
                 mine[0], mine[1] = min_of(mine[0], first), max_of(mine[1], last)
         merge_counts(self.requests, other.requests)
-        merge_counts(self.metadata_minutes, other.metadata_minutes)
+        if other.metadata_minutes:
+            if self.metadata_minutes is None:
+                self.metadata_minutes = {}
+            merge_counts(self.metadata_minutes, other.metadata_minutes)
         self.produce_batches += other.produce_batches
         self.produce_records += other.produce_records
         self.batch_bytes += other.batch_bytes
@@ -90,7 +93,10 @@ class ClientStats:
         self.throttled += other.throttled
         self.throttle_ms += other.throttle_ms
         self.throttle_ms_max = max(self.throttle_ms_max, other.throttle_ms_max)
-        merge_counts(self.errors, other.errors)
+        if other.errors:
+            if self.errors is None:
+                self.errors = {}
+            merge_counts(self.errors, other.errors)
         self.first_ts = min_of(self.first_ts, other.first_ts)
         self.last_ts = max_of(self.last_ts, other.last_ts)
 
@@ -185,6 +191,8 @@ class ClientTally:
         if ex.api_name:
             add_count(stats.requests, ex.api_name)
         if ex.api_key == _METADATA and ts is not None:
+            if stats.metadata_minutes is None:
+                stats.metadata_minutes = {}
             add_count(stats.metadata_minutes, ts - ts % MINUTE_NS)
         throttle = ex.throttle_time_ms
         if throttle:
@@ -192,6 +200,8 @@ class ClientTally:
             stats.throttle_ms += throttle
             stats.throttle_ms_max = max(stats.throttle_ms_max, throttle)
         for code in set(ex.error_codes or ()) | ({ex.error_code} if ex.error_code else set()):
+            if stats.errors is None:
+                stats.errors = {}
             add_count(stats.errors, code)
         if ex.api_key == _INIT_PRODUCER_ID and ex.request is not None and ex.response is not None:
             txn = getattr(ex.request.body, "transactional_id", None)
@@ -300,19 +310,28 @@ class ClientTally:
             })
         return rows
 
-    def rows(self, names: Any) -> list[dict[str, Any]]:
+    def rows(self, names: Any, release: bool = False) -> list[dict[str, Any]]:
+        """One row per client; with `release`, each client's stats are
+        dropped once its row is made (the tally is then spent), so the
+        tallies and the rows of hundreds of thousands of client ids are not
+        held at once."""
         producers = self.producer_rows(names)
         by_client: dict[str | None, list[dict[str, Any]]] = {}
         for row in producers:
             for client_id in row["client_ids"] or [None]:
                 by_client.setdefault(client_id, []).append(row)
+        items: list[Any] = sorted(self.folded_items(), key=lambda item: tuple((v is not None, v or "")
+                                                                              for v in item[0]))
+        if release:
+            self.stats = {}
         rows = []
-        for key, stats in sorted(self.folded_items(), key=lambda item: tuple((v is not None, v or "")
-                                                                                  for v in item[0])):
+        for at, (key, stats) in enumerate(items):
+            if release:
+                items[at] = None
             client_id, name, version = key
             own = [row for row in by_client.get(client_id, [])
                    if (row["producer_id"], row["producer_epoch"]) in stats.producers]
-            per_minute = max(stats.metadata_minutes.values(), default=0)
+            per_minute = max((stats.metadata_minutes or {}).values(), default=0)
             rows.append({
                 "client_id": client_id, "software_name": name, "software_version": version,
                 "hosts": sorted(stats.hosts), "brokers": sorted(stats.brokers),
@@ -333,7 +352,7 @@ class ClientTally:
                 "sequence_duplicates": sum(row["duplicates"] for row in own),
                 "throttled": stats.throttled, "throttle_ms": stats.throttle_ms,
                 "max_throttle_ms": stats.throttle_ms_max if stats.throttled else None,
-                "errors": error_list(stats.errors),
+                "errors": error_list(stats.errors or {}),
             })
         return rows
 
