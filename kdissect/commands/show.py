@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from kdissect.commands.export_core import print_accounting, run_analysis
+from kdissect.commands.runtime import print_accounting, run_analysis
 from kdissect.exchange import Exchange
 from kdissect.options import NUMBER, CaptureInputs, click_command, flag, option
 from kdissect.output import safe_text

@@ -60,29 +60,32 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("sequence_gaps", "int64"), ("missing_sequences", "int64"), ("duplicates", "int64"),
         ("first_ts", "timestamp"), ("last_ts", "timestamp"),
     ],
+    "transactions": [
+        ("transactional_id", "string"), ("transaction", "int32"), ("producer_id", "int64"),
+        ("producer_epoch", "int16"), ("client_ids", "list<string>"), ("partitions", "list<string>"),
+        ("partitions_added", "int64"), ("produce_batches", "int64"), ("records", "int64"), ("group_id", "string"),
+        ("offsets_committed", "list<string>"), ("end", "string"), ("result", "string"), ("end_error", "string"),
+        ("fenced", "bool"), ("errors", "list<string>"), ("first_ts", "timestamp"), ("end_ts", "timestamp"),
+        ("duration_ms", "float64"),
+    ],
+    "transaction_markers": [
+        ("topic", "string"), ("partition", "int32"), ("producer_id", "int64"), ("commit_markers", "int64"),
+        ("abort_markers", "int64"), ("aborted_listed", "int64"), ("aborted_first_offsets", "list<string>"),
+        ("committed_batches", "int64"), ("committed_records", "int64"), ("aborted_batches", "int64"),
+        ("aborted_records", "int64"), ("undecided_batches", "int64"), ("client_ids", "list<string>"),
+    ],
 }
 # which tables each command writes (the first is its default)
 COMMAND_TABLES = {
     "topics": ("topics", "topic_lag", "end_to_end"),
     "groups": ("groups", "group_commits"),
-    "clients": ("clients", "producers"),
+    "clients": ("clients", "producers", "transactions", "transaction_markers"),
 }
 TABLE_NAMES = tuple(TABLE_COLUMNS)
 
 
 def column_names(table: str) -> list[str]:
     return [name for name, _ in TABLE_COLUMNS[table]]
-
-
-def output_table(table: str) -> Any:
-    """The `kdissect.output.Table` of a forensic table (for `open_writer`)."""
-    from kdissect.output import Table
-
-    columns = TABLE_COLUMNS[table]
-    return Table([name for name, _ in columns],
-                 frozenset(name for name, kind in columns if kind.startswith("list<")),
-                 lambda ts_unit="us": arrow_schema(table, ts_unit),
-                 frozenset(name for name, kind in columns if kind == "timestamp"))
 
 
 def arrow_schema(table: str, ts_unit: str = "us") -> Any:

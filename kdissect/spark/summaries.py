@@ -148,10 +148,11 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
         if "sent-while-muted" in codes:
             muted[(NO_CLIENT_ID if client_id is None else client_id, NO_BROKER if broker is None else broker)] += 1
     if muted:
-        keys = sorted(muted)
-        parts.append(_rows(len(keys), table="throttle", client_id=pa.array([k[0] for k in keys], pa.string()),
-                           broker=pa.array([k[1] for k in keys], pa.string()), count=0,
-                           muted=pa.array([muted[k] for k in keys], pa.int64())))
+        muted_keys = sorted(muted)
+        parts.append(_rows(len(muted_keys), table="throttle",
+                           client_id=pa.array([k[0] for k in muted_keys], pa.string()),
+                           broker=pa.array([k[1] for k in muted_keys], pa.string()), count=0,
+                           muted=pa.array([muted[k] for k in muted_keys], pa.int64())))
     with_throttle = exchanges.filter(pc.is_valid(exchanges["throttle_time_ms"]))
     waits = with_throttle["throttle_time_ms"]
     throttle = pa.table({
@@ -194,11 +195,11 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
             top_level[(api_name, code)] += 1
         for distinct in set(codes or ()) - {0}:
             anywhere[(api_name, distinct)] += 1
-    keys = sorted(set(top_level) | set(anywhere))
-    parts.append(_rows(len(keys), table="errors", api_name=pa.array([k[0] for k in keys], pa.string()),
-                       error_code=pa.array([k[1] for k in keys], pa.int16()),
-                       count=pa.array([top_level[k] for k in keys], pa.int64()),
-                       anywhere=pa.array([anywhere[k] for k in keys], pa.int64())))
+    error_keys = sorted(set(top_level) | set(anywhere))
+    parts.append(_rows(len(error_keys), table="errors", api_name=pa.array([k[0] for k in error_keys], pa.string()),
+                       error_code=pa.array([k[1] for k in error_keys], pa.int16()),
+                       count=pa.array([top_level[k] for k in error_keys], pa.int64()),
+                       anywhere=pa.array([anywhere[k] for k in error_keys], pa.int64())))
     return _sketched(pa.concat_tables(parts))
 
 
@@ -348,20 +349,21 @@ def _latency_key(row: dict[str, Any]) -> tuple:
 
 
 def write_tables(tables: dict[str, list[dict[str, Any]]], outdir: str) -> None:
-    """Each summary table as one Parquet file, sorted, under OUTDIR/<name>/."""
-    import shutil
-
+    """Each summary table as one Parquet file, sorted, under OUTDIR/<name>/
+    (which kdissect.spark.outdir emptied of earlier runs' files)."""
     import pyarrow.parquet as pq
+
+    from kdissect.atomic import atomic_path
 
     for name, rows in tables.items():
         rows = sorted(rows, key=_ORDER[name])
         if name == "timeseries":
             rows = [{**row, "minute": row["minute"] * 1_000_000} for row in rows]  # seconds -> microseconds
         directory = Path(outdir) / name
-        shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(parents=True)
+        directory.mkdir(parents=True, exist_ok=True)
         # timestamps as INT96, as Spark writes them: Spark reads them back as
         # timestamps (in UTC), pyarrow and pandas as naive UTC times
-        pq.write_table(pa.Table.from_pylist(rows, schema=TABLE_SCHEMAS[name]), str(directory / "part-00000.parquet"),
-                       use_deprecated_int96_timestamps=True)
+        with atomic_path(directory / "part-00000.parquet") as temporary:
+            pq.write_table(pa.Table.from_pylist(rows, schema=TABLE_SCHEMAS[name]), temporary,
+                           use_deprecated_int96_timestamps=True)
         (directory / "_SUCCESS").touch()
