@@ -223,7 +223,10 @@ def _sketched(table: pa.Table) -> pa.Table:
 
 def _percentiles(values: QuantileSketch, *qs: float) -> list[float | None]:
     """Percentiles (q in [0, 100]) as `kdissect stats` computes them; None for no values."""
-    return values.percentiles(*qs) if values.count else [None for _ in qs]
+    if not values.count:
+        return [None for _ in qs]
+    found: list[float | None] = list(values.percentiles(*qs))
+    return found
 
 
 def _merged_row(key: dict[str, Any], sums: dict[str, int], values: QuantileSketch) -> dict[str, Any]:
