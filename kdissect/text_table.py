@@ -16,13 +16,18 @@ CELL_LIMIT = 60  # a longer cell is cut with '...' (a row stays one line)
 GAP = "  "
 
 
-def render_cells(title: str, header: Sequence[str], cells: Sequence[Sequence[str]], numeric: Sequence[bool],
+def render_cells(title: str, header: Sequence[str], cells: list[list[str]], numeric: Sequence[bool],
                  width: int | None = None) -> str:
     """`title`, then the header and one line per row of `cells` (text,
-    already formatted), numbers right-aligned; fitted to `width` columns."""
+    already formatted; long cells are cut in place), numbers right-aligned;
+    fitted to `width` columns."""
     if not cells:
         return f"{_fit_line(title, width)}\n  (none)"
-    cut = [[_cut(text, CELL_LIMIT) for text in row] for row in cells]
+    for row in cells:
+        for at, text in enumerate(row):
+            if len(text) > CELL_LIMIT:
+                row[at] = _cut(text, CELL_LIMIT)
+    cut = cells
     widths = [max(len(name), *(len(row[i]) for row in cut)) for i, name in enumerate(header)]
     shown = len(header)
     if width is not None:

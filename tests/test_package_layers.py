@@ -31,13 +31,13 @@ PREFIX = "kdissect"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # leaves every layer may use: the slot-record base and TcpSegment, the
     # user-error exception, BLAKE2b, times, the compiled build's switch
-    ("base", ("packet", "failures", "blake2", "times", "native")),
+    ("base", ("packet", "failures", "blake2", "times", "ranks", "native")),
     ("protocol", ("protocol",)),  # message tables, codec, skims, topic labels
     ("records", ("records",)),  # message sets and record batches inside messages
     ("model", ("exchange", "problems", "accounting")),  # the row, its problems, the counters
     ("wire", ("capture", "linklayers", "captureset", "reassembly")),  # files -> TCP streams
-    ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "arrivals", "pipeline")),
-    ("analysis", ("summary", "stats_tables", "forensics", "text_table")),  # tallies over exchanges
+    ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "arrivals", "brokerlog.parse", "brokerlog.join", "pipeline")),
+    ("analysis", ("summary", "stats_tables", "forensics", "brokerlog", "text_table")),  # tallies over exchanges
     # what the faces share: writers (atomic files, no output over an input),
     # option declarations, inputs, extras, the allocator tuning and the
     # command line's runtime (spark-submit runs it too)

@@ -25,17 +25,24 @@ def stats(options: StatsOptions) -> None:
 
     # per-partition errors need the decoded response bodies
     analysis = run_analysis(options, keep_messages=True)
+    from kdissect.brokerlog.tables import observe, payload as broker_log_payload
+
+    broker_tables = observe(analysis)
     summary, tables = collect(analysis)
     if options.as_json:
         payload = as_dict(summary, tables, analysis.accounting)
         if analysis.accounting.tls_connections:
             payload["tls"] = analysis.dissector.tls_stats.to_dict()
+        if broker_tables is not None:
+            payload["broker_log"] = broker_log_payload(analysis, broker_tables)
         click.echo(safe_text(json.dumps(payload, indent=2, default=str, allow_nan=True)))
     else:
         # the analysis gives the accounting lines with the TLS line
         width = table_width(options.wide)
         click.echo(safe_text(summary.render(analysis, width)), nl=False)
         click.echo(safe_text(render_stats(tables, width)))
+        if broker_tables is not None:
+            click.echo(safe_text(broker_tables.render(analysis.dissector.encrypted_clients, width)))
     for problem in analysis.read_stats.problems:
         click.echo(f"kdissect: {safe_text(problem)}", err=True)
 

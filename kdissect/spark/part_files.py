@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
-from kdissect.atomic import AtomicFile, atomic_path
+from kdissect.atomic import AtomicFile, atomic_path, cannot_write
 from kdissect.exchange import TIMESTAMP_COLUMNS, arrow_columns, arrow_schema
 
 EXCHANGES, PARTITION_ERRORS = "exchanges", "partition_errors"
@@ -122,6 +122,14 @@ class _RowFile:
             self._flush()
 
     def _flush(self) -> None:
+        """Write the rows held; a failed write (a full disk) is the one-line OutputError."""
+        try:
+            self._write_rows()
+        except OSError as problem:
+            self.abandon()
+            raise cannot_write(str(self.path), problem) from None
+
+    def _write_rows(self) -> None:
         if not self.rows:
             return
         if self._writer is None:
@@ -135,7 +143,11 @@ class _RowFile:
     def close(self) -> None:
         self._flush()
         if self._writer is not None:
-            self._writer.close()
+            try:
+                self._writer.close()
+            except OSError as problem:
+                self.abandon()
+                raise cannot_write(str(self.path), problem) from None
             self._output.commit()  # type: ignore[union-attr] # a re-run task replaces its earlier file
 
     def abandon(self) -> None:
@@ -145,6 +157,7 @@ class _RowFile:
             except OSError:
                 pass
             self._output.abandon()  # type: ignore[union-attr]
+            self._writer = self._output = None
 
 
 class PartSink:
