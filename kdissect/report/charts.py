@@ -401,3 +401,23 @@ CHARTS: dict[str, Callable[[dict[str, Any]], alt.TopLevelMixin | None]] = {
     "errors_over_time": errors_over_time,
     "throttle_over_time": throttle_over_time,
 }
+
+
+def notebook_charts() -> None:
+    """Show charts in notebooks as Vega-Lite (JupyterLab draws it, with
+    tooltips) and as a PNG beside it (drawn here by vl-convert), so they
+    render wherever the notebook is read: nbconvert's HTML, GitHub, a
+    viewer without JavaScript."""
+    import base64
+
+    import vl_convert
+
+    def render(spec: dict[str, Any], **_options: Any) -> dict[str, Any]:
+        png = vl_convert.vegalite_to_png(spec, scale=1)
+        title = spec.get("title")
+        text = title.get("text") if isinstance(title, dict) else title
+        return {"application/vnd.vegalite.v5+json": spec, "image/png": base64.b64encode(png).decode("ascii"),
+                "text/plain": f"<chart: {text or 'untitled'}>"}
+
+    alt.renderers.register("kdissect", render)
+    alt.renderers.enable("kdissect")
