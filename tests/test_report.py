@@ -504,7 +504,15 @@ def test_charts_draw_readable_axes(capture_run):
     for chart in ("error_heatmap", "errors_over_time"):
         numbers = [label for label in text.legend_labels[chart] if re.fullmatch(r"[\d.,]+", label)]
         assert numbers and all(re.fullmatch(r"[\d,]+", label) for label in numbers), (chart, numbers)
+    assert_time_labels(result.dom)
+
+
+def assert_time_labels(dom: str) -> None:
+    """Every time axis drawn: 24-hour UTC labels, all of one format."""
+    text = chart_text(dom)
     for chart in ("traffic_over_time", "latency_over_time", "errors_over_time", "throttle_over_time"):
+        if chart not in text.axes:
+            continue
         times = _labels(text, chart, "X-axis")
         assert times, chart
         kinds = {re.sub(r"\d", "9", label) for label in times}
