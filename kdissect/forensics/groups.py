@@ -483,7 +483,8 @@ class GroupTally:
         group's last committed offset (whichever member committed it), the
         partition's last high watermark, their difference, and the member
         that owns the partition in the group's last generation (a partition
-        owned but never committed has no offset and no lag). `markers`:
+        owned but never committed has no offset and no lag; share groups,
+        whose members share partitions, are left to share_groups). `markers`:
         (topic, partition) -> offsets of the transaction markers seen in
         fetched data; a marker between the committed offset and the high
         watermark is not lag (a read_committed consumer never gets it as a
@@ -506,9 +507,12 @@ class GroupTally:
                 last_generation[group] = max(last_generation.get(group, generation_id), generation_id)
         owners: dict[tuple, tuple[str, str | None, int]] = {}
         for group, generation_id in last_generation.items():
+            kind = self.group_type(group)
+            if kind == SHARE:  # members share partitions and commit nothing: the share_groups table
+                continue
             generation = placed[(group, generation_id)]
-            assigned = self._assignments(group, generation_id, generation, self.group_type(group))
-            for member_id, partitions in assigned.items():
+            assigned = self._assignments(group, generation_id, generation, kind)
+            for member_id, partitions in sorted(assigned.items()):
                 member = generation.members.get(member_id)
                 client = min(member[0]) if member and member[0] else None
                 for label, partition in partitions:
