@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from typing import Any, Iterable
 
 from kdissect.exchange import NO_RESPONSE, Exchange
+from kdissect.text_escape import escape_text
 
 try:  # per-partition errors need the decoded response body
     from kdissect.protocol.errors import error_name
@@ -219,7 +220,7 @@ def _api_order(item: tuple[tuple[str, int | None], list[float]]) -> tuple[str, i
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.3f}"
-    return "-" if value is None else str(value)
+    return "-" if value is None else escape_text(str(value))
 
 
 def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:

@@ -24,17 +24,31 @@ class ExportOptions(CaptureInputs):
     quiet: bool = flag("-q", "--quiet", help="Do not print the accounting summary on stderr.")
 
 
-def say(line: str) -> None:
-    """One line on stderr, as `click.echo(line, err=True)` writes it."""
-    if line.isascii() and "\x1b" not in line:
-        stream = sys.stderr
-        stream.write(line + "\n")
-        stream.flush()
-        return
-    # non-ASCII text or escape sequences: click's own stream and ANSI handling
-    import click
+def echo(text: str, err: bool = False, newline: bool = True) -> None:
+    """Text on stdout (or stderr): the one way every text face writes. Any
+    non-printable character left in `text` (none when its captured strings
+    went through `kdissect.text_escape.escape_text`) is escaped, on a
+    terminal or not; newlines between lines are kept."""
+    from kdissect.text_escape import terminal_text
 
-    click.echo(line, err=True)
+    _write(terminal_text(text) + ("\n" if newline else ""), sys.stderr if err else sys.stdout)
+
+
+def say(line: str) -> None:
+    """One line on stderr; any non-printable character in it (a newline
+    too) escaped."""
+    from kdissect.text_escape import one_line
+
+    _write(one_line(line) + "\n", sys.stderr)
+
+
+def _write(text: str, stream: Any) -> None:
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:  # a stream that cannot write some characters (an ASCII locale)
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    stream.flush()
 
 
 def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: bool = False,
@@ -48,8 +62,10 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
 
     paths, skipped = expand_inputs(options.captures)
     if skipped and not quiet:
-        names = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
-        say(f"kdissect: not captures, skipped: {names}".encode("utf-8", "replace").decode("utf-8"))
+        from kdissect.text_escape import escape_text
+
+        names = ", ".join(map(escape_text, skipped[:3])) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+        say(f"kdissect: not captures, skipped: {names}")
     return Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
                     progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis)
 
@@ -59,7 +75,7 @@ def print_accounting(analysis: Any) -> None:
     for line in analysis.summary_lines():
         say(f"kdissect: {line}")
     for problem in analysis.read_stats.problems:
-        say(f"kdissect: {problem}".encode("utf-8", "replace").decode("utf-8"))
+        say(f"kdissect: {problem}")
 
 
 _TUNE_FROM_BYTES = 4 << 20

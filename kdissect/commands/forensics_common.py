@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
-
 from kdissect.failures import InputError
 from kdissect.forensics.settings import ForensicSettings, forensic_settings
 from kdissect.options import OUTPUT_HELP, flag, option
-from kdissect.output import safe_text
 
 
 class ForensicOptions(ForensicSettings):
@@ -22,7 +19,7 @@ class ForensicOptions(ForensicSettings):
 
 def run_forensics(options: ForensicOptions, command: str) -> None:
     """Run the capture set through Forensics; print or write the command's tables."""
-    from kdissect.commands.export_core import print_accounting, run_analysis
+    from kdissect.commands.export_core import echo, print_accounting, run_analysis, say
     from kdissect.forensics import COMMAND_TABLES, FORENSIC_APIS, Forensics
 
     names = COMMAND_TABLES[command]
@@ -51,11 +48,11 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
             parts.append(render_rows("metadata storms (60+ Metadata requests in a minute)",
                                      ["client_id", "software_name", "metadata_requests", "metadata_max_per_minute"],
                                      tables.metadata_storms))
-        click.echo(safe_text("\n\n".join(parts)))
+        echo("\n\n".join(parts))
     if not options.quiet:
         if tables.unresolved_topic_ids:
-            click.echo(f"kdissect: {len(tables.unresolved_topic_ids)} topic ids that no response in the capture "
-                       "names are shown as ids", err=True)
+            say(f"kdissect: {len(tables.unresolved_topic_ids)} topic ids that no response in the capture "
+                "names are shown as ids")
         print_accounting(analysis)
 
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 
-import click
-
-from kdissect.commands.export_core import print_accounting, run_analysis
+from kdissect.commands.export_core import echo, print_accounting, run_analysis
 from kdissect.exchange import Exchange
 from kdissect.options import NUMBER, CaptureInputs, click_command, flag, option
-from kdissect.output import safe_text
+from kdissect.text_escape import escape_text
 from kdissect.times import clock_text, to_datetime
 
 
@@ -37,11 +35,11 @@ def summary_line(ex: Exchange, with_date: bool = False) -> str:
     ts = ex.request_ts if ex.request_ts is not None else ex.response_ts
     when = clock_text(ts, with_date) if ts is not None else "?"
     api = f"{ex.api_name} v{ex.api_version}" if ex.api_name is not None else "? (request not captured)"
-    parts = [when, f"{ex.client} -> {ex.broker}", api, f"corr={ex.correlation_id}"]
+    parts = [when, f"{escape_text(str(ex.client))} -> {escape_text(str(ex.broker))}", api, f"corr={ex.correlation_id}"]
     latency = ex.latency_ms
     parts.append(f"{latency:.3f} ms" if latency is not None else "no response" if ex.response_ts is None else "-")
     if ex.client_id:
-        parts.append(f"client_id={ex.client_id}")
+        parts.append(f"client_id={escape_text(ex.client_id)}")
     if ex.error_codes or ex.error_code:
         codes = sorted(set(ex.error_codes) | ({ex.error_code} if ex.error_code else set()))
         parts.append("errors=" + ",".join(_error_name(c) for c in codes))
@@ -50,7 +48,7 @@ def summary_line(ex: Exchange, with_date: bool = False) -> str:
     if ex.status != "ok":
         parts.append(f"[{ex.status}]")
     if ex.problems:
-        parts.append("; ".join(ex.problems))
+        parts.append("; ".join(map(escape_text, ex.problems)))
     if ts is not None and to_datetime(ts) is None:
         parts.append("(time outside the calendar: epoch seconds shown)")
     return "  ".join(parts)
@@ -108,13 +106,13 @@ def show(options: ShowOptions) -> None:
             continue
         # the date on the first line and whenever it changes (a capture spanning days)
         day = day_of(ex)
-        click.echo(safe_text(summary_line(ex, with_date=day is not None and day != last_day)))
+        echo(summary_line(ex, with_date=day is not None and day != last_day))
         if day is not None:
             last_day = day
         if options.verbose:
             tree = _tree(ex, options.show_secrets)
             if tree:
-                click.echo(safe_text(tree))
+                echo(tree)
     print_accounting(analysis)
 
 

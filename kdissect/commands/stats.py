@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 
-import click
-
-from kdissect.commands.export_core import run_analysis
+from kdissect.commands.export_core import echo, run_analysis, say
 from kdissect.options import CaptureInputs, click_command, flag
-from kdissect.output import safe_text
 
 
 class StatsOptions(CaptureInputs):
@@ -21,6 +18,7 @@ def stats(options: StatsOptions) -> None:
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
     from kdissect.forensics.render import render_stats
     from kdissect.stats_tables import as_dict, collect
+    from kdissect.text_escape import lossless_value
 
     # per-partition errors need the decoded response bodies
     analysis = run_analysis(options, keep_messages=True)
@@ -29,13 +27,13 @@ def stats(options: StatsOptions) -> None:
         payload = as_dict(summary, tables, analysis.accounting)
         if analysis.accounting.tls_connections:
             payload["tls"] = analysis.dissector.tls_stats.to_dict()
-        click.echo(safe_text(json.dumps(payload, indent=2, default=str, allow_nan=True)))
+        echo(json.dumps(lossless_value(payload), indent=2, default=str, allow_nan=True))
     else:
         # the analysis gives the accounting lines with the TLS line
-        click.echo(safe_text(summary.render(analysis)), nl=False)
-        click.echo(safe_text(render_stats(tables)))
+        echo(summary.render(analysis), newline=False)
+        echo(render_stats(tables))
     for problem in analysis.read_stats.problems:
-        click.echo(f"kdissect: {safe_text(problem)}", err=True)
+        say(f"kdissect: {problem}")
 
 
 command = click_command("stats", StatsOptions, stats)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kdissect.text_escape import escape_text
 from kdissect.times import clock_text
 
 TITLES = {
@@ -47,8 +48,8 @@ def cell(name: str, value: Any) -> str:
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.3f}"
     if isinstance(value, list):
-        return ",".join(str(v) for v in value) if value else "-"
-    return str(value)
+        return ",".join(escape_text(str(v)) for v in value) if value else "-"
+    return escape_text(str(value))
 
 
 def render_rows(title: str, columns: list[str], rows: list[dict[str, Any]], width: int = 60) -> str:
@@ -93,7 +94,7 @@ def render_flags(tables: Any, clients: bool = True) -> str:
     if tables.unresolved_topic_ids:
         unnamed = tables.unresolved_topic_ids
         more = " ..." if len(unnamed) > 4 else ""
-        parts.append(f"topic ids no response named: {len(unnamed)} ({', '.join(unnamed[:4])}{more})")
+        parts.append(f"topic ids no response named: {len(unnamed)} ({', '.join(map(escape_text, unnamed[:4]))}{more})")
     return "\n\n".join(parts)
 
 
