@@ -125,8 +125,10 @@ class ConnectionRunner:
         self._ordinal = 0
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
+        from kdissect.output import lossless_row
+
         for exchange in exchanges:
-            row = exchange.to_row()
+            row = lossless_row(exchange.to_row())  # captured strings as every output stores them
             key = exchange.stream_key
             row["stream_capture_index"], row["stream_frame_number"] = key if key is not None else (None, None)
             row["ordinal"] = self._ordinal

@@ -219,12 +219,14 @@ def write_forensic_tables(tables: Any, outdir: str, ts_unit: str) -> dict[str, i
     import pyarrow.parquet as pq
 
     from kdissect.forensics.tables import TABLE_COLUMNS, arrow_schema
+    from kdissect.output import lossless_row
 
     divisor = {"s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}[ts_unit]
     written = {}
     for name, columns in TABLE_COLUMNS.items():
         times = [column for column, kind in columns if kind == "timestamp"]
-        rows = [{**row, **{column: None if row[column] is None else row[column] // divisor for column in times}}
+        rows = [{**lossless_row(row), **{column: None if row[column] is None else row[column] // divisor
+                                          for column in times}}
                 for row in tables.table(name)]
         directory = Path(outdir) / name
         shutil.rmtree(directory, ignore_errors=True)
