@@ -338,3 +338,13 @@ def test_the_clients_table_keeps_undecodable_ids_apart_in_every_format(tmp_path:
         got[ext] = ids
     assert got["jsonl"] == got["csv"] == got["parquet"]
     assert want <= set(got["jsonl"]), want - set(got["jsonl"])
+
+
+def test_show_selects_a_client_id_by_its_escaped_form() -> None:
+    exported = [json.loads(line) for line in run("export", "-q", str(CAPTURE)).stdout.splitlines()]
+    for raw in _strings("client_id")[:1] + _strings("client_id", "raw-socket")[:1]:
+        want = sum(row["client_id"] == stored(raw) for row in exported)
+        assert want > 0
+        result = run("show", str(CAPTURE), "--client-id", shown(raw))
+        assert result.returncode == 0, result.stderr
+        assert len(result.stdout.splitlines()) == want

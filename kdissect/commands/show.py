@@ -17,7 +17,8 @@ class ShowOptions(CaptureInputs):
     show_secrets: bool = flag(
         "--show-secrets", help="With -v: do not redact passwords, tokens and SASL bytes.")
     apis: tuple[str, ...] = option("--api", multiple=True, help="Only this API (name or key; repeatable).")
-    client_ids: tuple[str, ...] = option("--client-id", multiple=True, help="Only this client id (repeatable).")
+    client_ids: tuple[str, ...] = option("--client-id", multiple=True,
+                                           help="Only this client id, as show prints it (repeatable).")
     errors_only: bool = flag("--errors", help="Only exchanges with a non-zero error code.")
     slower_than: float | None = option("--slower-than", kind=NUMBER, metavar="MS",
                                        help="Only exchanges slower than MS.")
@@ -65,7 +66,8 @@ def _selected(ex: Exchange, apis: set[str], client_ids: set[str], errors_only: b
               slower_than: float | None) -> bool:
     if apis and not ({(ex.api_name or "").lower(), str(ex.api_key)} & apis):
         return False
-    if client_ids and ex.client_id not in client_ids:
+    # as show prints it (the same text for a printable id without a backslash)
+    if client_ids and (ex.client_id is None or escape_text(ex.client_id) not in client_ids):
         return False
     if errors_only and not (ex.error_code or ex.error_codes):
         return False
