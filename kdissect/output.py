@@ -67,6 +67,16 @@ def lossless_row(row: dict[str, Any], keep: frozenset[str] = frozenset()) -> dic
     (in lists too), except in the columns `keep`: the one rule every output
     (JSONL, CSV, Parquet) writes captured text by. The same dict when
     nothing changes."""
+    values = row.values()
+    # one probe over every string (and list item) of the row: most rows are
+    # ASCII without a backslash, and need nothing (a nested list, "\x80",
+    # takes the slow path)
+    probe = "".join([v for v in values if v.__class__ is str])
+    if probe.isascii() and "\\" not in probe:
+        items = "".join([x if x.__class__ is str else "\x80" if x.__class__ is list else ""
+                         for v in values if v.__class__ is list for x in v])
+        if items.isascii() and "\\" not in items:
+            return row
     changed: dict[str, Any] | None = None
     for name, value in row.items():
         if name in keep:
@@ -390,6 +400,7 @@ class JsonlWriter:
 # that reading back is one rule: a text cell starting with "'" lost one.
 # Cells that read as a plain number (a negative one too) are left alone.
 _FORMULA_LEADS = frozenset("=+-@\t\r'")
+_FORMULA_AFTER_NUL = re.compile("\x00[=+\\-@\t\r']")
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")
 
 
@@ -432,14 +443,15 @@ class CsvWriter:
         for i in self._ts_positions:
             if values[i].__class__ is int:
                 values[i] = seconds_text(values[i], self._places)
-        has_cr = False
-        for i, value in enumerate(values):
-            if value.__class__ is str and value:
-                if value[0] in _FORMULA_LEADS:
+        # one probe over the row's text cells, each after a NUL: a cell that
+        # starts like a formula shows as NUL + lead (a NUL inside a cell is
+        # only a false alarm, which costs the loop below)
+        probe = "\x00" + "\x00".join([v for v in values if v.__class__ is str])
+        if _FORMULA_AFTER_NUL.search(probe):
+            for i, value in enumerate(values):
+                if value.__class__ is str and value and value[0] in _FORMULA_LEADS:
                     values[i] = csv_cell(value)
-                if "\r" in value:
-                    has_cr = True
-        if not has_cr:
+        if "\r" not in probe:
             self._writer.writerow(values)
             return
         buffer = self._cr_buffer
