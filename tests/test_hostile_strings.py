@@ -348,3 +348,14 @@ def test_show_selects_a_client_id_by_its_escaped_form() -> None:
         result = run("show", str(CAPTURE), "--client-id", shown(raw))
         assert result.returncode == 0, result.stderr
         assert len(result.stdout.splitlines()) == want
+
+
+def test_an_error_quoting_a_hostile_file_name_is_one_escaped_line(tmp_path: Path) -> None:
+    name = "evidence\x1b]0;owned\x07\n\u202etxt.pcap"
+    (tmp_path / name).write_text("not a capture")
+    for target in (tmp_path / name, tmp_path / ("missing" + name)):
+        result = run("export", str(target), "-o", str(tmp_path / "out.jsonl"), timeout=60)
+        assert result.returncode == 2
+        err = result.stderr.decode("utf-8")
+        assert err.count("\n") == 1 and err.startswith("kdissect: error: ") and _printable(err), err
+        assert "\\x1b]0;owned\\a\\n\\u202etxt.pcap" in err
