@@ -123,6 +123,8 @@ def lossless_value(value: Any) -> Any:
         return lossless_text(value)
     if isinstance(value, dict):
         return {lossless_value(k): lossless_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, list):
         return [lossless_value(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(lossless_value(v) for v in value)
     return value

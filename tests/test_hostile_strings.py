@@ -23,45 +23,18 @@ import select
 import subprocess
 import sys
 import time
-import unicodedata
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from kdissect.text_escape import escape_text, lossless_text, original_bytes, terminal_text
+from tests.support.text_rules import shown, stored
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "captures" / "hostile_strings_kafka.pcap"
 MANIFEST = json.loads((REPO / "captures" / "hostile_strings_kafka.manifest.json").read_text())
 HOSTILE = MANIFEST["hostile"]
-
-_NAMED = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r"}
-
-
-def stored(raw: bytes) -> str:
-    """README rule for JSONL/CSV/Parquet: backslash doubled, a byte that is not UTF-8 as \\xNN."""
-    return raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
-
-
-def shown(raw: bytes) -> str:
-    """README rule for text faces: `stored`, then every character of
-    category C* or Z* (but the space) escaped."""
-    out = []
-    for ch in stored(raw):
-        code = ord(ch)
-        if ch == " " or unicodedata.category(ch)[0] not in "CZ":
-            out.append(ch)
-        elif code in _NAMED:
-            out.append(_NAMED[code])
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code <= 0xFFFF:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    return "".join(out)
-
 
 def _strings(where: str, client: str | None = None) -> list[bytes]:
     return [bytes.fromhex(e["hex"]) for e in HOSTILE if e["where"] == where and client in (None, e["client"])]
@@ -359,3 +332,15 @@ def test_an_error_quoting_a_hostile_file_name_is_one_escaped_line(tmp_path: Path
         err = result.stderr.decode("utf-8")
         assert err.count("\n") == 1 and err.startswith("kdissect: error: ") and _printable(err), err
         assert "\\x1b]0;owned\\a\\n\\u202etxt.pcap" in err
+
+
+def test_the_report_page_holds_no_raw_control(tmp_path: Path) -> None:
+    import html
+
+    page = tmp_path / "report.html"
+    result = run("report", "-q", str(CAPTURE), "-o", str(page), timeout=300)
+    assert result.returncode == 0, result.stderr
+    text = page.read_text(encoding="utf-8")
+    assert [ch for ch in text if ch not in "\n\t" and not ch.isprintable()] == []
+    for raw in _strings("client_id"):
+        assert html.escape(shown(raw), quote=True) in text, shown(raw)  # a table cell shows the escaped id

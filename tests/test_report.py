@@ -24,6 +24,7 @@ import pytest
 
 from kdissect.cli import main as cli_main
 from tests.support.chromium import chromium_path, visit
+from tests.support.text_rules import controls_escaped
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURES = REPO / "captures"
@@ -120,7 +121,7 @@ def cell_text(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.3f}"
-    return str(value)
+    return controls_escaped(str(value))  # README: Reading untrusted captures
 
 
 def forensic_cell_text(column: str, value: Any) -> str:
@@ -132,7 +133,7 @@ def forensic_cell_text(column: str, value: Any) -> str:
         head = when.strftime("%Y-%m-%d %H:%M:%S" if column == "minute" else "%H:%M:%S")
         return f"{head}.{value % 10**9 // 10**6:03d}"
     if isinstance(value, list):
-        return ",".join(map(str, value)) if value else "-"
+        return ",".join(controls_escaped(str(v)) for v in value) if value else "-"
     return cell_text(value)
 
 

@@ -7,7 +7,7 @@ column. Times are UTC clock times, lists are comma-separated.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from kdissect.text_escape import escape_text
 from kdissect.times import clock_text
@@ -40,7 +40,7 @@ TIME_COLUMNS = frozenset(("first_ts", "last_ts", "rebalance_start", "rebalance_e
                           "window_start", "window_end"))
 
 
-def cell(name: str, value: Any) -> str:
+def cell(name: str, value: Any, escape: Callable[[str], str] = escape_text) -> str:
     if value is None:
         return "-"
     if name in TIME_COLUMNS and isinstance(value, int):
@@ -48,8 +48,8 @@ def cell(name: str, value: Any) -> str:
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.3f}"
     if isinstance(value, list):
-        return ",".join(escape_text(str(v)) for v in value) if value else "-"
-    return escape_text(str(value))
+        return ",".join(escape(str(v)) for v in value) if value else "-"
+    return escape(str(value))
 
 
 def render_rows(title: str, columns: list[str], rows: list[dict[str, Any]], width: int = 60) -> str:

@@ -29,6 +29,8 @@ import json
 import math
 from typing import Any, Callable
 
+from kdissect.text_escape import one_line
+
 TABLE_ROWS = 200
 
 # stats entries that the page shows in a section of their own (any other is
@@ -136,7 +138,10 @@ _DRAW = """
 # -- small builders ---------------------------------------------------------------
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    # the page's data holds captured strings by the tables' lossless rule
+    # (write_page): controls, bidi and line separators are shown escaped,
+    # as on a terminal (kdissect.text_escape)
+    return html.escape(one_line(str(value)), quote=True)
 
 
 def _json_attr(value: Any) -> str:
@@ -326,16 +331,19 @@ def _forensics(stats: dict[str, Any]) -> str:
     from kdissect.forensics.render import TITLES, cell
     from kdissect.forensics.tables import TABLE_COLUMNS
 
+    def shown(column: str, value: Any) -> str:  # strings are lossless already: `_e` escapes the rest
+        return cell(column, value, escape=str)
+
     parts = ['<section id="forensics"><h2>Topics, groups and clients</h2>'
              "<p>From the decoded requests and responses: the tables of <code>kdissect topics</code>, "
              "<code>groups</code> and <code>clients</code>, with every column.</p>"]
     for name, columns in TABLE_COLUMNS.items():
         parts.append(f"<h3>{_e(TITLES[name].capitalize())}</h3>"
-                     + table(name, stats.get(name) or [], [c for c, _kind in columns], text=cell))
+                     + table(name, stats.get(name) or [], [c for c, _kind in columns], text=shown))
     for name, title in (("rebalance_storms", "Rebalance storms (5+ generations within 5 minutes)"),
                         ("member_rejoins", "Members that left and rejoined"),
                         ("metadata_storms", "Metadata storms (60+ Metadata requests in a minute)")):
-        parts.append(f"<h3>{_e(title)}</h3>" + table(name, stats.get(name) or [], text=cell))
+        parts.append(f"<h3>{_e(title)}</h3>" + table(name, stats.get(name) or [], text=shown))
     unnamed = stats.get("unresolved_topic_ids") or []
     parts.append(f'<p>Topic ids no response named: <span data-stat="unresolved_topic_ids" '
                  f'data-value="{_json_attr(unnamed)}">{_e(", ".join(unnamed) or "none")}</span>; '
