@@ -3,7 +3,10 @@
 
 `open_writer(path)` picks the format from the file extension ("-" or None means
 JSONL on stdout). Each writer takes rows (dicts from `Exchange.to_row`) one at
-a time, so exports stream in bounded memory.
+a time, so exports stream in bounded memory. Captured strings are written
+by one rule in every format (`lossless_row`: bytes that were not UTF-8 as
+\\xNN, backslashes doubled); CSV also quotes CR and defuses formula cells
+(`csv_cell`). README: Reading untrusted captures.
 """
 
 from __future__ import annotations

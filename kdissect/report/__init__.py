@@ -25,9 +25,7 @@ __all__ = ["from_analysis", "from_captures", "from_exchanges", "from_spark_outdi
 def write_page(data: dict[str, Any], path: str | Path) -> int:
     """Write the report page for `data` to `path`; its size in bytes."""
     from kdissect.report.page import render
-    from kdissect.text_escape import lossless_value
 
-    # captured strings as every output stores them (undecodable bytes as \xNN)
-    text = render(lossless_value(data)).encode("utf-8")
+    text = render(data).encode("utf-8")
     Path(path).write_bytes(text)
     return len(text)

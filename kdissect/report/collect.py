@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kdissect.exchange import NO_RESPONSE, OK
+from kdissect.output import lossless_row
 
 # seconds; each a multiple of the one before
 BUCKET_LADDER = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400,
@@ -468,7 +469,8 @@ class RowBatcher:
         self.rows: list[dict[str, Any]] = []
 
     def add(self, exchange: Any) -> None:
-        self.rows.append(exchange.to_row())
+        # captured strings as every table stores them (as the Spark tables do)
+        self.rows.append(lossless_row(exchange.to_row()))
         if len(self.rows) >= self.size:
             self.flush()
 
