@@ -162,7 +162,22 @@ def _guarded(run: Callable[[], int]) -> int:
 
 
 def entry() -> None:
+    _stop_on_terminate()
     sys.exit(main())
+
+
+def _stop_on_terminate() -> None:
+    """SIGTERM (`kill`, a job's time limit) ends the run as an exception
+    does, so an output being written is abandoned: its temporary file is
+    removed and the earlier file stays (kdissect.atomic). Exit 128 + 15."""
+    import _signal  # not `signal`: its enums cost start-up time
+
+    if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:
+        _signal.signal(_signal.SIGTERM, _terminated)
+
+
+def _terminated(number: int, frame: Any) -> None:
+    raise SystemExit(128 + number)
 
 
 if __name__ == "__main__":

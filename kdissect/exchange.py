@@ -19,7 +19,10 @@ NO_RESPONSE = "no_response"
 ORPHAN_RESPONSE = "orphan_response"
 MALFORMED = "malformed"
 TRUNCATED = "truncated"
-STATUSES = (OK, NO_RESPONSE, ORPHAN_RESPONSE, MALFORMED, TRUNCATED)
+# decoded with an assumed layout (a version newer than known, or only the other
+# direction's) that left bytes over: fields are missing, values may be wrong
+INEXACT = "inexact"
+STATUSES = (OK, INEXACT, NO_RESPONSE, ORPHAN_RESPONSE, MALFORMED, TRUNCATED)
 
 # The exchange table: (column, Arrow type name), in output order. Type names
 # (not pyarrow objects) keep pyarrow out of the import path of the CLI;

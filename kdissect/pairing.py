@@ -42,9 +42,9 @@ from typing import Any, Callable, Sequence
 
 from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.codec import DecodeError, decode_request, decode_response
-from kdissect.protocol.headers import api_name, looks_like_request, peek_request_header
+from kdissect.protocol.headers import api_name, looks_like_request, peek_request_header, request_layout
 from kdissect.accounting import Accounting
-from kdissect.exchange import MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
+from kdissect.exchange import INEXACT, MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
 from kdissect.framing import Frame
 from kdissect.packet import SlotRecord
 from kdissect.protocol.skim import skim_request, skim_response
@@ -57,7 +57,7 @@ _INT32 = Struct(">i")
 _TIMEOUT = Struct(">hi")
 
 # Status precedence: a worse status is never overwritten by a better one.
-_RANK = {OK: 0, NO_RESPONSE: 1, ORPHAN_RESPONSE: 1, TRUNCATED: 2, MALFORMED: 3}
+_RANK = {OK: 0, INEXACT: 1, NO_RESPONSE: 2, ORPHAN_RESPONSE: 2, TRUNCATED: 3, MALFORMED: 4}
 # what a Pairer's `unanswered` and `early` are until it first holds something
 # (never written: each Pairer makes its own OrderedDict then)
 _NOTHING_HELD: OrderedDict = OrderedDict()
@@ -371,12 +371,17 @@ class Pairer:
                       request_capture_index=frame.capture_index, request_offset=frame.offset,
                       request_first_ts=frame.first_ts, stream_key=conn.stream_key)
         if request is None:  # skimmed: the row's figures only
+            assumed = request_layout(api_key, api_version)[2]  # cached; the skim decoded exactly
+            if assumed:
+                self._assumed(ex, "request", assumed, 0)
             if api_key == _PRODUCE:
                 self._add_records(ex, set_figures(sets))
             elif api_key in HINT_APIS:
                 ex.wait_hint = data  # the frame: decoded when a wait rule reads it (_time_it)
         else:
-            if trailing:
+            if request.assumed_version:
+                self._assumed(ex, "request", request.assumed_version, trailing)
+            elif trailing:
                 ex.add_problem("trailing-bytes", f"request: {trailing} trailing bytes ignored")
             if self.keep_messages or api_key in self.keep_apis:
                 ex.request = request
@@ -574,7 +579,9 @@ class Pairer:
                                    f"response malformed: decoder failed ({type(error).__name__}: {error})")
                 return
             acc.decoded_frames += 1
-            if trailing:
+            if trailing and response.assumed_version:
+                self._assumed(ex, "response", None, trailing)
+            elif trailing:
                 ex.add_problem("trailing-bytes", f"response: {trailing} trailing bytes ignored")
             try:
                 throttle, error_code, error_codes = response_figures(api_key, api_version, response.body)
@@ -687,6 +694,18 @@ class Pairer:
 
     # -- outcome ---------------------------------------------------------------
 
+    def _assumed(self, ex: Exchange, side: str, assumed: str | None, trailing: int) -> None:
+        """A body decoded with an assumed version: a problem always; when bytes
+        are left over, the assumed layout is not the sender's: status inexact,
+        counted, never ok as if the decode were exact."""
+        if assumed:
+            ex.add_problem("assumed-version", f"{side}: {assumed}")
+        if trailing:
+            ex.add_problem("assumed-version-leftover",
+                           f"{side}: {trailing} bytes left over after the body decoded with an assumed version")
+            self.accounting.inexact_frames += 1
+            self._worsen(ex, INEXACT)
+
     @staticmethod
     def _worsen(exchange: Exchange, status: str) -> None:
         if _RANK[status] > _RANK[exchange.status]:
@@ -711,6 +730,8 @@ class Pairer:
         status = exchange.status
         if status == OK:
             acc.ok += 1
+        elif status == INEXACT:
+            acc.inexact += 1
         elif status == NO_RESPONSE:
             acc.no_response += 1
         elif status == ORPHAN_RESPONSE:

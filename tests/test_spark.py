@@ -217,7 +217,7 @@ def test_a_rerun_with_fewer_partitions_leaves_no_earlier_parts(spark, captures_d
     source = max(_captures(captures_dir), key=lambda p: p.stat().st_size)
     _run(spark, [source], tmp_path / "out", partitions=9)
     first = sorted(p.name for p in (tmp_path / "out" / "exchanges").glob("*.parquet"))
-    manifest = _run(spark, [source], tmp_path / "out", partitions=2)
+    manifest = _run(spark, [source], tmp_path / "out", partitions=2, overwrite=True)
     assert manifest["shuffle_partitions"] == 2 and len(first) > 2
     assert {p.name for p in (tmp_path / "out" / "exchanges").glob("*.parquet")} <= {
         "part-00000.parquet", "part-00001.parquet"}

@@ -52,15 +52,20 @@ def _write(text: str, stream: Any) -> None:
 
 
 def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: bool = False,
-                 keep_apis: Any = ()) -> Any:
+                 keep_apis: Any = (), output: str | None = None) -> Any:
     """An iterable Analysis over the captures the options name (exchanges;
     `.accounting`). Files under a directory or glob that are not captures are
     skipped and, unless `quiet`, named in one line on stderr. `keep_apis`:
-    api keys whose exchanges keep their decoded messages."""
+    api keys whose exchanges keep their decoded messages. `output`: the
+    command's output file, refused if it is one of the captures or key logs."""
     from kdissect.inputs import expand_inputs
     from kdissect.pipeline import Analysis
 
     paths, skipped = expand_inputs(options.captures)
+    if output is not None:
+        from kdissect.protected_inputs import ProtectedInputs, refuse_output_over_input
+
+        refuse_output_over_input(output, ProtectedInputs([*paths, *options.tls_keylogs]))
     if skipped and not quiet:
         from kdissect.text_escape import escape_text
 
@@ -94,12 +99,9 @@ def export(options: ExportOptions) -> None:
     """Write one row per request/response exchange."""
     from kdissect.output import open_writer
 
-    analysis = run_analysis(options, quiet=options.quiet)
+    analysis = run_analysis(options, quiet=options.quiet, output=options.output)
     tune_allocator(analysis.capture_set.paths)
-    writer = open_writer(options.output, ts_unit=analysis.ts_unit)
-    try:
+    with open_writer(options.output, ts_unit=analysis.ts_unit) as writer:
         writer.write_exchanges(analysis)
-    finally:
-        writer.close()
     if not options.quiet:
         print_accounting(analysis)

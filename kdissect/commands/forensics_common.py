@@ -26,7 +26,7 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
     if options.table is not None and options.table not in names:
         raise InputError(f"--table {options.table!r}: {command} has the tables {', '.join(names)}")
     settings = forensic_settings(options)
-    analysis = run_analysis(options, quiet=options.quiet, keep_apis=FORENSIC_APIS)
+    analysis = run_analysis(options, quiet=options.quiet, keep_apis=FORENSIC_APIS, output=options.output)
     forensics = Forensics(**settings)
     for ex in analysis:
         forensics.add(ex)
@@ -72,9 +72,6 @@ def write_table(name: str, rows: list[dict[str, Any]], path: str, ts_unit: str) 
     from kdissect.forensics.tables import output_table
     from kdissect.output import open_writer
 
-    writer = open_writer(path, table=output_table(name), ts_unit=ts_unit)
-    try:
+    with open_writer(path, table=output_table(name), ts_unit=ts_unit) as writer:
         for row in rows:
             writer.write(row)
-    finally:
-        writer.close()

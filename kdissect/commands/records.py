@@ -41,17 +41,14 @@ def _open_record_writer(path: str | None) -> Any:
 
 def records(options: RecordsOptions) -> None:
     """Write one row per produced or fetched record."""
-    analysis = run_analysis(options, keep_messages=True, quiet=options.quiet)
-    writer = _open_record_writer(options.output)
+    analysis = run_analysis(options, keep_messages=True, quiet=options.quiet, output=options.output)
     from kdissect.records.table import RecordTally, exchange_record_rows
 
     tally = RecordTally()
     max_bytes = options.max_uncompressed_mib * 1024 * 1024
-    try:
+    with _open_record_writer(options.output) as writer:
         for row in exchange_record_rows(analysis, frozenset(options.topics), max_bytes, tally):
             writer.write(row)
-    finally:
-        writer.close()
     if not options.quiet:
         for line in tally.lines():
             say(f"kdissect: {line}")

@@ -48,11 +48,15 @@ def report(options: ReportOptions) -> None:
 
     outdir = _spark_outdir(options)
     if outdir is not None:
+        from kdissect.protected_inputs import ProtectedInputs, refuse_output_over_input
+
+        # the page may sit beside the tables, not over a file they are read from
+        refuse_output_over_input(options.output, ProtectedInputs(str(p) for p in outdir.rglob("*") if p.is_file()))
         data = from_spark_outdir(outdir)
         analysis = None
     else:
         # per-partition errors need the decoded response bodies, as for `kdissect stats`
-        analysis = run_analysis(options, keep_messages=True, quiet=options.quiet)
+        analysis = run_analysis(options, keep_messages=True, quiet=options.quiet, output=options.output)
         data = from_analysis(analysis)
     try:
         size = write_page(data, options.output)

@@ -20,13 +20,13 @@ def spark(options: SparkOptions) -> None:
 
     require("spark", "`kdissect spark`")
     from kdissect.inputs import expand_inputs
-    from kdissect.spark.job import prepare_outdir, run_job
+    from kdissect.spark.job import run_job
     from kdissect.spark.session import check_java
 
     job = job_options(options, options.master)
     check_java()  # before anything slow, and before Spark prints its own errors
-    expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is created
-    prepare_outdir(options.outdir)
+    expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is looked at
+    # run_job checks OUTDIR (kdissect.spark.outdir) before it starts Spark
     from kdissect.commands.export_core import echo, say
     from kdissect.text_escape import escape_text
 

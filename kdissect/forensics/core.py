@@ -34,13 +34,14 @@ from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
 from kdissect.forensics.names import ID_BEARING_APIS, TopicNames
 from kdissect.forensics.topics import TopicTally
+from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.table import produce_results
 
 _PRODUCE, _FETCH, _SHARE_FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)
 FORENSIC_APIS = frozenset({_PRODUCE, _FETCH, _SHARE_FETCH, int(ApiKey.API_VERSIONS), int(ApiKey.INIT_PRODUCER_ID)}
-                          | GROUP_APIS | ID_BEARING_APIS)
+                          | GROUP_APIS | ID_BEARING_APIS | TRANSACTION_APIS)
 
 
 class ForensicTables:
@@ -58,6 +59,8 @@ class ForensicTables:
         self.rebalance_storms: list[dict[str, Any]] = tables["rebalance_storms"]
         self.member_rejoins: list[dict[str, Any]] = tables["member_rejoins"]
         self.metadata_storms: list[dict[str, Any]] = tables["metadata_storms"]
+        self.transactions: list[dict[str, Any]] = tables["transactions"]
+        self.transaction_markers: list[dict[str, Any]] = tables["transaction_markers"]
         self.unresolved_topic_ids: list[str] = tables["unresolved_topic_ids"]
         self.topic_id_conflicts: int = tables["topic_id_conflicts"]
 
@@ -67,7 +70,7 @@ class ForensicTables:
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in (
             "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
-            "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids", "topic_id_conflicts")}
+            "transactions", "transaction_markers", "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids", "topic_id_conflicts")}
 
 
 class Forensics:
@@ -88,6 +91,7 @@ class Forensics:
         self.groups = GroupTally()
         self.clients = ClientTally()
         self.latency = LatencyTally()
+        self.transactions = TransactionTally()
         self.ranges = latency_sink if latency_sink is not None else StreamMatcher(self.latency, horizon_ns, slack_ns)
         self.exchanges = 0
 
@@ -105,6 +109,8 @@ class Forensics:
                 self._fetch(ex, key == _SHARE_FETCH)
         elif key in GROUP_APIS:
             self.groups.add(ex)
+        if key in TRANSACTION_APIS:
+            self.transactions.add(ex)
 
     def _produce(self, ex: Any, stats: Any) -> None:
         body = ex.request.body
@@ -125,6 +131,7 @@ class Forensics:
                 if figures is not None and figures.spans and answered:
                     last_offset = base + max(span.last for span in figures.spans)
                 self.topics.add_produce(ex, label, partition, ts, figures, error, last_offset)
+                self.transactions.add_produce(ex, transactional_id, label, partition, figures, error)
                 if figures is None:
                     continue
                 self.clients.add_produce(ex, stats, label, partition, figures, transactional_id)
@@ -150,6 +157,8 @@ class Forensics:
                 figures = set_figures(bytes(raw), self.max_uncompressed, produced=False) if raw else None
                 self.topics.add_fetch(ex, label, partition, ts, figures, entry, asked.get((label, partition)),
                                       connection, share)
+                if not share:
+                    self.transactions.add_fetch(ex, label, partition, entry, raw, figures, self.max_uncompressed)
                 if figures is not None and ex.response_ts is not None:
                     for span in figures.spans:
                         for first, last in _runs(span_offsets(span)):
@@ -171,11 +180,12 @@ class Forensics:
         self.groups.merge(other.groups)
         self.clients.merge(other.clients)
         self.latency.merge(other.latency)
+        self.transactions.merge(other.transactions)
 
     def state(self) -> dict[str, Any]:
         """What `merge` needs, picklable (the Spark tasks send it to the driver)."""
         return {"exchanges": self.exchanges, "names": self.names, "topics": self.topics, "groups": self.groups,
-                "clients": self.clients, "latency": self.latency}
+                "clients": self.clients, "latency": self.latency, "transactions": self.transactions}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Forensics:
@@ -183,6 +193,7 @@ class Forensics:
         made.exchanges = state["exchanges"]
         made.names, made.topics, made.groups = state["names"], state["topics"], state["groups"]
         made.clients, made.latency = state["clients"], state["latency"]
+        made.transactions = state["transactions"]
         return made
 
     def tables(self) -> ForensicTables:
@@ -199,6 +210,7 @@ class Forensics:
             groups=groups, group_commits=commits, clients=clients, producers=self.clients.producer_rows(names),
             rebalance_storms=self.groups.storms(groups), member_rejoins=self.groups.rejoins(),
             metadata_storms=ClientTally.metadata_storms(clients),
+            transactions=self.transactions.rows(names), transaction_markers=self.transactions.marker_rows(names),
             unresolved_topic_ids=names.unresolved(labels), topic_id_conflicts=names.conflicts)
 
 

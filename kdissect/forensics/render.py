@@ -20,6 +20,8 @@ TITLES = {
     "group_commits": "committed offsets",
     "clients": "clients",
     "producers": "idempotent / transactional producers per partition",
+    "transactions": "transactions: one row per transaction",
+    "transaction_markers": "transaction markers and aborted transactions in fetched data, per partition and producer",
 }
 DISPLAY: dict[str, list[str]] = {
     "topics": ["topic", "partition", "direction", "client_id", "requests", "records", "record_bytes", "batch_bytes",
@@ -35,8 +37,14 @@ DISPLAY: dict[str, list[str]] = {
                 "producer_ids", "sequence_gaps", "sequence_duplicates", "throttled", "errors"],
     "producers": ["producer_id", "producer_epoch", "transactional_id", "client_ids", "topic", "partition", "batches",
                   "records", "first_sequence", "next_sequence", "sequence_gaps", "missing_sequences", "duplicates"],
+    "transactions": ["transactional_id", "transaction", "producer_id", "producer_epoch", "partitions",
+                     "partitions_added", "records", "offsets_committed", "end", "result", "end_error", "first_ts",
+                     "duration_ms"],
+    "transaction_markers": ["topic", "partition", "producer_id", "commit_markers", "abort_markers", "aborted_listed",
+                            "committed_batches", "aborted_batches", "aborted_records", "undecided_batches",
+                            "client_ids"],
 }
-TIME_COLUMNS = frozenset(("first_ts", "last_ts", "rebalance_start", "rebalance_end", "minute", "last_commit_ts",
+TIME_COLUMNS = frozenset(("first_ts", "last_ts", "end_ts", "rebalance_start", "rebalance_end", "minute", "last_commit_ts",
                           "window_start", "window_end"))
 
 

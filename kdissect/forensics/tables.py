@@ -60,12 +60,26 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("sequence_gaps", "int64"), ("missing_sequences", "int64"), ("duplicates", "int64"),
         ("first_ts", "timestamp"), ("last_ts", "timestamp"),
     ],
+    "transactions": [
+        ("transactional_id", "string"), ("transaction", "int32"), ("producer_id", "int64"),
+        ("producer_epoch", "int16"), ("client_ids", "list<string>"), ("partitions", "list<string>"),
+        ("partitions_added", "int64"), ("produce_batches", "int64"), ("records", "int64"), ("group_id", "string"),
+        ("offsets_committed", "list<string>"), ("end", "string"), ("result", "string"), ("end_error", "string"),
+        ("fenced", "bool"), ("errors", "list<string>"), ("first_ts", "timestamp"), ("end_ts", "timestamp"),
+        ("duration_ms", "float64"),
+    ],
+    "transaction_markers": [
+        ("topic", "string"), ("partition", "int32"), ("producer_id", "int64"), ("commit_markers", "int64"),
+        ("abort_markers", "int64"), ("aborted_listed", "int64"), ("aborted_first_offsets", "list<string>"),
+        ("committed_batches", "int64"), ("committed_records", "int64"), ("aborted_batches", "int64"),
+        ("aborted_records", "int64"), ("undecided_batches", "int64"), ("client_ids", "list<string>"),
+    ],
 }
 # which tables each command writes (the first is its default)
 COMMAND_TABLES = {
     "topics": ("topics", "topic_lag", "end_to_end"),
     "groups": ("groups", "group_commits"),
-    "clients": ("clients", "producers"),
+    "clients": ("clients", "producers", "transactions", "transaction_markers"),
 }
 TABLE_NAMES = tuple(TABLE_COLUMNS)
 

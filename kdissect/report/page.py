@@ -40,6 +40,7 @@ _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", 
                 "accounting", "waits", "throttle_by_client",
                 # the topic, group and client tables and their flags (`_forensics`)
                 "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
+                "transactions", "transaction_markers",
                 "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids",
                 "topic_id_conflicts"}
 
@@ -285,6 +286,8 @@ def _quality_rows(stats: dict[str, Any], report: dict[str, Any], tls: dict[str, 
          f"{a.get('before_start_bytes', 0)} bytes before the capture joined"),
         ("malformed frames", "malformed_frames", a.get("malformed_frames"), None,
          f"{statuses.get('malformed', 0)} malformed exchanges"),
+        ("bodies decoded with an assumed version, bytes left over", "inexact_frames", a.get("inexact_frames"), None,
+         f"{statuses.get('inexact', 0)} inexact exchanges (not exact: fields may be wrong)"),
         ("TLS connections not decrypted", "encrypted_connections", a.get("encrypted_connections"),
          tls.get("undecrypted_bytes", a.get("tls_bytes") if a.get("encrypted_connections") else 0),
          f"of {a.get('tls_connections', 0)} TLS connections; their exchanges are not in this report "

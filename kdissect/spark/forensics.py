@@ -24,14 +24,13 @@ partition, so a task that runs twice writes the same files again.
 
 from __future__ import annotations
 
-import os
 import pickle
-import shutil
-import uuid
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
+
+from kdissect.atomic import AtomicFile, atomic_path, write_atomically
 
 FORENSICS_DIR = "forensics"
 PRODUCED, FETCHED = 0, 1
@@ -53,15 +52,9 @@ def _directory(work_dir: str) -> Path:
     return Path(work_dir) / FORENSICS_DIR
 
 
-def _write_atomically(path: Path, write: Any) -> None:
+def _write_atomically(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-    try:
-        write(temporary)
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    write_atomically(path, data)
 
 
 class RangeSink:
@@ -71,7 +64,7 @@ class RangeSink:
         self.path = _directory(work_dir) / f"ranges-{task_partition:05d}.parquet"
         self.columns: dict[str, list] = {name: [] for name in RANGE_SCHEMA.names}
         self.writer: Any = None
-        self.temporary: Path | None = None
+        self.output: AtomicFile | None = None
 
     def produced(self, label: str | None, partition: int, first: int, last: int, request_ts: int,
                  response_ts: int) -> None:
@@ -95,8 +88,8 @@ class RangeSink:
 
         if self.writer is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}")
-            self.writer = pq.ParquetWriter(str(self.temporary), RANGE_SCHEMA)
+            self.output = AtomicFile(self.path)
+            self.writer = pq.ParquetWriter(self.output.temporary, RANGE_SCHEMA)
         self.writer.write_table(pa.table(self.columns, schema=RANGE_SCHEMA))
         self.columns = {name: [] for name in RANGE_SCHEMA.names}
 
@@ -104,15 +97,18 @@ class RangeSink:
         if self.columns["kind"] or self.writer is not None:
             self._flush()
             self.writer.close()
-            os.replace(self.temporary, self.path)  # type: ignore[arg-type]
             self.writer = None
+            self.output.commit()  # type: ignore[union-attr]
 
     def abandon(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            try:
+                self.writer.close()
+            except OSError:
+                pass
             self.writer = None
-        if self.temporary is not None and self.temporary.exists():
-            self.temporary.unlink()
+        if self.output is not None:
+            self.output.abandon()
 
 
 class TaskForensics:
@@ -133,8 +129,7 @@ class TaskForensics:
     def close(self) -> None:
         self.ranges.close()
         state = pickle.dumps(self.forensics.state(), protocol=pickle.HIGHEST_PROTOCOL)
-        _write_atomically(_directory(self.work_dir) / f"state-{self.task_partition:05d}.pickle",
-                          lambda path: path.write_bytes(state))
+        _write_atomically(_directory(self.work_dir) / f"state-{self.task_partition:05d}.pickle", state)
 
     def abandon(self) -> None:
         self.ranges.abandon()
@@ -228,11 +223,10 @@ def write_forensic_tables(tables: Any, outdir: str, ts_unit: str) -> dict[str, i
         rows = [{**lossless_row(row), **{column: None if row[column] is None else row[column] // divisor
                                           for column in times}}
                 for row in tables.table(name)]
-        directory = Path(outdir) / name
-        shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(parents=True)
-        pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(name, ts_unit)),
-                       str(directory / "part-00000.parquet"))
+        directory = Path(outdir) / name  # emptied of earlier runs' files by kdissect.spark.outdir
+        directory.mkdir(parents=True, exist_ok=True)
+        with atomic_path(directory / "part-00000.parquet") as temporary:
+            pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(name, ts_unit)), temporary)
         (directory / "_SUCCESS").touch()
         written[name] = len(rows)
     return written

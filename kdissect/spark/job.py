@@ -4,7 +4,9 @@ Driver steps (nothing large is collected: split plans, per-range record
 counts, one accounting row per task, a few summary rows):
 
 1. expand the inputs, order them as one capture set (noting each file's
-   timestamp resolution), plan byte-range splits;
+   timestamp resolution); claim OUTDIR (kdissect.spark.outdir: refused
+   unless new, empty or, with --overwrite, an earlier output, whose files it
+   removes); plan byte-range splits;
 2. pre-pass over split files: first record and record count of each range,
    so every range knows its first frame number (a Spark job; with a local
    master, driver processes started before the JVM);
@@ -33,17 +35,20 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kdissect.accounting import Accounting
+from kdissect.atomic import OutputError, write_atomically
 from kdissect.captureset import timestamp_unit
-from kdissect.failures import InputError
 from kdissect.forensics.latency import DEFAULT_HORIZON_NS
 from kdissect.inputs import expand_inputs, file_kind
+from kdissect.protected_inputs import ProtectedInputs
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.spark import plan as planning
+from kdissect.spark.outdir import MANIFEST, claim_outdir
 
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries",
           # the forensic tables (kdissect.spark.forensics)
-          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers")
+          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers", "transactions",
+          "transaction_markers")
 WORK_DIR = "_work"  # the tasks' Arrow files before stream numbering (see part_files.py)
 # rows per Arrow batch handed to Python: bounded because a row (a run of
 # segments, see segments.py) can hold a little over a MiB of payload
@@ -63,6 +68,7 @@ class JobOptions:
     # the forensic tables' settings (kdissect.forensics.settings)
     horizon_ns: int = DEFAULT_HORIZON_NS
     max_uncompressed: int = DEFAULT_LIMIT
+    overwrite: bool = False  # replace an earlier output's tables (kdissect.spark.outdir)
 
 
 @dataclass
@@ -109,7 +115,22 @@ def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], lis
 
 
 def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None = None) -> JobResult:
-    """Run the whole job; `spark` may be an existing session (tests, spark-submit)."""
+    """Run the whole job; `spark` may be an existing session (tests), or a
+    function that starts one (spark-submit), called once OUTDIR is claimed.
+    A file a task could not write (a full disk) is the task's one-line
+    OutputError again, not Spark's wrapping of it."""
+    try:
+        return _run_job(options, spark, log)
+    except Exception as problem:
+        import re
+
+        found = re.search(r"kdissect\.atomic\.OutputError: (cannot write [^\n]*)", str(problem))
+        if found is None:
+            raise
+        raise OutputError(found.group(1)) from None
+
+
+def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None) -> JobResult:
     from kdissect.spark.session import start_session
 
     started = time.monotonic()
@@ -122,6 +143,12 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
             log(message)
 
     ordered, resolutions, skipped = _ordered_captures(options.inputs)
+    # the one place OUTDIR is checked and prepared, before Spark starts and
+    # before anything under it is written or removed (TLS key logs are inputs too)
+    inputs = ProtectedInputs.of_arguments(options.inputs, [*(path for path, _ in ordered), *options.tls_keylogs])
+    outdir = claim_outdir(options.outdir, inputs, options.overwrite, TABLES, WORK_DIR)
+    if callable(spark):
+        spark = spark()
     keylog = None
     if options.tls_keylogs:
         # read once here; the tasks get the parsed secrets with their closure
@@ -184,11 +211,9 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     detect = options.detect
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
-    # absolute: the tasks write into it, and an executor's working directory
-    # is not the driver's
-    outdir = os.path.abspath(local_outdir(options.outdir))
+    # `outdir` is absolute: the tasks write into it, and an executor's
+    # working directory is not the driver's
     work_dir = os.path.join(outdir, WORK_DIR)
-    _clear_tables(outdir)
 
     max_uncompressed = options.max_uncompressed
 
@@ -288,7 +313,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         "seconds_since_start_at": timings,
         "input_bytes": total_bytes,
     }
-    _write_local(f"{outdir}/manifest.json", json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    write_atomically(os.path.join(outdir, MANIFEST), json.dumps(manifest, indent=2, sort_keys=False) + "\n")
     return JobResult(manifest, summary, splits)
 
 
@@ -300,33 +325,3 @@ class _ReadTotals:
 
     def __getattr__(self, name: str) -> Any:
         return self._values.get(name, [] if name == "problems" else 0)
-
-
-def _write_local(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def _clear_tables(outdir: str) -> None:
-    """Remove what an earlier run left of the tables the tasks write file by
-    file (Spark's overwrite mode does this for the others)."""
-    for name in ("exchanges", "partition_errors", WORK_DIR):
-        shutil.rmtree(os.path.join(outdir, name), ignore_errors=True)
-
-
-def local_outdir(outdir: str) -> str:
-    """OUTDIR as a file system path: the tasks and the driver write into it
-    with plain file operations, so it must be local or mounted (on every
-    node, for a cluster); a file:// URL is accepted."""
-    if "://" in outdir and not outdir.startswith("file://"):
-        raise InputError(f"{outdir}: OUTDIR must be a local or mounted path (the tasks write into it directly)")
-    return outdir.removeprefix("file://")
-
-
-def prepare_outdir(outdir: str) -> None:
-    """Create OUTDIR; refuse a path that is a file or a remote URL."""
-    outdir = local_outdir(outdir)
-    if os.path.exists(outdir) and not os.path.isdir(outdir):
-        raise InputError(f"{outdir}: exists and is not a directory")
-    os.makedirs(outdir, exist_ok=True)  # what an earlier run left is cleared by run_job

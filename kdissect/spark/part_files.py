@@ -21,13 +21,12 @@ file again.
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
+from kdissect.atomic import AtomicFile, atomic_path
 from kdissect.exchange import TIMESTAMP_COLUMNS, arrow_columns, arrow_schema
 
 EXCHANGES, PARTITION_ERRORS = "exchanges", "partition_errors"
@@ -102,13 +101,8 @@ def _final_file(outdir: str, table: str, task_partition: int) -> Path:
 
 def _replace_atomically(target: Path, write) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        write(str(temporary))
-        os.replace(temporary, target)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    with atomic_path(target) as temporary:
+        write(temporary)
 
 
 class _RowFile:
@@ -119,7 +113,7 @@ class _RowFile:
         self.schema = schema
         self.rows: list[dict[str, Any]] = []
         self.written = 0
-        self._temporary: Path | None = None
+        self._output: AtomicFile | None = None
         self._writer: Any = None
 
     def add(self, row: dict[str, Any]) -> None:
@@ -132,8 +126,8 @@ class _RowFile:
             return
         if self._writer is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
-            self._writer = pa.ipc.new_file(str(self._temporary), self.schema)
+            self._output = AtomicFile(self.path)
+            self._writer = pa.ipc.new_file(self._output.temporary, self.schema)
         self._writer.write_batch(pa.RecordBatch.from_pylist(self.rows, schema=self.schema))
         self.written += len(self.rows)
         self.rows = []
@@ -142,12 +136,15 @@ class _RowFile:
         self._flush()
         if self._writer is not None:
             self._writer.close()
-            os.replace(self._temporary, self.path)  # a re-run task replaces its earlier file
+            self._output.commit()  # type: ignore[union-attr] # a re-run task replaces its earlier file
 
     def abandon(self) -> None:
         if self._writer is not None:
-            self._writer.close()
-            self._temporary.unlink(missing_ok=True)
+            try:
+                self._writer.close()
+            except OSError:
+                pass
+            self._output.abandon()  # type: ignore[union-attr]
 
 
 class PartSink:
@@ -264,5 +261,6 @@ def write_empty_parts(outdir: str, ts_unit: str = "us") -> None:
         directory = Path(outdir) / table
         directory.mkdir(parents=True, exist_ok=True)
         if not any(directory.glob("*.parquet")):
-            pq.write_table(schema.empty_table(), str(directory / "part-00000.parquet"))
+            with atomic_path(directory / "part-00000.parquet") as temporary:
+                pq.write_table(schema.empty_table(), temporary)
         (directory / "_SUCCESS").touch()

@@ -20,14 +20,13 @@ def submit(options: SparkJobOptions) -> None:
 
     require("spark", "submit_main.py")
     from kdissect.inputs import expand_inputs
-    from kdissect.spark.job import prepare_outdir, run_job
+    from kdissect.spark.job import run_job
     from kdissect.spark.session import start_session
 
     job = job_options(options, None)
-    expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is created
-    prepare_outdir(options.outdir)
-    spark = start_session(None)  # joins the session spark-submit configured
-    result = run_job(job, spark=spark, log=lambda message: print(f"kdissect: {message}", file=sys.stderr))
+    expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is looked at
+    # run_job checks OUTDIR (kdissect.spark.outdir), then joins the session spark-submit configured
+    result = run_job(job, spark=lambda: start_session(None), log=lambda message: print(f"kdissect: {message}", file=sys.stderr))
     print(result.summary)
 
 

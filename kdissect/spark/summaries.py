@@ -324,20 +324,21 @@ def _latency_key(row: dict[str, Any]) -> tuple:
 
 
 def write_tables(tables: dict[str, list[dict[str, Any]]], outdir: str) -> None:
-    """Each summary table as one Parquet file, sorted, under OUTDIR/<name>/."""
-    import shutil
-
+    """Each summary table as one Parquet file, sorted, under OUTDIR/<name>/
+    (which kdissect.spark.outdir emptied of earlier runs' files)."""
     import pyarrow.parquet as pq
+
+    from kdissect.atomic import atomic_path
 
     for name, rows in tables.items():
         rows = sorted(rows, key=_ORDER[name])
         if name == "timeseries":
             rows = [{**row, "minute": row["minute"] * 1_000_000} for row in rows]  # seconds -> microseconds
         directory = Path(outdir) / name
-        shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(parents=True)
+        directory.mkdir(parents=True, exist_ok=True)
         # timestamps as INT96, as Spark writes them: Spark reads them back as
         # timestamps (in UTC), pyarrow and pandas as naive UTC times
-        pq.write_table(pa.Table.from_pylist(rows, schema=TABLE_SCHEMAS[name]), str(directory / "part-00000.parquet"),
-                       use_deprecated_int96_timestamps=True)
+        with atomic_path(directory / "part-00000.parquet") as temporary:
+            pq.write_table(pa.Table.from_pylist(rows, schema=TABLE_SCHEMAS[name]), temporary,
+                           use_deprecated_int96_timestamps=True)
         (directory / "_SUCCESS").touch()

@@ -121,7 +121,7 @@ def _fmt(value: Any) -> str:
 def render_summary(spark, outdir: str, accounting: Any, top: int = 8) -> str:
     """A few lines for the terminal, from the accounting and the (small) summary tables."""
     lines: list[str] = []
-    statuses = [("ok", accounting.ok), ("no_response", accounting.no_response),
+    statuses = [("ok", accounting.ok), ("inexact", accounting.inexact), ("no_response", accounting.no_response),
                 ("orphan_response", accounting.orphan_responses), ("malformed", accounting.malformed),
                 ("truncated", accounting.truncated)]
     statuses = sorted((item for item in statuses if item[1]), key=lambda item: -item[1])

@@ -442,8 +442,55 @@ def wl_java_clients(client_version: str) -> Callable[[Manifest, Any], None]:
     return run
 
 
-# The newest Java client whose wire format the specs in ../shared/kafka-spec cover
-# (4.2 sends ShareFetch v2, 4.4 also ApiVersions v5, both differing from those specs).
+def wl_go_client(m: Manifest, broker: Any) -> None:
+    """The Go client (franz-go, tools/lab/go): creates its topic, a producer
+    per codec, then a consumer group reads everything and commits."""
+    from tools.lab.go_client import franz_go_version, run_go_client
+
+    result = json.loads(run_go_client(["workload", broker.bootstrap]))
+    m.data["clients"]["franz-go"] = franz_go_version()
+
+    def text(value: str | None) -> str | None:
+        return None if value is None else encode_bytes(base64.b64decode(value))
+
+    for row in result["produced"]:
+        row.update(key=text(row["key"]), value=text(row["value"]),
+                   headers=[[k, text(v)] for k, v in row["headers"]])
+        m.produced(**row)
+    for row in result["consumed"]:
+        row.update(key=text(row["key"]), value=text(row["value"]),
+                   headers=[[k, text(v)] for k, v in row["headers"]])
+        m.consumed(**row)
+    for op in result["operations"]:
+        m.operation(op["client"], op["operation"], op["result"])
+
+
+def wl_java_transactions(m: Manifest, broker: Any) -> None:
+    """The Java client's transactions (kafka-clients 4.4.0): commit with
+    offsets sent to the transaction, abort, commit; a zombie producer fenced
+    by a successor with its transactional id; a read_committed consumer."""
+    from tools.lab.java_client import run_java_helper
+
+    result = json.loads(run_java_helper(["transactions", broker.bootstrap], version=KAFKA4))
+    m.data["clients"]["kafka-clients (java)"] = KAFKA4
+
+    def text(value: str | None) -> str | None:
+        return None if value is None else encode_bytes(base64.b64decode(value))
+
+    for row in result["produced"]:
+        row.update(key=text(row["key"]), value=text(row["value"]),
+                   headers=[[k, text(v)] for k, v in row["headers"]])
+        m.produced(**row)
+    for row in result["consumed"]:
+        row.update(key=text(row["key"]), value=text(row["value"]),
+                   headers=[[k, text(v)] for k, v in row["headers"]])
+        m.consumed(**row)
+    for op in result["operations"]:
+        m.operation(op["client"], op["operation"], op["result"])
+
+
+# The first Java client (4.1.1) of java_clients_kafka; java_clients_4_4_kafka
+# runs the release the protocol tables come from (ApiVersions v5, ShareFetch v2).
 JAVA_CLIENT_VERSION = "4.1.1"
 KAFKA4 = VERSIONS["4"]
 
@@ -811,9 +858,16 @@ WORKLOADS += [
              "ShareFetch, ShareAcknowledge) consume with commits", wl_java_clients(JAVA_CLIENT_VERSION),
              broker="kafka4"),
     Workload("java_clients_4_4_kafka", STANDARD_PORT,
-             f"The same with Java kafka-clients {KAFKA4}, whose ApiVersions v5 and ShareFetch v2 are newer than "
-             "the protocol specs kdissect is generated from", wl_java_clients(KAFKA4), broker="kafka4",
-             directory="known_gaps"),
+             f"The same with Java kafka-clients {KAFKA4}, which speaks ApiVersions v5 and ShareFetch v2",
+             wl_java_clients(KAFKA4), broker="kafka4"),
+    Workload("java_transactions_kafka", STANDARD_PORT,
+             "Java kafka-clients transactions: a producer commits (with offsets sent to the transaction), aborts "
+             "and commits; a zombie producer is fenced by a successor with its transactional id; a read_committed "
+             "consumer reads the topic", wl_java_transactions, broker="kafka4"),
+    Workload("go_clients_kafka", STANDARD_PORT,
+             "The Go client franz-go: CreateTopics, a producer per codec (none, gzip, snappy, lz4, zstd; acks=all, "
+             "record headers) over two partitions, then a consumer group reads everything and commits",
+             wl_go_client, broker="kafka4"),
     Workload("quota_kafka", STANDARD_PORT,
              f"Client quotas ({QUOTA_BYTES_PER_SECOND} B/s produce and fetch for two client ids): kafka-python "
              "produce and fetch answered with throttle_time_ms > 0", wl_quota, broker="kafka4",
