@@ -22,7 +22,9 @@ each such byte is a lone surrogate U+DC80..U+DCFF). Two rules, one table:
 `terminal_text` is the last guard at the output: it escapes any
 non-printable character still left in a finished line (none, when every
 value went through `escape_text`), without touching backslashes, so text
-that is already escaped is not escaped twice.
+that is already escaped is not escaped twice; `one_line` is that guard for
+a one-line message (stderr), newlines escaped too. `quoted` is
+`escape_text` in quotes, as `show -v` prints strings.
 """
 
 from __future__ import annotations
