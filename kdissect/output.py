@@ -441,18 +441,28 @@ class CsvWriter:
         self._ts_positions = [i for i, name in enumerate(table.names) if name in table.timestamp_columns]
         self._places = digits(ts_unit)
 
-    def write(self, row: dict[str, Any]) -> None:
-        values = list(lossless_row(row, self._keep).values())
+    def _cells(self, row: dict[str, Any]) -> list[Any]:
+        values = list(row.values())
         for i in self._list_positions:
             if values[i] is not None:
                 values[i] = self._dumps(values[i], ensure_ascii=False, separators=(",", ":"))
         for i in self._ts_positions:
             if values[i].__class__ is int:
                 values[i] = seconds_text(values[i], self._places)
-        # one probe over the row's text cells, each after a NUL: a cell that
-        # starts like a formula shows as NUL + lead (a NUL inside a cell is
-        # only a false alarm, which costs the loop below)
+        return values
+
+    def write(self, row: dict[str, Any]) -> None:
+        values = self._cells(row)
+        # one probe over the row's text cells, each after a NUL: ASCII
+        # without a backslash needs no lossless_row; a cell that starts like
+        # a formula shows as NUL + lead (a NUL inside a cell is only a false
+        # alarm, which costs the loop below)
         probe = "\x00" + "\x00".join([v for v in values if v.__class__ is str])
+        if not (probe.isascii() and "\\" not in probe):
+            stored = lossless_row(row, self._keep)
+            if stored is not row:
+                values = self._cells(stored)
+                probe = "\x00" + "\x00".join([v for v in values if v.__class__ is str])
         if _FORMULA_AFTER_NUL.search(probe):
             for i, value in enumerate(values):
                 if value.__class__ is str and value and value[0] in _FORMULA_LEADS:
