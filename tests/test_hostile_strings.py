@@ -344,3 +344,19 @@ def test_the_report_page_holds_no_raw_control(tmp_path: Path) -> None:
     assert [ch for ch in text if ch not in "\n\t" and not ch.isprintable()] == []
     for raw in _strings("client_id"):
         assert html.escape(shown(raw), quote=True) in text, shown(raw)  # a table cell shows the escaped id
+
+
+def test_show_v_escapes_a_hostile_topic_in_the_records_line(tmp_path: Path) -> None:
+    """produce_acks1_kafka.pcap with its topic name replaced, byte for byte
+    (13 bytes: frame and TCP lengths stay right), by a hostile one."""
+    topic = b"produce-acks1"
+    hostile = b"\x1b[2J\r\n\xe2\x80\xae=x\xff\x07"
+    assert len(hostile) == len(topic)
+    data = (REPO / "captures" / "produce_acks1_kafka.pcap").read_bytes()
+    path = tmp_path / "hostile_topic.pcap"
+    path.write_bytes(data.replace(topic, hostile))
+    raw = _through_a_terminal("show", "-v", str(path))
+    assert b"\x1b" not in raw and b"\x07" not in raw and b"\r" not in raw.replace(b"\r\n", b"")
+    text = raw.decode("utf-8").replace("\r\n", "\n")
+    assert text.count(f"records {shown(hostile)} partition ") == 10  # as many as with the real name
+    assert f"name: '{shown(hostile)}'" in text or f"topic: '{shown(hostile)}'" in text
