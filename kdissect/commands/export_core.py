@@ -1,8 +1,7 @@
-"""What `kdissect export` does, without click, and the capture helpers of
-every command that reads captures.
+"""What `kdissect export` does, without click.
 
-`kdissect.commands.export` wraps `export()` in a click command; `show`,
-`stats` and `records` use `run_analysis` and `print_accounting`. The CLI
+`kdissect.commands.export` wraps `export()` in a click command (the capture
+helpers every command shares are in `kdissect.commands.runtime`). The CLI
 shell calls `export()` directly when the arguments are plain
 (`kdissect.cli.plain_export_args`), so the commonest run does not import
 click at all: that import is a tenth of the time of a small export.
@@ -11,9 +10,8 @@ click at all: that import is a tenth of the time of a small export.
 from __future__ import annotations
 
 import os
-import sys
-from typing import Any
 
+from kdissect.commands.runtime import print_accounting, run_analysis
 from kdissect.options import OUTPUT_HELP, CaptureInputs, flag, option
 
 
@@ -22,65 +20,6 @@ class ExportOptions(CaptureInputs):
 
     output: str | None = option("-o", "--output", help=OUTPUT_HELP)
     quiet: bool = flag("-q", "--quiet", help="Do not print the accounting summary on stderr.")
-
-
-def echo(text: str, err: bool = False, newline: bool = True) -> None:
-    """Text on stdout (or stderr): the one way every text face writes. Any
-    non-printable character left in `text` (none when its captured strings
-    went through `kdissect.text_escape.escape_text`) is escaped, on a
-    terminal or not; newlines between lines are kept."""
-    from kdissect.text_escape import terminal_text
-
-    _write(terminal_text(text) + ("\n" if newline else ""), sys.stderr if err else sys.stdout)
-
-
-def say(line: str) -> None:
-    """One line on stderr; any non-printable character in it (a newline
-    too) escaped."""
-    from kdissect.text_escape import one_line
-
-    _write(one_line(line) + "\n", sys.stderr)
-
-
-def _write(text: str, stream: Any) -> None:
-    try:
-        stream.write(text)
-    except UnicodeEncodeError:  # a stream that cannot write some characters (an ASCII locale)
-        encoding = getattr(stream, "encoding", None) or "ascii"
-        stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
-    stream.flush()
-
-
-def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: bool = False,
-                 keep_apis: Any = (), output: str | None = None) -> Any:
-    """An iterable Analysis over the captures the options name (exchanges;
-    `.accounting`). Files under a directory or glob that are not captures are
-    skipped and, unless `quiet`, named in one line on stderr. `keep_apis`:
-    api keys whose exchanges keep their decoded messages. `output`: the
-    command's output file, refused if it is one of the captures or key logs."""
-    from kdissect.inputs import expand_inputs
-    from kdissect.pipeline import Analysis
-
-    paths, skipped = expand_inputs(options.captures)
-    if output is not None:
-        from kdissect.protected_inputs import ProtectedInputs, refuse_output_over_input
-
-        refuse_output_over_input(output, ProtectedInputs([*paths, *options.tls_keylogs]))
-    if skipped and not quiet:
-        from kdissect.text_escape import escape_text
-
-        names = ", ".join(map(escape_text, skipped[:3])) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
-        say(f"kdissect: not captures, skipped: {names}")
-    return Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
-                    progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis)
-
-
-def print_accounting(analysis: Any) -> None:
-    """The accounting summary (and the reader's problems) on stderr."""
-    for line in analysis.summary_lines():
-        say(f"kdissect: {line}")
-    for problem in analysis.read_stats.problems:
-        say(f"kdissect: {problem}")
 
 
 _TUNE_FROM_BYTES = 4 << 20

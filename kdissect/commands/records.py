@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 
-from kdissect.commands.export_core import print_accounting, run_analysis, say
+from kdissect.commands.runtime import print_accounting, run_analysis, say
 from kdissect.options import OUTPUT_HELP, CaptureInputs, click_command, flag, integer, option
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from kdissect.commands.export_core import echo, print_accounting, run_analysis
+from kdissect.commands.runtime import echo, print_accounting, run_analysis
 from kdissect.exchange import Exchange
 from kdissect.options import NUMBER, CaptureInputs, click_command, flag, option
 from kdissect.text_escape import escape_text

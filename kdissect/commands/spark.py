@@ -27,7 +27,7 @@ def spark(options: SparkOptions) -> None:
     check_java()  # before anything slow, and before Spark prints its own errors
     expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is looked at
     # run_job checks OUTDIR (kdissect.spark.outdir) before it starts Spark
-    from kdissect.commands.export_core import echo, say
+    from kdissect.commands.runtime import echo, say
     from kdissect.text_escape import escape_text
 
     result = run_job(job, log=lambda message: say(f"kdissect: {message}"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kdissect.commands.export_core import echo, run_analysis, say
+from kdissect.commands.runtime import echo, run_analysis, say
 from kdissect.options import CaptureInputs, click_command, flag
 
 
