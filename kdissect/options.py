@@ -319,6 +319,11 @@ class CaptureInputs(Options):
         "--tls-keylog", multiple=True, metavar="FILE",
         help="A TLS key log (NSS format: SSLKEYLOGFILE, Java/Go/Python/Node key logs) to decrypt Kafka over "
              "TLS with (repeatable). Secrets in a pcapng are used without it.")
+    broker_logs: tuple[str, ...] = option(
+        "--broker-log", multiple=True, metavar="FILE",
+        help="Apache Kafka's request log (kafka.request.logger at DEBUG or TRACE, Kafka 2.8+ JSON lines) to join "
+             "to the exchanges by client endpoint, correlation id and api key (repeatable; directories and globs "
+             "as for captures; rotated files are read as one log).")
 
 
 # -- the forensic tables' settings: `kdissect topics|groups|clients` and the Spark job --------

@@ -198,7 +198,7 @@ _COMPUTED_CODE = {
     "service_ms": ["if request_ts is None or response_ts is None:",
                    "    c = None",
                    "elif wait_ns is None:",
-                   "    c = response_ts - request_ts",
+                   "    c = None if wait_reason == 'long_poll_unknown' else response_ts - request_ts",
                    "else:",
                    "    c = response_ts - request_ts - wait_ns",
                    "    if not c > 0:",

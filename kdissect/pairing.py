@@ -57,7 +57,9 @@ from kdissect.framing import Frame
 from kdissect.packet import SlotRecord
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
-from kdissect.records.access import record_figures, set_figures
+from kdissect.arrivals import (DATA_WAIT_MIN_NS, decide, fetch_arrival, produce_bases, produce_ranges, produce_spans,
+                               read_produce_bases)
+from kdissect.records.access import record_figures, record_sets, set_figures
 from kdissect.waits import HINT_APIS, QUEUED, THROTTLE, classify, request_hint, throttle_holds_response
 
 _INT16 = Struct(">h")
@@ -337,6 +339,8 @@ class Pairer:
                 self._assumed(ex, "request", assumed, 0)
             if api_key == _PRODUCE:
                 self._add_records(ex, set_figures(sets))
+                if expects_response and sets:
+                    ex.arrival = produce_spans(sets)  # placed at the answer's base offsets
             elif api_key in HINT_APIS:
                 ex.wait_hint = data  # the frame: decoded when a wait rule reads it (_time_it)
         else:
@@ -348,6 +352,8 @@ class Pairer:
                 ex.request = request
             if api_key == _PRODUCE:
                 self._add_records(ex, record_figures(api_key, api_version, request.body))
+                if expects_response:
+                    ex.arrival = produce_spans(record_sets(api_key, api_version, request.body, "request"))
             elif api_key in HINT_APIS:
                 ex.wait_hint = request_hint(api_key, request.body)
         self._requested(ex, expects_response, starts_raw_sasl, data)
@@ -527,6 +533,11 @@ class Pairer:
             throttle, error_code, error_codes, assumed, sets = skim
             if api_key == _FETCH or api_key == _SHARE_FETCH:
                 self._add_records(ex, set_figures(sets))
+                if ex.records and sets:
+                    self._held_sets(ex, sets)
+            elif ex.arrival is not None:  # a Produce: the answer's base offsets place what it wrote
+                bases = read_produce_bases(data, api_version)
+                ex.arrival = None if bases is None else produce_ranges(ex.arrival, bases)
             if error_codes and self.keep_error_responses:
                 ex.response, _, _ = decode_tolerant(
                     lambda b: decode_response(b, api_key, api_version), data)
@@ -558,11 +569,23 @@ class Pairer:
                 ex.response = response
             if api_key in (_FETCH, _SHARE_FETCH):
                 self._add_records(ex, record_figures(api_key, api_version, response.body))
+                if ex.records:
+                    self._held_sets(ex, list(record_sets(api_key, api_version, response.body, "response")))
+            elif ex.arrival is not None:
+                ex.arrival = produce_ranges(ex.arrival, produce_bases(response.body))
         ex.throttle_time_ms = throttle
         ex.error_code = error_code
         ex.error_codes = error_codes
         if assumed:
             ex.add_problem("assumed-version", assumed)
+
+    @staticmethod
+    def _held_sets(ex: Exchange, sets: list) -> None:
+        """Keep a fetch's record sets until `_time_it` when the broker held it
+        long enough to have waited for them (kdissect.arrivals)."""
+        first_byte = ex.response_first_ts if ex.response_first_ts is not None else ex.response_ts
+        if ex.request_ts is not None and first_byte is not None and first_byte - ex.request_ts >= DATA_WAIT_MIN_NS:
+            ex.arrival = sets  # (an orphan response, known without its request, has no hold)
 
     def _emit_orphan(self, frame: Frame) -> None:
         acc = self.accounting
@@ -726,15 +749,28 @@ class Pairer:
         throttle = ex.throttle_time_ms
         old_version = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)
         found = None
+        held_sets = ex.arrival if ex.arrival.__class__ is list else None  # a held fetch's records (_held_sets)
+        if held_sets is not None:
+            ex.arrival = None
         if ex.api_key in HINT_APIS or old_version:
             hint = ex.wait_hint
             if hint.__class__ is bytes:  # the request frame (skim path), decoded only where a rule reads it
-                if ex.records and (ex.api_key == _FETCH or ex.api_key == _SHARE_FETCH):
-                    hint = None  # a fetch that brought records is no wait: classify does not read its hint
+                if ex.records and held_sets is None and (ex.api_key == _FETCH or ex.api_key == _SHARE_FETCH):
+                    hint = None  # a fetch that brought records at once is no wait: no rule reads its hint
                 else:
                     hint = ex.wait_hint = _decoded_hint(ex.api_key, hint)  # type: ignore[arg-type]
             found = classify(ex.api_key, ex.api_version, hint,  # type: ignore[arg-type]
-                             latency - before, ex.records, ex.error_code, throttle, old_version)
+                             latency - before, ex.records, ex.error_code,
+                             throttle, old_version)
+            if found is None and held_sets is not None:
+                # held with records: the wait, if any, ended when they arrived (kdissect.arrivals)
+                first_byte = ex.response_first_ts if ex.response_first_ts is not None else response_ts
+                start = request_ts + before  # type: ignore[operator]
+                arrival = fetch_arrival(held_sets, hint, start, first_byte, before, before_reason)  # type: ignore[arg-type]
+                if arrival is not None and first_byte - start >= DATA_WAIT_MIN_NS:  # type: ignore[operator]
+                    decide(ex, arrival)  # sets the waits, the one before included
+                    ex.arrival = arrival  # for the Produce rule across connections
+                    before = 0
         if found is not None:
             # a mute names the whole wait (it held the request first); an earlier
             # answer is only a queue before the protocol's own wait

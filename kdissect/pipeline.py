@@ -457,6 +457,8 @@ class _Connection:
             d.tls_stats.add(self.tls.stats)
             if self.inner.phase == _EMPTY:  # type: ignore[union-attr]
                 acc.encrypted_connections += 1  # nothing decrypted: its content is unknown
+                key = self.conn.key
+                d.encrypted_clients.add(endpoint(key[0], key[1]) if self.client_dir == 0 else endpoint(key[2], key[3]))
             self.inner.close(reason)  # type: ignore[union-attr]
             return
         if self.phase == _EMPTY:
@@ -517,6 +519,9 @@ class Dissector:
         self.max_open_connections = max_open_connections
         self.ignored = _Ignored(self.accounting)
         self.ignored_plaintext = _Ignored(self.accounting, "tls_other_bytes")  # decrypted, not Kafka
+        # client endpoints of TLS connections none of whose bytes were decrypted
+        # (the broker-log tables name their principals: kdissect.brokerlog.tables)
+        self.encrypted_clients: set[str] = set()
         # TLS: the secrets (a kdissect.tls.KeyLog; none: TLS is found and
         # counted, not decrypted) and what the TLS layer did
         self._keylog = keylog
@@ -681,7 +686,8 @@ class Analysis:
 
     def __init__(self, paths: Sequence[str | Path], ports: Iterable[int] = DEFAULT_PORTS,
                  detect: bool = True, keep_messages: bool = False, progress: bool = False,
-                 tls_keylogs: Sequence[str | Path] = (), keep_apis: Iterable[int] = ()) -> None:
+                 tls_keylogs: Sequence[str | Path] = (), keep_apis: Iterable[int] = (),
+                 broker_logs: Sequence[str | Path] = ()) -> None:
         from kdissect.capture import CaptureSet, ReadStats
 
         self.read_stats = ReadStats()
@@ -698,6 +704,12 @@ class Analysis:
         self.capture_set.secrets = _SecretsToKeys(self.dissector)
         self.accounting = self.dissector.accounting
         self.progress = progress
+        # the broker's request log, joined as the exchanges pass (kdissect.brokerlog)
+        self.broker_log: Any = None
+        if broker_logs:
+            from kdissect.brokerlog.join import BrokerLogJoin
+
+            self.broker_log = BrokerLogJoin([str(p) for p in broker_logs])
 
     def summary_lines(self) -> list[str]:
         """The accounting's lines, and the TLS layer's when it met TLS."""
@@ -708,6 +720,8 @@ class Analysis:
         skipped = self.dissector.keylog.bad_lines if self.dissector.has_keylog else 0
         if skipped:  # cut or malformed lines of a key log that has valid ones (never their text)
             lines.append(f"tls key log: {skipped} malformed line{'s' if skipped != 1 else ''} skipped")
+        if self.broker_log is not None:
+            lines += self.broker_log.accounting.summary_lines()
         return lines
 
     @property
@@ -731,11 +745,24 @@ class Analysis:
                 bar.close()
 
     def __iter__(self) -> Iterator[Exchange]:
+        if self.broker_log is not None:
+            return self.broker_log.join(self._exchanges())
+        return self._exchanges()
+
+    def _exchanges(self) -> Iterator[Exchange]:
+        from kdissect.arrivals import ArrivalResolver
+
         dissector = self.dissector
         with fewer_collections():
+            # a long poll that data ended looks for the Produce that wrote the
+            # data on every connection (kdissect.arrivals)
+            resolver = ArrivalResolver()
             with self._segments() as segments:
-                yield from dissector.feed_many(segments)
-            yield from dissector.finishing()
+                for ex in dissector.feed_many(segments):
+                    yield from resolver.add(ex)
+            for ex in dissector.finishing():
+                yield from resolver.add(ex)
+            yield from resolver.finish()
         self.accounting.add_read_stats(self.read_stats)
 
     def frames(self) -> Iterator[PairedFrame]:
@@ -772,6 +799,7 @@ def analyze(
     progress: bool = False,
     tls_keylogs: Sequence[str | Path] = (),
     keep_apis: Iterable[int] = (),
+    broker_logs: Sequence[str | Path] = (),
 ) -> tuple[Iterator[Exchange], Accounting]:
     """(exchanges, accounting) for a capture set; the accounting is complete
     once the iterator is exhausted. `tls_keylogs`: key log files (NSS format)

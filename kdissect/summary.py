@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from typing import Any, Iterable
 
 from kdissect.exchange import NO_RESPONSE, Exchange
+from kdissect.ranks import percentile
 from kdissect.text_escape import escape_text
 
 try:  # per-partition errors need the decoded response body
@@ -20,17 +21,6 @@ try:  # per-partition errors need the decoded response body
 except ImportError:  # pragma: no cover - protocol package incomplete
     def error_name(code: int) -> str:
         return f"UNKNOWN_{code}"
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """q in [0, 100] of an ascending list, linear interpolation between ranks."""
-    if not sorted_values:
-        return math.nan
-    position = (len(sorted_values) - 1) * q / 100.0
-    low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    fraction = position - low
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
 
 
 def latency_row(values: list[float]) -> dict[str, float | int]:
@@ -143,10 +133,12 @@ class Summary:
             ],
             "latency_by_client": [{"client_id": k, **v.row()} for k, v in sorted(self.by_client.items())],
             "latency_by_broker": [{"broker": k, **v.row()} for k, v in sorted(self.by_broker.items())],
+            # a long poll of unknown length is counted with no time (kdissect.arrivals)
             "waits": [
                 {"reason": reason, "api": api, "count": len(values),
-                 "median_ms": percentile(sorted(values), 50), "max_ms": max(values)}
+                 "median_ms": percentile(sorted(known), 50) if known else None, "max_ms": max(known, default=None)}
                 for (reason, api), values in sorted(self.waits.items())
+                for known in ([v for v in values if v is not None],)
             ],
             "throttle_by_client": [
                 {"client_id": client_id, "broker": broker, "responses": row[0], "throttled": row[1],

@@ -32,13 +32,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # leaves every layer may use: the slot-record base and TcpSegment, the
     # user-error exception, BLAKE2b, times, the compiled build's switch, the
     # one rule for captured strings (every text face and table uses it)
-    ("base", ("packet", "failures", "blake2", "times", "native", "text_escape")),
+    ("base", ("packet", "failures", "blake2", "times", "ranks", "native", "text_escape")),
     ("protocol", ("protocol",)),  # message tables, codec, skims, topic labels
     ("records", ("records",)),  # message sets and record batches inside messages
     ("model", ("exchange", "problems", "accounting")),  # the row, its problems, the counters
     ("wire", ("capture", "linklayers", "captureset", "reassembly")),  # files -> TCP streams
-    ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "pipeline")),
-    ("analysis", ("summary", "stats_tables", "forensics")),  # tallies over exchanges
+    ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "arrivals", "brokerlog.parse", "brokerlog.join", "pipeline")),
+    ("analysis", ("summary", "stats_tables", "forensics", "brokerlog")),  # tallies over exchanges
     # what the faces share: writers (atomic files, no output over an input),
     # option declarations, inputs, extras, the allocator tuning and the
     # command line's runtime (spark-submit runs it too)

@@ -101,22 +101,29 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
     `.accounting`). Files under a directory or glob that are not captures are
     skipped and, unless `quiet`, named in one line on stderr. `keep_apis`:
     api keys whose exchanges keep their decoded messages. `output`: the
-    command's output file, refused if it is one of the captures or key logs."""
+    command's output file, refused if it is one of the captures, key logs or
+    broker logs."""
     from kdissect.inputs import expand_inputs
     from kdissect.pipeline import Analysis
 
     paths, skipped = expand_inputs(options.captures)
+    broker_logs: list[str] = []
+    if options.broker_logs:
+        from kdissect.brokerlog.parse import request_log_files
+
+        broker_logs = request_log_files(options.broker_logs)  # (a bad one fails here, before any output)
     if output is not None:
         from kdissect.protected_inputs import ProtectedInputs, refuse_output_over_input
 
-        refuse_output_over_input(output, ProtectedInputs([*paths, *options.tls_keylogs]))
+        refuse_output_over_input(output, ProtectedInputs([*paths, *options.tls_keylogs, *broker_logs]))
     if skipped and not quiet:
         from kdissect.text_escape import escape_text
 
         names = ", ".join(map(escape_text, skipped[:3])) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
         say(f"kdissect: not captures, skipped: {names}")
     return Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
-                    progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis)
+                    progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis,
+                    broker_logs=broker_logs)
 
 
 def print_accounting(analysis: Any) -> None:

@@ -22,16 +22,23 @@ def stats(options: StatsOptions) -> None:
 
     # per-partition errors need the decoded response bodies
     analysis = run_analysis(options, keep_messages=True)
+    from kdissect.brokerlog.tables import observe, payload as broker_log_payload
+
+    broker_tables = observe(analysis)
     summary, tables = collect(analysis)
     if options.as_json:
         payload = as_dict(summary, tables, analysis.accounting)
         if analysis.accounting.tls_connections:
             payload["tls"] = analysis.dissector.tls_stats.to_dict()
+        if broker_tables is not None:
+            payload["broker_log"] = broker_log_payload(analysis, broker_tables)
         echo(json.dumps(lossless_value(payload), indent=2, default=str, allow_nan=True))
     else:
         # the analysis gives the accounting lines with the TLS line
         echo(summary.render(analysis), newline=False)
         echo(render_stats(tables))
+        if broker_tables is not None:
+            echo(broker_tables.render(analysis.dissector.encrypted_clients))
     for problem in analysis.read_stats.problems:
         say(f"kdissect: {problem}")
 

@@ -33,6 +33,7 @@ from kdissect.forensics.common import connection_of, topic_label, when
 from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
 from kdissect.protocol.topics import ID_BEARING_APIS, TopicNames
+from kdissect.forensics.share import SHARE_ACK, SHARE_APIS, SHARE_HEARTBEAT, ShareTally
 from kdissect.forensics.topics import TopicTally
 from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
@@ -41,7 +42,7 @@ from kdissect.records.table import produce_results
 
 _PRODUCE, _FETCH, _SHARE_FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)
 FORENSIC_APIS = frozenset({_PRODUCE, _FETCH, _SHARE_FETCH, int(ApiKey.API_VERSIONS), int(ApiKey.INIT_PRODUCER_ID)}
-                          | GROUP_APIS | ID_BEARING_APIS | TRANSACTION_APIS)
+                          | GROUP_APIS | ID_BEARING_APIS | SHARE_APIS | TRANSACTION_APIS)
 
 
 class ForensicTables:
@@ -59,6 +60,8 @@ class ForensicTables:
         self.rebalance_storms: list[dict[str, Any]] = tables["rebalance_storms"]
         self.member_rejoins: list[dict[str, Any]] = tables["member_rejoins"]
         self.metadata_storms: list[dict[str, Any]] = tables["metadata_storms"]
+        self.share_groups: list[dict[str, Any]] = tables["share_groups"]
+        self.share_group_members: list[dict[str, Any]] = tables["share_group_members"]
         self.transactions: list[dict[str, Any]] = tables["transactions"]
         self.transaction_markers: list[dict[str, Any]] = tables["transaction_markers"]
         self.unresolved_topic_ids: list[str] = tables["unresolved_topic_ids"]
@@ -70,7 +73,8 @@ class ForensicTables:
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in (
             "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
-            "transactions", "transaction_markers", "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids", "topic_id_conflicts")}
+            "transactions", "transaction_markers", "rebalance_storms", "member_rejoins", "metadata_storms",
+            "share_groups", "share_group_members", "unresolved_topic_ids", "topic_id_conflicts")}
 
 
 class Forensics:
@@ -91,6 +95,7 @@ class Forensics:
         self.groups = GroupTally()
         self.clients = ClientTally()
         self.latency = LatencyTally()
+        self.share = ShareTally()
         self.transactions = TransactionTally()
         self.ranges = latency_sink if latency_sink is not None else StreamMatcher(self.latency, horizon_ns, slack_ns)
         self.exchanges = 0
@@ -107,8 +112,14 @@ class Forensics:
         elif key == _FETCH or key == _SHARE_FETCH:
             if ex.response is not None:
                 self._fetch(ex, key == _SHARE_FETCH)
+            if key == _SHARE_FETCH:
+                self.share.add(ex)
         elif key in GROUP_APIS:
             self.groups.add(ex)
+            if key == SHARE_HEARTBEAT:
+                self.share.add(ex)
+        elif key == SHARE_ACK:
+            self.share.add(ex)
         if key in TRANSACTION_APIS:
             self.transactions.add(ex)
 
@@ -180,19 +191,21 @@ class Forensics:
         self.groups.merge(other.groups)
         self.clients.merge(other.clients)
         self.latency.merge(other.latency)
+        self.share.merge(other.share)
         self.transactions.merge(other.transactions)
 
     def state(self) -> dict[str, Any]:
         """What `merge` needs, picklable (the Spark tasks send it to the driver)."""
         return {"exchanges": self.exchanges, "names": self.names, "topics": self.topics, "groups": self.groups,
-                "clients": self.clients, "latency": self.latency, "transactions": self.transactions}
+                "clients": self.clients, "latency": self.latency, "share": self.share,
+                "transactions": self.transactions}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Forensics:
         made = cls(latency_sink=_NoRanges())
         made.exchanges = state["exchanges"]
         made.names, made.topics, made.groups = state["names"], state["topics"], state["groups"]
-        made.clients, made.latency = state["clients"], state["latency"]
+        made.clients, made.latency, made.share = state["clients"], state["latency"], state["share"]
         made.transactions = state["transactions"]
         return made
 
@@ -202,7 +215,8 @@ class Forensics:
         groups, commits = self.groups.rows(names, self.topics.high_watermarks(names))
         clients = self.clients.rows(names)
         labels = set(self.topics.labels()) | {label for label, _ in self.latency.histograms}
-        labels |= {key[2] for key in self.groups.commits}
+        labels |= {key[2] for key in self.groups.commits} | self.share.labels()
+        share_groups, share_members = self.share.rows(names)
         labels |= {t for by_epoch in self.groups.epoch_assignments.values() for _, parts in by_epoch.values()
                    for t, _ in parts}
         return ForensicTables(
@@ -210,6 +224,7 @@ class Forensics:
             groups=groups, group_commits=commits, clients=clients, producers=self.clients.producer_rows(names),
             rebalance_storms=self.groups.storms(groups), member_rejoins=self.groups.rejoins(),
             metadata_storms=ClientTally.metadata_storms(clients),
+            share_groups=share_groups, share_group_members=share_members,
             transactions=self.transactions.rows(names), transaction_markers=self.transactions.marker_rows(names),
             unresolved_topic_ids=names.unresolved(labels), topic_id_conflicts=names.conflicts)
 

@@ -42,6 +42,23 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("committed_offset", "int64"), ("commits", "int64"), ("failed", "int64"), ("last_commit_ts", "timestamp"),
         ("client_id", "string"), ("high_watermark", "int64"), ("committed_lag", "int64"),
     ],
+    # share groups (kdissect.forensics.share): per partition, and per member
+    "share_groups": [
+        ("group_id", "string"), ("topic", "string"), ("partition", "int32"), ("members", "int32"),
+        ("acquired", "int64"), ("redelivered", "int64"), ("accepted", "int64"), ("released", "int64"),
+        ("rejected", "int64"), ("renewed", "int64"), ("ack_errors", "list<string>"), ("lock_timeouts", "int64"),
+        ("first_ts", "timestamp"), ("last_ts", "timestamp"),
+    ],
+    "share_group_members": [
+        ("group_id", "string"), ("member_id", "string"), ("client_ids", "list<string>"), ("member_epoch", "int32"),
+        ("partitions", "list<string>"), ("acquired", "int64"), ("accepted", "int64"), ("released", "int64"),
+        ("rejected", "int64"), ("renewed", "int64"), ("heartbeats", "int64"), ("leaves", "int64"),
+        ("heartbeat_interval_ms", "int32"),
+        ("heartbeat_gap_min_ms", "float64"), ("heartbeat_gap_mean_ms", "float64"),
+        ("heartbeat_gap_max_ms", "float64"), ("session_opens", "int64"), ("session_resets", "int64"),
+        ("session_closes", "int64"), ("max_session_epoch", "int32"), ("session_errors", "list<string>"),
+        ("first_ts", "timestamp"), ("last_ts", "timestamp"),
+    ],
     "clients": [
         ("client_id", "string"), ("software_name", "string"), ("software_version", "string"),
         ("hosts", "list<string>"), ("brokers", "list<string>"), ("connections", "int64"), ("reconnects", "int64"),
@@ -78,7 +95,7 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
 # which tables each command writes (the first is its default)
 COMMAND_TABLES = {
     "topics": ("topics", "topic_lag", "end_to_end"),
-    "groups": ("groups", "group_commits"),
+    "groups": ("groups", "group_commits", "share_groups", "share_group_members"),
     "clients": ("clients", "producers", "transactions", "transaction_markers"),
 }
 TABLE_NAMES = tuple(TABLE_COLUMNS)

@@ -40,7 +40,7 @@ _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", 
                 "accounting", "waits", "throttle_by_client",
                 # the topic, group and client tables and their flags (`_forensics`)
                 "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
-                "transactions", "transaction_markers",
+                "share_groups", "share_group_members", "transactions", "transaction_markers",
                 "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids",
                 "topic_id_conflicts"}
 

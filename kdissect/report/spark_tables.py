@@ -161,10 +161,16 @@ def read_outdir(outdir: str | Path) -> dict[str, Any]:
     series = _minute_seconds(_dataset(outdir, "timeseries").to_table())
     collector.add_minute_rows(series.to_pylist())
     inputs = [item.get("name") or item.get("path") for item in manifest.get("inputs", [])]
+    stats = stats_from_tables(outdir, collector, manifest)
+    if manifest.get("broker_log"):  # the job ran with --broker-log: its tables, as stats --json has them
+        stats["broker_log"] = {"accounting": manifest["broker_log"]}
+        for key, name in (("latency_decomposition", "broker_latency"), ("principals", "broker_principals"),
+                          ("unmatched", "broker_unmatched")):
+            stats["broker_log"][key] = _dataset(outdir, name).to_table().to_pylist()
     return {
         "source": {"kind": "spark", "path": str(outdir), "inputs": inputs,
                    "skipped_files": len(manifest.get("skipped_files", []))},
-        "stats": stats_from_tables(outdir, collector, manifest),
+        "stats": stats,
         "report": collector.to_dict(),
         "tls": manifest.get("tls"),
     }

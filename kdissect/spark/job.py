@@ -47,8 +47,10 @@ from kdissect.spark.outdir import MANIFEST, claim_outdir
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries",
           # the forensic tables (kdissect.spark.forensics)
-          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers", "transactions",
-          "transaction_markers")
+          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "share_groups", "share_group_members",
+          "clients", "producers", "transactions", "transaction_markers")
+# written with --broker-log (kdissect.spark.brokerlog)
+BROKER_LOG_TABLES = ("broker_latency", "broker_principals", "broker_unmatched")
 WORK_DIR = "_work"  # the tasks' Arrow files before stream numbering (see part_files.py)
 # rows per Arrow batch handed to Python: bounded because a row (a run of
 # segments, see segments.py) can hold a little over a MiB of payload
@@ -68,6 +70,7 @@ class JobOptions:
     # the forensic tables' settings (kdissect.options.ForensicSettings)
     horizon_ns: int = DEFAULT_HORIZON_NS
     max_uncompressed: int = DEFAULT_LIMIT
+    broker_logs: tuple[str, ...] = ()  # Kafka request logs joined to the exchanges (kdissect.spark.brokerlog)
     overwrite: bool = False  # replace an earlier output's tables (kdissect.spark.outdir)
 
 
@@ -145,8 +148,14 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     ordered, resolutions, skipped = _ordered_captures(options.inputs)
     # the one place OUTDIR is checked and prepared, before Spark starts and
     # before anything under it is written or removed (TLS key logs are inputs too)
-    inputs = ProtectedInputs.of_arguments(options.inputs, [*(path for path, _ in ordered), *options.tls_keylogs])
-    outdir = claim_outdir(options.outdir, inputs, options.overwrite, TABLES, WORK_DIR)
+    broker_logs: list[str] = []
+    if options.broker_logs:
+        from kdissect.brokerlog.parse import request_log_files
+
+        broker_logs = request_log_files(list(options.broker_logs))
+    inputs = ProtectedInputs.of_arguments([*options.inputs, *options.broker_logs],
+                                          [*(path for path, _ in ordered), *options.tls_keylogs, *broker_logs])
+    outdir = claim_outdir(options.outdir, inputs, options.overwrite, (*TABLES, *BROKER_LOG_TABLES), WORK_DIR)
     if callable(spark):
         spark = spark()
     keylog = None
@@ -261,8 +270,12 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         tls.add(TlsStats.from_dict(values.pop("tls", {})))
         accounting.add(Accounting.from_dict(values))
     accounting.add_read_stats(_ReadTotals(reading))
+    from kdissect.spark.arrivals import produce_answers
+
+    # long polls that a Produce on another connection ended (kdissect.arrivals): one join
+    fixes = produce_answers(spark, work_dir)
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
-                                                  ts_unit)
+                                                  ts_unit, fixes)
     for table, count in rows_written.items():
         if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
@@ -276,11 +289,24 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     say("exchange tables written", "exchange_tables")
     write_tables(summary_rows, outdir)
     say("summary tables written", "summary_tables")
+    broker_log = None
+    if options.broker_logs:
+        from kdissect.spark.brokerlog import join_broker_log
+
+        broker_log = join_broker_log(spark, outdir, broker_logs, partitions)
+        say(f"broker log joined: {broker_log['joined']} of {broker_log['exchanges']} exchanges", "broker_log")
     # Row counts and the printed summary come from the Parquet footers and the
     # small summary tables read on the driver: no further Spark jobs.
     counts: dict[str, int] = {name: tables.parquet_rows(spark, f"{outdir}/{name}") for name in TABLES}
     counts["kafka_connections"] = connections
     summary = tables.render_summary(spark, outdir, accounting)
+    if broker_log is not None:
+        for name in BROKER_LOG_TABLES:
+            counts[name] = tables.parquet_rows(spark, f"{outdir}/{name}")
+        offset = broker_log["clock_offset"]
+        summary += (f"\nbroker log: {broker_log['request_lines']} request lines, {broker_log['joined']} joined to "
+                    f"{broker_log['exchanges']} exchanges; clock offset median "
+                    + ("-" if offset["median_ms"] is None else f"{offset['median_ms']:.3f} ms") + " (log - capture)")
     problems = reading.get("problems") or []
     if problems:
         summary += "\nreading problems (see manifest.json):\n" + "\n".join(f"  {p}" for p in problems[:10])
@@ -309,6 +335,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         "tls": tls.to_dict(),
         "partition_error_failures": partition_error_failures,
         "forensics": forensic_summary,
+        "broker_log": broker_log,
         "seconds": round(time.monotonic() - started, 3),
         "seconds_since_start_at": timings,
         "input_bytes": total_bytes,

@@ -33,5 +33,6 @@ def job_options(options: SparkJobOptions, master: str | None) -> JobOptions:
     return JobOptions(inputs=list(options.captures), outdir=options.outdir, ports=options.ports or (9092,),
                       detect=not options.no_detect, master=master, split_size=options.split_size,
                       partitions=options.partitions, tls_keylogs=tuple(options.tls_keylogs),
+                      broker_logs=tuple(options.broker_logs),
                       overwrite=options.overwrite,
                       **forensic_settings(options))

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
-from kdissect.atomic import AtomicFile, atomic_path
+from kdissect.atomic import AtomicFile, atomic_path, cannot_write
 from kdissect.exchange import TIMESTAMP_COLUMNS, arrow_columns, arrow_schema
 
 EXCHANGES, PARTITION_ERRORS = "exchanges", "partition_errors"
@@ -122,6 +122,14 @@ class _RowFile:
             self._flush()
 
     def _flush(self) -> None:
+        """Write the rows held; a failed write (a full disk) is the one-line OutputError."""
+        try:
+            self._write_rows()
+        except OSError as problem:
+            self.abandon()
+            raise cannot_write(str(self.path), problem) from None
+
+    def _write_rows(self) -> None:
         if not self.rows:
             return
         if self._writer is None:
@@ -135,7 +143,11 @@ class _RowFile:
     def close(self) -> None:
         self._flush()
         if self._writer is not None:
-            self._writer.close()
+            try:
+                self._writer.close()
+            except OSError as problem:
+                self.abandon()
+                raise cannot_write(str(self.path), problem) from None
             self._output.commit()  # type: ignore[union-attr] # a re-run task replaces its earlier file
 
     def abandon(self) -> None:
@@ -145,6 +157,7 @@ class _RowFile:
             except OSError:
                 pass
             self._output.abandon()  # type: ignore[union-attr]
+            self._writer = self._output = None
 
 
 class PartSink:
@@ -173,11 +186,14 @@ class PartSink:
 
 
 def finish_part(work_dir: str, outdir: str, task_partition: int,
-                streams: dict[tuple[int, int], int], ts_unit: str = "us") -> tuple[dict[str, int], pa.Table]:
+                streams: dict[tuple[int, int], int], ts_unit: str = "us",
+                fixes: dict | None = None) -> tuple[dict[str, int], pa.Table]:
     """Rewrite one task partition's Arrow files as final Parquet parts: stream
     numbers from `streams` ((capture index, frame number) -> stream), rows
-    sorted by stream and exchange order. Returns the rows written per table
-    and the partition's exchanges, times in int nanoseconds (for the summary tables)."""
+    sorted by stream and exchange order, the waits of long polls a captured
+    Produce ended from `fixes` (kdissect.spark.arrivals). Returns the rows
+    written per table and the partition's exchanges, times in int
+    nanoseconds (for the summary tables)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -190,6 +206,10 @@ def finish_part(work_dir: str, outdir: str, task_partition: int,
             continue
         with pa.OSFile(str(source), "rb") as stream:
             rows = pa.ipc.open_file(stream).read_all()
+        if table == EXCHANGES and fixes:
+            from kdissect.spark.arrivals import fix_exchanges
+
+            rows = fix_exchanges(rows, fixes)
         keys = zip(rows.column("stream_capture_index").to_pylist(), rows.column("stream_frame_number").to_pylist())
         numbered = rows.set_column(schema.get_field_index("stream"), "stream",
                                    pa.array([streams.get(key) for key in keys], pa.int64()))
@@ -212,7 +232,7 @@ SUMMARY_BATCH_ROWS = 1 << 19
 
 
 def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: str,
-                      ts_unit: str = "us") -> Iterator[pa.RecordBatch]:
+                      ts_unit: str = "us", fixes: dict | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: RANK_SCHEMA rows sorted by task partition (every task
     partition has one marker row with null keys) -> the finished task
     partitions' contributions to the summary tables and the rows they wrote
@@ -226,7 +246,8 @@ def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: 
     written = {table: 0 for table in TABLES}
 
     def finish() -> Iterator[pa.RecordBatch]:
-        counts, exchanges = finish_part(work_dir, outdir, current, streams, ts_unit)  # type: ignore[arg-type]
+        counts, exchanges = finish_part(work_dir, outdir, current, streams, ts_unit,  # type: ignore[arg-type]
+                                        (fixes or {}).get(current))
         for table, count in counts.items():
             written[table] += count
         pending.append(exchanges)

@@ -130,11 +130,12 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
 
     # waits the protocol asked for: by reason and API
     waiting = answered.filter(pc.is_valid(answered["wait_reason"]))
+    # (counted apart from their times: a long poll of unknown length has none)
     waits = pa.table({"dimension": waiting["wait_reason"], "api_name": pc.fill_null(waiting["api_name"], NO_API),
-                      "wait_ms": waiting["wait_ms"]})
-    grouped = _grouped(waits, ["dimension", "api_name"], [("wait_ms", "list")])
+                      "wait_ms": waiting["wait_ms"], "one": pa.array([1] * waiting.num_rows, pa.int64())})
+    grouped = _grouped(waits, ["dimension", "api_name"], [("wait_ms", "list"), ("one", "sum")])
     parts.append(_rows(grouped.num_rows, table="waits", dimension=grouped["dimension"], api_name=grouped["api_name"],
-                       values=grouped["wait_ms_list"]))
+                       count=grouped["one_sum"], values=grouped["wait_ms_list"]))
 
     # throttle: responses carrying a throttle time; values of the throttled
     # ones; requests sent while the broker had muted the connection
@@ -220,7 +221,7 @@ def _merged_row(key: dict[str, Any], sums: dict[str, int], values: list[float]) 
         merged.update({name: key[name] for name in _LATENCY_DIMENSIONS[dimension]})
         return merged
     if table == "waits":
-        return {"reason": key["dimension"], "api_name": key["api_name"], "count": len(values),
+        return {"reason": key["dimension"], "api_name": key["api_name"], "count": sums["count"],
                 "median_ms": _percentiles(values, 50)[0], "max_ms": values[-1] if values else None}
     if table == "errors":
         from kdissect.protocol.errors import error_name

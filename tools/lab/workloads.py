@@ -897,6 +897,35 @@ def _forensics_workloads() -> list[Workload]:
 WORKLOADS += _forensics_workloads()
 
 
+def _longpoll_workloads() -> list[Workload]:
+    from tools.lab.longpoll import wl_longpoll_data
+
+    return [Workload("longpoll_data_kafka", STANDARD_PORT,
+                     "Long polls that data ends: kafka-python consumers wait up to 5 s on empty partitions (CreateTime, "
+                     "LogAppendTime, and a producer clock an hour ahead) and a producer sends 1.5 s into each wait",
+                     wl_longpoll_data, broker="kafka4")]
+
+
+WORKLOADS += _longpoll_workloads()
+
+
+def _share_workloads() -> list[Workload]:
+    from tools.lab.sharegroups import LOCK_CONFIG, wl_share_acks, wl_share_timeout
+
+    return [Workload("share_acks_kafka", STANDARD_PORT,
+                     f"A share group with explicit acknowledgements (Java kafka-clients {KAFKA4}): one consumer "
+                     "releases every third record and accepts the rest, another gets the released ones again and "
+                     "rejects the even offsets", wl_share_acks, broker="kafka4"),
+            Workload("share_timeout_kafka", STANDARD_PORT,
+                     f"Share group acquisition locks that expire (Java kafka-clients {KAFKA4}, 2 s locks): a consumer "
+                     "holds its records unacknowledged, another gets them again and accepts them, then the first "
+                     "accepts its expired deliveries", wl_share_timeout, broker="kafka4",
+                     kafka_options={"config": LOCK_CONFIG})]
+
+
+WORKLOADS += _share_workloads()
+
+
 def _hostile_workloads() -> list[Workload]:
     from tools.lab.hostile import wl_hostile
 

@@ -24,6 +24,18 @@
 //       MEMBERS share consumers (threads) of share group GROUP read TOPIC
 //       from the earliest offset until EXPECT records arrived between them;
 //       prints a JSON manifest of what each consumed and acknowledged
+//   share-acks BOOTSTRAP GROUP TOPIC EXPECT
+//       explicit acknowledgement in share group GROUP: a first consumer
+//       releases every third record it gets and accepts the rest, a second
+//       one then gets what was released (delivered again) and rejects the
+//       even offsets, accepting the rest; prints a JSON manifest of every
+//       delivery (delivery count, how it was acknowledged)
+//   share-timeout BOOTSTRAP GROUP TOPIC EXPECT
+//       acquisition locks that expire in share group GROUP: a holder gets
+//       EXPECT records and holds them without acknowledging while a taker
+//       gets them again once their locks expired and accepts them; then the
+//       holder accepts its (expired) deliveries; prints a JSON manifest of
+//       every delivery and what the broker answered each commitSync
 //   transactions BOOTSTRAP
 //       a transactional producer commits (with offsets sent to the
 //       transaction), aborts and commits; a second producer is fenced by a
@@ -56,6 +68,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -94,6 +107,10 @@ public final class LabClient {
         } else if (args.length >= 6 && args[0].equals("admin-loop")) {
             System.out.println(adminLoop(args[1], args[2], args[3], Long.parseLong(args[4]), args[5],
                                          Arrays.copyOfRange(args, 6, args.length)));
+        } else if (args.length == 5 && args[0].equals("share-timeout")) {
+            System.out.println(shareTimeout(args[1], args[2], args[3], Integer.parseInt(args[4])));
+        } else if (args.length == 5 && args[0].equals("share-acks")) {
+            System.out.println(shareAcks(args[1], args[2], args[3], Integer.parseInt(args[4])));
         } else if (args.length == 6 && args[0].equals("share")) {
             System.out.println(shareGroup(args[1], args[2], args[3], Integer.parseInt(args[4]),
                                           Integer.parseInt(args[5])));
@@ -500,6 +517,120 @@ public final class LabClient {
                           "{\"received\": " + total.get() + ", \"expected\": " + expect + "}"));
         return "{\"produced\": [],\n \"consumed\": [" + String.join(",\n ", consumed) + "],\n \"operations\": ["
             + String.join(",\n ", operations) + "]}";
+    }
+
+    /** Explicit acknowledgements: see `share-acks` in the header. */
+    static String shareAcks(String bootstrap, String group, String topic, int expect) throws Exception {
+        List<String> operations = new ArrayList<>();
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                                                       AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(earliest))).all().get();
+            operations.add(op("incremental_alter_configs group " + group + " share.auto.offset.reset=earliest",
+                              Json.str("ok")));
+        }
+        List<String> consumed = new ArrayList<>();
+        int released = shareAckRound(bootstrap, group, topic, group + "-releaser", expect, consumed, operations);
+        shareAckRound(bootstrap, group, topic, group + "-rejecter", released, consumed, operations);
+        return "{\"produced\": [],\n \"consumed\": [" + String.join(",\n ", consumed) + "],\n \"operations\": ["
+            + String.join(",\n ", operations) + "]}";
+    }
+
+    /** Expiring acquisition locks: see `share-timeout` in the header. */
+    static String shareTimeout(String bootstrap, String group, String topic, int expect) throws Exception {
+        List<String> operations = Collections.synchronizedList(new ArrayList<>());
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                                                       AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(earliest))).all().get();
+            operations.add(op("incremental_alter_configs group " + group + " share.auto.offset.reset=earliest",
+                              Json.str("ok")));
+        }
+        List<String> consumed = Collections.synchronizedList(new ArrayList<>());
+        String holderId = group + "-holder";
+        Properties p = consumerProps(bootstrap, holderId);
+        p.put("group.id", group);
+        p.put("share.acknowledgement.mode", "explicit");
+        try (KafkaShareConsumer<byte[], byte[]> holder = new KafkaShareConsumer<>(p)) {
+            holder.subscribe(List.of(topic));
+            List<ConsumerRecord<byte[], byte[]>> held = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (held.size() < expect && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : holder.poll(Duration.ofMillis(500))) {
+                    held.add(r);
+                }
+            }
+            // the taker polls while the holder sits on its records: their locks expire and they go to the taker
+            Thread taker = new Thread(() -> shareAckRound(bootstrap, group, topic, group + "-taker", held.size(),
+                                                          consumed, operations));
+            taker.start();
+            taker.join();
+            for (ConsumerRecord<byte[], byte[]> r : held) {
+                holder.acknowledge(r, AcknowledgeType.ACCEPT);
+                String row = consumedRow(holderId, group, r);
+                consumed.add(row.substring(0, row.length() - 1) + ", \"delivery_count\": "
+                             + r.deliveryCount().map(String::valueOf).orElse("null")
+                             + ", \"acknowledged\": \"accept\"}");
+            }
+            List<String> answers = new ArrayList<>();
+            holder.commitSync().forEach((partition, failure) -> answers.add(
+                Json.str(partition + "=" + failure.map(e -> e.getClass().getSimpleName()).orElse("ok"))));
+            operations.add(op("share consume group=" + group + " client.id=" + holderId
+                              + " (held its records past their lock, then accepted them)",
+                              "{\"client_id\": " + Json.str(holderId) + ", \"received\": " + held.size()
+                              + ", \"accepted\": " + held.size() + ", \"released\": 0, \"rejected\": 0"
+                              + ", \"commit\": [" + String.join(", ", answers) + "]}"));
+        }
+        return "{\"produced\": [],\n \"consumed\": [" + String.join(",\n ", consumed) + "],\n \"operations\": ["
+            + String.join(",\n ", operations) + "]}";
+    }
+
+    /** One consumer of `shareAcks`: polls until EXPECT records came (or 30 s), acknowledges each, commits. */
+    static int shareAckRound(String bootstrap, String group, String topic, String clientId, int expect,
+                             List<String> consumed, List<String> operations) {
+        boolean releaser = clientId.endsWith("-releaser");
+        Properties p = consumerProps(bootstrap, clientId);
+        p.put("group.id", group);
+        p.put("share.acknowledgement.mode", "explicit");
+        int got = 0, accepted = 0, released = 0, rejected = 0;
+        String commit;
+        try (KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(p)) {
+            consumer.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (got < expect && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                    AcknowledgeType type;
+                    if (releaser) {
+                        type = got % 3 == 0 ? AcknowledgeType.RELEASE : AcknowledgeType.ACCEPT;
+                    } else if (clientId.endsWith("-taker")) {
+                        type = AcknowledgeType.ACCEPT;
+                    } else {
+                        type = r.offset() % 2 == 0 ? AcknowledgeType.REJECT : AcknowledgeType.ACCEPT;
+                    }
+                    consumer.acknowledge(r, type);
+                    got++;
+                    if (type == AcknowledgeType.ACCEPT) {
+                        accepted++;
+                    } else if (type == AcknowledgeType.RELEASE) {
+                        released++;
+                    } else {
+                        rejected++;
+                    }
+                    String row = consumedRow(clientId, group, r);
+                    consumed.add(row.substring(0, row.length() - 1) + ", \"delivery_count\": "
+                                 + r.deliveryCount().map(String::valueOf).orElse("null")
+                                 + ", \"acknowledged\": " + Json.str(type.toString().toLowerCase()) + "}");
+                }
+            }
+            commit = Json.str(consumer.commitSync().size() + " partition(s) acknowledged");
+        }
+        operations.add(op("share consume group=" + group + " client.id=" + clientId + " (explicit acknowledgement)",
+                          "{\"client_id\": " + Json.str(clientId) + ", \"received\": " + got + ", \"accepted\": "
+                          + accepted + ", \"released\": " + released + ", \"rejected\": " + rejected
+                          + ", \"commit\": " + commit + "}"));
+        return released;
     }
 
     // ------------------------------------------------------ transactions --
