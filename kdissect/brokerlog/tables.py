@@ -3,8 +3,9 @@ connection, and what one side has that the other lacks.
 
 `BrokerLogTables` observes a `BrokerLogJoin` (`join.observer = tables`):
 `exchange(ex)` for every exchange, `log_only(entry, reason)` for every log
-line without one. Memory: one float per joined exchange and component (as
-`kdissect.summary` keeps latencies), one row per connection for principals.
+line without one. Memory: one `QuantileSketch` per group and component (as
+`kdissect.summary` keeps latencies: exact up to its limit, then within 1%),
+one row per connection for principals.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
+from kdissect.forensics.sketch import QuantileSketch
 from kdissect.summary import _table, latency_row
 
 # (column stem, Exchange attribute): wire latency and service time beside the broker's parts
@@ -26,20 +28,20 @@ class _Parts:
     __slots__ = ("values",)
 
     def __init__(self) -> None:
-        self.values: list[list[float]] = [[] for _ in COMPONENTS]
+        self.values: list[QuantileSketch] = [QuantileSketch() for _ in COMPONENTS]
 
     def add(self, exchange: Any) -> None:
         for values, (_, name) in zip(self.values, COMPONENTS):
             value = getattr(exchange, name)
             if value is not None:
-                values.append(value)
+                values.add(value)
 
     def row(self) -> dict[str, Any]:
-        row: dict[str, Any] = {"count": len(self.values[3])}
+        row: dict[str, Any] = {"count": self.values[3].count}
         for values, (stem, _) in zip(self.values, COMPONENTS):
             figures = latency_row(values)
-            row[f"{stem}_p50"] = figures["p50"] if values else None
-            row[f"{stem}_p99"] = figures["p99"] if values else None
+            row[f"{stem}_p50"] = figures["p50"] if values.count else None
+            row[f"{stem}_p99"] = figures["p99"] if values.count else None
         return row
 
 

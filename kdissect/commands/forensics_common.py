@@ -31,7 +31,7 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
         forensics.add(ex)
         ex.request = ex.response = None  # memory follows the tallies, not the exchanges
     forensics.finish()
-    tables = forensics.tables()
+    tables = forensics.tables(release=True)
     selected = filter_rows(tables, options)
     if options.output is not None:
         write_table(options.table or names[0], selected(options.table or names[0]), options.output,

@@ -209,11 +209,13 @@ class Forensics:
         made.transactions = state["transactions"]
         return made
 
-    def tables(self) -> ForensicTables:
+    def tables(self, release: bool = False) -> ForensicTables:
+        """The tables; with `release`, the client tallies are dropped as their
+        rows are made (call it once: the CLI, whose tallies end there)."""
         names = self.names
         topics = self.topics.rows(names)
         groups, commits = self.groups.rows(names, self.topics.high_watermarks(names))
-        clients = self.clients.rows(names)
+        clients = self.clients.rows(names, release=release)
         labels = set(self.topics.labels()) | {label for label, _ in self.latency.histograms}
         labels |= {key[2] for key in self.groups.commits} | self.share.labels()
         share_groups, share_members = self.share.rows(names)

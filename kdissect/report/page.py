@@ -29,7 +29,7 @@ import json
 import math
 from typing import Any, Callable
 
-from kdissect.text_escape import one_line
+from kdissect.report.text import script_json, visible
 
 TABLE_ROWS = 200
 
@@ -70,11 +70,12 @@ nav a { color: #0b57d0; text-decoration: none; }
 .card .detail { font-size: 0.82rem; color: var(--muted); overflow-wrap: anywhere; }
 figure { margin: 1rem 0 1.6rem; }
 figure .vis { width: 100%; min-height: 60px; }
-figure[data-rendered="false"] .vis::before { content: "this chart could not be drawn"; color: var(--bad); }
+figure:not([data-rendered="true"]) .vis::before { content: "this chart has not been drawn (its script did not run)"; color: var(--bad); }
+figure[data-rendered="false"] .vis::before { content: "this chart could not be drawn (see the errors at the top)"; }
 .scroll { overflow-x: auto; margin: 0.4rem 0 1rem; }
 table { border-collapse: collapse; font-size: 0.86rem; font-variant-numeric: tabular-nums; }
 caption { text-align: left; font-size: 0.85rem; padding: 0.2rem 0; caption-side: bottom; }
-th, td { border-bottom: 1px solid var(--line); padding: 0.25rem 0.6rem; text-align: left; vertical-align: top; }
+th, td { unicode-bidi: isolate; border-bottom: 1px solid var(--line); padding: 0.25rem 0.6rem; text-align: left; vertical-align: top; }
 th { background: var(--soft); position: sticky; top: 0; }
 td.num { text-align: right; white-space: nowrap; }
 .empty { color: var(--muted); font-style: italic; }
@@ -139,14 +140,13 @@ _DRAW = """
 # -- small builders ---------------------------------------------------------------
 
 def _e(value: Any) -> str:
-    # the page's data holds captured strings by the tables' lossless rule
-    # (write_page): controls, bidi and line separators are shown escaped,
-    # as on a terminal (kdissect.text_escape)
-    return html.escape(one_line(str(value)), quote=True)
+    """Text for the page: visible escapes, then HTML escaping."""
+    return html.escape(visible(str(value)), quote=True)
 
 
 def _json_attr(value: Any) -> str:
-    return _e(json.dumps(value, allow_nan=True, default=str))
+    # exact for machines: JSON (ASCII, its own escapes) inside an HTML attribute
+    return html.escape(json.dumps(value, allow_nan=True, default=str), quote=True)
 
 
 def _is_number(value: Any) -> bool:
@@ -223,7 +223,7 @@ def _card(label: str, value: Any, stat: str | None, detail: str = "", exact: Any
 def _figure(name: str, chart: Any, missing: str) -> str:
     if chart is None:
         return f'<p class="empty" data-chart-empty="{_e(name)}">{_e(missing)}</p>'
-    spec = json.dumps(chart.to_dict(), allow_nan=False, default=str).replace("</", "<\\/")
+    spec = script_json(chart.to_dict())
     return (f'<figure data-chart="{_e(name)}"><div class="vis" role="img" aria-label="{_e(name)}"></div>'
             f'<script type="application/json">{spec}</script></figure>')
 
