@@ -319,3 +319,21 @@ class CaptureInputs(Options):
         "--tls-keylog", multiple=True, metavar="FILE",
         help="A TLS key log (NSS format: SSLKEYLOGFILE, Java/Go/Python/Node key logs) to decrypt Kafka over "
              "TLS with (repeatable). Secrets in a pcapng are used without it.")
+    # which exchanges the run keeps (kdissect.selection): every table a verb
+    # shows is computed over the kept exchanges only
+    display_filter: str | None = option(
+        "-Y", "--filter", metavar="EXPR",
+        help="Keep only the exchanges this display filter matches, over the export's columns, e.g. "
+             "'api_name == \"Produce\" and service_ms > 50' (==, !=, <, <=, >, >=, contains, in {..}, "
+             "is null, and/or/not, parentheses).")
+    time_from: str | None = option(
+        "--from", metavar="TIME",
+        help="Only exchanges from TIME: ISO 8601 UTC (2026-11-26T07:30:00Z) or after the capture's "
+             "first packet (+10s, +250ms).")
+    time_to: str | None = option("--to", metavar="TIME", help="Only exchanges before TIME (as --from).")
+    clients: tuple[str, ...] = option(
+        "--client", multiple=True, metavar="CLIENT",
+        help="Only exchanges of this client: a client id, an address ip:port or an ip (repeatable).")
+    brokers: tuple[str, ...] = option(
+        "--broker", multiple=True, metavar="BROKER",
+        help="Only exchanges with this broker: ip:port or ip (repeatable).")

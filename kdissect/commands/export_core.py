@@ -55,8 +55,21 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
     if skipped and not quiet:
         names = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
         say(f"kdissect: not captures, skipped: {names}".encode("utf-8", "replace").decode("utf-8"))
-    return Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
-                    progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis)
+    analysis = Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
+                        progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis)
+    return select(analysis, options)
+
+
+def select(analysis: Any, options: CaptureInputs) -> Any:
+    """`analysis` as the options' selection sees it (kdissect.selection),
+    or itself when nothing is selected."""
+    if not (options.display_filter or options.time_from or options.time_to or options.clients
+            or options.brokers):
+        return analysis
+    from kdissect.selection import Selected, Selection
+
+    starts = [f.first_ts for f in analysis.capture_set.files if f.first_ts is not None]
+    return Selected(analysis, Selection.from_options(options, min(starts, default=None)))
 
 
 def print_accounting(analysis: Any) -> None:
