@@ -133,6 +133,8 @@ def run_click(command: Any, args: list[str], prog_name: str) -> int:
             return result if isinstance(result, int) else 0
         except click.exceptions.Exit as stop:
             return stop.exit_code
+        except click.UsageError as problem:
+            return _usage_error(problem, args)
         except click.ClickException as problem:
             problem.show()
             return problem.exit_code
@@ -140,6 +142,26 @@ def run_click(command: Any, args: list[str], prog_name: str) -> int:
             return _fail("aborted", 130)
 
     return _guarded(run)
+
+
+def _usage_error(problem: Any, args: list[str]) -> int:
+    """A usage error as the README promises it: one line, one hint, exit 2
+    (click's own four-line usage block is not printed)."""
+    from kdissect.commands.export_core import say
+
+    context = getattr(problem, "ctx", None)
+    path = context.command_path if context is not None else "kdissect"
+    message = problem.format_message()
+    if message.startswith("No such command"):
+        import difflib
+
+        wanted = next((a for a in args if not a.startswith("-")), "")
+        close = difflib.get_close_matches(wanted, list(COMMANDS), n=1)
+        message += f" Did you mean '{close[0]}'?" if close else ""
+    say(f"kdissect: error: {message}")
+    what = "commands" if context is not None and context.parent is None and path == "kdissect" else "options"
+    say(f"kdissect: hint: '{path} --help' lists the {what}")
+    return 2
 
 
 def _guarded(run: Callable[[], int]) -> int:

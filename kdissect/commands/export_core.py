@@ -78,6 +78,10 @@ def print_accounting(analysis: Any) -> None:
         say(f"kdissect: {line}")
     for problem in analysis.read_stats.problems:
         say(f"kdissect: {problem}".encode("utf-8", "replace").decode("utf-8"))
+    from kdissect.hints import run_hints
+
+    for hint in run_hints(analysis):
+        say(f"kdissect: {hint}")
 
 
 _TUNE_FROM_BYTES = 4 << 20

@@ -36,6 +36,10 @@ def stats(options: StatsOptions) -> None:
         click.echo(safe_text(render_stats(tables)))
     for problem in analysis.read_stats.problems:
         click.echo(f"kdissect: {safe_text(problem)}", err=True)
+    from kdissect.hints import run_hints
+
+    for hint in run_hints(analysis):
+        click.echo(f"kdissect: {hint}", err=True)
 
 
 command = click_command("stats", StatsOptions, stats)
