@@ -337,3 +337,13 @@ class CaptureInputs(Options):
     brokers: tuple[str, ...] = option(
         "--broker", multiple=True, metavar="BROKER",
         help="Only exchanges with this broker: ip:port or ip (repeatable).")
+
+
+class RowOrder(Options):
+    """The order and number of rows of the verbs that list exchanges."""
+
+    sort: str | None = option(
+        "--sort", metavar="COLUMN",
+        help="List the exchanges largest COLUMN first (a column of the export, e.g. service_ms; "
+             "nulls last). Default: request order.")
+    top: int | None = option("--top", kind=integer(1), metavar="N", help="Only the first N exchanges listed.")

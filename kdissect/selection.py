@@ -139,3 +139,31 @@ class Selected:
         lines = list(self._analysis.summary_lines())
         lines.append(f"selection: {self.shown} of {self.shown + self.hidden} exchanges kept")
         return lines
+
+
+def check_sort_column(column: str) -> str:
+    """`column` if rows can be sorted by it (a column of the export that is
+    not a list); FilterError with a suggestion otherwise."""
+    from kdissect.display_filter import suggestion
+    from kdissect.exchange import COLUMN_NAMES, LIST_COLUMNS
+
+    if column not in COLUMN_NAMES:
+        raise FilterError(f"--sort: unknown column {column!r}{suggestion(column, COLUMN_NAMES)}")
+    if column in LIST_COLUMNS:
+        raise FilterError(f"--sort: {column} holds lists; sort by a column of single values")
+    return column
+
+
+def ordered(exchanges: Iterable[Any], sort: str | None, top: int | None) -> Iterator[Any]:
+    """The exchanges largest `sort` value first (nulls last, request order
+    among equals), or in request order without `sort`; the first `top` only.
+    Sorting holds every kept exchange in memory."""
+    from itertools import islice
+
+    if sort is not None:
+        column = check_sort_column(sort)
+        kept = list(exchanges)
+        valued = [ex for ex in kept if getattr(ex, column) is not None]
+        valued.sort(key=lambda ex: getattr(ex, column), reverse=True)  # (stable: request order among equals)
+        exchanges = valued + [ex for ex in kept if getattr(ex, column) is None]
+    return iter(exchanges) if top is None else islice(exchanges, top)
