@@ -91,8 +91,11 @@ class ConnectionRunner:
     """Feeds consecutive rows of one 4-tuple at a time to a fresh Dissector."""
 
     def __init__(self, ports: Sequence[int], detect: bool, capture_names: Sequence[str], sink: PartSink,
-                 keylog: Any = None, several_files: bool | None = None, forensics: Any = None) -> None:
+                 keylog: Any = None, several_files: bool | None = None, forensics: Any = None,
+                 selection: Any = None) -> None:
         self.sink = sink
+        # the rows the job keeps (kdissect.selection.Selection), or None: all
+        self.selection = selection
         # the task's forensic tallies (kdissect.spark.forensics.TaskForensics), or None
         self.forensics = forensics
         self.keylog = keylog
@@ -125,7 +128,11 @@ class ConnectionRunner:
         self._ordinal = 0
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
+        selection = self.selection
         for exchange in exchanges:
+            if selection is not None and not selection.matches(exchange):
+                exchange.request = exchange.response = None  # counted in the accounting, not kept
+                continue
             row = exchange.to_row()
             key = exchange.stream_key
             row["stream_capture_index"], row["stream_frame_number"] = key if key is not None else (None, None)
@@ -216,7 +223,7 @@ class ConnectionRunner:
 
 def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], detect: bool,
                       capture_names: Sequence[str], work_dir: str, keylog: Any = None,
-                      max_uncompressed: int | None = None) -> Iterator[pa.RecordBatch]:
+                      max_uncompressed: int | None = None, selection: tuple | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: sorted segment batches of one partition -> OUTPUT_SCHEMA
     batches; the exchange rows go to this task partition's files in `work_dir`."""
     from pyspark import TaskContext
@@ -227,7 +234,15 @@ def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], d
     sink = PartSink(work_dir, task_partition)
     forensics = TaskForensics(work_dir, task_partition, max_uncompressed)
     try:
-        yield from ConnectionRunner(ports, detect, capture_names, sink, keylog, forensics=forensics).run(batches)
+        kept = None
+        if selection is not None:  # (text, from ns, to ns, clients, brokers): the driver checked them
+            from kdissect.display_filter import DisplayFilter
+            from kdissect.selection import Selection
+
+            text, start_ns, end_ns, clients, brokers = selection
+            kept = Selection(DisplayFilter(text) if text else None, start_ns, end_ns, clients, brokers)
+        yield from ConnectionRunner(ports, detect, capture_names, sink, keylog, forensics=forensics,
+                                    selection=kept).run(batches)
     except BaseException:
         sink.abandon()
         forensics.abandon()

@@ -34,5 +34,7 @@ def job_options(options: SparkJobOptions, master: str | None) -> JobOptions:
     return JobOptions(inputs=list(options.captures), outdir=options.outdir, ports=options.ports or (9092,),
                       detect=not options.no_detect, master=master, split_size=options.split_size,
                       partitions=options.partitions, tls_keylogs=tuple(options.tls_keylogs),
-                      overwrite=options.overwrite,
+                      overwrite=options.overwrite, display_filter=options.display_filter,
+                      time_from=options.time_from, time_to=options.time_to, clients=tuple(options.clients),
+                      brokers=tuple(options.brokers),
                       **forensic_settings(options))
