@@ -36,7 +36,8 @@ class Accounting(SlotRecord):
                  "mid_stream_starts", "request_frames", "response_frames", "decoded_frames", "malformed_frames",
                  "truncated_frames", "undecoded_frames", "raw_sasl_frames", "unreadable_responses", "exchanges", "ok",
                  "ok_with_errors", "ok_normal_flow_only",
-                 "inexact", "no_response", "orphan_responses", "malformed", "truncated", "sent_while_muted", "acks0_requests",
+                 "inexact", "no_response", "orphan_responses", "malformed", "truncated", "sent_while_muted",
+                 "acks0_requests",
                  "acks0_answered", "acks0_released", "early_responses", "assumed_apis", "ambiguous_apis",
                  "unknown_apis", "inexact_frames")
 

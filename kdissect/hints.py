@@ -22,7 +22,8 @@ def run_hints(analysis: Any) -> list[str]:
         if ports:
             named = ", ".join(f"{port} ({n} connection{'s' if n != 1 else ''})" for port, n in ports[:5])
             more = f" and {len(ports) - 5} more" if len(ports) > 5 else ""
-            hints.append(f"decoded nothing: no Kafka exchange found; TCP payload was carried on port{'s' if len(ports) != 1 else ''} "
+            plural = "s" if len(ports) != 1 else ""
+            hints.append(f"decoded nothing: no Kafka exchange found; TCP payload was carried on port{plural} "
                          f"{named}{more}: if Kafka listens there, add --port {ports[0][0]}")
         elif accounting.kafka_connections == 0 and not accounting.encrypted_connections:
             hints.append("decoded nothing: the captures hold no TCP payload")

@@ -13,7 +13,7 @@ the kept exchanges only: the filtered stats are the stats of the filtered rows.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from kdissect.display_filter import DisplayFilter, FilterError, time_ns
 
@@ -122,6 +122,9 @@ class Selected:
         self.selection = selection
         self.shown = 0
         self.hidden = 0
+        # called with each exchange the selection does not keep, for what is
+        # context rather than rows (topic names learned from Metadata ...)
+        self.on_hidden: list[Callable[[Any], Any]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._analysis, name)
@@ -134,6 +137,8 @@ class Selected:
                 yield ex
             else:
                 self.hidden += 1
+                for hear in self.on_hidden:
+                    hear(ex)
 
     def summary_lines(self) -> list[str]:
         lines = list(self._analysis.summary_lines())

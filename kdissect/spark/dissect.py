@@ -131,6 +131,8 @@ class ConnectionRunner:
         selection = self.selection
         for exchange in exchanges:
             if selection is not None and not selection.matches(exchange):
+                if self.forensics is not None:  # topic names are context, learned from every exchange
+                    self.forensics.learn_names(exchange)
                 exchange.request = exchange.response = None  # counted in the accounting, not kept
                 continue
             row = exchange.to_row()

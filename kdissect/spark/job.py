@@ -45,7 +45,7 @@ from kdissect.spark import plan as planning
 from kdissect.spark.outdir import MANIFEST, claim_outdir
 
 DEFAULT_PORTS = (9092,)
-TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries",
+TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "errors_by_client", "throttle", "timeseries",
           # the forensic tables (kdissect.spark.forensics)
           "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers", "transactions",
           "transaction_markers")
