@@ -384,8 +384,11 @@ class Collector:
             row["total_ms"] += total
             row["max_ms"] = max(row["max_ms"], most)
 
+        from kdissect.normal_flow import is_normal_flow
+
         errors_by_api = [
-            {"api": api, "error_code": code, "error": error_name(code), "top_level": top, "anywhere": anywhere}
+            {"api": api, "error_code": code, "error": error_name(code), "top_level": top, "anywhere": anywhere,
+             "normal_flow": is_normal_flow(code)}
             for (api, code), (top, anywhere) in sorted(self.errors_by_api.items(),
                                                        key=lambda item: (-item[1][1], -item[1][0], item[0]))]
         span = None
