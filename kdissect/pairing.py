@@ -42,8 +42,16 @@ from typing import Any, Callable, Sequence
 
 from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.codec import DecodeError, decode_request, decode_response
-from kdissect.protocol.headers import api_name, looks_like_request, peek_request_header, request_layout
+from kdissect.protocol.headers import (
+    api_name,
+    looks_like_request,
+    peek_request_header,
+    read_request_header_layout,
+    request_layout,
+)
+from kdissect.protocol.primitives import read_uvarint
 from kdissect.accounting import Accounting
+from kdissect.decoding import decode_tolerant
 from kdissect.exchange import INEXACT, MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
 from kdissect.framing import Frame
 from kdissect.normal_flow import failure_codes
@@ -74,7 +82,6 @@ MAX_EARLY = 4096  # responses held per connection waiting for their request
 FULL_TRIALS = 32
 EARLY_WINDOW_NS = 1_000_000_000
 DEFAULT_TIMEOUT_NS = 30_000_000_000  # for an acks=0 request whose timeout cannot be read
-_LEFT_OVER = "bytes left over after the last field"
 _RAW_CID_WINDOW = 64
 # what on_request / on_response return for a raw SASL token (after SaslHandshake v0)
 RAW_SASL_TOKEN = "raw-sasl-token"
@@ -179,39 +186,16 @@ def header_client_id(prefix: bytes, api_key: int, api_version: int) -> str | Non
 def produce_timeout_ns(data: bytes, api_version: int) -> int | None:
     """The `timeout_ms` of a Produce request frame, in ns (None if unreadable)."""
     try:
-        at = 10 + max(0, _INT16.unpack_from(data, 8)[0])  # after the client id
-        if api_version >= 9:  # flexible header: tagged fields, then a compact nullable string
-            at = _skip_tags(data, at)
-            length, at = _uvarint(data, at)
+        _header, at, _layout = read_request_header_layout(data)  # the one header parser
+        if api_version >= 9:  # transactional id: compact nullable string
+            length, at = read_uvarint(data, at, 5, False)
             at += max(0, length - 1)
         elif api_version >= 3:  # transactional id: nullable string
             at += 2 + max(0, _INT16.unpack_from(data, at)[0])
         _acks, timeout_ms = _TIMEOUT.unpack_from(data, at)
-    except (IndexError, ValueError, Exception):  # struct.error is an Exception
+    except Exception:  # DecodeError, IndexError, ValueError, struct.error
         return None
     return timeout_ms * 1_000_000 if timeout_ms >= 0 else None
-
-
-def _uvarint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint too long")
-
-
-def _skip_tags(data: bytes, at: int) -> int:
-    count, at = _uvarint(data, at)
-    for _ in range(count):
-        _tag, at = _uvarint(data, at)
-        size, at = _uvarint(data, at)
-        at += size
-    return at
 
 
 def _decoded_hint(api_key: int, frame: bytes) -> tuple | None:
@@ -230,29 +214,6 @@ def _decode_error_text(side: str, error: Exception) -> str:
         where.append(f"at {path}")
     detail = str(error) or type(error).__name__
     return f"{side} malformed: {detail}" + (f" ({', '.join(where)})" if where else "")
-
-
-def trailing_bytes(error: Exception, length: int) -> int:
-    """Bytes after a complete top-level body, from the decoder's complaint (0: another problem)."""
-    offset = getattr(error, "offset", None)
-    if _LEFT_OVER in str(error) and not getattr(error, "path", None) and offset is not None and 0 < offset < length:
-        return length - offset
-    return 0
-
-
-def decode_tolerant(decode: Callable[[bytes], Any], data: bytes) -> tuple[Any, int, Exception | None]:
-    """(message, trailing bytes ignored, None), or (None, 0, the error) when
-    `decode` rejects the frame for anything but bytes after its body."""
-    try:
-        return decode(data), 0, None
-    except Exception as error:  # DecodeError, or a decoder bug: never stop the run
-        trailing = trailing_bytes(error, len(data)) if isinstance(error, DecodeError) else 0
-        if trailing:
-            try:
-                return decode(data[: len(data) - trailing]), trailing, None
-            except Exception:
-                pass
-        return None, 0, error
 
 
 class Pairer:
@@ -408,6 +369,8 @@ class Pairer:
 
     def _requested(self, ex: Exchange, expects_response: bool, starts_raw_sasl: bool, data: bytes) -> None:
         """A decoded request: wait for its response, or hold it if none is expected."""
+        # (a request's exchange has all three)
+        assert ex.api_key is not None and ex.api_version is not None and ex.correlation_id is not None
         sent = ex.request_first_ts if ex.request_first_ts is not None else ex.request_ts
         if self.muted_until and sent is not None and sent < self.muted_until:
             self.accounting.sent_while_muted += 1
@@ -426,7 +389,7 @@ class Pairer:
             timeout = produce_timeout_ns(data, ex.api_version) or DEFAULT_TIMEOUT_NS
             if self.unanswered is _NOTHING_HELD:
                 self.unanswered = OrderedDict()
-            self.unanswered[cid] = (ex, ex.request_ts + timeout)
+            self.unanswered[cid] = (ex, ex.request_ts + timeout)  # type: ignore[operator]
             if len(self.unanswered) > MAX_UNANSWERED:
                 self.accounting.acks0_released += 1
                 self._emit(self.unanswered.pop(next(iter(self.unanswered)))[0])
@@ -439,6 +402,7 @@ class Pairer:
 
     def _wait(self, ex: Exchange) -> None:
         cid = ex.correlation_id
+        assert cid is not None  # (a request's)
         earlier = self.pending.pop(cid, None)
         if earlier is not None:
             # a client reused a correlation id before the answer came
@@ -622,6 +586,7 @@ class Pairer:
         self.full_trials -= everything
         found = identify(frame.data, reversed(self.used), everything)
         if found.verdict == "assumed":
+            assert found.api_key is not None and found.api_version is not None  # (an assumed layout has both)
             acc.assumed_apis += 1
             ex.api_key, ex.api_version = found.api_key, found.api_version
             ex.api_name = api_name(found.api_key)
@@ -773,8 +738,8 @@ class Pairer:
                     hint = None  # a fetch that brought records is no wait: classify does not read its hint
                 else:
                     hint = ex.wait_hint = _decoded_hint(ex.api_key, hint)  # type: ignore[arg-type]
-            found = classify(ex.api_key, ex.api_version, hint, latency - before, ex.records, ex.error_code,
-                             throttle, old_version)
+            found = classify(ex.api_key, ex.api_version, hint,  # type: ignore[arg-type]
+                             latency - before, ex.records, ex.error_code, throttle, old_version)
         if found is not None:
             # a mute names the whole wait (it held the request first); an earlier
             # answer is only a queue before the protocol's own wait

@@ -104,7 +104,7 @@ class Summary:
             self.by_client[client_id].add(latency, service, waited)
             self.by_broker[ex.broker or "?"].add(latency, service, waited)
             if waited:
-                self.waits[(reason, api)].append(ex.wait_ms)  # type: ignore[arg-type]
+                self.waits[(reason, api)].append(ex.wait_ms)  # type: ignore[arg-type, index]
         if ex.throttle_time_ms is not None or (ex.problem_codes and "sent-while-muted" in ex.problem_codes):
             row = self.throttle_by_client[(client_id, ex.broker or "?")]
             if ex.throttle_time_ms is not None:
@@ -247,12 +247,12 @@ def _partition_errors(ex: Exchange) -> list[tuple[Any, int, int]]:
     try:
         from kdissect.protocol.summary import partition_errors
 
-        return list(partition_errors(ex.api_key, ex.api_version, ex.response.body))
+        return list(partition_errors(ex.api_key, ex.api_version, ex.response.body))  # type: ignore[arg-type]
     except Exception:  # a summary problem must not stop a report
         return []
 
 
-def _api_order(item: tuple[tuple[str, int | None], list[float]]) -> tuple[str, int]:
+def _api_order(item: tuple[tuple[str, int | None], Any]) -> tuple[str, int]:
     (api, version), _ = item
     return (api, -1 if version is None else version)
 

@@ -18,7 +18,7 @@ import pytest
 
 import kdissect
 from kdissect.cli import main
-from kdissect.pairing import decode_tolerant
+from kdissect.decoding import decode_tolerant
 from kdissect.scapy import KafkaRequest, dissect_response
 from tests.support.scapy import (
     bundled_captures,

@@ -8,8 +8,7 @@ from typing import Any
 import click
 
 from kdissect.failures import InputError
-from kdissect.forensics.settings import ForensicSettings, forensic_settings
-from kdissect.options import OUTPUT_HELP, flag, option
+from kdissect.options import OUTPUT_HELP, ForensicSettings, flag, forensic_settings, option
 from kdissect.output import safe_text
 
 
@@ -22,7 +21,7 @@ class ForensicOptions(ForensicSettings):
 
 def run_forensics(options: ForensicOptions, command: str) -> None:
     """Run the capture set through Forensics; print or write the command's tables."""
-    from kdissect.commands.export_core import print_accounting, run_analysis
+    from kdissect.commands.runtime import print_accounting, run_analysis
     from kdissect.forensics import COMMAND_TABLES, FORENSIC_APIS, Forensics
 
     names = COMMAND_TABLES[command]
@@ -73,8 +72,19 @@ def filter_rows(tables: Any, options: Any) -> Any:
     return rows
 
 
+def output_table(table: str) -> Any:
+    """The `kdissect.output.Table` of a forensic table (for `open_writer`)."""
+    from kdissect.forensics.tables import TABLE_COLUMNS, arrow_schema
+    from kdissect.output import Table
+
+    columns = TABLE_COLUMNS[table]
+    return Table([name for name, _ in columns],
+                 frozenset(name for name, kind in columns if kind.startswith("list<")),
+                 lambda ts_unit="us": arrow_schema(table, ts_unit),
+                 frozenset(name for name, kind in columns if kind == "timestamp"))
+
+
 def write_table(name: str, rows: list[dict[str, Any]], path: str, ts_unit: str) -> None:
-    from kdissect.forensics.tables import output_table
     from kdissect.output import open_writer
 
     with open_writer(path, table=output_table(name), ts_unit=ts_unit) as writer:

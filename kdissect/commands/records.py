@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from kdissect.commands.export_core import print_accounting, run_analysis
+from kdissect.commands.runtime import print_accounting, run_analysis
 from kdissect.options import OUTPUT_HELP, CaptureInputs, click_command, flag, integer, option
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kdissect.commands.export_core import print_accounting, run_analysis, say
+from kdissect.commands.runtime import print_accounting, run_analysis, say
 from kdissect.failures import InputError
 from kdissect.options import CaptureInputs, argument, click_command, flag, option
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from kdissect.commands.export_core import print_accounting, run_analysis
+from kdissect.commands.runtime import print_accounting, run_analysis
 from kdissect.exchange import Exchange
 from kdissect.options import NUMBER, CaptureInputs, RowOrder, click_command, flag, option
 from kdissect.output import safe_text
@@ -170,7 +170,7 @@ def _tree(ex: Exchange, show_secrets: bool) -> str:
 
 def show(options: ShowOptions) -> None:
     """One line per exchange (like tshark's summary); -v for decoded trees."""
-    from kdissect.commands.export_core import say
+    from kdissect.commands.runtime import say
     from kdissect.selection import check_sort_column, ordered
 
     api_set = _api_names(options.apis)

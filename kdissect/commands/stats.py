@@ -6,7 +6,7 @@ import json
 
 import click
 
-from kdissect.commands.export_core import run_analysis
+from kdissect.commands.runtime import run_analysis
 from kdissect.options import CaptureInputs, click_command, flag
 from kdissect.output import safe_text
 

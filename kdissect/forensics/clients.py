@@ -224,11 +224,11 @@ class ClientTally:
         for key, stats in other.stats.items():
             self._stats(key).merge(stats)
         self.software.update(other.software)
-        for key, runs in other.sequences.items():
-            mine = self.sequences.setdefault(key, {})
-            mine.update(runs)  # a connection is whole in one tally
-        for key, ids in other.transactional.items():
-            self.transactional.setdefault(key, set()).update(ids)
+        for sequence_key, by_connection in other.sequences.items():
+            mine = self.sequences.setdefault(sequence_key, {})
+            mine.update(by_connection)  # a connection is whole in one tally
+        for producer, ids in other.transactional.items():
+            self.transactional.setdefault(producer, set()).update(ids)
 
     # -- tables --------------------------------------------------------------------
 
@@ -252,8 +252,8 @@ class ClientTally:
 
     def producer_rows(self, names: Any) -> list[dict[str, Any]]:
         merged: dict[tuple, list[SequenceRun]] = {}
-        for (producer_id, epoch, label, partition), runs in self.sequences.items():
-            merged.setdefault((producer_id, epoch, names.name(label), partition), []).extend(runs.values())
+        for (producer_id, epoch, label, partition), by_connection in self.sequences.items():
+            merged.setdefault((producer_id, epoch, names.name(label), partition), []).extend(by_connection.values())
         rows = []
         for key in sorted(merged, key=lambda k: (k[0], k[1], k[2] or "", k[3])):
             producer_id, epoch, topic, partition = key

@@ -32,7 +32,7 @@ from kdissect.forensics.clients import ClientTally
 from kdissect.forensics.common import connection_of, topic_label, when
 from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
-from kdissect.forensics.names import ID_BEARING_APIS, TopicNames
+from kdissect.protocol.topics import ID_BEARING_APIS, TopicNames
 from kdissect.forensics.topics import TopicTally
 from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
@@ -132,14 +132,14 @@ class Forensics:
                     base, error = results.get((label, partition), (None, 0))
                 answered = base is not None and base >= 0 and not error
                 last_offset = None
-                if figures is not None and figures.spans and answered:
+                if figures is not None and figures.spans and answered and base is not None:
                     last_offset = base + max(span.last for span in figures.spans)
                 self.topics.add_produce(ex, label, partition, ts, figures, error, last_offset)
                 self.transactions.add_produce(ex, transactional_id, label, partition, figures, error)
                 if figures is None:
                     continue
                 self.clients.add_produce(ex, stats, label, partition, figures, transactional_id)
-                if answered and ex.request_ts is not None and ex.response_ts is not None:
+                if answered and base is not None and ex.request_ts is not None and ex.response_ts is not None:
                     for span in figures.spans:
                         self.ranges.produced(self.names.name(label), partition, base + span.first, base + span.last,
                                              ex.request_ts, ex.response_ts)

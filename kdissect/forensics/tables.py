@@ -88,17 +88,6 @@ def column_names(table: str) -> list[str]:
     return [name for name, _ in TABLE_COLUMNS[table]]
 
 
-def output_table(table: str) -> Any:
-    """The `kdissect.output.Table` of a forensic table (for `open_writer`)."""
-    from kdissect.output import Table
-
-    columns = TABLE_COLUMNS[table]
-    return Table([name for name, _ in columns],
-                 frozenset(name for name, kind in columns if kind.startswith("list<")),
-                 lambda ts_unit="us": arrow_schema(table, ts_unit),
-                 frozenset(name for name, kind in columns if kind == "timestamp"))
-
-
 def arrow_schema(table: str, ts_unit: str = "us") -> Any:
     import pyarrow as pa
 

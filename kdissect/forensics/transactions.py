@@ -155,14 +155,14 @@ class TransactionTally:
     def merge(self, other: TransactionTally) -> None:
         for tid, events in other.events.items():
             self.events.setdefault(tid, []).extend(events)
-        for key, found in other.markers.items():
-            self.markers.setdefault(key, {}).update(found)
-        for key, found in other.batches.items():
-            self.batches.setdefault(key, {}).update(found)
-        for key, found in other.aborted_listed.items():
-            self.aborted_listed.setdefault(key, set()).update(found)
-        for key, found in other.fetched_by.items():
-            self.fetched_by.setdefault(key, set()).update(found)
+        for key, markers in other.markers.items():
+            self.markers.setdefault(key, {}).update(markers)
+        for key, batches in other.batches.items():
+            self.batches.setdefault(key, {}).update(batches)
+        for key, aborted in other.aborted_listed.items():
+            self.aborted_listed.setdefault(key, set()).update(aborted)
+        for key, clients in other.fetched_by.items():
+            self.fetched_by.setdefault(key, set()).update(clients)
 
     # -------------------------------------------------------------- rows
 

@@ -41,7 +41,7 @@ def javascript() -> str:
     import vl_convert
 
     version = vegalite_version()
-    key = f"vega-embed-{vl_convert.__version__}-vl{version}"
+    key = f"vega-embed-{vl_convert.__version__}-vl{version}"  # type: ignore[attr-defined]
     if key in _memo:
         return _memo[key]
     directory = _cache_directory()
@@ -61,7 +61,7 @@ def javascript() -> str:
             from kdissect.atomic import OutputError, write_atomically
 
             try:
-                os.makedirs(directory, exist_ok=True)
+                os.makedirs(directory, exist_ok=True)  # type: ignore[arg-type]
                 write_atomically(path, source)
             except (OSError, OutputError):
                 pass  # no cache: bundle again next time

@@ -160,7 +160,7 @@ def _distribution(rows: list[dict[str, Any]], label: Callable[[dict[str, Any]], 
     )
     subtitle = "p50, p90, p99 and max of the answered exchanges; the line spans p50 to max"
     if total > len(rows):
-        subtitle = [subtitle, f"the {len(rows)} busiest of {total}"]
+        subtitle = [subtitle, f"the {len(rows)} busiest of {total}"]  # type: ignore[assignment]
     return (spread + points).properties(title=_title(title, subtitle), width="container",
                                         height=max(ROW_HEIGHT * len(rows), 60))
 

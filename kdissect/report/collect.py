@@ -392,7 +392,7 @@ class Collector:
             for (api, code), (top, anywhere) in sorted(self.errors_by_api.items(),
                                                        key=lambda item: (-item[1][1], -item[1][0], item[0]))]
         span = None
-        if self.first_ns is not None:
+        if self.first_ns is not None and self.last_ns is not None:
             span = {"first": _iso_ns(self.first_ns), "last": _iso_ns(self.last_ns),
                     "seconds": (self.last_ns - self.first_ns) / 1e9}
         return {

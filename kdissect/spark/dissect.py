@@ -65,7 +65,8 @@ def _partition_errors(exchange: Exchange) -> list[dict[str, Any]]:
         return []
     return [{"topic": None if topic is None else str(topic), "partition": partition,
              "error_code": code, "error_name": error_name(code)}
-            for topic, partition, code in partition_errors(exchange.api_key, exchange.api_version, body) if code]
+            for topic, partition, code in partition_errors(exchange.api_key, exchange.api_version, body)  # type: ignore[arg-type]
+            if code]
 
 
 class _Output:
@@ -232,7 +233,7 @@ def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], d
 
     from kdissect.spark.forensics import TaskForensics
 
-    task_partition = TaskContext.get().partitionId()
+    task_partition = TaskContext.get().partitionId()  # type: ignore[union-attr]
     sink = PartSink(work_dir, task_partition)
     forensics = TaskForensics(work_dir, task_partition, max_uncompressed)
     try:

@@ -65,7 +65,7 @@ class JobOptions:
     split_size: int = planning.DEFAULT_SPLIT_SIZE
     partitions: int | None = None  # shuffle partitions; None: from data size and cores
     tls_keylogs: tuple[str, ...] = ()  # key log files; read on the driver, shipped in the tasks' closure
-    # the forensic tables' settings (kdissect.forensics.settings)
+    # the forensic tables' settings (kdissect.options.ForensicSettings)
     horizon_ns: int = DEFAULT_HORIZON_NS
     max_uncompressed: int = DEFAULT_LIMIT
     overwrite: bool = False  # replace an earlier output's tables (kdissect.spark.outdir)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kdissect.forensics.settings import ForensicSettings, forensic_settings
-from kdissect.options import SIZE, flag, integer, option
+from kdissect.options import SIZE, ForensicSettings, flag, forensic_settings, integer, option
 
 if TYPE_CHECKING:
     from kdissect.spark.job import JobOptions

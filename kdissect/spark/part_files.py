@@ -226,7 +226,7 @@ def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: 
     written = {table: 0 for table in TABLES}
 
     def finish() -> Iterator[pa.RecordBatch]:
-        counts, exchanges = finish_part(work_dir, outdir, current, streams, ts_unit)
+        counts, exchanges = finish_part(work_dir, outdir, current, streams, ts_unit)  # type: ignore[arg-type]
         for table, count in counts.items():
             written[table] += count
         pending.append(exchanges)

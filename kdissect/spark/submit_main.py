@@ -31,7 +31,7 @@ def submit(options: SparkJobOptions) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kdissect.cli import run_click
+    from kdissect.commands.runtime import run_click
     from kdissect.options import click_command
 
     command = click_command("submit_main.py", SparkJobOptions, submit)

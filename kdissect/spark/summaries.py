@@ -151,10 +151,11 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
         if "sent-while-muted" in codes:
             muted[(NO_CLIENT_ID if client_id is None else client_id, NO_BROKER if broker is None else broker)] += 1
     if muted:
-        keys = sorted(muted)
-        parts.append(_rows(len(keys), table="throttle", client_id=pa.array([k[0] for k in keys], pa.string()),
-                           broker=pa.array([k[1] for k in keys], pa.string()), count=0,
-                           muted=pa.array([muted[k] for k in keys], pa.int64())))
+        muted_keys = sorted(muted)
+        parts.append(_rows(len(muted_keys), table="throttle",
+                           client_id=pa.array([k[0] for k in muted_keys], pa.string()),
+                           broker=pa.array([k[1] for k in muted_keys], pa.string()), count=0,
+                           muted=pa.array([muted[k] for k in muted_keys], pa.int64())))
     with_throttle = exchanges.filter(pc.is_valid(exchanges["throttle_time_ms"]))
     waits = with_throttle["throttle_time_ms"]
     throttle = pa.table({
@@ -206,11 +207,11 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
                        client_id=pa.array([k[0] for k in client_keys], pa.string()),
                        error_code=pa.array([k[1] for k in client_keys], pa.int16()),
                        count=pa.array([by_client[k] for k in client_keys], pa.int64())))
-    keys = sorted(set(top_level) | set(anywhere))
-    parts.append(_rows(len(keys), table="errors", api_name=pa.array([k[0] for k in keys], pa.string()),
-                       error_code=pa.array([k[1] for k in keys], pa.int16()),
-                       count=pa.array([top_level[k] for k in keys], pa.int64()),
-                       anywhere=pa.array([anywhere[k] for k in keys], pa.int64())))
+    error_keys = sorted(set(top_level) | set(anywhere))
+    parts.append(_rows(len(error_keys), table="errors", api_name=pa.array([k[0] for k in error_keys], pa.string()),
+                       error_code=pa.array([k[1] for k in error_keys], pa.int16()),
+                       count=pa.array([top_level[k] for k in error_keys], pa.int64()),
+                       anywhere=pa.array([anywhere[k] for k in error_keys], pa.int64())))
     return pa.concat_tables(parts)
 
 

@@ -57,49 +57,22 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tools.lab import maven
+from tools.lab.java_client import run_java_helper
+from tools.lab.kafka_versions import SLF4J_BINDING, VERSIONS, full_version, java_binary
 from tools.lab.net import LabError, address, free_port, port_is_free, stop_process, wait_for_listener
 from tools.lab.tls import Certificate, self_signed
 
-VERSIONS = {"4": "4.4.0", "3": "3.9.2"}  # the generations the lab uses; exact versions work too
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_USERS = {"alice": "alice-secret"}
-SLF4J_BINDING = "org.slf4j:slf4j-simple:1.7.36"
 # A fixed cluster id (base64url of 16 bytes) so captures are reproducible.
 CLUSTER_ID = base64.urlsafe_b64encode(b"kdissect-lab-001").decode().rstrip("=")
 _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-def full_version(version: str) -> str:
-    """'4' -> '4.4.0', '3' -> '3.9.2'; an exact version is returned as is."""
-    return VERSIONS.get(version, version)
-
-
 def kafka_jars(version: str) -> list[Path]:
     version = full_version(version)
     return maven.resolve(f"kafka-{version}", [f"org.apache.kafka:kafka_2.13:{version}", SLF4J_BINDING])
-
-
-_JAVA: dict[str, str] = {}
-
-
-def java_binary() -> str:
-    """The `java` to run (JAVA_HOME first), checked to be Java 17 or newer."""
-    if "path" in _JAVA:
-        return _JAVA["path"]
-    home = os.environ.get("JAVA_HOME")
-    path = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() else shutil.which("java")
-    if path is None:
-        raise LabError("java is not installed (apt-get install openjdk-17-jre-headless): Kafka needs Java 17+")
-    out = subprocess.run([path, "-version"], capture_output=True, text=True).stderr
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
-    major = int(match.group(1)) if match else 0
-    if major == 1 and match and match.group(2):  # "1.8.0_..." is Java 8
-        major = int(match.group(2))
-    if major < 17:
-        raise LabError(f"{path} is Java {major or '?'}; Apache Kafka 4 needs Java 17 or newer")
-    _JAVA["path"] = path
-    return path
 
 
 @dataclass(frozen=True)
@@ -169,8 +142,6 @@ class KafkaBroker:
                          consumer_byte_rate: float | None = None, request_percentage: float | None = None) -> None:
         """Set (or, with None everywhere, remove) the quotas of a client id,
         through Kafka's own Admin API (the lab's Java helper)."""
-        from tools.lab.java_client import run_java_helper
-
         settings = {"producer_byte_rate": producer_byte_rate, "consumer_byte_rate": consumer_byte_rate,
                     "request_percentage": request_percentage}
         args = ["quota", self.internal_bootstrap, client_id]

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from tools.lab.apache_kafka import VERSIONS
+from tools.lab.kafka_versions import JAVA_CLIENT_VERSION, VERSIONS
 from tools.lab.clients import (
     CODECS,
     OLD_CODECS,
@@ -489,9 +489,6 @@ def wl_java_transactions(m: Manifest, broker: Any) -> None:
         m.operation(op["client"], op["operation"], op["result"])
 
 
-# The first Java client (4.1.1) of java_clients_kafka; java_clients_4_4_kafka
-# runs the release the protocol tables come from (ApiVersions v5, ShareFetch v2).
-JAVA_CLIENT_VERSION = "4.1.1"
 KAFKA4 = VERSIONS["4"]
 
 QUOTA_BYTES_PER_SECOND = 4096
