@@ -46,7 +46,7 @@ def _usage_error(problem: Any, args: list[str]) -> int:
     path = context.command_path if context is not None else "kdissect"
     message = problem.format_message()
     group = context is not None and hasattr(context.command, "list_commands")
-    if group and message.startswith("No such command"):
+    if context is not None and group and message.startswith("No such command"):
         import difflib
 
         wanted = next((a for a in args if not a.startswith("-")), "")

@@ -50,7 +50,7 @@ def _errors_text(ex: Exchange) -> str | None:
     if not codes:
         return None
     where: dict[int, list[str]] = {}
-    if ex.response is not None and ex.api_key is not None:
+    if ex.response is not None and ex.api_key is not None and ex.api_version is not None:
         try:
             from kdissect.protocol.summary import partition_errors
 
