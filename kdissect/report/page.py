@@ -46,7 +46,7 @@ _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", 
 
 # exchange fields in the slowest / failed lists, in order
 _LIST_COLUMNS = ["time", "capture", "stream", "client", "broker", "client_id", "api_name", "api_version",
-                 "correlation_id", "latency_ms", "status", "errors", "throttle_time_ms", "request_bytes",
+                 "correlation_id", "service_ms", "wait_reason", "wait_ms", "latency_ms", "status", "errors", "throttle_time_ms", "request_bytes",
                  "response_bytes", "records", "request_frame", "response_frame", "problems"]
 
 _CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
@@ -426,7 +426,9 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         + table("throttle_by_client", stats.get("throttle_by_client", []))
         + "<h3>Per broker</h3>" + table("throttle", stats.get("throttle", [])) + "</section>",
         _forensics(stats),
-        _list_section("slowest", "Slowest exchanges", report["slowest"], "answered exchanges", "slowest"),
+        _list_section("slowest", "Slowest exchanges (service time)", report["slowest"],
+                      "answered exchanges with a service time (the waits the protocol asked for set apart; "
+                      "an exchange that was all wait has none)", "slowest"),
         _list_section("failed", "Failed exchanges", report["failed"],
                       "failed exchanges (a status other than ok, or an error code)", "first (by time)"),
     ]
