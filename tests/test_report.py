@@ -178,8 +178,10 @@ def assert_numbers_equal_stats(page: PageNumbers, stats: dict[str, Any], data_ca
     assert {"accounting.kafka_connections", "accounting.gaps", "accounting.truncated_frames", "accounting.resyncs",
             "accounting.encrypted_connections", "accounting.malformed_frames"} <= set(page.stats)
     for name in ("latency_by_api", "latency_by_client", "latency_by_broker", "throttle", "waits",
-                 "throttle_by_client"):
+                 "throttle_by_client", "errors_by_client"):
         assert_table_equals(page, name, stats[name])
+    # the summary card of paired exchanges with failure codes (not only the protocol's normal flow)
+    assert page.stats["paired_failures"] == stats["paired_with_error_codes"] - stats["paired_normal_flow_only"]
     for name in ("top_level_errors", "errors_anywhere", "no_response", "accounting"):
         assert_mapping_equals(page, name, stats[name])
     for name in FORENSIC_TABLES:  # the topic, group and client tables, every column

@@ -43,7 +43,7 @@ def records(options: RecordsOptions) -> None:
     analysis = run_analysis(options, keep_messages=True, quiet=options.quiet, output=options.output)
     from kdissect.records.table import RecordTally, exchange_record_rows
 
-    from kdissect.forensics.names import TopicNames
+    from kdissect.protocol.topics import TopicNames
 
     tally = RecordTally()
     names = TopicNames()
