@@ -16,7 +16,7 @@ from kdissect.commands.runtime import print_accounting, run_analysis
 from kdissect.options import OUTPUT_HELP, CaptureInputs, RowOrder, flag, option
 
 
-class ExportOptions(CaptureInputs, RowOrder):
+class ExportOptions(RowOrder, CaptureInputs):
     """Write one row per request/response exchange."""
 
     output: str | None = option("-o", "--output", help=OUTPUT_HELP)

@@ -12,7 +12,7 @@ from kdissect.output import safe_text
 from kdissect.times import clock_text, to_datetime
 
 
-class ShowOptions(CaptureInputs, RowOrder):
+class ShowOptions(RowOrder, CaptureInputs):
     """One line per exchange (like tshark's summary), in request order unless --sort; times are UTC.
     Each line: time, client -> broker, API, correlation id, the frames to open in Wireshark
     (request/response), wire latency, service time and the wait the protocol asked for; -v for
