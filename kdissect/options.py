@@ -337,6 +337,14 @@ class CaptureInputs(Options):
     brokers: tuple[str, ...] = option(
         "--broker", multiple=True, metavar="BROKER",
         help="Only exchanges with this broker: ip:port or ip (repeatable).")
+    # (`topics` and `records` give -t/--topic their own meaning: rows of the topic)
+    topics: tuple[str, ...] = option(
+        "-t", "--topic", multiple=True, metavar="TOPIC",
+        help="Only exchanges whose messages name this topic (by name, or by an id the capture names; "
+             "repeatable).")
+    groups: tuple[str, ...] = option(
+        "--group", multiple=True, metavar="GROUP",
+        help="Only exchanges whose messages name this consumer group (repeatable).")
 
 
 class RowOrder(Options):

@@ -59,8 +59,13 @@ class Selection:
     """The rows a run keeps (everything when nothing is selected)."""
 
     def __init__(self, display_filter: DisplayFilter | None = None, start_ns: int | None = None,
-                 end_ns: int | None = None, clients: Iterable[str] = (), brokers: Iterable[str] = ()) -> None:
+                 end_ns: int | None = None, clients: Iterable[str] = (), brokers: Iterable[str] = (),
+                 topics: Iterable[str] = (), groups: Iterable[str] = ()) -> None:
         self.display_filter = display_filter
+        # topics and groups are read from the decoded messages (kdissect.mentions)
+        self.topics = frozenset(topics)
+        self.groups = frozenset(groups)
+        self.topic_names: Any = None  # a TopicNames fed every exchange (`learn`), for topics named by id
         self.start_ns = start_ns
         self.end_ns = end_ns
         self.clients = tuple(clients)
@@ -76,12 +81,35 @@ class Selection:
         return cls(DisplayFilter(text) if text else None,
                    parse_time(since, capture_start_ns) if since else None,
                    parse_time(until, capture_start_ns) if until else None,
-                   getattr(options, "clients", ()), getattr(options, "brokers", ()))
+                   getattr(options, "clients", ()), getattr(options, "brokers", ()),
+                   getattr(options, "topics", ()), getattr(options, "groups", ()))
 
     @property
     def active(self) -> bool:
         return bool(self.display_filter or self.start_ns is not None or self.end_ns is not None
-                    or self.clients or self.brokers)
+                    or self.clients or self.brokers or self.topics or self.groups)
+
+    @property
+    def reads_messages(self) -> bool:
+        """Whether deciding needs the decoded messages (topic or group selection)."""
+        return bool(self.topics or self.groups)
+
+    def learn(self, ex: Any) -> None:
+        """Learn topic names from every exchange, kept or not (call before `matches`)."""
+        if self.topics:
+            if self.topic_names is None:
+                from kdissect.protocol.topics import TopicNames
+
+                self.topic_names = TopicNames()
+            self.topic_names.learn_exchange(ex)
+
+    def _mentioned(self, ex: Any) -> bool:
+        from kdissect.mentions import mentions
+
+        if self.topics and self.topic_names is None:
+            self.learn(ex)
+        topics, groups = mentions(ex, self.topic_names)
+        return (not self.topics or bool(topics & self.topics)) and (not self.groups or bool(groups & self.groups))
 
     def _common(self, when: int | None, client_id: str | None, client: str | None, broker: str | None) -> bool:
         if self.start_ns is not None and (when is None or when < self.start_ns):
@@ -97,6 +125,8 @@ class Selection:
     def matches(self, ex: Any) -> bool:
         """Whether the run keeps this Exchange."""
         if not self._common(_first_time(ex), ex.client_id, ex.client, ex.broker):
+            return False
+        if (self.topics or self.groups) and not self._mentioned(ex):
             return False
         return self.display_filter is None or self.display_filter.matches(ex)
 
@@ -131,7 +161,9 @@ class Selected:
 
     def __iter__(self) -> Iterator[Any]:
         matches = self.selection.matches
+        learn = self.selection.learn
         for ex in self._analysis:
+            learn(ex)
             if matches(ex):
                 self.shown += 1
                 yield ex

@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("wire", ("capture", "linklayers", "captureset", "reassembly")),  # files -> TCP streams
     ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "pipeline")),
     # tallies over exchanges, and which exchanges a run keeps (display filter, selection)
-    ("analysis", ("summary", "stats_tables", "forensics", "display_filter", "selection")),
+    ("analysis", ("summary", "stats_tables", "forensics", "display_filter", "mentions", "selection")),
     # what the faces share: writers (atomic files, no output over an input),
     # option declarations, inputs, extras, the allocator tuning and the
     # command line's runtime (spark-submit runs it too)

@@ -75,3 +75,17 @@ def test_spark_keeps_the_rows_and_stats_of_the_cli(spark, tmp_path) -> None:
         {(r["client_id"], r["error"]): r["exchanges"] for r in stats["errors_by_client"]}
     normal = {r["error_name"]: r["normal_flow"] for r in table_rows(outdir, "errors")}
     assert normal == {r["error"]: r["normal_flow"] for r in stats["error_codes"]}
+
+
+def test_spark_group_selection_keeps_the_cli_rows(spark, tmp_path) -> None:
+    outdir = tmp_path / "out"
+    run_job(JobOptions(inputs=[str(CAPTURES[0])], outdir=str(outdir), master=None, groups=("lab-group-ck",)),
+            spark=spark)
+    cli = subprocess.run([sys.executable, "-m", "kdissect", "export", str(CAPTURES[0]), "-o",
+                          str(tmp_path / "kept.parquet"), "-q", "--group", "lab-group-ck"], cwd=REPO)
+    assert cli.returncode == 0
+    import pyarrow.parquet as pq
+
+    kept = pq.read_table(tmp_path / "kept.parquet").to_pylist()
+    assert kept and {r["api_name"] for r in kept} >= {"JoinGroup", "SyncGroup", "OffsetCommit"}
+    assert canonical(table_rows(outdir, "exchanges")) == canonical(kept)

@@ -117,6 +117,8 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
     if skipped and not quiet:
         names = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
         say(f"kdissect: not captures, skipped: {names}".encode("utf-8", "replace").decode("utf-8"))
+    # --topic and --group read the decoded messages
+    keep_messages = keep_messages or bool(options.topics or options.groups)
     analysis = Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
                         progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis)
     return select(analysis, options)
@@ -126,7 +128,7 @@ def select(analysis: Any, options: CaptureInputs) -> Any:
     """`analysis` as the options' selection sees it (kdissect.selection),
     or itself when nothing is selected."""
     if not (options.display_filter or options.time_from or options.time_to or options.clients
-            or options.brokers):
+            or options.brokers or options.topics or options.groups):
         return analysis
     from kdissect.selection import Selected, Selection
 

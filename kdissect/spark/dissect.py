@@ -124,7 +124,9 @@ class ConnectionRunner:
         from kdissect.forensics import FORENSIC_APIS
 
         self._dissector = Dissector(ports=self.ports, detect=self.detect, capture_names=self.capture_names,
-                                    keep_messages=False, keep_error_responses=True, accounting=self.accounting,
+                                    # (--group reads the decoded messages)
+                                    keep_messages=self.selection is not None and self.selection.reads_messages,
+                                    keep_error_responses=True, accounting=self.accounting,
                                     keylog=self.keylog, keep_apis=FORENSIC_APIS if self.forensics else ())
         self._ordinal = 0
 
@@ -242,8 +244,8 @@ def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], d
             from kdissect.display_filter import DisplayFilter
             from kdissect.selection import Selection
 
-            text, start_ns, end_ns, clients, brokers = selection
-            kept = Selection(DisplayFilter(text) if text else None, start_ns, end_ns, clients, brokers)
+            text, start_ns, end_ns, clients, brokers, groups = selection
+            kept = Selection(DisplayFilter(text) if text else None, start_ns, end_ns, clients, brokers, groups=groups)
         yield from ConnectionRunner(ports, detect, capture_names, sink, keylog, forensics=forensics,
                                     selection=kept).run(batches)
     except BaseException:

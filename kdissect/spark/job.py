@@ -76,6 +76,7 @@ class JobOptions:
     time_to: str | None = None
     clients: tuple[str, ...] = ()
     brokers: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
 
 
 @dataclass
@@ -124,7 +125,8 @@ def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], lis
 def _selection_values(options: JobOptions, paths: list[str]) -> tuple | None:
     """(filter text, from ns, to ns, clients, brokers) for the tasks'
     Selection, checked here; None when nothing is selected."""
-    if not (options.display_filter or options.time_from or options.time_to or options.clients or options.brokers):
+    if not (options.display_filter or options.time_from or options.time_to or options.clients or options.brokers
+            or options.groups):
         return None
     from kdissect.selection import Selection
 
@@ -134,7 +136,8 @@ def _selection_values(options: JobOptions, paths: list[str]) -> tuple | None:
 
         start = min((f.first_ts for f in describe_captures(paths) if f.first_ts is not None), default=None)
     checked = Selection.from_options(options, start)
-    return (options.display_filter, checked.start_ns, checked.end_ns, tuple(options.clients), tuple(options.brokers))
+    return (options.display_filter, checked.start_ns, checked.end_ns, tuple(options.clients), tuple(options.brokers),
+            tuple(options.groups))
 
 
 def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None = None) -> JobResult:
@@ -333,7 +336,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         "detect": options.detect,
         "selection": None if selection is None else {
             "filter": options.display_filter, "from_ns": selection[1], "to_ns": selection[2],
-            "clients": list(options.clients), "brokers": list(options.brokers)},
+            "clients": list(options.clients), "brokers": list(options.brokers), "groups": list(options.groups)},
         "counts": counts,
         "read": reading,
         "accounting": accounting.to_dict(),
