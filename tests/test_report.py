@@ -189,7 +189,7 @@ def assert_numbers_equal_stats(page: PageNumbers, stats: dict[str, Any], data_ca
     assert page.stats["unresolved_topic_ids"] == stats["unresolved_topic_ids"]
     assert page.stats["topic_id_conflicts"] == stats["topic_id_conflicts"]
     got = Counter(json.dumps({k: v[0] for k, v in row.items()}, sort_keys=True)
-                  for row in page.tables["partition_errors"])
+                  for row in page.tables.get("partition_errors", []))
     assert got == Counter(json.dumps(row, sort_keys=True) for row in stats["partition_errors"])
 
 
@@ -422,3 +422,21 @@ def test_readme_screenshot_is_small_and_present():
     assert shot.is_file() and shot.read_bytes().startswith(b"\x89PNG")
     assert shot.stat().st_size < 500_000
     assert "docs/report.png" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_selected_report_shows_the_selected_stats(tmp_path):
+    """`report -Y ...` shows what `stats --json -Y ...` prints: the tables of
+    the kept exchanges, the whole capture's accounting (the page's own HTML,
+    read without a browser: its tables are written by the server side)."""
+    source = CAPTURES / "consume_group_kafka.pcap"
+    selection = ["-Y", "service_ms > 3 or error_codes", "--from", "+0.5s"]
+    out = tmp_path / "selected.html"
+    assert cli_main(["report", str(source), *selection, "-q", "-o", str(out)]) == 0
+    stats = kdissect("stats", str(source), *selection, "--json")
+    assert stats.returncode == 0, stats.stderr
+    expected = json.loads(stats.stdout)
+    everything = json.loads(kdissect("stats", str(source), "--json").stdout)
+    assert 0 < expected["exchanges"] < everything["exchanges"]
+    assert expected["accounting"] == everything["accounting"]
+    page = numbers_of(out.read_text(encoding="utf-8"))
+    assert_numbers_equal_stats(page, expected, 1)
