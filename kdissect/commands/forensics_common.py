@@ -27,6 +27,8 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
     settings = forensic_settings(options)
     analysis = run_analysis(options, quiet=options.quiet, keep_apis=FORENSIC_APIS, output=options.output)
     forensics = Forensics(**settings)
+    if hasattr(analysis, "on_hidden"):  # a selection: topic names still come from every exchange
+        analysis.on_hidden.append(forensics.learn_names)
     for ex in analysis:
         forensics.add(ex)
         ex.request = ex.response = None  # memory follows the tallies, not the exchanges

@@ -44,10 +44,15 @@ def records(options: RecordsOptions) -> None:
     analysis = run_analysis(options, keep_messages=True, quiet=options.quiet, output=options.output)
     from kdissect.records.table import RecordTally, exchange_record_rows
 
+    from kdissect.protocol.topics import TopicNames
+
     tally = RecordTally()
+    names = TopicNames()
+    if hasattr(analysis, "on_hidden"):  # a selection: topic names still come from every exchange
+        analysis.on_hidden.append(names.learn_exchange)
     max_bytes = options.max_uncompressed_mib * 1024 * 1024
     with _open_record_writer(options.output) as writer:
-        for row in exchange_record_rows(analysis, frozenset(options.topics), max_bytes, tally):
+        for row in exchange_record_rows(analysis, frozenset(options.topics), max_bytes, tally, names):
             writer.write(row)
     if not options.quiet:
         for line in tally.lines():

@@ -55,9 +55,27 @@ def fail(message: str, code: int) -> int:
     return code
 
 
+def _usage_error(problem: Any, args: list[str]) -> int:
+    """A usage error as the README promises it: one line, one hint, exit 2
+    (click's own four-line usage block is not printed)."""
+    context = getattr(problem, "ctx", None)
+    path = context.command_path if context is not None else "kdissect"
+    message = problem.format_message()
+    group = context is not None and hasattr(context.command, "list_commands")
+    if context is not None and group and message.startswith("No such command"):
+        import difflib
+
+        wanted = next((a for a in args if not a.startswith("-")), "")
+        close = difflib.get_close_matches(wanted, context.command.list_commands(context), n=1)
+        message += f" Did you mean '{close[0]}'?" if close else ""
+    say(f"kdissect: error: {message}")
+    say(f"kdissect: hint: '{path} --help' lists the {'commands' if group else 'options'}")
+    return 2
+
+
 def run_click(command: Any, args: list[str], prog_name: str) -> int:
-    """Run a click command or group as every kdissect entry runs one: click's
-    own usage errors as click prints them, every other error as one line."""
+    """Run a click command or group as every kdissect entry runs one: a
+    usage error as one line and a hint, every other error as one line."""
 
     def run() -> int:
         import click
@@ -67,6 +85,8 @@ def run_click(command: Any, args: list[str], prog_name: str) -> int:
             return result if isinstance(result, int) else 0
         except click.exceptions.Exit as stop:
             return stop.exit_code
+        except click.UsageError as problem:
+            return _usage_error(problem, args)
         except click.ClickException as problem:
             problem.show()
             return problem.exit_code
@@ -121,9 +141,24 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
 
         names = ", ".join(map(escape_text, skipped[:3])) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
         say(f"kdissect: not captures, skipped: {names}")
-    return Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
-                    progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis,
-                    broker_logs=broker_logs)
+    # --topic and --group read the decoded messages
+    keep_messages = keep_messages or bool(options.topics or options.groups)
+    analysis = Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
+                        progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis,
+                        broker_logs=broker_logs)
+    return select(analysis, options)
+
+
+def select(analysis: Any, options: CaptureInputs) -> Any:
+    """`analysis` as the options' selection sees it (kdissect.selection),
+    or itself when nothing is selected."""
+    if not (options.display_filter or options.time_from or options.time_to or options.clients
+            or options.brokers or options.topics or options.groups):
+        return analysis
+    from kdissect.selection import Selected, Selection
+
+    starts = [f.first_ts for f in analysis.capture_set.files if f.first_ts is not None]
+    return Selected(analysis, Selection.from_options(options, min(starts, default=None)))
 
 
 def print_accounting(analysis: Any) -> None:
@@ -132,3 +167,7 @@ def print_accounting(analysis: Any) -> None:
         say(f"kdissect: {line}")
     for problem in analysis.read_stats.problems:
         say(f"kdissect: {problem}")
+    from kdissect.hints import run_hints
+
+    for hint in run_hints(analysis):
+        say(f"kdissect: {hint}")

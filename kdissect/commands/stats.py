@@ -41,6 +41,10 @@ def stats(options: StatsOptions) -> None:
             echo(broker_tables.render(analysis.dissector.encrypted_clients))
     for problem in analysis.read_stats.problems:
         say(f"kdissect: {problem}")
+    from kdissect.hints import run_hints
+
+    for hint in run_hints(analysis):
+        say(f"kdissect: {hint}")
 
 
 command = click_command("stats", StatsOptions, stats)

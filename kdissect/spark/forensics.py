@@ -123,6 +123,9 @@ class TaskForensics:
         limit = {} if max_uncompressed is None else {"max_uncompressed": max_uncompressed}
         self.forensics = Forensics(latency_sink=self.ranges, **limit)
 
+    def learn_names(self, exchange: Any) -> None:
+        self.forensics.learn_names(exchange)
+
     def add(self, exchange: Any) -> None:
         self.forensics.add(exchange)
 
