@@ -8,8 +8,9 @@ times, lists are comma-separated.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
+from kdissect.text_escape import escape_text
 from kdissect.text_table import render_cells, wrap_line
 from kdissect.times import clock_text
 
@@ -64,7 +65,7 @@ TIME_COLUMNS = frozenset(("first_ts", "last_ts", "end_ts", "rebalance_start", "r
                           "window_start", "window_end"))
 
 
-def cell(name: str, value: Any) -> str:
+def cell(name: str, value: Any, escape: Callable[[str], str] = escape_text) -> str:
     if value is None:
         return "-"
     if name in TIME_COLUMNS and isinstance(value, int):
@@ -72,8 +73,8 @@ def cell(name: str, value: Any) -> str:
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.3f}"
     if isinstance(value, list):
-        return ",".join(str(v) for v in value) if value else "-"
-    return str(value)
+        return ",".join(escape(str(v)) for v in value) if value else "-"
+    return escape(str(value))
 
 
 def render_rows(title: str, columns: list[str], rows: list[dict[str, Any]], width: int | None = None) -> str:
@@ -106,7 +107,7 @@ def render_flags(tables: Any, clients: bool = True, width: int | None = None) ->
     if tables.unresolved_topic_ids:
         unnamed = tables.unresolved_topic_ids
         more = " ..." if len(unnamed) > 4 else ""
-        parts.append(f"topic ids no response named: {len(unnamed)} ({', '.join(unnamed[:4])}{more})")
+        parts.append(f"topic ids no response named: {len(unnamed)} ({', '.join(map(escape_text, unnamed[:4]))}{more})")
     return "\n\n".join(parts)
 
 

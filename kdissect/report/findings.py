@@ -2,7 +2,7 @@
 
 From the report's data only (both paths: captures and a Spark OUTDIR), in
 this order: slowest service (service time, the waits the protocol asked for
-set apart), failures by client, throttled clients, rebalances, partitions
+set apart), failures by client (normal-flow codes left out), throttled clients, rebalances, partitions
 whose lag grew, capture problems. Each finding names the table rows behind
 it (`anchor`: the id of a row on the page, `kdissect.report.page.row_id`).
 """
@@ -45,19 +45,21 @@ def _slowest_service(stats: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _failures_by_client(stats: dict[str, Any]) -> dict[str, Any] | None:
-    rows = stats.get("clients") or []
-    counted = []
+    """Clients by exchanges carrying a failure code (the codes of the
+    protocol's normal flow left out: `stats`' errors_by_client table)."""
+    rows = stats.get("errors_by_client") or []
+    per_client: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
     for index, row in enumerate(rows):
-        total = sum(int(item.rsplit(":", 1)[1]) for item in row.get("errors") or [] if ":" in item)
-        if total:
-            counted.append((total, index, row))
-    if not counted:
+        if not row.get("normal_flow"):
+            per_client[str(row["client_id"])].append((index, row))
+    if not per_client:
         return None
-    counted.sort(key=lambda item: (-item[0], item[1]))
-    parts = [f"{row['client_id']}: {total:,} ({', '.join(row['errors'][:3])})" for total, _i, row in counted[:SHOWN]]
-    more = f"; {len(counted) - SHOWN} more clients" if len(counted) > SHOWN else ""
-    return _finding("failures_by_client", "Error codes by client", "; ".join(parts) + more, "clients",
-                    [i for _t, i, _r in counted[:SHOWN]])
+    ranked = sorted(per_client.items(), key=lambda item: (-sum(r["exchanges"] for _i, r in item[1]), item[0]))
+    parts = [f"{client}: " + ", ".join(f"{r['error']} x{r['exchanges']:,}" for _i, r in found[:3])
+             for client, found in ranked[:SHOWN]]
+    more = f"; {len(ranked) - SHOWN} more clients" if len(ranked) > SHOWN else ""
+    return _finding("failures_by_client", "Failures by client", "; ".join(parts) + more, "errors_by_client",
+                    [found[0][0] for _client, found in ranked[:SHOWN]])
 
 
 def _throttled_clients(stats: dict[str, Any]) -> dict[str, Any] | None:
