@@ -214,7 +214,9 @@ class Summary:
         def table(title: str, header: list[str], rows: list[list[Any]]) -> str:
             return _table(title, header, rows, width)
 
-        parts: list[str] = [self.statuses_line()]
+        from kdissect.text_table import wrap_line
+
+        parts: list[str] = [wrap_line(self.statuses_line(), width)]
         # service times first: "is the broker slow" is answered without the waits
         lat_cols = ["count", "service_p50", "service_p99", "service_max", "waits", "p50", "p99", "max",
                     "service_p90", "p90"]
@@ -247,8 +249,6 @@ class Summary:
                               r["responses"], r["broker"]] for r in d["throttle_by_client"]]))
         parts.append(table("without response", ["api", "count"], [[k, v] for k, v in d["no_response"].items()]))
         if accounting is not None:
-            from kdissect.text_table import wrap_line
-
             parts.append("accounting\n" + "\n".join(wrap_line("  " + line, width, "      ")
                                                      for line in accounting.summary_lines()))
         return "\n\n".join(parts) + "\n"
