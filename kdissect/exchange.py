@@ -180,8 +180,10 @@ class Exchange(TableRecord):
     # (capture_index, frame_number) at which the connection was classified as Kafka
     stream_key: tuple[int, int] | None = None
     # what the request says a wait rule needs (kdissect.waits.request_hint);
-    # on the skim path the request frame (bytes) until a rule reads it
-    wait_hint: tuple | bytes | None = None
+    # on the skim path the request frame instead (wait_hint_frame), decoded
+    # into wait_hint only when a rule reads it (kdissect.waits.WaitTimer)
+    wait_hint: tuple | None = None
+    wait_hint_frame: bytes | None = None
     wait_reason: str | None = None  # why the protocol asked the broker to wait (kdissect.waits)
     wait_ns: int | None = None
     # the connection's network round trip at the capture point, and which

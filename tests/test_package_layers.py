@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("records", ("records",)),  # message sets and record batches inside messages
     ("model", ("exchange", "problems", "accounting")),  # the row, its problems, the counters
     ("wire", ("capture", "linklayers", "captureset", "reassembly")),  # files -> TCP streams
-    ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "arrivals", "brokerlog.parse", "brokerlog.join", "pipeline")),
+    ("connection", ("detect", "tls", "framing", "decoding", "sasl", "holds", "pairing", "trial", "waits", "arrivals", "brokerlog.parse", "brokerlog.join", "pipeline")),
     ("analysis", ("summary", "stats_tables", "forensics", "brokerlog")),  # tallies over exchanges
     # what the faces share: writers (atomic files, no output over an input),
     # option declarations, inputs, extras, the allocator tuning and the
