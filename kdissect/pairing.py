@@ -204,6 +204,17 @@ def _decode_error_text(side: str, error: Exception) -> str:
     return f"{side} malformed: {detail}" + (f" ({', '.join(where)})" if where else "")
 
 
+# what a Pairer's collaborators are until it first needs its own (never written)
+def _idle(_held: Any) -> None:
+    raise AssertionError("an idle shared holder released something")
+
+
+_NO_ACKS0 = Acks0Holds(Accounting(), _idle)
+_NO_EARLY = EarlyResponses(Accounting(), _idle)
+_NO_SASL = SaslTracker()
+_NO_TIMER = WaitTimer()
+
+
 class Pairer:
     """Request/response pairing for one Kafka connection.
 
@@ -231,10 +242,13 @@ class Pairer:
         self.keep_error_responses = keep_error_responses
         self.keep_apis = keep_apis
         self.pending: dict[int, Exchange] = {}
-        self.acks0 = Acks0Holds(accounting, self._emit)  # acks=0 requests, until no answer can come
-        self.early = EarlyResponses(accounting, self._emit_orphan)  # responses before their request
-        self.sasl = SaslTracker()
-        self.timer = WaitTimer()
+        # the collaborators start as shared idle ones that nothing writes, and
+        # each Pairer makes its own when it first needs to (most connections
+        # never hold a response nor see SASL; a scan opens thousands of Pairers)
+        self.acks0 = _NO_ACKS0  # acks=0 requests, until no answer can come
+        self.early = _NO_EARLY  # responses before their request
+        self.sasl = _NO_SASL
+        self.timer = _NO_TIMER
         self.used: dict[tuple[int, int], None] = {}  # (api, version) pairs of this connection, newest last
         self.full_trials = FULL_TRIALS
 
@@ -353,11 +367,15 @@ class Pairer:
             ex.expects_response = False
             cid = ex.correlation_id
             timeout = produce_timeout_ns(data, ex.api_version) or DEFAULT_TIMEOUT_NS
+            if self.acks0 is _NO_ACKS0:
+                self.acks0 = Acks0Holds(self.accounting, self._emit)
             self.acks0.hold(ex, cid, ex.request_ts + timeout)  # type: ignore[operator]
             if self.early.held:
                 self._answer_held(cid)
             return
         if starts_raw_sasl:
+            if self.sasl is _NO_SASL:
+                self.sasl = SaslTracker()
             self.sasl.handshake_sent(ex.correlation_id)
         self._wait(ex)
 
@@ -429,6 +447,8 @@ class Pairer:
         if ex is None:
             # no request yet: it may still come (packets captured out of
             # order, e.g. on two interfaces); hold the response a little
+            if self.early is _NO_EARLY:
+                self.early = EarlyResponses(acc, self._emit_orphan)
             self.early.hold(cid, frame)
             return None
         acc.response_frames += 1
@@ -606,6 +626,8 @@ class Pairer:
         if self.conn.timing is not None:
             exchange.rtt_ns, exchange.capture_side = self.conn.network()
         if exchange.response_ts is not None and exchange.request_ts is not None:
+            if self.timer is _NO_TIMER:
+                self.timer = WaitTimer()
             self.timer.time(exchange)
         acc.exchanges += 1
         status = exchange.status
