@@ -436,7 +436,7 @@ class _Connection:
             return False
         from kdissect.trial import identify
 
-        used = reversed(self.pairer.used) if self.pairer is not None else ()
+        used = self.pairer.recent_apis() if self.pairer is not None else ()
         return identify(body, used).verdict != "unknown"
 
     def release(self) -> None:
