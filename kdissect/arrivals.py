@@ -180,6 +180,9 @@ class ArrivalResolver:
     def __init__(self) -> None:
         self.held: deque[Any] = deque()
         self.produced: dict[tuple[Any, Any], list[tuple[int, int, int]]] = {}
+        # the earliest answer time in `produced` (None: empty): a prune whose
+        # cutoff is before it has nothing to drop and skips the walk
+        self.oldest_produced: int | None = None
         self.now = 0
         self.next_prune = 0
 
@@ -188,24 +191,37 @@ class ArrivalResolver:
             yield from self.add(ex)
         yield from self.finish()
 
-    def add(self, ex: Any) -> Iterator[Any]:
+    def add(self, ex: Any) -> tuple | list:
+        """The exchanges released by adding `ex`, in order (none while a
+        fetch ahead of them is held)."""
         arrival = ex.arrival
         ts = ex.response_ts
         if arrival is not None:
             if isinstance(arrival, ProduceArrival) and ts is not None:
                 for label, partition, first, last in arrival.ranges:
                     self.produced.setdefault((label, partition), []).append((first, last, ts))
+                if self.oldest_produced is None or ts < self.oldest_produced:
+                    self.oldest_produced = ts
             # only a fetch that may still meet its Produce is held
             if not isinstance(arrival, FetchArrival) or arrival.end_ns - arrival.start_ns > MAX_HELD_NS:
                 ex.arrival = None
         if ts is not None and ts > self.now:
             self.now = ts
-        if self.held or (ex.arrival is not None):
-            self.held.append(ex)
+        held = self.held
+        if held:
+            held.append(ex)
+            head = held[0].arrival
+            # the usual case while a fetch is held: it still waits, nothing is released
+            if (isinstance(head, FetchArrival) and head.end_ns + PRODUCE_WINDOW_NS >= self.now
+                    and self.now < self.next_prune):
+                return ()
             return self._release()
-        return iter((ex,))
+        if ex.arrival is not None:
+            held.append(ex)
+            return self._release()
+        return (ex,)
 
-    def _release(self) -> Iterator[Any]:
+    def _release(self) -> list:
         held, out = self.held, []
         while held:
             head = held[0]
@@ -217,7 +233,7 @@ class ArrivalResolver:
             out.append(held.popleft())
         if self.now >= self.next_prune:
             self._prune()
-        return iter(out)
+        return out
 
     def _resolve(self, ex: Any) -> None:
         arrival = ex.arrival
@@ -235,12 +251,19 @@ class ArrivalResolver:
         oldest = min((ex.arrival.start_ns for ex in self.held if isinstance(ex.arrival, FetchArrival)),
                      default=self.now)
         cutoff = min(oldest, self.now - MAX_HELD_NS) - 2 * PRODUCE_WINDOW_NS
+        if self.oldest_produced is None or self.oldest_produced >= cutoff:
+            return  # nothing to drop
+        remaining = None
         for key in list(self.produced):
             kept = [entry for entry in self.produced[key] if entry[2] >= cutoff]
             if kept:
                 self.produced[key] = kept
+                earliest = min(entry[2] for entry in kept)
+                if remaining is None or earliest < remaining:
+                    remaining = earliest
             else:
                 del self.produced[key]
+        self.oldest_produced = remaining
 
     def finish(self) -> Iterator[Any]:
         self.now = max(self.now, max((ex.arrival.end_ns for ex in self.held if isinstance(ex.arrival, FetchArrival)),
