@@ -139,6 +139,39 @@ class ProduceArrival:
         self.ranges = ranges
 
 
+_UNREAD: Any = object()
+
+
+class ProduceAnswer(ProduceArrival):
+    """A Produce whose answer's base offsets are read from its frame only
+    when a fetch looks for what it wrote (most never are): its request's
+    spans ((label, partition, last relative offset), ...) and the answer's
+    frame. `ranges` is what `produce_ranges` makes of them."""
+
+    __slots__ = ("spans", "frame", "version", "_bases")
+
+    def __init__(self, spans: tuple, frame: bytes, version: int) -> None:
+        self.spans = spans
+        self.frame = frame
+        self.version = version
+        self._bases: Any = _UNREAD
+
+    def base(self, label: Any, partition: Any) -> int | None:
+        """The base offset the answer gave a partition; None when it gave
+        none (an error, or a frame that does not read)."""
+        bases = self._bases
+        if bases is _UNREAD:
+            bases = self._bases = read_produce_bases(self.frame, self.version)
+            self.frame = b""  # read once
+        return None if bases is None else bases.get((label, partition))
+
+    @property  # type: ignore[override]
+    def ranges(self) -> tuple:
+        self.base(None, None)  # (reads the bases, once)
+        placed = None if self._bases is None else produce_ranges(self.spans, self._bases)
+        return () if placed is None else placed.ranges
+
+
 def produce_wins(arrival: FetchArrival, answer_ts: int) -> bool:
     """Whether a Produce answered at `answer_ts` (holding a first fetched
     offset) is in the fetch's window."""
@@ -198,8 +231,13 @@ class ArrivalResolver:
         ts = ex.response_ts
         if arrival is not None:
             if isinstance(arrival, ProduceArrival) and ts is not None:
-                for label, partition, first, last in arrival.ranges:
-                    self.produced.setdefault((label, partition), []).append((first, last, ts))
+                if arrival.__class__ is ProduceAnswer:
+                    # (answer, last relative offset, ts): placed when a fetch looks (_resolve)
+                    for label, partition, last in arrival.spans:  # type: ignore[attr-defined]
+                        self.produced.setdefault((label, partition), []).append((arrival, last, ts))
+                else:
+                    for label, partition, first, last in arrival.ranges:
+                        self.produced.setdefault((label, partition), []).append((first, last, ts))
                 if self.oldest_produced is None or ts < self.oldest_produced:
                     self.oldest_produced = ts
             # only a fetch that may still meet its Produce is held
@@ -240,6 +278,11 @@ class ArrivalResolver:
         best = None
         for label, partition, offset in arrival.marks:
             for first, last, answer_ts in self.produced.get((label, partition), ()):
+                if first.__class__ is ProduceAnswer:
+                    base = first.base(label, partition)
+                    if base is None:
+                        continue
+                    first, last = base, base + last
                 if first <= offset <= last and produce_wins(arrival, answer_ts) and (best is None or answer_ts < best):
                     best = answer_ts
         resolve_with_produce(ex, best)

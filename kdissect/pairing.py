@@ -57,8 +57,8 @@ from kdissect.framing import Frame
 from kdissect.packet import SlotRecord
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
-from kdissect.arrivals import (DATA_WAIT_MIN_NS, decide, fetch_arrival, produce_bases, produce_ranges, produce_spans,
-                               read_produce_bases)
+from kdissect.arrivals import (DATA_WAIT_MIN_NS, ProduceAnswer, decide, fetch_arrival, produce_bases, produce_ranges,
+                               produce_spans)
 from kdissect.records.access import record_figures, record_sets, set_figures
 from kdissect.waits import HINT_APIS, QUEUED, THROTTLE, classify, request_hint, throttle_holds_response
 
@@ -536,8 +536,8 @@ class Pairer:
                 if ex.records and sets:
                     self._held_sets(ex, sets)
             elif ex.arrival is not None:  # a Produce: the answer's base offsets place what it wrote
-                bases = read_produce_bases(data, api_version)
-                ex.arrival = None if bases is None else produce_ranges(ex.arrival, bases)
+                # its base offsets are read if a fetch looks for what it wrote
+                ex.arrival = ProduceAnswer(ex.arrival, data if type(data) is bytes else bytes(data), api_version)
             if error_codes and self.keep_error_responses:
                 ex.response, _, _ = decode_tolerant(
                     lambda b: decode_response(b, api_key, api_version), data)
