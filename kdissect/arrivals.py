@@ -165,8 +165,8 @@ class ProduceAnswer(ProduceArrival):
             self.frame = b""  # read once
         return None if bases is None else bases.get((label, partition))
 
-    @property  # type: ignore[override]
-    def ranges(self) -> tuple:
+    @property
+    def ranges(self) -> tuple:  # type: ignore[override]
         self.base(None, None)  # (reads the bases, once)
         placed = None if self._bases is None else produce_ranges(self.spans, self._bases)
         return () if placed is None else placed.ranges
@@ -230,18 +230,27 @@ class ArrivalResolver:
         arrival = ex.arrival
         ts = ex.response_ts
         if arrival is not None:
-            if isinstance(arrival, ProduceArrival) and ts is not None:
-                if arrival.__class__ is ProduceAnswer:
-                    # (answer, last relative offset, ts): placed when a fetch looks (_resolve)
-                    for label, partition, last in arrival.spans:  # type: ignore[attr-defined]
-                        self.produced.setdefault((label, partition), []).append((arrival, last, ts))
-                else:
-                    for label, partition, first, last in arrival.ranges:
-                        self.produced.setdefault((label, partition), []).append((first, last, ts))
-                if self.oldest_produced is None or ts < self.oldest_produced:
-                    self.oldest_produced = ts
+            if isinstance(arrival, ProduceArrival):
+                if ts is not None:
+                    produced = self.produced
+                    # a ProduceAnswer's entries are (answer, last relative offset, ts),
+                    # placed when a fetch looks (_resolve); others' (first, last, ts)
+                    if arrival.__class__ is ProduceAnswer:
+                        entries: Iterable[tuple] = [(label, partition, arrival, last)
+                                                    for label, partition, last in arrival.spans]  # type: ignore[attr-defined]
+                    else:
+                        entries = arrival.ranges
+                    for label, partition, first, last in entries:
+                        kept = produced.get((label, partition))
+                        if kept is None:
+                            produced[(label, partition)] = [(first, last, ts)]
+                        else:
+                            kept.append((first, last, ts))
+                    if self.oldest_produced is None or ts < self.oldest_produced:
+                        self.oldest_produced = ts
+                ex.arrival = None
             # only a fetch that may still meet its Produce is held
-            if not isinstance(arrival, FetchArrival) or arrival.end_ns - arrival.start_ns > MAX_HELD_NS:
+            elif not isinstance(arrival, FetchArrival) or arrival.end_ns - arrival.start_ns > MAX_HELD_NS:
                 ex.arrival = None
         if ts is not None and ts > self.now:
             self.now = ts
