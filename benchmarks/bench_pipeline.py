@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kdissect export vs tshark, side by side, on four shapes of traffic.
+"""kdissect export vs tshark, side by side, on five shapes of traffic.
 
     python3 benchmarks/bench_pipeline.py [--rounds 3] [--regenerate] [--only SHAPE ...]
 
