@@ -56,7 +56,7 @@ from kdissect.normal_flow import failure_codes
 from kdissect.packet import SlotRecord
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
-from kdissect.arrivals import DATA_WAIT_MIN_NS, produce_bases, produce_ranges, produce_spans, read_produce_bases
+from kdissect.arrivals import DATA_WAIT_MIN_NS, ProduceAnswer, produce_bases, produce_ranges, produce_spans
 from kdissect.holds import EARLY_WINDOW_NS, MAX_EARLY, MAX_UNANSWERED, Acks0Holds, EarlyResponses
 from kdissect.records.access import record_figures, record_sets, set_figures
 from kdissect.sasl import SaslTracker
@@ -496,8 +496,8 @@ class Pairer:
                 if ex.records and sets:
                     self._held_sets(ex, sets)
             elif ex.arrival is not None:  # a Produce: the answer's base offsets place what it wrote
-                bases = read_produce_bases(data, api_version)
-                ex.arrival = None if bases is None else produce_ranges(ex.arrival, bases)
+                # its base offsets are read if a fetch looks for what it wrote
+                ex.arrival = ProduceAnswer(ex.arrival, data if type(data) is bytes else bytes(data), api_version)
             if error_codes and self.keep_error_responses:
                 ex.response, _, _ = decode_tolerant(
                     lambda b: decode_response(b, api_key, api_version), data)
