@@ -68,6 +68,11 @@ MODULES: dict[str, str] = {
     "trial": "conn.trial",
     "waits": "conn.waits",
     "pipeline": "conn.pipeline",
+    "arrivals": "conn.arrivals",
+    # the broker's request log: reading and joining it is per connection, its
+    # tables are analysis (a submodule listed before its package moves first)
+    "brokerlog.tables": "stats.brokerlog",
+    "brokerlog": "conn.brokerlog",
     # stats: tallies over exchanges (forensics/ is its sibling)
     "summary": "stats.summary",
     "stats_tables": "stats.tables",
@@ -81,7 +86,7 @@ MODULES: dict[str, str] = {
     "allocator": "shared.allocator",
 }
 # flat names that stay where they are
-STAY = ("__init__", "__main__", "cli", "failures", "blake2", "native", "py.typed",
+STAY = ("__init__", "__main__", "cli", "failures", "blake2", "ranks", "native", "py.typed",
         "protocol", "records", "forensics", "commands", "spark", "scapy", "report",
         *sorted({new.split(".")[0] for new in MODULES.values()}))
 
@@ -147,6 +152,8 @@ TESTS: dict[str, str] = {
     "test_pipeline_impair": "conn/test_pipeline_impaired",
     "test_pipeline_paths": "conn/test_pipeline_fast_paths",
     "test_vs_tshark": "conn/test_vs_tshark",
+    "test_arrivals": "conn/test_arrivals",
+    "test_brokerlog": "conn/test_brokerlog_join",
     "test_tls_captures": "conn/tls/test_captures",
     "test_tls_keylog": "conn/tls/test_keylog",
     "test_tls_openssl": "conn/tls/test_openssl",
@@ -176,6 +183,7 @@ TESTS: dict[str, str] = {
     "test_forensics_groups": "forensics/test_groups",
     "test_forensics_topics": "forensics/test_topics",
     "test_forensics_transactions": "forensics/test_transactions",
+    "test_quantile_sketch": "forensics/test_sketch",
     "test_cli_inputs": "shared/test_inputs",
     "test_options": "shared/test_options",
     "test_output_batches": "shared/test_output_batches",
@@ -197,8 +205,10 @@ TESTS: dict[str, str] = {
     "test_spark_session": "spark/test_session",
     "test_spark_split": "spark/test_split",
     "test_spark_summaries": "spark/test_summaries",
+    "test_brokerlog_spark": "spark/test_brokerlog",
     "test_report": "report/test_report",
     "test_report_spark": "report/test_spark_tables",
+    "test_report_hostile": "report/test_hostile_text",
     "test_scapy": "scapy/test_layers",
     "test_scapy_captures": "scapy/test_captures",
     "test_scapy_live": "scapy/test_live",
@@ -211,6 +221,8 @@ TESTS: dict[str, str] = {
     "test_records_lab": "lab/test_records",
     "test_tls_lab": "lab/test_tls",
     "test_waits_lab": "lab/test_waits",
+    "test_longpoll_data_lab": "lab/test_longpoll_data",
+    "test_share_groups_lab": "lab/test_share_groups",
     "test_package_layers": "package/test_layers",
     "test_types": "package/test_types",
     "test_native": "package/test_native",
@@ -242,13 +254,27 @@ def module_path(relative: str) -> Path:
 
 def move_modules(log: list[str]) -> None:
     for old, new in MODULES.items():
-        source, target_dir = module_path(old), REPO / PACKAGE / Path(*new.split("."))
+        source, target_dir = _current_path(old), REPO / PACKAGE / Path(*new.split("."))
         target = target_dir if source.is_dir() else target_dir.with_suffix(".py")
         if not source.exists() or target.exists():
             continue
         _ensure_package(target.parent, log)
         git("mv", str(source.relative_to(REPO)), str(target.relative_to(REPO)))
         log.append(f"moved {source.relative_to(REPO)} -> {target.relative_to(REPO)}")
+
+
+def _current_path(old: str) -> Path:
+    """Where an old module is now: at its old place, or inside a package that moved."""
+    path = module_path(old)
+    parent = _longest_prefix(old, exclude=old)
+    if not path.exists() and parent is not None:
+        path = module_path(MODULES[parent] + old[len(parent):])
+    return path
+
+
+def _longest_prefix(name: str, exclude: str = "") -> str | None:
+    found = [old for old in MODULES if old != exclude and (name == old or name.startswith(old + "."))]
+    return max(found, key=len, default=None)
 
 
 def _ensure_package(folder: Path, log: list[str]) -> None:
@@ -393,8 +419,8 @@ def rewrite_depth(text: str) -> str:
 
 
 def _relative(name: str) -> str:
-    return MODULES.get(name, next((MODULES[old] + name[len(old):] for old in MODULES
-                                   if name.startswith(old + ".")), name))
+    old = _longest_prefix(name)
+    return name if old is None else MODULES[old] + name[len(old):]
 
 
 def _quoted(name: str) -> str:
@@ -554,7 +580,9 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when something is left to do")
     args = parser.parse_args()
     if args.check:
-        left = [old for old in MODULES if module_path(old).exists()]
+        left = [old for old in MODULES if module_path(old).exists() and "." not in old]
+        left += [old for old in MODULES if "." in old and module_path(old).exists()
+                 and not (REPO / PACKAGE / Path(*MODULES[old].split("."))).exists()]
         left += [old for old in TESTS if (REPO / "tests" / f"{old}.py").exists()]
         problems = unknown()
         for line in [f"not moved yet: {name}" for name in left] + problems:
