@@ -54,6 +54,7 @@ MODULES: dict[str, str] = {
     "exchange": "model.exchange",
     "problems": "model.problems",
     "accounting": "model.accounting",
+    "normal_flow": "model.normal_flow",
     # wire: capture files -> ordered TCP byte streams per direction
     "capture": "wire.capture",
     "linklayers": "wire.linklayers",
@@ -76,6 +77,10 @@ MODULES: dict[str, str] = {
     # stats: tallies over exchanges (forensics/ is its sibling)
     "summary": "stats.summary",
     "stats_tables": "stats.tables",
+    # filters: which exchanges a run keeps (analysis, beside stats/ and forensics/)
+    "display_filter": "filters.display_filter",
+    "mentions": "filters.mentions",
+    "selection": "filters.selection",
     # shared: what the faces share (writers, options, inputs, extras, allocator)
     "output": "shared.output",
     "atomic": "shared.atomic",
@@ -84,9 +89,10 @@ MODULES: dict[str, str] = {
     "inputs": "shared.inputs",
     "extras": "shared.extras",
     "allocator": "shared.allocator",
+    "hints": "shared.hints",
 }
 # flat names that stay where they are
-STAY = ("__init__", "__main__", "cli", "failures", "blake2", "ranks", "native", "py.typed",
+STAY = ("__init__", "__main__", "cli", "failures", "blake2", "ranks", "text_escape", "native", "py.typed",
         "protocol", "records", "forensics", "commands", "spark", "scapy", "report",
         *sorted({new.split(".")[0] for new in MODULES.values()}))
 
@@ -100,6 +106,8 @@ PACKAGES: dict[str, tuple[str, bool]] = {
              "decoding, waits, and the Dissector that runs them.", True),
     "stats": ("Figures over exchanges: the latency, error and throttling summaries and\n"
               "the tables `kdissect stats` prints.", False),
+    "filters": ("Which exchanges a run keeps: the display filter, the topics and groups\n"
+                "an exchange names, the selection that combines them with the time window.", False),
     "shared": ("What the faces share: table writers, atomic outputs, protected inputs,\n"
                "option declarations, capture arguments, extras, the allocator tuning.", False),
 }
@@ -179,6 +187,7 @@ TESTS: dict[str, str] = {
     "test_records_figures": "records/test_figures",
     "test_records_fuzz": "records/test_fuzz",
     "test_cli_stats": "stats/test_summary",
+    "test_selection": "filters/test_selection",
     "test_forensics_clients": "forensics/test_clients",
     "test_forensics_groups": "forensics/test_groups",
     "test_forensics_topics": "forensics/test_topics",
@@ -191,6 +200,7 @@ TESTS: dict[str, str] = {
     "test_output_strings": "shared/test_output_strings",
     "test_safe_outputs": "shared/test_safe_outputs",
     "test_extras": "shared/test_extras",
+    "test_hostile_strings": "shared/test_hostile_strings",
     "test_cli": "commands/test_cli",
     "test_cli_plain_args": "commands/test_plain_args",
     "test_forensics_cli": "commands/test_forensics",
@@ -205,6 +215,7 @@ TESTS: dict[str, str] = {
     "test_spark_session": "spark/test_session",
     "test_spark_split": "spark/test_split",
     "test_spark_summaries": "spark/test_summaries",
+    "test_spark_selection": "spark/test_selection",
     "test_brokerlog_spark": "spark/test_brokerlog",
     "test_report": "report/test_report",
     "test_report_spark": "report/test_spark_tables",
@@ -228,6 +239,7 @@ TESTS: dict[str, str] = {
     "test_native": "package/test_native",
     "test_wheel": "package/test_wheel",
     "test_notebooks": "package/test_notebooks",
+    "test_relayout": "package/test_relayout",  # when cherry-picked before the move
 }
 TEST_FOLDER_DOC = "Tests of kdissect/{0}/ (tests mirror the package)."
 TEST_FOLDER_DOCS = {
