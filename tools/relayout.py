@@ -65,6 +65,8 @@ MODULES: dict[str, str] = {
     "framing": "conn.framing",
     "decoding": "conn.decoding",
     "pairing": "conn.pairing",
+    "holds": "conn.holds",
+    "sasl": "conn.sasl",
     "trial": "conn.trial",
     "waits": "conn.waits",
     "pipeline": "conn.pipeline",
