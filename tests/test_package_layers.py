@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the row, its problems, the counters, the error codes of the protocol's normal flow
     ("model", ("exchange", "problems", "accounting", "normal_flow")),
     ("wire", ("capture", "linklayers", "captureset", "reassembly")),  # files -> TCP streams
-    ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "arrivals", "brokerlog.parse", "brokerlog.join", "pipeline")),
+    ("connection", ("detect", "tls", "framing", "decoding", "sasl", "holds", "pairing", "trial", "waits", "arrivals", "brokerlog.parse", "brokerlog.join", "pipeline")),
     # tallies over exchanges, and which exchanges a run keeps (display filter, selection)
     ("analysis", ("summary", "stats_tables", "forensics", "brokerlog", "display_filter", "mentions", "selection",
                   "text_table")),
