@@ -109,7 +109,7 @@ func shareConsume(ctx context.Context, bootstrap, group, topic, clientID string,
 		"released": totals["release"], "rejected": totals["reject"], "commit": answers}
 	return rows, operation{Client: "franz-go",
 		Operation: "share consume group=" + group + " client.id=" + clientID + " (explicit acknowledgement)",
-		Result: result}, nil
+		Result:    result}, nil
 }
 
 // shareAcks: GROUP-releaser gets the `records` records of TOPIC, releases every
