@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,11 @@ REPO = Path(__file__).resolve().parent.parent
 CAPTURES = REPO / "captures"
 # ../shared beside the checkout holds the Kafka spec; absent on a user's machine.
 SHARED = REPO.parent / "shared"
+
+# The text faces fit COLUMNS when it is set, even on a pipe (as `ls` does):
+# the commands the tests run see no width from the shell that ran pytest; a
+# test that wants one sets it for its own child.
+os.environ.pop("COLUMNS", None)
 
 
 @pytest.fixture(scope="session")
