@@ -5,16 +5,21 @@
 ranks (numpy's default method); each group's values go into a
 `QuantileSketch`, so percentiles are exact up to its EXACT_LIMIT values and
 within 1% past it, and memory does not grow with the number of exchanges.
+The tallies per client id (and per client id and broker) keep at most
+`kdissect.forensics.spill.key_limit()` keys in memory, the rest in sorted
+runs on disk; their tables are `RowSpool`s and the text is made line by line
+(`render_lines`), so memory does not grow with the number of client ids either.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from kdissect.exchange import NO_RESPONSE, Exchange
 from kdissect.forensics.sketch import QuantileSketch
+from kdissect.forensics.spill import RowSpool, SpillMap
 
 try:  # per-partition errors need the decoded response body
     from kdissect.protocol.errors import error_name
@@ -50,6 +55,14 @@ class _Times:
             self.service.add(service)
         self.waits += waited
 
+    def merge(self, other: _Times) -> None:
+        self.wire.merge(other.wire)
+        if other.service is not None:
+            if self.service is None:
+                self.service = QuantileSketch()
+            self.service.merge(other.service)
+        self.waits += other.waits
+
     def row(self) -> dict[str, float | int]:
         row = latency_row(self.wire)
         service = latency_row(self.service)
@@ -61,13 +74,13 @@ class _Times:
 class Summary:
     def __init__(self) -> None:
         self.by_api: dict[tuple[str, int | None], _Times] = defaultdict(_Times)
-        self.by_client: dict[str, _Times] = defaultdict(_Times)
+        self.by_client: SpillMap[_Times] = SpillMap(_Times, _Times.merge)  # one per client id: bounded
         self.by_broker: dict[str, _Times] = defaultdict(_Times)
         self.waits: dict[tuple[str, str], QuantileSketch] = defaultdict(QuantileSketch)  # (reason, api) -> waits (ms)
         # (reason, api) -> waits, those of unknown length (no time: kdissect.arrivals) included
         self.wait_counts: Counter[tuple[str, str]] = Counter()
         # (client id, broker) -> [responses with a throttle field, throttled, total ms, max ms, sent while muted]
-        self.throttle_by_client: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+        self.throttle_by_client: SpillMap[list[int]] = SpillMap(_throttle_row, _merge_throttle)
         self.statuses: Counter[str] = Counter()
         self.top_errors: Counter[str] = Counter()  # exchanges per top-level error name
         self.any_errors: Counter[str] = Counter()  # exchanges with this code anywhere
@@ -138,7 +151,7 @@ class Summary:
                 {"api": api, "version": version, **times.row()}
                 for (api, version), times in sorted(self.by_api.items(), key=_api_order)
             ],
-            "latency_by_client": [{"client_id": k, **v.row()} for k, v in sorted(self.by_client.items())],
+            "latency_by_client": RowSpool({"client_id": k, **v.row()} for k, v in self.by_client.items()),
             "latency_by_broker": [{"broker": k, **v.row()} for k, v in sorted(self.by_broker.items())],
             # a long poll of unknown length is counted with no time (kdissect.arrivals)
             "waits": [
@@ -147,11 +160,10 @@ class Summary:
                  "max_ms": waits.max if waits.count else None}
                 for (reason, api), waits in sorted(self.waits.items())
             ],
-            "throttle_by_client": [
+            "throttle_by_client": RowSpool(
                 {"client_id": client_id, "broker": broker, "responses": row[0], "throttled": row[1],
                  "total_ms": row[2], "max_ms": row[3], "sent_while_muted": row[4]}
-                for (client_id, broker), row in sorted(self.throttle_by_client.items())
-            ],
+                for (client_id, broker), row in self.throttle_by_client.items()),
             "top_level_errors": dict(self.top_errors.most_common()),
             "errors_anywhere": dict(self.any_errors.most_common()),
             "partition_errors": [
@@ -168,38 +180,65 @@ class Summary:
 
     def render(self, accounting: Any = None) -> str:
         # `accounting`: anything with summary_lines() (an Accounting, or an Analysis: with its TLS line)
+        return "".join(self.render_lines(accounting))
+
+    def render_lines(self, accounting: Any = None) -> Iterator[str]:
+        """`render`'s text in pieces (a table may have a row per client id)."""
         d = self.to_dict()
-        parts: list[str] = [f"exchanges: {self.exchanges} "
-                            + "(" + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) + ")"]
         lat_cols = ["count", "p50", "p90", "p99", "max", "waits", "service_p50", "service_p90", "service_p99",
                     "service_max"]
         heads = ["count", "p50", "p90", "p99", "max", "waits", "svc_p50", "svc_p90", "svc_p99", "svc_max"]
         title = " (wire latency; svc: service time, without the waits the protocol asked for)"
-        parts.append(_table("latency (ms) by API" + title, ["api", "version"] + heads,
-                            [[r["api"], r["version"]] + [r[c] for c in lat_cols] for r in d["latency_by_api"]]))
-        parts.append(_table("latency (ms) by client id", ["client_id"] + heads,
-                            _spent_rows(d.pop("latency_by_client"), ["client_id"] + lat_cols)))
-        parts.append(_table("latency (ms) by broker", ["broker"] + heads,
-                            [[r["broker"]] + [r[c] for c in lat_cols] for r in d["latency_by_broker"]]))
-        parts.append(_table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
-                            [[r["reason"], r["api"], r["count"], r["median_ms"], r["max_ms"]] for r in d["waits"]]))
         names = sorted(set(self.top_errors) | set(self.any_errors),
                        key=lambda n: (-self.any_errors.get(n, 0), n))
-        parts.append(_table("error codes", ["error", "top_level", "anywhere"],
-                            [[n, self.top_errors.get(n, 0), self.any_errors.get(n, 0)] for n in names]))
-        parts.append(_table("per-partition errors", ["topic", "partition", "error", "count"],
-                            [[r["topic"], r["partition"], r["error"], r["count"]] for r in d["partition_errors"]]))
-        parts.append(_table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
-                            [[r["broker"], r["responses"], r["throttled"], r["max_ms"], r["total_ms"]]
-                             for r in d["throttle"]]))
-        parts.append(_table("throttling by client", ["client_id", "broker", "responses", "throttled", "total_ms",
-                                                      "max_ms", "sent_while_muted"],
-                            [[r["client_id"], r["broker"], r["responses"], r["throttled"], r["total_ms"], r["max_ms"],
-                              r["sent_while_muted"]] for r in d["throttle_by_client"]]))
-        parts.append(_table("without response", ["api", "count"], [[k, v] for k, v in d["no_response"].items()]))
+
+        def of(rows: Iterable[dict[str, Any]], columns: list[str]) -> Callable[[], Iterator[list[Any]]]:
+            return lambda: ([r[c] for c in columns] for r in rows)
+
+        parts: list[Iterator[str]] = [
+            iter([f"exchanges: {self.exchanges} "
+                  + "(" + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) + ")"]),
+            _table("latency (ms) by API" + title, ["api", "version"] + heads,
+                   of(d["latency_by_api"], ["api", "version"] + lat_cols)),
+            _table("latency (ms) by client id", ["client_id"] + heads,
+                   of(d["latency_by_client"], ["client_id"] + lat_cols)),
+            _table("latency (ms) by broker", ["broker"] + heads,
+                   of(d["latency_by_broker"], ["broker"] + lat_cols)),
+            _table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
+                   of(d["waits"], ["reason", "api", "count", "median_ms", "max_ms"])),
+            _table("error codes", ["error", "top_level", "anywhere"],
+                   lambda: ([n, self.top_errors.get(n, 0), self.any_errors.get(n, 0)] for n in names)),
+            _table("per-partition errors", ["topic", "partition", "error", "count"],
+                   of(d["partition_errors"], ["topic", "partition", "error", "count"])),
+            _table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
+                   of(d["throttle"], ["broker", "responses", "throttled", "max_ms", "total_ms"])),
+            _table("throttling by client", ["client_id", "broker", "responses", "throttled", "total_ms",
+                                            "max_ms", "sent_while_muted"],
+                   of(d["throttle_by_client"], ["client_id", "broker", "responses", "throttled", "total_ms",
+                                                "max_ms", "sent_while_muted"])),
+            _table("without response", ["api", "count"], lambda: ([k, v] for k, v in d["no_response"].items())),
+        ]
         if accounting is not None:
-            parts.append("accounting\n" + "\n".join("  " + line for line in accounting.summary_lines()))
-        return "\n\n".join(parts) + "\n"
+            parts.append(iter(["accounting\n" + "\n".join("  " + line for line in accounting.summary_lines())]))
+        for at, part in enumerate(parts):
+            if at:
+                yield "\n\n"
+            for number, line in enumerate(part):
+                yield ("\n" if number else "") + line
+        yield "\n"
+
+
+def _throttle_row() -> list[int]:
+    # responses with a throttle field, throttled, total ms, max ms, sent while muted
+    return [0, 0, 0, 0, 0]
+
+
+def _merge_throttle(into: list[int], other: list[int]) -> None:
+    into[0] += other[0]
+    into[1] += other[1]
+    into[2] += other[2]
+    into[3] = max(into[3], other[3])
+    into[4] += other[4]
 
 
 def _partition_errors(ex: Exchange) -> list[tuple[Any, int, int]]:
@@ -222,31 +261,29 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def _spent_rows(rows: list[dict[str, Any]], columns: list[str]) -> list[list[Any]]:
-    """The values of `columns` of each row, dropping each row dict once read
-    (a table may have a row per client id: hundreds of thousands)."""
-    values = []
-    for at, row in enumerate(rows):
-        values.append([row[c] for c in columns])
-        rows[at] = None  # type: ignore[call-overload]
-    return values
-
-
-def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
-    """An aligned text table; `rows` are turned into their cells' text in place."""
-    if not rows:
-        return f"{title}\n  (none)"
-    numeric = [all(_is_number(r[i]) for r in rows) for i in range(len(header))]
-    for at, row in enumerate(rows):
-        rows[at] = [_cell(v) for v in row]
-    cells = rows
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
+def _table(title: str, header: list[str], rows: Callable[[], Iterable[list[Any]]]) -> Iterator[str]:
+    """An aligned text table, line by line; `rows()` gives the rows' values,
+    read twice (the widths, then the lines) rather than held."""
+    widths = [len(h) for h in header]
+    numeric = [True] * len(header)
+    empty = True
+    for row in rows():
+        empty = False
+        for i, value in enumerate(row):
+            widths[i] = max(widths[i], len(_cell(value)))
+            numeric[i] = numeric[i] and _is_number(value)
+    if empty:
+        yield f"{title}\n  (none)"
+        return
 
     def line(values: list[str]) -> str:
         return "  " + "  ".join(v.rjust(w) if num else v.ljust(w)
                                 for v, w, num in zip(values, widths, numeric)).rstrip()
 
-    return "\n".join([title, line(header), *(line(r) for r in cells)])
+    yield title
+    yield line(header)
+    for row in rows():
+        yield line([_cell(v) for v in row])
 
 
 def _is_number(value: Any) -> bool:

@@ -9,7 +9,6 @@ import click
 
 from kdissect.failures import InputError
 from kdissect.options import OUTPUT_HELP, ForensicSettings, flag, forensic_settings, option
-from kdissect.output import safe_text
 
 
 class ForensicOptions(ForensicSettings):
@@ -40,22 +39,33 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
         write_table(options.table or names[0], selected(options.table or names[0]), options.output,
                     analysis.ts_unit)
     else:
-        from kdissect.forensics.render import render_flags, render_rows, render_table
+        from kdissect.commands.runtime import echo_pieces
+        from kdissect.forensics.render import render_flags, render_lines, table_lines
 
         shown = [options.table] if options.table else [name for name in names if name != "topic_lag"]
-        parts = [render_table(name, selected(name)) for name in shown]
+        parts = [table_lines(name, selected(name)) for name in shown]
         if command == "groups" and not options.table:
-            parts.append(render_flags(tables, clients=False))
+            parts.append(iter([render_flags(tables, clients=False)]))
         elif command == "clients" and not options.table:
-            parts.append(render_rows("metadata storms (60+ Metadata requests in a minute)",
-                                     ["client_id", "software_name", "metadata_requests", "metadata_max_per_minute"],
-                                     tables.metadata_storms))
-        click.echo(safe_text("\n\n".join(parts)))
+            parts.append(render_lines("metadata storms (60+ Metadata requests in a minute)",
+                                      ["client_id", "software_name", "metadata_requests", "metadata_max_per_minute"],
+                                      tables.metadata_storms))
+        echo_pieces(_joined(parts))
     if not options.quiet:
         if tables.unresolved_topic_ids:
             click.echo(f"kdissect: {len(tables.unresolved_topic_ids)} topic ids that no response in the capture "
                        "names are shown as ids", err=True)
         print_accounting(analysis)
+
+
+def _joined(parts: list[Any]) -> Any:
+    """The parts' lines as `"\\n\\n".join(part texts) + "\\n"` gives them, piece by piece."""
+    for at, part in enumerate(parts):
+        if at:
+            yield "\n\n"
+        for number, line in enumerate(part):
+            yield ("\n" if number else "") + line
+    yield "\n"
 
 
 def filter_rows(tables: Any, options: Any) -> Any:

@@ -114,3 +114,23 @@ def print_accounting(analysis: Any) -> None:
         say(f"kdissect: {line}")
     for problem in analysis.read_stats.problems:
         say(f"kdissect: {problem}".encode("utf-8", "replace").decode("utf-8"))
+
+
+def echo_pieces(pieces: Any, chunk: int = 1 << 16) -> None:
+    """Print text given in pieces (a table of hundreds of thousands of rows,
+    made line by line) on stdout, about `chunk` characters per write, each
+    piece made UTF-8 safe as `click.echo(safe_text(text))` would."""
+    import click
+
+    from kdissect.output import safe_text
+
+    buffer: list[str] = []
+    size = 0
+    for piece in pieces:
+        buffer.append(piece)
+        size += len(piece)
+        if size >= chunk:
+            click.echo(safe_text("".join(buffer)), nl=False)
+            buffer, size = [], 0
+    if buffer:
+        click.echo(safe_text("".join(buffer)), nl=False)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from kdissect.commands.runtime import run_analysis
+from kdissect.commands.runtime import echo_pieces, run_analysis
 from kdissect.options import CaptureInputs, click_command, flag
 from kdissect.output import safe_text
 
@@ -20,6 +18,7 @@ class StatsOptions(CaptureInputs):
 def stats(options: StatsOptions) -> None:
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
     from kdissect.forensics.render import render_stats
+    from kdissect.forensics.spill import json_pieces
     from kdissect.stats_tables import as_dict, collect
 
     # per-partition errors need the decoded response bodies
@@ -34,10 +33,11 @@ def stats(options: StatsOptions) -> None:
             payload["tls"] = analysis.dissector.tls_stats.to_dict()
         if broker_tables is not None:
             payload["broker_log"] = broker_log_payload(analysis, broker_tables)
-        click.echo(safe_text(json.dumps(payload, indent=2, default=str, allow_nan=True)))
+        # the arrays of one row per client id are written row by row
+        echo_pieces(json_pieces(payload, default=str, allow_nan=True))
     else:
         # the analysis gives the accounting lines with the TLS line
-        click.echo(safe_text(summary.render(analysis)), nl=False)
+        echo_pieces(summary.render_lines(analysis))
         click.echo(safe_text(render_stats(tables)))
         if broker_tables is not None:
             click.echo(safe_text(broker_tables.render(analysis.dissector.encrypted_clients)))

@@ -7,7 +7,7 @@ column. Times are UTC clock times, lists are comma-separated.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from kdissect.times import clock_text
 
@@ -66,25 +66,45 @@ def cell(name: str, value: Any) -> str:
     return str(value)
 
 
-def render_rows(title: str, columns: list[str], rows: list[dict[str, Any]], width: int = 60) -> str:
+def render_rows(title: str, columns: list[str], rows: Iterable[dict[str, Any]], width: int = 60) -> str:
     """An aligned text table; cells longer than `width` are cut with '...'."""
-    if not rows:
-        return f"{title}\n  (none)"
-    cells = [[_cut(cell(name, row.get(name)), width) for name in columns] for row in rows]
-    widths = [max(len(name), *(len(r[i]) for r in cells)) for i, name in enumerate(columns)]
-    numeric = [all(isinstance(row.get(name), (int, float)) and not isinstance(row.get(name), bool)
-                   or row.get(name) is None for row in rows) and name not in TIME_COLUMNS
-               for name in columns]
+    return "\n".join(render_lines(title, columns, rows, width))
+
+
+def render_lines(title: str, columns: list[str], rows: Iterable[dict[str, Any]], width: int = 60) -> Iterator[str]:
+    """`render_rows`' lines, one at a time: `rows` is read twice (the widths,
+    then the lines; a list or a kdissect.forensics.spill.RowSpool), not held as text."""
+    widths = [len(name) for name in columns]
+    numeric = [name not in TIME_COLUMNS for name in columns]
+    empty = True
+    for row in rows:
+        empty = False
+        for i, name in enumerate(columns):
+            value = row.get(name)
+            widths[i] = max(widths[i], len(_cut(cell(name, value), width)))
+            if numeric[i] and not (value is None or isinstance(value, (int, float)) and not isinstance(value, bool)):
+                numeric[i] = False
+    if empty:
+        yield f"{title}\n  (none)"
+        return
 
     def line(values: list[str]) -> str:
         return "  " + "  ".join(v.rjust(w) if num else v.ljust(w)
                                 for v, w, num in zip(values, widths, numeric)).rstrip()
 
-    return "\n".join([title, line(columns), *(line(r) for r in cells)])
+    yield title
+    yield line(columns)
+    for row in rows:
+        yield line([_cut(cell(name, row.get(name)), width) for name in columns])
 
 
-def render_table(name: str, rows: list[dict[str, Any]]) -> str:
+def render_table(name: str, rows: Iterable[dict[str, Any]]) -> str:
     return render_rows(TITLES[name], DISPLAY[name], rows)
+
+
+def table_lines(name: str, rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """`render_table`'s lines, one at a time."""
+    return render_lines(TITLES[name], DISPLAY[name], rows)
 
 
 def _cut(text: str, width: int) -> str:
