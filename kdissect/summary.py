@@ -151,7 +151,7 @@ class Summary:
                 {"api": api, "version": version, **times.row()}
                 for (api, version), times in sorted(self.by_api.items(), key=_api_order)
             ],
-            "latency_by_client": RowSpool({"client_id": k, **v.row()} for k, v in self.by_client.items()),
+            "latency_by_client": RowSpool({"client_id": k, **v.row()} for k, v in self.by_client.items()).settled(),
             "latency_by_broker": [{"broker": k, **v.row()} for k, v in sorted(self.by_broker.items())],
             # a long poll of unknown length is counted with no time (kdissect.arrivals)
             "waits": [
@@ -163,7 +163,7 @@ class Summary:
             "throttle_by_client": RowSpool(
                 {"client_id": client_id, "broker": broker, "responses": row[0], "throttled": row[1],
                  "total_ms": row[2], "max_ms": row[3], "sent_while_muted": row[4]}
-                for (client_id, broker), row in self.throttle_by_client.items()),
+                for (client_id, broker), row in self.throttle_by_client.items()).settled(),
             "top_level_errors": dict(self.top_errors.most_common()),
             "errors_anywhere": dict(self.any_errors.most_common()),
             "partition_errors": [

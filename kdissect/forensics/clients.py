@@ -303,7 +303,7 @@ class ClientTally:
             })
         return rows
 
-    def rows(self, names: Any, release: bool = False) -> RowSpool:
+    def rows(self, names: Any, release: bool = False) -> list[dict[str, Any]] | RowSpool:
         """One row per client; with `release`, each client's stats are
         dropped once its row is made (the tally is then spent), so the
         tallies and the rows of hundreds of thousands of client ids are not
@@ -344,7 +344,7 @@ class ClientTally:
         if release:
             self.stats.close()
             self.stats = SpillMap(ClientStats, ClientStats.merge, client_order)
-        return rows
+        return rows.settled()
 
     def folded_items(self) -> list[tuple[tuple, ClientStats]]:
         return list(self._folded())

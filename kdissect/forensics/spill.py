@@ -255,6 +255,11 @@ class RowSpool:
             self._pending = []
         self._out.flush()
 
+    def settled(self) -> list[dict[str, Any]] | RowSpool:
+        """A plain list when every row is in memory (the common case, and
+        what the Python API has always given), else the spool itself."""
+        return self.memory if self._out is None else self
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if self._out is None:
             return iter(self.memory)
