@@ -134,3 +134,34 @@ def test_json_pieces_are_json_dumps() -> None:
            "small": RowSpool(rows[:2], limit=4)}
     plain = {**obj, "rows": rows, "empty": [], "small": rows[:2]}
     assert "".join(json_pieces(obj, allow_nan=True)) == json.dumps(plain, indent=2, allow_nan=True) + "\n"
+
+
+def test_forensics_state_travels_whole_when_spilled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Spark tasks pickle their tallies to the driver: a spilled client
+    tally arrives whole (its runs read back), and merges to the same rows."""
+    import pickle
+
+    from kdissect.forensics import FORENSIC_APIS, Forensics
+    from kdissect.pipeline import analyze
+
+    capture = CAPTURES / "java_transactions_kafka.pcap"
+
+    def tallied(keys: str | None) -> Forensics:
+        if keys is None:
+            monkeypatch.delenv("KDISSECT_SPILL_KEYS", raising=False)
+        else:
+            monkeypatch.setenv("KDISSECT_SPILL_KEYS", keys)
+        forensics = Forensics()
+        exchanges, _ = analyze([capture], keep_apis=FORENSIC_APIS)
+        for ex in exchanges:
+            forensics.add(ex)
+        forensics.finish()
+        return forensics
+
+    spilled = tallied("1")
+    assert spilled.clients.stats.runs  # it did spill
+    travelled = Forensics.from_state(pickle.loads(pickle.dumps(spilled.state())))
+    merged = Forensics.from_state(pickle.loads(pickle.dumps(tallied(None).state())))
+    merged.merge(Forensics.from_state(pickle.loads(pickle.dumps(Forensics().state()))))
+    assert travelled.tables().clients == merged.tables().clients
+    assert len(travelled.tables().clients) > 1
