@@ -19,7 +19,7 @@ building the text of the big arrays at once.
 Files go to a private directory made in TMPDIR (tempfile's rules), removed
 by `close()`, when the owner is collected, and at exit (failures included).
 
-The limit, `SPILL_KEYS` (10,000), can be set with the environment variable
+The limit, `SPILL_KEYS` (5,000), can be set with the environment variable
 `KDISSECT_SPILL_KEYS` (the tests force a tiny one to prove that the spilled
 path gives the same output as the in-memory one).
 """
@@ -36,7 +36,7 @@ import weakref
 from itertools import islice
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
-SPILL_KEYS = 10_000  # about 25 MB of client tallies and rows: the summary verbs stay near 2x export
+SPILL_KEYS = 5_000  # about 20 MB of client tallies and rows: the summary verbs stay under 2x export
 _BATCH = 1_000  # rows per pickle in a RowSpool (fewer calls; one batch read at a time)
 MAX_RUNS = 32  # run files of a SpillMap before they are merged into one
 
