@@ -198,25 +198,25 @@ class Summary:
         parts: list[Iterator[str]] = [
             iter([f"exchanges: {self.exchanges} "
                   + "(" + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) + ")"]),
-            _table("latency (ms) by API" + title, ["api", "version"] + heads,
+            _table_lines("latency (ms) by API" + title, ["api", "version"] + heads,
                    of(d["latency_by_api"], ["api", "version"] + lat_cols)),
-            _table("latency (ms) by client id", ["client_id"] + heads,
+            _table_lines("latency (ms) by client id", ["client_id"] + heads,
                    of(d["latency_by_client"], ["client_id"] + lat_cols)),
-            _table("latency (ms) by broker", ["broker"] + heads,
+            _table_lines("latency (ms) by broker", ["broker"] + heads,
                    of(d["latency_by_broker"], ["broker"] + lat_cols)),
-            _table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
+            _table_lines("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
                    of(d["waits"], ["reason", "api", "count", "median_ms", "max_ms"])),
-            _table("error codes", ["error", "top_level", "anywhere"],
+            _table_lines("error codes", ["error", "top_level", "anywhere"],
                    lambda: ([n, self.top_errors.get(n, 0), self.any_errors.get(n, 0)] for n in names)),
-            _table("per-partition errors", ["topic", "partition", "error", "count"],
+            _table_lines("per-partition errors", ["topic", "partition", "error", "count"],
                    of(d["partition_errors"], ["topic", "partition", "error", "count"])),
-            _table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
+            _table_lines("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
                    of(d["throttle"], ["broker", "responses", "throttled", "max_ms", "total_ms"])),
-            _table("throttling by client", ["client_id", "broker", "responses", "throttled", "total_ms",
+            _table_lines("throttling by client", ["client_id", "broker", "responses", "throttled", "total_ms",
                                             "max_ms", "sent_while_muted"],
                    of(d["throttle_by_client"], ["client_id", "broker", "responses", "throttled", "total_ms",
                                                 "max_ms", "sent_while_muted"])),
-            _table("without response", ["api", "count"], lambda: ([k, v] for k, v in d["no_response"].items())),
+            _table_lines("without response", ["api", "count"], lambda: ([k, v] for k, v in d["no_response"].items())),
         ]
         if accounting is not None:
             parts.append(iter(["accounting\n" + "\n".join("  " + line for line in accounting.summary_lines())]))
@@ -261,7 +261,12 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def _table(title: str, header: list[str], rows: Callable[[], Iterable[list[Any]]]) -> Iterator[str]:
+def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
+    """An aligned text table of `rows` (each a list of values)."""
+    return "\n".join(_table_lines(title, header, lambda: rows))
+
+
+def _table_lines(title: str, header: list[str], rows: Callable[[], Iterable[list[Any]]]) -> Iterator[str]:
     """An aligned text table, line by line; `rows()` gives the rows' values,
     read twice (the widths, then the lines) rather than held."""
     widths = [len(h) for h in header]

@@ -31,7 +31,7 @@ and the client rows are made one client id at a time into a `RowSpool`.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from kdissect.forensics.batches import SetFigures
 from kdissect.forensics.spill import RowSpool, SpillMap
@@ -350,7 +350,7 @@ class ClientTally:
         return list(self._folded())
 
     @staticmethod
-    def metadata_storms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def metadata_storms(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{"client_id": row["client_id"], "software_name": row["software_name"],
                  "metadata_requests": row["metadata_requests"],
                  "metadata_max_per_minute": row["metadata_max_per_minute"]}
