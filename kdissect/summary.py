@@ -17,9 +17,11 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Callable, Iterable, Iterator
 
-from kdissect.exchange import NO_RESPONSE, Exchange
+from kdissect.exchange import NO_RESPONSE, OK, Exchange
 from kdissect.forensics.sketch import QuantileSketch
 from kdissect.forensics.spill import RowSpool, SpillMap
+from kdissect.normal_flow import failure_codes, is_normal_flow_name
+from kdissect.text_escape import escape_text
 
 try:  # per-partition errors need the decoded response body
     from kdissect.protocol.errors import error_name
@@ -90,6 +92,10 @@ class Summary:
         self.throttle_fields: Counter[str] = Counter()  # responses carrying a throttle time
         self.no_response: Counter[str] = Counter()
         self.exchanges = 0
+        self.ok_with_errors = 0  # status ok with a non-zero code anywhere
+        self.ok_normal_flow_only = 0  # of those, only normal-flow codes (kdissect.normal_flow)
+        # (client id, error name) -> [exchanges]: bounded like the other tallies per client id
+        self.errors_by_client: SpillMap[list[int]] = SpillMap(_count, _merge_count, order=_error_order)
 
     def add(self, ex: Exchange) -> None:
         self.exchanges += 1
@@ -126,6 +132,13 @@ class Summary:
             self.top_errors[error_name(ex.error_code)] += 1
         for code in ex.error_codes:
             self.any_errors[error_name(code)] += 1
+        if ex.error_code or ex.error_codes:
+            codes = set(ex.error_codes) | ({ex.error_code} if ex.error_code else set())
+            for code in codes:
+                self.errors_by_client[(client_id, error_name(code))][0] += 1
+            if ex.status == OK:
+                self.ok_with_errors += 1
+                self.ok_normal_flow_only += not failure_codes(list(codes))
         if ex.throttle_time_ms is not None:
             broker = ex.broker or "?"
             self.throttle_ms[broker]  # noqa: B018 - a broker that reports throttle fields
@@ -164,6 +177,14 @@ class Summary:
                 {"client_id": client_id, "broker": broker, "responses": row[0], "throttled": row[1],
                  "total_ms": row[2], "max_ms": row[3], "sent_while_muted": row[4]}
                 for (client_id, broker), row in self.throttle_by_client.items()).settled(),
+            "paired_with_error_codes": self.ok_with_errors,
+            "paired_normal_flow_only": self.ok_normal_flow_only,
+            "error_codes": [
+                {"error": name, "normal_flow": is_normal_flow_name(name), "top_level": self.top_errors.get(name, 0),
+                 "anywhere": self.any_errors.get(name, 0)}
+                for name in self._error_names()
+            ],
+            "errors_by_client": RowSpool(self._errors_by_client_rows()).settled(),
             "top_level_errors": dict(self.top_errors.most_common()),
             "errors_anywhere": dict(self.any_errors.most_common()),
             "partition_errors": [
@@ -178,48 +199,88 @@ class Summary:
             "no_response": dict(self.no_response.most_common()),
         }
 
-    def render(self, accounting: Any = None) -> str:
-        # `accounting`: anything with summary_lines() (an Accounting, or an Analysis: with its TLS line)
-        return "".join(self.render_lines(accounting))
+    def _error_names(self) -> list[str]:
+        """Error names, failures first, then by exchanges carrying them."""
+        return sorted(set(self.top_errors) | set(self.any_errors),
+                      key=lambda n: (is_normal_flow_name(n), -self.any_errors.get(n, 0), n))
 
-    def render_lines(self, accounting: Any = None) -> Iterator[str]:
-        """`render`'s text in pieces (a table may have a row per client id)."""
+    def _errors_by_client_rows(self) -> Iterator[dict[str, Any]]:
+        """errors_by_client's rows: failures first, then by client id, each
+        client's errors by exchanges. (Not by exchanges across clients: the
+        tally may be spilled to disk, read back in key order, and one
+        client's few errors are all that is sorted in memory.)"""
+        group: list[dict[str, Any]] = []
+        for (client_id, name), (count,) in self.errors_by_client.items():
+            normal = is_normal_flow_name(name)
+            if group and (group[0]["normal_flow"], group[0]["client_id"]) != (normal, client_id):
+                yield from sorted(group, key=lambda r: (-r["exchanges"], r["error"]))
+                group = []
+            group.append({"client_id": client_id, "error": name, "normal_flow": normal, "exchanges": count})
+        yield from sorted(group, key=lambda r: (-r["exchanges"], r["error"]))
+
+    def statuses_line(self) -> str:
+        """`exchanges: N (...)`, with "ok" split by error codes."""
+        from kdissect.accounting import statuses_text
+
+        others = ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items()) if k != OK)
+        return (f"exchanges: {self.exchanges} ("
+                + statuses_text(self.statuses.get(OK, 0), self.ok_with_errors, self.ok_normal_flow_only)
+                + (f", {others}" if others else "") + ")")
+
+    def render(self, accounting: Any = None, width: int | None = None) -> str:
+        """The tables as text, each fitted to `width` columns (None: every
+        column). `accounting`: anything with summary_lines() (an Accounting,
+        or an Analysis: with its TLS line)."""
+        return "".join(self.render_lines(accounting, width))
+
+    def render_lines(self, accounting: Any = None, width: int | None = None) -> Iterator[str]:
+        """`render`'s text in pieces (a table may have a row per client id:
+        made line by line, its rows read twice, never held as text)."""
+        from kdissect.text_table import wrap_line
+
         d = self.to_dict()
-        lat_cols = ["count", "p50", "p90", "p99", "max", "waits", "service_p50", "service_p90", "service_p99",
-                    "service_max"]
-        heads = ["count", "p50", "p90", "p99", "max", "waits", "svc_p50", "svc_p90", "svc_p99", "svc_max"]
-        title = " (wire latency; svc: service time, without the waits the protocol asked for)"
-        names = sorted(set(self.top_errors) | set(self.any_errors),
-                       key=lambda n: (-self.any_errors.get(n, 0), n))
+        # service times first: "is the broker slow" is answered without the waits
+        lat_cols = ["count", "service_p50", "service_p99", "service_max", "waits", "p50", "p99", "max",
+                    "service_p90", "p90"]
+        heads = ["count", "svc_p50", "svc_p99", "svc_max", "waits", "p50", "p99", "max", "svc_p90", "p90"]
+        title = " (svc: service time, without the waits the protocol asked for; p: wire latency)"
 
-        def of(rows: Iterable[dict[str, Any]], columns: list[str]) -> Callable[[], Iterator[list[Any]]]:
-            return lambda: ([r[c] for c in columns] for r in rows)
+        def of(rows: Iterable[dict[str, Any]], columns: list[str],
+               shown: Callable[[str, Any], Any] = lambda _column, value: value) -> Callable[[], Iterator[list[Any]]]:
+            return lambda: ([shown(c, r[c]) for c in columns] for r in rows)
 
+        def yes_no(column: str, value: Any) -> Any:
+            return ("yes" if value else "no") if column == "normal_flow" else value
+
+        def table(title: str, header: list[str], rows: Callable[[], Iterable[list[Any]]]) -> Iterator[str]:
+            return _table_lines(title, header, rows, width)
+
+        throttle_cols = ["client_id", "throttled", "total_ms", "max_ms", "sent_while_muted", "responses", "broker"]
         parts: list[Iterator[str]] = [
-            iter([f"exchanges: {self.exchanges} "
-                  + "(" + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) + ")"]),
-            _table_lines("latency (ms) by API" + title, ["api", "version"] + heads,
-                   of(d["latency_by_api"], ["api", "version"] + lat_cols)),
-            _table_lines("latency (ms) by client id", ["client_id"] + heads,
-                   of(d["latency_by_client"], ["client_id"] + lat_cols)),
-            _table_lines("latency (ms) by broker", ["broker"] + heads,
-                   of(d["latency_by_broker"], ["broker"] + lat_cols)),
-            _table_lines("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
-                   of(d["waits"], ["reason", "api", "count", "median_ms", "max_ms"])),
-            _table_lines("error codes", ["error", "top_level", "anywhere"],
-                   lambda: ([n, self.top_errors.get(n, 0), self.any_errors.get(n, 0)] for n in names)),
-            _table_lines("per-partition errors", ["topic", "partition", "error", "count"],
-                   of(d["partition_errors"], ["topic", "partition", "error", "count"])),
-            _table_lines("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
-                   of(d["throttle"], ["broker", "responses", "throttled", "max_ms", "total_ms"])),
-            _table_lines("throttling by client", ["client_id", "broker", "responses", "throttled", "total_ms",
-                                            "max_ms", "sent_while_muted"],
-                   of(d["throttle_by_client"], ["client_id", "broker", "responses", "throttled", "total_ms",
-                                                "max_ms", "sent_while_muted"])),
-            _table_lines("without response", ["api", "count"], lambda: ([k, v] for k, v in d["no_response"].items())),
+            iter([wrap_line(self.statuses_line(), width)]),
+            table("latency (ms) by API" + title, ["api", "version"] + heads,
+                  of(d["latency_by_api"], ["api", "version"] + lat_cols)),
+            table("latency (ms) by client id", ["client_id"] + heads,
+                  of(d["latency_by_client"], ["client_id"] + lat_cols)),
+            table("latency (ms) by broker", ["broker"] + heads, of(d["latency_by_broker"], ["broker"] + lat_cols)),
+            table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
+                  of(d["waits"], ["reason", "api", "count", "median_ms", "max_ms"])),
+            table("error codes (normal_flow: a code the protocol uses in its normal flow, not a failure)",
+                  ["error", "normal_flow", "top_level", "anywhere"],
+                  of(d["error_codes"], ["error", "normal_flow", "top_level", "anywhere"], yes_no)),
+            table("errors by client id (exchanges; failures first, then by client id)",
+                  ["client_id", "error", "normal_flow", "exchanges"],
+                  of(d["errors_by_client"], ["client_id", "error", "normal_flow", "exchanges"], yes_no)),
+            table("per-partition errors", ["topic", "partition", "error", "count"],
+                  of(d["partition_errors"], ["topic", "partition", "error", "count"])),
+            table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
+                  of(d["throttle"], ["broker", "responses", "throttled", "max_ms", "total_ms"])),
+            table("throttling by client", throttle_cols, of(d["throttle_by_client"], throttle_cols)),
+            table("without response", ["api", "count"], lambda: ([k, v] for k, v in d["no_response"].items())),
         ]
         if accounting is not None:
-            parts.append(iter(["accounting\n" + "\n".join("  " + line for line in accounting.summary_lines())]))
+            parts.append(iter(["accounting\n" + "\n".join(wrap_line("  " + line, width, "      ")
+                                                            for line in accounting.summary_lines())]))
         for at, part in enumerate(parts):
             if at:
                 yield "\n\n"
@@ -241,6 +302,19 @@ def _merge_throttle(into: list[int], other: list[int]) -> None:
     into[4] += other[4]
 
 
+def _count() -> list[int]:
+    return [0]
+
+
+def _merge_count(into: list[int], other: list[int]) -> None:
+    into[0] += other[0]
+
+
+def _error_order(key: tuple[str, str]) -> tuple[bool, str, str]:
+    """errors_by_client's key order: failures first, then client id, error."""
+    return (is_normal_flow_name(key[1]), key[0], key[1])
+
+
 def _partition_errors(ex: Exchange) -> list[tuple[Any, int, int]]:
     try:
         from kdissect.protocol.summary import partition_errors
@@ -258,37 +332,22 @@ def _api_order(item: tuple[tuple[str, int | None], Any]) -> tuple[str, int]:
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.3f}"
-    return "-" if value is None else str(value)
+    return "-" if value is None else escape_text(str(value))
 
 
-def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
-    """An aligned text table of `rows` (each a list of values)."""
-    return "\n".join(_table_lines(title, header, lambda: rows))
+def _table(title: str, header: list[str], rows: list[list[Any]], width: int | None = None) -> str:
+    """An aligned text table of `rows` (each a list of values) fitted to `width`."""
+    return "\n".join(_table_lines(title, header, lambda: rows, width))
 
 
-def _table_lines(title: str, header: list[str], rows: Callable[[], Iterable[list[Any]]]) -> Iterator[str]:
-    """An aligned text table, line by line; `rows()` gives the rows' values,
-    read twice (the widths, then the lines) rather than held."""
-    widths = [len(h) for h in header]
-    numeric = [True] * len(header)
-    empty = True
-    for row in rows():
-        empty = False
-        for i, value in enumerate(row):
-            widths[i] = max(widths[i], len(_cell(value)))
-            numeric[i] = numeric[i] and _is_number(value)
-    if empty:
-        yield f"{title}\n  (none)"
-        return
+def _table_lines(title: str, header: list[str], rows: Callable[[], Iterable[list[Any]]],
+                 width: int | None = None) -> Iterator[str]:
+    """An aligned text table fitted to `width`, line by line; `rows()` gives
+    the rows' values, read twice (the widths, then the lines) rather than held."""
+    from kdissect.text_table import table_lines
 
-    def line(values: list[str]) -> str:
-        return "  " + "  ".join(v.rjust(w) if num else v.ljust(w)
-                                for v, w, num in zip(values, widths, numeric)).rstrip()
-
-    yield title
-    yield line(header)
-    for row in rows():
-        yield line([_cell(v) for v in row])
+    return table_lines(title, header, rows, lambda _i, value: _cell(value), lambda _i, value: _is_number(value),
+                       width)
 
 
 def _is_number(value: Any) -> bool:

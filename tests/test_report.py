@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -24,6 +25,7 @@ import pytest
 
 from kdissect.cli import main as cli_main
 from tests.support.chromium import chromium_path, visit
+from tests.support.text_rules import controls_escaped
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURES = REPO / "captures"
@@ -120,7 +122,7 @@ def cell_text(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.3f}"
-    return str(value)
+    return controls_escaped(str(value))  # README: Reading untrusted captures
 
 
 def forensic_cell_text(column: str, value: Any) -> str:
@@ -132,7 +134,7 @@ def forensic_cell_text(column: str, value: Any) -> str:
         head = when.strftime("%Y-%m-%d %H:%M:%S" if column == "minute" else "%H:%M:%S")
         return f"{head}.{value % 10**9 // 10**6:03d}"
     if isinstance(value, list):
-        return ",".join(map(str, value)) if value else "-"
+        return ",".join(controls_escaped(str(v)) for v in value) if value else "-"
     return cell_text(value)
 
 
@@ -178,8 +180,10 @@ def assert_numbers_equal_stats(page: PageNumbers, stats: dict[str, Any], data_ca
     assert {"accounting.kafka_connections", "accounting.gaps", "accounting.truncated_frames", "accounting.resyncs",
             "accounting.encrypted_connections", "accounting.malformed_frames"} <= set(page.stats)
     for name in ("latency_by_api", "latency_by_client", "latency_by_broker", "throttle", "waits",
-                 "throttle_by_client"):
+                 "throttle_by_client", "errors_by_client"):
         assert_table_equals(page, name, stats[name])
+    # the summary card of paired exchanges with failure codes (not only the protocol's normal flow)
+    assert page.stats["paired_failures"] == stats["paired_with_error_codes"] - stats["paired_normal_flow_only"]
     for name in ("top_level_errors", "errors_anywhere", "no_response", "accounting"):
         assert_mapping_equals(page, name, stats[name])
     for name in FORENSIC_TABLES:  # the topic, group and client tables, every column
@@ -187,7 +191,7 @@ def assert_numbers_equal_stats(page: PageNumbers, stats: dict[str, Any], data_ca
     assert page.stats["unresolved_topic_ids"] == stats["unresolved_topic_ids"]
     assert page.stats["topic_id_conflicts"] == stats["topic_id_conflicts"]
     got = Counter(json.dumps({k: v[0] for k, v in row.items()}, sort_keys=True)
-                  for row in page.tables["partition_errors"])
+                  for row in page.tables.get("partition_errors", []))
     assert got == Counter(json.dumps(row, sort_keys=True) for row in stats["partition_errors"])
 
 
@@ -271,12 +275,15 @@ def test_lists_and_series_equal_export_rows(capture_run):
     page = numbers_of(result.dom)
     first = {id(r): min(t for t in (r["request_ts"], r["response_ts"]) if t is not None) for r in rows}
 
-    answered = [r for r in rows if r["latency_ms"] is not None]
-    slowest = sorted(answered, key=lambda r: (-r["latency_ms"], first[id(r)], r["stream"], r["correlation_id"]))[:50]
+    # slowest: by service time (waits the protocol asked for set apart), with the wait beside it
+    answered = [r for r in rows if r["service_ms"] is not None]
+    slowest = sorted(answered, key=lambda r: (-r["service_ms"], first[id(r)], r["stream"], r["correlation_id"]))[:50]
     shown = page.tables["slowest"]
     assert [(r["capture"][0], r["stream"][0], r["correlation_id"][0]) for r in shown] == \
         [(r["capture"], r["stream"], r["correlation_id"]) for r in slowest]
+    assert [r["service_ms"][0] for r in shown] == [r["service_ms"] for r in slowest]
     assert [r["latency_ms"][0] for r in shown] == [r["latency_ms"] for r in slowest]
+    assert [r["wait_reason"][0] for r in shown] == [r["wait_reason"] for r in slowest]
     assert page.lists["slowest"]["data-total"] == str(len(answered))
     assert page.lists["slowest"]["data-shown"] == "50"
 
@@ -417,3 +424,172 @@ def test_readme_screenshot_is_small_and_present():
     assert shot.is_file() and shot.read_bytes().startswith(b"\x89PNG")
     assert shot.stat().st_size < 500_000
     assert "docs/report.png" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_selected_report_shows_the_selected_stats(tmp_path):
+    """`report -Y ...` shows what `stats --json -Y ...` prints: the tables of
+    the kept exchanges, the whole capture's accounting (the page's own HTML,
+    read without a browser: its tables are written by the server side)."""
+    source = CAPTURES / "consume_group_kafka.pcap"
+    selection = ["-Y", "service_ms > 3 or error_codes", "--from", "+0.5s"]
+    out = tmp_path / "selected.html"
+    assert cli_main(["report", str(source), *selection, "-q", "-o", str(out)]) == 0
+    stats = kdissect("stats", str(source), *selection, "--json")
+    assert stats.returncode == 0, stats.stderr
+    expected = json.loads(stats.stdout)
+    everything = json.loads(kdissect("stats", str(source), "--json").stdout)
+    assert 0 < expected["exchanges"] < everything["exchanges"]
+    assert expected["accounting"] == everything["accounting"]
+    page = numbers_of(out.read_text(encoding="utf-8"))
+    assert_numbers_equal_stats(page, expected, 1)
+
+
+# -- what the charts draw (read from the SVG Chromium rendered) -------------------------
+
+class ChartText(HTMLParser):
+    """Per chart: the visible axis labels per axis ("X-axis titled ..."), the
+    legend labels and the legend symbols' shapes (`d` path of each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.axes: dict[str, dict[str, list[str]]] = {}
+        self.legend_labels: dict[str, list[str]] = {}
+        self._figure: str | None = None
+        self._axis: str | None = None
+        self._in: str | None = None  # "axis" or "legend" while inside a label group
+        self._depth = 0
+        self._text: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs_list: list) -> None:
+        attrs = dict(attrs_list)
+        if tag == "figure" and "data-chart" in attrs:
+            self._figure = attrs["data-chart"]
+            self.axes[self._figure] = {}
+            self.legend_labels[self._figure] = []
+        if self._figure is None:
+            return
+        classes = attrs.get("class") or ""
+        if tag == "g" and "role-axis" in classes.split() and attrs.get("aria-label"):
+            self._axis = attrs["aria-label"]
+            self.axes[self._figure].setdefault(self._axis, [])
+        if tag == "g" and ("role-axis-label" in classes or "role-legend-label" in classes):
+            self._in = "axis" if "role-axis-label" in classes else "legend"
+            self._depth = 0
+        if tag == "g" and self._in is not None:
+            self._depth += 1
+        if tag == "text" and self._in is not None and attrs.get("opacity", "1") != "0":
+            self._text = []
+
+    def handle_data(self, data: str) -> None:
+        if self._text is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "text" and self._text is not None and self._figure is not None:
+            text = "".join(self._text)
+            if self._in == "axis" and self._axis is not None:
+                self.axes[self._figure][self._axis].append(text)
+            elif self._in == "legend":
+                self.legend_labels[self._figure].append(text)
+            self._text = None
+        elif tag == "g" and self._in is not None:
+            self._depth -= 1
+            if self._depth == 0:
+                self._in = None
+        elif tag == "figure":
+            self._figure = self._axis = None
+
+
+def chart_text(dom: str) -> ChartText:
+    parser = ChartText()
+    parser.feed(dom)
+    return parser
+
+
+def _labels(text: ChartText, chart: str, axis_start: str) -> list[str]:
+    found = [labels for name, labels in text.axes[chart].items() if name.startswith(axis_start)]
+    assert found, (chart, list(text.axes[chart]))
+    return [label for labels in found for label in labels]
+
+
+@pytest.mark.slow
+def test_charts_draw_readable_axes(capture_run):
+    """As Chromium drew them: exchanges over time start at zero (stacked bars,
+    no negative ticks), count axes and legends have integer ticks, time axes
+    24-hour UTC labels of one format (no `.500`, no AM/PM)."""
+    _out, _stats, _rows, result = capture_run
+    text = chart_text(result.dom)
+    counts = _labels(text, "traffic_over_time", "Y-axis")
+    assert counts and all(re.fullmatch(r"[\d,]+", label) for label in counts), counts
+    assert counts[0] == "0"
+    for chart in ("statuses", "problems"):
+        ticks = _labels(text, chart, "X-axis")
+        assert all(re.fullmatch(r"[\d,]+", label) for label in ticks), (chart, ticks)
+    for chart in ("error_heatmap", "errors_over_time"):
+        numbers = [label for label in text.legend_labels[chart] if re.fullmatch(r"[\d.,]+", label)]
+        assert numbers and all(re.fullmatch(r"[\d,]+", label) for label in numbers), (chart, numbers)
+    assert_time_labels(result.dom)
+
+
+def assert_time_labels(dom: str) -> None:
+    """Every time axis drawn: 24-hour UTC labels, all of one format."""
+    text = chart_text(dom)
+    for chart in ("traffic_over_time", "latency_over_time", "errors_over_time", "throttle_over_time"):
+        if chart not in text.axes:
+            continue
+        times = _labels(text, chart, "X-axis")
+        assert times, chart
+        kinds = {re.sub(r"\d", "9", label) for label in times}
+        assert len(kinds) == 1 and kinds <= {"99:99:99", "99:99", "99-99 99:99"}, (chart, times)
+
+
+@pytest.mark.slow
+def test_each_legend_is_one_legend_of_the_marks(capture_run):
+    """Charts that tell series apart by colour and shape show one legend
+    (each entry once), not a colour legend of circles beside a shape legend."""
+    _out, _stats, _rows, result = capture_run
+    text = chart_text(result.dom)
+    for chart, entries in (("latency_by_api", ["p50", "p90", "p99", "max"]),
+                           ("service_by_api", ["wire p50", "wire p99", "service p50", "service p99"])):
+        labels = [label for label in text.legend_labels[chart] if label in entries]
+        assert sorted(labels) == sorted(entries), (chart, text.legend_labels[chart])
+
+
+@pytest.mark.slow
+def test_findings_come_first_and_link_to_their_rows(capture_run):
+    _out, stats, _rows, result = capture_run
+    dom = result.dom
+    assert dom.index('id="findings"') < dom.index('id="summary"')
+    found = re.findall(r'<li data-finding="([a-z_]+)">(.*?)</li>', dom)
+    kinds = [kind for kind, _body in found]
+    order = ["slowest_service", "failures_by_client", "throttled_clients", "rebalances", "growing_lag",
+             "capture_problems"]
+    assert kinds == [k for k in order if k in kinds] and "slowest_service" in kinds
+    ids = set(re.findall(r'<tr id="([^"]+)"', dom))
+    for _kind, body in found:
+        anchors = re.findall(r'href="#([^"]+)"', body)
+        assert anchors and all(anchor in ids for anchor in anchors), body
+    # the slowest service is the API with the highest service p99 (stats --json), not the highest wire latency
+    timed = [r for r in stats["latency_by_api"] if r.get("service_count")]
+    slowest = max(timed, key=lambda r: r["service_p99"])
+    first = dict(found)["slowest_service"]
+    assert f"{slowest['api']} v{slowest['version']}: p99" in first.split(";")[0]
+    throttled = [r for r in stats["throttle_by_client"] if r["throttled"]]
+    assert ("throttled_clients" in kinds) == bool(throttled)
+
+
+def test_no_throttling_is_one_line_not_a_flat_chart(tmp_path):
+    """forensics_kafka.pcap: responses carry throttle fields, none above 0 ms
+    (stats --json, another process): one line with their number, no chart."""
+    from kdissect.report import from_captures, write_page
+
+    capture = CAPTURES / "forensics_kafka.pcap"
+    stats = json.loads(kdissect("stats", str(capture), "--json").stdout)
+    responses = sum(row["responses"] for row in stats["throttle"])
+    assert responses > 0 and sum(row["throttled"] for row in stats["throttle"]) == 0
+    out = tmp_path / "report.html"
+    write_page(from_captures([capture]), out)
+    page = out.read_text(encoding="utf-8")
+    assert 'data-chart="throttle_over_time"' not in page
+    assert (f'<p class="empty" data-chart-empty="throttle_over_time">no response was throttled: all '
+            f'{responses:,} responses with a throttle field say 0 ms</p>') in page

@@ -165,3 +165,29 @@ def test_forensics_state_travels_whole_when_spilled(monkeypatch: pytest.MonkeyPa
     merged.merge(Forensics.from_state(pickle.loads(pickle.dumps(Forensics().state()))))
     assert travelled.tables().clients == merged.tables().clients
     assert len(travelled.tables().clients) > 1
+
+
+@pytest.mark.parametrize("capture", ["consume_group_kafka.pcap", "forensics_kafka.pcap"])
+def test_errors_by_client_spilled_counts_and_order(capture: str) -> None:
+    """errors_by_client (client id x error) spills like the other tallies per
+    client id: with one key in memory its rows still count what `export`'s
+    rows carry, failures first, then by client id, each client's errors by
+    exchanges."""
+    import json
+
+    from kdissect.normal_flow import is_normal_flow_name
+    from kdissect.protocol.errors import error_name
+
+    expected: dict[tuple[str, str], int] = {}
+    for line in _kdissect(["export", str(CAPTURES / capture), "-q"]).splitlines():
+        row = json.loads(line)
+        codes = set(row["error_codes"] or ()) | ({row["error_code"]} if row["error_code"] else set())
+        for code in codes - {0}:
+            key = (row["client_id"] if row["client_id"] is not None else "(none)", error_name(code))
+            expected[key] = expected.get(key, 0) + 1
+    assert expected  # the capture has error codes to tally
+    rows = json.loads(_kdissect(["stats", "--json", str(CAPTURES / capture)], spill_keys=1))["errors_by_client"]
+    assert {(r["client_id"], r["error"]): r["exchanges"] for r in rows} == expected
+    assert all(r["normal_flow"] == is_normal_flow_name(r["error"]) for r in rows)
+    order = [(r["normal_flow"], r["client_id"], -r["exchanges"], r["error"]) for r in rows]
+    assert order == sorted(order)

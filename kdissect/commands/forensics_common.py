@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
-
 from kdissect.failures import InputError
-from kdissect.options import OUTPUT_HELP, ForensicSettings, flag, forensic_settings, option
+from kdissect.options import WIDE_HELP, ForensicSettings, flag, forensic_settings, option
 
 
 class ForensicOptions(ForensicSettings):
-    output: str | None = option("-o", "--output", help=OUTPUT_HELP + " Without it, a text table on stdout.")
+    output: str | None = option(
+        "-o", "--output",
+        help="Write every column of one table (--table) to this file; format from the extension (.jsonl, .csv, "
+             ".parquet). Without it, text tables on stdout.")
+    wide: bool = flag("--wide", help=WIDE_HELP)
     table: str | None = option("--table", metavar="NAME",
                                help="Which of the command's tables to print or write (default: the first).")
     quiet: bool = flag("-q", "--quiet", help="Do not print the accounting summary on stderr.")
@@ -20,7 +22,7 @@ class ForensicOptions(ForensicSettings):
 
 def run_forensics(options: ForensicOptions, command: str) -> None:
     """Run the capture set through Forensics; print or write the command's tables."""
-    from kdissect.commands.runtime import print_accounting, run_analysis
+    from kdissect.commands.runtime import print_accounting, run_analysis, say, table_width
     from kdissect.forensics import COMMAND_TABLES, FORENSIC_APIS, Forensics
 
     names = COMMAND_TABLES[command]
@@ -29,6 +31,8 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
     settings = forensic_settings(options)
     analysis = run_analysis(options, quiet=options.quiet, keep_apis=FORENSIC_APIS, output=options.output)
     forensics = Forensics(**settings)
+    if hasattr(analysis, "on_hidden"):  # a selection: topic names still come from every exchange
+        analysis.on_hidden.append(forensics.learn_names)
     for ex in analysis:
         forensics.add(ex)
         ex.request = ex.response = None  # memory follows the tallies, not the exchanges
@@ -40,21 +44,22 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
                     analysis.ts_unit)
     else:
         from kdissect.commands.runtime import echo_pieces
-        from kdissect.forensics.render import render_flags, render_lines, table_lines
+        from kdissect.forensics.render import METADATA_STORM_COLUMNS, render_flags, render_lines, table_lines
 
+        width = table_width(options.wide)
         shown = [options.table] if options.table else [name for name in names if name != "topic_lag"]
-        parts = [table_lines(name, selected(name)) for name in shown]
+        # a table may have a row per client id: printed line by line, not held as text
+        parts = [table_lines(name, selected(name), width) for name in shown]
         if command == "groups" and not options.table:
-            parts.append(iter([render_flags(tables, clients=False)]))
+            parts.append(iter([render_flags(tables, clients=False, width=width)]))
         elif command == "clients" and not options.table:
             parts.append(render_lines("metadata storms (60+ Metadata requests in a minute)",
-                                      ["client_id", "software_name", "metadata_requests", "metadata_max_per_minute"],
-                                      tables.metadata_storms))
+                                      METADATA_STORM_COLUMNS, tables.metadata_storms, width))
         echo_pieces(_joined(parts))
     if not options.quiet:
         if tables.unresolved_topic_ids:
-            click.echo(f"kdissect: {len(tables.unresolved_topic_ids)} topic ids that no response in the capture "
-                       "names are shown as ids", err=True)
+            say(f"kdissect: {len(tables.unresolved_topic_ids)} topic ids that no response in the capture "
+                "names are shown as ids")
         print_accounting(analysis)
 
 

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import click
-
-from kdissect.commands.runtime import echo_pieces, run_analysis
-from kdissect.options import CaptureInputs, click_command, flag
-from kdissect.output import safe_text
+from kdissect.commands.runtime import echo, echo_pieces, run_analysis, say, table_width
+from kdissect.options import WIDE_HELP, CaptureInputs, click_command, flag
 
 
 class StatsOptions(CaptureInputs):
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
 
     as_json: bool = flag("--json", help="Print the tables as one JSON object.")
+    wide: bool = flag("--wide", help=WIDE_HELP)
 
 
 def stats(options: StatsOptions) -> None:
@@ -20,6 +18,7 @@ def stats(options: StatsOptions) -> None:
     from kdissect.forensics.render import render_stats
     from kdissect.forensics.spill import json_pieces
     from kdissect.stats_tables import as_dict, collect
+    from kdissect.text_escape import lossless_value
 
     # per-partition errors need the decoded response bodies
     analysis = run_analysis(options, keep_messages=True)
@@ -34,15 +33,20 @@ def stats(options: StatsOptions) -> None:
         if broker_tables is not None:
             payload["broker_log"] = broker_log_payload(analysis, broker_tables)
         # the arrays of one row per client id are written row by row
-        echo_pieces(json_pieces(payload, default=str, allow_nan=True))
+        echo_pieces(json_pieces(payload, value=lossless_value, default=str, allow_nan=True))
     else:
         # the analysis gives the accounting lines with the TLS line
-        echo_pieces(summary.render_lines(analysis))
-        click.echo(safe_text(render_stats(tables)))
+        width = table_width(options.wide)
+        echo_pieces(summary.render_lines(analysis, width))
+        echo(render_stats(tables, width))
         if broker_tables is not None:
-            click.echo(safe_text(broker_tables.render(analysis.dissector.encrypted_clients)))
+            echo(broker_tables.render(analysis.dissector.encrypted_clients, width))
     for problem in analysis.read_stats.problems:
-        click.echo(f"kdissect: {safe_text(problem)}", err=True)
+        say(f"kdissect: {problem}")
+    from kdissect.hints import run_hints
+
+    for hint in run_hints(analysis):
+        say(f"kdissect: {hint}")
 
 
 command = click_command("stats", StatsOptions, stats)

@@ -302,22 +302,24 @@ def _spoolable(value: Any) -> bool:
     return isinstance(value, RowSpool)
 
 
-def json_pieces(obj: dict[str, Any], **options: Any) -> Iterator[str]:
-    """`json.dumps(obj, indent=2, **options) + "\\n"` in pieces: the
-    top-level values that are spools are written element by element."""
-    if not any(_spoolable(value) for value in obj.values()):
-        yield json.dumps(obj, indent=2, **options) + "\n"
+def json_pieces(obj: dict[str, Any], value: Callable[[Any], Any] = lambda v: v, **options: Any) -> Iterator[str]:
+    """`json.dumps(value(obj), indent=2, **options) + "\\n"` in pieces: the
+    top-level values that are spools are written element by element
+    (`value` applied to each row, not to the whole spool)."""
+    if not any(_spoolable(item) for item in obj.values()):
+        yield json.dumps(value(obj), indent=2, **options) + "\n"
         return
     yield "{"
-    for at, (name, value) in enumerate(obj.items()):
-        yield ("\n" if at == 0 else ",\n") + "  " + json.dumps(name) + ": "
-        if not _spoolable(value):
-            yield _indented(json.dumps(value, indent=2, **options))
-        elif not value:
+    for at, (name, item) in enumerate(obj.items()):
+        yield ("\n" if at == 0 else ",\n") + "  " + json.dumps(value(name)) + ": "
+        if not _spoolable(item):
+            yield _indented(json.dumps(value(item), indent=2, **options))
+        elif not item:
             yield "[]"
         else:
-            for number, row in enumerate(value):
-                yield ("[\n" if number == 0 else ",\n") + "    " + _indented(json.dumps(row, indent=2, **options), 4)
+            for number, row in enumerate(item):
+                yield ("[\n" if number == 0 else ",\n") + "    " + _indented(json.dumps(value(row), indent=2,
+                                                                                          **options), 4)
             yield "\n  ]"
     yield "\n}\n"
 
