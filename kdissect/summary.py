@@ -5,16 +5,21 @@
 ranks (numpy's default method); each group's values go into a
 `QuantileSketch`, so percentiles are exact up to its EXACT_LIMIT values and
 within 1% past it, and memory does not grow with the number of exchanges.
+The tallies per client id (and per client id and broker) keep at most
+`kdissect.forensics.spill.key_limit()` keys in memory, the rest in sorted
+runs on disk; their tables are `RowSpool`s and the text is made line by line
+(`render_lines`), so memory does not grow with the number of client ids either.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from kdissect.exchange import NO_RESPONSE, OK, Exchange
 from kdissect.forensics.sketch import QuantileSketch
+from kdissect.forensics.spill import RowSpool, SpillMap
 from kdissect.normal_flow import failure_codes, is_normal_flow_name
 from kdissect.text_escape import escape_text
 
@@ -52,6 +57,14 @@ class _Times:
             self.service.add(service)
         self.waits += waited
 
+    def merge(self, other: _Times) -> None:
+        self.wire.merge(other.wire)
+        if other.service is not None:
+            if self.service is None:
+                self.service = QuantileSketch()
+            self.service.merge(other.service)
+        self.waits += other.waits
+
     def row(self) -> dict[str, float | int]:
         row = latency_row(self.wire)
         service = latency_row(self.service)
@@ -63,13 +76,13 @@ class _Times:
 class Summary:
     def __init__(self) -> None:
         self.by_api: dict[tuple[str, int | None], _Times] = defaultdict(_Times)
-        self.by_client: dict[str, _Times] = defaultdict(_Times)
+        self.by_client: SpillMap[_Times] = SpillMap(_Times, _Times.merge)  # one per client id: bounded
         self.by_broker: dict[str, _Times] = defaultdict(_Times)
         self.waits: dict[tuple[str, str], QuantileSketch] = defaultdict(QuantileSketch)  # (reason, api) -> waits (ms)
         # (reason, api) -> waits, those of unknown length (no time: kdissect.arrivals) included
         self.wait_counts: Counter[tuple[str, str]] = Counter()
         # (client id, broker) -> [responses with a throttle field, throttled, total ms, max ms, sent while muted]
-        self.throttle_by_client: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+        self.throttle_by_client: SpillMap[list[int]] = SpillMap(_throttle_row, _merge_throttle)
         self.statuses: Counter[str] = Counter()
         self.top_errors: Counter[str] = Counter()  # exchanges per top-level error name
         self.any_errors: Counter[str] = Counter()  # exchanges with this code anywhere
@@ -81,7 +94,8 @@ class Summary:
         self.exchanges = 0
         self.ok_with_errors = 0  # status ok with a non-zero code anywhere
         self.ok_normal_flow_only = 0  # of those, only normal-flow codes (kdissect.normal_flow)
-        self.errors_by_client: Counter[tuple[str, str]] = Counter()  # (client id, error name) -> exchanges
+        # (client id, error name) -> [exchanges]: bounded like the other tallies per client id
+        self.errors_by_client: SpillMap[list[int]] = SpillMap(_count, _merge_count, order=_error_order)
 
     def add(self, ex: Exchange) -> None:
         self.exchanges += 1
@@ -121,7 +135,7 @@ class Summary:
         if ex.error_code or ex.error_codes:
             codes = set(ex.error_codes) | ({ex.error_code} if ex.error_code else set())
             for code in codes:
-                self.errors_by_client[(client_id, error_name(code))] += 1
+                self.errors_by_client[(client_id, error_name(code))][0] += 1
             if ex.status == OK:
                 self.ok_with_errors += 1
                 self.ok_normal_flow_only += not failure_codes(list(codes))
@@ -150,7 +164,7 @@ class Summary:
                 {"api": api, "version": version, **times.row()}
                 for (api, version), times in sorted(self.by_api.items(), key=_api_order)
             ],
-            "latency_by_client": [{"client_id": k, **v.row()} for k, v in sorted(self.by_client.items())],
+            "latency_by_client": RowSpool({"client_id": k, **v.row()} for k, v in self.by_client.items()).settled(),
             "latency_by_broker": [{"broker": k, **v.row()} for k, v in sorted(self.by_broker.items())],
             # a long poll of unknown length is counted with no time (kdissect.arrivals)
             "waits": [
@@ -159,11 +173,10 @@ class Summary:
                  "max_ms": waits.max if waits.count else None}
                 for (reason, api), waits in sorted(self.waits.items())
             ],
-            "throttle_by_client": [
+            "throttle_by_client": RowSpool(
                 {"client_id": client_id, "broker": broker, "responses": row[0], "throttled": row[1],
                  "total_ms": row[2], "max_ms": row[3], "sent_while_muted": row[4]}
-                for (client_id, broker), row in sorted(self.throttle_by_client.items())
-            ],
+                for (client_id, broker), row in self.throttle_by_client.items()).settled(),
             "paired_with_error_codes": self.ok_with_errors,
             "paired_normal_flow_only": self.ok_normal_flow_only,
             "error_codes": [
@@ -171,12 +184,7 @@ class Summary:
                  "anywhere": self.any_errors.get(name, 0)}
                 for name in self._error_names()
             ],
-            "errors_by_client": [
-                {"client_id": client_id, "error": name, "normal_flow": is_normal_flow_name(name), "exchanges": n}
-                for (client_id, name), n in sorted(self.errors_by_client.items(),
-                                                   key=lambda item: (is_normal_flow_name(item[0][1]), -item[1],
-                                                                     item[0]))
-            ],
+            "errors_by_client": RowSpool(self._errors_by_client_rows()).settled(),
             "top_level_errors": dict(self.top_errors.most_common()),
             "errors_anywhere": dict(self.any_errors.most_common()),
             "partition_errors": [
@@ -196,6 +204,20 @@ class Summary:
         return sorted(set(self.top_errors) | set(self.any_errors),
                       key=lambda n: (is_normal_flow_name(n), -self.any_errors.get(n, 0), n))
 
+    def _errors_by_client_rows(self) -> Iterator[dict[str, Any]]:
+        """errors_by_client's rows: failures first, then by client id, each
+        client's errors by exchanges. (Not by exchanges across clients: the
+        tally may be spilled to disk, read back in key order, and one
+        client's few errors are all that is sorted in memory.)"""
+        group: list[dict[str, Any]] = []
+        for (client_id, name), (count,) in self.errors_by_client.items():
+            normal = is_normal_flow_name(name)
+            if group and (group[0]["normal_flow"], group[0]["client_id"]) != (normal, client_id):
+                yield from sorted(group, key=lambda r: (-r["exchanges"], r["error"]))
+                group = []
+            group.append({"client_id": client_id, "error": name, "normal_flow": normal, "exchanges": count})
+        yield from sorted(group, key=lambda r: (-r["exchanges"], r["error"]))
+
     def statuses_line(self) -> str:
         """`exchanges: N (...)`, with "ok" split by error codes."""
         from kdissect.accounting import statuses_text
@@ -209,49 +231,88 @@ class Summary:
         """The tables as text, each fitted to `width` columns (None: every
         column). `accounting`: anything with summary_lines() (an Accounting,
         or an Analysis: with its TLS line)."""
-        d = self.to_dict()
+        return "".join(self.render_lines(accounting, width))
 
-        def table(title: str, header: list[str], rows: list[list[Any]]) -> str:
-            return _table(title, header, rows, width)
-
+    def render_lines(self, accounting: Any = None, width: int | None = None) -> Iterator[str]:
+        """`render`'s text in pieces (a table may have a row per client id:
+        made line by line, its rows read twice, never held as text)."""
         from kdissect.text_table import wrap_line
 
-        parts: list[str] = [wrap_line(self.statuses_line(), width)]
+        d = self.to_dict()
         # service times first: "is the broker slow" is answered without the waits
         lat_cols = ["count", "service_p50", "service_p99", "service_max", "waits", "p50", "p99", "max",
                     "service_p90", "p90"]
         heads = ["count", "svc_p50", "svc_p99", "svc_max", "waits", "p50", "p99", "max", "svc_p90", "p90"]
         title = " (svc: service time, without the waits the protocol asked for; p: wire latency)"
-        parts.append(table("latency (ms) by API" + title, ["api", "version"] + heads,
-                            [[r["api"], r["version"]] + [r[c] for c in lat_cols] for r in d["latency_by_api"]]))
-        parts.append(table("latency (ms) by client id", ["client_id"] + heads,
-                            _spent_rows(d.pop("latency_by_client"), ["client_id"] + lat_cols)))
-        parts.append(table("latency (ms) by broker", ["broker"] + heads,
-                            [[r["broker"]] + [r[c] for c in lat_cols] for r in d["latency_by_broker"]]))
-        parts.append(table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
-                            [[r["reason"], r["api"], r["count"], r["median_ms"], r["max_ms"]] for r in d["waits"]]))
-        parts.append(table("error codes (normal_flow: a code the protocol uses in its normal flow, not a failure)",
-                            ["error", "normal_flow", "top_level", "anywhere"],
-                            [[r["error"], "yes" if r["normal_flow"] else "no", r["top_level"], r["anywhere"]]
-                             for r in d["error_codes"]]))
-        parts.append(table("errors by client id (exchanges; failures first)",
-                            ["client_id", "error", "normal_flow", "exchanges"],
-                            [[r["client_id"], r["error"], "yes" if r["normal_flow"] else "no", r["exchanges"]]
-                             for r in d["errors_by_client"]]))
-        parts.append(table("per-partition errors", ["topic", "partition", "error", "count"],
-                            [[r["topic"], r["partition"], r["error"], r["count"]] for r in d["partition_errors"]]))
-        parts.append(table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
-                            [[r["broker"], r["responses"], r["throttled"], r["max_ms"], r["total_ms"]]
-                             for r in d["throttle"]]))
-        parts.append(table("throttling by client", ["client_id", "throttled", "total_ms", "max_ms",
-                                                      "sent_while_muted", "responses", "broker"],
-                            [[r["client_id"], r["throttled"], r["total_ms"], r["max_ms"], r["sent_while_muted"],
-                              r["responses"], r["broker"]] for r in d["throttle_by_client"]]))
-        parts.append(table("without response", ["api", "count"], [[k, v] for k, v in d["no_response"].items()]))
+
+        def of(rows: Iterable[dict[str, Any]], columns: list[str],
+               shown: Callable[[str, Any], Any] = lambda _column, value: value) -> Callable[[], Iterator[list[Any]]]:
+            return lambda: ([shown(c, r[c]) for c in columns] for r in rows)
+
+        def yes_no(column: str, value: Any) -> Any:
+            return ("yes" if value else "no") if column == "normal_flow" else value
+
+        def table(title: str, header: list[str], rows: Callable[[], Iterable[list[Any]]]) -> Iterator[str]:
+            return _table_lines(title, header, rows, width)
+
+        throttle_cols = ["client_id", "throttled", "total_ms", "max_ms", "sent_while_muted", "responses", "broker"]
+        parts: list[Iterator[str]] = [
+            iter([wrap_line(self.statuses_line(), width)]),
+            table("latency (ms) by API" + title, ["api", "version"] + heads,
+                  of(d["latency_by_api"], ["api", "version"] + lat_cols)),
+            table("latency (ms) by client id", ["client_id"] + heads,
+                  of(d["latency_by_client"], ["client_id"] + lat_cols)),
+            table("latency (ms) by broker", ["broker"] + heads, of(d["latency_by_broker"], ["broker"] + lat_cols)),
+            table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
+                  of(d["waits"], ["reason", "api", "count", "median_ms", "max_ms"])),
+            table("error codes (normal_flow: a code the protocol uses in its normal flow, not a failure)",
+                  ["error", "normal_flow", "top_level", "anywhere"],
+                  of(d["error_codes"], ["error", "normal_flow", "top_level", "anywhere"], yes_no)),
+            table("errors by client id (exchanges; failures first, then by client id)",
+                  ["client_id", "error", "normal_flow", "exchanges"],
+                  of(d["errors_by_client"], ["client_id", "error", "normal_flow", "exchanges"], yes_no)),
+            table("per-partition errors", ["topic", "partition", "error", "count"],
+                  of(d["partition_errors"], ["topic", "partition", "error", "count"])),
+            table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
+                  of(d["throttle"], ["broker", "responses", "throttled", "max_ms", "total_ms"])),
+            table("throttling by client", throttle_cols, of(d["throttle_by_client"], throttle_cols)),
+            table("without response", ["api", "count"], lambda: ([k, v] for k, v in d["no_response"].items())),
+        ]
         if accounting is not None:
-            parts.append("accounting\n" + "\n".join(wrap_line("  " + line, width, "      ")
-                                                     for line in accounting.summary_lines()))
-        return "\n\n".join(parts) + "\n"
+            parts.append(iter(["accounting\n" + "\n".join(wrap_line("  " + line, width, "      ")
+                                                            for line in accounting.summary_lines())]))
+        for at, part in enumerate(parts):
+            if at:
+                yield "\n\n"
+            for number, line in enumerate(part):
+                yield ("\n" if number else "") + line
+        yield "\n"
+
+
+def _throttle_row() -> list[int]:
+    # responses with a throttle field, throttled, total ms, max ms, sent while muted
+    return [0, 0, 0, 0, 0]
+
+
+def _merge_throttle(into: list[int], other: list[int]) -> None:
+    into[0] += other[0]
+    into[1] += other[1]
+    into[2] += other[2]
+    into[3] = max(into[3], other[3])
+    into[4] += other[4]
+
+
+def _count() -> list[int]:
+    return [0]
+
+
+def _merge_count(into: list[int], other: list[int]) -> None:
+    into[0] += other[0]
+
+
+def _error_order(key: tuple[str, str]) -> tuple[bool, str, str]:
+    """errors_by_client's key order: failures first, then client id, error."""
+    return (is_normal_flow_name(key[1]), key[0], key[1])
 
 
 def _partition_errors(ex: Exchange) -> list[tuple[Any, int, int]]:
@@ -274,25 +335,19 @@ def _cell(value: Any) -> str:
     return "-" if value is None else escape_text(str(value))
 
 
-def _spent_rows(rows: list[dict[str, Any]], columns: list[str]) -> list[list[Any]]:
-    """The values of `columns` of each row, dropping each row dict once read
-    (a table may have a row per client id: hundreds of thousands)."""
-    values = []
-    for at, row in enumerate(rows):
-        values.append([row[c] for c in columns])
-        rows[at] = None  # type: ignore[call-overload]
-    return values
-
-
 def _table(title: str, header: list[str], rows: list[list[Any]], width: int | None = None) -> str:
-    """An aligned text table fitted to `width`; `rows` are turned into their
-    cells' text in place."""
-    from kdissect.text_table import render_cells
+    """An aligned text table of `rows` (each a list of values) fitted to `width`."""
+    return "\n".join(_table_lines(title, header, lambda: rows, width))
 
-    numeric = [all(_is_number(r[i]) for r in rows) for i in range(len(header))]
-    for at, row in enumerate(rows):
-        rows[at] = [_cell(v) for v in row]
-    return render_cells(title, header, rows, numeric, width)
+
+def _table_lines(title: str, header: list[str], rows: Callable[[], Iterable[list[Any]]],
+                 width: int | None = None) -> Iterator[str]:
+    """An aligned text table fitted to `width`, line by line; `rows()` gives
+    the rows' values, read twice (the widths, then the lines) rather than held."""
+    from kdissect.text_table import table_lines
+
+    return table_lines(title, header, rows, lambda _i, value: _cell(value), lambda _i, value: _is_number(value),
+                       width)
 
 
 def _is_number(value: Any) -> bool:

@@ -10,7 +10,7 @@ the width (kdissect.commands.runtime.table_width).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 CELL_LIMIT = 60  # a longer cell is cut with '...' (a row stays one line)
 GAP = "  "
@@ -19,34 +19,60 @@ GAP = "  "
 def render_cells(title: str, header: Sequence[str], cells: list[list[str]], numeric: Sequence[bool],
                  width: int | None = None) -> str:
     """`title`, then the header and one line per row of `cells` (text,
-    already formatted; long cells are cut in place), numbers right-aligned;
-    fitted to `width` columns."""
-    if not cells:
-        return f"{_fit_line(title, width)}\n  (none)"
-    for row in cells:
-        for at, text in enumerate(row):
-            if len(text) > CELL_LIMIT:
-                row[at] = _cut(text, CELL_LIMIT)
-    cut = cells
-    widths = [max(len(name), *(len(row[i]) for row in cut)) for i, name in enumerate(header)]
+    already formatted; long cells are cut), numbers right-aligned; fitted
+    to `width` columns."""
+    widths = [max([len(name), *(min(len(row[i]), CELL_LIMIT) for row in cells)]) for i, name in enumerate(header)]
+    return "\n".join(_lines(title, header, lambda: cells, bool(cells), widths, numeric, width))
+
+
+def table_lines(title: str, header: Sequence[str], rows: Callable[[], Iterable[Sequence[Any]]],
+                text: Callable[[int, Any], str], is_number: Callable[[int, Any], bool],
+                width: int | None = None) -> Iterator[str]:
+    """`render_cells`' lines, one at a time, for a table too big to hold as
+    text (a row per client id): `rows()` gives each row's values and is read
+    twice -- the widths and which columns are numbers, then the lines --
+    rather than held. `text(i, value)` is column i's cell text,
+    `is_number(i, value)` whether it right-aligns."""
+    widths = [len(name) for name in header]
+    numeric = [True] * len(header)
+    empty = True
+    for row in rows():
+        empty = False
+        for i, value in enumerate(row):
+            widths[i] = max(widths[i], min(len(text(i, value)), CELL_LIMIT))
+            numeric[i] = numeric[i] and is_number(i, value)
+    texts = lambda: ([text(i, value) for i, value in enumerate(row)] for row in rows())  # noqa: E731
+    return _lines(title, header, texts, not empty, widths, numeric, width)
+
+
+def _lines(title: str, header: Sequence[str], cells: Callable[[], Iterable[Sequence[str]]], any_rows: bool,
+           widths: list[int], numeric: Sequence[bool], width: int | None) -> Iterator[str]:
+    if not any_rows:
+        yield f"{_fit_line(title, width)}\n  (none)"
+        return
     shown = len(header)
+    first_cut = False
     if width is not None:
         shown = _columns_that_fit(widths, width)
         if shown == 0:  # not even the first column: cut it to the width
             widths = [max(1, width - len(GAP))] + widths[1:]
-            cut = [[_cut(row[0], widths[0])] + list(row[1:]) for row in cut]
+            first_cut = True
             shown = 1
 
     def line(values: Sequence[str]) -> str:
         return GAP + GAP.join(v.rjust(w) if num else v.ljust(w)
                               for v, w, num in zip(values[:shown], widths[:shown], numeric[:shown])).rstrip()
 
-    lines = [_fit_line(title, width), line([_cut(h, w) for h, w in zip(header, widths)]),
-             *(line(row) for row in cut)]
+    yield _fit_line(title, width)
+    yield line([_cut(h, w) for h, w in zip(header, widths)])
+    for row in cells():
+        values = [_cut(text, CELL_LIMIT) for text in row[:shown]]
+        if first_cut:
+            values[0] = _cut(values[0], widths[0])
+        yield line(values)
     if shown < len(header):
         hidden = list(header[shown:])
-        lines.append(_fit_line(f"  ({len(hidden)} more columns with --wide: {', '.join(hidden)})", width))
-    return "\n".join(lines)
+        yield _fit_line(f"  ({len(hidden)} more columns with --wide: {', '.join(hidden)})", width)
 
 
 def wrap_line(text: str, width: int | None, indent: str = "    ") -> str:

@@ -22,7 +22,7 @@ class ForensicOptions(ForensicSettings):
 
 def run_forensics(options: ForensicOptions, command: str) -> None:
     """Run the capture set through Forensics; print or write the command's tables."""
-    from kdissect.commands.runtime import echo, print_accounting, run_analysis, say, table_width
+    from kdissect.commands.runtime import print_accounting, run_analysis, say, table_width
     from kdissect.forensics import COMMAND_TABLES, FORENSIC_APIS, Forensics
 
     names = COMMAND_TABLES[command]
@@ -43,22 +43,34 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
         write_table(options.table or names[0], selected(options.table or names[0]), options.output,
                     analysis.ts_unit)
     else:
-        from kdissect.forensics.render import METADATA_STORM_COLUMNS, render_flags, render_rows, render_table
+        from kdissect.commands.runtime import echo_pieces
+        from kdissect.forensics.render import METADATA_STORM_COLUMNS, render_flags, render_lines, table_lines
 
         width = table_width(options.wide)
         shown = [options.table] if options.table else [name for name in names if name != "topic_lag"]
-        parts = [render_table(name, selected(name), width) for name in shown]
+        # a table may have a row per client id: printed line by line, not held as text
+        parts = [table_lines(name, selected(name), width) for name in shown]
         if command == "groups" and not options.table:
-            parts.append(render_flags(tables, clients=False, width=width))
+            parts.append(iter([render_flags(tables, clients=False, width=width)]))
         elif command == "clients" and not options.table:
-            parts.append(render_rows("metadata storms (60+ Metadata requests in a minute)",
-                                     METADATA_STORM_COLUMNS, tables.metadata_storms, width))
-        echo("\n\n".join(parts))
+            parts.append(render_lines("metadata storms (60+ Metadata requests in a minute)",
+                                      METADATA_STORM_COLUMNS, tables.metadata_storms, width))
+        echo_pieces(_joined(parts))
     if not options.quiet:
         if tables.unresolved_topic_ids:
             say(f"kdissect: {len(tables.unresolved_topic_ids)} topic ids that no response in the capture "
                 "names are shown as ids")
         print_accounting(analysis)
+
+
+def _joined(parts: list[Any]) -> Any:
+    """The parts' lines as `"\\n\\n".join(part texts) + "\\n"` gives them, piece by piece."""
+    for at, part in enumerate(parts):
+        if at:
+            yield "\n\n"
+        for number, line in enumerate(part):
+            yield ("\n" if number else "") + line
+    yield "\n"
 
 
 def filter_rows(tables: Any, options: Any) -> Any:

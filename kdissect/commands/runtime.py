@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from kdissect.failures import InputError
 
@@ -190,3 +190,19 @@ def print_accounting(analysis: Any) -> None:
 
     for hint in run_hints(analysis):
         say(f"kdissect: {hint}")
+
+
+def echo_pieces(pieces: Iterable[str], chunk: int = 1 << 16) -> None:
+    """`echo` for text given in pieces (a table of hundreds of thousands of
+    rows, made line by line): about `chunk` characters per write, never the
+    whole text at once."""
+    buffer: list[str] = []
+    size = 0
+    for piece in pieces:
+        buffer.append(piece)
+        size += len(piece)
+        if size >= chunk:
+            echo("".join(buffer), newline=False)
+            buffer, size = [], 0
+    if buffer:
+        echo("".join(buffer), newline=False)

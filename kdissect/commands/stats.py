@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
-from kdissect.commands.runtime import echo, run_analysis, say, table_width
+from kdissect.commands.runtime import echo, echo_pieces, run_analysis, say, table_width
 from kdissect.options import WIDE_HELP, CaptureInputs, click_command, flag
 
 
@@ -18,6 +16,7 @@ class StatsOptions(CaptureInputs):
 def stats(options: StatsOptions) -> None:
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
     from kdissect.forensics.render import render_stats
+    from kdissect.forensics.spill import json_pieces
     from kdissect.stats_tables import as_dict, collect
     from kdissect.text_escape import lossless_value
 
@@ -33,11 +32,12 @@ def stats(options: StatsOptions) -> None:
             payload["tls"] = analysis.dissector.tls_stats.to_dict()
         if broker_tables is not None:
             payload["broker_log"] = broker_log_payload(analysis, broker_tables)
-        echo(json.dumps(lossless_value(payload), indent=2, default=str, allow_nan=True))
+        # the arrays of one row per client id are written row by row
+        echo_pieces(json_pieces(payload, value=lossless_value, default=str, allow_nan=True))
     else:
         # the analysis gives the accounting lines with the TLS line
         width = table_width(options.wide)
-        echo(summary.render(analysis, width), newline=False)
+        echo_pieces(summary.render_lines(analysis, width))
         echo(render_stats(tables, width))
         if broker_tables is not None:
             echo(broker_tables.render(analysis.dissector.encrypted_clients, width))

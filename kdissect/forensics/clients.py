@@ -23,14 +23,18 @@ Memory: per client, its connections (two times and a key each) and minutes
 with Metadata requests; per producer and partition its connections' runs.
 A capture may hold hundreds of thousands of client ids, so a client's small
 sets (hosts, brokers, producers, transactional ids) are tuples, the host
-texts are shared, and the tables fold the stats without copying them.
+texts are shared, and the tables fold the stats without copying them. The
+tally keeps at most `kdissect.forensics.spill.key_limit()` clients in memory
+(a `SpillMap`: the rest in sorted runs on disk, merged back in key order),
+and the client rows are made one client id at a time into a `RowSpool`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from kdissect.forensics.batches import SetFigures
+from kdissect.forensics.spill import RowSpool, SpillMap
 from kdissect.forensics.common import (MINUTE_NS, add_count, connection_of, error_list, host_of, max_of,
                                        merge_counts, min_of, when)
 from kdissect.protocol.apis import ApiKey
@@ -152,7 +156,8 @@ def _ahead(a: int, b: int) -> bool:
 
 class ClientTally:
     def __init__(self) -> None:
-        self.stats: dict[tuple[str | None, str | None, str | None], ClientStats] = {}
+        # (client id, software name, version) -> stats, in memory up to the spill limit
+        self.stats: SpillMap[ClientStats] = SpillMap(ClientStats, ClientStats.merge, client_order)
         self.software: dict[tuple, tuple[str | None, str | None]] = {}  # connection -> (name, version)
         # (producer id, epoch, label, partition) -> {connection: SequenceRun}
         self.sequences: dict[tuple, dict[tuple, SequenceRun]] = {}
@@ -160,10 +165,7 @@ class ClientTally:
         self.texts: dict[str, str] = {}  # one copy of each host and broker text
 
     def _stats(self, key: tuple) -> ClientStats:
-        found = self.stats.get(key)
-        if found is None:
-            found = self.stats[key] = ClientStats()
-        return found
+        return self.stats[key]
 
     def add(self, ex: Any) -> ClientStats:
         """Count one exchange; the client's stats (for the produce figures)."""
@@ -253,28 +255,19 @@ class ClientTally:
 
     # -- tables --------------------------------------------------------------------
 
-    def _folded(self) -> dict[tuple, ClientStats]:
-        """Stats of connections without a captured ApiVersions folded into
-        their client id's one known software, where there is exactly one."""
-        software: dict[str | None, set[tuple]] = {}
-        for client_id, name, version in self.stats:
-            if name is not None or version is not None:
-                software.setdefault(client_id, set()).add((name, version))
-        folded: dict[tuple, ClientStats] = {}
-        copies: set[tuple] = set()  # keys whose stats are a merged copy (the tally's own stay untouched)
-        for (client_id, name, version), stats in self.stats.items():
-            if name is None and version is None and len(software.get(client_id, ())) == 1:
-                name, version = next(iter(software[client_id]))
-            key = (client_id, name, version)
-            found = folded.get(key)
-            if found is None:
-                folded[key] = stats  # most clients: no copy
-                continue
-            if key not in copies:
-                copies.add(key)
-                found = folded[key] = _copy(found)
-            found.merge(stats)
-        return folded
+    def _folded(self) -> Iterator[tuple[tuple, ClientStats]]:
+        """(key, stats) in key order, the stats of connections without a
+        captured ApiVersions folded into their client id's one known
+        software, where there is exactly one. The keys come in client id
+        order, so one client id's keys are folded together and then let go."""
+        group: list[tuple[tuple, ClientStats]] = []
+        for key, stats in self.stats.items():
+            if group and group[0][0][0] != key[0]:
+                yield from _fold(group)
+                group = []
+            group.append((key, stats))
+        if group:
+            yield from _fold(group)
 
     def producer_rows(self, names: Any) -> list[dict[str, Any]]:
         merged: dict[tuple, list[SequenceRun]] = {}
@@ -310,7 +303,7 @@ class ClientTally:
             })
         return rows
 
-    def rows(self, names: Any, release: bool = False) -> list[dict[str, Any]]:
+    def rows(self, names: Any, release: bool = False) -> list[dict[str, Any]] | RowSpool:
         """One row per client; with `release`, each client's stats are
         dropped once its row is made (the tally is then spent), so the
         tallies and the rows of hundreds of thousands of client ids are not
@@ -320,14 +313,8 @@ class ClientTally:
         for row in producers:
             for client_id in row["client_ids"] or [None]:
                 by_client.setdefault(client_id, []).append(row)
-        items: list[Any] = sorted(self.folded_items(), key=lambda item: tuple((v is not None, v or "")
-                                                                              for v in item[0]))
-        if release:
-            self.stats = {}
-        rows = []
-        for at, (key, stats) in enumerate(items):
-            if release:
-                items[at] = None
+        rows = RowSpool()
+        for key, stats in self._folded():
             client_id, name, version = key
             own = [row for row in by_client.get(client_id, [])
                    if (row["producer_id"], row["producer_epoch"]) in stats.producers]
@@ -354,17 +341,46 @@ class ClientTally:
                 "max_throttle_ms": stats.throttle_ms_max if stats.throttled else None,
                 "errors": error_list(stats.errors or {}),
             })
-        return rows
+        if release:
+            self.stats.close()
+            self.stats = SpillMap(ClientStats, ClientStats.merge, client_order)
+        return rows.settled()
 
     def folded_items(self) -> list[tuple[tuple, ClientStats]]:
-        return list(self._folded().items())
+        return list(self._folded())
 
     @staticmethod
-    def metadata_storms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def metadata_storms(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{"client_id": row["client_id"], "software_name": row["software_name"],
                  "metadata_requests": row["metadata_requests"],
                  "metadata_max_per_minute": row["metadata_max_per_minute"]}
                 for row in rows if row["metadata_max_per_minute"] >= METADATA_STORM_PER_MINUTE]
+
+
+def client_order(key: tuple) -> tuple:
+    """The sort key of a (client id, software name, version) key: None first."""
+    return tuple((v is not None, v or "") for v in key)
+
+
+def _fold(group: list[tuple[tuple, ClientStats]]) -> list[tuple[tuple, ClientStats]]:
+    """One client id's (key, stats), the software-less ones folded into its
+    one known software if it has exactly one; in key order."""
+    software = {(name, version) for (_, name, version), _ in group if name is not None or version is not None}
+    folded: dict[tuple, ClientStats] = {}
+    copies: set[tuple] = set()  # keys whose stats are a merged copy (the tally's own stay untouched)
+    for (client_id, name, version), stats in group:
+        if name is None and version is None and len(software) == 1:
+            name, version = next(iter(software))
+        key = (client_id, name, version)
+        found = folded.get(key)
+        if found is None:
+            folded[key] = stats  # most clients: no copy
+            continue
+        if key not in copies:
+            copies.add(key)
+            found = folded[key] = _copy(found)
+        found.merge(stats)
+    return sorted(folded.items(), key=lambda item: client_order(item[0]))
 
 
 def _copy(stats: ClientStats) -> ClientStats:

@@ -38,7 +38,7 @@ from kdissect.forensics.topics import TopicTally
 from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
-from kdissect.records.table import produce_results
+from kdissect.records.access import produce_results  # not records.table: pyarrow
 
 _PRODUCE, _FETCH, _SHARE_FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)
 FORENSIC_APIS = frozenset({_PRODUCE, _FETCH, _SHARE_FETCH, int(ApiKey.API_VERSIONS), int(ApiKey.INIT_PRODUCER_ID)}

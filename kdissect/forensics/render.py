@@ -8,10 +8,11 @@ times, lists are comma-separated.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 from kdissect.text_escape import escape_text
-from kdissect.text_table import render_cells, wrap_line
+from kdissect.text_table import table_lines as text_table_lines
+from kdissect.text_table import wrap_line
 from kdissect.times import clock_text
 
 TITLES = {
@@ -77,18 +78,32 @@ def cell(name: str, value: Any, escape: Callable[[str], str] = escape_text) -> s
     return escape(str(value))
 
 
-def render_rows(title: str, columns: list[str], rows: list[dict[str, Any]], width: int | None = None) -> str:
+def render_rows(title: str, columns: list[str], rows: Iterable[dict[str, Any]], width: int | None = None) -> str:
     """An aligned text table of `columns` (priority order), fitted to `width`
     terminal columns (None: every column)."""
-    cells = [[cell(name, row.get(name)) for name in columns] for row in rows]
-    numeric = [all(isinstance(row.get(name), (int, float)) and not isinstance(row.get(name), bool)
-                   or row.get(name) is None for row in rows) and name not in TIME_COLUMNS
-               for name in columns]
-    return render_cells(title, columns, cells, numeric, width)
+    return "\n".join(render_lines(title, columns, rows, width))
 
 
-def render_table(name: str, rows: list[dict[str, Any]], width: int | None = None) -> str:
+def render_lines(title: str, columns: list[str], rows: Iterable[dict[str, Any]],
+                 width: int | None = None) -> Iterator[str]:
+    """`render_rows`' lines, one at a time: `rows` is read twice (the widths,
+    then the lines; a list or a kdissect.forensics.spill.RowSpool), not held as text."""
+    numbers = [name not in TIME_COLUMNS for name in columns]
+
+    def is_number(i: int, value: Any) -> bool:
+        return numbers[i] and (value is None or isinstance(value, (int, float)) and not isinstance(value, bool))
+
+    return text_table_lines(title, columns, lambda: ([row.get(name) for name in columns] for row in rows),
+                            lambda i, value: cell(columns[i], value), is_number, width)
+
+
+def render_table(name: str, rows: Iterable[dict[str, Any]], width: int | None = None) -> str:
     return render_rows(TITLES[name], DISPLAY[name], rows, width)
+
+
+def table_lines(name: str, rows: Iterable[dict[str, Any]], width: int | None = None) -> Iterator[str]:
+    """`render_table`'s lines, one at a time."""
+    return render_lines(TITLES[name], DISPLAY[name], rows, width)
 
 
 def render_flags(tables: Any, clients: bool = True, width: int | None = None) -> str:

@@ -214,3 +214,19 @@ def iter_records(message: Any, api_key: int | None = None, api_version: int | No
     for topic, partition, batch in iter_batches_of(message, api_key, api_version, max_uncompressed=max_uncompressed):
         for record in batch.records:
             yield TopicRecord(topic, partition, batch, record)
+
+
+def produce_results(ex: Any) -> dict[tuple[str | None, int | None], tuple[int | None, int]] | str:
+    """(topic, partition) -> (base_offset, error_code) from a Produce
+    exchange's decoded response, or why there is none."""
+    if ex.response is None:
+        if not ex.expects_response:
+            return "acks=0: the broker does not say which offset it gave"
+        return "no response in the capture: offset unknown"
+    results: dict[tuple[str | None, int | None], tuple[int | None, int]] = {}
+    for topic in getattr(ex.response.body, "responses", None) or ():
+        label = entry_topic_label(topic, "name")
+        for partition in getattr(topic, "partition_responses", None) or ():
+            results[(label, getattr(partition, "index", None))] = (getattr(partition, "base_offset", None),
+                                                                   getattr(partition, "error_code", 0) or 0)
+    return results

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.topics import TopicNames
-from kdissect.records.access import entry_topic_label, record_sets
+from kdissect.records.access import produce_results, record_sets
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.decode import iter_batches
 from kdissect.records.model import Batch, Record
@@ -94,22 +94,6 @@ def record_row(record: Record, batch: Batch, *, direction: str, capture: str | N
         "control": record.control,
         "problems": problems,
     }
-
-
-def produce_results(ex: Any) -> dict[tuple[str | None, int | None], tuple[int | None, int]] | str:
-    """(topic, partition) -> (base_offset, error_code) from a Produce
-    exchange's decoded response, or why there is none."""
-    if ex.response is None:
-        if not ex.expects_response:
-            return "acks=0: the broker does not say which offset it gave"
-        return "no response in the capture: offset unknown"
-    results: dict[tuple[str | None, int | None], tuple[int | None, int]] = {}
-    for topic in getattr(ex.response.body, "responses", None) or ():
-        label = entry_topic_label(topic, "name")
-        for partition in getattr(topic, "partition_responses", None) or ():
-            results[(label, getattr(partition, "index", None))] = (getattr(partition, "base_offset", None),
-                                                                   getattr(partition, "error_code", 0) or 0)
-    return results
 
 
 def _produced_offset(results: dict | str, topic: str | None, partition: int | None,

@@ -10,6 +10,7 @@ window). Times are shown in UTC.
 
 from __future__ import annotations
 
+import heapq
 from typing import Any, Callable
 
 import altair as alt
@@ -182,11 +183,22 @@ def traffic_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
 
 def _distribution(rows: list[dict[str, Any]], label: Callable[[dict[str, Any]], str], title: str,
                   what: str) -> alt.TopLevelMixin | None:
-    rows = [r for r in rows if r.get("count")]
-    if not rows:
+    # the busiest rows, read once (a table may have a row per client id, on disk: kdissect.forensics.spill)
+    total = 0
+    busiest: list[tuple[int, int, dict[str, Any]]] = []  # (count, -position, row): a min-heap of the busiest
+    for position, row in enumerate(rows):
+        if not row.get("count"):
+            continue
+        total += 1
+        entry = (row["count"], -position, row)
+        if len(busiest) < DISTRIBUTION_ROWS:
+            heapq.heappush(busiest, entry)
+        elif entry[:2] > busiest[0][:2]:
+            heapq.heapreplace(busiest, entry)
+    if not total:
         return None
-    total = len(rows)
-    rows = sorted(rows, key=lambda r: -r["count"])[:DISTRIBUTION_ROWS]
+    # as sorted(rows, key=-count) orders them: the busiest first, ties in table order
+    rows = [row for _, _, row in sorted(busiest, key=lambda e: (-e[0], -e[1]))]
     long = []
     for row in rows:
         for name in PERCENTILES:
