@@ -166,15 +166,16 @@ DEFAULT_PIPE_WIDTH = None  # a pipe or a file has no width: every column, for gr
 
 def table_width(wide: bool) -> int | None:
     """How many columns the text tables may take: none with `--wide`; the
-    terminal's when stdout is one (COLUMNS overrides, as for `ls`); every
-    column when stdout is a pipe or a file and COLUMNS is unset."""
+    terminal's when stdout is one (COLUMNS overrides the size the terminal
+    reports); every column when stdout is a pipe or a file, whatever the
+    environment says, so a script sees the same columns wherever it runs."""
     if wide:
         return None
+    if not sys.stdout.isatty():
+        return DEFAULT_PIPE_WIDTH
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
-    if not sys.stdout.isatty():
-        return DEFAULT_PIPE_WIDTH
     import shutil
 
     return shutil.get_terminal_size().columns
