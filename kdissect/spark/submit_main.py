@@ -20,13 +20,14 @@ def submit(options: SparkJobOptions) -> None:
 
     require("spark", "submit_main.py")
     from kdissect.inputs import expand_inputs
-    from kdissect.spark.job import prepare_outdir, run_job
+    from kdissect.spark.job import configure_stores, prepare_outdir, run_job
     from kdissect.spark.session import start_session
 
     job = job_options(options, None)
+    spark = start_session(None)  # joins the session spark-submit configured
+    configure_stores(spark)  # its spark.hadoop.fs.s3a.* settings reach the stores
     expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is created
     prepare_outdir(options.outdir)
-    spark = start_session(None)  # joins the session spark-submit configured
     result = run_job(job, spark=spark, log=lambda message: print(f"kdissect: {message}", file=sys.stderr))
     print(result.summary)
 
