@@ -3,7 +3,6 @@ charts and tables, from captures or from a `kdissect spark` OUTDIR."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from kdissect.commands.export_core import print_accounting, run_analysis, say
 from kdissect.failures import InputError
@@ -22,7 +21,7 @@ class ReportOptions(CaptureInputs):
     quiet: bool = flag("-q", "--quiet", help="Do not print the accounting summary on stderr.")
 
 
-def _spark_outdir(options: ReportOptions) -> Path | None:
+def _spark_outdir(options: ReportOptions) -> str | None:
     """The Spark OUTDIR the inputs name, or None for captures."""
     from kdissect.report.spark_tables import is_spark_outdir
 
@@ -36,7 +35,7 @@ def _spark_outdir(options: ReportOptions) -> Path | None:
     if given:
         raise InputError(f"{', '.join(given)} applies to captures; {outdirs[0]} holds the Spark job's tables "
                          "(give the option to `kdissect spark` instead)")
-    return Path(outdirs[0])
+    return outdirs[0]
 
 
 def report(options: ReportOptions) -> None:

@@ -41,19 +41,29 @@ _BATCH_ROWS = 65536
 
 
 def is_spark_outdir(path: str | Path) -> bool:
-    """A directory the Spark job wrote (it holds manifest.json and exchanges/)."""
+    """A directory the Spark job wrote (it holds manifest.json and exchanges/):
+    a local path, or a store URI (kdissect.stores)."""
+    from kdissect import stores
+
+    if stores.is_uri(str(path)):
+        from kdissect.spark.tree import Tree
+
+        tree = Tree(str(path))
+        entries = tree.entries()
+        return "manifest.json" in entries and "exchanges" in entries
     path = Path(path)
     return (path / "manifest.json").is_file() and (path / "exchanges").is_dir()
 
 
-def _dataset(outdir: Path, name: str) -> ds.Dataset:
-    directory = outdir / name
-    if not directory.is_dir():
-        raise InputError(f"{outdir}: not a complete kdissect spark output ({name}/ is missing)")
-    return ds.dataset(str(directory), format="parquet")
+def _dataset(outdir: Any, name: str) -> ds.Dataset:
+    """A table of OUTDIR (a kdissect.spark.tree.Tree) as a pyarrow dataset."""
+    if not outdir.exists(name):
+        raise InputError(f"{outdir.uri}: not a complete kdissect spark output ({name}/ is missing)")
+    return ds.dataset(outdir.path(name), filesystem=outdir.fs, format="parquet", partitioning="hive",
+                      exclude_invalid_files=False, ignore_prefixes=[".", "_"])
 
 
-def _rows(outdir: Path, name: str) -> list[dict[str, Any]]:
+def _rows(outdir: Any, name: str) -> list[dict[str, Any]]:
     return _dataset(outdir, name).to_table().to_pylist()
 
 
@@ -65,7 +75,7 @@ def _minute_seconds(table: pa.Table) -> pa.Table:
     return table.set_column(table.schema.get_field_index("minute"), "minute", pc.divide(ns, 1_000_000_000))
 
 
-def forensic_tables(outdir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def forensic_tables(outdir: Any, manifest: dict[str, Any]) -> dict[str, Any]:
     """The topic, group and client tables as `stats --json` gives them (rows in
     the job's order, which is the CLI's; times as int nanoseconds)."""
     found: dict[str, Any] = {}
@@ -83,7 +93,7 @@ def forensic_tables(outdir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def stats_from_tables(outdir: Path, collector: Collector, manifest: dict[str, Any]) -> dict[str, Any]:
+def stats_from_tables(outdir: Any, collector: Collector, manifest: dict[str, Any]) -> dict[str, Any]:
     """What `kdissect stats --json` prints, from the summary tables (see the module's docstring)."""
     latency = _rows(outdir, "latency")
 
@@ -146,12 +156,17 @@ def stats_from_tables(outdir: Path, collector: Collector, manifest: dict[str, An
 
 
 def read_outdir(outdir: str | Path) -> dict[str, Any]:
-    """The report's data (as `kdissect.report.data.from_captures` gives it) from a Spark OUTDIR."""
-    outdir = Path(outdir)
+    """The report's data (as `kdissect.report.data.from_captures` gives it)
+    from a Spark OUTDIR (a local path or a store URI)."""
+    from kdissect.spark.tree import SUCCESS, Tree
+
+    outdir = Tree(str(outdir))
     try:
-        manifest = json.loads((outdir / "manifest.json").read_text())
+        manifest = json.loads(outdir.read_bytes("manifest.json"))
     except (OSError, ValueError) as problem:
-        raise InputError(f"{outdir}: cannot read manifest.json ({problem})") from None
+        raise InputError(f"{outdir.uri}: cannot read manifest.json ({problem})") from None
+    if not outdir.exists(SUCCESS):
+        raise InputError(f"{outdir.uri}: the job that wrote it did not finish (no {SUCCESS} marker)")
     for name in TABLES:
         _dataset(outdir, name)  # each there, before any work
     collector = Collector(min_width=60, latency_values=False)
@@ -162,7 +177,7 @@ def read_outdir(outdir: str | Path) -> dict[str, Any]:
     collector.add_minute_rows(series.to_pylist())
     inputs = [item.get("name") or item.get("path") for item in manifest.get("inputs", [])]
     return {
-        "source": {"kind": "spark", "path": str(outdir), "inputs": inputs,
+        "source": {"kind": "spark", "path": outdir.uri, "inputs": inputs,
                    "skipped_files": len(manifest.get("skipped_files", []))},
         "stats": stats_from_tables(outdir, collector, manifest),
         "report": collector.to_dict(),

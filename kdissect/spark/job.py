@@ -26,12 +26,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
+import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from kdissect import stores
 from kdissect.accounting import Accounting
 from kdissect.captureset import timestamp_unit
 from kdissect.failures import InputError
@@ -39,6 +40,7 @@ from kdissect.forensics.latency import DEFAULT_HORIZON_NS
 from kdissect.inputs import expand_inputs, file_kind
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.spark import plan as planning
+from kdissect.spark.tree import RUNNING, SUCCESS, Tree, refuse_foreign_outdir
 
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries",
@@ -99,13 +101,30 @@ def _with_carried_secrets(keylog: Any, pcapngs: list[str]) -> Any:
 
 
 def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], list[int], list[str]]:
-    """(path, kind) in capture-set order, each file's resolution (ticks per second), skipped files."""
+    """(path, kind) in capture-set order, each file's resolution (ticks per second), skipped files.
+    Paths are local paths or store URIs (kdissect.stores)."""
     from kdissect.capture import describe_captures
 
     files, skipped = expand_inputs(list(inputs))
     described = describe_captures(files)
-    return ([(str(f.path), file_kind(str(f.path)) or "pcap") for f in described],
-            [f.resolution for f in described], skipped)
+    as_given = {str(Path(path)): path for path in files}  # (pathlib folds a URI's "//")
+    paths = [as_given.get(str(f.path), str(f.path)) for f in described]
+    return ([(path, file_kind(path) or "pcap") for path in paths], [f.resolution for f in described], skipped)
+
+
+def capture_name(path: str) -> str:
+    """A capture's file name (the capture column), from a path or a store URI."""
+    return posixpath.basename(path.rstrip("/")) if stores.is_uri(path) else Path(path).name
+
+
+def configure_stores(spark=None) -> stores.StoreSettings:
+    """The stores' settings for this run (Hadoop and Spark configuration,
+    then the AWS chain), in force on the driver; the tasks get them with
+    their closures."""
+    conf = dict(spark.sparkContext.getConf().getAll()) if spark is not None else None
+    settings = stores.StoreSettings.from_conf(conf)
+    stores.configure(settings)
+    return settings
 
 
 def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None = None) -> JobResult:
@@ -121,6 +140,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         if log is not None:
             log(message)
 
+    store_settings = configure_stores(spark)
     ordered, resolutions, skipped = _ordered_captures(options.inputs)
     keylog = None
     if options.tls_keylogs:
@@ -130,10 +150,11 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
 
         keylog = read_keylog_files(list(options.tls_keylogs))
     keylog = _with_carried_secrets(keylog, [path for path, kind in ordered if kind == "pcapng"])
-    splits = planning.plan_splits(ordered, options.split_size)
-    capture_names = [Path(path).name for path, _ in ordered]
+    sizes = [planning.file_size(path) for path, _ in ordered]
+    splits = planning.plan_splits(ordered, options.split_size, sizes)
+    capture_names = [capture_name(path) for path, _ in ordered]
     ts_unit = timestamp_unit(resolutions)
-    total_bytes = sum(os.path.getsize(path) for path, _ in ordered)
+    total_bytes = sum(sizes)
     say(f"{len(ordered)} capture files, {total_bytes / 1e6:.1f} MB, {len(splits)} planned splits")
 
     # -- 2. pre-pass over files cut into several ranges -----------------------
@@ -169,6 +190,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         from kdissect.capture import ReadStats
 
         keep_freed_memory()  # a Python worker lives for the whole job
+        stores.configure_once(store_settings)
 
         for batch in batches:
             for split in batch.to_pylist():
@@ -184,11 +206,11 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     detect = options.detect
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
-    # absolute: the tasks write into it, and an executor's working directory
-    # is not the driver's
-    outdir = os.path.abspath(local_outdir(options.outdir))
-    work_dir = os.path.join(outdir, WORK_DIR)
-    _clear_tables(outdir)
+    # a Tree (local paths made absolute: an executor's working directory is
+    # not the driver's); the tasks write into it through the store's client
+    outdir = Tree(options.outdir, store_settings)
+    work_dir = outdir.sub(WORK_DIR)
+    begin_output(outdir)
 
     max_uncompressed = options.max_uncompressed
 
@@ -246,16 +268,16 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
 
     forensic_summary = finish_forensics(spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns)
     say("forensic tables written", "forensic_tables")
-    shutil.rmtree(work_dir, ignore_errors=True)
+    outdir.delete(WORK_DIR)
     work_frame.unpersist()
     say("exchange tables written", "exchange_tables")
     write_tables(summary_rows, outdir)
     say("summary tables written", "summary_tables")
     # Row counts and the printed summary come from the Parquet footers and the
     # small summary tables read on the driver: no further Spark jobs.
-    counts: dict[str, int] = {name: tables.parquet_rows(spark, f"{outdir}/{name}") for name in TABLES}
+    counts: dict[str, int] = {name: tables.parquet_rows(outdir, name) for name in TABLES}
     counts["kafka_connections"] = connections
-    summary = tables.render_summary(spark, outdir, accounting)
+    summary = tables.render_summary(outdir, accounting)
     problems = reading.get("problems") or []
     if problems:
         summary += "\nreading problems (see manifest.json):\n" + "\n".join(f"  {p}" for p in problems[:10])
@@ -264,8 +286,8 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         "tool": "kdissect spark",
         "master": sc.master,
         "inputs": [
-            {"capture_index": index, "path": path, "name": Path(path).name, "format": kind,
-             "bytes": os.path.getsize(path), "ticks_per_second": resolutions[index],
+            {"capture_index": index, "path": path, "name": capture_names[index], "format": kind,
+             "bytes": sizes[index], "ticks_per_second": resolutions[index],
              "read_tasks": sum(1 for split in splits if split.capture_index == index)}
             for index, (path, kind) in enumerate(ordered)
         ],
@@ -288,7 +310,8 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         "seconds_since_start_at": timings,
         "input_bytes": total_bytes,
     }
-    _write_local(f"{outdir}/manifest.json", json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    outdir.write_bytes((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode(), "manifest.json")
+    commit_output(outdir)
     return JobResult(manifest, summary, splits)
 
 
@@ -302,31 +325,32 @@ class _ReadTotals:
         return self._values.get(name, [] if name == "problems" else 0)
 
 
-def _write_local(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text)
+def begin_output(outdir: Tree) -> None:
+    """Start writing OUTDIR: refuse a directory that is not an earlier
+    kdissect output, take away the `_SUCCESS` marker (an earlier complete
+    output now reads as incomplete), mark the run, and remove the tables of
+    the earlier run (each is rewritten whole)."""
+    refuse_foreign_outdir(outdir)
+    outdir.delete(SUCCESS)
+    outdir.write_bytes(b"kdissect spark: written by a job that has not finished (or died)\n", RUNNING)
+    for name in (*TABLES, WORK_DIR, "manifest.json"):
+        outdir.delete(name)
 
 
-def _clear_tables(outdir: str) -> None:
-    """Remove what an earlier run left of the tables the tasks write file by
-    file (Spark's overwrite mode does this for the others)."""
-    for name in ("exchanges", "partition_errors", WORK_DIR):
-        shutil.rmtree(os.path.join(outdir, name), ignore_errors=True)
-
-
-def local_outdir(outdir: str) -> str:
-    """OUTDIR as a file system path: the tasks and the driver write into it
-    with plain file operations, so it must be local or mounted (on every
-    node, for a cluster); a file:// URL is accepted."""
-    if "://" in outdir and not outdir.startswith("file://"):
-        raise InputError(f"{outdir}: OUTDIR must be a local or mounted path (the tasks write into it directly)")
-    return outdir.removeprefix("file://")
+def commit_output(outdir: Tree) -> None:
+    """The last writes of a run: `_SUCCESS` appears only once every table and
+    the manifest are complete (write-then-rename of each file, then the marker)."""
+    outdir.write_bytes(b"", SUCCESS)
+    outdir.delete(RUNNING)
 
 
 def prepare_outdir(outdir: str) -> None:
-    """Create OUTDIR; refuse a path that is a file or a remote URL."""
-    outdir = local_outdir(outdir)
-    if os.path.exists(outdir) and not os.path.isdir(outdir):
+    """Check OUTDIR before the job starts (nothing is written): a local path
+    that is a file is refused, a store must answer, and a non-empty
+    directory must be an earlier kdissect output."""
+    tree = Tree(outdir)
+    if not tree.remote and os.path.exists(tree.path()) and not os.path.isdir(tree.path()):
         raise InputError(f"{outdir}: exists and is not a directory")
-    os.makedirs(outdir, exist_ok=True)  # what an earlier run left is cleared by run_job
+    if tree.remote:
+        tree.check_store()
+    refuse_foreign_outdir(tree)
