@@ -215,6 +215,9 @@ def configure(settings: StoreSettings) -> None:
     with _lock:
         _settings = settings
         _clients.clear()
+        _known_sizes.clear()
+        for name in list(_heads):
+            _forget_head(name)
 
 
 def configure_once(settings: StoreSettings) -> None:
@@ -312,12 +315,50 @@ def file_info(uri: str) -> Any:
         raise store_error(location.uri, problem) from None
 
 
+# What the driver learns of many small files, kept so that each costs one
+# listing entry and one ranged GET, not a HEAD and a GET per look (the format
+# check, the first packet, the size): sizes from listings, and the first
+# HEAD_BYTES of files whose heads were read. Keyed by canonical URI; an entry
+# whose listed size changed is dropped. Bounded (HEAD_CACHE_BYTES).
+HEAD_BYTES = 64 << 10
+HEAD_CACHE_BYTES = 64 << 20
+_known_sizes: dict[str, int] = {}
+_heads: dict[str, bytes] = {}
+_head_bytes = 0
+
+
+def _remember_size(uri: str, file_size: int) -> None:
+    if _known_sizes.get(uri, file_size) != file_size:
+        _forget_head(uri)
+    _known_sizes[uri] = file_size
+
+
+def _forget_head(uri: str) -> None:
+    global _head_bytes
+    head = _heads.pop(uri, None)
+    if head is not None:
+        _head_bytes -= len(head)
+
+
+def _remember_head(uri: str, head: bytes) -> None:
+    global _head_bytes
+    _forget_head(uri)
+    while _heads and _head_bytes + len(head) > HEAD_CACHE_BYTES:
+        _forget_head(next(iter(_heads)))
+    _heads[uri] = head
+    _head_bytes += len(head)
+
+
 def size(uri: str) -> int:
+    known = _known_sizes.get(parse(uri).uri)
+    if known is not None:
+        return known
     info = file_info(uri)
     from pyarrow.fs import FileType
 
     if info.type != FileType.File:
         raise InputError(f"{parse(uri).uri}: no such file")
+    _remember_size(parse(uri).uri, int(info.size))
     return int(info.size)
 
 
@@ -332,23 +373,27 @@ class RangedFile:
     def __init__(self, uri: str, file_size: int | None = None, block_size: int | None = None) -> None:
         self.location = parse(uri)
         self.name = self.location.uri
-        client = file_system(self.location)
-        try:
-            if file_size is None:
-                from pyarrow.fs import FileType
+        self._client = file_system(self.location)
+        self._handle: Any = None
+        if file_size is None:
+            file_size = _known_sizes.get(self.name)
+        if file_size is None:
+            from pyarrow.fs import FileType
 
-                info = client.get_file_info(self.location.path)
-                if info.type == FileType.NotFound:
-                    raise FileNotFoundError(self.location.uri)
-                if info.type != FileType.File:
-                    raise InputError(f"{self.location.uri}: is a directory, not a capture file")
-            self._handle = client.open_input_file(self.location.path)
-            self.size = self._handle.size() if file_size is None else file_size
-        except InputError:
-            raise
-        except (OSError, RuntimeError, ValueError) as problem:
-            raise store_error(self.location.uri, problem) from None
+            try:
+                info = self._client.get_file_info(self.location.path)
+            except (OSError, RuntimeError, ValueError) as problem:
+                raise store_error(self.name, problem) from None
+            if info.type == FileType.NotFound:
+                raise InputError(f"{self.name}: no such file")
+            if info.type != FileType.File:
+                raise InputError(f"{self.name}: is a directory, not a capture file")
+            file_size = int(info.size)
+            _remember_size(self.name, file_size)
+        self.size = file_size
         self.block_size = block_size or BLOCK_SIZE
+        head = _heads.get(self.name)
+        self._whole = head if head is not None and len(head) == self.size else None  # a small file, read already
         self.position = 0
         self.blocks: dict[int, bytes] = {}  # block index -> bytes, the last few read
         self.bytes_fetched = 0
@@ -358,6 +403,8 @@ class RangedFile:
         if block is None:
             start = index * self.block_size
             try:
+                if self._handle is None:  # opened on the first read (pyarrow asks the store for the size)
+                    self._handle = self._client.open_input_file(self.location.path)
                 block = self._handle.read_at(min(self.block_size, self.size - start), start)
             except (OSError, RuntimeError, ValueError) as problem:
                 raise store_error(self.location.uri, problem) from None
@@ -371,6 +418,10 @@ class RangedFile:
         if n is None or n < 0:
             n = self.size - self.position
         n = max(0, min(n, self.size - self.position))
+        if self._whole is not None:
+            piece = self._whole[self.position:self.position + n]
+            self.position += len(piece)
+            return piece
         pieces: list[bytes] = []
         while n > 0:
             index, offset = divmod(self.position, self.block_size)
@@ -393,7 +444,8 @@ class RangedFile:
 
     def close(self) -> None:
         self.blocks.clear()
-        self._handle.close()
+        if self._handle is not None:
+            self._handle.close()
 
     def __enter__(self) -> RangedFile:
         return self
@@ -407,9 +459,15 @@ def open_input(uri: str, file_size: int | None = None) -> RangedFile:
 
 
 def read_head(uri: str, count: int) -> bytes:
-    """The first `count` bytes of a file (one small ranged read)."""
-    with RangedFile(uri, block_size=max(count, 1)) as handle:
-        return handle.read(count)
+    """The first `count` bytes of a file: one ranged read of up to HEAD_BYTES,
+    kept for the driver's next looks at the same file."""
+    name = parse(uri).uri
+    head = _heads.get(name)
+    if head is None or (len(head) < count and len(head) < _known_sizes.get(name, len(head) + 1)):
+        with RangedFile(uri, block_size=max(count, HEAD_BYTES)) as handle:
+            head = handle.read(handle.block_size)
+        _remember_head(name, head)
+    return head[:count]
 
 
 # -- listing ---------------------------------------------------------------------------------
@@ -429,6 +487,7 @@ def list_files(uri: str) -> list[tuple[str, int]]:
         if magic is None:
             info = client.get_file_info(path)
             if info.type == FileType.File:
+                _remember_size(location.child(info.path).uri, int(info.size))
                 return [(location.child(info.path).uri, int(info.size))]
             if info.type == FileType.NotFound and location.scheme in S3_SCHEMES and "/" not in path:
                 # a bucket: an empty listing and a missing bucket look alike to get_file_info
@@ -436,7 +495,10 @@ def list_files(uri: str) -> list[tuple[str, int]]:
             if info.type == FileType.NotFound:
                 raise InputError(f"{location.uri}: no such file or directory")
             infos = client.get_file_info(FileSelector(path, recursive=True))
-            return sorted((location.child(i.path).uri, int(i.size)) for i in infos if i.type == FileType.File)
+            listed = sorted((location.child(i.path).uri, int(i.size)) for i in infos if i.type == FileType.File)
+            for name, file_size in listed:
+                _remember_size(name, file_size)
+            return listed
         base = path[:magic.start()].rsplit("/", 1)[0]
         pattern = _glob_regex(path)
         infos = client.get_file_info(FileSelector(base, recursive=True, allow_not_found=True))
@@ -447,6 +509,9 @@ def list_files(uri: str) -> list[tuple[str, int]]:
     matched = [i for i in infos if pattern.fullmatch(i.path)]
     if not matched:
         raise InputError(f"{location.uri}: no file matches")
+    for info in infos:
+        if info.type == FileType.File:
+            _remember_size(location.child(info.path).uri, int(info.size))
     found: set[tuple[str, int]] = set()
     for info in matched:
         if info.type == FileType.File:
