@@ -21,8 +21,9 @@ can end up in an output, log or error; errors name the URI as given.
 
 Reads go through `RangedFile`: a seekable file that fetches aligned blocks
 with ranged reads (S3 ranged GET, HDFS positional read) and keeps the last
-few, so the split finder's many small reads near one offset cost one request
-and a range is read once, from its start to its end, never the whole file.
+few (per process), so the split finder's many small reads near one offset
+cost one request and a range is read once, from its start to its end, never
+the whole file.
 """
 
 from __future__ import annotations
@@ -46,7 +47,13 @@ SCHEMES = S3_SCHEMES + HDFS_SCHEMES + WEBHDFS_SCHEMES + LOCAL_SCHEMES
 # "s3://b/k" written through pathlib loses a slash ("s3:/b/k"): both are accepted
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(/+)(.*)$", re.DOTALL)
 BLOCK_SIZE = 4 << 20  # bytes per ranged read from a remote store
-_KEPT_BLOCKS = 4
+# Blocks kept per process, least recently used dropped, shared by the files
+# open on one URI: the split finder's window (1 MiB, whose chain checks seek
+# back into it) and then the pre-pass walk from the boundary it found (1 MiB
+# chunks) read the same blocks once.
+KEPT_BYTES = 16 << 20
+_blocks: dict[tuple[str, int, int], bytes] = {}  # (URI, block size, index) -> bytes
+_blocks_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,7 @@ class Location:
 def is_uri(text: str) -> bool:
     """True for a store URI kdissect handles (a plain path is not one)."""
     match = _URI.match(str(text))
-    return bool(match) and match.group(1).lower() in SCHEMES
+    return match is not None and match.group(1).lower() in SCHEMES
 
 
 def parse(text: str) -> Location:
@@ -204,7 +211,7 @@ class StoreSettings:
         return cls(S3Settings.from_conf(merged), os.environ.get("HADOOP_USER_NAME") or None)
 
 
-_settings = StoreSettings()
+_settings: StoreSettings | None = None  # None: from this process's configuration, on first use
 _clients: dict[tuple, Any] = {}
 _lock = threading.Lock()
 
@@ -216,6 +223,7 @@ def configure(settings: StoreSettings) -> None:
         _settings = settings
         _clients.clear()
         _known_sizes.clear()
+        _blocks.clear()
         for name in list(_heads):
             _forget_head(name)
 
@@ -223,11 +231,14 @@ def configure(settings: StoreSettings) -> None:
 def configure_once(settings: StoreSettings) -> None:
     """configure(), unless these settings are in use already (a task's start:
     the clients of a long-lived Python worker are kept)."""
-    if _settings != settings:
+    if _settings is not settings and _settings != settings:
         configure(settings)
 
 
 def settings() -> StoreSettings:
+    global _settings
+    if _settings is None:
+        _settings = StoreSettings.from_conf()
     return _settings
 
 
@@ -237,12 +248,13 @@ def file_system(location: Location) -> Any:
 
     if location.scheme in LOCAL_SCHEMES:
         return fs.LocalFileSystem()
-    key = (location.scheme, location.authority if location.scheme not in S3_SCHEMES else "", _settings)
+    current = settings()
+    key = (location.scheme, location.authority if location.scheme not in S3_SCHEMES else "", current)
     with _lock:
         client = _clients.get(key)
         if client is None:
             if location.scheme in S3_SCHEMES:
-                client = fs.S3FileSystem(**_settings.s3.pyarrow_options())
+                client = fs.S3FileSystem(**current.s3.pyarrow_options())
             elif location.scheme in WEBHDFS_SCHEMES:
                 client = _webhdfs(location)
             else:
@@ -267,7 +279,7 @@ def _webhdfs(location: Location) -> Any:
         raise InputError(f"{location.uri}: webhdfs:// needs fsspec and requests (pip install 'kdissect[webhdfs]')") \
             from None
     host, _, port = location.authority.partition(":")
-    user = _settings.hadoop_user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+    user = settings().hadoop_user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
     return PyFileSystem(FSSpecHandler(WebHDFS(host, port=int(port or 9870), user=user, use_listings_cache=False)))
 
 
@@ -283,19 +295,22 @@ def _first_line(problem: BaseException) -> str:
 
 
 def store_error(uri: str, problem: BaseException) -> InputError:
-    """One line naming the URI for a failed store operation."""
-    text = str(problem)
-    lowered = text.lower()
-    if isinstance(problem, FileNotFoundError) or "nosuchbucket" in lowered or "nosuchkey" in lowered \
-            or "not found" in lowered or "does not exist" in lowered:
-        reason = "no such file, directory or bucket"
-    elif "accessdenied" in lowered or "access denied" in lowered or "forbidden" in lowered \
-            or "permission denied" in lowered or isinstance(problem, PermissionError):
-        reason = "permission denied"
-    elif "invalidaccesskeyid" in lowered or "signaturedoesnotmatch" in lowered or "credentials" in lowered:
+    """One line naming the URI for a failed store operation (the store's own
+    message is not repeated: it may name the key id or a signature)."""
+    lowered = str(problem).lower()
+    if "invalidaccesskeyid" in lowered or "signaturedoesnotmatch" in lowered or "invalid_access_key" in lowered \
+            or "signature_does_not_match" in lowered or "credentials" in lowered:
         reason = "the store refused the credentials"
+    elif "accessdenied" in lowered or "access_denied" in lowered or "access denied" in lowered \
+            or "forbidden" in lowered or "permission denied" in lowered or isinstance(problem, PermissionError):
+        # an S3 HEAD answer has no body: a refused key and a missing
+        # permission both come back as a bare 403
+        reason = "access denied (no permission, or the credentials were refused)"
+    elif isinstance(problem, FileNotFoundError) or "nosuchbucket" in lowered or "no_such_bucket" in lowered \
+            or "nosuchkey" in lowered or "not found" in lowered or "does not exist" in lowered:
+        reason = "no such file, directory or bucket"
     elif "curl" in lowered or "connect" in lowered or "resolve" in lowered or "timeout" in lowered \
-            or "timed out" in lowered or "unreachable" in lowered:
+            or "timed out" in lowered or "unreachable" in lowered or "network" in lowered:
         reason = "cannot reach the store"
     else:
         reason = _first_line(problem)
@@ -395,11 +410,14 @@ class RangedFile:
         head = _heads.get(self.name)
         self._whole = head if head is not None and len(head) == self.size else None  # a small file, read already
         self.position = 0
-        self.blocks: dict[int, bytes] = {}  # block index -> bytes, the last few read
         self.bytes_fetched = 0
 
     def _block(self, index: int) -> bytes:
-        block = self.blocks.get(index)
+        key = (self.name, self.block_size, index)
+        with _blocks_lock:
+            block = _blocks.pop(key, None)
+            if block is not None:
+                _blocks[key] = block  # most recently used last
         if block is None:
             start = index * self.block_size
             try:
@@ -409,9 +427,10 @@ class RangedFile:
             except (OSError, RuntimeError, ValueError) as problem:
                 raise store_error(self.location.uri, problem) from None
             self.bytes_fetched += len(block)
-            if len(self.blocks) >= _KEPT_BLOCKS:
-                del self.blocks[next(iter(self.blocks))]
-            self.blocks[index] = block
+            with _blocks_lock:
+                while len(_blocks) >= max(2, KEPT_BYTES // self.block_size):
+                    del _blocks[next(iter(_blocks))]
+                _blocks[key] = block
         return block
 
     def read(self, n: int = -1) -> bytes:
@@ -443,7 +462,6 @@ class RangedFile:
         return self.position
 
     def close(self) -> None:
-        self.blocks.clear()
         if self._handle is not None:
             self._handle.close()
 
@@ -489,10 +507,10 @@ def list_files(uri: str) -> list[tuple[str, int]]:
             if info.type == FileType.File:
                 _remember_size(location.child(info.path).uri, int(info.size))
                 return [(location.child(info.path).uri, int(info.size))]
-            if info.type == FileType.NotFound and location.scheme in S3_SCHEMES and "/" not in path:
-                # a bucket: an empty listing and a missing bucket look alike to get_file_info
-                client.get_file_info(FileSelector(path, recursive=False))
             if info.type == FileType.NotFound:
+                if location.scheme in S3_SCHEMES and \
+                        client.get_file_info(location.authority).type == FileType.NotFound:
+                    raise InputError(f"{location.uri}: no such bucket")
                 raise InputError(f"{location.uri}: no such file or directory")
             infos = client.get_file_info(FileSelector(path, recursive=True))
             listed = sorted((location.child(i.path).uri, int(i.size)) for i in infos if i.type == FileType.File)
