@@ -82,6 +82,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--small-files", type=int, default=2000)
+    parser.add_argument("--skip-job", action="store_true", help="only the listing of the small files")
     args = parser.parse_args()
 
     from bench_spark import build_archive
@@ -101,16 +102,17 @@ def main() -> None:
         env = s3.env("writer")
         env["PYTHONPATH"] = str(REPO)
         times: dict[str, list[float]] = {"local": [], "s3": []}
-        for round_ in range(args.repeat):
+        for round_ in range(0 if args.skip_job else args.repeat):
             for name, source in (("local", str(archive_dir)), ("s3", "s3://bench/archive")):
                 outdir = OUT / f"stores-{name}"
                 seconds = _timed([sys.executable, "-m", "kdissect", "spark", source, "-o", str(outdir),
                                   "--master", "local[2]"], env, OUT / f"bench_stores_{name}.log")
                 times[name].append(round(seconds, 2))
                 print(f"{name}: {seconds:.1f} s ({total / 1e6 / seconds:.1f} MB/s)", flush=True)
-        results["seconds"] = times
-        results["ratio_s3_to_local"] = round(min(times["s3"]) / min(times["local"]), 3)
-        print(f"S3 / local: {results['ratio_s3_to_local']:.2f}x", flush=True)
+        if not args.skip_job:
+            results["seconds"] = times
+            results["ratio_s3_to_local"] = round(min(times["s3"]) / min(times["local"]), 3)
+            print(f"S3 / local: {results['ratio_s3_to_local']:.2f}x", flush=True)
 
         small = _small_files(args.small_files, OUT / "small_files")
         with ThreadPoolExecutor(16) as pool:
@@ -124,7 +126,7 @@ def main() -> None:
                                   "s3_seconds": round(s3_seconds, 2)}
         print(f"listing + first look at {len(small)} small files: local {local_seconds:.2f} s, "
               f"S3 {s3_seconds:.2f} s", flush=True)
-    (OUT / "bench_spark_stores.json").write_text(json.dumps(results, indent=2) + "\n")
+    (OUT / ("bench_spark_stores_listing.json" if args.skip_job else "bench_spark_stores.json")).write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -102,6 +102,7 @@ def _expand_uri(item: str, found: list[str], skipped: list[str]) -> None:
 
     listed = stores.list_files(item)
     named = len(listed) == 1 and stores.parse(listed[0][0]).path == stores.parse(item).path
+    stores.prefetch_heads([uri for uri, _size in listed])  # what file_kind and the first look read
     for uri, _size in listed:
         kind = file_kind(uri)
         if named and kind is None:

@@ -357,11 +357,12 @@ def _forget_head(uri: str) -> None:
 
 def _remember_head(uri: str, head: bytes) -> None:
     global _head_bytes
-    _forget_head(uri)
-    while _heads and _head_bytes + len(head) > HEAD_CACHE_BYTES:
-        _forget_head(next(iter(_heads)))
-    _heads[uri] = head
-    _head_bytes += len(head)
+    with _blocks_lock:  # heads may be fetched by several threads (prefetch_heads)
+        _forget_head(uri)
+        while _heads and _head_bytes + len(head) > HEAD_CACHE_BYTES:
+            _forget_head(next(iter(_heads)))
+        _heads[uri] = head
+        _head_bytes += len(head)
 
 
 def size(uri: str) -> int:
@@ -474,6 +475,23 @@ class RangedFile:
 
 def open_input(uri: str, file_size: int | None = None) -> RangedFile:
     return RangedFile(uri, file_size)
+
+
+def prefetch_heads(uris: list[str], threads: int = 16) -> None:
+    """Fetch the heads of many files at once (a store's latency, not its
+    bandwidth, bounds one file after another); errors are left for the
+    reads that follow, which report them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def fetch(uri: str) -> None:
+        try:
+            read_head(uri, HEAD_BYTES)
+        except (InputError, OSError):
+            pass
+
+    if len(uris) > 1:
+        with ThreadPoolExecutor(min(threads, len(uris))) as pool:
+            list(pool.map(fetch, uris))
 
 
 def read_head(uri: str, count: int) -> bytes:
