@@ -6,7 +6,7 @@ setup:
 
 # The main job: the Spark report, in local mode, over the bundled captures.
 report: setup
-	.venv/bin/kdissect spark captures -o report
+	.venv/bin/kdissect spark captures -o report --overwrite
 
 test: setup
 	.venv/bin/python -m pytest

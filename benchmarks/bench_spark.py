@@ -198,14 +198,14 @@ def main() -> None:
     # unmeasured warm-up on a small capture: writes the JVM's class-data archive
     # (a cache, like bytecode; see kdissect/spark/session.py) if there is none yet
     _timed([python, "-m", "kdissect", "spark", str(REPO / "captures" / "admin.pcap"), "-o", str(OUT / "spark_warmup"),
-            "--master", "local[1]"], OUT / "spark_warmup.log")
+            "--master", "local[1]", "--overwrite"], OUT / "spark_warmup.log")
     runs: dict[str, list[float]] = {name: [] for name in configurations}
     for _ in range(args.repeat):
         for name, (master, cpus) in configurations.items():
             slug = name.replace(" ", "_").replace("[", "").replace("]", "")
             outdir = OUT / f"spark_{slug}{suffix}"
             seconds = _timed([python, "-m", "kdissect", "spark", str(archive_dir), "-o", str(outdir),
-                              "--master", master], OUT / f"spark_{slug}{suffix}.log", cpus)
+                              "--master", master, "--overwrite"], OUT / f"spark_{slug}{suffix}.log", cpus)
             runs[name].append(round(seconds, 1))
             manifest = json.loads((outdir / "manifest.json").read_text())
             print(f"{name} ({master}{', CPUs ' + str(sorted(cpus)) if cpus else ''}): {seconds:.0f}s, "

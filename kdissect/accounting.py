@@ -35,9 +35,9 @@ class Accounting(SlotRecord):
                  "skipped_bytes", "mid_stream_bytes", "snaplen_bytes", "gap_bytes", "tail_gap_bytes", "gaps", "resyncs",
                  "mid_stream_starts", "request_frames", "response_frames", "decoded_frames", "malformed_frames",
                  "truncated_frames", "undecoded_frames", "raw_sasl_frames", "unreadable_responses", "exchanges", "ok",
-                 "no_response", "orphan_responses", "malformed", "truncated", "sent_while_muted", "acks0_requests",
+                 "inexact", "no_response", "orphan_responses", "malformed", "truncated", "sent_while_muted", "acks0_requests",
                  "acks0_answered", "acks0_released", "early_responses", "assumed_apis", "ambiguous_apis",
-                 "unknown_apis")
+                 "unknown_apis", "inexact_frames")
 
     def __init__(self, packets: int = 0, non_tcp_packets: int = 0, undecodable_packets: int = 0,
                  duplicate_packets: int = 0, damaged_files: int = 0, unread_file_bytes: int = 0, segments: int = 0,
@@ -51,10 +51,11 @@ class Accounting(SlotRecord):
                  gaps: int = 0, resyncs: int = 0, mid_stream_starts: int = 0, request_frames: int = 0,
                  response_frames: int = 0, decoded_frames: int = 0, malformed_frames: int = 0,
                  truncated_frames: int = 0, undecoded_frames: int = 0, raw_sasl_frames: int = 0,
-                 unreadable_responses: int = 0, exchanges: int = 0, ok: int = 0, no_response: int = 0,
+                 unreadable_responses: int = 0, exchanges: int = 0, ok: int = 0, inexact: int = 0, no_response: int = 0,
                  orphan_responses: int = 0, malformed: int = 0, truncated: int = 0, sent_while_muted: int = 0,
                  acks0_requests: int = 0, acks0_answered: int = 0, acks0_released: int = 0, early_responses: int = 0,
-                 assumed_apis: int = 0, ambiguous_apis: int = 0, unknown_apis: int = 0) -> None:
+                 assumed_apis: int = 0, ambiguous_apis: int = 0, unknown_apis: int = 0,
+                 inexact_frames: int = 0) -> None:
         self.packets = packets  # packets read from the capture files
         self.non_tcp_packets = non_tcp_packets  # packets that are not TCP over IP
         self.undecodable_packets = undecodable_packets  # damaged headers, unsupported link types, IP fragments
@@ -101,6 +102,7 @@ class Accounting(SlotRecord):
         self.unreadable_responses = unreadable_responses  # of malformed/truncated: too short to hold a correlation id
         self.exchanges = exchanges  # rows produced
         self.ok = ok
+        self.inexact = inexact  # status inexact: a body decoded with an assumed version left bytes over
         self.no_response = no_response
         self.orphan_responses = orphan_responses
         self.malformed = malformed
@@ -114,6 +116,8 @@ class Accounting(SlotRecord):
         self.assumed_apis = assumed_apis  # orphan responses decoded by trial with one API version
         self.ambiguous_apis = ambiguous_apis  # orphan responses that several API versions decode
         self.unknown_apis = unknown_apis  # orphan responses no API version decodes
+        # of decoded_frames: bodies decoded with an assumed version that left bytes over
+        self.inexact_frames = inexact_frames
 
     def __add__(self, other: Accounting) -> Accounting:
         total = Accounting()
@@ -179,7 +183,7 @@ class Accounting(SlotRecord):
             wrong.append(f"frames {self.request_frames} + {self.response_frames} != decoded {self.decoded_frames}"
                          f" + malformed {self.malformed_frames} + truncated {self.truncated_frames} + raw SASL "
                          f"{self.raw_sasl_frames} + undecoded {self.undecoded_frames}")
-        statuses = self.ok + self.no_response + self.orphan_responses + self.malformed + self.truncated
+        statuses = self.ok + self.inexact + self.no_response + self.orphan_responses + self.malformed + self.truncated
         if statuses != self.exchanges:
             wrong.append(f"exchanges {self.exchanges} != sum of statuses {statuses}")
         conns = self.kafka_connections + self.non_kafka_connections + self.empty_connections + \
@@ -226,8 +230,12 @@ class Accounting(SlotRecord):
             f"frames: {self.request_frames} requests, {self.response_frames} responses: "
             f"{self.decoded_frames} decoded, {self.malformed_frames} malformed, {self.truncated_frames} truncated, "
             f"{self.raw_sasl_frames} raw SASL"
-            + (f", {self.undecoded_frames} of unknown API" if self.undecoded_frames else ""),
-            f"exchanges: {self.exchanges} ({self.ok} ok, {self.no_response} no response, "
+            + (f", {self.undecoded_frames} of unknown API" if self.undecoded_frames else "")
+            + (f" ({self.inexact_frames} decoded with an assumed version, bytes left over)"
+               if self.inexact_frames else ""),
+            f"exchanges: {self.exchanges} ({self.ok} ok, "
+            + (f"{self.inexact} inexact, " if self.inexact else "")
+            + f"{self.no_response} no response, "
             f"{self.orphan_responses} orphan responses, {self.malformed} malformed, "
             f"{self.truncated} truncated; {self.acks0_requests} expect no response"
             + (f", {self.acks0_answered} of them answered" if self.acks0_answered else "") + ")",

@@ -263,7 +263,7 @@ class Section(SlotRecord):
 
     __slots__ = ("order", "interfaces")
 
-    def __init__(self, order: str = "<", interfaces: list | None = None) -> None:
+    def __init__(self, order: str = "<", interfaces: list[Any] | None = None) -> None:
         self.order = order
         self.interfaces = [] if interfaces is None else interfaces
 
@@ -278,7 +278,8 @@ class Walk(SlotRecord):
     __slots__ = ("number", "order_ts", "stop", "damaged_at", "damage", "leftover", "cut_bytes", "events", "ticks")
 
     def __init__(self, number: int = 0, order_ts: int = 0, stop: int = -1, damaged_at: int = -1, damage: str = "",
-                 leftover: int = 0, cut_bytes: int = 0, events: list | None = None, ticks: dict | None = None) -> None:
+                 leftover: int = 0, cut_bytes: int = 0, events: list[Any] | None = None,
+                 ticks: dict[Any, Any] | None = None) -> None:
         self.number = number
         self.order_ts = order_ts
         self.stop = stop

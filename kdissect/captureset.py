@@ -108,62 +108,88 @@ def merge_files(firsts: Sequence[int | None], open_file: Callable[[int], Iterato
     """
     count = len(firsts)
     window = dedup.window if dedup is not None else 0
-    keep = dedup.keep if dedup is not None else None
     # the next item of every open file, smallest key first
     heap: list[tuple[int, int, int, Any, Iterator[Any]]] = []
-    latest_fed = _EARLIEST  # feed time of the last item fed from a file before the current run
     opened = 0
+    latest_fed = _EARLIEST  # feed time of the last item fed from a file before the current run
+
+    def next_run() -> tuple[int, int, int, int | None] | None:
+        nonlocal opened
+        while True:
+            if opened < count:  # the next file to open: its first key
+                first = firsts[opened]
+                next_key = (_END if first is None else first, opened)
+                if not heap or next_key < (heap[0][0], heap[0][1]):
+                    iterator = open_file(opened)
+                    opened += 1
+                    for item in iterator:
+                        heappush(heap, (item.order_ts, item.capture_index, item.frame_number, item, iterator))
+                        break
+                    continue
+            else:
+                next_key = (_END, count)
+            if not heap:
+                return None
+            # this file runs while its items come before every other file's next
+            # one; no other file within a window after that: quiet until then
+            return next_key[0], next_key[1], latest_fed + window, None
+
+    def run_done(ci: int, fed: int, ended: bool) -> None:
+        nonlocal latest_fed
+        if fed > latest_fed:
+            latest_fed = fed
+
+    if dedup is None:
+        return _feed_runs(heap, next_run, None, 0, None)  # (latest_fed only serves the filter)
+    return _feed_runs(heap, next_run, dedup.keep, window, run_done)
+
+
+def _feed_runs(heap: list[tuple[int, int, int, Any, Iterator[Any]]],
+               next_run: Callable[[], tuple[int, int, int, int | None] | None],
+               keep: Callable[[Any], bool] | None, window: int,
+               run_done: Callable[[int, int, bool], None] | None) -> Iterator[Any]:
+    """The one run-draining loop of the capture-set merges (`merge_files`,
+    `ConnectionMerge`). Runs are fed one after another, each from the
+    heap's smallest entry (the next item of one file or run, of capture
+    index `ci`): its items are fed while they come before the limit
+    `next_run` gives (the next item of any file outside the heap, or the
+    caller's bound) and the heap's second smallest (another file's next);
+    the first item past it goes back on the heap, or the exhausted run
+    leaves it. Without `keep` all items are fed; with it, items strictly
+    between quiet_from and quiet_until (None: a window before the limit),
+    when no other file is within a window, skip the duplicate filter.
+    `run_done(ci, feed time of the last item fed, whether the run ended)`
+    follows each run, when given; `next_run` returns None to stop.
+    (Written once as the generator its callers return: a helper generator
+    per run would cost a delegation per item.)"""
     while True:
-        if opened < count:  # the next file to open: its first key
-            first = firsts[opened]
-            next_key = (_END if first is None else first, opened)
-            if not heap or next_key < (heap[0][0], heap[0][1]):
-                iterator = open_file(opened)
-                opened += 1
-                for item in iterator:
-                    heappush(heap, (item.order_ts, item.capture_index, item.frame_number, item, iterator))
-                    break
-                continue
-        else:
-            next_key = (_END, count)
-        if not heap:
+        limits = next_run()
+        if limits is None:
             return
-        now, ci, _number, item, iterator = heap[0]
-        # this file runs while its items come before every other file's next one
-        limit_ts, limit_ci = next_key
+        limit_ts, limit_ci, quiet_from, quiet_until = limits
         for other in heap[1:3]:  # the heap's second smallest is one of these
             if (other[0], other[1]) < (limit_ts, limit_ci):
                 limit_ts, limit_ci = other[0], other[1]
-        if keep is None:
-            yield item
-            for item in iterator:
-                now = item.order_ts
-                if now < limit_ts or (now == limit_ts and ci < limit_ci):
-                    yield item
-                    continue
-                heapreplace(heap, (now, ci, item.frame_number, item, iterator))
-                break
-            else:
-                heappop(heap)
-            continue
-        quiet_from = latest_fed + window
-        quiet_until = limit_ts - window
-        fed = now
-        if quiet_from < now < quiet_until or keep(item):
+        if quiet_until is None:
+            quiet_until = limit_ts - window
+        fed, ci, _number, item, iterator = heap[0]
+        if keep is None or quiet_from < fed < quiet_until or keep(item):
             yield item
         for item in iterator:
             now = item.order_ts
             if now < limit_ts or (now == limit_ts and ci < limit_ci):
                 fed = now
-                if quiet_from < now < quiet_until or keep(item):
+                if keep is None or quiet_from < now < quiet_until or keep(item):
                     yield item
                 continue
             heapreplace(heap, (now, ci, item.frame_number, item, iterator))
+            if run_done is not None:
+                run_done(ci, fed, False)
             break
         else:
             heappop(heap)
-        if fed > latest_fed:
-            latest_fed = fed
+            if run_done is not None:
+                run_done(ci, fed, True)
 
 
 class ConnectionMerge:
@@ -208,52 +234,28 @@ class ConnectionMerge:
     def _emit(self, bound_ts: int, bound_ci: int) -> Iterator[Any]:
         """Segments whose key is below (bound_ts, bound_ci), in feed order."""
         heap = self._heap
-        keep = self.filter.keep if self.filter is not None else None
         window = self.filter.window if self.filter is not None else 0
         runs_per_file = self._runs_per_file
-        while heap and (heap[0][0], heap[0][1]) < (bound_ts, bound_ci):
-            now, ci, _number, item, iterator = heap[0]
-            limit_ts, limit_ci = bound_ts, bound_ci
-            for other in heap[1:3]:  # the heap's second smallest is one of these
-                if (other[0], other[1]) < (limit_ts, limit_ci):
-                    limit_ts, limit_ci = other[0], other[1]
-            if keep is None:
-                yield item
-                for item in iterator:
-                    now = item.order_ts
-                    if now < limit_ts or (now == limit_ts and ci < limit_ci):
-                        yield item
-                        continue
-                    heapreplace(heap, (now, ci, item.frame_number, item, iterator))
-                    break
-                else:
-                    heappop(heap)
-                    runs_per_file[ci] -= 1
-                continue
+
+        def next_run() -> tuple[int, int, int, int | None] | None:
+            if not heap or (heap[0][0], heap[0][1]) >= (bound_ts, bound_ci):
+                return None
+            ci = heap[0][1]
             # another file's segments within a window before or after (runs
             # not yet arrived start more than a window after the bound)
-            quiet_from = self._latest_fed + window
             if len(runs_per_file) == 1 or all(n == 0 for index, n in runs_per_file.items() if index != ci):
                 quiet_until = _END
             else:
                 quiet_until = min(entry[0] for entry in heap if entry[1] != ci) - window
-            fed = now
-            if quiet_from < now < quiet_until or keep(item):
-                yield item
-            for item in iterator:
-                now = item.order_ts
-                if now < limit_ts or (now == limit_ts and ci < limit_ci):
-                    fed = now
-                    if quiet_from < now < quiet_until or keep(item):
-                        yield item
-                    continue
-                heapreplace(heap, (now, ci, item.frame_number, item, iterator))
-                break
-            else:
-                heappop(heap)
+            return bound_ts, bound_ci, self._latest_fed + window, quiet_until
+
+        def run_done(ci: int, fed: int, ended: bool) -> None:
+            if ended:
                 runs_per_file[ci] -= 1
             if fed > self._latest_fed:
                 self._latest_fed = fed
+
+        return _feed_runs(heap, next_run, self.filter.keep if self.filter is not None else None, window, run_done)
 
 
 def timestamp_unit(resolutions: Sequence[int]) -> str:

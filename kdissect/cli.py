@@ -16,11 +16,10 @@ then also produces every error message.
 from __future__ import annotations
 
 import errno
-import os
 import sys
-from typing import Any, Callable
+from typing import Any
 
-from kdissect.failures import InputError
+from kdissect.commands.runtime import fail, guarded, run_click
 
 # name -> module holding a click command called `command`
 COMMANDS: dict[str, str] = {
@@ -73,13 +72,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'kdissect.cli' has no attribute {name!r}")
 
 
-def _fail(message: str, code: int) -> int:
-    from kdissect.commands.export_core import say
-
-    say(f"kdissect: error: {message}")
-    return code
-
-
 def plain_export_args(args: list[str]) -> Any:
     """The ExportOptions for plain `export` arguments, or None when click must
     parse them (anything unusual, help, any doubt)."""
@@ -100,15 +92,15 @@ def _plain_export(options: Any) -> int:
         return 0
     except (EOFError, KeyboardInterrupt):
         sys.stderr.write("\n")  # as click does before its Abort
-        return _fail("aborted", 130)
+        return fail("aborted", 130)
     except OSError as problem:
         if problem.errno != errno.EPIPE:
             raise
         # output closed early (e.g. `| head`): exit 1 quietly, like click
         from click.utils import PacifyFlushWrapper
 
-        sys.stdout = PacifyFlushWrapper(sys.stdout)  # type: ignore[assignment]
-        sys.stderr = PacifyFlushWrapper(sys.stderr)  # type: ignore[assignment]
+        sys.stdout = PacifyFlushWrapper(sys.stdout)  # type: ignore[assignment, operator]
+        sys.stderr = PacifyFlushWrapper(sys.stderr)  # type: ignore[assignment, operator]
         sys.exit(1)
 
 
@@ -117,52 +109,27 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     plain = plain_export_args(args)
     if plain is not None:
-        return _guarded(lambda: _plain_export(plain))
+        return guarded(lambda: _plain_export(plain))
     return run_click(__getattr__("cli"), args, "kdissect")
 
 
-def run_click(command: Any, args: list[str], prog_name: str) -> int:
-    """Run a click command or group as every kdissect entry runs one: click's
-    own usage errors as click prints them, every other error as one line."""
-
-    def run() -> int:
-        import click
-
-        try:
-            result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
-            return result if isinstance(result, int) else 0
-        except click.exceptions.Exit as stop:
-            return stop.exit_code
-        except click.ClickException as problem:
-            problem.show()
-            return problem.exit_code
-        except click.exceptions.Abort:
-            return _fail("aborted", 130)
-
-    return _guarded(run)
-
-
-def _guarded(run: Callable[[], int]) -> int:
-    """`run()`'s status; a user's problem (a missing extra too) as a one-line
-    error (exit 2), anything else as a one-line internal error (exit 1)."""
-    try:
-        return run()
-    except InputError as problem:
-        return _fail(str(problem), 2)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
-    except BrokenPipeError:
-        # Output closed early (e.g. `| head`): not an error worth a message.
-        sys.stderr.close()
-        return 0
-    except Exception as problem:  # last line of defence: never a traceback
-        if os.environ.get("KDISSECT_DEBUG"):
-            raise
-        return _fail(f"internal error ({type(problem).__name__}): {problem}", 1)
-
-
 def entry() -> None:
+    _stop_on_terminate()
     sys.exit(main())
+
+
+def _stop_on_terminate() -> None:
+    """SIGTERM (`kill`, a job's time limit) ends the run as an exception
+    does, so an output being written is abandoned: its temporary file is
+    removed and the earlier file stays (kdissect.atomic). Exit 128 + 15."""
+    import _signal  # not `signal`: its enums cost start-up time
+
+    if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:
+        _signal.signal(_signal.SIGTERM, _terminated)
+
+
+def _terminated(number: int, frame: Any) -> None:
+    raise SystemExit(128 + number)
 
 
 if __name__ == "__main__":

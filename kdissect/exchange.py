@@ -19,7 +19,13 @@ NO_RESPONSE = "no_response"
 ORPHAN_RESPONSE = "orphan_response"
 MALFORMED = "malformed"
 TRUNCATED = "truncated"
-STATUSES = (OK, NO_RESPONSE, ORPHAN_RESPONSE, MALFORMED, TRUNCATED)
+# decoded with an assumed layout (a version newer than known, or only the other
+# direction's) that left bytes over: fields are missing, values may be wrong
+INEXACT = "inexact"
+STATUSES = (OK, INEXACT, NO_RESPONSE, ORPHAN_RESPONSE, MALFORMED, TRUNCATED)
+# the wait reason of a long poll that data may have ended at an unknown time
+# (kdissect.arrivals): no service time is known
+LONG_POLL_UNKNOWN = "long_poll_unknown"
 
 # The exchange table: (column, Arrow type name), in output order. Type names
 # (not pyarrow objects) keep pyarrow out of the import path of the CLI;
@@ -64,7 +70,25 @@ COLUMN_TYPES: list[tuple[str, str]] = [
     ("records", "int64"),
     ("record_bytes", "int64"),
     ("codecs", "list<string>"),
+    # the broker's own request log joined by connection, correlation id and
+    # api key (kdissect.brokerlog; `--broker-log`); null without a log or
+    # where no log line joined (`broker_log` says why)
+    ("broker_log", "string"),
+    ("broker_total_ms", "float64"),
+    ("broker_request_queue_ms", "float64"),
+    ("broker_local_ms", "float64"),
+    ("broker_remote_ms", "float64"),
+    ("broker_throttle_ms", "float64"),
+    ("broker_response_queue_ms", "float64"),
+    ("broker_send_ms", "float64"),
+    ("network_ms", "float64"),
+    ("principal", "string"),
+    ("security_protocol", "string"),
+    ("listener", "string"),
 ]
+BROKER_LOG_COLUMNS = ("broker_log", "broker_total_ms", "broker_request_queue_ms", "broker_local_ms",
+                      "broker_remote_ms", "broker_throttle_ms", "broker_response_queue_ms", "broker_send_ms",
+                      "network_ms", "principal", "security_protocol", "listener")
 COLUMN_NAMES: list[str] = [name for name, _ in COLUMN_TYPES]
 # columns computed from the exchange's times (properties, not stored)
 COMPUTED_COLUMNS = frozenset(("latency_ms", "ttfb_ms", "response_transfer_ms", "request_transfer_ms", "wait_ms",
@@ -114,7 +138,10 @@ class Exchange:
                  "problems", "problem_codes", "records", "record_bytes", "codecs", "request", "response",
                  "request_capture_index", "response_capture_index", "request_offset", "response_offset",
                  "request_first_ts", "response_first_ts", "expects_response", "stream_key", "wait_hint",
-                 "wait_reason", "wait_ns", "rtt_ns", "capture_side")
+                 "wait_reason", "wait_ns", "rtt_ns", "capture_side", "arrival", "broker_log", "broker_total_ms",
+                 "broker_request_queue_ms", "broker_local_ms", "broker_remote_ms", "broker_throttle_ms",
+                 "broker_response_queue_ms", "broker_send_ms", "network_ms", "principal", "security_protocol",
+                 "listener")
 
     def __init__(
         self,
@@ -157,6 +184,19 @@ class Exchange:
         wait_ns: int | None = None,
         rtt_ns: int | None = None,
         capture_side: str | None = None,
+        arrival: Any = None,
+        broker_log: str | None = None,
+        broker_total_ms: float | None = None,
+        broker_request_queue_ms: float | None = None,
+        broker_local_ms: float | None = None,
+        broker_remote_ms: float | None = None,
+        broker_throttle_ms: float | None = None,
+        broker_response_queue_ms: float | None = None,
+        broker_send_ms: float | None = None,
+        network_ms: float | None = None,
+        principal: str | None = None,
+        security_protocol: str | None = None,
+        listener: str | None = None,
     ) -> None:
         self.capture = capture  # file holding the request (the response, for orphans)
         self.stream = stream
@@ -208,6 +248,23 @@ class Exchange:
         # side the capture point is near ("client", "broker", "unknown")
         self.rtt_ns = rtt_ns
         self.capture_side = capture_side
+        # not in the table: when a held fetch's data arrived, or the offsets a
+        # Produce wrote, for the capture-wide step (kdissect.arrivals)
+        self.arrival = arrival
+        # the broker's request log (kdissect.brokerlog.join): the join's
+        # status ("joined" or why not), the broker's times, who is connected
+        self.broker_log = broker_log
+        self.broker_total_ms = broker_total_ms
+        self.broker_request_queue_ms = broker_request_queue_ms
+        self.broker_local_ms = broker_local_ms
+        self.broker_remote_ms = broker_remote_ms
+        self.broker_throttle_ms = broker_throttle_ms
+        self.broker_response_queue_ms = broker_response_queue_ms
+        self.broker_send_ms = broker_send_ms
+        self.network_ms = network_ms  # wire latency minus broker_total_ms, at the capture point
+        self.principal = principal
+        self.security_protocol = security_protocol
+        self.listener = listener
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -248,12 +305,15 @@ class Exchange:
     @property
     def service_ms(self) -> float | None:
         """The latency without the wait the protocol asked for; None where
-        the whole latency was that wait (or there is no latency)."""
+        the whole latency was that wait, where the wait's length is unknown
+        (a long poll that data ended, kdissect.arrivals), or there is no latency."""
         request_ts, response_ts = self.request_ts, self.response_ts
         if request_ts is None or response_ts is None:
             return None
         wait = self.wait_ns
         if wait is None:
+            if self.wait_reason == LONG_POLL_UNKNOWN:  # a wait of unknown length: no service time known
+                return None
             return (response_ts - request_ts) / 1_000_000
         rest = response_ts - request_ts - wait
         return rest / 1_000_000 if rest > 0 else None
@@ -313,6 +373,18 @@ class Exchange:
             "records": self.records,
             "record_bytes": self.record_bytes,
             "codecs": self.codecs,
+            "broker_log": self.broker_log,
+            "broker_total_ms": self.broker_total_ms,
+            "broker_request_queue_ms": self.broker_request_queue_ms,
+            "broker_local_ms": self.broker_local_ms,
+            "broker_remote_ms": self.broker_remote_ms,
+            "broker_throttle_ms": self.broker_throttle_ms,
+            "broker_response_queue_ms": self.broker_response_queue_ms,
+            "broker_send_ms": self.broker_send_ms,
+            "network_ms": self.network_ms,
+            "principal": self.principal,
+            "security_protocol": self.security_protocol,
+            "listener": self.listener,
         }
 
     def add_problem(self, code: str, text: str) -> None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 from struct import Struct
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from kdissect.packet import SlotRecord
 
@@ -144,7 +144,7 @@ def opens_partial_frame(data: bytes) -> bool:
     only keeps the bytes (`_cut`), so it may as well be made later."""
     if len(data) < 4:
         return True
-    size = _unpack_int32(data, 0)[0]
+    size: int = _unpack_int32(data, 0)[0]
     return 0 <= size <= MAX_FRAME_SIZE and size + 4 > len(data)
 
 
@@ -285,7 +285,7 @@ class FrameReader:
             self.stats.seen_bytes += length - len(prefix)
             self._hole(length - len(prefix), "snaplen", stamp)
 
-    def push(self, chunk) -> list[Frame]:  # chunk: a reassembly.Chunk (it is its own Stamp)
+    def push(self, chunk: Any) -> list[Frame]:  # chunk: a reassembly.Chunk (it is its own Stamp)
         """Hear a reassembly Chunk; returns the frames it completed when
         frames are collected (no on_frame given)."""
         if chunk.kind == "data":

@@ -3,12 +3,28 @@
 The modules in `NATIVE_MODULES` (capture reading, link layers, TCP
 reassembly, Kafka framing) run once per packet or per piece of a stream.
 `tools/build_native.py` compiles them with mypyc, unchanged, into C
-extension modules under `build/native/kdissect/`, and records there the
-digest of each source file it compiled (`SOURCES`). At import,
-`kdissect/__init__.py` calls `activate` on the package's path: the compiled
-directory goes ahead of the sources only when every recorded digest matches
-the source in the checkout and the build is for this interpreter. An edited
-module, a checkout without a build, another Python or
+extension modules under `build/native/kdissect/`, and writes there a stamp
+(`STAMP`, last, so a failed build has none) naming what the build was made
+from: the interpreter, the compiler (mypy's version) and every source it
+compiled against -- the compiled modules and every kdissect module they
+import, transitively (`packet.py`'s `TcpSegment` is compiled into them as
+much as their own code). For each source the stamp records its size,
+modification time (ns) and content digest.
+
+At import, `kdissect/__init__.py` calls `activate`: the compiled directory
+goes ahead of the sources only when the stamp is for this interpreter and
+every source listed has the size and modification time recorded. That is
+one small file read and a `stat` per source: nothing is hashed or parsed at
+import. The trade-off of comparing stat data instead of contents: touching
+a file without changing it (or a fresh clone) makes the build look stale,
+which is safe (plain Python runs; `tools/build_native.py` then sees the
+digests still match and rewrites the stamp without compiling); a different
+content with the same size and nanosecond mtime would be missed, which
+editors, git and cp (without -p) do not produce. The set of sources cannot
+go stale by itself: a compiled module that starts importing another module
+has been edited, so its own stat changed.
+
+An edited source, a checkout without a build, another Python or
 `KDISSECT_PURE_PYTHON=1` run the plain Python modules. There is one source
 for each module either way; the build changes speed, not behaviour
 (tests/test_native.py compares the two).
@@ -20,43 +36,65 @@ import os
 import sys
 from pathlib import Path
 
-from kdissect.blake2 import blake2b as _blake2b
-
-# the modules compiled, in the order they are listed in SOURCES
+# the modules compiled
 NATIVE_MODULES = ("linklayers", "capture", "reassembly", "framing")
 # where the build goes, relative to the checkout (the parent of the package)
 NATIVE_SUBDIR = ("build", "native", "kdissect")
-SOURCES_FILE = "SOURCES"
+STAMP_FILE = "STAMP"
 
 
-def source_digest(path: Path) -> str:
-    """The digest SOURCES records for one source file."""
-    return _blake2b(path.read_bytes(), digest_size=16).hexdigest()
-
-
-def build_tag() -> str:
+def interpreter_line() -> str:
     """The interpreter a build is for (its extension modules load only there)."""
-    return f"{sys.implementation.cache_tag} {sys.platform}"
+    version = " ".join(sys.version.split())
+    return f"interpreter {sys.implementation.cache_tag} {sys.platform} {version}"
 
 
 def native_dir(package_dir: Path) -> Path:
     return package_dir.parent.joinpath(*NATIVE_SUBDIR)
 
 
-def sources_text(package_dir: Path) -> str:
-    """What SOURCES holds for the sources as they are now."""
-    lines = [build_tag()]
-    lines += [f"{name} {source_digest(package_dir / (name + '.py'))}" for name in NATIVE_MODULES]
+def stamp_text(interpreter: str, compiler: str, sources: list[tuple[str, int, int, str]]) -> str:
+    """The stamp: the interpreter line, the compiler, then one line per
+    source (path relative to the checkout, size, mtime in ns, digest)."""
+    lines = [interpreter, f"compiler {compiler}"]
+    lines += [f"source {path} {size} {mtime_ns} {digest}" for path, size, mtime_ns, digest in sources]
     return "\n".join(lines) + "\n"
 
 
-def is_current(package_dir: Path) -> bool:
-    """Whether a build exists for this interpreter and these very sources."""
+def read_stamp(package_dir: Path) -> tuple[str, str, list[tuple[str, int, int, str]]] | None:
+    """(interpreter line, compiler, sources) from a build's stamp, or None
+    when there is no build or the stamp is not one this module wrote."""
     try:
-        recorded = (native_dir(package_dir) / SOURCES_FILE).read_text()
-        return recorded == sources_text(package_dir)
-    except OSError:
+        lines = (native_dir(package_dir) / STAMP_FILE).read_text().splitlines()
+        interpreter, compiler = lines[0], lines[1].split(" ", 1)[1]
+        sources = []
+        for line in lines[2:]:
+            kind, path, size, mtime_ns, digest = line.split(" ")
+            if kind != "source":
+                return None
+            sources.append((path, int(size), int(mtime_ns), digest))
+    except (OSError, IndexError, ValueError):
+        return None
+    if not interpreter.startswith("interpreter ") or not sources:
+        return None
+    return interpreter, compiler, sources
+
+
+def is_current(package_dir: Path) -> bool:
+    """Whether a build exists for this interpreter and for the sources as
+    they are (size and mtime of each source it was compiled from)."""
+    stamp = read_stamp(package_dir)
+    if stamp is None or stamp[0] != interpreter_line():
         return False
+    root = package_dir.parent
+    for path, size, mtime_ns, _digest in stamp[2]:
+        try:
+            status = os.stat(root / path)
+        except OSError:
+            return False
+        if status.st_size != size or status.st_mtime_ns != mtime_ns:
+            return False
+    return True
 
 
 # whether this process put the compiled build on the package path (activate)

@@ -319,3 +319,30 @@ class CaptureInputs(Options):
         "--tls-keylog", multiple=True, metavar="FILE",
         help="A TLS key log (NSS format: SSLKEYLOGFILE, Java/Go/Python/Node key logs) to decrypt Kafka over "
              "TLS with (repeatable). Secrets in a pcapng are used without it.")
+    broker_logs: tuple[str, ...] = option(
+        "--broker-log", multiple=True, metavar="FILE",
+        help="Apache Kafka's request log (kafka.request.logger at DEBUG or TRACE, Kafka 2.8+ JSON lines) to join "
+             "to the exchanges by client endpoint, correlation id and api key (repeatable; directories and globs "
+             "as for captures; rotated files are read as one log).")
+
+
+# -- the forensic tables' settings: `kdissect topics|groups|clients` and the Spark job --------
+
+class ForensicSettings(CaptureInputs):
+    max_uncompressed_mib: int = option(
+        "--max-uncompressed-mib", kind=integer(1, 4096), default=64, show_default=True,
+        help="Stop decompressing a batch beyond this many MiB (the batch is flagged).")
+    horizon_s: float = option(
+        "--e2e-horizon", kind=NUMBER, default=900.0, show_default=True, metavar="SECONDS",
+        help="End-to-end latency: match a fetched record with its produce request only within this many "
+             "seconds (bounds the memory the matching takes).")
+
+
+def forensic_settings(options: ForensicSettings) -> dict[str, Any]:
+    """`Forensics`' keyword arguments (horizon_ns, max_uncompressed) for the options."""
+    from kdissect.failures import InputError
+
+    if not options.horizon_s > 0:
+        raise InputError("--e2e-horizon must be more than 0 seconds")
+    return {"horizon_ns": int(options.horizon_s * 1e9),
+            "max_uncompressed": options.max_uncompressed_mib * 1024 * 1024}

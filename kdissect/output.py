@@ -3,7 +3,9 @@
 
 `open_writer(path)` picks the format from the file extension ("-" or None means
 JSONL on stdout). Each writer takes rows (dicts from `Exchange.to_row`) one at
-a time, so exports stream in bounded memory.
+a time, so exports stream in bounded memory. A file is written atomically
+(kdissect.atomic): use the writer in a `with` block, or call `close()` on
+success and `abandon()` on failure.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Sequence
 
+from kdissect.atomic import AtomicFile, cannot_write
 from kdissect.exchange import COLUMN_NAMES, COLUMN_TYPES, LIST_COLUMNS, TIMESTAMP_COLUMNS, arrow_schema
 from kdissect.times import digits, seconds_text
 from kdissect.failures import InputError
@@ -166,7 +169,7 @@ _COMPUTED_CODE = {
     "service_ms": ["if request_ts is None or response_ts is None:",
                    "    c = None",
                    "elif wait_ns is None:",
-                   "    c = response_ts - request_ts",
+                   "    c = None if wait_reason == 'long_poll_unknown' else response_ts - request_ts",
                    "else:",
                    "    c = response_ts - request_ts - wait_ns",
                    "    if not c > 0:",
@@ -403,13 +406,18 @@ class CsvWriter:
 class ParquetWriter:
     """Buffers rows and writes row groups of `batch_rows`; timestamps in `ts_unit`."""
 
-    def __init__(self, path: str, batch_rows: int = 65536, table: Table = EXCHANGES, ts_unit: str = "us") -> None:
+    def __init__(self, path: str, batch_rows: int = 65536, table: Table = EXCHANGES, ts_unit: str = "us",
+                 name: str | None = None) -> None:
         import pyarrow.parquet as pq
 
         self._timestamps = table.timestamp_columns
         self._schema = table.arrow_schema(ts_unit) if self._timestamps else table.arrow_schema()
         self._divisor = {"s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}[ts_unit]
-        self._writer = pq.ParquetWriter(path, self._schema)
+        self._name = name or path  # the output's name in messages (`path` may be its temporary file)
+        try:
+            self._writer = pq.ParquetWriter(path, self._schema)
+        except OSError as problem:
+            raise cannot_write(self._name, problem) from None
         self._rows: list[dict[str, Any]] = []
         self._batch_rows = batch_rows
 
@@ -432,20 +440,30 @@ class ParquetWriter:
                 table = pa.Table.from_pylist(self._rows, schema=self._schema)
             except (UnicodeEncodeError, pa.ArrowException):
                 table = pa.Table.from_pylist([safe_row(r) for r in self._rows], schema=self._schema)
-            self._writer.write_table(table)
+            try:
+                self._writer.write_table(table)
+            except OSError as problem:  # pyarrow's own file: a full disk, an I/O error
+                raise cannot_write(self._name, problem) from None
             self._rows = []
 
     def close(self) -> None:
         self._flush()
-        self._writer.close()
+        try:
+            self._writer.close()
+        except OSError as problem:
+            raise cannot_write(self._name, problem) from None
 
 
 class _Owned:
-    """A writer plus the file it opened (closed together)."""
+    """A writer plus the file it writes (an AtomicFile and its stream):
+    `close()` finishes the file and puts it in place, `abandon()` drops it
+    (the earlier file at that path stays). As a context manager: close on
+    success, abandon on any error."""
 
-    def __init__(self, writer: Any, handle: IO[str] | None) -> None:
+    def __init__(self, writer: Any, handle: IO[str] | None, output: AtomicFile | None = None) -> None:
         self._writer = writer
         self._handle = handle
+        self._output = output
         self.write = writer.write
         write_exchange = getattr(writer, "write_exchange", None)
         if write_exchange is None:
@@ -461,24 +479,48 @@ class _Owned:
         self.write_exchanges = write_exchanges
 
     def close(self) -> None:
-        self._writer.close()
-        if self._handle is not None:
+        try:
+            self._writer.close()
+        except BaseException:
+            self.abandon()
+            raise
+        if self._output is not None:
+            self._output.commit(self._handle)
+        elif self._handle is not None:
             self._handle.close()
+
+    def abandon(self) -> None:
+        if self._output is not None:
+            self._output.abandon()
+        elif self._handle is not None:
+            self._handle.close()
+
+    def __enter__(self) -> _Owned:
+        return self
+
+    def __exit__(self, kind: Any, value: Any, trace: Any) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abandon()
 
 
 def open_writer(path: str | None, stdout: IO[str] | None = None, table: Table = EXCHANGES,
                 ts_unit: str = "us") -> _Owned:
-    """A writer with `write(row)` and `close()` for `path` (None/"-" = stdout
-    JSONL); timestamps are written at `ts_unit`'s resolution."""
+    """A writer with `write(row)`, `close()` and `abandon()` for `path`
+    (None/"-" = stdout JSONL); timestamps are written at `ts_unit`'s
+    resolution. A file is written under a temporary name and renamed over
+    `path` by `close()` (kdissect.atomic); best used as a context manager."""
     kind = format_for(path)
     if path is None or path == "-":
         return _Owned(JsonlWriter(stdout or sys.stdout, table, ts_unit), None)
+    output = AtomicFile(path)
     try:
         if kind == "parquet":
-            return _Owned(ParquetWriter(path, table=table, ts_unit=ts_unit), None)
-        handle = open(path, "w", encoding="utf-8", newline="" if kind == "csv" else None,
-                      buffering=io.DEFAULT_BUFFER_SIZE * 16)
-    except OSError as problem:
-        raise InputError(f"cannot write {path}: {problem.strerror or problem}") from None
-    writer = CsvWriter(handle, table, ts_unit) if kind == "csv" else JsonlWriter(handle, table, ts_unit)
-    return _Owned(writer, handle)
+            return _Owned(ParquetWriter(output.temporary, table=table, ts_unit=ts_unit, name=path), None, output)
+        handle = output.open_text(newline="" if kind == "csv" else None, buffering=io.DEFAULT_BUFFER_SIZE * 16)
+        writer = CsvWriter(handle, table, ts_unit) if kind == "csv" else JsonlWriter(handle, table, ts_unit)
+    except BaseException:
+        output.abandon()
+        raise
+    return _Owned(writer, handle, output)

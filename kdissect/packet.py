@@ -77,7 +77,7 @@ class FrozenSlotRecord(SlotRecord):
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"cannot delete field {name!r} of frozen {type(self).__name__}")
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(getattr(self, name) for name in fields_of(type(self))))
 
     def __reduce__(self) -> tuple[type, tuple[Any, ...]]:  # pickle and copy through __init__

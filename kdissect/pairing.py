@@ -42,14 +42,24 @@ from typing import Any, Callable, Sequence
 
 from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.codec import DecodeError, decode_request, decode_response
-from kdissect.protocol.headers import api_name, looks_like_request, peek_request_header
+from kdissect.protocol.headers import (
+    api_name,
+    looks_like_request,
+    peek_request_header,
+    read_request_header_layout,
+    request_layout,
+)
+from kdissect.protocol.primitives import read_uvarint
 from kdissect.accounting import Accounting
-from kdissect.exchange import MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
+from kdissect.decoding import decode_tolerant
+from kdissect.exchange import INEXACT, MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
 from kdissect.framing import Frame
 from kdissect.packet import SlotRecord
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
-from kdissect.records.access import record_figures, set_figures
+from kdissect.arrivals import (DATA_WAIT_MIN_NS, decide, fetch_arrival, produce_bases, produce_ranges, produce_spans,
+                               read_produce_bases)
+from kdissect.records.access import record_figures, record_sets, set_figures
 from kdissect.waits import HINT_APIS, QUEUED, THROTTLE, classify, request_hint, throttle_holds_response
 
 _INT16 = Struct(">h")
@@ -57,7 +67,7 @@ _INT32 = Struct(">i")
 _TIMEOUT = Struct(">hi")
 
 # Status precedence: a worse status is never overwritten by a better one.
-_RANK = {OK: 0, NO_RESPONSE: 1, ORPHAN_RESPONSE: 1, TRUNCATED: 2, MALFORMED: 3}
+_RANK = {OK: 0, INEXACT: 1, NO_RESPONSE: 2, ORPHAN_RESPONSE: 2, TRUNCATED: 3, MALFORMED: 4}
 # what a Pairer's `unanswered` and `early` are until it first holds something
 # (never written: each Pairer makes its own OrderedDict then)
 _NOTHING_HELD: OrderedDict = OrderedDict()
@@ -73,7 +83,6 @@ MAX_EARLY = 4096  # responses held per connection waiting for their request
 FULL_TRIALS = 32
 EARLY_WINDOW_NS = 1_000_000_000
 DEFAULT_TIMEOUT_NS = 30_000_000_000  # for an acks=0 request whose timeout cannot be read
-_LEFT_OVER = "bytes left over after the last field"
 _RAW_CID_WINDOW = 64
 # what on_request / on_response return for a raw SASL token (after SaslHandshake v0)
 RAW_SASL_TOKEN = "raw-sasl-token"
@@ -178,39 +187,16 @@ def header_client_id(prefix: bytes, api_key: int, api_version: int) -> str | Non
 def produce_timeout_ns(data: bytes, api_version: int) -> int | None:
     """The `timeout_ms` of a Produce request frame, in ns (None if unreadable)."""
     try:
-        at = 10 + max(0, _INT16.unpack_from(data, 8)[0])  # after the client id
-        if api_version >= 9:  # flexible header: tagged fields, then a compact nullable string
-            at = _skip_tags(data, at)
-            length, at = _uvarint(data, at)
+        _header, at, _layout = read_request_header_layout(data)  # the one header parser
+        if api_version >= 9:  # transactional id: compact nullable string
+            length, at = read_uvarint(data, at, 5, False)
             at += max(0, length - 1)
         elif api_version >= 3:  # transactional id: nullable string
             at += 2 + max(0, _INT16.unpack_from(data, at)[0])
         _acks, timeout_ms = _TIMEOUT.unpack_from(data, at)
-    except (IndexError, ValueError, Exception):  # struct.error is an Exception
+    except Exception:  # DecodeError, IndexError, ValueError, struct.error
         return None
     return timeout_ms * 1_000_000 if timeout_ms >= 0 else None
-
-
-def _uvarint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint too long")
-
-
-def _skip_tags(data: bytes, at: int) -> int:
-    count, at = _uvarint(data, at)
-    for _ in range(count):
-        _tag, at = _uvarint(data, at)
-        size, at = _uvarint(data, at)
-        at += size
-    return at
 
 
 def _decoded_hint(api_key: int, frame: bytes) -> tuple | None:
@@ -229,29 +215,6 @@ def _decode_error_text(side: str, error: Exception) -> str:
         where.append(f"at {path}")
     detail = str(error) or type(error).__name__
     return f"{side} malformed: {detail}" + (f" ({', '.join(where)})" if where else "")
-
-
-def trailing_bytes(error: Exception, length: int) -> int:
-    """Bytes after a complete top-level body, from the decoder's complaint (0: another problem)."""
-    offset = getattr(error, "offset", None)
-    if _LEFT_OVER in str(error) and not getattr(error, "path", None) and offset is not None and 0 < offset < length:
-        return length - offset
-    return 0
-
-
-def decode_tolerant(decode: Callable[[bytes], Any], data: bytes) -> tuple[Any, int, Exception | None]:
-    """(message, trailing bytes ignored, None), or (None, 0, the error) when
-    `decode` rejects the frame for anything but bytes after its body."""
-    try:
-        return decode(data), 0, None
-    except Exception as error:  # DecodeError, or a decoder bug: never stop the run
-        trailing = trailing_bytes(error, len(data)) if isinstance(error, DecodeError) else 0
-        if trailing:
-            try:
-                return decode(data[: len(data) - trailing]), trailing, None
-            except Exception:
-                pass
-        return None, 0, error
 
 
 class Pairer:
@@ -371,17 +334,26 @@ class Pairer:
                       request_capture_index=frame.capture_index, request_offset=frame.offset,
                       request_first_ts=frame.first_ts, stream_key=conn.stream_key)
         if request is None:  # skimmed: the row's figures only
+            assumed = request_layout(api_key, api_version)[2]  # cached; the skim decoded exactly
+            if assumed:
+                self._assumed(ex, "request", assumed, 0)
             if api_key == _PRODUCE:
                 self._add_records(ex, set_figures(sets))
+                if expects_response and sets:
+                    ex.arrival = produce_spans(sets)  # placed at the answer's base offsets
             elif api_key in HINT_APIS:
                 ex.wait_hint = data  # the frame: decoded when a wait rule reads it (_time_it)
         else:
-            if trailing:
+            if request.assumed_version:
+                self._assumed(ex, "request", request.assumed_version, trailing)
+            elif trailing:
                 ex.add_problem("trailing-bytes", f"request: {trailing} trailing bytes ignored")
             if self.keep_messages or api_key in self.keep_apis:
                 ex.request = request
             if api_key == _PRODUCE:
                 self._add_records(ex, record_figures(api_key, api_version, request.body))
+                if expects_response:
+                    ex.arrival = produce_spans(record_sets(api_key, api_version, request.body, "request"))
             elif api_key in HINT_APIS:
                 ex.wait_hint = request_hint(api_key, request.body)
         self._requested(ex, expects_response, starts_raw_sasl, data)
@@ -402,6 +374,8 @@ class Pairer:
 
     def _requested(self, ex: Exchange, expects_response: bool, starts_raw_sasl: bool, data: bytes) -> None:
         """A decoded request: wait for its response, or hold it if none is expected."""
+        # (a request's exchange has all three)
+        assert ex.api_key is not None and ex.api_version is not None and ex.correlation_id is not None
         sent = ex.request_first_ts if ex.request_first_ts is not None else ex.request_ts
         if self.muted_until and sent is not None and sent < self.muted_until:
             self.accounting.sent_while_muted += 1
@@ -420,7 +394,7 @@ class Pairer:
             timeout = produce_timeout_ns(data, ex.api_version) or DEFAULT_TIMEOUT_NS
             if self.unanswered is _NOTHING_HELD:
                 self.unanswered = OrderedDict()
-            self.unanswered[cid] = (ex, ex.request_ts + timeout)
+            self.unanswered[cid] = (ex, ex.request_ts + timeout)  # type: ignore[operator]
             if len(self.unanswered) > MAX_UNANSWERED:
                 self.accounting.acks0_released += 1
                 self._emit(self.unanswered.pop(next(iter(self.unanswered)))[0])
@@ -433,6 +407,7 @@ class Pairer:
 
     def _wait(self, ex: Exchange) -> None:
         cid = ex.correlation_id
+        assert cid is not None  # (a request's)
         earlier = self.pending.pop(cid, None)
         if earlier is not None:
             # a client reused a correlation id before the answer came
@@ -558,6 +533,11 @@ class Pairer:
             throttle, error_code, error_codes, assumed, sets = skim
             if api_key == _FETCH or api_key == _SHARE_FETCH:
                 self._add_records(ex, set_figures(sets))
+                if ex.records and sets:
+                    self._held_sets(ex, sets)
+            elif ex.arrival is not None:  # a Produce: the answer's base offsets place what it wrote
+                bases = read_produce_bases(data, api_version)
+                ex.arrival = None if bases is None else produce_ranges(ex.arrival, bases)
             if error_codes and self.keep_error_responses:
                 ex.response, _, _ = decode_tolerant(
                     lambda b: decode_response(b, api_key, api_version), data)
@@ -574,7 +554,9 @@ class Pairer:
                                    f"response malformed: decoder failed ({type(error).__name__}: {error})")
                 return
             acc.decoded_frames += 1
-            if trailing:
+            if trailing and response.assumed_version:
+                self._assumed(ex, "response", None, trailing)
+            elif trailing:
                 ex.add_problem("trailing-bytes", f"response: {trailing} trailing bytes ignored")
             try:
                 throttle, error_code, error_codes = response_figures(api_key, api_version, response.body)
@@ -587,11 +569,23 @@ class Pairer:
                 ex.response = response
             if api_key in (_FETCH, _SHARE_FETCH):
                 self._add_records(ex, record_figures(api_key, api_version, response.body))
+                if ex.records:
+                    self._held_sets(ex, list(record_sets(api_key, api_version, response.body, "response")))
+            elif ex.arrival is not None:
+                ex.arrival = produce_ranges(ex.arrival, produce_bases(response.body))
         ex.throttle_time_ms = throttle
         ex.error_code = error_code
         ex.error_codes = error_codes
         if assumed:
             ex.add_problem("assumed-version", assumed)
+
+    @staticmethod
+    def _held_sets(ex: Exchange, sets: list) -> None:
+        """Keep a fetch's record sets until `_time_it` when the broker held it
+        long enough to have waited for them (kdissect.arrivals)."""
+        first_byte = ex.response_first_ts if ex.response_first_ts is not None else ex.response_ts
+        if ex.request_ts is not None and first_byte is not None and first_byte - ex.request_ts >= DATA_WAIT_MIN_NS:
+            ex.arrival = sets  # (an orphan response, known without its request, has no hold)
 
     def _emit_orphan(self, frame: Frame) -> None:
         acc = self.accounting
@@ -614,6 +608,7 @@ class Pairer:
         self.full_trials -= everything
         found = identify(frame.data, reversed(self.used), everything)
         if found.verdict == "assumed":
+            assert found.api_key is not None and found.api_version is not None  # (an assumed layout has both)
             acc.assumed_apis += 1
             ex.api_key, ex.api_version = found.api_key, found.api_version
             ex.api_name = api_name(found.api_key)
@@ -687,6 +682,18 @@ class Pairer:
 
     # -- outcome ---------------------------------------------------------------
 
+    def _assumed(self, ex: Exchange, side: str, assumed: str | None, trailing: int) -> None:
+        """A body decoded with an assumed version: a problem always; when bytes
+        are left over, the assumed layout is not the sender's: status inexact,
+        counted, never ok as if the decode were exact."""
+        if assumed:
+            ex.add_problem("assumed-version", f"{side}: {assumed}")
+        if trailing:
+            ex.add_problem("assumed-version-leftover",
+                           f"{side}: {trailing} bytes left over after the body decoded with an assumed version")
+            self.accounting.inexact_frames += 1
+            self._worsen(ex, INEXACT)
+
     @staticmethod
     def _worsen(exchange: Exchange, status: str) -> None:
         if _RANK[status] > _RANK[exchange.status]:
@@ -711,6 +718,8 @@ class Pairer:
         status = exchange.status
         if status == OK:
             acc.ok += 1
+        elif status == INEXACT:
+            acc.inexact += 1
         elif status == NO_RESPONSE:
             acc.no_response += 1
         elif status == ORPHAN_RESPONSE:
@@ -740,15 +749,28 @@ class Pairer:
         throttle = ex.throttle_time_ms
         old_version = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)
         found = None
+        held_sets = ex.arrival if ex.arrival.__class__ is list else None  # a held fetch's records (_held_sets)
+        if held_sets is not None:
+            ex.arrival = None
         if ex.api_key in HINT_APIS or old_version:
             hint = ex.wait_hint
             if hint.__class__ is bytes:  # the request frame (skim path), decoded only where a rule reads it
-                if ex.records and (ex.api_key == _FETCH or ex.api_key == _SHARE_FETCH):
-                    hint = None  # a fetch that brought records is no wait: classify does not read its hint
+                if ex.records and held_sets is None and (ex.api_key == _FETCH or ex.api_key == _SHARE_FETCH):
+                    hint = None  # a fetch that brought records at once is no wait: no rule reads its hint
                 else:
                     hint = ex.wait_hint = _decoded_hint(ex.api_key, hint)  # type: ignore[arg-type]
-            found = classify(ex.api_key, ex.api_version, hint, latency - before, ex.records, ex.error_code,
+            found = classify(ex.api_key, ex.api_version, hint,  # type: ignore[arg-type]
+                             latency - before, ex.records, ex.error_code,
                              throttle, old_version)
+            if found is None and held_sets is not None:
+                # held with records: the wait, if any, ended when they arrived (kdissect.arrivals)
+                first_byte = ex.response_first_ts if ex.response_first_ts is not None else response_ts
+                start = request_ts + before  # type: ignore[operator]
+                arrival = fetch_arrival(held_sets, hint, start, first_byte, before, before_reason)  # type: ignore[arg-type]
+                if arrival is not None and first_byte - start >= DATA_WAIT_MIN_NS:  # type: ignore[operator]
+                    decide(ex, arrival)  # sets the waits, the one before included
+                    ex.arrival = arrival  # for the Produce rule across connections
+                    before = 0
         if found is not None:
             # a mute names the whole wait (it held the request first); an earlier
             # answer is only a queue before the protocol's own wait

@@ -37,14 +37,21 @@ from pathlib import Path
 from struct import Struct
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from kdissect.protocol.codec import decode_request
 from kdissect.protocol.headers import looks_like_request
 from kdissect.accounting import Accounting
-from kdissect.detect import DEFAULT_PORTS, MIN_REQUEST_SIZE, client_direction_by_port, starts_like_request
+from kdissect.detect import (
+    DEFAULT_PORTS,
+    MIN_REQUEST_SIZE,
+    client_direction_by_port,
+    confirm_request,
+    plausible_response,
+    starts_like_request,
+    starts_like_tls,
+    sure_request,
+)
 from kdissect.exchange import Exchange, endpoint
-from kdissect.framing import HUNT_HOLD, HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
-from kdissect.pairing import ConnectionInfo, PairedFrame, Pairer, decode_tolerant
-from kdissect.protocol.skim import skim_request
+from kdissect.framing import HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
+from kdissect.pairing import ConnectionInfo, PairedFrame, Pairer
 from kdissect.reassembly import Chunk, Reassembler, TcpConnection
 
 _INT32 = Struct(">i")
@@ -59,10 +66,16 @@ _EMPTY, _UNDECIDED, _KAFKA, _IGNORED, _TLS = 0, 1, 2, 3, 4
 _CLOSE_REASONS = {"end-of-capture": "end of capture", "evicted": "the connection was evicted (too many open)"}
 
 
-def _starts_like_tls(data: bytes) -> bool:
-    """A TLS handshake record header (content type 22, version 3.x). As a Kafka
-    size field these bytes would announce a frame of over 360 MB."""
-    return len(data) >= 3 and data[0] == 0x16 and data[1] == 0x03 and data[2] <= 0x04
+def deliver(sink: Any, kind: str, offset: int, length: int, data: bytes, stamp: Any) -> None:
+    """Hand one piece of a stream, in its held or chunk form (kind "data",
+    "gap" or "truncated"), to a `reassembly.DirectionSink`: the one
+    kind-to-call dispatch of the pipeline (held pieces, replays, TLS plaintext)."""
+    if kind == "data":
+        sink.data(offset, data, stamp)
+    elif kind == "gap":
+        sink.gap(offset, length, stamp)
+    else:
+        sink.truncated(offset, length, data, stamp)
 
 
 class _Ignored:
@@ -129,11 +142,7 @@ class _TlsSink:
 
     def pass_on(self, chunks: list[Any]) -> None:
         for chunk in chunks:  # a Chunk is its own stamp (ts, capture_index, frame_number)
-            sink = self.plain.sinks[self.direction]
-            if chunk.kind == "data":
-                sink.data(chunk.offset, chunk.data, chunk)
-            else:
-                sink.gap(chunk.offset, chunk.length, chunk)
+            deliver(self.plain.sinks[self.direction], chunk.kind, chunk.offset, chunk.length, chunk.data, chunk)
 
 
 class _Pending:
@@ -190,7 +199,8 @@ class _Connection:
         self.client_dir = 0
         self.pairer: Pairer | None = None  # made at the first frame
         # (a Kafka direction's FrameReader, made at its first byte, is its sink in layer.sinks)
-        self.held: list[tuple[int, tuple, Any]] | None = None  # (direction, piece, stamp) while undecided
+        # while undecided: [(direction, piece, stamp)]; then the one flat piece `kafka` holds, or ()
+        self.held: Any = None
         self.held_bytes = 0
         self.verdicts: list[bool | None] | None = None  # first-bytes verdicts, when no port decides
         self.stream = -1  # once Kafka: its stream number (its classification key's index)
@@ -261,7 +271,7 @@ class _Connection:
                 first = piece
                 break
         if (first is not None and first[0] != "gap" and self.layer.saw_start(client_dir)
-                and self.layer is self.conn and _starts_like_tls(first[3])):
+                and self.layer is self.conn and starts_like_tls(first[3])):
             self.start_tls(client_dir, held)
             return
         self.classify(client_dir, stamp)
@@ -287,13 +297,8 @@ class _Connection:
     def replay(self, held: list[tuple[int, tuple, Any]]) -> None:
         layer = self.layer
         for direction, (kind, offset, length, data), stamp in held:
-            sink = layer.sinks[direction]  # (a sink may replace itself on its first bytes)
-            if kind == "data":
-                sink.data(offset, data, stamp)
-            elif kind == "gap":
-                sink.gap(offset, length, stamp)
-            else:
-                sink.truncated(offset, length, data, stamp)
+            # (a sink may replace itself on its first bytes)
+            deliver(layer.sinks[direction], kind, offset, length, data, stamp)
 
     def replay_held(self, held: tuple) -> None:
         """Hear the one piece `kafka` held."""
@@ -347,12 +352,7 @@ class _Connection:
         if type(sink) is _Pending:
             sink = self.reader(direction)
         kind, offset, length, data = piece
-        if kind == "data":
-            sink.data(offset, data, stamp)
-        elif kind == "gap":
-            sink.gap(offset, length, stamp)
-        else:
-            sink.truncated(offset, length, data, stamp)
+        deliver(sink, kind, offset, length, data, stamp)
 
     def reader(self, direction: int, aligned: bool | None = None) -> FrameReader:
         """The FrameReader of a direction, made at its first bytes (it takes
@@ -362,9 +362,9 @@ class _Connection:
             aligned = self.layer.saw_start(direction)
         if direction == self.client_dir:
             reader = FrameReader(direction, looks_like_request, aligned, MIN_REQUEST_SIZE,
-                                 self.frame_sink(direction), _confirm_request, _sure_request)
+                                 self.frame_sink(direction), confirm_request, sure_request)
         else:
-            reader = FrameReader(direction, _plausible_response, aligned, 4,
+            reader = FrameReader(direction, plausible_response, aligned, 4,
                                  self.frame_sink(direction), self.confirm_response, self.sure_response)
         reader.on_hunt = self.lost_step
         sinks = list(self.layer.sinks)
@@ -452,14 +452,13 @@ class _Connection:
             plain = self.inner.layer  # type: ignore[union-attr]
             for direction, chunk in self.tls.finish():
                 # the TLS layer's direction 0 is the ClientHello's sender
-                sink = plain.sinks[self.client_dir if direction == 0 else 1 - self.client_dir]
-                if chunk.kind == "data":
-                    sink.data(chunk.offset, chunk.data, chunk)
-                else:
-                    sink.gap(chunk.offset, chunk.length, chunk)
+                deliver(plain.sinks[self.client_dir if direction == 0 else 1 - self.client_dir], chunk.kind,
+                        chunk.offset, chunk.length, chunk.data, chunk)
             d.tls_stats.add(self.tls.stats)
             if self.inner.phase == _EMPTY:  # type: ignore[union-attr]
                 acc.encrypted_connections += 1  # nothing decrypted: its content is unknown
+                key = self.conn.key
+                d.encrypted_clients.add(endpoint(key[0], key[1]) if self.client_dir == 0 else endpoint(key[2], key[3]))
             self.inner.close(reason)  # type: ignore[union-attr]
             return
         if self.phase == _EMPTY:
@@ -487,21 +486,6 @@ class _Connection:
                     acc.tls_plaintext_bytes += reader.stats.seen_bytes
         if self.pairer is not None:
             self.pairer.flush(_CLOSE_REASONS.get(reason, "connection close"))
-
-
-def _confirm_request(body: bytes, at_packet_end: bool) -> bool:
-    """A request found by hunting decodes (a resynchronisation never invents one)."""
-    return skim_request(body) is not None or decode_tolerant(decode_request, body)[0] is not None
-
-
-def _sure_request(prefix: bytes, size: int, at_packet_start: bool) -> bool:
-    # a plausible request header where a packet starts is one (clients start
-    # a packet with a request); so is one too large to hold until it ends
-    return at_packet_start or size > HUNT_HOLD
-
-
-def _plausible_response(prefix: bytes, size: int) -> bool:
-    return len(prefix) >= 4 and _INT32.unpack_from(prefix, 0)[0] >= 0
 
 
 class Dissector:
@@ -535,6 +519,9 @@ class Dissector:
         self.max_open_connections = max_open_connections
         self.ignored = _Ignored(self.accounting)
         self.ignored_plaintext = _Ignored(self.accounting, "tls_other_bytes")  # decrypted, not Kafka
+        # client endpoints of TLS connections none of whose bytes were decrypted
+        # (the broker-log tables name their principals: kdissect.brokerlog.tables)
+        self.encrypted_clients: set[str] = set()
         # TLS: the secrets (a kdissect.tls.KeyLog; none: TLS is found and
         # counted, not decrypted) and what the TLS layer did
         self._keylog = keylog
@@ -699,7 +686,8 @@ class Analysis:
 
     def __init__(self, paths: Sequence[str | Path], ports: Iterable[int] = DEFAULT_PORTS,
                  detect: bool = True, keep_messages: bool = False, progress: bool = False,
-                 tls_keylogs: Sequence[str | Path] = (), keep_apis: Iterable[int] = ()) -> None:
+                 tls_keylogs: Sequence[str | Path] = (), keep_apis: Iterable[int] = (),
+                 broker_logs: Sequence[str | Path] = ()) -> None:
         from kdissect.capture import CaptureSet, ReadStats
 
         self.read_stats = ReadStats()
@@ -716,6 +704,12 @@ class Analysis:
         self.capture_set.secrets = _SecretsToKeys(self.dissector)
         self.accounting = self.dissector.accounting
         self.progress = progress
+        # the broker's request log, joined as the exchanges pass (kdissect.brokerlog)
+        self.broker_log: Any = None
+        if broker_logs:
+            from kdissect.brokerlog.join import BrokerLogJoin
+
+            self.broker_log = BrokerLogJoin([str(p) for p in broker_logs])
 
     def summary_lines(self) -> list[str]:
         """The accounting's lines, and the TLS layer's when it met TLS."""
@@ -726,6 +720,8 @@ class Analysis:
         skipped = self.dissector.keylog.bad_lines if self.dissector.has_keylog else 0
         if skipped:  # cut or malformed lines of a key log that has valid ones (never their text)
             lines.append(f"tls key log: {skipped} malformed line{'s' if skipped != 1 else ''} skipped")
+        if self.broker_log is not None:
+            lines += self.broker_log.accounting.summary_lines()
         return lines
 
     @property
@@ -749,11 +745,24 @@ class Analysis:
                 bar.close()
 
     def __iter__(self) -> Iterator[Exchange]:
+        if self.broker_log is not None:
+            return self.broker_log.join(self._exchanges())
+        return self._exchanges()
+
+    def _exchanges(self) -> Iterator[Exchange]:
+        from kdissect.arrivals import ArrivalResolver
+
         dissector = self.dissector
         with fewer_collections():
+            # a long poll that data ended looks for the Produce that wrote the
+            # data on every connection (kdissect.arrivals)
+            resolver = ArrivalResolver()
             with self._segments() as segments:
-                yield from dissector.feed_many(segments)
-            yield from dissector.finishing()
+                for ex in dissector.feed_many(segments):
+                    yield from resolver.add(ex)
+            for ex in dissector.finishing():
+                yield from resolver.add(ex)
+            yield from resolver.finish()
         self.accounting.add_read_stats(self.read_stats)
 
     def frames(self) -> Iterator[PairedFrame]:
@@ -790,6 +799,7 @@ def analyze(
     progress: bool = False,
     tls_keylogs: Sequence[str | Path] = (),
     keep_apis: Iterable[int] = (),
+    broker_logs: Sequence[str | Path] = (),
 ) -> tuple[Iterator[Exchange], Accounting]:
     """(exchanges, accounting) for a capture set; the accounting is complete
     once the iterator is exhausted. `tls_keylogs`: key log files (NSS format)

@@ -25,7 +25,10 @@ CATALOG: dict[str, str] = {
     "api-ambiguous": "several API versions decode the response exactly; none is applied (the text names them)",
     "api-unknown": "no API version decodes the response exactly (or it was not tried: the text says)",
     "response-lost-bytes": "bytes were lost in the response stream while the request waited",
-    "assumed-version": "the response was decoded with an assumed version (the request's is unknown)",
+    "assumed-version": "a body was decoded with an assumed version: one newer than known, or defined only for "
+                       "the other direction (the text says which)",
+    "assumed-version-leftover": "a body decoded with an assumed version left bytes over: its layout is not the "
+                                "assumed one, so fields are missing and values may be wrong (status inexact)",
     "records": "a problem inside the records (CRC mismatch, decompression limit, bad framing)",
     "sent-while-muted": "the client sent on a connection the broker had muted for throttling (KIP-219)",
 }

@@ -375,7 +375,7 @@ class Reassembler:
         # key -> (close time, {sender: next sequence number it would send}),
         # oldest first (an OrderedDict: forgetting the oldest is O(1), where a
         # dict's first entry after many deletions takes a scan to find)
-        self._recently_closed: OrderedDict[FourTuple, tuple[int, dict, dict]] = OrderedDict()
+        self._recently_closed: OrderedDict[FourTuple, tuple[int, dict[Any, Any], dict[Any, Any]]] = OrderedDict()
         self._next_id = 0
         self._arrivals = 0
         # Reset connections waiting out their straggler window, and
@@ -705,7 +705,7 @@ class Reassembler:
             self._recently_closed.popitem(last=False)
 
     @staticmethod
-    def _belongs_to_closed(seg: TcpSegment, closed_at: int, ends: dict, syns: dict) -> bool:
+    def _belongs_to_closed(seg: TcpSegment, closed_at: int, ends: dict[Any, Any], syns: dict[Any, Any]) -> bool:
         """A straggler of the connection that closed on this 4-tuple (its last
         ACK, a retransmission, a copy of its own SYN or SYN-ACK), rather than
         the start of a new one?"""
@@ -716,7 +716,7 @@ class Reassembler:
         expected = ends.get((seg.src, seg.sport))
         if expected is None:
             return True
-        distance = ((seg.seq - expected + _HALF) & _MASK) - _HALF
+        distance: int = ((seg.seq - expected + _HALF) & _MASK) - _HALF
         return -_STRAGGLER_WINDOW <= distance <= _STRAGGLER_WINDOW
 
     def _forget_tombstone(self, key: FourTuple) -> None:

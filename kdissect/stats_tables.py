@@ -27,7 +27,7 @@ def collect(exchanges: Iterable[Any], each: Callable[[Any], None] | None = None)
             each(exchange)
         exchange.request = exchange.response = None
     forensics.finish()
-    return summary, forensics.tables()
+    return summary, forensics.tables(release=True)
 
 
 def as_dict(summary: Summary, tables: ForensicTables, accounting: Any) -> dict[str, Any]:

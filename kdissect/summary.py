@@ -1,9 +1,10 @@
 """Summaries of an exchange stream: latency percentiles, errors, throttling.
 
-`Summary.add(exchange)` one at a time (memory: one float per answered
-exchange for the percentiles), then `render(accounting)` for text or
+`Summary.add(exchange)` one at a time, then `render(accounting)` for text or
 `to_dict()` for machines. Percentiles interpolate linearly between the closest
-ranks (numpy's default method).
+ranks (numpy's default method); each group's values go into a
+`QuantileSketch`, so percentiles are exact up to its EXACT_LIMIT values and
+within 1% past it, and memory does not grow with the number of exchanges.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections import Counter, defaultdict
 from typing import Any, Iterable
 
 from kdissect.exchange import NO_RESPONSE, Exchange
+from kdissect.forensics.sketch import QuantileSketch
 
 try:  # per-partition errors need the decoded response body
     from kdissect.protocol.errors import error_name
@@ -21,43 +23,31 @@ except ImportError:  # pragma: no cover - protocol package incomplete
         return f"UNKNOWN_{code}"
 
 
-def percentile(sorted_values: list[float], q: float) -> float:
-    """q in [0, 100] of an ascending list, linear interpolation between ranks."""
-    if not sorted_values:
-        return math.nan
-    position = (len(sorted_values) - 1) * q / 100.0
-    low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    fraction = position - low
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
-
-
-def latency_row(values: list[float]) -> dict[str, float | int]:
-    values.sort()
-    return {
-        "count": len(values),
-        "p50": percentile(values, 50),
-        "p90": percentile(values, 90),
-        "p99": percentile(values, 99),
-        "max": values[-1] if values else math.nan,
-    }
+def latency_row(sketch: QuantileSketch | None) -> dict[str, float | int]:
+    if sketch is None:
+        sketch = QuantileSketch()
+    p50, p90, p99 = sketch.percentiles(50, 90, 99)
+    return {"count": sketch.count, "p50": p50, "p90": p90, "p99": p99,
+            "max": sketch.max if sketch.count else math.nan}
 
 
 class _Times:
     """One group's wire latencies, service times (latency without the waits
-    the protocol asked for) and the number of waits set aside."""
+    the protocol asked for; made at the first) and the number of waits set aside."""
 
     __slots__ = ("wire", "service", "waits")
 
     def __init__(self) -> None:
-        self.wire: list[float] = []
-        self.service: list[float] = []
+        self.wire = QuantileSketch()
+        self.service: QuantileSketch | None = None
         self.waits = 0
 
     def add(self, latency: float, service: float | None, waited: bool) -> None:
-        self.wire.append(latency)
+        self.wire.add(latency)
         if service is not None:
-            self.service.append(service)
+            if self.service is None:
+                self.service = QuantileSketch()
+            self.service.add(service)
         self.waits += waited
 
     def row(self) -> dict[str, float | int]:
@@ -73,7 +63,9 @@ class Summary:
         self.by_api: dict[tuple[str, int | None], _Times] = defaultdict(_Times)
         self.by_client: dict[str, _Times] = defaultdict(_Times)
         self.by_broker: dict[str, _Times] = defaultdict(_Times)
-        self.waits: dict[tuple[str, str], list[float]] = defaultdict(list)  # (reason, api) -> waits in ms
+        self.waits: dict[tuple[str, str], QuantileSketch] = defaultdict(QuantileSketch)  # (reason, api) -> waits (ms)
+        # (reason, api) -> waits, those of unknown length (no time: kdissect.arrivals) included
+        self.wait_counts: Counter[tuple[str, str]] = Counter()
         # (client id, broker) -> [responses with a throttle field, throttled, total ms, max ms, sent while muted]
         self.throttle_by_client: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
         self.statuses: Counter[str] = Counter()
@@ -81,7 +73,7 @@ class Summary:
         self.any_errors: Counter[str] = Counter()  # exchanges with this code anywhere
         self.partition_errors: Counter[tuple[str, int, str]] = Counter()
         self.throttled: Counter[str] = Counter()  # exchanges with throttle > 0, per broker
-        self.throttle_ms: dict[str, list[int]] = defaultdict(list)
+        self.throttle_ms: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # broker -> [max ms, total ms]
         self.throttle_fields: Counter[str] = Counter()  # responses carrying a throttle time
         self.no_response: Counter[str] = Counter()
         self.exchanges = 0
@@ -100,7 +92,11 @@ class Summary:
             self.by_client[client_id].add(latency, service, waited)
             self.by_broker[ex.broker or "?"].add(latency, service, waited)
             if waited:
-                self.waits[(reason, api)].append(ex.wait_ms)  # type: ignore[arg-type]
+                key = (reason, api)
+                self.wait_counts[key] += 1  # type: ignore[index]
+                waits = self.waits[key]  # type: ignore[index]
+                if ex.wait_ms is not None:
+                    waits.add(ex.wait_ms)
         if ex.throttle_time_ms is not None or (ex.problem_codes and "sent-while-muted" in ex.problem_codes):
             row = self.throttle_by_client[(client_id, ex.broker or "?")]
             if ex.throttle_time_ms is not None:
@@ -122,7 +118,9 @@ class Summary:
             self.throttle_ms[broker]  # noqa: B018 - a broker that reports throttle fields
             if ex.throttle_time_ms > 0:
                 self.throttled[broker] += 1
-                self.throttle_ms[broker].append(ex.throttle_time_ms)
+                row = self.throttle_ms[broker]
+                row[0] = max(row[0], ex.throttle_time_ms)
+                row[1] += ex.throttle_time_ms
             self.throttle_fields[broker] += 1
         if ex.response is not None and ex.api_key is not None:
             for topic, partition, code in _partition_errors(ex):
@@ -142,10 +140,12 @@ class Summary:
             ],
             "latency_by_client": [{"client_id": k, **v.row()} for k, v in sorted(self.by_client.items())],
             "latency_by_broker": [{"broker": k, **v.row()} for k, v in sorted(self.by_broker.items())],
+            # a long poll of unknown length is counted with no time (kdissect.arrivals)
             "waits": [
-                {"reason": reason, "api": api, "count": len(values),
-                 "median_ms": percentile(sorted(values), 50), "max_ms": max(values)}
-                for (reason, api), values in sorted(self.waits.items())
+                {"reason": reason, "api": api, "count": self.wait_counts[(reason, api)],
+                 "median_ms": waits.percentiles(50)[0] if waits.count else None,
+                 "max_ms": waits.max if waits.count else None}
+                for (reason, api), waits in sorted(self.waits.items())
             ],
             "throttle_by_client": [
                 {"client_id": client_id, "broker": broker, "responses": row[0], "throttled": row[1],
@@ -160,7 +160,7 @@ class Summary:
             ],
             "throttle": [
                 {"broker": b, "responses": self.throttle_fields[b], "throttled": self.throttled[b],
-                 "max_ms": max(v, default=0), "total_ms": sum(v)}
+                 "max_ms": v[0], "total_ms": v[1]}
                 for b, v in sorted(self.throttle_ms.items())
             ],
             "no_response": dict(self.no_response.most_common()),
@@ -178,7 +178,7 @@ class Summary:
         parts.append(_table("latency (ms) by API" + title, ["api", "version"] + heads,
                             [[r["api"], r["version"]] + [r[c] for c in lat_cols] for r in d["latency_by_api"]]))
         parts.append(_table("latency (ms) by client id", ["client_id"] + heads,
-                            [[r["client_id"]] + [r[c] for c in lat_cols] for r in d["latency_by_client"]]))
+                            _spent_rows(d.pop("latency_by_client"), ["client_id"] + lat_cols)))
         parts.append(_table("latency (ms) by broker", ["broker"] + heads,
                             [[r["broker"]] + [r[c] for c in lat_cols] for r in d["latency_by_broker"]]))
         parts.append(_table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
@@ -206,12 +206,12 @@ def _partition_errors(ex: Exchange) -> list[tuple[Any, int, int]]:
     try:
         from kdissect.protocol.summary import partition_errors
 
-        return list(partition_errors(ex.api_key, ex.api_version, ex.response.body))
+        return list(partition_errors(ex.api_key, ex.api_version, ex.response.body))  # type: ignore[arg-type]
     except Exception:  # a summary problem must not stop a report
         return []
 
 
-def _api_order(item: tuple[tuple[str, int | None], list[float]]) -> tuple[str, int]:
+def _api_order(item: tuple[tuple[str, int | None], Any]) -> tuple[str, int]:
     (api, version), _ = item
     return (api, -1 if version is None else version)
 
@@ -222,12 +222,25 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _spent_rows(rows: list[dict[str, Any]], columns: list[str]) -> list[list[Any]]:
+    """The values of `columns` of each row, dropping each row dict once read
+    (a table may have a row per client id: hundreds of thousands)."""
+    values = []
+    for at, row in enumerate(rows):
+        values.append([row[c] for c in columns])
+        rows[at] = None  # type: ignore[call-overload]
+    return values
+
+
 def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
+    """An aligned text table; `rows` are turned into their cells' text in place."""
     if not rows:
         return f"{title}\n  (none)"
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
     numeric = [all(_is_number(r[i]) for r in rows) for i in range(len(header))]
+    for at, row in enumerate(rows):
+        rows[at] = [_cell(v) for v in row]
+    cells = rows
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
 
     def line(values: list[str]) -> str:
         return "  " + "  ".join(v.rjust(w) if num else v.ljust(w)

@@ -10,8 +10,11 @@ whatever its API. The rules and their tolerances:
 * long_poll: a Fetch or ShareFetch answered without records after at least
   `LONG_POLL_SHARE` (90%) of its `max_wait_ms` (brokers' delay timers fire a
   little early or late): the broker waited for data that did not come. The
-  whole latency is the wait. A fetch answered with records, or early, is not
-  a wait (data that arrives during the wait ends it: that is service).
+  whole latency is the wait. A fetch answered early without records is not
+  a wait. A fetch held with records may have waited for them: the wait
+  ends when the data arrived (kdissect.arrivals: the Produce that wrote it,
+  else the batch's timestamp), the rest is service; where neither tells,
+  `long_poll_unknown` with no wait or service length.
 * group_barrier: a JoinGroup answered successfully after `BARRIER_MIN_NS`
   (10 ms) or more: the group coordinator holds every member's JoinGroup
   until the group's members have joined (up to `rebalance_timeout_ms`); and
@@ -56,6 +59,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kdissect.exchange import LONG_POLL_UNKNOWN
 from kdissect.protocol._generated.throttling import ANSWERED_BEFORE_THROTTLING_FROM
 from kdissect.protocol.apis import ApiKey
 
@@ -69,18 +73,26 @@ LONG_POLL = "long_poll"
 GROUP_BARRIER = "group_barrier"
 THROTTLE = "throttle"
 QUEUED = "queued"
-REASONS = (LONG_POLL, GROUP_BARRIER, THROTTLE, QUEUED)
+REASONS = (LONG_POLL, GROUP_BARRIER, THROTTLE, QUEUED, LONG_POLL_UNKNOWN)
 
 # APIs whose request carries what a wait rule needs (kept on the exchange)
 HINT_APIS = frozenset((FETCH, JOIN_GROUP, SYNC_GROUP, SHARE_FETCH))
 
 
 def request_hint(api_key: int, body: Any) -> tuple | None:
-    """What the wait rules need from a request body: (max_wait_ms, min_bytes)
-    of a fetch, (rebalance_timeout_ms,) of a JoinGroup, (is_leader,) of a
+    """What the wait rules need from a request body: (max_wait_ms, min_bytes,
+    {(topic label, partition): fetch offset}) of a fetch (no offsets for a
+    ShareFetch), (rebalance_timeout_ms,) of a JoinGroup, (is_leader,) of a
     SyncGroup; None for other APIs."""
     if api_key in (FETCH, SHARE_FETCH):
-        return (getattr(body, "max_wait_ms", None), getattr(body, "min_bytes", None))
+        offsets: dict[tuple[Any, Any], int] = {}
+        if api_key == FETCH:
+            for topic in getattr(body, "topics", None) or ():
+                label = getattr(topic, "topic", None) or getattr(topic, "topic_id", None)
+                label = None if label is None else str(label)
+                for entry in getattr(topic, "partitions", None) or ():
+                    offsets[(label, getattr(entry, "partition", None))] = getattr(entry, "fetch_offset", None)
+        return (getattr(body, "max_wait_ms", None), getattr(body, "min_bytes", None), offsets)
     if api_key == JOIN_GROUP:
         timeout = getattr(body, "rebalance_timeout_ms", None)
         return (timeout if timeout is not None else getattr(body, "session_timeout_ms", None),)

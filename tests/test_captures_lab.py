@@ -13,6 +13,7 @@ import collections
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -452,11 +453,16 @@ def test_quota_capture_is_throttled():
     assert throttled[str(PRODUCE)] >= 1 and throttled[str(FETCH)] >= 1, throttled
 
 
-def test_only_the_java_4_4_client_sends_oversized_api_versions_requests():
-    """The recipe notes ApiVersions requests longer than their fields: Kafka
-    4.4's ApiVersions v5 (a field tshark 4.0 does not know); no other client."""
+API_VERSIONS_V5 = ["go_clients_kafka", "java_clients_4_4_kafka", "java_transactions_kafka",
+                   "share_acks_kafka", "share_timeout_kafka"]  # franz-go, Java 4.4
+
+
+def test_only_the_clients_speaking_api_versions_v5_send_oversized_requests():
+    """The recipe notes ApiVersions requests longer than their fields:
+    ApiVersions v5 (KIP-1242, fields tshark 4.0 does not know), which
+    kafka-clients 4.4.0 and franz-go send; no other client."""
     noted = [n for n in NAMES if any(note.startswith("ApiVersions requests longer") for note in manifest(n)["notes"])]
-    assert noted == ["java_clients_4_4_kafka"]
+    assert noted == API_VERSIONS_V5
     assert lab.oversized_api_versions_requests(path_of("java_clients_4_4_kafka"), 9092)[0] == (4, 5, 5)
 
 
@@ -471,17 +477,57 @@ def test_manifest_bytes_encoding_round_trips():
     assert any(r["key"] is None for r in rows)
 
 
-@pytest.mark.xfail(strict=True, reason="kdissect: Kafka 4.4's ApiVersions v5 and ShareFetch v2 are newer than "
-                                       "the specs in ../shared/kafka-spec (see captures/README.md)")
-def test_kdissect_matches_tshark_on_the_known_gap_capture(tshark):
-    """When this passes, move the capture from captures/known_gaps/ into
-    captures/ (its workload's `directory`), where every generic test reads it."""
+@pytest.mark.parametrize("name", API_VERSIONS_V5)
+def test_api_versions_v5_cluster_and_node_ids_decode(name):
+    """ApiVersions v5 (KIP-1242: ClusterId, NodeId), from kafka-clients 4.4.0
+    and franz-go. The manifest notes, per frame, how many bytes each request
+    holds beyond the v3/v4 fields tshark 4.0 reads: a null cluster id and the
+    node id take 1 + 4, a cluster id 1 + its length + 4, and the id is the one
+    the broker's Metadata responses name (tshark)."""
     from kdissect.pipeline import analyze
-    from tests.support.tshark import compare_with_tshark
 
-    capture = path_of("java_clients_4_4_kafka")
-    exchanges, accounting = analyze([capture], (9092,))
-    compare_with_tshark(tshark, capture, (9092,), list(exchanges), accounting.raw_sasl_frames)
+    capture = path_of(name)
+    extra = {int(frame): int(size) for frame, size in re.findall(
+        r"frame (\d+) v5 \(\+(\d+) bytes\)",
+        next(n for n in manifest(name)["notes"] if n.startswith("ApiVersions requests longer")))}
+    cluster_ids = {row[0] for row in tshark_fields(capture, 9092, "kafka.api_key == 3 && tcp.srcport == 9092",
+                                                   "kafka.cluster_id")}
+    assert len(cluster_ids) == 1
+    exchanges, accounting = analyze([capture], (9092,), keep_apis=(18,))
+    seen = {}
+    for ex in exchanges:
+        assert not ex.problems or ex.problem_codes == ["no-response"], (ex.request_frame, ex.problems)
+        if ex.api_key == 18 and ex.api_version >= 5:  # (share_acks_kafka also holds kafka-python's v4)
+            body = ex.request.body
+            seen[ex.request_frame] = 1 + 4 + (len(body.cluster_id) if body.cluster_id is not None else 0)
+            if body.cluster_id is not None:
+                assert body.cluster_id in cluster_ids and body.node_id >= 0
+            else:
+                assert body.node_id == -1
+    assert seen == extra and any(size > 5 for size in seen.values())
+    assert accounting.inexact == accounting.malformed == 0 and accounting.balance() == []
+
+
+def test_kafka_4_4_share_fetch_v2_decodes():
+    """ShareFetch/ShareAcknowledge v2 (IsRenewAck) of kafka-clients 4.4.0:
+    the records fetched and the offsets acknowledged are those the share
+    consumer reports having received."""
+    from kdissect.pipeline import analyze
+
+    exchanges, accounting = analyze([path_of("java_clients_4_4_kafka")], (9092,), keep_apis=(78, 79))
+    exchanges = list(exchanges)
+    assert all(ex.status == "ok" and not ex.problems for ex in exchanges), \
+        [(ex.request_frame, ex.problems) for ex in exchanges if ex.problems]
+    share = [ex for ex in exchanges if ex.api_key == 78]
+    assert [ex.api_version for ex in share] == [2] and share[0].request.body.is_renew_ack is False
+    result = next(op["result"] for op in manifest("java_clients_4_4_kafka")["operations"]
+                  if op["operation"] == "share consume group=lab-java-share")
+    assert sum(ex.records or 0 for ex in share) == result["received"] == 5
+    acknowledged = [batch for ex in exchanges if ex.api_key == 79
+                    for topic in ex.request.body.topics for part in topic.partitions
+                    for batch in part.acknowledgement_batches]
+    assert sum(b.last_offset - b.first_offset + 1 for b in acknowledged) == result["received"]
+    assert accounting.balance() == []
 
 
 # -------------------------------------------------------------- live lab --

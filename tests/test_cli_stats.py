@@ -8,7 +8,8 @@ import numpy
 import pytest
 
 from kdissect.exchange import Exchange
-from kdissect.summary import Summary, percentile
+from kdissect.ranks import percentile
+from kdissect.summary import Summary
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 1000])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kdissect.forensics import FORENSIC_APIS, Forensics, forensic_tables
-from kdissect.forensics.names import ID_BEARING_APIS
+from kdissect.protocol.topics import ID_BEARING_APIS
 from kdissect.pipeline import analyze
 from kdissect.records.table import exchange_record_rows
 

@@ -22,6 +22,9 @@ from tests.support.variants import VARIANTS, write_variant
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "kdissect"
 
+sys.path.insert(0, str(REPO / "tools"))
+import build_native  # noqa: E402  (tools/build_native.py: the build-time half)
+
 # Run in a fresh interpreter: every capture's rows and accounting, then which
 # per-packet modules were compiled ones (the last line).
 _EXPORT_ALL = """
@@ -65,26 +68,104 @@ def _export_all(jobs: list[dict], pure: bool) -> tuple[str, list[str]]:
     return text, json.loads(last)
 
 
-def test_a_build_is_used_only_for_the_sources_it_was_made_from(tmp_path: Path) -> None:
+def _copy_package(tmp_path: Path) -> Path:
+    """The package's sources in a scratch checkout (a build's stamp is checked against them)."""
     package = tmp_path / "kdissect"
-    package.mkdir()
-    for name in native.NATIVE_MODULES:
-        shutil.copy(PACKAGE / f"{name}.py", package / f"{name}.py")
-    assert not native.is_current(package)  # no build at all
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    return package
+
+
+def _stamp(package: Path) -> None:
+    """What tools/build_native.py writes last, for the sources as they are."""
     build = native.native_dir(package)
-    build.mkdir(parents=True)
-    (build / native.SOURCES_FILE).write_text(native.sources_text(package))
-    assert native.is_current(package)
-    # one byte of one module changed: that build is not for these sources
+    build.mkdir(parents=True, exist_ok=True)
+    (build / native.STAMP_FILE).write_text(build_native.current_stamp(package))
+
+
+def test_the_sources_of_a_build_are_every_kdissect_module_the_compiled_ones_import() -> None:
+    """The static reading of the imports (build time) against what importing
+    the compiled modules' sources really loads, in a fresh interpreter."""
+    code = ("import sys, kdissect; before = set(sys.modules); "
+            + "; ".join(f"import kdissect.{name}" for name in native.NATIVE_MODULES)
+            + "; print(' '.join(sorted(m for m in set(sys.modules) - before if m.startswith('kdissect.'))))")
+    env = dict(os.environ, KDISSECT_PURE_PYTHON="1")
+    # (the package's own imports, native.py, run before the compiled modules' and are not theirs)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO, env=env)
+    loaded = {name.split(".", 1)[1] for name in out.stdout.split()}
+    listed = {path.stem for path in build_native.compiled_sources(PACKAGE)}
+    assert listed == loaded | set(native.NATIVE_MODULES)
+    # the modules the compiled ones compile against, among them
+    assert {"packet", "captureset", "failures", "blake2"} <= listed
+
+
+def test_a_build_is_used_only_for_the_sources_it_was_made_from(tmp_path: Path) -> None:
+    package = _copy_package(tmp_path)
+    assert not native.is_current(package)  # no build at all
+    _stamp(package)
+    assert native.is_current(package) and build_native.build_matches(package)
+    stamp = (native.native_dir(package) / native.STAMP_FILE).read_text()
+    assert f"compiler {build_native.compiler_version()}\n" in stamp
+    # one byte of one compiled module changed: that build is not for these sources
     edited = package / f"{native.NATIVE_MODULES[-1]}.py"
-    edited.write_bytes(edited.read_bytes() + b"\n")
-    assert not native.is_current(package)
-    edited.write_bytes(edited.read_bytes()[:-1])
+    original = edited.read_bytes()
+    edited.write_bytes(original + b"\n")
+    assert not native.is_current(package) and not build_native.build_matches(package)
+    # the content back, a new mtime: stale at import (stat data), the same
+    # contents for the build tool (which renews the stamp instead of compiling)
+    edited.write_bytes(original)
+    assert not native.is_current(package) and build_native.build_matches(package)
+    _stamp(package)
     assert native.is_current(package)
     # a build for another interpreter
-    lines = (build / native.SOURCES_FILE).read_text().splitlines()
-    (build / native.SOURCES_FILE).write_text("\n".join(["cpython-399 linux", *lines[1:]]) + "\n")
+    lines = (native.native_dir(package) / native.STAMP_FILE).read_text().splitlines()
+    (native.native_dir(package) / native.STAMP_FILE).write_text(
+        "\n".join(["interpreter cpython-399 linux 3.99.0", *lines[1:]]) + "\n")
+    assert not native.is_current(package) and not build_native.build_matches(package)
+    # a build by another mypy: current for import, rebuilt by the build tool
+    (native.native_dir(package) / native.STAMP_FILE).write_text(
+        "\n".join([lines[0], "compiler mypy-0.1", *lines[2:]]) + "\n")
+    assert native.is_current(package) and not build_native.build_matches(package)
+    # a stamp in the old format (digests of the four modules only) is no stamp
+    (native.native_dir(package) / native.STAMP_FILE).write_text("cpython-311 linux\nframing 00\n")
     assert not native.is_current(package)
+
+
+def test_a_changed_tcp_segment_makes_a_build_stale(tmp_path: Path) -> None:
+    """packet.py is not compiled, but TcpSegment's layout is compiled into
+    the modules that use it: a build made before it changed is not current."""
+    package = _copy_package(tmp_path)
+    _stamp(package)
+    assert native.is_current(package)
+    packet = package / "packet.py"
+    source = packet.read_text()
+    assert "class TcpSegment" in source
+    packet.write_text(source.replace("class TcpSegment", "class TcpSegment  ", 1))
+    os.utime(packet, ns=(0, 0))  # whatever the clock did, the stat data differ
+    assert not native.is_current(package)
+    assert not build_native.build_matches(package)
+
+
+def test_importing_kdissect_reads_the_stamp_and_no_source(tmp_path: Path) -> None:
+    """`import kdissect` with a build present opens its stamp and only the
+    sources Python itself imports (the package's __init__ and native.py)."""
+    package = _copy_package(tmp_path)
+    _stamp(package)
+    code = ("import sys\n"
+            "opened = []\n"
+            "sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == 'open' else None)\n"
+            "import kdissect\n"
+            "from kdissect import native\n"
+            "print(native.active)\n"
+            "print('\\n'.join(opened))\n")
+    env = {k: v for k, v in os.environ.items() if k != "KDISSECT_PURE_PYTHON"}
+    env["PYTHONPATH"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path,
+                         env=env)
+    active, *opened = out.stdout.splitlines()
+    assert active == "True"
+    mine = {Path(path).name for path in opened if Path(path).is_relative_to(tmp_path)}
+    assert {name for name in mine if name.endswith(".py")} <= {"__init__.py", "native.py"}
+    assert native.STAMP_FILE in mine
 
 
 def test_the_checkout_runs_the_compiled_modules_where_they_can_be_built() -> None:

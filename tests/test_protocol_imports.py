@@ -23,26 +23,27 @@ PACKAGE = REPO / "kdissect" / "protocol"
 PREFIX = "kdissect.protocol"
 
 
-def _module_names() -> dict[str, Path]:
+def module_names(package: Path = PACKAGE, prefix: str = PREFIX) -> dict[str, Path]:
     """Dotted name -> file of every module of the package (generated ones included)."""
     names = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
-        names[".".join([PREFIX, *parts])] = path
+        names[".".join([prefix, *parts])] = path
     return names
 
 
-MODULES = _module_names()
+MODULES = module_names()
 
 
 def _is_type_checking(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
 
 
-def _imports(tree: ast.AST, found: set[str], nested: list[str], depth: int = 0) -> None:
-    """Collect imported kdissect.protocol modules; note imports below module level."""
+def _imports(tree: ast.AST, found: set[str], nested: list[str], depth: int = 0,
+             modules: dict[str, Path] = MODULES, prefix: str = PREFIX) -> None:
+    """Collect imported modules under `prefix`; note imports below module level."""
     for node in ast.iter_child_nodes(tree):
         if _is_type_checking(node):
             continue
@@ -52,22 +53,21 @@ def _imports(tree: ast.AST, found: set[str], nested: list[str], depth: int = 0) 
         elif isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
                 candidate = f"{node.module}.{alias.name}"
-                targets.append(candidate if candidate in MODULES else node.module)
+                targets.append(candidate if candidate in modules else node.module)
         elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "import_module"):
             argument = node.args[0] if node.args else None
             if isinstance(argument, ast.JoinedStr) and argument.values and \
                     isinstance(argument.values[0], ast.Constant):
-                prefix = argument.values[0].value
-                targets = [name for name in MODULES if name.startswith(prefix)]
+                targets = [name for name in modules if name.startswith(argument.values[0].value)]
             elif isinstance(argument, ast.Constant):
                 targets = [argument.value]
         for target in targets:
-            if target.startswith(PREFIX):
+            if target == prefix or target.startswith(prefix + "."):
                 found.add(target)
                 if depth and isinstance(node, (ast.Import, ast.ImportFrom)):
                     nested.append(target)
         inner = depth + isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
-        _imports(node, found, nested, inner)
+        _imports(node, found, nested, inner, modules, prefix)
 
 
 def import_graph() -> tuple[dict[str, set[str]], dict[str, list[str]]]:

@@ -84,8 +84,14 @@ def test_request_header_v2_client_id_is_not_compact() -> None:
     assert request.body.allow_auto_topic_creation is False
 
 
-def test_version_defined_only_for_the_request_uses_nearest_lower_response() -> None:
-    # StreamsGroupHeartbeat: request v0-v1, response only v0 in the spec.
+def test_version_defined_only_for_the_request_uses_nearest_lower_response(monkeypatch) -> None:
+    # Kafka 4.4.0 defines both halves of StreamsGroupHeartbeat at v0-v1; the
+    # older trunk file had request v1 with response v0 only. Recreate that gap.
+    from kdissect.protocol import schema
+
+    real = schema.defined_versions
+    monkeypatch.setattr(schema, "defined_versions",
+                        lambda key, direction: [0] if (key, direction) == (88, "response") else real(key, direction))
     v0 = encode_response(88, 0, 4, new_body(88, 0, "response", error_code=15, heartbeat_interval_ms=500))
     response = decode_response(v0, 88, 1)
     assert response.body_version == 0
@@ -332,7 +338,8 @@ def test_api_versions_newer_than_the_spec() -> None:
     decodes with the newest known layout (assumed), and the broker's v0 error
     answer still decodes."""
     newest = max(v for v in range(0, 10) if _defined(18, v))
-    body = cstr("kcat") + cstr("1.0") + b"\x00"  # ClientSoftwareName, ClientSoftwareVersion, tags
+    # ClientSoftwareName, ClientSoftwareVersion, ClusterId (null), NodeId, tags
+    body = cstr("kcat") + cstr("1.0") + b"\x00" + i32(-1) + b"\x00"
     frame = i16(18) + i16(newest + 1) + i32(1) + s16("c") + b"\x00" + body
     assert looks_like_request(frame, len(frame))
     request = decode_request(frame)

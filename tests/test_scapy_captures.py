@@ -18,7 +18,7 @@ import pytest
 
 import kdissect
 from kdissect.cli import main
-from kdissect.pairing import decode_tolerant
+from kdissect.decoding import decode_tolerant
 from kdissect.scapy import KafkaRequest, dissect_response
 from tests.support.scapy import (
     bundled_captures,
@@ -42,6 +42,7 @@ SCAPY_GAPS = {
     "consume_group_kafka.pcap": _RETRANSMITTED + ": frame 140",
     "ipv6_kafka.pcap": _RETRANSMITTED + ": frame 141",
     "java_clients_kafka.pcap": _RETRANSMITTED + ": frames 41, 77, 160",
+    "java_clients_4_4_kafka.pcap": _RETRANSMITTED + ": frames 157, 288",
     "forensics_kafka.pcap": _RETRANSMITTED + ": frames 110, 684, 730, 3756, 3757",
     "acks0_flood_kafka.pcap": "segments carrying hundreds of Kafka frames, chained as payloads, exceed "
                               "Python's recursion limit in Scapy (RecursionError, frames dropped)",

@@ -12,7 +12,9 @@ from kdissect import stores
 from kdissect.capture import ReadStats, read_file
 from kdissect.failures import InputError
 from kdissect.inputs import expand_inputs
-from kdissect.spark.tree import SUCCESS, Tree, refuse_foreign_outdir
+from kdissect.protected_inputs import ProtectedInputs
+from kdissect.spark.outdir import claim_outdir
+from kdissect.spark.tree import SUCCESS, Tree
 
 
 def test_uris_parse_to_the_store_and_path():
@@ -108,17 +110,23 @@ def test_ranged_file_reads_across_blocks(tmp_path, monkeypatch):
 
 
 def test_outdir_rule_and_markers(tmp_path):
+    def claim(outdir: str, overwrite: bool = False) -> str:
+        return claim_outdir(outdir, ProtectedInputs([]), overwrite, ("exchanges",), "_work")
+
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("keep me")
-    with pytest.raises(InputError, match="OUTDIR is not empty and is not an earlier kdissect output"):
-        refuse_foreign_outdir(Tree(str(foreign)))
+    with pytest.raises(InputError, match="is not empty and holds no earlier kdissect spark output"):
+        claim(str(foreign), overwrite=True)
     assert (foreign / "thesis.tex").read_text() == "keep me"
-    refuse_foreign_outdir(Tree(str(tmp_path / "new")))  # missing: fine
+    claim(str(tmp_path / "new"))  # missing: fine
     earlier = tmp_path / "earlier"
     earlier.mkdir()
-    (earlier / SUCCESS).write_bytes(b"")
-    refuse_foreign_outdir(Tree(f"file://{earlier}"))
+    (earlier / SUCCESS).write_bytes(b"")  # the commit protocol's marker: an earlier output
+    with pytest.raises(InputError, match="holds an earlier kdissect spark output: give --overwrite"):
+        claim(f"file://{earlier}")
+    assert claim(f"file://{earlier}", overwrite=True) == str(earlier)
+    assert not (earlier / SUCCESS).exists()
 
 
 def test_tree_output_appears_whole_or_not_at_all(tmp_path):

@@ -4,14 +4,15 @@
 Usage:
     python3 tools/gen_protocol.py [--spec DIR] [--out DIR]
 
-Reads the three spec sets in DIR (default: ../shared/kafka-spec beside the
+Reads the spec sets in DIR (default: ../shared/kafka-spec beside the
 checkout) and writes Python-literal tables to OUT (default:
 kdissect/protocol/_generated). The output is deterministic, so a test can
 regenerate into a temporary folder and compare with the committed copy.
 
 Merge rule (see the spec folder's README): for every (api key, version,
-direction) the newest set whose validVersions contains the version wins:
-newest/, then kafka-4.x/, then trunk-2024-10/.
+direction) the first set whose validVersions contains the version wins:
+releases/4.4.0/ (the released, consistent set), then newest/, kafka-4.x/,
+trunk-2024-10/. Error codes come from releases/4.4.0/errors.tsv.
 
 Only facts are kept: names, types, version ranges, nullability, tags,
 defaults. The `about` prose and licence comments are dropped. The table
@@ -29,17 +30,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
 from pprint import pformat
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SPEC = REPO.parent / "shared" / "kafka-spec"
+# beside the checkout; KDISSECT_KAFKA_SPEC points elsewhere (e.g. from a worktree)
+DEFAULT_SPEC = Path(os.environ.get("KDISSECT_KAFKA_SPEC") or REPO.parent / "shared" / "kafka-spec")
 DEFAULT_OUT = REPO / "kdissect" / "protocol" / "_generated"
 
-# Newest first: the first set defining a version wins.
-SPEC_SETS = ("newest", "kafka-4.x", "trunk-2024-10")
+# The first set defining a version wins: the released set (one folder level
+# deeper), then the newer trunk files, then the older sets for old versions.
+SPEC_SETS = ("releases/4.4.0", "newest", "kafka-4.x", "trunk-2024-10")
+# The error table of the release supersedes the top-level errors.tsv.
+ERRORS_FILE = "releases/4.4.0/errors.tsv"
 
 # Embedded (non-API) schemas the codec needs: the consumer group protocol
 # carried inside JoinGroup / SyncGroup / DescribeGroups bytes fields.
@@ -220,7 +226,10 @@ def merged_segments(specs: list[tuple[str, dict]], secrets: frozenset[str]) -> l
     """specs: (source, spec) newest first. Returns segments covering the union."""
     owner: dict[int, int] = {}
     for index, (_source, spec) in enumerate(specs):
-        lo, hi = parse_range(spec["validVersions"])
+        span = parse_range(spec["validVersions"])
+        if span is None:  # "none": the API was removed (Kafka 4.0 dropped keys 4-7)
+            continue
+        lo, hi = span
         for version in range(lo, hi + 1):
             owner.setdefault(version, index)
     segments = []
@@ -278,7 +287,7 @@ def version_span(segments: list[dict]) -> tuple[int, int] | None:
 
 def read_errors(spec_dir: Path) -> dict[int, tuple[str, bool]]:
     errors = {}
-    lines = (spec_dir / "errors.tsv").read_text().splitlines()
+    lines = (spec_dir / ERRORS_FILE).read_text().splitlines()
     for line in lines[1:]:
         if not line.strip():
             continue
@@ -573,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", type=Path, default=DEFAULT_SPEC, help="kafka-spec folder")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output package folder")
     args = parser.parse_args(argv)
-    if not (args.spec / "errors.tsv").exists():
+    if not (args.spec / ERRORS_FILE).exists():
         print(f"gen_protocol: no Kafka spec at {args.spec}", file=sys.stderr)
         return 2
     files = generate(args.spec)

@@ -8,8 +8,7 @@ from typing import Any
 import click
 
 from kdissect.failures import InputError
-from kdissect.forensics.settings import ForensicSettings, forensic_settings
-from kdissect.options import OUTPUT_HELP, flag, option
+from kdissect.options import OUTPUT_HELP, ForensicSettings, flag, forensic_settings, option
 from kdissect.output import safe_text
 
 
@@ -22,20 +21,20 @@ class ForensicOptions(ForensicSettings):
 
 def run_forensics(options: ForensicOptions, command: str) -> None:
     """Run the capture set through Forensics; print or write the command's tables."""
-    from kdissect.commands.export_core import print_accounting, run_analysis
+    from kdissect.commands.runtime import print_accounting, run_analysis
     from kdissect.forensics import COMMAND_TABLES, FORENSIC_APIS, Forensics
 
     names = COMMAND_TABLES[command]
     if options.table is not None and options.table not in names:
         raise InputError(f"--table {options.table!r}: {command} has the tables {', '.join(names)}")
     settings = forensic_settings(options)
-    analysis = run_analysis(options, quiet=options.quiet, keep_apis=FORENSIC_APIS)
+    analysis = run_analysis(options, quiet=options.quiet, keep_apis=FORENSIC_APIS, output=options.output)
     forensics = Forensics(**settings)
     for ex in analysis:
         forensics.add(ex)
         ex.request = ex.response = None  # memory follows the tallies, not the exchanges
     forensics.finish()
-    tables = forensics.tables()
+    tables = forensics.tables(release=True)
     selected = filter_rows(tables, options)
     if options.output is not None:
         write_table(options.table or names[0], selected(options.table or names[0]), options.output,
@@ -71,13 +70,21 @@ def filter_rows(tables: Any, options: Any) -> Any:
     return rows
 
 
+def output_table(table: str) -> Any:
+    """The `kdissect.output.Table` of a forensic table (for `open_writer`)."""
+    from kdissect.forensics.tables import TABLE_COLUMNS, arrow_schema
+    from kdissect.output import Table
+
+    columns = TABLE_COLUMNS[table]
+    return Table([name for name, _ in columns],
+                 frozenset(name for name, kind in columns if kind.startswith("list<")),
+                 lambda ts_unit="us": arrow_schema(table, ts_unit),
+                 frozenset(name for name, kind in columns if kind == "timestamp"))
+
+
 def write_table(name: str, rows: list[dict[str, Any]], path: str, ts_unit: str) -> None:
-    from kdissect.forensics.tables import output_table
     from kdissect.output import open_writer
 
-    writer = open_writer(path, table=output_table(name), ts_unit=ts_unit)
-    try:
+    with open_writer(path, table=output_table(name), ts_unit=ts_unit) as writer:
         for row in rows:
             writer.write(row)
-    finally:
-        writer.close()

@@ -1,8 +1,10 @@
 """`kdissect groups CAPTURE...`: the consumer-group timeline.
 
 Tables (kdissect.forensics.tables): `groups` (one row per group generation:
-classic generations, KIP-848 consumer and share group epochs) and
-`group_commits` (committed offsets and their lag).
+classic generations, KIP-848 consumer and share group epochs),
+`group_commits` (committed offsets and their lag), `share_groups` (share
+group record delivery per partition) and `share_group_members` (share group
+members: partitions, acknowledgements, heartbeats, share sessions).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from kdissect.options import click_command
 
 class GroupsOptions(ForensicOptions):
     """One row per group generation: members, assignments, rebalance times, errors,
-    commits (--table groups|group_commits)."""
+    commits (--table groups|group_commits|share_groups|share_group_members)."""
 
 
 def groups(options: GroupsOptions) -> None:

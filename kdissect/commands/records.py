@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from kdissect.commands.export_core import print_accounting, run_analysis
+from kdissect.commands.runtime import print_accounting, run_analysis
 from kdissect.options import OUTPUT_HELP, CaptureInputs, click_command, flag, integer, option
 
 
@@ -40,17 +40,14 @@ def _open_record_writer(path: str | None) -> Any:
 
 def records(options: RecordsOptions) -> None:
     """Write one row per produced or fetched record."""
-    analysis = run_analysis(options, keep_messages=True, quiet=options.quiet)
-    writer = _open_record_writer(options.output)
+    analysis = run_analysis(options, keep_messages=True, quiet=options.quiet, output=options.output)
     from kdissect.records.table import RecordTally, exchange_record_rows
 
     tally = RecordTally()
     max_bytes = options.max_uncompressed_mib * 1024 * 1024
-    try:
+    with _open_record_writer(options.output) as writer:
         for row in exchange_record_rows(analysis, frozenset(options.topics), max_bytes, tally):
             writer.write(row)
-    finally:
-        writer.close()
     if not options.quiet:
         for line in tally.lines():
             click.echo(f"kdissect: {line}", err=True)

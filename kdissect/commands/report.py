@@ -3,11 +3,11 @@ charts and tables, from captures or from a `kdissect spark` OUTDIR."""
 
 from __future__ import annotations
 
+from pathlib import Path
 
-from kdissect.commands.export_core import print_accounting, run_analysis, say
+from kdissect.commands.runtime import print_accounting, run_analysis, say
 from kdissect.failures import InputError
 from kdissect.options import CaptureInputs, argument, click_command, flag, option
-
 
 class ReportOptions(CaptureInputs):
     """Write one self-contained HTML page of charts and tables (open it in any browser, offline)."""
@@ -19,7 +19,6 @@ class ReportOptions(CaptureInputs):
                       "without reading a packet.")
     output: str = option("-o", "--output", required=True, metavar="FILE", help="The HTML file to write.")
     quiet: bool = flag("-q", "--quiet", help="Do not print the accounting summary on stderr.")
-
 
 def _spark_outdir(options: ReportOptions) -> str | None:
     """The Spark OUTDIR the inputs name, or None for captures."""
@@ -37,7 +36,6 @@ def _spark_outdir(options: ReportOptions) -> str | None:
                          "(give the option to `kdissect spark` instead)")
     return outdirs[0]
 
-
 def report(options: ReportOptions) -> None:
     """Write one self-contained HTML page of charts and tables."""
     from kdissect.extras import require
@@ -47,11 +45,20 @@ def report(options: ReportOptions) -> None:
 
     outdir = _spark_outdir(options)
     if outdir is not None:
+        from kdissect.protected_inputs import ProtectedInputs, refuse_output_over_input
+
+        # the page may sit beside the tables, not over a file they are read from
+        # (an OUTDIR in a store holds no local file the page could be written over)
+        from kdissect import stores
+
+        if not stores.is_uri(outdir) or stores.parse(outdir).scheme in stores.LOCAL_SCHEMES:
+            local = Path(stores.parse(outdir).path if stores.is_uri(outdir) else outdir)
+            refuse_output_over_input(options.output, ProtectedInputs(str(p) for p in local.rglob("*") if p.is_file()))
         data = from_spark_outdir(outdir)
         analysis = None
     else:
         # per-partition errors need the decoded response bodies, as for `kdissect stats`
-        analysis = run_analysis(options, keep_messages=True, quiet=options.quiet)
+        analysis = run_analysis(options, keep_messages=True, quiet=options.quiet, output=options.output)
         data = from_analysis(analysis)
     try:
         size = write_page(data, options.output)
@@ -61,6 +68,5 @@ def report(options: ReportOptions) -> None:
         print_accounting(analysis)
     if not options.quiet:
         say(f"kdissect: report written to {options.output} ({size} bytes)")
-
 
 command = click_command("report", ReportOptions, report)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from kdissect.commands.export_core import print_accounting, run_analysis
+from kdissect.commands.runtime import print_accounting, run_analysis
 from kdissect.exchange import Exchange
 from kdissect.options import NUMBER, CaptureInputs, click_command, flag, option
 from kdissect.output import safe_text
@@ -31,6 +31,19 @@ def _error_name(code: int) -> str:
     return error_name(code)
 
 
+def broker_log_text(ex: Exchange) -> str:
+    """`broker=TOTAL ms (queue, local, remote, throttle, response queue, send) network=N ms principal`,
+    or why no line of the broker's request log joined."""
+    if ex.broker_log != "joined":
+        return f"broker-log={ex.broker_log}"
+    parts = [ex.broker_request_queue_ms, ex.broker_local_ms, ex.broker_remote_ms, ex.broker_throttle_ms,
+             ex.broker_response_queue_ms, ex.broker_send_ms]
+    split = "/".join("-" if v is None else f"{v:g}" for v in parts)
+    total = "-" if ex.broker_total_ms is None else f"{ex.broker_total_ms:g}"
+    network = "" if ex.network_ms is None else f" network={ex.network_ms:.3f} ms"
+    return f"broker={total} ms (queue/local/remote/throttle/respq/send {split}){network} {ex.principal or ''}".rstrip()
+
+
 def summary_line(ex: Exchange, with_date: bool = False) -> str:
     """Time (UTC; with the date when asked), client -> broker, API vN,
     correlation id, latency, errors, throttle."""
@@ -49,6 +62,8 @@ def summary_line(ex: Exchange, with_date: bool = False) -> str:
         parts.append(f"throttle={ex.throttle_time_ms} ms")
     if ex.status != "ok":
         parts.append(f"[{ex.status}]")
+    if ex.broker_log is not None:  # --broker-log: the broker's own account of it
+        parts.append(broker_log_text(ex))
     if ex.problems:
         parts.append("; ".join(ex.problems))
     if ts is not None and to_datetime(ts) is None:

@@ -22,14 +22,14 @@ def spark(options: SparkOptions) -> None:
 
     require("spark", "`kdissect spark`")
     from kdissect.inputs import expand_inputs
-    from kdissect.spark.job import configure_stores, prepare_outdir, run_job
+    from kdissect.spark.job import configure_stores, run_job
     from kdissect.spark.session import check_java
 
     job = job_options(options, options.master)
     check_java()  # before anything slow, and before Spark prints its own errors
     configure_stores()  # inputs may be store URIs (kdissect.stores)
-    expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is created
-    prepare_outdir(options.outdir)
+    expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is looked at
+    # run_job checks OUTDIR (kdissect.spark.outdir) before it starts Spark
     result = run_job(job, log=lambda message: click.echo(f"kdissect: {message}", err=True))
     click.echo(result.summary)
     click.echo(f"tables and manifest.json written to {options.outdir}")

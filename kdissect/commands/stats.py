@@ -6,7 +6,7 @@ import json
 
 import click
 
-from kdissect.commands.export_core import run_analysis
+from kdissect.commands.runtime import run_analysis
 from kdissect.options import CaptureInputs, click_command, flag
 from kdissect.output import safe_text
 
@@ -24,16 +24,23 @@ def stats(options: StatsOptions) -> None:
 
     # per-partition errors need the decoded response bodies
     analysis = run_analysis(options, keep_messages=True)
+    from kdissect.brokerlog.tables import observe, payload as broker_log_payload
+
+    broker_tables = observe(analysis)
     summary, tables = collect(analysis)
     if options.as_json:
         payload = as_dict(summary, tables, analysis.accounting)
         if analysis.accounting.tls_connections:
             payload["tls"] = analysis.dissector.tls_stats.to_dict()
+        if broker_tables is not None:
+            payload["broker_log"] = broker_log_payload(analysis, broker_tables)
         click.echo(safe_text(json.dumps(payload, indent=2, default=str, allow_nan=True)))
     else:
         # the analysis gives the accounting lines with the TLS line
         click.echo(safe_text(summary.render(analysis)), nl=False)
         click.echo(safe_text(render_stats(tables)))
+        if broker_tables is not None:
+            click.echo(safe_text(broker_tables.render(analysis.dissector.encrypted_clients)))
     for problem in analysis.read_stats.problems:
         click.echo(f"kdissect: {safe_text(problem)}", err=True)
 

@@ -6,10 +6,9 @@
 
 One module per table: topics.py (partition rows and lag), latency.py
 (end-to-end latency), groups.py (group generations and commits), clients.py
-(clients and producer sequences); names.py resolves topic ids for all of
-them and for `kdissect records`. Names are loaded on first use, so
-`kdissect.forensics.names` can be imported by the records table without
-importing the rest.
+(clients and producer sequences); topic ids are resolved for all of them
+(and for `kdissect records`) by kdissect.protocol.topics.TopicNames. Names
+are loaded on first use.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from typing import Any, Iterable, Sequence
 __all__ = ["FORENSIC_APIS", "COMMAND_TABLES", "TABLE_COLUMNS", "Forensics", "ForensicTables", "TopicNames",
            "forensic_tables"]
 
-_LAZY = {"FORENSIC_APIS": "core", "Forensics": "core", "ForensicTables": "core", "TopicNames": "names",
+_LAZY = {"FORENSIC_APIS": "core", "Forensics": "core", "ForensicTables": "core", "TopicNames": "kdissect.protocol.topics",
          "COMMAND_TABLES": "tables", "TABLE_COLUMNS": "tables"}
 
 
@@ -30,7 +29,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'kdissect.forensics' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(f"kdissect.forensics.{module}"), name)
+    return getattr(importlib.import_module(module if "." in module else f"kdissect.forensics.{module}"), name)
 
 
 def forensic_tables(paths: Sequence[str | Path], ports: Iterable[int] = (9092,), detect: bool = True,

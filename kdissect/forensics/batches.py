@@ -69,6 +69,7 @@ def set_figures(raw: bytes, limit: int, produced: bool) -> SetFigures:
             figures.problems += 1
         if not produced:
             end = batch.base_offset + batch.last_offset_delta if batch.last_offset_delta is not None else None
+            top: int | None
             if records:
                 top = records[-1].offset if end is None else max(end, records[-1].offset)
             else:

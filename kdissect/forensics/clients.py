@@ -21,6 +21,9 @@ order, then the connections' runs are joined by time.
 
 Memory: per client, its connections (two times and a key each) and minutes
 with Metadata requests; per producer and partition its connections' runs.
+A capture may hold hundreds of thousands of client ids, so a client's small
+sets (hosts, brokers, producers, transactional ids) are tuples, the host
+texts are shared, and the tables fold the stats without copying them.
 """
 
 from __future__ import annotations
@@ -45,29 +48,30 @@ class ClientStats:
                  "transactional_ids", "throttled", "throttle_ms", "throttle_ms_max", "errors", "first_ts", "last_ts")
 
     def __init__(self) -> None:
-        self.hosts: set[str] = set()
-        self.brokers: set[str] = set()
+        # small sets as tuples (a set costs 216 bytes, a one-item tuple 48)
+        self.hosts: tuple[str, ...] = ()
+        self.brokers: tuple[str, ...] = ()
         # connection -> [first ts, last ts, host, broker]
         self.connections: dict[tuple, list] = {}
         self.requests: dict[str, int] = {}
-        self.metadata_minutes: dict[int, int] = {}
+        self.metadata_minutes: dict[int, int] | None = None  # made at the first (most clients have none)
         self.produce_batches = 0
         self.produce_records = 0
         self.batch_bytes = 0
         self.batch_bytes_max = 0
         self.record_bytes = 0
-        self.producers: set[tuple[int, int]] = set()
-        self.transactional_ids: set[str] = set()
+        self.producers: tuple[tuple[int, int], ...] = ()
+        self.transactional_ids: tuple[str, ...] = ()
         self.throttled = 0
         self.throttle_ms = 0
         self.throttle_ms_max = 0
-        self.errors: dict[int, int] = {}
+        self.errors: dict[int, int] | None = None  # made at the first
         self.first_ts: int | None = None
         self.last_ts: int | None = None
 
     def merge(self, other: ClientStats) -> None:
-        self.hosts |= other.hosts
-        self.brokers |= other.brokers
+        self.hosts = _union(self.hosts, other.hosts)
+        self.brokers = _union(self.brokers, other.brokers)
         for key, (first, last, host, broker) in other.connections.items():
             mine = self.connections.get(key)
             if mine is None:
@@ -75,20 +79,31 @@ class ClientStats:
             else:
                 mine[0], mine[1] = min_of(mine[0], first), max_of(mine[1], last)
         merge_counts(self.requests, other.requests)
-        merge_counts(self.metadata_minutes, other.metadata_minutes)
+        if other.metadata_minutes:
+            if self.metadata_minutes is None:
+                self.metadata_minutes = {}
+            merge_counts(self.metadata_minutes, other.metadata_minutes)
         self.produce_batches += other.produce_batches
         self.produce_records += other.produce_records
         self.batch_bytes += other.batch_bytes
         self.batch_bytes_max = max(self.batch_bytes_max, other.batch_bytes_max)
         self.record_bytes += other.record_bytes
-        self.producers |= other.producers
-        self.transactional_ids |= other.transactional_ids
+        self.producers = _union(self.producers, other.producers)
+        self.transactional_ids = _union(self.transactional_ids, other.transactional_ids)
         self.throttled += other.throttled
         self.throttle_ms += other.throttle_ms
         self.throttle_ms_max = max(self.throttle_ms_max, other.throttle_ms_max)
-        merge_counts(self.errors, other.errors)
+        if other.errors:
+            if self.errors is None:
+                self.errors = {}
+            merge_counts(self.errors, other.errors)
         self.first_ts = min_of(self.first_ts, other.first_ts)
         self.last_ts = max_of(self.last_ts, other.last_ts)
+
+
+def _union(mine: tuple, other: tuple) -> tuple:
+    """The items of `mine`, then those of `other` it lacks."""
+    return mine + tuple(item for item in other if item not in mine) if other else mine
 
 
 class SequenceRun:
@@ -142,6 +157,7 @@ class ClientTally:
         # (producer id, epoch, label, partition) -> {connection: SequenceRun}
         self.sequences: dict[tuple, dict[tuple, SequenceRun]] = {}
         self.transactional: dict[tuple[int, int], set[str]] = {}  # (producer id, epoch) -> transactional ids
+        self.texts: dict[str, str] = {}  # one copy of each host and broker text
 
     def _stats(self, key: tuple) -> ClientStats:
         found = self.stats.get(key)
@@ -163,10 +179,10 @@ class ClientTally:
         stats.first_ts = min_of(stats.first_ts, ts)
         stats.last_ts = max_of(stats.last_ts, when(ex, response_first=True))
         host = host_of(ex.client)
-        if host is not None:
-            stats.hosts.add(host)
-        if ex.broker:
-            stats.brokers.add(ex.broker)
+        if host is not None and host not in stats.hosts:
+            stats.hosts += (self.texts.setdefault(host, host),)
+        if ex.broker and ex.broker not in stats.brokers:
+            stats.brokers += (self.texts.setdefault(ex.broker, ex.broker),)
         seen = stats.connections.get(connection)
         if seen is None:
             stats.connections[connection] = [ts, when(ex, response_first=True), host or "", ex.broker or ""]
@@ -175,6 +191,8 @@ class ClientTally:
         if ex.api_name:
             add_count(stats.requests, ex.api_name)
         if ex.api_key == _METADATA and ts is not None:
+            if stats.metadata_minutes is None:
+                stats.metadata_minutes = {}
             add_count(stats.metadata_minutes, ts - ts % MINUTE_NS)
         throttle = ex.throttle_time_ms
         if throttle:
@@ -182,13 +200,15 @@ class ClientTally:
             stats.throttle_ms += throttle
             stats.throttle_ms_max = max(stats.throttle_ms_max, throttle)
         for code in set(ex.error_codes or ()) | ({ex.error_code} if ex.error_code else set()):
+            if stats.errors is None:
+                stats.errors = {}
             add_count(stats.errors, code)
         if ex.api_key == _INIT_PRODUCER_ID and ex.request is not None and ex.response is not None:
             txn = getattr(ex.request.body, "transactional_id", None)
             response = ex.response.body
             if txn and not response.error_code and response.producer_id >= 0:
                 self.transactional.setdefault((response.producer_id, response.producer_epoch), set()).add(txn)
-                stats.transactional_ids.add(txn)
+                stats.transactional_ids = _union(stats.transactional_ids, (txn,))
         return stats
 
     def add_produce(self, ex: Any, stats: ClientStats, label: str | None, partition: int,
@@ -197,7 +217,7 @@ class ClientTally:
         connection = connection_of(ex)
         order_ts = ex.request_ts if ex.request_ts is not None else -1
         if transactional_id:
-            stats.transactional_ids.add(transactional_id)
+            stats.transactional_ids = _union(stats.transactional_ids, (transactional_id,))
         for span in figures.spans:
             stats.produce_batches += 1
             stats.produce_records += span.count
@@ -208,7 +228,8 @@ class ClientTally:
                     or span.base_sequence < 0:
                 continue
             producer = (span.producer_id, span.producer_epoch)
-            stats.producers.add(producer)  # type: ignore[arg-type]
+            if producer not in stats.producers:
+                stats.producers += (producer,)  # type: ignore[operator]
             if transactional_id:
                 self.transactional.setdefault(producer, set()).add(transactional_id)  # type: ignore[arg-type]
             runs = self.sequences.setdefault((span.producer_id, span.producer_epoch, label, partition), {})
@@ -224,11 +245,11 @@ class ClientTally:
         for key, stats in other.stats.items():
             self._stats(key).merge(stats)
         self.software.update(other.software)
-        for key, runs in other.sequences.items():
-            mine = self.sequences.setdefault(key, {})
-            mine.update(runs)  # a connection is whole in one tally
-        for key, ids in other.transactional.items():
-            self.transactional.setdefault(key, set()).update(ids)
+        for sequence_key, by_connection in other.sequences.items():
+            mine = self.sequences.setdefault(sequence_key, {})
+            mine.update(by_connection)  # a connection is whole in one tally
+        for producer, ids in other.transactional.items():
+            self.transactional.setdefault(producer, set()).update(ids)
 
     # -- tables --------------------------------------------------------------------
 
@@ -240,20 +261,25 @@ class ClientTally:
             if name is not None or version is not None:
                 software.setdefault(client_id, set()).add((name, version))
         folded: dict[tuple, ClientStats] = {}
+        copies: set[tuple] = set()  # keys whose stats are a merged copy (the tally's own stay untouched)
         for (client_id, name, version), stats in self.stats.items():
             if name is None and version is None and len(software.get(client_id, ())) == 1:
                 name, version = next(iter(software[client_id]))
             key = (client_id, name, version)
             found = folded.get(key)
             if found is None:
-                found = folded[key] = ClientStats()
+                folded[key] = stats  # most clients: no copy
+                continue
+            if key not in copies:
+                copies.add(key)
+                found = folded[key] = _copy(found)
             found.merge(stats)
         return folded
 
     def producer_rows(self, names: Any) -> list[dict[str, Any]]:
         merged: dict[tuple, list[SequenceRun]] = {}
-        for (producer_id, epoch, label, partition), runs in self.sequences.items():
-            merged.setdefault((producer_id, epoch, names.name(label), partition), []).extend(runs.values())
+        for (producer_id, epoch, label, partition), by_connection in self.sequences.items():
+            merged.setdefault((producer_id, epoch, names.name(label), partition), []).extend(by_connection.values())
         rows = []
         for key in sorted(merged, key=lambda k: (k[0], k[1], k[2] or "", k[3])):
             producer_id, epoch, topic, partition = key
@@ -284,19 +310,28 @@ class ClientTally:
             })
         return rows
 
-    def rows(self, names: Any) -> list[dict[str, Any]]:
+    def rows(self, names: Any, release: bool = False) -> list[dict[str, Any]]:
+        """One row per client; with `release`, each client's stats are
+        dropped once its row is made (the tally is then spent), so the
+        tallies and the rows of hundreds of thousands of client ids are not
+        held at once."""
         producers = self.producer_rows(names)
         by_client: dict[str | None, list[dict[str, Any]]] = {}
         for row in producers:
             for client_id in row["client_ids"] or [None]:
                 by_client.setdefault(client_id, []).append(row)
+        items: list[Any] = sorted(self.folded_items(), key=lambda item: tuple((v is not None, v or "")
+                                                                              for v in item[0]))
+        if release:
+            self.stats = {}
         rows = []
-        for key, stats in sorted(self.folded_items(), key=lambda item: tuple((v is not None, v or "")
-                                                                                  for v in item[0])):
+        for at, (key, stats) in enumerate(items):
+            if release:
+                items[at] = None
             client_id, name, version = key
             own = [row for row in by_client.get(client_id, [])
                    if (row["producer_id"], row["producer_epoch"]) in stats.producers]
-            per_minute = max(stats.metadata_minutes.values(), default=0)
+            per_minute = max((stats.metadata_minutes or {}).values(), default=0)
             rows.append({
                 "client_id": client_id, "software_name": name, "software_version": version,
                 "hosts": sorted(stats.hosts), "brokers": sorted(stats.brokers),
@@ -317,7 +352,7 @@ class ClientTally:
                 "sequence_duplicates": sum(row["duplicates"] for row in own),
                 "throttled": stats.throttled, "throttle_ms": stats.throttle_ms,
                 "max_throttle_ms": stats.throttle_ms_max if stats.throttled else None,
-                "errors": error_list(stats.errors),
+                "errors": error_list(stats.errors or {}),
             })
         return rows
 
@@ -330,6 +365,12 @@ class ClientTally:
                  "metadata_requests": row["metadata_requests"],
                  "metadata_max_per_minute": row["metadata_max_per_minute"]}
                 for row in rows if row["metadata_max_per_minute"] >= METADATA_STORM_PER_MINUTE]
+
+
+def _copy(stats: ClientStats) -> ClientStats:
+    made = ClientStats()
+    made.merge(stats)
+    return made
 
 
 def _reconnects(connections: dict[tuple, list]) -> int:

@@ -32,15 +32,17 @@ from kdissect.forensics.clients import ClientTally
 from kdissect.forensics.common import connection_of, topic_label, when
 from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
-from kdissect.forensics.names import ID_BEARING_APIS, TopicNames
+from kdissect.protocol.topics import ID_BEARING_APIS, TopicNames
+from kdissect.forensics.share import SHARE_ACK, SHARE_APIS, SHARE_HEARTBEAT, ShareTally
 from kdissect.forensics.topics import TopicTally
+from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.table import produce_results
 
 _PRODUCE, _FETCH, _SHARE_FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)
 FORENSIC_APIS = frozenset({_PRODUCE, _FETCH, _SHARE_FETCH, int(ApiKey.API_VERSIONS), int(ApiKey.INIT_PRODUCER_ID)}
-                          | GROUP_APIS | ID_BEARING_APIS)
+                          | GROUP_APIS | ID_BEARING_APIS | SHARE_APIS | TRANSACTION_APIS)
 
 
 class ForensicTables:
@@ -58,6 +60,10 @@ class ForensicTables:
         self.rebalance_storms: list[dict[str, Any]] = tables["rebalance_storms"]
         self.member_rejoins: list[dict[str, Any]] = tables["member_rejoins"]
         self.metadata_storms: list[dict[str, Any]] = tables["metadata_storms"]
+        self.share_groups: list[dict[str, Any]] = tables["share_groups"]
+        self.share_group_members: list[dict[str, Any]] = tables["share_group_members"]
+        self.transactions: list[dict[str, Any]] = tables["transactions"]
+        self.transaction_markers: list[dict[str, Any]] = tables["transaction_markers"]
         self.unresolved_topic_ids: list[str] = tables["unresolved_topic_ids"]
         self.topic_id_conflicts: int = tables["topic_id_conflicts"]
 
@@ -67,7 +73,8 @@ class ForensicTables:
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in (
             "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
-            "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids", "topic_id_conflicts")}
+            "transactions", "transaction_markers", "rebalance_storms", "member_rejoins", "metadata_storms",
+            "share_groups", "share_group_members", "unresolved_topic_ids", "topic_id_conflicts")}
 
 
 class Forensics:
@@ -88,6 +95,8 @@ class Forensics:
         self.groups = GroupTally()
         self.clients = ClientTally()
         self.latency = LatencyTally()
+        self.share = ShareTally()
+        self.transactions = TransactionTally()
         self.ranges = latency_sink if latency_sink is not None else StreamMatcher(self.latency, horizon_ns, slack_ns)
         self.exchanges = 0
 
@@ -103,8 +112,16 @@ class Forensics:
         elif key == _FETCH or key == _SHARE_FETCH:
             if ex.response is not None:
                 self._fetch(ex, key == _SHARE_FETCH)
+            if key == _SHARE_FETCH:
+                self.share.add(ex)
         elif key in GROUP_APIS:
             self.groups.add(ex)
+            if key == SHARE_HEARTBEAT:
+                self.share.add(ex)
+        elif key == SHARE_ACK:
+            self.share.add(ex)
+        if key in TRANSACTION_APIS:
+            self.transactions.add(ex)
 
     def _produce(self, ex: Any, stats: Any) -> None:
         body = ex.request.body
@@ -122,13 +139,14 @@ class Forensics:
                     base, error = results.get((label, partition), (None, 0))
                 answered = base is not None and base >= 0 and not error
                 last_offset = None
-                if figures is not None and figures.spans and answered:
+                if figures is not None and figures.spans and answered and base is not None:
                     last_offset = base + max(span.last for span in figures.spans)
                 self.topics.add_produce(ex, label, partition, ts, figures, error, last_offset)
+                self.transactions.add_produce(ex, transactional_id, label, partition, figures, error)
                 if figures is None:
                     continue
                 self.clients.add_produce(ex, stats, label, partition, figures, transactional_id)
-                if answered and ex.request_ts is not None and ex.response_ts is not None:
+                if answered and base is not None and ex.request_ts is not None and ex.response_ts is not None:
                     for span in figures.spans:
                         self.ranges.produced(self.names.name(label), partition, base + span.first, base + span.last,
                                              ex.request_ts, ex.response_ts)
@@ -150,6 +168,8 @@ class Forensics:
                 figures = set_figures(bytes(raw), self.max_uncompressed, produced=False) if raw else None
                 self.topics.add_fetch(ex, label, partition, ts, figures, entry, asked.get((label, partition)),
                                       connection, share)
+                if not share:
+                    self.transactions.add_fetch(ex, label, partition, entry, raw, figures, self.max_uncompressed)
                 if figures is not None and ex.response_ts is not None:
                     for span in figures.spans:
                         for first, last in _runs(span_offsets(span)):
@@ -171,27 +191,34 @@ class Forensics:
         self.groups.merge(other.groups)
         self.clients.merge(other.clients)
         self.latency.merge(other.latency)
+        self.share.merge(other.share)
+        self.transactions.merge(other.transactions)
 
     def state(self) -> dict[str, Any]:
         """What `merge` needs, picklable (the Spark tasks send it to the driver)."""
         return {"exchanges": self.exchanges, "names": self.names, "topics": self.topics, "groups": self.groups,
-                "clients": self.clients, "latency": self.latency}
+                "clients": self.clients, "latency": self.latency, "share": self.share,
+                "transactions": self.transactions}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Forensics:
         made = cls(latency_sink=_NoRanges())
         made.exchanges = state["exchanges"]
         made.names, made.topics, made.groups = state["names"], state["topics"], state["groups"]
-        made.clients, made.latency = state["clients"], state["latency"]
+        made.clients, made.latency, made.share = state["clients"], state["latency"], state["share"]
+        made.transactions = state["transactions"]
         return made
 
-    def tables(self) -> ForensicTables:
+    def tables(self, release: bool = False) -> ForensicTables:
+        """The tables; with `release`, the client tallies are dropped as their
+        rows are made (call it once: the CLI, whose tallies end there)."""
         names = self.names
         topics = self.topics.rows(names)
         groups, commits = self.groups.rows(names, self.topics.high_watermarks(names))
-        clients = self.clients.rows(names)
+        clients = self.clients.rows(names, release=release)
         labels = set(self.topics.labels()) | {label for label, _ in self.latency.histograms}
-        labels |= {key[2] for key in self.groups.commits}
+        labels |= {key[2] for key in self.groups.commits} | self.share.labels()
+        share_groups, share_members = self.share.rows(names)
         labels |= {t for by_epoch in self.groups.epoch_assignments.values() for _, parts in by_epoch.values()
                    for t, _ in parts}
         return ForensicTables(
@@ -199,6 +226,8 @@ class Forensics:
             groups=groups, group_commits=commits, clients=clients, producers=self.clients.producer_rows(names),
             rebalance_storms=self.groups.storms(groups), member_rejoins=self.groups.rejoins(),
             metadata_storms=ClientTally.metadata_storms(clients),
+            share_groups=share_groups, share_group_members=share_members,
+            transactions=self.transactions.rows(names), transaction_markers=self.transactions.marker_rows(names),
             unresolved_topic_ids=names.unresolved(labels), topic_id_conflicts=names.conflicts)
 
 

@@ -375,17 +375,17 @@ class GroupTally:
             self.floating.setdefault(group, []).extend(events)
         for group, events in other.membership.items():
             self.membership.setdefault(group, []).extend(events)
-        for key, by_epoch in other.epoch_assignments.items():
-            mine = self.epoch_assignments.setdefault(key, {})
+        for member_key, by_epoch in other.epoch_assignments.items():
+            mine = self.epoch_assignments.setdefault(member_key, {})
             for epoch, value in by_epoch.items():
                 if epoch not in mine or value[0] > mine[epoch][0]:
                     mine[epoch] = value
-        for key, commit in other.commits.items():
-            mine = self.commits.get(key)
-            if mine is None:
-                self.commits[key] = commit
+        for commit_key, commit in other.commits.items():
+            known = self.commits.get(commit_key)
+            if known is None:
+                self.commits[commit_key] = commit
             else:
-                mine.merge(commit)
+                known.merge(commit)
 
     # -- tables -------------------------------------------------------------------
 
@@ -498,8 +498,8 @@ class GroupTally:
         latest: dict[tuple, tuple] = {}  # (group, topic, partition) -> the order of its last commit
         for (group, _generation_id, topic, partition), commit in merged.items():
             if commit.offset is not None:
-                key = (group, topic, partition)
-                latest[key] = max(latest.get(key, ()), commit.order)
+                partition_key = (group, topic, partition)
+                latest[partition_key] = max(latest.get(partition_key, ()), commit.order)
         rows = []
         for key in sorted(merged, key=lambda k: (k[0], k[1], k[2] or "", k[3] if k[3] is not None else -1)):
             group, generation_id, topic, partition = key
@@ -507,7 +507,7 @@ class GroupTally:
             watermark = high_watermarks.get((topic, partition))
             lag = None
             current = commit.offset is not None and latest.get((group, topic, partition)) == commit.order
-            if current and watermark is not None and commit.offset >= 0:
+            if current and watermark is not None and commit.offset is not None and commit.offset >= 0:
                 lag = max(0, watermark - commit.offset)
             rows.append({"group_id": group, "generation_id": generation_id, "topic": topic, "partition": partition,
                          "committed_offset": commit.offset, "commits": commit.commits, "failed": commit.errors,

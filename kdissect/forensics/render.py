@@ -19,6 +19,10 @@ TITLES = {
     "group_commits": "committed offsets",
     "clients": "clients",
     "producers": "idempotent / transactional producers per partition",
+    "share_groups": "share groups: record delivery per partition",
+    "share_group_members": "share group members",
+    "transactions": "transactions: one row per transaction",
+    "transaction_markers": "transaction markers and aborted transactions in fetched data, per partition and producer",
 }
 DISPLAY: dict[str, list[str]] = {
     "topics": ["topic", "partition", "direction", "client_id", "requests", "records", "record_bytes", "batch_bytes",
@@ -34,8 +38,19 @@ DISPLAY: dict[str, list[str]] = {
                 "producer_ids", "sequence_gaps", "sequence_duplicates", "throttled", "errors"],
     "producers": ["producer_id", "producer_epoch", "transactional_id", "client_ids", "topic", "partition", "batches",
                   "records", "first_sequence", "next_sequence", "sequence_gaps", "missing_sequences", "duplicates"],
+    "share_groups": ["group_id", "topic", "partition", "members", "acquired", "redelivered", "accepted", "released",
+                     "rejected", "renewed", "ack_errors", "lock_timeouts"],
+    "share_group_members": ["group_id", "client_ids", "member_epoch", "partitions", "acquired", "accepted",
+                            "released", "rejected", "heartbeats", "heartbeat_interval_ms", "heartbeat_gap_mean_ms",
+                            "session_opens", "session_resets", "session_errors"],
+    "transactions": ["transactional_id", "transaction", "producer_id", "producer_epoch", "partitions",
+                     "partitions_added", "records", "offsets_committed", "end", "result", "end_error", "first_ts",
+                     "duration_ms"],
+    "transaction_markers": ["topic", "partition", "producer_id", "commit_markers", "abort_markers", "aborted_listed",
+                            "committed_batches", "aborted_batches", "aborted_records", "undecided_batches",
+                            "client_ids"],
 }
-TIME_COLUMNS = frozenset(("first_ts", "last_ts", "rebalance_start", "rebalance_end", "minute", "last_commit_ts",
+TIME_COLUMNS = frozenset(("first_ts", "last_ts", "end_ts", "rebalance_start", "rebalance_end", "minute", "last_commit_ts",
                           "window_start", "window_end"))
 
 

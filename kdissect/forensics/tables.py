@@ -42,6 +42,23 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("committed_offset", "int64"), ("commits", "int64"), ("failed", "int64"), ("last_commit_ts", "timestamp"),
         ("client_id", "string"), ("high_watermark", "int64"), ("committed_lag", "int64"),
     ],
+    # share groups (kdissect.forensics.share): per partition, and per member
+    "share_groups": [
+        ("group_id", "string"), ("topic", "string"), ("partition", "int32"), ("members", "int32"),
+        ("acquired", "int64"), ("redelivered", "int64"), ("accepted", "int64"), ("released", "int64"),
+        ("rejected", "int64"), ("renewed", "int64"), ("ack_errors", "list<string>"), ("lock_timeouts", "int64"),
+        ("first_ts", "timestamp"), ("last_ts", "timestamp"),
+    ],
+    "share_group_members": [
+        ("group_id", "string"), ("member_id", "string"), ("client_ids", "list<string>"), ("member_epoch", "int32"),
+        ("partitions", "list<string>"), ("acquired", "int64"), ("accepted", "int64"), ("released", "int64"),
+        ("rejected", "int64"), ("renewed", "int64"), ("heartbeats", "int64"), ("leaves", "int64"),
+        ("heartbeat_interval_ms", "int32"),
+        ("heartbeat_gap_min_ms", "float64"), ("heartbeat_gap_mean_ms", "float64"),
+        ("heartbeat_gap_max_ms", "float64"), ("session_opens", "int64"), ("session_resets", "int64"),
+        ("session_closes", "int64"), ("max_session_epoch", "int32"), ("session_errors", "list<string>"),
+        ("first_ts", "timestamp"), ("last_ts", "timestamp"),
+    ],
     "clients": [
         ("client_id", "string"), ("software_name", "string"), ("software_version", "string"),
         ("hosts", "list<string>"), ("brokers", "list<string>"), ("connections", "int64"), ("reconnects", "int64"),
@@ -60,29 +77,32 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("sequence_gaps", "int64"), ("missing_sequences", "int64"), ("duplicates", "int64"),
         ("first_ts", "timestamp"), ("last_ts", "timestamp"),
     ],
+    "transactions": [
+        ("transactional_id", "string"), ("transaction", "int32"), ("producer_id", "int64"),
+        ("producer_epoch", "int16"), ("client_ids", "list<string>"), ("partitions", "list<string>"),
+        ("partitions_added", "int64"), ("produce_batches", "int64"), ("records", "int64"), ("group_id", "string"),
+        ("offsets_committed", "list<string>"), ("end", "string"), ("result", "string"), ("end_error", "string"),
+        ("fenced", "bool"), ("errors", "list<string>"), ("first_ts", "timestamp"), ("end_ts", "timestamp"),
+        ("duration_ms", "float64"),
+    ],
+    "transaction_markers": [
+        ("topic", "string"), ("partition", "int32"), ("producer_id", "int64"), ("commit_markers", "int64"),
+        ("abort_markers", "int64"), ("aborted_listed", "int64"), ("aborted_first_offsets", "list<string>"),
+        ("committed_batches", "int64"), ("committed_records", "int64"), ("aborted_batches", "int64"),
+        ("aborted_records", "int64"), ("undecided_batches", "int64"), ("client_ids", "list<string>"),
+    ],
 }
 # which tables each command writes (the first is its default)
 COMMAND_TABLES = {
     "topics": ("topics", "topic_lag", "end_to_end"),
-    "groups": ("groups", "group_commits"),
-    "clients": ("clients", "producers"),
+    "groups": ("groups", "group_commits", "share_groups", "share_group_members"),
+    "clients": ("clients", "producers", "transactions", "transaction_markers"),
 }
 TABLE_NAMES = tuple(TABLE_COLUMNS)
 
 
 def column_names(table: str) -> list[str]:
     return [name for name, _ in TABLE_COLUMNS[table]]
-
-
-def output_table(table: str) -> Any:
-    """The `kdissect.output.Table` of a forensic table (for `open_writer`)."""
-    from kdissect.output import Table
-
-    columns = TABLE_COLUMNS[table]
-    return Table([name for name, _ in columns],
-                 frozenset(name for name, kind in columns if kind.startswith("list<")),
-                 lambda ts_unit="us": arrow_schema(table, ts_unit),
-                 frozenset(name for name, kind in columns if kind == "timestamp"))
 
 
 def arrow_schema(table: str, ts_unit: str = "us") -> Any:

@@ -177,16 +177,16 @@ class TopicTally:
     def merge(self, other: TopicTally) -> None:
         for key, stats in other.stats.items():
             self._stats(key).merge(stats)
-        for key, position in other.positions.items():
-            mine = self.positions.get(key)
+        for fetch_key, position in other.positions.items():
+            mine = self.positions.get(fetch_key)
             if mine is None or position.order > mine.order:
-                self.positions[key] = position
-        for key, point in other.lag.items():
-            mine = self.lag.get(key)
-            if mine is None:
-                self.lag[key] = point
+                self.positions[fetch_key] = position
+        for minute_key, point in other.lag.items():
+            known = self.lag.get(minute_key)
+            if known is None:
+                self.lag[minute_key] = point
             else:
-                mine.merge(point)
+                known.merge(point)
 
     def labels(self) -> set[str | None]:
         return {key[0] for key in self.stats}
@@ -201,11 +201,11 @@ class TopicTally:
                 found = merged[key] = PartitionStats()
             found.merge(stats)
         latest: dict[tuple, FetchPosition] = {}
-        for (label, partition, client_id, _connection), position in self.positions.items():
-            key = (names.name(label), partition, "fetch", client_id)
-            found = latest.get(key)
-            if found is None or position.order > found.order:
-                latest[key] = position
+        for (label, partition, client_id, _connection), candidate in self.positions.items():
+            fetch_key = (names.name(label), partition, "fetch", client_id)
+            chosen = latest.get(fetch_key)
+            if chosen is None or candidate.order > chosen.order:
+                latest[fetch_key] = candidate
         rows = []
         for key in sorted(merged, key=_row_order):
             topic, partition, direction, client_id = key

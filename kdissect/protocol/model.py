@@ -15,7 +15,7 @@ that re-encoding is byte-identical.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from kdissect.protocol.apis import ApiKey, api_name
 
@@ -37,6 +37,11 @@ class Struct:
     _origin: Any = ((), ())  # (codec origin, field path) to find the class again
     unknown_tagged_fields: Any = ()
     _tag_order: Any = None
+
+    if TYPE_CHECKING:  # the fields are the generated classes' own: any name, read as Any
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
     def __init__(self, **values: Any) -> None:
         """Build from field values; missing fields take the spec defaults."""

@@ -96,22 +96,44 @@ def uuid_from(raw: bytes) -> uuid.UUID:
 
 # ---------------------------------------------------------------- varints
 
-def read_uvarint(buf: bytes, pos: int, max_bytes: int = 5) -> tuple[int, int]:
-    """Unsigned LEB128 varint; rejects over-long and non-minimal encodings."""
-    result = 0
-    shift = 0
-    start = pos
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            if byte == 0 and pos - start > 1:
-                raise ValueError("non-minimal varint")
-            return result, pos
-        shift += 7
-        if pos - start >= max_bytes:
-            raise ValueError("varint too long")
+def varint_reader(max_bytes: int = 5, minimal: bool = True, zigzag: bool = False,
+                  short: type[Exception] | None = None, too_long: type[Exception] = ValueError,
+                  too_long_text: str = "varint too long") -> Callable[..., tuple[int, int]]:
+    """kdissect's one varint reader, made for a kind of field: LEB128 of at
+    most `max_bytes` bytes -> (value, next position), zigzag-decoded when
+    `zigzag`. An over-long encoding raises `too_long(too_long_text)`; a
+    non-minimal one (a last byte 0 after others) ValueError when `minimal`;
+    running past the end IndexError, or `short("varint")` when given. Each
+    kind gets its own function (its options bound in the closure), so no
+    reader pays a wrapper's call: message fields use `read_uvarint`,
+    record fields (records/wire.py) a lenient zigzag one."""
+
+    def read(buf: Any, pos: int, max_bytes: int = max_bytes, minimal: bool = minimal) -> tuple[int, int]:
+        result = 0
+        shift = 0
+        start = pos
+        try:
+            while True:
+                byte = buf[pos]
+                pos += 1
+                result |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    if byte == 0 and pos - start > 1 and minimal:
+                        raise ValueError("non-minimal varint")
+                    return ((result >> 1) ^ -(result & 1) if zigzag else result), pos
+                shift += 7
+                if pos - start >= max_bytes:
+                    raise too_long(too_long_text)
+        except IndexError:
+            if short is None:
+                raise
+            raise short("varint") from None
+
+    return read
+
+
+# message fields: unsigned, at most 5 bytes (or max_bytes), minimal encodings only
+read_uvarint = varint_reader()
 
 
 def read_varint(buf: bytes, pos: int) -> tuple[int, int]:

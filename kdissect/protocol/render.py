@@ -39,7 +39,7 @@ def to_jsonable(obj: Any, show_secrets: bool = False) -> Any:
         return obj if math.isfinite(obj) else str(obj)
     if isinstance(obj, Struct):
         secrets = obj._secrets
-        out = {}
+        out: dict[str, Any] = {}
         for name in obj._fields:
             value = getattr(obj, name)
             if name in secrets and not show_secrets and value is not None:
@@ -83,7 +83,7 @@ def to_jsonable(obj: Any, show_secrets: bool = False) -> Any:
     return str(obj)
 
 
-def _bytes_text(raw: bytes) -> str:
+def _bytes_text(raw: bytes | bytearray | memoryview) -> str:
     raw = bytes(raw)
     shown = raw[:_TREE_BYTES]
     text = f"<{len(raw)} bytes> {shown.hex(' ')}"

@@ -52,6 +52,7 @@ from kdissect.protocol.schema import (
     header_versions,
     resolve_version,
 )
+from kdissect.protocol.topics import topic_label
 
 __all__ = ["CollectFigures", "frame_skim", "skim_request", "skim_response", "skim_source"]
 
@@ -69,25 +70,6 @@ RECORD_PATHS: dict[tuple[int, str], tuple[str, str, str, str]] = {
 def is_error_code(f: FieldSchema) -> bool:
     """The fields summary.response_figures reads error codes from."""
     return f.element == "int16" and not f.is_array and f.name.endswith("ErrorCode")
-
-
-# topic id (16 raw bytes) -> its text: a capture carries few topics, and a
-# lookup is cheaper than building and printing a UUID for every partition
-_TOPIC_ID_TEXT: dict[bytes, str] = {}
-
-
-def _topic_label(name: str | None, topic_id: bytes | None) -> str | None:
-    """records.access._topic_label on raw values: the name, else the id's text."""
-    if name:
-        return name
-    if topic_id is None:
-        return None
-    text = _TOPIC_ID_TEXT.get(topic_id)
-    if text is None:
-        text = str(prim.uuid_from(topic_id))
-        if len(_TOPIC_ID_TEXT) < 4096 and type(topic_id) is bytes:
-            _TOPIC_ID_TEXT[topic_id] = text
-    return text
 
 
 class _FigureLevel(Level):
@@ -126,7 +108,7 @@ class _FigureLevel(Level):
             self.label = self._label_expression([f for f in fields if not f.tagged])
 
     def _label_expression(self, plain: list[FieldSchema]) -> str:
-        """records.access._topic_label as an expression on this topic level's
+        """protocol.topics.topic_label as an expression on this topic level's
         locals; they must be read before the partitions array."""
         path = self.strategy.record_path
         name_attr, parts_attr = path[3], path[1]  # type: ignore[index]
@@ -228,7 +210,7 @@ class CollectFigures(EmitStrategy):
 
 
 _NAMESPACE = {"_KVC": _struct.Struct(">hhi").unpack_from, "_rutags": prim.read_unknown_tags, "_set": set,
-              "_sorted": sorted, "_label": _topic_label}
+              "_sorted": sorted, "_label": topic_label}
 
 
 def _request_frame(src: Source, walk: ReadWalk, schema: MessageSchema, header_version: int) -> str:

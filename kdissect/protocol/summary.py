@@ -46,13 +46,13 @@ class _Plan:
     def __init__(self, fields: tuple[FieldSchema, ...]) -> None:
         self.codes = tuple(f.attr for f in fields if f.element == "int16" and not f.is_array
                            and f.name.endswith("ErrorCode"))
-        branches = []
+        branches: list[tuple[str, bool, _Plan]] = []
         for f in fields:
             if f.is_struct:
                 sub = _Plan(f.fields)  # type: ignore[arg-type]
                 if sub.codes or sub.branches:
                     branches.append((f.attr, f.is_array, sub))
-        self.branches = tuple(branches)
+        self.branches: tuple[tuple[str, bool, _Plan], ...] = tuple(branches)
         attrs = {f.attr: f for f in fields}
         self.topic_attrs = tuple(a for a in _TOPIC_NAMES if a in attrs and attrs[a].element == "string"
                                  and not attrs[a].is_array)

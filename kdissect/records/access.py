@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from kdissect.protocol.apis import ApiKey
+from kdissect.protocol.topics import topic_label
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.counts import batch_checks, batch_counts, batch_figures
 from kdissect.records.decode import iter_batches
@@ -44,12 +45,10 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return value
 
 
-def _topic_label(topic_entry: Any, name_field: str) -> str | None:
+def entry_topic_label(topic_entry: Any, name_field: str) -> str | None:
+    """The label (protocol.topics.topic_label) of a decoded topic entry."""
     name = _get(topic_entry, name_field)
-    if name:
-        return name
-    topic_id = _get(topic_entry, "topic_id")
-    return None if topic_id is None else str(topic_id)
+    return name if name else topic_label(None, _get(topic_entry, "topic_id"))
 
 
 def record_sets(api_key: int, api_version: int, body: Any, direction: str) -> Iterator[tuple[str | None, int | None, bytes]]:
@@ -63,7 +62,7 @@ def record_sets(api_key: int, api_version: int, body: Any, direction: str) -> It
     else:
         return
     for topic_entry in _get(body, topics) or ():
-        topic = _topic_label(topic_entry, name_field)
+        topic = entry_topic_label(topic_entry, name_field)
         for partition_entry in _get(topic_entry, parts_field) or ():
             raw = _get(partition_entry, "records")
             if raw:
@@ -84,7 +83,7 @@ def _struct_record_sets(api_key: int, body: Any) -> list[tuple[str | None, int |
             raw = getattr(partition_entry, "records", None)
             if raw:
                 if topic is None:
-                    topic = _topic_label(topic_entry, name_field)
+                    topic = entry_topic_label(topic_entry, name_field)
                 found.append((topic, getattr(partition_entry, index_field, None), bytes(raw)))
     return found
 

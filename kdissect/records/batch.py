@@ -94,7 +94,7 @@ def _decode_records(batch: Batch, body: bytes) -> None:
                 raise Malformed(f"record length {length}")
             if start + length > end:
                 raise Truncated("record")
-            record = _decode_record(body, start, start + length, base_offset, base_ts)
+            record = _decode_record(body, start, start + length, base_offset, base_ts)  # type: ignore[arg-type]
         except Truncated:
             if not batch.over_limit:
                 batch.problems.append(f"record {len(records)} runs past the end of the batch")

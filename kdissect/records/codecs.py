@@ -33,11 +33,11 @@ def _load(name: str) -> Any:
     if library is _UNLOADED:
         try:
             if name == "_snappy":
-                import snappy as library
+                import snappy as library  # type: ignore[no-redef]
             elif name == "_lz4frame":
-                import lz4.frame as library
+                import lz4.frame as library  # type: ignore[no-redef]
             else:
-                import zstandard as library
+                import zstandard as library  # type: ignore[no-redef]
         except Exception:  # pragma: no cover - depends on the environment
             library = None
         globals()[name] = library

@@ -18,9 +18,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from kdissect.forensics.names import TopicNames
 from kdissect.protocol.apis import ApiKey
-from kdissect.records.access import _topic_label, record_sets
+from kdissect.protocol.topics import TopicNames
+from kdissect.records.access import entry_topic_label, record_sets
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.decode import iter_batches
 from kdissect.records.model import Batch, Record
@@ -103,7 +103,7 @@ def produce_results(ex: Any) -> dict[tuple[str | None, int | None], tuple[int | 
         return "no response in the capture: offset unknown"
     results: dict[tuple[str | None, int | None], tuple[int | None, int]] = {}
     for topic in getattr(ex.response.body, "responses", None) or ():
-        label = _topic_label(topic, "name")
+        label = entry_topic_label(topic, "name")
         for partition in getattr(topic, "partition_responses", None) or ():
             results[(label, getattr(partition, "index", None))] = (getattr(partition, "base_offset", None),
                                                                    getattr(partition, "error_code", 0) or 0)
@@ -149,7 +149,7 @@ def exchange_record_rows(exchanges: Any, topics: frozenset[str] = frozenset(), m
     """Rows of the record table for Exchanges decoded with their messages kept
     (`keep_messages=True`). Topics known only by id are named by the messages
     seen before them that pair the id with a name (Metadata, CreateTopics,
-    DescribeTopicPartitions ...: kdissect.forensics.names), learned into
+    DescribeTopicPartitions ...: kdissect.protocol.topics), learned into
     `names` as the rows stream out."""
     limit = max_uncompressed or DEFAULT_LIMIT
     tally = tally if tally is not None else RecordTally()

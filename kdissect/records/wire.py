@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kdissect.protocol.primitives import varint_reader
+
 
 class Truncated(Exception):
     """Internal: a field runs past the end of its buffer (caught by the parsers)."""
@@ -11,22 +13,11 @@ class Malformed(Exception):
     """Internal: bytes that cannot be a valid record (caught by the parsers)."""
 
 
-def read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Zigzag varint (up to 64 bits) at `pos` -> (value, next position)."""
-    result = 0
-    shift = 0
-    end = len(data)
-    while True:
-        if pos >= end:
-            raise Truncated("varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise Malformed("varint longer than 10 bytes")
+# a zigzag varint (up to 64 bits) at `pos` -> (value, next position): the
+# protocol's one reader, lenient as Kafka's record readers are (non-minimal
+# encodings allowed), raising this module's Truncated / Malformed
+read_varint = varint_reader(10, minimal=False, zigzag=True, short=Truncated, too_long=Malformed,
+                            too_long_text="varint longer than 10 bytes")
 
 
 def write_varint(value: int) -> bytes:

@@ -23,9 +23,11 @@ __all__ = ["from_analysis", "from_captures", "from_exchanges", "from_spark_outdi
 
 
 def write_page(data: dict[str, Any], path: str | Path) -> int:
-    """Write the report page for `data` to `path`; its size in bytes."""
+    """Write the report page for `data` to `path` (whole or not at all:
+    kdissect.atomic); its size in bytes."""
+    from kdissect.atomic import write_atomically
     from kdissect.report.page import render
 
     text = render(data).encode("utf-8")
-    Path(path).write_bytes(text)
+    write_atomically(path, text)
     return len(text)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 
 # the bundle's one global: vega-embed, as `kdissectEmbed`
 _SNIPPET = "window.kdissectEmbed = vegaEmbed;"
@@ -42,7 +41,7 @@ def javascript() -> str:
     import vl_convert
 
     version = vegalite_version()
-    key = f"vega-embed-{vl_convert.__version__}-vl{version}"
+    key = f"vega-embed-{vl_convert.__version__}-vl{version}"  # type: ignore[attr-defined]
     if key in _memo:
         return _memo[key]
     directory = _cache_directory()
@@ -59,13 +58,12 @@ def javascript() -> str:
         # "</script" inside the code would end the element (in JS, "<\/" means "</")
         source = re.sub(r"</(script)", r"<\\/\1", source, flags=re.IGNORECASE)
         if path is not None:
+            from kdissect.atomic import OutputError, write_atomically
+
             try:
-                os.makedirs(directory, exist_ok=True)
-                with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, delete=False,
-                                                 suffix=".tmp") as handle:
-                    handle.write(source)
-                os.replace(handle.name, path)
-            except OSError:
+                os.makedirs(directory, exist_ok=True)  # type: ignore[arg-type]
+                write_atomically(path, source)
+            except (OSError, OutputError):
                 pass  # no cache: bundle again next time
     _memo[key] = source
     return source

@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 import altair as alt
 
+from kdissect.report.text import visible
+
 DISTRIBUTION_ROWS = 25  # rows of a latency distribution chart (the busiest)
 HEIGHT = 260
 ROW_HEIGHT = 18
@@ -160,7 +162,7 @@ def _distribution(rows: list[dict[str, Any]], label: Callable[[dict[str, Any]], 
     )
     subtitle = "p50, p90, p99 and max of the answered exchanges; the line spans p50 to max"
     if total > len(rows):
-        subtitle = [subtitle, f"the {len(rows)} busiest of {total}"]
+        subtitle = [subtitle, f"the {len(rows)} busiest of {total}"]  # type: ignore[assignment]
     return (spread + points).properties(title=_title(title, subtitle), width="container",
                                         height=max(ROW_HEIGHT * len(rows), 60))
 
@@ -174,7 +176,7 @@ def latency_by_api(data: dict[str, Any]) -> alt.TopLevelMixin | None:
 
 @_finished
 def latency_by_client(data: dict[str, Any]) -> alt.TopLevelMixin | None:
-    return _distribution(data["stats"].get("latency_by_client", []), lambda r: str(r["client_id"]),
+    return _distribution(data["stats"].get("latency_by_client", []), lambda r: visible(str(r["client_id"])),
                          "Latency by client id", "client id")
 
 
@@ -293,6 +295,7 @@ def throttle_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
     shown, total = len(timeline["clients_shown"]), timeline["clients"]
     if shown < total:
         subtitle.append(f"the {shown} most throttled of {total} client ids apart, the rest summed")
+    rows = [{**row, "client_id": visible(str(row["client_id"]))} for row in rows]
     base = _chart(_with_bucket_end(rows, width)).encode(
         x=_time_axis(),
         y=alt.Y("total_ms:Q", title="throttle time (ms per bucket)"),

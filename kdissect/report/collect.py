@@ -7,9 +7,9 @@ time span, and capped lists of the slowest and the failed exchanges.
 timestamp unit), so the same code serves both faces: the capture path feeds it
 batches of `Exchange.to_row()` rows (`RowBatcher`), the Spark path the
 written `exchanges/` dataset batch by batch. Memory is bounded by the time
-buckets and the caps, except the per-bucket latency values the capture path
-keeps for exact percentiles (one float per answered exchange, as `Summary`
-keeps).
+buckets and the caps: the capture path keeps each bucket's latencies in a
+`QuantileSketch` (exact percentiles up to its EXACT_LIMIT values, within 1%
+past it, as `Summary` does).
 
 Time buckets: the width is the smallest of `BUCKET_LADDER` that covers the
 time span seen so far in at most `MAX_BUCKETS` buckets; when the span grows,
@@ -20,7 +20,6 @@ one before, so a bucket always falls into one wider bucket).
 from __future__ import annotations
 
 import math
-from array import array
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
@@ -28,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kdissect.exchange import NO_RESPONSE, OK
+from kdissect.forensics.sketch import EXACT_LIMIT, QuantileSketch
 
 # seconds; each a multiple of the one before
 BUCKET_LADDER = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400,
@@ -120,7 +120,7 @@ def _add_counts(a: list, b: list) -> list:
 def _merge_series(a: list, b: list) -> list:
     exchanges, errors, size, values = a
     if values is not None:
-        values.extend(b[3])
+        values.merge(b[3])
     return [exchanges + b[0], errors + b[1], size + b[2], values]
 
 
@@ -136,13 +136,13 @@ def _merge_minutes(a: list, b: list) -> list:
 class Collector:
     """See the module's docstring. `min_width`: the narrowest bucket
     (60 for the Spark path, whose latency time series is per minute);
-    `latency_values`: keep latencies per bucket for exact percentiles."""
+    `latency_values`: sketch latencies per bucket for their percentiles."""
 
     def __init__(self, min_width: int = 1, latency_values: bool = True, limit: int = LIST_LIMIT) -> None:
         self.limit = limit
         self.latency_values = latency_values
         self.time = _Timed(min_width)
-        # (bucket, api) -> [exchanges, with errors, bytes, latencies (array) or None]
+        # (bucket, api) -> [exchanges, with errors, bytes, latencies (QuantileSketch) or None]
         self.series = self.time.table(_merge_series)
         # (bucket, api, error code) -> exchanges carrying the code
         self.error_series = self.time.table(lambda a, b: a + b)
@@ -228,12 +228,14 @@ class Collector:
             key = (bucket, api)
             entry = self.series.get(key)
             if entry is None:
-                entry = self.series[key] = [0, 0, 0, array("d") if self.latency_values else None]
+                entry = self.series[key] = [0, 0, 0, QuantileSketch() if self.latency_values else None]
             entry[0] += count
             entry[1] += n_errors or 0
             entry[2] += n_bytes or 0
             if values is not None:
-                entry[3].extend(v for v in values if v is not None)
+                for value in values:
+                    if value is not None:
+                        entry[3].add(value)
 
     def _errors(self, timed: pa.Table) -> None:
         api = pc.fill_null(timed["api_name"], NO_API)
@@ -324,7 +326,6 @@ class Collector:
     def to_dict(self) -> dict[str, Any]:
         """The report's entries (plain JSON values)."""
         from kdissect.protocol.errors import error_name
-        from kdissect.summary import percentile
 
         width = self.time.width
         # traffic and latency per bucket and API: the busiest APIs apart, the rest summed
@@ -337,10 +338,11 @@ class Collector:
             traffic = {key: (v[0], v[1], v[2]) for key, v in self.series.items()}
             latency = {}
             for key, v in self.series.items():
-                values = sorted(v[3]) if v[3] is not None else []
-                latency[key] = ({"p50": percentile(values, 50), "p99": percentile(values, 99), "max": values[-1]}
-                                if values else {})
-            basis = "exact percentiles of the bucket's answered exchanges"
+                sketch = v[3]
+                latency[key] = ({"p50": sketch.percentiles(50)[0], "p99": sketch.percentiles(99)[0], "max": sketch.max}
+                                if sketch is not None and sketch.count else {})
+            basis = ("percentiles of the bucket's answered exchanges (exact up to "
+                     f"{EXACT_LIMIT} exchanges, within 1% past it)")
         per_api: Counter[str] = Counter()
         for (_bucket, api), (count, _e, _b) in traffic.items():
             per_api[api] += count
@@ -389,7 +391,7 @@ class Collector:
             for (api, code), (top, anywhere) in sorted(self.errors_by_api.items(),
                                                        key=lambda item: (-item[1][1], -item[1][0], item[0]))]
         span = None
-        if self.first_ns is not None:
+        if self.first_ns is not None and self.last_ns is not None:
             span = {"first": _iso_ns(self.first_ns), "last": _iso_ns(self.last_ns),
                     "seconds": (self.last_ns - self.first_ns) / 1e9}
         return {

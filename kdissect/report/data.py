@@ -40,18 +40,26 @@ def from_exchanges(exchanges: Iterable[Any], accounting: Any, inputs: Sequence[s
 
 def from_captures(paths: Sequence[str | Path], ports: Iterable[int] = (9092,), detect: bool = True,
                   tls_keylogs: Sequence[str | Path] = (), progress: bool = False,
-                  min_width: int = 1) -> dict[str, Any]:
-    """The report's data for a capture set (as `kdissect stats` reads it)."""
+                  min_width: int = 1, broker_logs: Sequence[str | Path] = ()) -> dict[str, Any]:
+    """The report's data for a capture set (as `kdissect stats` reads it;
+    `broker_logs`: request-log files joined as `--broker-log` does)."""
     from kdissect.pipeline import Analysis
 
-    analysis = Analysis(paths, ports, detect, keep_messages=True, progress=progress, tls_keylogs=tls_keylogs)
+    analysis = Analysis(paths, ports, detect, keep_messages=True, progress=progress, tls_keylogs=tls_keylogs,
+                        broker_logs=broker_logs)
     return from_analysis(analysis, min_width)
 
 
 def from_analysis(analysis: Any, min_width: int = 1) -> dict[str, Any]:
     """The report's data for a running `kdissect.pipeline.Analysis` (its
-    exchanges, accounting and TLS figures)."""
+    exchanges, accounting and TLS figures; with a broker log, its join's
+    tables under stats["broker_log"], as `stats --json` has them)."""
+    from kdissect.brokerlog.tables import observe, payload
+
+    broker_tables = observe(analysis)
     data = from_exchanges(analysis, analysis.accounting, analysis.capture_set.paths, min_width)
+    if broker_tables is not None:
+        data["stats"]["broker_log"] = payload(analysis, broker_tables)
     data["tls"] = analysis.dissector.tls_stats.to_dict() if analysis.accounting.tls_connections else None
     return data
 

@@ -29,6 +29,8 @@ import json
 import math
 from typing import Any, Callable
 
+from kdissect.report.text import script_json, visible
+
 TABLE_ROWS = 200
 
 # stats entries that the page shows in a section of their own (any other is
@@ -38,6 +40,7 @@ _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", 
                 "accounting", "waits", "throttle_by_client",
                 # the topic, group and client tables and their flags (`_forensics`)
                 "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
+                "share_groups", "share_group_members", "transactions", "transaction_markers",
                 "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids",
                 "topic_id_conflicts"}
 
@@ -67,11 +70,12 @@ nav a { color: #0b57d0; text-decoration: none; }
 .card .detail { font-size: 0.82rem; color: var(--muted); overflow-wrap: anywhere; }
 figure { margin: 1rem 0 1.6rem; }
 figure .vis { width: 100%; min-height: 60px; }
-figure[data-rendered="false"] .vis::before { content: "this chart could not be drawn"; color: var(--bad); }
+figure:not([data-rendered="true"]) .vis::before { content: "this chart has not been drawn (its script did not run)"; color: var(--bad); }
+figure[data-rendered="false"] .vis::before { content: "this chart could not be drawn (see the errors at the top)"; }
 .scroll { overflow-x: auto; margin: 0.4rem 0 1rem; }
 table { border-collapse: collapse; font-size: 0.86rem; font-variant-numeric: tabular-nums; }
 caption { text-align: left; font-size: 0.85rem; padding: 0.2rem 0; caption-side: bottom; }
-th, td { border-bottom: 1px solid var(--line); padding: 0.25rem 0.6rem; text-align: left; vertical-align: top; }
+th, td { unicode-bidi: isolate; border-bottom: 1px solid var(--line); padding: 0.25rem 0.6rem; text-align: left; vertical-align: top; }
 th { background: var(--soft); position: sticky; top: 0; }
 td.num { text-align: right; white-space: nowrap; }
 .empty { color: var(--muted); font-style: italic; }
@@ -136,11 +140,13 @@ _DRAW = """
 # -- small builders ---------------------------------------------------------------
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """Text for the page: visible escapes, then HTML escaping."""
+    return html.escape(visible(str(value)), quote=True)
 
 
 def _json_attr(value: Any) -> str:
-    return _e(json.dumps(value, allow_nan=True, default=str))
+    # exact for machines: JSON (ASCII, its own escapes) inside an HTML attribute
+    return html.escape(json.dumps(value, allow_nan=True, default=str), quote=True)
 
 
 def _is_number(value: Any) -> bool:
@@ -217,7 +223,7 @@ def _card(label: str, value: Any, stat: str | None, detail: str = "", exact: Any
 def _figure(name: str, chart: Any, missing: str) -> str:
     if chart is None:
         return f'<p class="empty" data-chart-empty="{_e(name)}">{_e(missing)}</p>'
-    spec = json.dumps(chart.to_dict(), allow_nan=False, default=str).replace("</", "<\\/")
+    spec = script_json(chart.to_dict())
     return (f'<figure data-chart="{_e(name)}"><div class="vis" role="img" aria-label="{_e(name)}"></div>'
             f'<script type="application/json">{spec}</script></figure>')
 
@@ -280,6 +286,8 @@ def _quality_rows(stats: dict[str, Any], report: dict[str, Any], tls: dict[str, 
          f"{a.get('before_start_bytes', 0)} bytes before the capture joined"),
         ("malformed frames", "malformed_frames", a.get("malformed_frames"), None,
          f"{statuses.get('malformed', 0)} malformed exchanges"),
+        ("bodies decoded with an assumed version, bytes left over", "inexact_frames", a.get("inexact_frames"), None,
+         f"{statuses.get('inexact', 0)} inexact exchanges (not exact: fields may be wrong)"),
         ("TLS connections not decrypted", "encrypted_connections", a.get("encrypted_connections"),
          tls.get("undecrypted_bytes", a.get("tls_bytes") if a.get("encrypted_connections") else 0),
          f"of {a.get('tls_connections', 0)} TLS connections; their exchanges are not in this report "

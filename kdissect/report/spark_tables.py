@@ -160,26 +160,32 @@ def read_outdir(outdir: str | Path) -> dict[str, Any]:
     from a Spark OUTDIR (a local path or a store URI)."""
     from kdissect.spark.tree import SUCCESS, Tree
 
-    outdir = Tree(str(outdir))
+    tree = Tree(str(outdir))
     try:
-        manifest = json.loads(outdir.read_bytes("manifest.json"))
+        manifest = json.loads(tree.read_bytes("manifest.json"))
     except (OSError, ValueError) as problem:
-        raise InputError(f"{outdir.uri}: cannot read manifest.json ({problem})") from None
-    if not outdir.exists(SUCCESS):
-        raise InputError(f"{outdir.uri}: the job that wrote it did not finish (no {SUCCESS} marker)")
+        raise InputError(f"{tree.uri}: cannot read manifest.json ({problem})") from None
+    if not tree.exists(SUCCESS):
+        raise InputError(f"{tree.uri}: the job that wrote it did not finish (no {SUCCESS} marker)")
     for name in TABLES:
-        _dataset(outdir, name)  # each there, before any work
+        _dataset(tree, name)  # each there, before any work
     collector = Collector(min_width=60, latency_values=False)
-    exchanges = _dataset(outdir, "exchanges")
+    exchanges = _dataset(tree, "exchanges")
     for batch in exchanges.to_batches(columns=COLUMNS, batch_size=_BATCH_ROWS, use_threads=False):
         collector.add_batch(batch)
-    series = _minute_seconds(_dataset(outdir, "timeseries").to_table())
+    series = _minute_seconds(_dataset(tree, "timeseries").to_table())
     collector.add_minute_rows(series.to_pylist())
     inputs = [item.get("name") or item.get("path") for item in manifest.get("inputs", [])]
+    stats = stats_from_tables(tree, collector, manifest)
+    if manifest.get("broker_log"):  # the job ran with --broker-log: its tables, as stats --json has them
+        stats["broker_log"] = {"accounting": manifest["broker_log"]}
+        for key, name in (("latency_decomposition", "broker_latency"), ("principals", "broker_principals"),
+                          ("unmatched", "broker_unmatched")):
+            stats["broker_log"][key] = _dataset(tree, name).to_table().to_pylist()
     return {
-        "source": {"kind": "spark", "path": outdir.uri, "inputs": inputs,
+        "source": {"kind": "spark", "path": tree.uri, "inputs": inputs,
                    "skipped_files": len(manifest.get("skipped_files", []))},
-        "stats": stats_from_tables(outdir, collector, manifest),
+        "stats": stats,
         "report": collector.to_dict(),
         "tls": manifest.get("tls"),
     }

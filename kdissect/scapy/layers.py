@@ -112,7 +112,7 @@ def _tables(fields: tuple[FieldSchema, ...]) -> dict[str | None, dict[str, Field
         out[owner] = {f.attr: f for f in fields}
         for f in fields:
             if f.is_struct and f.struct_name not in out:
-                walk(f.struct_name, f.fields)
+                walk(f.struct_name, f.fields)  # type: ignore[arg-type]
 
     walk(None, fields)
     return out
@@ -153,8 +153,8 @@ class NameFieldAttribute:
     """
 
     def __get__(self, obj: Any, owner: type) -> Any:
-        if obj is None or getattr(_SHOWING, "depth", 0):
-            return owner._name or owner.__name__
+        if obj is None or getattr(_SHOWING, "depth", 0):  # type: ignore[arg-type]
+            return owner._name or owner.__name__  # type: ignore[attr-defined]
         return obj.getfieldval("name")
 
     def __set__(self, obj: Any, value: Any) -> None:
@@ -326,7 +326,7 @@ class KafkaEmbeddedBody(KafkaBody):
 
     def kafka_body_version(self) -> int | None:
         version = self.getfieldval("version")
-        lo, hi = embedded_versions(self.kafka_embedded)
+        lo, hi = embedded_versions(self.kafka_embedded)  # type: ignore[arg-type]
         if version is None:
             return hi
         # newer versions than the spec knows append fields: read the known prefix
@@ -334,7 +334,7 @@ class KafkaEmbeddedBody(KafkaBody):
 
     def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
         version = self.getfieldval("version")
-        if version is not None and version > embedded_versions(self.kafka_embedded)[1]:
+        if version is not None and version > embedded_versions(self.kafka_embedded)[1]:  # type: ignore[arg-type]
             return s, b""  # fields of a newer version: left as a Raw payload
         return super().extract_padding(s)
 

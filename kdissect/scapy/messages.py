@@ -101,7 +101,8 @@ def _collect(schemas: list) -> tuple[_Union, dict[str, _Union]]:
             union.add(fields, flexible)
         for f in fields:
             if f.is_struct:
-                walk(structs[f.struct_name], f.fields, flexible, check, f"{where}.{f.struct_name}")
+                walk(structs[f.struct_name], f.fields, flexible, check,  # type: ignore[index, arg-type]
+                     f"{where}.{f.struct_name}")
 
     for schema in schemas:
         walk(body, schema.fields, schema.flexible, False, schema.name)
@@ -121,7 +122,7 @@ def _scapy_default(f: FieldSchema) -> Any:
 def _field(f: FieldSchema, classes: dict[str, type]) -> Any:
     default = _scapy_default(f)
     if f.is_struct:
-        cls = classes[f.struct_name]
+        cls = classes[f.struct_name]  # type: ignore[index]
         inner: Any = KafkaStructArrayField(f.attr, default, cls) if f.is_array else \
             KafkaStructField(f.attr, default, cls)
     elif f.is_array:
@@ -157,7 +158,7 @@ def _dependency_order(structs: dict[str, _Union]) -> list[str]:
             return
         for f in structs[name].newest.values():
             if f.is_struct:
-                visit(f.struct_name)
+                visit(f.struct_name)  # type: ignore[arg-type]
         done.append(name)
 
     for name in structs:
@@ -166,14 +167,14 @@ def _dependency_order(structs: dict[str, _Union]) -> list[str]:
 
 
 def _expose_name_field(cls: type) -> None:
-    if any(f.name == "name" for f in cls.fields_desc):
+    if any(f.name == "name" for f in cls.fields_desc):  # type: ignore[attr-defined]
         type.__setattr__(cls, "name", NameFieldAttribute())
 
 
 def generate() -> dict[str, type]:
     """Build all body and struct classes; returns {python name: class}."""
-    plan = {}
-    users: dict[str, set[tuple[int, str]]] = defaultdict(set)
+    plan: dict[Any, tuple[_Union, dict[str, _Union]]] = {}  # (api key, direction) or an embedded name
+    users: dict[str, set[Any]] = defaultdict(set)
     for api_key in api_keys():
         for direction in DIRECTIONS:
             if not defined_versions(api_key, direction):
@@ -197,7 +198,7 @@ def generate() -> dict[str, type]:
         else:
             api_key, direction = owner
             message = api_versions(api_key).name + ("Request" if direction == "request" else "Response")
-            embedded = None
+            embedded = None  # type: ignore[assignment]
         classes: dict[str, type] = {}
         for struct_name in _dependency_order(structs):
             shared = len(users[struct_name]) > 1 or struct_name == message

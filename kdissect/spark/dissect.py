@@ -65,7 +65,8 @@ def _partition_errors(exchange: Exchange) -> list[dict[str, Any]]:
         return []
     return [{"topic": None if topic is None else str(topic), "partition": partition,
              "error_code": code, "error_name": error_name(code)}
-            for topic, partition, code in partition_errors(exchange.api_key, exchange.api_version, body) if code]
+            for topic, partition, code in partition_errors(exchange.api_key, exchange.api_version, body)  # type: ignore[arg-type]
+            if code]
 
 
 class _Output:
@@ -91,10 +92,13 @@ class ConnectionRunner:
     """Feeds consecutive rows of one 4-tuple at a time to a fresh Dissector."""
 
     def __init__(self, ports: Sequence[int], detect: bool, capture_names: Sequence[str], sink: PartSink,
-                 keylog: Any = None, several_files: bool | None = None, forensics: Any = None) -> None:
+                 keylog: Any = None, several_files: bool | None = None, forensics: Any = None,
+                 arrivals: Any = None) -> None:
         self.sink = sink
         # the task's forensic tallies (kdissect.spark.forensics.TaskForensics), or None
         self.forensics = forensics
+        # the task's arrival rows (kdissect.spark.arrivals.ArrivalSink), or None
+        self.arrivals = arrivals
         self.keylog = keylog
         self.tls_stats: Any = None
         # runs of several files must be merged (and copies across files dropped)
@@ -132,6 +136,8 @@ class ConnectionRunner:
             row["ordinal"] = self._ordinal
             self._ordinal += 1
             self.sink.add_exchange(row)
+            if exchange.arrival is not None and self.arrivals is not None:
+                self.arrivals.add(exchange, row)
             try:
                 errors = _partition_errors(exchange)
             except Exception:  # a summary problem must not lose the exchange; counted
@@ -203,6 +209,8 @@ class ConnectionRunner:
         written = self.sink.close()
         if self.forensics is not None:
             self.forensics.close()
+        if self.arrivals is not None:
+            self.arrivals.close()
         totals = self.accounting.to_dict()
         totals["partition_error_failures"] = self.partition_error_failures
         totals["read"] = self.read_totals
@@ -221,14 +229,18 @@ def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], d
     batches; the exchange rows go to this task partition's files in `work_dir`."""
     from pyspark import TaskContext
 
+    from kdissect.spark.arrivals import ArrivalSink
     from kdissect.spark.forensics import TaskForensics
 
-    task_partition = TaskContext.get().partitionId()
+    task_partition = TaskContext.get().partitionId()  # type: ignore[union-attr]
     sink = PartSink(work_dir, task_partition)
     forensics = TaskForensics(work_dir, task_partition, max_uncompressed)
+    arrivals = ArrivalSink(work_dir, task_partition)
     try:
-        yield from ConnectionRunner(ports, detect, capture_names, sink, keylog, forensics=forensics).run(batches)
+        yield from ConnectionRunner(ports, detect, capture_names, sink, keylog, forensics=forensics,
+                                    arrivals=arrivals).run(batches)
     except BaseException:
         sink.abandon()
         forensics.abandon()
+        arrivals.abandon()
         raise

@@ -231,7 +231,6 @@ def write_forensic_tables(tables: Any, outdir: Tree | str, ts_unit: str) -> dict
         times = [column for column, kind in columns if kind == "timestamp"]
         rows = [{**row, **{column: None if row[column] is None else row[column] // divisor for column in times}}
                 for row in tables.table(name)]
-        outdir.delete(name)
         with outdir.output(name, "part-00000.parquet") as stream:
             pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(name, ts_unit)), stream)
         outdir.write_bytes(b"", name, "_SUCCESS")

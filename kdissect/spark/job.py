@@ -4,7 +4,9 @@ Driver steps (nothing large is collected: split plans, per-range record
 counts, one accounting row per task, a few summary rows):
 
 1. expand the inputs, order them as one capture set (noting each file's
-   timestamp resolution), plan byte-range splits;
+   timestamp resolution); claim OUTDIR (kdissect.spark.outdir: refused
+   unless new, empty or, with --overwrite, an earlier output, whose files it
+   removes); plan byte-range splits;
 2. pre-pass over split files: first record and record count of each range,
    so every range knows its first frame number (a Spark job; with a local
    master, driver processes started before the JVM);
@@ -34,18 +36,23 @@ from typing import Any, Callable, Sequence
 
 from kdissect import stores
 from kdissect.accounting import Accounting
+from kdissect.atomic import OutputError
 from kdissect.captureset import timestamp_unit
-from kdissect.failures import InputError
 from kdissect.forensics.latency import DEFAULT_HORIZON_NS
 from kdissect.inputs import expand_inputs, file_kind
+from kdissect.protected_inputs import ProtectedInputs
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.spark import plan as planning
-from kdissect.spark.tree import RUNNING, SUCCESS, Tree, refuse_foreign_outdir
+from kdissect.spark.outdir import MANIFEST, claim_outdir
+from kdissect.spark.tree import RUNNING, SUCCESS, Tree
 
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries",
           # the forensic tables (kdissect.spark.forensics)
-          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers")
+          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "share_groups", "share_group_members",
+          "clients", "producers", "transactions", "transaction_markers")
+# written with --broker-log (kdissect.spark.brokerlog)
+BROKER_LOG_TABLES = ("broker_latency", "broker_principals", "broker_unmatched")
 WORK_DIR = "_work"  # the tasks' Arrow files before stream numbering (see part_files.py)
 # rows per Arrow batch handed to Python: bounded because a row (a run of
 # segments, see segments.py) can hold a little over a MiB of payload
@@ -62,9 +69,11 @@ class JobOptions:
     split_size: int = planning.DEFAULT_SPLIT_SIZE
     partitions: int | None = None  # shuffle partitions; None: from data size and cores
     tls_keylogs: tuple[str, ...] = ()  # key log files; read on the driver, shipped in the tasks' closure
-    # the forensic tables' settings (kdissect.forensics.settings)
+    # the forensic tables' settings (kdissect.options.ForensicSettings)
     horizon_ns: int = DEFAULT_HORIZON_NS
     max_uncompressed: int = DEFAULT_LIMIT
+    broker_logs: tuple[str, ...] = ()  # Kafka request logs joined to the exchanges (kdissect.spark.brokerlog)
+    overwrite: bool = False  # replace an earlier output's tables (kdissect.spark.outdir)
 
 
 @dataclass
@@ -128,7 +137,22 @@ def configure_stores(spark=None) -> stores.StoreSettings:
 
 
 def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None = None) -> JobResult:
-    """Run the whole job; `spark` may be an existing session (tests, spark-submit)."""
+    """Run the whole job; `spark` may be an existing session (tests), or a
+    function that starts one (spark-submit), called once OUTDIR is claimed.
+    A file a task could not write (a full disk) is the task's one-line
+    OutputError again, not Spark's wrapping of it."""
+    try:
+        return _run_job(options, spark, log)
+    except Exception as problem:
+        import re
+
+        found = re.search(r"kdissect\.atomic\.OutputError: (cannot write [^\n]*)", str(problem))
+        if found is None:
+            raise
+        raise OutputError(found.group(1)) from None
+
+
+def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None) -> JobResult:
     from kdissect.spark.session import start_session
 
     started = time.monotonic()
@@ -140,8 +164,25 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         if log is not None:
             log(message)
 
-    store_settings = configure_stores(spark)
+    if callable(spark) and any(stores.is_uri(where) for where in (options.outdir, *options.inputs)):
+        # the stores take their settings from the session spark-submit
+        # configured (spark.hadoop.fs.s3a.*): joined before OUTDIR is claimed
+        spark = spark()
+    store_settings = configure_stores(None if callable(spark) else spark)
     ordered, resolutions, skipped = _ordered_captures(options.inputs)
+    # the one place OUTDIR is checked and prepared, before Spark starts and
+    # before anything under it is written or removed (TLS key logs are inputs too)
+    broker_logs: list[str] = []
+    if options.broker_logs:
+        from kdissect.brokerlog.parse import request_log_files
+
+        broker_logs = request_log_files(list(options.broker_logs))
+    inputs = ProtectedInputs.of_arguments([*options.inputs, *options.broker_logs],
+                                          [*(path for path, _ in ordered), *options.tls_keylogs, *broker_logs])
+    claimed = claim_outdir(options.outdir, inputs, options.overwrite, (*TABLES, *BROKER_LOG_TABLES), WORK_DIR,
+                           store_settings)
+    if callable(spark):
+        spark = spark()
     keylog = None
     if options.tls_keylogs:
         # read once here; the tasks get the parsed secrets with their closure
@@ -206,9 +247,9 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     detect = options.detect
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
-    # a Tree (local paths made absolute: an executor's working directory is
-    # not the driver's); the tasks write into it through the store's client
-    outdir = Tree(options.outdir, store_settings)
+    # a Tree (local paths made absolute by claim_outdir: an executor's working
+    # directory is not the driver's); the tasks write into it through the store's client
+    outdir = Tree(claimed, store_settings)
     work_dir = outdir.sub(WORK_DIR)
     begin_output(outdir)
 
@@ -258,8 +299,12 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         tls.add(TlsStats.from_dict(values.pop("tls", {})))
         accounting.add(Accounting.from_dict(values))
     accounting.add_read_stats(_ReadTotals(reading))
+    from kdissect.spark.arrivals import produce_answers
+
+    # long polls that a Produce on another connection ended (kdissect.arrivals): one join
+    fixes = produce_answers(spark, work_dir)
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
-                                                  ts_unit)
+                                                  ts_unit, fixes)
     for table, count in rows_written.items():
         if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
@@ -273,11 +318,24 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     say("exchange tables written", "exchange_tables")
     write_tables(summary_rows, outdir)
     say("summary tables written", "summary_tables")
+    broker_log = None
+    if options.broker_logs:
+        from kdissect.spark.brokerlog import join_broker_log
+
+        broker_log = join_broker_log(spark, outdir, broker_logs, partitions)
+        say(f"broker log joined: {broker_log['joined']} of {broker_log['exchanges']} exchanges", "broker_log")
     # Row counts and the printed summary come from the Parquet footers and the
     # small summary tables read on the driver: no further Spark jobs.
     counts: dict[str, int] = {name: tables.parquet_rows(outdir, name) for name in TABLES}
     counts["kafka_connections"] = connections
     summary = tables.render_summary(outdir, accounting)
+    if broker_log is not None:
+        for name in BROKER_LOG_TABLES:
+            counts[name] = tables.parquet_rows(outdir, name)
+        offset = broker_log["clock_offset"]
+        summary += (f"\nbroker log: {broker_log['request_lines']} request lines, {broker_log['joined']} joined to "
+                    f"{broker_log['exchanges']} exchanges; clock offset median "
+                    + ("-" if offset["median_ms"] is None else f"{offset['median_ms']:.3f} ms") + " (log - capture)")
     problems = reading.get("problems") or []
     if problems:
         summary += "\nreading problems (see manifest.json):\n" + "\n".join(f"  {p}" for p in problems[:10])
@@ -306,11 +364,12 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
         "tls": tls.to_dict(),
         "partition_error_failures": partition_error_failures,
         "forensics": forensic_summary,
+        "broker_log": broker_log,
         "seconds": round(time.monotonic() - started, 3),
         "seconds_since_start_at": timings,
         "input_bytes": total_bytes,
     }
-    outdir.write_bytes((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode(), "manifest.json")
+    outdir.write_bytes((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode(), MANIFEST)
     commit_output(outdir)
     return JobResult(manifest, summary, splits)
 
@@ -326,15 +385,11 @@ class _ReadTotals:
 
 
 def begin_output(outdir: Tree) -> None:
-    """Start writing OUTDIR: refuse a directory that is not an earlier
-    kdissect output, take away the `_SUCCESS` marker (an earlier complete
-    output now reads as incomplete), mark the run, and remove the tables of
-    the earlier run (each is rewritten whole)."""
-    refuse_foreign_outdir(outdir)
+    """Start writing the OUTDIR claim_outdir prepared: take away the
+    `_SUCCESS` marker (an earlier complete output now reads as incomplete)
+    and mark the run."""
     outdir.delete(SUCCESS)
     outdir.write_bytes(b"kdissect spark: written by a job that has not finished (or died)\n", RUNNING)
-    for name in (*TABLES, WORK_DIR, "manifest.json"):
-        outdir.delete(name)
 
 
 def commit_output(outdir: Tree) -> None:
@@ -342,15 +397,3 @@ def commit_output(outdir: Tree) -> None:
     the manifest are complete (write-then-rename of each file, then the marker)."""
     outdir.write_bytes(b"", SUCCESS)
     outdir.delete(RUNNING)
-
-
-def prepare_outdir(outdir: str) -> None:
-    """Check OUTDIR before the job starts (nothing is written): a local path
-    that is a file is refused, a store must answer, and a non-empty
-    directory must be an earlier kdissect output."""
-    tree = Tree(outdir)
-    if not tree.remote and os.path.exists(tree.path()) and not os.path.isdir(tree.path()):
-        raise InputError(f"{outdir}: exists and is not a directory")
-    if tree.remote:
-        tree.check_store()
-    refuse_foreign_outdir(tree)

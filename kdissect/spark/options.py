@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kdissect.forensics.settings import ForensicSettings, forensic_settings
-from kdissect.options import SIZE, integer, option
+from kdissect.options import SIZE, ForensicSettings, flag, forensic_settings, integer, option
 
 if TYPE_CHECKING:
     from kdissect.spark.job import JobOptions
@@ -23,6 +22,8 @@ class SparkJobOptions(ForensicSettings):
                              help="Cut pcap files larger than this into byte ranges read in parallel.")
     partitions: int | None = option("--partitions", kind=integer(1), metavar="N",
                                     help="Shuffle partitions (default: from input size and cores).")
+    overwrite: bool = flag("--overwrite", help="OUTDIR holds an earlier output of the job: replace its tables "
+                                               "and manifest (files kdissect did not write are kept).")
 
 
 def job_options(options: SparkJobOptions, master: str | None) -> JobOptions:
@@ -32,4 +33,6 @@ def job_options(options: SparkJobOptions, master: str | None) -> JobOptions:
     return JobOptions(inputs=list(options.captures), outdir=options.outdir, ports=options.ports or (9092,),
                       detect=not options.no_detect, master=master, split_size=options.split_size,
                       partitions=options.partitions, tls_keylogs=tuple(options.tls_keylogs),
+                      broker_logs=tuple(options.broker_logs),
+                      overwrite=options.overwrite,
                       **forensic_settings(options))

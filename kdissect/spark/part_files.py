@@ -26,6 +26,7 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
+from kdissect.atomic import cannot_write
 from kdissect.exchange import TIMESTAMP_COLUMNS, arrow_columns, arrow_schema
 from kdissect.spark.tree import Tree, as_tree
 
@@ -113,6 +114,14 @@ class _RowFile:
             self._flush()
 
     def _flush(self) -> None:
+        """Write the rows held; a failed write (a full disk) is the one-line OutputError."""
+        try:
+            self._write_rows()
+        except OSError as problem:
+            self.abandon()
+            raise cannot_write(self.tree.uri_of(self.name), problem) from None
+
+    def _write_rows(self) -> None:
         if not self.rows:
             return
         if self._writer is None:
@@ -125,9 +134,16 @@ class _RowFile:
     def close(self) -> None:
         self._flush()
         if self._writer is not None:
-            self._writer.close()
+            try:
+                self._writer.close()
+            except OSError as problem:
+                self.abandon()
+                raise cannot_write(self.tree.uri_of(self.name), problem) from None
             self._writer = None
-            self._output.__exit__(None, None, None)  # a re-run task replaces its earlier file
+            try:
+                self._output.__exit__(None, None, None)  # a re-run task replaces its earlier file
+            except OSError as problem:
+                raise cannot_write(self.tree.uri_of(self.name), problem) from None
 
     def abandon(self) -> None:
         if self._writer is not None:
@@ -135,7 +151,7 @@ class _RowFile:
                 self._writer.close()
             self._writer = None
             problem = RuntimeError("task abandoned")
-            with contextlib.suppress(RuntimeError):
+            with contextlib.suppress(RuntimeError, OSError):
                 self._output.__exit__(RuntimeError, problem, None)  # the temporary file is removed
 
 
@@ -166,11 +182,14 @@ class PartSink:
 
 
 def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
-                streams: dict[tuple[int, int], int], ts_unit: str = "us") -> tuple[dict[str, int], pa.Table]:
+                streams: dict[tuple[int, int], int], ts_unit: str = "us",
+                fixes: dict | None = None) -> tuple[dict[str, int], pa.Table]:
     """Rewrite one task partition's Arrow files as final Parquet parts: stream
     numbers from `streams` ((capture index, frame number) -> stream), rows
-    sorted by stream and exchange order. Returns the rows written per table
-    and the partition's exchanges, times in int nanoseconds (for the summary tables)."""
+    sorted by stream and exchange order, the waits of long polls a captured
+    Produce ended from `fixes` (kdissect.spark.arrivals). Returns the rows
+    written per table and the partition's exchanges, times in int
+    nanoseconds (for the summary tables)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -184,6 +203,10 @@ def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
             continue
         with work_dir.open_input(table, source) as stream:
             rows = pa.ipc.open_file(stream).read_all()
+        if table == EXCHANGES and fixes:
+            from kdissect.spark.arrivals import fix_exchanges
+
+            rows = fix_exchanges(rows, fixes)
         keys = zip(rows.column("stream_capture_index").to_pylist(), rows.column("stream_frame_number").to_pylist())
         numbered = rows.set_column(schema.get_field_index("stream"), "stream",
                                    pa.array([streams.get(key) for key in keys], pa.int64()))
@@ -232,7 +255,7 @@ SUMMARY_BATCH_ROWS = 1 << 19
 
 
 def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: Tree, outdir: Tree,
-                      ts_unit: str = "us") -> Iterator[pa.RecordBatch]:
+                      ts_unit: str = "us", fixes: dict | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: RANK_SCHEMA rows sorted by task partition (every task
     partition has one marker row with null keys) -> the finished task
     partitions' contributions to the summary tables and the rows they wrote
@@ -246,7 +269,8 @@ def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: Tree, outdir:
     written = {table: 0 for table in TABLES}
 
     def finish() -> Iterator[pa.RecordBatch]:
-        counts, exchanges = finish_part(work_dir, outdir, current, streams, ts_unit)
+        counts, exchanges = finish_part(work_dir, outdir, current, streams, ts_unit,  # type: ignore[arg-type]
+                                        (fixes or {}).get(current))
         for table, count in counts.items():
             written[table] += count
         pending.append(exchanges)

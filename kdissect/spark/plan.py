@@ -130,7 +130,7 @@ def scan_range(split: Split) -> RangeScan:
             boundary = pcapsplit.find_boundary(stream, fmt, split.start, split.end, split.file_size)
             order = "<"
         else:
-            order = pcapsplit.pcapng_byte_order(stream)
+            order = pcapsplit.pcapng_byte_order(stream)  # type: ignore[assignment]
             if order is None:
                 return RangeScan(split.split_id, -1, 0, split.file_size)
             boundary = pcapsplit.find_block_boundary(stream, order, split.start, split.end, split.file_size)

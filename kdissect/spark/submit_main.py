@@ -20,20 +20,26 @@ def submit(options: SparkJobOptions) -> None:
 
     require("spark", "submit_main.py")
     from kdissect.inputs import expand_inputs
-    from kdissect.spark.job import configure_stores, prepare_outdir, run_job
+    from kdissect.spark.job import configure_stores, run_job
     from kdissect.spark.session import start_session
 
     job = job_options(options, None)
-    spark = start_session(None)  # joins the session spark-submit configured
-    configure_stores(spark)  # its spark.hadoop.fs.s3a.* settings reach the stores
-    expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is created
-    prepare_outdir(options.outdir)
+    from kdissect import stores
+
+    spark: object = lambda: start_session(None)  # noqa: E731
+    if any(stores.is_uri(where) for where in (*options.captures, options.outdir)):
+        spark = start_session(None)  # its spark.hadoop.fs.s3a.* settings reach the stores
+        configure_stores(spark)
+    else:
+        configure_stores()
+    expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is looked at
+    # run_job checks OUTDIR (kdissect.spark.outdir), then joins the session spark-submit configured
     result = run_job(job, spark=spark, log=lambda message: print(f"kdissect: {message}", file=sys.stderr))
     print(result.summary)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kdissect.cli import run_click
+    from kdissect.commands.runtime import run_click
     from kdissect.options import click_command
 
     command = click_command("submit_main.py", SparkJobOptions, submit)

@@ -2,13 +2,16 @@
 
 1. `contributions`: each task partition, while it writes its exchange part
    (part_files.py), groups its own exchanges with pyarrow and hands back one
-   row per table and group: counts and sums, and the group's raw values
-   where a percentile is wanted.
+   row per table and group: counts and sums, and the group's values where a
+   percentile is wanted: as they are up to `EXACT_LIMIT` values, else as a
+   `QuantileSketch`'s buckets (JSON in `sketch`).
 2. `merge_contributions`: Spark brings the rows of one group together
    (shuffled and sorted by the group columns) and the merge sums the counts
-   and takes exact percentiles of all the group's values with
-   `kdissect.summary.percentile`, as `kdissect stats` does (linear
-   interpolation between closest ranks, numpy's default method). One JSON row per table row goes back to
+   and merges the group's values and sketches into one `QuantileSketch`, the
+   one `kdissect stats` makes in one pass over the same values (merging
+   equals one pass): exact percentiles up to EXACT_LIMIT values (linear
+   interpolation between closest ranks, numpy's default method), within 1%
+   past it. One JSON row per table row goes back to
    the driver, which writes each table as one sorted Parquet file
    (`write_tables`): the tables have a row per API, client, broker or minute,
    so they are small.
@@ -16,20 +19,19 @@
 This replaced four Spark SQL aggregations over the written exchange table,
 which cost ~10 s of CPU for 622k exchanges on one core (a dozen small stages
 and their planning) against well under a second here. A group's values are
-held by one task while it is merged, as Spark's `collect_list` held them.
+held by one task while it is merged only up to EXACT_LIMIT per contribution.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kdissect.summary import percentile
+from kdissect.forensics.sketch import EXACT_LIMIT, QuantileSketch
 
 NO_CLIENT_ID = "(none)"  # as `kdissect stats` labels a null client id
 NO_BROKER = "?"
@@ -52,6 +54,7 @@ CONTRIBUTION_SCHEMA = pa.schema([
     ("waited", pa.int64()),  # exchanges whose latency includes a wait the protocol asked for
     ("muted", pa.int64()),  # requests sent while the broker muted the connection
     ("values", pa.list_(pa.float64())),
+    ("sketch", pa.string()),  # QuantileSketch.state() as JSON, in place of more than EXACT_LIMIT values
 ])
 GROUP_COLUMNS = ["table", "dimension", "api_name", "api_version", "client_id", "broker", "minute", "error_code"]
 MERGED_SCHEMA = pa.schema([("table", pa.string()), ("row", pa.string())])
@@ -129,11 +132,12 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
 
     # waits the protocol asked for: by reason and API
     waiting = answered.filter(pc.is_valid(answered["wait_reason"]))
+    # (counted apart from their times: a long poll of unknown length has none)
     waits = pa.table({"dimension": waiting["wait_reason"], "api_name": pc.fill_null(waiting["api_name"], NO_API),
-                      "wait_ms": waiting["wait_ms"]})
-    grouped = _grouped(waits, ["dimension", "api_name"], [("wait_ms", "list")])
+                      "wait_ms": waiting["wait_ms"], "one": pa.array([1] * waiting.num_rows, pa.int64())})
+    grouped = _grouped(waits, ["dimension", "api_name"], [("wait_ms", "list"), ("one", "sum")])
     parts.append(_rows(grouped.num_rows, table="waits", dimension=grouped["dimension"], api_name=grouped["api_name"],
-                       values=grouped["wait_ms_list"]))
+                       count=grouped["one_sum"], values=grouped["wait_ms_list"]))
 
     # throttle: responses carrying a throttle time; values of the throttled
     # ones; requests sent while the broker had muted the connection
@@ -144,10 +148,11 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
         if "sent-while-muted" in codes:
             muted[(NO_CLIENT_ID if client_id is None else client_id, NO_BROKER if broker is None else broker)] += 1
     if muted:
-        keys = sorted(muted)
-        parts.append(_rows(len(keys), table="throttle", client_id=pa.array([k[0] for k in keys], pa.string()),
-                           broker=pa.array([k[1] for k in keys], pa.string()), count=0,
-                           muted=pa.array([muted[k] for k in keys], pa.int64())))
+        muted_keys = sorted(muted)
+        parts.append(_rows(len(muted_keys), table="throttle",
+                           client_id=pa.array([k[0] for k in muted_keys], pa.string()),
+                           broker=pa.array([k[1] for k in muted_keys], pa.string()), count=0,
+                           muted=pa.array([muted[k] for k in muted_keys], pa.int64())))
     with_throttle = exchanges.filter(pc.is_valid(exchanges["throttle_time_ms"]))
     waits = with_throttle["throttle_time_ms"]
     throttle = pa.table({
@@ -190,36 +195,55 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
             top_level[(api_name, code)] += 1
         for distinct in set(codes or ()) - {0}:
             anywhere[(api_name, distinct)] += 1
-    keys = sorted(set(top_level) | set(anywhere))
-    parts.append(_rows(len(keys), table="errors", api_name=pa.array([k[0] for k in keys], pa.string()),
-                       error_code=pa.array([k[1] for k in keys], pa.int16()),
-                       count=pa.array([top_level[k] for k in keys], pa.int64()),
-                       anywhere=pa.array([anywhere[k] for k in keys], pa.int64())))
-    return pa.concat_tables(parts)
+    error_keys = sorted(set(top_level) | set(anywhere))
+    parts.append(_rows(len(error_keys), table="errors", api_name=pa.array([k[0] for k in error_keys], pa.string()),
+                       error_code=pa.array([k[1] for k in error_keys], pa.int16()),
+                       count=pa.array([top_level[k] for k in error_keys], pa.int64()),
+                       anywhere=pa.array([anywhere[k] for k in error_keys], pa.int64())))
+    return _sketched(pa.concat_tables(parts))
 
 
-def _percentiles(values: list[float], *qs: float) -> list[float | None]:
-    """Exact percentiles (q in [0, 100]) of a sorted list, as `kdissect
-    stats` computes them; None for no values."""
-    return [percentile(values, q) if values else None for q in qs]
+def _sketched(table: pa.Table) -> pa.Table:
+    """`table` with every values list longer than EXACT_LIMIT replaced by its
+    sketch, so a contribution's size does not grow with its exchanges."""
+    lengths = pc.fill_null(pc.list_value_length(table["values"]), 0).to_numpy(zero_copy_only=False)
+    large = [int(i) for i in (lengths > EXACT_LIMIT).nonzero()[0]]
+    if not large:
+        return table
+    values = table["values"].to_pylist()
+    sketches: list[str | None] = [None] * table.num_rows
+    for i in large:
+        sketch = QuantileSketch.of(v for v in values[i] if v is not None)
+        sketches[i] = json.dumps(sketch.state())
+        values[i] = None
+    table = table.set_column(table.schema.get_field_index("values"), "values",
+                             pa.array(values, pa.list_(pa.float64())))
+    return table.set_column(table.schema.get_field_index("sketch"), "sketch", pa.array(sketches, pa.string()))
 
 
-def _merged_row(key: dict[str, Any], sums: dict[str, int], values: list[float]) -> dict[str, Any]:
-    """One table row from the summed contributions of one group and its
-    sorted values."""
+def _percentiles(values: QuantileSketch, *qs: float) -> list[float | None]:
+    """Percentiles (q in [0, 100]) as `kdissect stats` computes them; None for no values."""
+    if not values.count:
+        return [None for _ in qs]
+    found: list[float | None] = list(values.percentiles(*qs))
+    return found
+
+
+def _merged_row(key: dict[str, Any], sums: dict[str, int], values: QuantileSketch) -> dict[str, Any]:
+    """One table row from the summed contributions of one group and the sketch of its values."""
     table = key["table"]
+    top = values.max if values.count else None
     if table in ("latency", "service"):
         dimension = key["dimension"]
         p50, p90, p99 = _percentiles(values, 50, 90, 99)
         merged = {"dimension": dimension, "api_name": None, "api_version": None, "client_id": None, "broker": None,
-                  "count": len(values), "p50": p50, "p90": p90, "p99": p99,
-                  "max": values[-1] if values else None,
-                  "mean": math.fsum(values) / len(values) if values else None, "waits": sums["waited"]}
+                  "count": values.count, "p50": p50, "p90": p90, "p99": p99, "max": top,
+                  "mean": values.mean() if values.count else None, "waits": sums["waited"]}
         merged.update({name: key[name] for name in _LATENCY_DIMENSIONS[dimension]})
         return merged
     if table == "waits":
-        return {"reason": key["dimension"], "api_name": key["api_name"], "count": len(values),
-                "median_ms": _percentiles(values, 50)[0], "max_ms": values[-1] if values else None}
+        return {"reason": key["dimension"], "api_name": key["api_name"], "count": sums["count"],
+                "median_ms": _percentiles(values, 50)[0], "max_ms": top}
     if table == "errors":
         from kdissect.protocol.errors import error_name
 
@@ -228,8 +252,8 @@ def _merged_row(key: dict[str, Any], sums: dict[str, int], values: list[float]) 
     if table == "throttle":
         p50, p90, p99 = _percentiles(values, 50, 90, 99)
         return {"client_id": key["client_id"], "broker": key["broker"], "responses": sums["count"],
-                "throttled": len(values), "p50_ms": p50, "p90_ms": p90, "p99_ms": p99,
-                "max_ms": int(values[-1]) if values else None, "total_ms": int(math.fsum(values)),
+                "throttled": values.count, "p50_ms": p50, "p90_ms": p90, "p99_ms": p99,
+                "max_ms": None if top is None else int(top), "total_ms": int(values.total),
                 "sent_while_muted": sums["muted"]}
     if table == "timeseries":
         return {"minute": key["minute"], "api_name": key["api_name"], "exchanges": sums["count"],
@@ -275,9 +299,14 @@ def merge_contributions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Record
     group_of_value = group_of_row[parents[present]]  # non-decreasing: rows are in group order
     bounds = np.searchsorted(group_of_value, np.arange(len(starts) + 1))
     keys = table.select(GROUP_COLUMNS).take(pa.array(starts)).to_pylist()
+    sketches: dict[int, list[str]] = {}  # group -> its contributions' sketches
+    for row in pc.indices_nonzero(pc.is_valid(table["sketch"])).to_pylist():
+        sketches.setdefault(int(group_of_row[row]), []).append(table["sketch"][row].as_py())
     out = []
     for group, key in enumerate(keys):
-        values = np.sort(flat_values[bounds[group]:bounds[group + 1]]).tolist()
+        values = QuantileSketch.of(flat_values[bounds[group]:bounds[group + 1]].tolist())
+        for state in sketches.get(group, ()):
+            values.merge(QuantileSketch.from_state(json.loads(state)))
         group_sums = {name: int(sums[name][group]) for name in _SUMMED}
         out.append({"table": key["table"], "row": json.dumps(_merged_row(key, group_sums, values))})
     yield pa.RecordBatch.from_pylist(out, schema=MERGED_SCHEMA)
@@ -334,7 +363,6 @@ def write_tables(tables: dict[str, list[dict[str, Any]]], outdir: Any) -> None:
         rows = sorted(rows, key=_ORDER[name])
         if name == "timeseries":
             rows = [{**row, "minute": row["minute"] * 1_000_000} for row in rows]  # seconds -> microseconds
-        outdir.delete(name)
         # timestamps as INT96, as Spark writes them: Spark reads them back as
         # timestamps (in UTC), pyarrow and pandas as naive UTC times
         with outdir.output(name, "part-00000.parquet") as stream:

@@ -35,8 +35,9 @@ def stream_ranks(work):
     )
 
 
-def finish_tables(work, partitions: int, slots: int, work_dir: str, outdir: str,
-                  ts_unit: str = "us") -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+def finish_tables(work, partitions: int, slots: int, work_dir: Any, outdir: Any,
+                  ts_unit: str = "us", fixes: dict | None = None
+                  ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Number the streams of the rows the dissecting tasks wrote, turn their
     files into the exchanges/ and partition_errors/ tables (part_files.py),
     and compute the summary tables (summaries.py): one Spark job.
@@ -45,7 +46,8 @@ def finish_tables(work, partitions: int, slots: int, work_dir: str, outdir: str,
     row (from its accounting row) so a partition with no Kafka connection is
     finished too. One task per task slot finishes several task partitions,
     summing up their exchanges together (see part_files.finish_partitions):
-    fewer tasks, fewer contribution rows. (`coalesce` rather than a shuffle
+    fewer tasks, fewer contribution rows. `fixes`: per task partition, the
+    long polls a captured Produce ended (kdissect.spark.arrivals). (`coalesce` rather than a shuffle
     into `slots` partitions: hashing a few partition numbers into as few
     partitions can put several on one task and leave another idle.)
     Returns the rows of each summary table (a row per API, client, broker or
@@ -67,7 +69,7 @@ def finish_tables(work, partitions: int, slots: int, work_dir: str, outdir: str,
         .sortWithinPartitions("task_partition")
         .coalesce(slots)
         .select(*RANK_SCHEMA.names)
-        .mapInArrow(lambda batches: finish_partitions(batches, work_dir, outdir, ts_unit),
+        .mapInArrow(lambda batches: finish_partitions(batches, work_dir, outdir, ts_unit, fixes),
                     from_arrow_schema(CONTRIBUTION_SCHEMA))
         .repartition(slots, *GROUP_COLUMNS)
         .sortWithinPartitions(*GROUP_COLUMNS)
@@ -117,7 +119,7 @@ def _fmt(value: Any) -> str:
 def render_summary(outdir: Any, accounting: Any, top: int = 8) -> str:
     """A few lines for the terminal, from the accounting and the (small) summary tables."""
     lines: list[str] = []
-    statuses = [("ok", accounting.ok), ("no_response", accounting.no_response),
+    statuses = [("ok", accounting.ok), ("inexact", accounting.inexact), ("no_response", accounting.no_response),
                 ("orphan_response", accounting.orphan_responses), ("malformed", accounting.malformed),
                 ("truncated", accounting.truncated)]
     statuses = sorted((item for item in statuses if item[1]), key=lambda item: -item[1])

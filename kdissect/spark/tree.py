@@ -104,6 +104,13 @@ class Tree:
         with self.output(*parts) as stream:
             stream.write(data)
 
+    def move(self, source: str, target: str) -> None:
+        """Rename the file `source` to `target` (both below the root)."""
+        try:
+            self.fs.move(self.path(source), self.path(target))
+        except OSError as problem:
+            raise self._error(problem) from None
+
     def delete(self, *parts: str) -> None:
         """Remove the file or directory `parts`, if there is one."""
         from pyarrow.fs import FileType
@@ -177,15 +184,3 @@ def as_tree(where: Tree | str | os.PathLike) -> Tree:
 
 SUCCESS = "_SUCCESS"  # written last: the output is complete
 RUNNING = "_KDISSECT_RUNNING"  # written first, removed last: a job writes (or died writing) here
-# what an earlier kdissect spark output holds at its top (any one of them)
-_OUR_MARKERS = (SUCCESS, RUNNING, "manifest.json")
-
-
-def refuse_foreign_outdir(tree: Tree) -> None:
-    """InputError if OUTDIR holds anything and is not an earlier kdissect
-    output: a job never writes into (nor clears) a directory of other data.
-    The rule for every store; the local-directory guard can share it."""
-    entries = tree.entries()
-    if entries and not any(marker in entries for marker in _OUR_MARKERS):
-        raise InputError(f"{tree.uri}: OUTDIR is not empty and is not an earlier kdissect output; "
-                         "name a new or empty directory")

@@ -410,9 +410,9 @@ class TlsConnection:
                 secret = self._keylog.secret(label, random)
                 return Tls13Cipher(suite, secret) if secret is not None else None
 
-            server_ciphers = [(_HANDSHAKE, cipher(SERVER_HANDSHAKE_TRAFFIC_SECRET)),
+            server_ciphers: list[tuple[str, RecordCipher | None]] = [(_HANDSHAKE, cipher(SERVER_HANDSHAKE_TRAFFIC_SECRET)),
                               (_APPLICATION, cipher(SERVER_TRAFFIC_SECRET_0))]
-            client_ciphers = [(_HANDSHAKE, cipher(CLIENT_HANDSHAKE_TRAFFIC_SECRET)),
+            client_ciphers: list[tuple[str, RecordCipher | None]] = [(_HANDSHAKE, cipher(CLIENT_HANDSHAKE_TRAFFIC_SECRET)),
                               (_APPLICATION, cipher(CLIENT_TRAFFIC_SECRET_0))]
             if all(c is None for _, c in server_ciphers + client_ciphers):
                 return self._no_keys(reasons.NO_KEY)

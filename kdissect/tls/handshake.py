@@ -4,6 +4,8 @@ detection of a TLS connection by the shape of its first client bytes."""
 
 from __future__ import annotations
 
+import builtins
+
 from typing import NamedTuple
 
 CLIENT_HELLO = 1
@@ -63,7 +65,7 @@ class _Reader:
     def int(self, n: int) -> int:
         return int.from_bytes(self.take(n), "big")
 
-    def vector(self, length_bytes: int) -> bytes:
+    def vector(self, length_bytes: builtins.int) -> bytes:
         return self.take(self.int(length_bytes))
 
 

@@ -85,8 +85,8 @@ class KeyLog:
         for other in others:
             for key, value in other._secrets.items():
                 secrets.setdefault(key, value)
-            for key, value in other._sessions.items():
-                sessions.setdefault(key, value)
+            for session, value in other._sessions.items():
+                sessions.setdefault(session, value)
             bad += other.bad_lines
             sources += other.sources
         return KeyLog(secrets, sessions, bad, sources)

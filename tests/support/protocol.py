@@ -4,6 +4,7 @@ generator, random message builders for round-trip tests, and frame fixtures."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import uuid
 from pathlib import Path
@@ -12,7 +13,11 @@ from typing import Any
 from kdissect.protocol.schema import FieldSchema
 
 REPO = Path(__file__).resolve().parents[2]
-SPEC_DIR = REPO.parent / "shared" / "kafka-spec"
+# beside the checkout; KDISSECT_KAFKA_SPEC points elsewhere (e.g. from a worktree)
+SPEC_DIR = Path(os.environ.get("KDISSECT_KAFKA_SPEC") or REPO.parent / "shared" / "kafka-spec")
+# the spec sets in merge order (the spec folder's README): the release first
+SPEC_SETS = ("releases/4.4.0", "newest", "kafka-4.x", "trunk-2024-10")
+ERRORS_TSV = "releases/4.4.0/errors.tsv"
 FRAMES_DIR = REPO / "tests" / "fixtures" / "frames"
 
 _INT_RANGES = {
@@ -24,10 +29,10 @@ _INT_RANGES = {
 def spec_union(spec_dir: Path = SPEC_DIR) -> dict[tuple[int, str], set[int]]:
     """{(api_key, "request"|"response"): versions} read straight from the spec files."""
     union: dict[tuple[int, str], set[int]] = {}
-    for path in sorted(spec_dir.glob("*/*.json")):
+    for path in sorted(p for folder in SPEC_SETS for p in (spec_dir / folder).glob("*.json")):
         text = "\n".join(line for line in path.read_text().splitlines() if not line.strip().startswith("//"))
         spec = json.loads(text)
-        if spec.get("type") not in ("request", "response"):
+        if spec.get("type") not in ("request", "response") or spec["validVersions"] == "none":
             continue
         lo, _, hi = spec["validVersions"].partition("-")
         versions = set(range(int(lo), int(hi or lo) + 1))

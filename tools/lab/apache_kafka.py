@@ -57,49 +57,54 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tools.lab import maven
+from tools.lab.java_client import run_java_helper
+from tools.lab.kafka_versions import SLF4J_BINDING, VERSIONS, full_version, java_binary
 from tools.lab.net import LabError, address, free_port, port_is_free, stop_process, wait_for_listener
 from tools.lab.tls import Certificate, self_signed
 
-VERSIONS = {"4": "4.4.0", "3": "3.9.2"}  # the generations the lab uses; exact versions work too
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_USERS = {"alice": "alice-secret"}
-SLF4J_BINDING = "org.slf4j:slf4j-simple:1.7.36"
+# With a request log, slf4j goes to log4j2 instead (slf4j-simple has one
+# output for every logger; log4j2 can send kafka.request.logger to a file of its own).
+LOG4J2_BINDING = "org.apache.logging.log4j:log4j-slf4j-impl:2.25.5"
+REQUEST_LOG_LEVELS = ("DEBUG", "TRACE")
 # A fixed cluster id (base64url of 16 bytes) so captures are reproducible.
 CLUSTER_ID = base64.urlsafe_b64encode(b"kdissect-lab-001").decode().rstrip("=")
 _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-def full_version(version: str) -> str:
-    """'4' -> '4.4.0', '3' -> '3.9.2'; an exact version is returned as is."""
-    return VERSIONS.get(version, version)
-
-
-def kafka_jars(version: str) -> list[Path]:
+def kafka_jars(version: str, log4j2: bool = False) -> list[Path]:
     version = full_version(version)
+    if log4j2:
+        return maven.resolve(f"kafka-{version}-log4j2", [f"org.apache.kafka:kafka_2.13:{version}", LOG4J2_BINDING])
     return maven.resolve(f"kafka-{version}", [f"org.apache.kafka:kafka_2.13:{version}", SLF4J_BINDING])
 
 
-_JAVA: dict[str, str] = {}
+def request_log_config(request_log: Path, level: str, log_level: str, roll_bytes: int = 0) -> str:
+    """A log4j2 configuration (XML): everything at `log_level` on stdout as
+    before, and `kafka.request.logger` at `level` (DEBUG: one "Completed
+    request:" JSON line per request; TRACE: with the request and response
+    bodies) in `request_log` only, times in UTC with milliseconds. With
+    `roll_bytes`, the file rolls over at that size into request_log.1, .2, ..."""
+    from xml.sax.saxutils import quoteattr
 
-
-def java_binary() -> str:
-    """The `java` to run (JAVA_HOME first), checked to be Java 17 or newer."""
-    if "path" in _JAVA:
-        return _JAVA["path"]
-    home = os.environ.get("JAVA_HOME")
-    path = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() else shutil.which("java")
-    if path is None:
-        raise LabError("java is not installed (apt-get install openjdk-17-jre-headless): Kafka needs Java 17+")
-    out = subprocess.run([path, "-version"], capture_output=True, text=True).stderr
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
-    major = int(match.group(1)) if match else 0
-    if major == 1 and match and match.group(2):  # "1.8.0_..." is Java 8
-        major = int(match.group(2))
-    if major < 17:
-        raise LabError(f"{path} is Java {major or '?'}; Apache Kafka 4 needs Java 17 or newer")
-    _JAVA["path"] = path
-    return path
+    pattern = "[%d{yyyy-MM-dd HH:mm:ss,SSS}{UTC}] %p %m (%c)%n"
+    if roll_bytes:
+        appender = (f'<RollingFile name="requests" fileName={quoteattr(str(request_log))} '
+                    f'filePattern={quoteattr(str(request_log) + ".%i")} immediateFlush="true">'
+                    f'<PatternLayout pattern={quoteattr(pattern)}/>'
+                    f'<Policies><SizeBasedTriggeringPolicy size="{roll_bytes} B"/></Policies>'
+                    '<DefaultRolloverStrategy fileIndex="min" max="50"/></RollingFile>')
+    else:
+        appender = (f'<File name="requests" fileName={quoteattr(str(request_log))} immediateFlush="true">'
+                    f'<PatternLayout pattern={quoteattr(pattern)}/></File>')
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<Configuration status="warn">\n<Appenders>\n'
+            f'<Console name="stdout" target="SYSTEM_OUT"><PatternLayout pattern={quoteattr(pattern)}/></Console>\n'
+            f'{appender}\n</Appenders>\n<Loggers>\n'
+            f'<Logger name="kafka.request.logger" level="{level}" additivity="false">'
+            '<AppenderRef ref="requests"/></Logger>\n'
+            f'<Root level="{log_level.upper()}"><AppenderRef ref="stdout"/></Root>\n</Loggers>\n</Configuration>\n')
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,15 @@ class KafkaBroker:
     users: dict[str, str] = field(default_factory=dict, repr=False)
     certificate: Certificate | None = None
     startup_seconds: float = 0.0
+    request_log: Path | None = None  # kafka.request.logger's file, when asked for
+
+    def request_log_files(self) -> list[Path]:
+        """The request log and its rolled-over files (.1 newest), oldest first."""
+        if self.request_log is None:
+            return []
+        rolled = sorted(self.request_log.parent.glob(self.request_log.name + ".*"),
+                        key=lambda p: int(p.suffix[1:]) if p.suffix[1:].isdigit() else 0, reverse=True)
+        return [*rolled, self.request_log] if self.request_log.exists() else rolled
 
     @property
     def name(self) -> str:
@@ -169,8 +183,6 @@ class KafkaBroker:
                          consumer_byte_rate: float | None = None, request_percentage: float | None = None) -> None:
         """Set (or, with None everywhere, remove) the quotas of a client id,
         through Kafka's own Admin API (the lab's Java helper)."""
-        from tools.lab.java_client import run_java_helper
-
         settings = {"producer_byte_rate": producer_byte_rate, "consumer_byte_rate": consumer_byte_rate,
                     "request_percentage": request_percentage}
         args = ["quota", self.internal_bootstrap, client_id]
@@ -257,11 +269,13 @@ def _format_args(plan: _Plan) -> list[str]:
     return args
 
 
-def _jvm_command(plan: _Plan, main: list[str], archive: list[str], heap_mb: int, log_level: str) -> list[str]:
-    classpath = ":".join(str(j) for j in kafka_jars(plan.version))
+def _jvm_command(plan: _Plan, main: list[str], archive: list[str], heap_mb: int, log_level: str,
+                 log4j2_config: Path | None = None) -> list[str]:
+    classpath = ":".join(str(j) for j in kafka_jars(plan.version, log4j2=log4j2_config is not None))
+    logging = [f"-Dlog4j2.configurationFile={log4j2_config}"] if log4j2_config is not None else []
     return [
         java_binary(), f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-        "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true", *archive,
+        "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true", *archive, *logging,
         f"-Dorg.slf4j.simpleLogger.defaultLogLevel={log_level}", "-Dorg.slf4j.simpleLogger.showDateTime=true",
         "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS", "-cp", classpath, *main,
     ]
@@ -401,16 +415,23 @@ def start_kafka(
     log_level: str = "warn",
     startup_timeout: float = 90.0,
     detach: bool = False,
+    request_log: str | None = None,
+    request_log_roll_bytes: int = 0,
 ) -> KafkaBroker:
     """Start a node and wait until it is ready; `stop_kafka(broker)` ends it.
-    With `detach`, the JVM gets its own session (it outlives the caller)."""
+    With `detach`, the JVM gets its own session (it outlives the caller).
+    `request_log` ("DEBUG" or "TRACE"): log4j2 instead of slf4j-simple, and
+    kafka.request.logger at that level into `broker.request_log`
+    (workdir/request.log; rolled over at `request_log_roll_bytes` if given)."""
+    if request_log is not None and request_log.upper() not in REQUEST_LOG_LEVELS:
+        raise LabError(f"request_log is one of {', '.join(REQUEST_LOG_LEVELS)}, not {request_log!r}")
     own_workdir = workdir is None
     work = Path(tempfile.mkdtemp(prefix="kdissect-kafka-")) if own_workdir else Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     try:
         return _start(version, port, host, listeners, users, sasl_mechanisms, auto_create_topics,
                       group_initial_rebalance_delay_ms, config, features, work, heap_mb, log_level,
-                      startup_timeout, detach)
+                      startup_timeout, detach, request_log, request_log_roll_bytes)
     except BaseException:
         if own_workdir:
             shutil.rmtree(work, ignore_errors=True)
@@ -420,7 +441,8 @@ def start_kafka(
 def _start(version: str, port: int | None, host: str, listeners: tuple[str, ...], users: dict[str, str] | None,
            sasl_mechanisms: tuple[str, ...], auto_create_topics: bool, group_initial_rebalance_delay_ms: int,
            config: dict[str, Any] | None, features: dict[str, int] | None, work: Path, heap_mb: int,
-           log_level: str, startup_timeout: float, detach: bool) -> KafkaBroker:
+           log_level: str, startup_timeout: float, detach: bool, request_log: str | None = None,
+           request_log_roll_bytes: int = 0) -> KafkaBroker:
     plan = _plan(version, host, port, tuple(listeners), users, tuple(sasl_mechanisms),
                  _settings(auto_create_topics, group_initial_rebalance_delay_ms, config), dict(features or {}), work)
     if any(p in ("SSL", "SASL_SSL") for p in plan.ports):
@@ -434,11 +456,19 @@ def _start(version: str, port: int | None, host: str, listeners: tuple[str, ...]
 
     archive_dir = maven.cache_dir() / f"kafka-{plan.version}"
     archive = archive_dir / "broker.jsa"
-    if archive.exists():
+    log4j2_config = request_log_path = None
+    if request_log is not None:
+        request_log_path = work / "request.log"
+        log4j2_config = work / "log4j2.xml"
+        log4j2_config.write_text(request_log_config(request_log_path, request_log.upper(), log_level,
+                                                    request_log_roll_bytes))
+    if log4j2_config is not None:
+        archive_flags = []  # the class-data archive belongs to the slf4j-simple class path
+    elif archive.exists():
         archive_flags = [f"-XX:SharedArchiveFile={archive}"]
     else:  # this run's clean stop writes the class-data archive the next starts use
         archive_flags = [f"-XX:ArchiveClassesAtExit={work / 'broker.jsa.new'}"]
-    cmd = _jvm_command(plan, ["kafka.Kafka", str(properties)], archive_flags, heap_mb, log_level)
+    cmd = _jvm_command(plan, ["kafka.Kafka", str(properties)], archive_flags, heap_mb, log_level, log4j2_config)
     log_path = work / "broker.log"
     started = time.monotonic()
     with open(log_path, "wb") as log:
@@ -451,7 +481,8 @@ def _start(version: str, port: int | None, host: str, listeners: tuple[str, ...]
         raise
     broker = KafkaBroker(plan.host, next(iter(plan.ports.values())), log_path, plan.version, dict(plan.ports),
                          plan.internal_port, plan.controller_port, work, proc.pid, users=plan.users,
-                         certificate=plan.certificate, startup_seconds=time.monotonic() - started)
+                         certificate=plan.certificate, startup_seconds=time.monotonic() - started,
+                         request_log=request_log_path)
     _PROCESSES[proc.pid] = proc
     return broker
 

@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 from tools.lab.clients import Manifest, encode_bytes, encode_headers, kp_create_topics, payloads
+from tools.lab.kafka_versions import JAVA_CLIENT_VERSION
 
 TOPICS = {"fx-orders": 3, "fx-events": 2, "fx-txn": 1, "fx-share": 1}
 ORDERS = 150  # records of the idempotent producer
@@ -295,7 +296,6 @@ def _share_group(m: Manifest, bootstrap: str) -> None:
     import json
 
     from tools.lab.java_client import run_java_helper
-    from tools.lab.workloads import JAVA_CLIENT_VERSION
 
     result = json.loads(run_java_helper(["share", bootstrap, "fx-share", "fx-share", str(SHARE_RECORDS), "2"],
                                         version=JAVA_CLIENT_VERSION))

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from tools.lab import maven
-from tools.lab.apache_kafka import SLF4J_BINDING, VERSIONS, full_version, java_binary
+from tools.lab.kafka_versions import SLF4J_BINDING, VERSIONS, full_version, java_binary
 from tools.lab.net import LabError
 
 SOURCE = Path(__file__).resolve().parent / "java" / "LabClient.java"

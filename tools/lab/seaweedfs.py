@@ -41,6 +41,31 @@ MODULE = "github.com/seaweedfs/seaweedfs"
 VERSION = "v0.0.0-20261109003541-7506e5f91cd6"  # a version the Go proxy is known to serve
 
 
+GO_NEEDED = (1, 26)  # the SeaweedFS module's go directive
+
+
+def _go_toolchain() -> str:
+    """A Go toolchain new enough to build SeaweedFS (go on PATH, or
+    /usr/local/go/bin/go), or a LabError saying what is missing."""
+    import re
+
+    found = []
+    for candidate in (shutil.which("go"), "/usr/local/go/bin/go"):
+        if not candidate or not os.path.exists(candidate):
+            continue
+        try:
+            text = subprocess.run([candidate, "version"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        match = re.search(r"go(\d+)\.(\d+)", text)
+        if match and (int(match.group(1)), int(match.group(2))) >= GO_NEEDED:
+            return candidate
+        found.append(f"{candidate}: {text.strip() or 'unknown version'}")
+    raise LabError("SeaweedFS (the S3 server of the store tests) is built with Go 1.26 or newer, which is not "
+                   "installed (looked for go on PATH and /usr/local/go/bin/go"
+                   + (f"; found {', '.join(found)}" if found else "") + ")")
+
+
 def weed_binary(build: bool = True) -> Path:
     """The cached `weed` binary; built from the Go module on first use."""
     entry = cache_dir() / f"seaweedfs-{VERSION}"
@@ -52,9 +77,7 @@ def weed_binary(build: bool = True) -> Path:
     with locked(entry.with_name(entry.name + ".lock")):
         if binary.is_file():
             return binary
-        go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
-        if go is None:
-            raise LabError("Go is not installed: it builds SeaweedFS (https://go.dev/dl/)")
+        go = _go_toolchain()
         entry.mkdir(parents=True, exist_ok=True)
         done = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{VERSION}"], capture_output=True,
                               text=True, cwd=entry)

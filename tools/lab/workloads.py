@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from tools.lab.apache_kafka import VERSIONS
+from tools.lab.kafka_versions import JAVA_CLIENT_VERSION, VERSIONS
 from tools.lab.clients import (
     CODECS,
     OLD_CODECS,
@@ -442,9 +442,53 @@ def wl_java_clients(client_version: str) -> Callable[[Manifest, Any], None]:
     return run
 
 
-# The newest Java client whose wire format the specs in ../shared/kafka-spec cover
-# (4.2 sends ShareFetch v2, 4.4 also ApiVersions v5, both differing from those specs).
-JAVA_CLIENT_VERSION = "4.1.1"
+def wl_go_client(m: Manifest, broker: Any) -> None:
+    """The Go client (franz-go, tools/lab/go): creates its topic, a producer
+    per codec, then a consumer group reads everything and commits."""
+    from tools.lab.go_client import franz_go_version, run_go_client
+
+    result = json.loads(run_go_client(["workload", broker.bootstrap]))
+    m.data["clients"]["franz-go"] = franz_go_version()
+
+    def text(value: str | None) -> str | None:
+        return None if value is None else encode_bytes(base64.b64decode(value))
+
+    for row in result["produced"]:
+        row.update(key=text(row["key"]), value=text(row["value"]),
+                   headers=[[k, text(v)] for k, v in row["headers"]])
+        m.produced(**row)
+    for row in result["consumed"]:
+        row.update(key=text(row["key"]), value=text(row["value"]),
+                   headers=[[k, text(v)] for k, v in row["headers"]])
+        m.consumed(**row)
+    for op in result["operations"]:
+        m.operation(op["client"], op["operation"], op["result"])
+
+
+def wl_java_transactions(m: Manifest, broker: Any) -> None:
+    """The Java client's transactions (kafka-clients 4.4.0): commit with
+    offsets sent to the transaction, abort, commit; a zombie producer fenced
+    by a successor with its transactional id; a read_committed consumer."""
+    from tools.lab.java_client import run_java_helper
+
+    result = json.loads(run_java_helper(["transactions", broker.bootstrap], version=KAFKA4))
+    m.data["clients"]["kafka-clients (java)"] = KAFKA4
+
+    def text(value: str | None) -> str | None:
+        return None if value is None else encode_bytes(base64.b64decode(value))
+
+    for row in result["produced"]:
+        row.update(key=text(row["key"]), value=text(row["value"]),
+                   headers=[[k, text(v)] for k, v in row["headers"]])
+        m.produced(**row)
+    for row in result["consumed"]:
+        row.update(key=text(row["key"]), value=text(row["value"]),
+                   headers=[[k, text(v)] for k, v in row["headers"]])
+        m.consumed(**row)
+    for op in result["operations"]:
+        m.operation(op["client"], op["operation"], op["result"])
+
+
 KAFKA4 = VERSIONS["4"]
 
 QUOTA_BYTES_PER_SECOND = 4096
@@ -811,9 +855,16 @@ WORKLOADS += [
              "ShareFetch, ShareAcknowledge) consume with commits", wl_java_clients(JAVA_CLIENT_VERSION),
              broker="kafka4"),
     Workload("java_clients_4_4_kafka", STANDARD_PORT,
-             f"The same with Java kafka-clients {KAFKA4}, whose ApiVersions v5 and ShareFetch v2 are newer than "
-             "the protocol specs kdissect is generated from", wl_java_clients(KAFKA4), broker="kafka4",
-             directory="known_gaps"),
+             f"The same with Java kafka-clients {KAFKA4}, which speaks ApiVersions v5 and ShareFetch v2",
+             wl_java_clients(KAFKA4), broker="kafka4"),
+    Workload("java_transactions_kafka", STANDARD_PORT,
+             "Java kafka-clients transactions: a producer commits (with offsets sent to the transaction), aborts "
+             "and commits; a zombie producer is fenced by a successor with its transactional id; a read_committed "
+             "consumer reads the topic", wl_java_transactions, broker="kafka4"),
+    Workload("go_clients_kafka", STANDARD_PORT,
+             "The Go client franz-go: CreateTopics, a producer per codec (none, gzip, snappy, lz4, zstd; acks=all, "
+             "record headers) over two partitions, then a consumer group reads everything and commits",
+             wl_go_client, broker="kafka4"),
     Workload("quota_kafka", STANDARD_PORT,
              f"Client quotas ({QUOTA_BYTES_PER_SECOND} B/s produce and fetch for two client ids): kafka-python "
              "produce and fetch answered with throttle_time_ms > 0", wl_quota, broker="kafka4",
@@ -844,3 +895,32 @@ def _forensics_workloads() -> list[Workload]:
 
 
 WORKLOADS += _forensics_workloads()
+
+
+def _longpoll_workloads() -> list[Workload]:
+    from tools.lab.longpoll import wl_longpoll_data
+
+    return [Workload("longpoll_data_kafka", STANDARD_PORT,
+                     "Long polls that data ends: kafka-python consumers wait up to 5 s on empty partitions (CreateTime, "
+                     "LogAppendTime, and a producer clock an hour ahead) and a producer sends 1.5 s into each wait",
+                     wl_longpoll_data, broker="kafka4")]
+
+
+WORKLOADS += _longpoll_workloads()
+
+
+def _share_workloads() -> list[Workload]:
+    from tools.lab.sharegroups import LOCK_CONFIG, wl_share_acks, wl_share_timeout
+
+    return [Workload("share_acks_kafka", STANDARD_PORT,
+                     f"A share group with explicit acknowledgements (Java kafka-clients {KAFKA4}): one consumer "
+                     "releases every third record and accepts the rest, another gets the released ones again and "
+                     "rejects the even offsets", wl_share_acks, broker="kafka4"),
+            Workload("share_timeout_kafka", STANDARD_PORT,
+                     f"Share group acquisition locks that expire (Java kafka-clients {KAFKA4}, 2 s locks): a consumer "
+                     "holds its records unacknowledged, another gets them again and accepts them, then the first "
+                     "accepts its expired deliveries", wl_share_timeout, broker="kafka4",
+                     kafka_options={"config": LOCK_CONFIG})]
+
+
+WORKLOADS += _share_workloads()

@@ -6,7 +6,7 @@ API_KEY = 3
 NAME = 'Metadata'
 
 REQUEST = [{'versions': (0, 13),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (9, None),
   'fields': [{'name': 'Topics',
               'type': '[]MetadataRequestTopic',
@@ -19,7 +19,7 @@ REQUEST = [{'versions': (0, 13),
              {'name': 'IncludeTopicAuthorizedOperations', 'type': 'bool', 'versions': (8, None)}]}]
 
 RESPONSE = [{'versions': (0, 13),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (9, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (3, None)},
              {'name': 'Brokers',

@@ -6,14 +6,14 @@ API_KEY = 10
 NAME = 'FindCoordinator'
 
 REQUEST = [{'versions': (0, 6),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (3, None),
   'fields': [{'name': 'Key', 'type': 'string', 'versions': (0, 3)},
              {'name': 'KeyType', 'type': 'int8', 'versions': (1, None), 'default': 0},
              {'name': 'CoordinatorKeys', 'type': '[]string', 'versions': (4, None)}]}]
 
 RESPONSE = [{'versions': (0, 6),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (3, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (1, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, 3)},

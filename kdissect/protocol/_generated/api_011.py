@@ -6,7 +6,7 @@ API_KEY = 11
 NAME = 'JoinGroup'
 
 REQUEST = [{'versions': (0, 9),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (6, None),
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'SessionTimeoutMs', 'type': 'int32', 'versions': (0, None)},
@@ -30,7 +30,7 @@ REQUEST = [{'versions': (0, 9),
               'default': None}]}]
 
 RESPONSE = [{'versions': (0, 9),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (6, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (2, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

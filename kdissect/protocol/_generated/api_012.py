@@ -6,7 +6,7 @@ API_KEY = 12
 NAME = 'Heartbeat'
 
 REQUEST = [{'versions': (0, 4),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (4, None),
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'GenerationId', 'type': 'int32', 'versions': (0, None)},
@@ -18,7 +18,7 @@ REQUEST = [{'versions': (0, 4),
               'default': None}]}]
 
 RESPONSE = [{'versions': (0, 4),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (4, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (1, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)}]}]

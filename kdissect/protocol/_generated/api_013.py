@@ -6,7 +6,7 @@ API_KEY = 13
 NAME = 'LeaveGroup'
 
 REQUEST = [{'versions': (0, 5),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (4, None),
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'MemberId', 'type': 'string', 'versions': (0, 2)},
@@ -26,7 +26,7 @@ REQUEST = [{'versions': (0, 5),
                           'default': None}]}]}]
 
 RESPONSE = [{'versions': (0, 5),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (4, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (1, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -6,7 +6,7 @@ API_KEY = 14
 NAME = 'SyncGroup'
 
 REQUEST = [{'versions': (0, 5),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (4, None),
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'GenerationId', 'type': 'int32', 'versions': (0, None)},
@@ -33,7 +33,7 @@ REQUEST = [{'versions': (0, 5),
                          {'name': 'Assignment', 'type': 'bytes', 'versions': (0, None)}]}]}]
 
 RESPONSE = [{'versions': (0, 5),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (4, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (1, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -6,13 +6,13 @@ API_KEY = 15
 NAME = 'DescribeGroups'
 
 REQUEST = [{'versions': (0, 6),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (5, None),
   'fields': [{'name': 'Groups', 'type': '[]string', 'versions': (0, None)},
              {'name': 'IncludeAuthorizedOperations', 'type': 'bool', 'versions': (3, None)}]}]
 
 RESPONSE = [{'versions': (0, 6),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (5, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (1, None)},
              {'name': 'Groups',

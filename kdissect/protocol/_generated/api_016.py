@@ -6,13 +6,13 @@ API_KEY = 16
 NAME = 'ListGroups'
 
 REQUEST = [{'versions': (0, 5),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (3, None),
   'fields': [{'name': 'StatesFilter', 'type': '[]string', 'versions': (4, None)},
              {'name': 'TypesFilter', 'type': '[]string', 'versions': (5, None)}]}]
 
 RESPONSE = [{'versions': (0, 5),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (3, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (1, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -6,12 +6,12 @@ API_KEY = 17
 NAME = 'SaslHandshake'
 
 REQUEST = [{'versions': (0, 1),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': None,
   'fields': [{'name': 'Mechanism', 'type': 'string', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 1),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': None,
   'fields': [{'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
              {'name': 'Mechanisms', 'type': '[]string', 'versions': (0, None)}]}]

@@ -5,14 +5,20 @@ API_KEY = 18
 
 NAME = 'ApiVersions'
 
-REQUEST = [{'versions': (0, 4),
-  'source': 'kafka-4.x',
+REQUEST = [{'versions': (0, 5),
+  'source': 'releases/4.4.0',
   'flexible': (3, None),
   'fields': [{'name': 'ClientSoftwareName', 'type': 'string', 'versions': (3, None)},
-             {'name': 'ClientSoftwareVersion', 'type': 'string', 'versions': (3, None)}]}]
+             {'name': 'ClientSoftwareVersion', 'type': 'string', 'versions': (3, None)},
+             {'name': 'ClusterId',
+              'type': 'string',
+              'versions': (5, None),
+              'nullable': (5, None),
+              'default': None},
+             {'name': 'NodeId', 'type': 'int32', 'versions': (5, None), 'default': -1}]}]
 
-RESPONSE = [{'versions': (0, 4),
-  'source': 'kafka-4.x',
+RESPONSE = [{'versions': (0, 5),
+  'source': 'releases/4.4.0',
   'flexible': (3, None),
   'fields': [{'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
              {'name': 'ApiKeys',

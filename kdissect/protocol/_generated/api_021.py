@@ -6,7 +6,7 @@ API_KEY = 21
 NAME = 'DeleteRecords'
 
 REQUEST = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'Topics',
               'type': '[]DeleteRecordsTopic',
@@ -20,7 +20,7 @@ REQUEST = [{'versions': (0, 2),
              {'name': 'TimeoutMs', 'type': 'int32', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'Topics',

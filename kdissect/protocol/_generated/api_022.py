@@ -6,7 +6,7 @@ API_KEY = 22
 NAME = 'InitProducerId'
 
 REQUEST = [{'versions': (0, 6),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'TransactionalId', 'type': 'string', 'versions': (0, None), 'nullable': (0, None)},
              {'name': 'TransactionTimeoutMs', 'type': 'int32', 'versions': (0, None)},
@@ -16,7 +16,7 @@ REQUEST = [{'versions': (0, 6),
              {'name': 'KeepPreparedTxn', 'type': 'bool', 'versions': (6, None), 'default': False}]}]
 
 RESPONSE = [{'versions': (0, 6),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -6,7 +6,7 @@ API_KEY = 24
 NAME = 'AddPartitionsToTxn'
 
 REQUEST = [{'versions': (0, 5),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (3, None),
   'fields': [{'name': 'Transactions',
               'type': '[]AddPartitionsToTxnTransaction',
@@ -30,7 +30,7 @@ REQUEST = [{'versions': (0, 5),
                          {'name': 'Partitions', 'type': '[]int32', 'versions': (0, None)}]}]}]
 
 RESPONSE = [{'versions': (0, 5),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (3, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (4, None)},

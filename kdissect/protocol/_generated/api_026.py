@@ -6,7 +6,7 @@ API_KEY = 26
 NAME = 'EndTxn'
 
 REQUEST = [{'versions': (0, 5),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (3, None),
   'fields': [{'name': 'TransactionalId', 'type': 'string', 'versions': (0, None)},
              {'name': 'ProducerId', 'type': 'int64', 'versions': (0, None)},
@@ -14,7 +14,7 @@ REQUEST = [{'versions': (0, 5),
              {'name': 'Committed', 'type': 'bool', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 5),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (3, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

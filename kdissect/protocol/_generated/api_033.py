@@ -6,7 +6,7 @@ API_KEY = 33
 NAME = 'AlterConfigs'
 
 REQUEST = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'Resources',
               'type': '[]AlterConfigsResource',
@@ -24,7 +24,7 @@ REQUEST = [{'versions': (0, 2),
              {'name': 'ValidateOnly', 'type': 'bool', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'Responses',

@@ -6,12 +6,12 @@ API_KEY = 36
 NAME = 'SaslAuthenticate'
 
 REQUEST = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'AuthBytes', 'type': 'bytes', 'versions': (0, None), 'secret': True}]}]
 
 RESPONSE = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
              {'name': 'ErrorMessage', 'type': 'string', 'versions': (0, None), 'nullable': (0, None)},

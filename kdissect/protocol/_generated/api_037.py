@@ -6,7 +6,7 @@ API_KEY = 37
 NAME = 'CreatePartitions'
 
 REQUEST = [{'versions': (0, 3),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'Topics',
               'type': '[]CreatePartitionsTopic',
@@ -22,7 +22,7 @@ REQUEST = [{'versions': (0, 3),
              {'name': 'ValidateOnly', 'type': 'bool', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 3),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'Results',

@@ -5,14 +5,25 @@ API_KEY = 40
 
 NAME = 'ExpireDelegationToken'
 
-REQUEST = [{'versions': (0, 2),
+REQUEST = [{'versions': (0, 0),
   'source': 'trunk-2024-10',
+  'flexible': (2, None),
+  'fields': [{'name': 'Hmac', 'type': 'bytes', 'versions': (0, None), 'secret': True},
+             {'name': 'ExpiryTimePeriodMs', 'type': 'int64', 'versions': (0, None)}]},
+ {'versions': (1, 2),
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'Hmac', 'type': 'bytes', 'versions': (0, None), 'secret': True},
              {'name': 'ExpiryTimePeriodMs', 'type': 'int64', 'versions': (0, None)}]}]
 
-RESPONSE = [{'versions': (0, 2),
+RESPONSE = [{'versions': (0, 0),
   'source': 'trunk-2024-10',
+  'flexible': (2, None),
+  'fields': [{'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
+             {'name': 'ExpiryTimestampMs', 'type': 'int64', 'versions': (0, None)},
+             {'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)}]},
+ {'versions': (1, 2),
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
              {'name': 'ExpiryTimestampMs', 'type': 'int64', 'versions': (0, None)},

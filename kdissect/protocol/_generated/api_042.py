@@ -5,17 +5,22 @@ API_KEY = 42
 
 NAME = 'DeleteGroups'
 
-REQUEST = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+REQUEST = [{'versions': (0, 3),
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'GroupsNames', 'type': '[]string', 'versions': (0, None)}]}]
 
-RESPONSE = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+RESPONSE = [{'versions': (0, 3),
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'Results',
               'type': '[]DeletableGroupResult',
               'versions': (0, None),
               'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
-                         {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)}]}]}]
+                         {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
+                         {'name': 'ErrorMessage',
+                          'type': 'string',
+                          'versions': (3, None),
+                          'nullable': (3, None),
+                          'default': None}]}]}]

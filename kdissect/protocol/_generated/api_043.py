@@ -6,7 +6,7 @@ API_KEY = 43
 NAME = 'ElectLeaders'
 
 REQUEST = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'ElectionType', 'type': 'int8', 'versions': (1, None)},
              {'name': 'TopicPartitions',
@@ -18,7 +18,7 @@ REQUEST = [{'versions': (0, 2),
              {'name': 'TimeoutMs', 'type': 'int32', 'versions': (0, None), 'default': 60000}]}]
 
 RESPONSE = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (2, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (1, None)},

@@ -6,7 +6,7 @@ API_KEY = 44
 NAME = 'IncrementalAlterConfigs'
 
 REQUEST = [{'versions': (0, 1),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (1, None),
   'fields': [{'name': 'Resources',
               'type': '[]AlterConfigsResource',
@@ -25,7 +25,7 @@ REQUEST = [{'versions': (0, 1),
              {'name': 'ValidateOnly', 'type': 'bool', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 1),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (1, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'Responses',

@@ -6,7 +6,7 @@ API_KEY = 45
 NAME = 'AlterPartitionReassignments'
 
 REQUEST = [{'versions': (0, 1),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'TimeoutMs', 'type': 'int32', 'versions': (0, None), 'default': 60000},
              {'name': 'AllowReplicationFactorChange', 'type': 'bool', 'versions': (1, None), 'default': True},
@@ -25,7 +25,7 @@ REQUEST = [{'versions': (0, 1),
                                       'default': None}]}]}]}]
 
 RESPONSE = [{'versions': (0, 1),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'AllowReplicationFactorChange', 'type': 'bool', 'versions': (1, None), 'default': True},

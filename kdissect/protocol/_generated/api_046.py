@@ -6,7 +6,7 @@ API_KEY = 46
 NAME = 'ListPartitionReassignments'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'TimeoutMs', 'type': 'int32', 'versions': (0, None), 'default': 60000},
              {'name': 'Topics',
@@ -18,7 +18,7 @@ REQUEST = [{'versions': (0, 0),
                          {'name': 'PartitionIndexes', 'type': '[]int32', 'versions': (0, None)}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

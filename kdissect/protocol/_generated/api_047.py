@@ -6,7 +6,7 @@ API_KEY = 47
 NAME = 'OffsetDelete'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': None,
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'Topics',
@@ -19,7 +19,7 @@ REQUEST = [{'versions': (0, 0),
                           'fields': [{'name': 'PartitionIndex', 'type': 'int32', 'versions': (0, None)}]}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': None,
   'fields': [{'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
              {'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},

@@ -6,7 +6,7 @@ API_KEY = 48
 NAME = 'DescribeClientQuotas'
 
 REQUEST = [{'versions': (0, 1),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (1, None),
   'fields': [{'name': 'Components',
               'type': '[]ComponentData',
@@ -17,7 +17,7 @@ REQUEST = [{'versions': (0, 1),
              {'name': 'Strict', 'type': 'bool', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 1),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (1, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

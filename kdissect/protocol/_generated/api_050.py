@@ -6,7 +6,7 @@ API_KEY = 50
 NAME = 'DescribeUserScramCredentials'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'Users',
               'type': '[]UserName',
@@ -15,7 +15,7 @@ REQUEST = [{'versions': (0, 0),
               'fields': [{'name': 'Name', 'type': 'string', 'versions': (0, None)}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

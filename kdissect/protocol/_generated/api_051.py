@@ -6,7 +6,7 @@ API_KEY = 51
 NAME = 'AlterUserScramCredentials'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'Deletions',
               'type': '[]ScramCredentialDeletion',
@@ -26,7 +26,7 @@ REQUEST = [{'versions': (0, 0),
                           'secret': True}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'Results',

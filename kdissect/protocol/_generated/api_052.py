@@ -5,8 +5,8 @@ API_KEY = 52
 
 NAME = 'Vote'
 
-REQUEST = [{'versions': (0, 1),
-  'source': 'trunk-2024-10',
+REQUEST = [{'versions': (0, 2),
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ClusterId',
               'type': 'string',
@@ -22,15 +22,16 @@ REQUEST = [{'versions': (0, 1),
                           'type': '[]PartitionData',
                           'versions': (0, None),
                           'fields': [{'name': 'PartitionIndex', 'type': 'int32', 'versions': (0, None)},
-                                     {'name': 'CandidateEpoch', 'type': 'int32', 'versions': (0, None)},
-                                     {'name': 'CandidateId', 'type': 'int32', 'versions': (0, None)},
-                                     {'name': 'CandidateDirectoryId', 'type': 'uuid', 'versions': (1, None)},
+                                     {'name': 'ReplicaEpoch', 'type': 'int32', 'versions': (0, None)},
+                                     {'name': 'ReplicaId', 'type': 'int32', 'versions': (0, None)},
+                                     {'name': 'ReplicaDirectoryId', 'type': 'uuid', 'versions': (1, None)},
                                      {'name': 'VoterDirectoryId', 'type': 'uuid', 'versions': (1, None)},
                                      {'name': 'LastOffsetEpoch', 'type': 'int32', 'versions': (0, None)},
-                                     {'name': 'LastOffset', 'type': 'int64', 'versions': (0, None)}]}]}]}]
+                                     {'name': 'LastOffset', 'type': 'int64', 'versions': (0, None)},
+                                     {'name': 'PreVote', 'type': 'bool', 'versions': (2, None)}]}]}]}]
 
-RESPONSE = [{'versions': (0, 1),
-  'source': 'trunk-2024-10',
+RESPONSE = [{'versions': (0, 2),
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
              {'name': 'Topics',

@@ -6,7 +6,7 @@ API_KEY = 54
 NAME = 'EndQuorumEpoch'
 
 REQUEST = [{'versions': (0, 1),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (1, None),
   'fields': [{'name': 'ClusterId',
               'type': 'string',
@@ -41,7 +41,7 @@ REQUEST = [{'versions': (0, 1),
                          {'name': 'Port', 'type': 'uint16', 'versions': (1, None)}]}]}]
 
 RESPONSE = [{'versions': (0, 1),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (1, None),
   'fields': [{'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
              {'name': 'Topics',

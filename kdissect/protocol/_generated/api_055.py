@@ -6,7 +6,7 @@ API_KEY = 55
 NAME = 'DescribeQuorum'
 
 REQUEST = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'Topics',
               'type': '[]TopicData',
@@ -18,7 +18,7 @@ REQUEST = [{'versions': (0, 2),
                           'fields': [{'name': 'PartitionIndex', 'type': 'int32', 'versions': (0, None)}]}]}]}]
 
 RESPONSE = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
              {'name': 'ErrorMessage', 'type': 'string', 'versions': (2, None), 'nullable': (2, None)},

@@ -6,7 +6,7 @@ API_KEY = 57
 NAME = 'UpdateFeatures'
 
 REQUEST = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'timeoutMs', 'type': 'int32', 'versions': (0, None), 'default': 60000},
              {'name': 'FeatureUpdates',
@@ -19,7 +19,7 @@ REQUEST = [{'versions': (0, 2),
              {'name': 'ValidateOnly', 'type': 'bool', 'versions': (1, None), 'default': False}]}]
 
 RESPONSE = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -6,14 +6,14 @@ API_KEY = 58
 NAME = 'Envelope'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'RequestData', 'type': 'bytes', 'versions': (0, None)},
              {'name': 'RequestPrincipal', 'type': 'bytes', 'versions': (0, None), 'nullable': (0, None)},
              {'name': 'ClientHostAddress', 'type': 'bytes', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ResponseData',
               'type': 'bytes',

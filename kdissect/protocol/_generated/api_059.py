@@ -6,7 +6,7 @@ API_KEY = 59
 NAME = 'FetchSnapshot'
 
 REQUEST = [{'versions': (0, 1),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ClusterId',
               'type': 'string',
@@ -41,7 +41,7 @@ REQUEST = [{'versions': (0, 1),
                                       'tag': 0}]}]}]}]
 
 RESPONSE = [{'versions': (0, 1),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

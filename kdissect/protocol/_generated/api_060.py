@@ -6,14 +6,14 @@ API_KEY = 60
 NAME = 'DescribeCluster'
 
 REQUEST = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'IncludeClusterAuthorizedOperations', 'type': 'bool', 'versions': (0, None)},
              {'name': 'EndpointType', 'type': 'int8', 'versions': (1, None), 'default': 1},
              {'name': 'IncludeFencedBrokers', 'type': 'bool', 'versions': (2, None)}]}]
 
 RESPONSE = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

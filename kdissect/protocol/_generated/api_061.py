@@ -6,7 +6,7 @@ API_KEY = 61
 NAME = 'DescribeProducers'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'Topics',
               'type': '[]TopicRequest',
@@ -15,7 +15,7 @@ REQUEST = [{'versions': (0, 0),
                          {'name': 'PartitionIndexes', 'type': '[]int32', 'versions': (0, None)}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'Topics',

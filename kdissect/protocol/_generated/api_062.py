@@ -6,7 +6,7 @@ API_KEY = 62
 NAME = 'BrokerRegistration'
 
 REQUEST = [{'versions': (0, 4),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'BrokerId', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ClusterId', 'type': 'string', 'versions': (0, None)},
@@ -30,7 +30,7 @@ REQUEST = [{'versions': (0, 4),
              {'name': 'PreviousBrokerEpoch', 'type': 'int64', 'versions': (3, None), 'default': -1}]}]
 
 RESPONSE = [{'versions': (0, 4),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -6,7 +6,7 @@ API_KEY = 63
 NAME = 'BrokerHeartbeat'
 
 REQUEST = [{'versions': (0, 2),
-  'source': 'newest',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'BrokerId', 'type': 'int32', 'versions': (0, None)},
              {'name': 'BrokerEpoch', 'type': 'int64', 'versions': (0, None), 'default': -1},
@@ -21,11 +21,13 @@ REQUEST = [{'versions': (0, 2),
              {'name': 'CordonedLogDirs',
               'type': '[]uuid',
               'versions': (2, None),
+              'nullable': (2, None),
               'tagged': (2, None),
-              'tag': 1}]}]
+              'tag': 1,
+              'default': None}]}]
 
-RESPONSE = [{'versions': (0, 1),
-  'source': 'trunk-2024-10',
+RESPONSE = [{'versions': (0, 2),
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

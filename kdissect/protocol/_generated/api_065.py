@@ -6,12 +6,12 @@ API_KEY = 65
 NAME = 'DescribeTransactions'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'TransactionalIds', 'type': '[]string', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'TransactionStates',

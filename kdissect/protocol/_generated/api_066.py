@@ -6,7 +6,7 @@ API_KEY = 66
 NAME = 'ListTransactions'
 
 REQUEST = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'StateFilters', 'type': '[]string', 'versions': (0, None)},
              {'name': 'ProducerIdFilters', 'type': '[]int64', 'versions': (0, None)},
@@ -18,7 +18,7 @@ REQUEST = [{'versions': (0, 2),
               'default': None}]}]
 
 RESPONSE = [{'versions': (0, 2),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -6,7 +6,7 @@ API_KEY = 68
 NAME = 'ConsumerGroupHeartbeat'
 
 REQUEST = [{'versions': (0, 1),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'MemberId', 'type': 'string', 'versions': (0, None)},
@@ -46,7 +46,7 @@ REQUEST = [{'versions': (0, 1),
                          {'name': 'Partitions', 'type': '[]int32', 'versions': (0, None)}]}]}]
 
 RESPONSE = [{'versions': (0, 1),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

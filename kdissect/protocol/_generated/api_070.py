@@ -6,7 +6,7 @@ API_KEY = 70
 NAME = 'ControllerRegistration'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ControllerId', 'type': 'int32', 'versions': (0, None)},
              {'name': 'IncarnationId', 'type': 'uuid', 'versions': (0, None)},
@@ -26,7 +26,7 @@ REQUEST = [{'versions': (0, 0),
                          {'name': 'MaxSupportedVersion', 'type': 'int16', 'versions': (0, None)}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -6,12 +6,12 @@ API_KEY = 71
 NAME = 'GetTelemetrySubscriptions'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ClientInstanceId', 'type': 'uuid', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -6,7 +6,7 @@ API_KEY = 73
 NAME = 'AssignReplicasToDirs'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'BrokerId', 'type': 'int32', 'versions': (0, None)},
              {'name': 'BrokerEpoch', 'type': 'int64', 'versions': (0, None), 'default': -1},
@@ -26,7 +26,7 @@ REQUEST = [{'versions': (0, 0),
                                                   'versions': (0, None)}]}]}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

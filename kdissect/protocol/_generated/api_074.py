@@ -6,12 +6,12 @@ API_KEY = 74
 NAME = 'ListConfigResources'
 
 REQUEST = [{'versions': (0, 1),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ResourceTypes', 'type': '[]int8', 'versions': (1, None)}]}]
 
 RESPONSE = [{'versions': (0, 1),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -6,7 +6,7 @@ API_KEY = 75
 NAME = 'DescribeTopicPartitions'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'Topics',
               'type': '[]TopicRequest',
@@ -22,7 +22,7 @@ REQUEST = [{'versions': (0, 0),
                          {'name': 'PartitionIndex', 'type': 'int32', 'versions': (0, None)}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'kafka-4.x',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'Topics',

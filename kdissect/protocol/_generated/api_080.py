@@ -6,7 +6,7 @@ API_KEY = 80
 NAME = 'AddRaftVoter'
 
 REQUEST = [{'versions': (0, 1),
-  'source': 'newest',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ClusterId', 'type': 'string', 'versions': (0, None), 'nullable': (0, None)},
              {'name': 'TimeoutMs', 'type': 'int32', 'versions': (0, None)},
@@ -20,7 +20,13 @@ REQUEST = [{'versions': (0, 1),
                          {'name': 'Port', 'type': 'uint16', 'versions': (0, None)}]},
              {'name': 'AckWhenCommitted', 'type': 'bool', 'versions': (1, None), 'default': True}]}]
 
-RESPONSE = [{'versions': (0, 2),
+RESPONSE = [{'versions': (0, 1),
+  'source': 'releases/4.4.0',
+  'flexible': (0, None),
+  'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
+             {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
+             {'name': 'ErrorMessage', 'type': 'string', 'versions': (0, None), 'nullable': (0, None)}]},
+ {'versions': (2, 2),
   'source': 'newest',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},

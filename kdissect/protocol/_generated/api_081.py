@@ -6,14 +6,14 @@ API_KEY = 81
 NAME = 'RemoveRaftVoter'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ClusterId', 'type': 'string', 'versions': (0, None), 'nullable': (0, None)},
              {'name': 'VoterId', 'type': 'int32', 'versions': (0, None)},
              {'name': 'VoterDirectoryId', 'type': 'uuid', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

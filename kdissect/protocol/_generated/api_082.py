@@ -6,7 +6,7 @@ API_KEY = 82
 NAME = 'UpdateRaftVoter'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ClusterId', 'type': 'string', 'versions': (0, None), 'nullable': (0, None)},
              {'name': 'CurrentLeaderEpoch', 'type': 'int32', 'versions': (0, None)},
@@ -25,7 +25,7 @@ REQUEST = [{'versions': (0, 0),
                          {'name': 'MaxSupportedVersion', 'type': 'int16', 'versions': (0, None)}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -6,7 +6,7 @@ API_KEY = 83
 NAME = 'InitializeShareGroupState'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'Topics',
@@ -21,7 +21,7 @@ REQUEST = [{'versions': (0, 0),
                                      {'name': 'StartOffset', 'type': 'int64', 'versions': (0, None)}]}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'Results',
               'type': '[]InitializeStateResult',

@@ -6,7 +6,7 @@ API_KEY = 84
 NAME = 'ReadShareGroupState'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'Topics',
@@ -20,7 +20,7 @@ REQUEST = [{'versions': (0, 0),
                                      {'name': 'LeaderEpoch', 'type': 'int32', 'versions': (0, None)}]}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'Results',
               'type': '[]ReadStateResult',

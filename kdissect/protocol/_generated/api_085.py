@@ -5,8 +5,8 @@ API_KEY = 85
 
 NAME = 'WriteShareGroupState'
 
-REQUEST = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+REQUEST = [{'versions': (0, 1),
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'Topics',
@@ -20,6 +20,10 @@ REQUEST = [{'versions': (0, 0),
                                      {'name': 'StateEpoch', 'type': 'int32', 'versions': (0, None)},
                                      {'name': 'LeaderEpoch', 'type': 'int32', 'versions': (0, None)},
                                      {'name': 'StartOffset', 'type': 'int64', 'versions': (0, None)},
+                                     {'name': 'DeliveryCompleteCount',
+                                      'type': 'int32',
+                                      'versions': (1, None),
+                                      'default': -1},
                                      {'name': 'StateBatches',
                                       'type': '[]StateBatch',
                                       'versions': (0, None),
@@ -36,8 +40,8 @@ REQUEST = [{'versions': (0, 0),
                                                   'type': 'int16',
                                                   'versions': (0, None)}]}]}]}]}]
 
-RESPONSE = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+RESPONSE = [{'versions': (0, 1),
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'Results',
               'type': '[]WriteStateResult',

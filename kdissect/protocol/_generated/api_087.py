@@ -6,7 +6,7 @@ API_KEY = 87
 NAME = 'ReadShareGroupStateSummary'
 
 REQUEST = [{'versions': (0, 1),
-  'source': 'newest',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'Topics',
@@ -19,8 +19,8 @@ REQUEST = [{'versions': (0, 1),
                           'fields': [{'name': 'Partition', 'type': 'int32', 'versions': (0, None)},
                                      {'name': 'LeaderEpoch', 'type': 'int32', 'versions': (0, None)}]}]}]}]
 
-RESPONSE = [{'versions': (0, 0),
-  'source': 'trunk-2024-10',
+RESPONSE = [{'versions': (0, 1),
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'Results',
               'type': '[]ReadStateSummaryResult',
@@ -37,4 +37,9 @@ RESPONSE = [{'versions': (0, 0),
                                       'nullable': (0, None),
                                       'default': None},
                                      {'name': 'StateEpoch', 'type': 'int32', 'versions': (0, None)},
-                                     {'name': 'StartOffset', 'type': 'int64', 'versions': (0, None)}]}]}]}]
+                                     {'name': 'LeaderEpoch', 'type': 'int32', 'versions': (0, None)},
+                                     {'name': 'StartOffset', 'type': 'int64', 'versions': (0, None)},
+                                     {'name': 'DeliveryCompleteCount',
+                                      'type': 'int32',
+                                      'versions': (1, None),
+                                      'default': -1}]}]}]}]

@@ -5,8 +5,8 @@ API_KEY = 90
 
 NAME = 'DescribeShareGroupOffsets'
 
-REQUEST = [{'versions': (0, 0),
-  'source': 'newest',
+REQUEST = [{'versions': (0, 1),
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'Groups',
               'type': '[]DescribeShareGroupOffsetsRequestGroup',
@@ -19,8 +19,8 @@ REQUEST = [{'versions': (0, 0),
                           'fields': [{'name': 'TopicName', 'type': 'string', 'versions': (0, None)},
                                      {'name': 'Partitions', 'type': '[]int32', 'versions': (0, None)}]}]}]}]
 
-RESPONSE = [{'versions': (0, 0),
-  'source': 'newest',
+RESPONSE = [{'versions': (0, 1),
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'Groups',
@@ -44,6 +44,10 @@ RESPONSE = [{'versions': (0, 0),
                                                  {'name': 'LeaderEpoch',
                                                   'type': 'int32',
                                                   'versions': (0, None)},
+                                                 {'name': 'Lag',
+                                                  'type': 'int64',
+                                                  'versions': (1, None),
+                                                  'default': -1},
                                                  {'name': 'ErrorCode',
                                                   'type': 'int16',
                                                   'versions': (0, None)},

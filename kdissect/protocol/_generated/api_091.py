@@ -6,7 +6,7 @@ API_KEY = 91
 NAME = 'AlterShareGroupOffsets'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'newest',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'Topics',
@@ -20,9 +20,15 @@ REQUEST = [{'versions': (0, 0),
                                      {'name': 'StartOffset', 'type': 'int64', 'versions': (0, None)}]}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'newest',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
+             {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
+             {'name': 'ErrorMessage',
+              'type': 'string',
+              'versions': (0, None),
+              'nullable': (0, None),
+              'default': None},
              {'name': 'Responses',
               'type': '[]AlterShareGroupOffsetsResponseTopic',
               'versions': (0, None),

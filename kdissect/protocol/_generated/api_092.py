@@ -6,7 +6,7 @@ API_KEY = 92
 NAME = 'DeleteShareGroupOffsets'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'newest',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'GroupId', 'type': 'string', 'versions': (0, None)},
              {'name': 'Topics',
@@ -15,7 +15,7 @@ REQUEST = [{'versions': (0, 0),
               'fields': [{'name': 'TopicName', 'type': 'string', 'versions': (0, None)}]}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'newest',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
@@ -29,13 +29,9 @@ RESPONSE = [{'versions': (0, 0),
               'versions': (0, None),
               'fields': [{'name': 'TopicName', 'type': 'string', 'versions': (0, None)},
                          {'name': 'TopicId', 'type': 'uuid', 'versions': (0, None)},
-                         {'name': 'Partitions',
-                          'type': '[]DeleteShareGroupOffsetsResponsePartition',
+                         {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
+                         {'name': 'ErrorMessage',
+                          'type': 'string',
                           'versions': (0, None),
-                          'fields': [{'name': 'PartitionIndex', 'type': 'int32', 'versions': (0, None)},
-                                     {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},
-                                     {'name': 'ErrorMessage',
-                                      'type': 'string',
-                                      'versions': (0, None),
-                                      'nullable': (0, None),
-                                      'default': None}]}]}]}]
+                          'nullable': (0, None),
+                          'default': None}]}]}]

@@ -6,12 +6,12 @@ API_KEY = 94
 NAME = 'UnregisterController'
 
 REQUEST = [{'versions': (0, 0),
-  'source': 'newest',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ControllerId', 'type': 'int32', 'versions': (0, None)}]}]
 
 RESPONSE = [{'versions': (0, 0),
-  'source': 'newest',
+  'source': 'releases/4.4.0',
   'flexible': (0, None),
   'fields': [{'name': 'ThrottleTimeMs', 'type': 'int32', 'versions': (0, None)},
              {'name': 'ErrorCode', 'type': 'int16', 'versions': (0, None)},

@@ -193,8 +193,8 @@ if TYPE_CHECKING:
     from kdissect.protocol._generated.bodies_091 import AlterShareGroupOffsetsResponse as AlterShareGroupOffsetsResponse
     from kdissect.protocol._generated.bodies_092 import DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest
     from kdissect.protocol._generated.bodies_092 import DeleteShareGroupOffsetsResponse as DeleteShareGroupOffsetsResponse
-    from kdissect.protocol._generated.bodies_093 import GetReplicaLogInfoRequest as GetReplicaLogInfoRequest
-    from kdissect.protocol._generated.bodies_093 import GetReplicaLogInfoResponse as GetReplicaLogInfoResponse
+    from kdissect.protocol._generated.bodies_093 import StreamsGroupTopologyDescriptionUpdateRequest as StreamsGroupTopologyDescriptionUpdateRequest
+    from kdissect.protocol._generated.bodies_093 import StreamsGroupTopologyDescriptionUpdateResponse as StreamsGroupTopologyDescriptionUpdateResponse
     from kdissect.protocol._generated.bodies_094 import UnregisterControllerRequest as UnregisterControllerRequest
     from kdissect.protocol._generated.bodies_094 import UnregisterControllerResponse as UnregisterControllerResponse
     from kdissect.protocol._generated.bodies_embedded import ConsumerProtocolAssignment as ConsumerProtocolAssignment
@@ -386,8 +386,8 @@ MODULES = {'ProduceRequest': 'bodies_000',
  'AlterShareGroupOffsetsResponse': 'bodies_091',
  'DeleteShareGroupOffsetsRequest': 'bodies_092',
  'DeleteShareGroupOffsetsResponse': 'bodies_092',
- 'GetReplicaLogInfoRequest': 'bodies_093',
- 'GetReplicaLogInfoResponse': 'bodies_093',
+ 'StreamsGroupTopologyDescriptionUpdateRequest': 'bodies_093',
+ 'StreamsGroupTopologyDescriptionUpdateResponse': 'bodies_093',
  'UnregisterControllerRequest': 'bodies_094',
  'UnregisterControllerResponse': 'bodies_094',
  'ConsumerProtocolAssignment': 'bodies_embedded',

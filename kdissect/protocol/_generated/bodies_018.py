@@ -11,16 +11,18 @@ __all__ = ['ApiVersionsRequest', 'ApiVersionsResponse']
 
 
 class ApiVersionsRequest(Struct):
-    """ApiVersionsRequest v0-4: the fields of every version (a decoded body has those of its version)."""
+    """ApiVersionsRequest v0-5: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
     client_software_name: str  # v3+
     client_software_version: str  # v3+
+    cluster_id: str | None  # v5
+    node_id: int  # v5
 
 
 class ApiVersionsResponse(Struct):
-    """ApiVersionsResponse v0-4: the fields of every version (a decoded body has those of its version)."""
+    """ApiVersionsResponse v0-5: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 

@@ -11,7 +11,7 @@ __all__ = ['TxnOffsetCommitRequest', 'TxnOffsetCommitResponse']
 
 
 class TxnOffsetCommitRequest(Struct):
-    """TxnOffsetCommitRequest v0-5: the fields of every version (a decoded body has those of its version)."""
+    """TxnOffsetCommitRequest v0-6: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
@@ -19,7 +19,7 @@ class TxnOffsetCommitRequest(Struct):
     group_id: str
     producer_id: int
     producer_epoch: int
-    generation_id: int  # v3+
+    generation_id_or_member_epoch: int  # v3+
     member_id: str  # v3+
     group_instance_id: str | None  # v3+
     topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic]
@@ -27,7 +27,8 @@ class TxnOffsetCommitRequest(Struct):
     class TxnOffsetCommitRequestTopic(Struct):
         __slots__ = ()
 
-        name: str
+        topic_id: uuid.UUID  # v6
+        name: str  # v0-5
         partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]
 
     class TxnOffsetCommitRequestPartition(Struct):
@@ -40,7 +41,7 @@ class TxnOffsetCommitRequest(Struct):
 
 
 class TxnOffsetCommitResponse(Struct):
-    """TxnOffsetCommitResponse v0-5: the fields of every version (a decoded body has those of its version)."""
+    """TxnOffsetCommitResponse v0-6: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
@@ -50,7 +51,8 @@ class TxnOffsetCommitResponse(Struct):
     class TxnOffsetCommitResponseTopic(Struct):
         __slots__ = ()
 
-        name: str
+        topic_id: uuid.UUID  # v6
+        name: str  # v0-5
         partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]
 
     class TxnOffsetCommitResponsePartition(Struct):

@@ -11,7 +11,7 @@ __all__ = ['DeleteGroupsRequest', 'DeleteGroupsResponse']
 
 
 class DeleteGroupsRequest(Struct):
-    """DeleteGroupsRequest v0-2: the fields of every version (a decoded body has those of its version)."""
+    """DeleteGroupsRequest v0-3: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
@@ -19,7 +19,7 @@ class DeleteGroupsRequest(Struct):
 
 
 class DeleteGroupsResponse(Struct):
-    """DeleteGroupsResponse v0-2: the fields of every version (a decoded body has those of its version)."""
+    """DeleteGroupsResponse v0-3: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
@@ -31,3 +31,4 @@ class DeleteGroupsResponse(Struct):
 
         group_id: str
         error_code: int
+        error_message: str | None  # v3

@@ -11,12 +11,12 @@ __all__ = ['VoteRequest', 'VoteResponse']
 
 
 class VoteRequest(Struct):
-    """VoteRequest v0-1: the fields of every version (a decoded body has those of its version)."""
+    """VoteRequest v0-2: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
     cluster_id: str | None
-    voter_id: int  # v1
+    voter_id: int  # v1+
     topics: list[VoteRequest.TopicData]
 
     class TopicData(Struct):
@@ -29,22 +29,23 @@ class VoteRequest(Struct):
         __slots__ = ()
 
         partition_index: int
-        candidate_epoch: int
-        candidate_id: int
-        candidate_directory_id: uuid.UUID  # v1
-        voter_directory_id: uuid.UUID  # v1
+        replica_epoch: int
+        replica_id: int
+        replica_directory_id: uuid.UUID  # v1+
+        voter_directory_id: uuid.UUID  # v1+
         last_offset_epoch: int
         last_offset: int
+        pre_vote: bool  # v2
 
 
 class VoteResponse(Struct):
-    """VoteResponse v0-1: the fields of every version (a decoded body has those of its version)."""
+    """VoteResponse v0-2: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
     error_code: int
     topics: list[VoteResponse.TopicData]
-    node_endpoints: list[VoteResponse.NodeEndpoint]  # v1
+    node_endpoints: list[VoteResponse.NodeEndpoint]  # v1+
 
     class TopicData(Struct):
         __slots__ = ()
@@ -64,6 +65,6 @@ class VoteResponse(Struct):
     class NodeEndpoint(Struct):
         __slots__ = ()
 
-        node_id: int  # v1
-        host: str  # v1
-        port: int  # v1
+        node_id: int  # v1+
+        host: str  # v1+
+        port: int  # v1+

@@ -21,11 +21,11 @@ class BrokerHeartbeatRequest(Struct):
     want_fence: bool
     want_shut_down: bool
     offline_log_dirs: list[uuid.UUID]  # v1+
-    cordoned_log_dirs: list[uuid.UUID]  # v2
+    cordoned_log_dirs: list[uuid.UUID] | None  # v2
 
 
 class BrokerHeartbeatResponse(Struct):
-    """BrokerHeartbeatResponse v0-1: the fields of every version (a decoded body has those of its version)."""
+    """BrokerHeartbeatResponse v0-2: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 

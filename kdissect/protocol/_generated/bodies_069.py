@@ -20,7 +20,7 @@ class ConsumerGroupDescribeRequest(Struct):
 
 
 class ConsumerGroupDescribeResponse(Struct):
-    """ConsumerGroupDescribeResponse v0."""
+    """ConsumerGroupDescribeResponse v0-1: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
@@ -53,6 +53,7 @@ class ConsumerGroupDescribeResponse(Struct):
         subscribed_topic_regex: str | None
         assignment: ConsumerGroupDescribeResponse.Assignment
         target_assignment: ConsumerGroupDescribeResponse.Assignment
+        member_type: int  # v1
 
     class Assignment(Struct):
         __slots__ = ()

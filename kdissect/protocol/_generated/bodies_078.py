@@ -24,6 +24,7 @@ class ShareFetchRequest(Struct):
     max_records: int  # v1+
     batch_size: int  # v1+
     share_acquire_mode: int  # v2
+    is_renew_ack: bool  # v2
     topics: list[ShareFetchRequest.FetchTopic]
     forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
 

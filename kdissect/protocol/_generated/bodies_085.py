@@ -11,7 +11,7 @@ __all__ = ['WriteShareGroupStateRequest', 'WriteShareGroupStateResponse']
 
 
 class WriteShareGroupStateRequest(Struct):
-    """WriteShareGroupStateRequest v0."""
+    """WriteShareGroupStateRequest v0-1: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
@@ -31,6 +31,7 @@ class WriteShareGroupStateRequest(Struct):
         state_epoch: int
         leader_epoch: int
         start_offset: int
+        delivery_complete_count: int  # v1
         state_batches: list[WriteShareGroupStateRequest.StateBatch]
 
     class StateBatch(Struct):
@@ -43,7 +44,7 @@ class WriteShareGroupStateRequest(Struct):
 
 
 class WriteShareGroupStateResponse(Struct):
-    """WriteShareGroupStateResponse v0."""
+    """WriteShareGroupStateResponse v0-1: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 

@@ -32,7 +32,7 @@ class ReadShareGroupStateSummaryRequest(Struct):
 
 
 class ReadShareGroupStateSummaryResponse(Struct):
-    """ReadShareGroupStateSummaryResponse v0."""
+    """ReadShareGroupStateSummaryResponse v0-1: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
@@ -51,4 +51,6 @@ class ReadShareGroupStateSummaryResponse(Struct):
         error_code: int
         error_message: str | None
         state_epoch: int
+        leader_epoch: int
         start_offset: int
+        delivery_complete_count: int  # v1

@@ -92,7 +92,7 @@ class StreamsGroupHeartbeatRequest(Struct):
 
 
 class StreamsGroupHeartbeatResponse(Struct):
-    """StreamsGroupHeartbeatResponse v0."""
+    """StreamsGroupHeartbeatResponse v0-1: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
@@ -102,12 +102,15 @@ class StreamsGroupHeartbeatResponse(Struct):
     member_id: str
     member_epoch: int
     heartbeat_interval_ms: int
-    acceptable_recovery_lag: int
+    acceptable_recovery_lag_legacy: int  # v0
     task_offset_interval_ms: int
+    acceptable_recovery_lag: int  # v1
     status: list[StreamsGroupHeartbeatResponse.Status] | None
     active_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
     standby_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
     warmup_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    topology_description_required: bool  # v1
+    endpoint_information_epoch: int
     partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponse.EndpointToPartitions] | None
 
     class Status(Struct):

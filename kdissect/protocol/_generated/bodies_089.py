@@ -21,7 +21,7 @@ class StreamsGroupDescribeRequest(Struct):
 
 
 class StreamsGroupDescribeResponse(Struct):
-    """StreamsGroupDescribeResponse v0."""
+    """StreamsGroupDescribeResponse v0-1: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
@@ -40,6 +40,9 @@ class StreamsGroupDescribeResponse(Struct):
         topology: StreamsGroupDescribeResponse.Topology | None
         members: list[StreamsGroupDescribeResponse.Member]
         authorized_operations: int
+        topology_description: StreamsGroupDescribeResponse.TopologyDescription | None  # v1
+        topology_description_status: int  # v1
+        assignor_name: str | None  # v1
 
     class Topology(Struct):
         __slots__ = ()
@@ -114,3 +117,31 @@ class StreamsGroupDescribeResponse(Struct):
 
         subtopology_id: str
         partitions: list[int]
+
+    class TopologyDescription(Struct):
+        __slots__ = ()
+
+        subtopologies: list[StreamsGroupDescribeResponse.TopologyDescriptionSubtopology]  # v1
+        global_stores: list[StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore]  # v1
+
+    class TopologyDescriptionSubtopology(Struct):
+        __slots__ = ()
+
+        subtopology_id: str  # v1
+        nodes: list[StreamsGroupDescribeResponse.TopologyDescriptionNode]  # v1
+
+    class TopologyDescriptionNode(Struct):
+        __slots__ = ()
+
+        name: str  # v1
+        node_type: int  # v1
+        source_topics: list[str]  # v1
+        sink_topic: str | None  # v1
+        stores: list[str]  # v1
+        successors: list[str]  # v1
+
+    class TopologyDescriptionGlobalStore(Struct):
+        __slots__ = ()
+
+        source: StreamsGroupDescribeResponse.TopologyDescriptionNode  # v1
+        processor: StreamsGroupDescribeResponse.TopologyDescriptionNode  # v1

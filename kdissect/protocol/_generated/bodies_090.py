@@ -11,7 +11,7 @@ __all__ = ['DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsRespons
 
 
 class DescribeShareGroupOffsetsRequest(Struct):
-    """DescribeShareGroupOffsetsRequest v0."""
+    """DescribeShareGroupOffsetsRequest v0-1: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
@@ -31,7 +31,7 @@ class DescribeShareGroupOffsetsRequest(Struct):
 
 
 class DescribeShareGroupOffsetsResponse(Struct):
-    """DescribeShareGroupOffsetsResponse v0."""
+    """DescribeShareGroupOffsetsResponse v0-1: the fields of every version (a decoded body has those of its version)."""
 
     __slots__ = ()
 
@@ -59,5 +59,6 @@ class DescribeShareGroupOffsetsResponse(Struct):
         partition_index: int
         start_offset: int
         leader_epoch: int
+        lag: int  # v1
         error_code: int
         error_message: str | None

@@ -37,6 +37,8 @@ class AlterShareGroupOffsetsResponse(Struct):
     __slots__ = ()
 
     throttle_time_ms: int
+    error_code: int
+    error_message: str | None
     responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic]
 
     class AlterShareGroupOffsetsResponseTopic(Struct):

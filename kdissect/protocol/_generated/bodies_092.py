@@ -39,11 +39,5 @@ class DeleteShareGroupOffsetsResponse(Struct):
 
         topic_name: str
         topic_id: uuid.UUID
-        partitions: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponsePartition]
-
-    class DeleteShareGroupOffsetsResponsePartition(Struct):
-        __slots__ = ()
-
-        partition_index: int
         error_code: int
         error_message: str | None

@@ -2,7 +2,7 @@
 """Consumer group protocol schemas embedded in group-coordination bytes fields."""
 
 EMBEDDED = {'ConsumerProtocolAssignment': [{'versions': (0, 3),
-                                 'source': 'kafka-4.x',
+                                 'source': 'releases/4.4.0',
                                  'flexible': None,
                                  'fields': [{'name': 'AssignedPartitions',
                                              'type': '[]TopicPartition',
@@ -19,7 +19,7 @@ EMBEDDED = {'ConsumerProtocolAssignment': [{'versions': (0, 3),
                                              'nullable': (0, None),
                                              'default': None}]}],
  'ConsumerProtocolSubscription': [{'versions': (0, 3),
-                                   'source': 'kafka-4.x',
+                                   'source': 'releases/4.4.0',
                                    'flexible': None,
                                    'fields': [{'name': 'Topics', 'type': '[]string', 'versions': (0, None)},
                                               {'name': 'UserData',

@@ -24,6 +24,24 @@
 //       MEMBERS share consumers (threads) of share group GROUP read TOPIC
 //       from the earliest offset until EXPECT records arrived between them;
 //       prints a JSON manifest of what each consumed and acknowledged
+//   share-acks BOOTSTRAP GROUP TOPIC EXPECT
+//       explicit acknowledgement in share group GROUP: a first consumer
+//       releases every third record it gets and accepts the rest, a second
+//       one then gets what was released (delivered again) and rejects the
+//       even offsets, accepting the rest; prints a JSON manifest of every
+//       delivery (delivery count, how it was acknowledged)
+//   share-timeout BOOTSTRAP GROUP TOPIC EXPECT
+//       acquisition locks that expire in share group GROUP: a holder gets
+//       EXPECT records and holds them without acknowledging while a taker
+//       gets them again once their locks expired and accepts them; then the
+//       holder accepts its (expired) deliveries; prints a JSON manifest of
+//       every delivery and what the broker answered each commitSync
+//   transactions BOOTSTRAP
+//       a transactional producer commits (with offsets sent to the
+//       transaction), aborts and commits; a second producer is fenced by a
+//       third with its transactional id; then a read_committed consumer reads
+//       the topic; prints a JSON manifest of every transaction as the
+//       producers saw it and of what the consumer received
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -50,6 +68,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -88,15 +107,21 @@ public final class LabClient {
         } else if (args.length >= 6 && args[0].equals("admin-loop")) {
             System.out.println(adminLoop(args[1], args[2], args[3], Long.parseLong(args[4]), args[5],
                                          Arrays.copyOfRange(args, 6, args.length)));
+        } else if (args.length == 5 && args[0].equals("share-timeout")) {
+            System.out.println(shareTimeout(args[1], args[2], args[3], Integer.parseInt(args[4])));
+        } else if (args.length == 5 && args[0].equals("share-acks")) {
+            System.out.println(shareAcks(args[1], args[2], args[3], Integer.parseInt(args[4])));
         } else if (args.length == 6 && args[0].equals("share")) {
             System.out.println(shareGroup(args[1], args[2], args[3], Integer.parseInt(args[4]),
                                           Integer.parseInt(args[5])));
+        } else if (args.length == 2 && args[0].equals("transactions")) {
+            System.out.println(Transactions.run(args[1]));
         } else {
             System.err.println("usage: LabClient quota BOOTSTRAP CLIENT_ID key=value... | workload BOOTSTRAP"
                                + " | longpoll BOOTSTRAP TOPIC CLIENT_ID MAX_WAIT_MS MILLIS"
                                + " | group848 BOOTSTRAP TOPIC GROUP MEMBERS STAGGER_MS STAY_MS"
                                + " | admin-loop BOOTSTRAP CLIENT_ID TOPIC MILLIS QUOTA_BOOTSTRAP key=value..."
-                               + " | share BOOTSTRAP GROUP TOPIC EXPECT MEMBERS");
+                               + " | share BOOTSTRAP GROUP TOPIC EXPECT MEMBERS | transactions BOOTSTRAP");
             System.exit(2);
         }
     }
@@ -492,6 +517,297 @@ public final class LabClient {
                           "{\"received\": " + total.get() + ", \"expected\": " + expect + "}"));
         return "{\"produced\": [],\n \"consumed\": [" + String.join(",\n ", consumed) + "],\n \"operations\": ["
             + String.join(",\n ", operations) + "]}";
+    }
+
+    /** Explicit acknowledgements: see `share-acks` in the header. */
+    static String shareAcks(String bootstrap, String group, String topic, int expect) throws Exception {
+        List<String> operations = new ArrayList<>();
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                                                       AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(earliest))).all().get();
+            operations.add(op("incremental_alter_configs group " + group + " share.auto.offset.reset=earliest",
+                              Json.str("ok")));
+        }
+        List<String> consumed = new ArrayList<>();
+        int released = shareAckRound(bootstrap, group, topic, group + "-releaser", expect, consumed, operations);
+        shareAckRound(bootstrap, group, topic, group + "-rejecter", released, consumed, operations);
+        return "{\"produced\": [],\n \"consumed\": [" + String.join(",\n ", consumed) + "],\n \"operations\": ["
+            + String.join(",\n ", operations) + "]}";
+    }
+
+    /** Expiring acquisition locks: see `share-timeout` in the header. */
+    static String shareTimeout(String bootstrap, String group, String topic, int expect) throws Exception {
+        List<String> operations = Collections.synchronizedList(new ArrayList<>());
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                                                       AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(earliest))).all().get();
+            operations.add(op("incremental_alter_configs group " + group + " share.auto.offset.reset=earliest",
+                              Json.str("ok")));
+        }
+        List<String> consumed = Collections.synchronizedList(new ArrayList<>());
+        String holderId = group + "-holder";
+        Properties p = consumerProps(bootstrap, holderId);
+        p.put("group.id", group);
+        p.put("share.acknowledgement.mode", "explicit");
+        try (KafkaShareConsumer<byte[], byte[]> holder = new KafkaShareConsumer<>(p)) {
+            holder.subscribe(List.of(topic));
+            List<ConsumerRecord<byte[], byte[]>> held = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (held.size() < expect && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : holder.poll(Duration.ofMillis(500))) {
+                    held.add(r);
+                }
+            }
+            // the taker polls while the holder sits on its records: their locks expire and they go to the taker
+            Thread taker = new Thread(() -> shareAckRound(bootstrap, group, topic, group + "-taker", held.size(),
+                                                          consumed, operations));
+            taker.start();
+            taker.join();
+            for (ConsumerRecord<byte[], byte[]> r : held) {
+                holder.acknowledge(r, AcknowledgeType.ACCEPT);
+                String row = consumedRow(holderId, group, r);
+                consumed.add(row.substring(0, row.length() - 1) + ", \"delivery_count\": "
+                             + r.deliveryCount().map(String::valueOf).orElse("null")
+                             + ", \"acknowledged\": \"accept\"}");
+            }
+            List<String> answers = new ArrayList<>();
+            holder.commitSync().forEach((partition, failure) -> answers.add(
+                Json.str(partition + "=" + failure.map(e -> e.getClass().getSimpleName()).orElse("ok"))));
+            operations.add(op("share consume group=" + group + " client.id=" + holderId
+                              + " (held its records past their lock, then accepted them)",
+                              "{\"client_id\": " + Json.str(holderId) + ", \"received\": " + held.size()
+                              + ", \"accepted\": " + held.size() + ", \"released\": 0, \"rejected\": 0"
+                              + ", \"commit\": [" + String.join(", ", answers) + "]}"));
+        }
+        return "{\"produced\": [],\n \"consumed\": [" + String.join(",\n ", consumed) + "],\n \"operations\": ["
+            + String.join(",\n ", operations) + "]}";
+    }
+
+    /** One consumer of `shareAcks`: polls until EXPECT records came (or 30 s), acknowledges each, commits. */
+    static int shareAckRound(String bootstrap, String group, String topic, String clientId, int expect,
+                             List<String> consumed, List<String> operations) {
+        boolean releaser = clientId.endsWith("-releaser");
+        Properties p = consumerProps(bootstrap, clientId);
+        p.put("group.id", group);
+        p.put("share.acknowledgement.mode", "explicit");
+        int got = 0, accepted = 0, released = 0, rejected = 0;
+        String commit;
+        try (KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(p)) {
+            consumer.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (got < expect && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                    AcknowledgeType type;
+                    if (releaser) {
+                        type = got % 3 == 0 ? AcknowledgeType.RELEASE : AcknowledgeType.ACCEPT;
+                    } else if (clientId.endsWith("-taker")) {
+                        type = AcknowledgeType.ACCEPT;
+                    } else {
+                        type = r.offset() % 2 == 0 ? AcknowledgeType.REJECT : AcknowledgeType.ACCEPT;
+                    }
+                    consumer.acknowledge(r, type);
+                    got++;
+                    if (type == AcknowledgeType.ACCEPT) {
+                        accepted++;
+                    } else if (type == AcknowledgeType.RELEASE) {
+                        released++;
+                    } else {
+                        rejected++;
+                    }
+                    String row = consumedRow(clientId, group, r);
+                    consumed.add(row.substring(0, row.length() - 1) + ", \"delivery_count\": "
+                                 + r.deliveryCount().map(String::valueOf).orElse("null")
+                                 + ", \"acknowledged\": " + Json.str(type.toString().toLowerCase()) + "}");
+                }
+            }
+            commit = Json.str(consumer.commitSync().size() + " partition(s) acknowledged");
+        }
+        operations.add(op("share consume group=" + group + " client.id=" + clientId + " (explicit acknowledgement)",
+                          "{\"client_id\": " + Json.str(clientId) + ", \"received\": " + got + ", \"accepted\": "
+                          + accepted + ", \"released\": " + released + ", \"rejected\": " + rejected
+                          + ", \"commit\": " + commit + "}"));
+        return released;
+    }
+
+    // ------------------------------------------------------ transactions --
+
+    static final class Transactions {
+        static final String TXN_TOPIC = "java-txn";
+        static final String SOURCE_TOPIC = "java-txn-source";
+        static final String GROUP = "lab-java-txn-group";
+        final String bootstrap;
+        final List<String> produced = new ArrayList<>();
+        final List<String> operations = new ArrayList<>();
+
+        Transactions(String bootstrap) {
+            this.bootstrap = bootstrap;
+        }
+
+        static String run(String bootstrap) throws Exception {
+            return new Transactions(bootstrap).workload();
+        }
+
+        KafkaProducer<byte[], byte[]> producer(String clientId, String transactionalId) {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", bootstrap);
+            p.put("client.id", clientId);
+            p.put("transactional.id", transactionalId);
+            p.put("acks", "all");
+            p.put("linger.ms", "5");
+            p.put("key.serializer", ByteArraySerializer.class.getName());
+            p.put("value.serializer", ByteArraySerializer.class.getName());
+            return new KafkaProducer<>(p);
+        }
+
+        /** COUNT records over both partitions in the open transaction; their rows once the outcome is known. */
+        List<String[]> send(KafkaProducer<byte[], byte[]> producer, String clientId, String tag, int count)
+                throws Exception {
+            List<String[]> rows = new ArrayList<>();
+            for (int i = 0; i < count; i++) {
+                ProducerRecord<byte[], byte[]> rec = new ProducerRecord<>(TXN_TOPIC, i % 2, keyOf(tag, i),
+                                                                          valueOf(tag, i));
+                rec.headers().add("seq", Integer.toString(i).getBytes(StandardCharsets.UTF_8));
+                RecordMetadata md = producer.send(rec).get();  // one at a time: offsets in send order
+                rows.add(new String[] {"{\"client\": \"java\", \"client_id\": " + Json.str(clientId)
+                    + ", \"topic\": " + Json.str(TXN_TOPIC) + ", \"partition\": " + md.partition() + ", \"key\": "
+                    + Json.bytes(rec.key()) + ", \"value\": " + Json.bytes(rec.value()) + ", \"headers\": "
+                    + Json.headers(rec.headers()) + ", \"codec\": \"none\", \"magic\": 2, \"acks\": \"all\""
+                    + ", \"api_version\": null, \"delivered\": true, \"offset\": " + md.offset()
+                    + ", \"error\": null", TXN_TOPIC + "-" + md.partition()});
+            }
+            return rows;
+        }
+
+        void outcome(List<String[]> rows, String transaction) {
+            for (String[] row : rows) {
+                produced.add(row[0] + ", \"transaction\": " + Json.str(transaction) + "}");
+            }
+        }
+
+        void transaction(String transactionalId, String producerName, List<String[]> rows,
+                         Map<TopicPartition, OffsetAndMetadata> offsets, String result, String error) {
+            Set<String> partitions = new java.util.TreeSet<>();
+            for (String[] row : rows) {
+                partitions.add(row[1]);
+            }
+            List<String> parts = new ArrayList<>();
+            for (String part : partitions) {
+                parts.add(Json.str(part));
+            }
+            Map<String, Long> sorted = new TreeMap<>();
+            for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+                sorted.put(e.getKey().toString(), e.getValue().offset());
+            }
+            List<String> committed = new ArrayList<>();
+            for (Map.Entry<String, Long> e : sorted.entrySet()) {
+                committed.add(Json.str(e.getKey()) + ": " + e.getValue());
+            }
+            operations.add(op("transaction transactional.id=" + transactionalId + " by " + producerName,
+                "{\"transactional_id\": " + Json.str(transactionalId) + ", \"producer\": " + Json.str(producerName)
+                + ", \"partitions\": [" + String.join(", ", parts) + "], \"records\": " + rows.size()
+                + ", \"offsets\": {" + String.join(", ", committed) + "}, \"group\": "
+                + (offsets.isEmpty() ? "null" : Json.str(GROUP)) + ", \"result\": " + Json.str(result)
+                + ", \"error\": " + (error == null ? "null" : Json.str(error)) + "}"));
+        }
+
+        String workload() throws Exception {
+            try (Admin admin = Admin.create(adminProps(bootstrap))) {
+                admin.createTopics(List.of(new NewTopic(TXN_TOPIC, 2, (short) 1),
+                                           new NewTopic(SOURCE_TOPIC, 1, (short) 1))).all().get();
+                operations.add(op("create_topics " + TXN_TOPIC + "(2) " + SOURCE_TOPIC + "(1)", Json.str("ok")));
+            }
+            org.apache.kafka.clients.consumer.ConsumerGroupMetadata group =
+                new org.apache.kafka.clients.consumer.ConsumerGroupMetadata(GROUP);
+            String id = "lab-java-txn";
+            try (KafkaProducer<byte[], byte[]> producer = producer("lab-java-txn-producer", id)) {
+                producer.initTransactions();
+                // 1: commit, with the offsets of a (pretend) consumed input sent to the transaction
+                producer.beginTransaction();
+                List<String[]> rows = send(producer, "lab-java-txn-producer", "txn-commit-1", 4);
+                Map<TopicPartition, OffsetAndMetadata> offsets = Map.of(new TopicPartition(SOURCE_TOPIC, 0),
+                                                                        new OffsetAndMetadata(7));
+                producer.sendOffsetsToTransaction(offsets, group);
+                producer.commitTransaction();
+                outcome(rows, "committed");
+                transaction(id, "lab-java-txn-producer", rows, offsets, "commit", null);
+                // 2: abort
+                producer.beginTransaction();
+                rows = send(producer, "lab-java-txn-producer", "txn-abort-2", 3);
+                producer.abortTransaction();
+                outcome(rows, "aborted");
+                transaction(id, "lab-java-txn-producer", rows, Map.of(), "abort", null);
+                // 3: commit, one partition
+                producer.beginTransaction();
+                rows = send(producer, "lab-java-txn-producer", "txn-commit-3", 1);
+                producer.commitTransaction();
+                outcome(rows, "committed");
+                transaction(id, "lab-java-txn-producer", rows, Map.of(), "commit", null);
+            }
+            // a zombie: its open transaction is aborted when a new producer takes its transactional id
+            String fencedId = "lab-java-txn-fenced";
+            KafkaProducer<byte[], byte[]> zombie = producer("lab-java-txn-zombie", fencedId);
+            zombie.initTransactions();
+            zombie.beginTransaction();
+            List<String[]> zombieRows = send(zombie, "lab-java-txn-zombie", "txn-zombie", 2);
+            try (KafkaProducer<byte[], byte[]> successor = producer("lab-java-txn-successor", fencedId)) {
+                successor.initTransactions();
+                String error = null;
+                try {
+                    zombie.commitTransaction();
+                } catch (org.apache.kafka.common.KafkaException exc) {
+                    error = exc.getClass().getSimpleName();
+                }
+                outcome(zombieRows, "aborted");
+                transaction(fencedId, "lab-java-txn-zombie", zombieRows, Map.of(), "fenced", error);
+                try {
+                    zombie.close(Duration.ofSeconds(5));
+                } catch (org.apache.kafka.common.KafkaException exc) {
+                    // a fenced producer may complain while closing
+                }
+                successor.beginTransaction();
+                List<String[]> rows = send(successor, "lab-java-txn-successor", "txn-successor", 2);
+                successor.commitTransaction();
+                outcome(rows, "committed");
+                transaction(fencedId, "lab-java-txn-successor", rows, Map.of(), "commit", null);
+            }
+            int expect = 0;
+            for (String row : produced) {
+                if (row.endsWith("\"committed\"}")) {
+                    expect++;
+                }
+            }
+            List<String> consumed = new ArrayList<>();
+            String clientId = "lab-java-txn-reader";
+            Properties p = consumerProps(bootstrap, clientId);
+            p.put("group.id", "lab-java-txn-reader");
+            p.put("isolation.level", "read_committed");
+            p.put("auto.offset.reset", "earliest");
+            p.put("enable.auto.commit", "false");
+            int got = 0;
+            try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+                consumer.subscribe(List.of(TXN_TOPIC));
+                long deadline = System.currentTimeMillis() + 30_000;
+                long quietUntil = Long.MAX_VALUE;
+                while (System.currentTimeMillis() < Math.min(deadline, quietUntil)) {
+                    for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(300))) {
+                        consumed.add(consumedRow(clientId, "lab-java-txn-reader", r));
+                        got++;
+                    }
+                    if (got >= expect && quietUntil == Long.MAX_VALUE) {
+                        quietUntil = System.currentTimeMillis() + 1500;  // anything aborted would show by now
+                    }
+                }
+                consumer.commitSync();
+            }
+            operations.add(op("consume group=lab-java-txn-reader isolation.level=read_committed",
+                              "{\"received\": " + got + ", \"expected\": " + expect + "}"));
+            return "{\"produced\": [" + String.join(",\n ", produced) + "],\n \"consumed\": ["
+                + String.join(",\n ", consumed) + "],\n \"operations\": [" + String.join(",\n ", operations) + "]}";
+        }
     }
 
     // -------------------------------------------------------------- json --

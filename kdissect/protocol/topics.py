@@ -1,17 +1,21 @@
-"""Topic ids -> names, learned from any message that carries both.
+"""Topics as messages name them: the one label of a topic (`topic_label`),
+and topic ids -> names, learned from any message that carries both
+(`TopicNames`).
 
-Produce v13+, Fetch v13+, OffsetCommit/OffsetFetch v10+, ShareFetch and the
-KIP-848 heartbeats name topics by id only. The names come from other
-messages that carry the id beside the name: Metadata (v10+), CreateTopics
-(v7+), DeleteTopics (v6+), DescribeTopicPartitions, the group Describe
-responses and the share-group offset APIs (`ID_BEARING_APIS`; found from the
-specs: every struct with a uuid `TopicId` beside a string `Name`,
+A label is the topic's name, or, where a message names the topic by id only,
+the id's text. Produce v13+, Fetch v13+, OffsetCommit/OffsetFetch v10+,
+ShareFetch and the KIP-848 heartbeats name topics by id only. The names come
+from other messages that carry the id beside the name: Metadata (v10+),
+CreateTopics (v7+), DeleteTopics (v6+), DescribeTopicPartitions, the group
+Describe responses and the share-group offset APIs (`ID_BEARING_APIS`; found
+from the specs: every struct with a uuid `TopicId` beside a string `Name`,
 `TopicName` or `Topic`).
 
 `TopicNames` is additive: `merge` of two resolvers is the resolver of both
 inputs, whatever the order, so a Spark job can learn per task and merge at
 the driver. An id named two different ways (two clusters in one archive)
-resolves to the smallest name and is counted in `conflicts`.
+resolves to the smallest name and is counted in `conflicts`. The records
+table, the skims and the forensic tables all label topics here.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from kdissect.protocol.apis import ApiKey
+from kdissect.protocol.primitives import uuid_from
 
 # APIs whose requests or responses carry a topic id beside its name
 ID_BEARING_APIS = frozenset(int(key) for key in (
@@ -28,6 +33,28 @@ ID_BEARING_APIS = frozenset(int(key) for key in (
 ))
 NULL_TOPIC_ID = "00000000-0000-0000-0000-000000000000"
 _NAME_FIELDS = ("name", "topic_name", "topic")
+
+# topic id (16 raw bytes) -> its text: a capture carries few topics, and a
+# lookup is cheaper than building and printing a UUID for every partition
+_TOPIC_ID_TEXT: dict[bytes, str] = {}
+
+
+def topic_label(name: str | None, topic_id: Any) -> str | None:
+    """A topic's label: its name, else its id's text (`topic_id`: a decoded
+    UUID, or the 16 raw bytes a skim reads), else None."""
+    if name:
+        return name
+    if topic_id is None:
+        return None
+    if type(topic_id) is not bytes:
+        raw = isinstance(topic_id, (bytearray, memoryview))
+        return str(uuid_from(topic_id) if raw else topic_id)
+    text = _TOPIC_ID_TEXT.get(topic_id)
+    if text is None:
+        text = str(uuid_from(topic_id))
+        if len(_TOPIC_ID_TEXT) < 4096:
+            _TOPIC_ID_TEXT[topic_id] = text
+    return text
 
 
 def _pairs(value: Any, found: list[tuple[str, str]]) -> None:

@@ -1,0 +1,199 @@
+"""The Produce rule of kdissect.arrivals in the Spark job.
+
+A task sees one connection at a time, so it decides a held fetch's wait
+from the batch timestamps only (the Dissector's own rule) and leaves what
+the capture-wide step needs in OUTDIR/_work/arrivals/arrivals-NNNNN.parquet
+(produced-NNNNN.parquet when the task met no held fetch):
+the offsets each answered Produce wrote, and each held fetch's first fetched
+offsets with its hold. On the driver, `produce_answers` joins them (one
+Spark job: the same window and the same choice, the earliest answer, as
+`ArrivalResolver` in the CLI) and collects the fetches a Produce answer
+ends, a row each; the task partitions apply them when they rewrite their
+exchange rows (`fix_exchanges`, from part_files.finish_part).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pyarrow as pa
+
+from kdissect.arrivals import (BY_PRODUCE, MAX_HELD_NS, PRODUCE_WINDOW_NS, FetchArrival, ProduceArrival,
+                               apply_wait)
+from kdissect.spark.tree import Tree, as_tree
+
+ARRIVALS_DIR = "arrivals"
+PRODUCED, FETCHED = 0, 1
+ARRIVAL_SCHEMA = pa.schema([
+    ("kind", pa.int8()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("first", pa.int64()),  # produced: the first offset written; fetched: the first offset fetched
+    ("last", pa.int64()),  # produced: the last offset written
+    ("answer_ts", pa.int64()),  # produced: the answer's time
+    # fetched: where the row is (task partition, connection key, ordinal) and the hold
+    ("task_partition", pa.int32()),
+    ("stream_capture_index", pa.int32()),
+    ("stream_frame_number", pa.int64()),
+    ("ordinal", pa.int64()),
+    ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+    ("before_ns", pa.int64()),
+    ("before_reason", pa.string()),
+])
+_FLUSH_ROWS = 65536
+
+# a fix: the connection key and ordinal of an exchange row -> (answer time, start, end, before, before reason)
+Fixes = dict[tuple[int, int, int], tuple[int, int, int, int, Any]]
+
+
+class ArrivalSink:
+    """A dissecting task's arrival rows, to one Parquet file."""
+
+    def __init__(self, work_dir: Tree | str, task_partition: int) -> None:
+        # named `produced-` when it holds no held fetch: the driver skips the join when no file holds one
+        self.directory = as_tree(work_dir).sub(ARRIVALS_DIR)
+        self.name = f"arrivals-{task_partition:05d}.parquet"
+        self.task_partition = task_partition
+        self.fetched = 0
+        self.columns: dict[str, list] = {name: [] for name in ARRIVAL_SCHEMA.names}
+        self.writer: Any = None
+        self.output: Any = None  # the Tree.output context while writing
+
+    def add(self, exchange: Any, row: dict[str, Any]) -> None:
+        """Note the arrival facts of an exchange (its row holds its keys)."""
+        arrival = exchange.arrival
+        if isinstance(arrival, ProduceArrival) and exchange.response_ts is not None:
+            for label, partition, first, last in arrival.ranges:
+                self._add(PRODUCED, label, partition, first, last, exchange.response_ts, *([None] * 8))
+        elif isinstance(arrival, FetchArrival) and arrival.end_ns - arrival.start_ns <= MAX_HELD_NS:
+            for label, partition, offset in arrival.marks:
+                self.fetched += 1
+                self._add(FETCHED, label, partition, offset, None, None, self.task_partition,
+                          row["stream_capture_index"], row["stream_frame_number"], row["ordinal"], arrival.start_ns,
+                          arrival.end_ns, arrival.before_ns, arrival.before_reason)
+        exchange.arrival = None
+
+    def _add(self, *values: Any) -> None:
+        for name, value in zip(ARRIVAL_SCHEMA.names, values):
+            self.columns[name].append(value)
+        if len(self.columns["kind"]) >= _FLUSH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow.parquet as pq
+
+        if self.writer is None:
+            # the name is chosen at the end (`arrivals-` or `produced-`): written as a temporary file of the tree
+            self.output = self.directory.output(f"{self.name}.partial")
+            self.writer = pq.ParquetWriter(self.output.__enter__(), ARRIVAL_SCHEMA)
+        self.writer.write_table(pa.table(self.columns, schema=ARRIVAL_SCHEMA))
+        self.columns = {name: [] for name in ARRIVAL_SCHEMA.names}
+
+    def close(self) -> None:
+        if self.columns["kind"] or self.writer is not None:
+            self._flush()
+            self.writer.close()
+            self.writer = None
+            self.output.__exit__(None, None, None)
+            target = self.name if self.fetched else self.name.replace("arrivals-", "produced-")
+            self.directory.move(f"{self.name}.partial", target)
+
+    def abandon(self) -> None:
+        if self.writer is not None:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+            self.writer = None
+            with contextlib.suppress(RuntimeError, OSError):
+                self.output.__exit__(RuntimeError, RuntimeError("task abandoned"), None)  # the temporary is removed
+
+
+def _read_arrivals(directory: Tree) -> Any:
+    """mapInArrow body: file names -> the rows of those arrival files (read through the tree: any store)."""
+    import pyarrow.parquet as pq
+
+    def read(batches: Any) -> Any:
+        for batch in batches:
+            for name in batch.column(0).to_pylist():
+                with directory.open_input(name) as stream:
+                    yield from pq.read_table(stream, schema=ARRIVAL_SCHEMA).to_batches()
+
+    return read
+
+
+def produce_answers(spark: Any, work_dir: Tree | str) -> dict[int, Fixes]:
+    """{task partition: fixes}: the held fetches whose data a captured
+    Produce wrote, with the earliest qualifying answer (one Spark job; the
+    result holds a row per such fetch)."""
+    from pyspark.sql import functions as F
+
+    directory = as_tree(work_dir).sub(ARRIVALS_DIR)
+    if not directory.files(prefix="arrivals-", suffix=".parquet"):
+        return {}  # no held fetch anywhere: nothing to join
+    # the tasks read the files through the tree, so the work directory may be in any store
+    names = directory.files(suffix=".parquet")
+    listing = spark.createDataFrame([(name,) for name in names], "name string").repartition(
+        max(1, min(len(names), spark.sparkContext.defaultParallelism)))
+    rows = listing.mapInArrow(_read_arrivals(directory), _spark_schema())
+    fetched = rows.where(F.col("kind") == FETCHED).alias("f")
+    produced = rows.where(F.col("kind") == PRODUCED).select("topic", "partition", "first", "last", "answer_ts")
+    produced = produced.alias("p")
+    f, p = F.col, F.col
+    joined = fetched.join(produced, f("f.topic").eqNullSafe(p("p.topic")) & (f("f.partition") == p("p.partition"))
+                          & (p("p.first") <= f("f.first")) & (f("f.first") <= p("p.last"))
+                          & (p("p.answer_ts") >= f("f.start_ns") - PRODUCE_WINDOW_NS)
+                          & (p("p.answer_ts") <= f("f.end_ns") + PRODUCE_WINDOW_NS))
+    keys = ["task_partition", "stream_capture_index", "stream_frame_number", "ordinal", "start_ns", "end_ns",
+            "before_ns", "before_reason"]
+    found = joined.groupBy(*[f(f"f.{key}").alias(key) for key in keys]).agg(F.min("p.answer_ts").alias("answer"))
+    fixes: dict[int, Fixes] = {}
+    for row in found.collect():
+        fixes.setdefault(row["task_partition"], {})[
+            (row["stream_capture_index"], row["stream_frame_number"], row["ordinal"])] = (
+            row["answer"], row["start_ns"], row["end_ns"], row["before_ns"], row["before_reason"])
+    return fixes
+
+
+def _spark_schema() -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(ARRIVAL_SCHEMA)
+
+
+class _Waits:
+    """What `apply_wait` sets, for a row that is not an Exchange."""
+
+    __slots__ = ("wait_reason", "wait_ns")
+
+    def __init__(self) -> None:
+        self.wait_reason: str | None = None
+        self.wait_ns: int | None = None
+
+
+def fix_exchanges(rows: pa.Table, fixes: Fixes) -> pa.Table:
+    """A task partition's exchange rows (work schema: int ns times) with the
+    waits of the fetches in `fixes` ended at their Produce answer."""
+    if not fixes:
+        return rows
+    keys = zip(rows.column("stream_capture_index").to_pylist(), rows.column("stream_frame_number").to_pylist(),
+               rows.column("ordinal").to_pylist())
+    reasons = rows.column("wait_reason").to_pylist()
+    waits = rows.column("wait_ms").to_pylist()
+    services = rows.column("service_ms").to_pylist()
+    request_ts, response_ts = rows.column("request_ts").to_pylist(), rows.column("response_ts").to_pylist()
+    for at, key in enumerate(keys):
+        fix = fixes.get(key)
+        if fix is None:
+            continue
+        answer, start, end, before, before_reason = fix
+        waited = _Waits()
+        apply_wait(waited, BY_PRODUCE, answer, FetchArrival((), start, end, before, before_reason, None))
+        reasons[at] = waited.wait_reason
+        waits[at] = None if waited.wait_ns is None else waited.wait_ns / 1_000_000
+        rest = response_ts[at] - request_ts[at] - (waited.wait_ns or 0)
+        services[at] = rest / 1_000_000 if rest > 0 else None
+    for name, values in (("wait_reason", reasons), ("wait_ms", waits), ("service_ms", services)):
+        index = rows.schema.get_field_index(name)
+        rows = rows.set_column(index, rows.schema.field(index), pa.array(values, rows.schema.field(index).type))
+    return rows
