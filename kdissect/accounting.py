@@ -35,7 +35,9 @@ class Accounting(SlotRecord):
                  "skipped_bytes", "mid_stream_bytes", "snaplen_bytes", "gap_bytes", "tail_gap_bytes", "gaps", "resyncs",
                  "mid_stream_starts", "request_frames", "response_frames", "decoded_frames", "malformed_frames",
                  "truncated_frames", "undecoded_frames", "raw_sasl_frames", "unreadable_responses", "exchanges", "ok",
-                 "inexact", "no_response", "orphan_responses", "malformed", "truncated", "sent_while_muted", "acks0_requests",
+                 "ok_with_errors", "ok_normal_flow_only",
+                 "inexact", "no_response", "orphan_responses", "malformed", "truncated", "sent_while_muted",
+                 "acks0_requests",
                  "acks0_answered", "acks0_released", "early_responses", "assumed_apis", "ambiguous_apis",
                  "unknown_apis", "inexact_frames")
 
@@ -51,7 +53,8 @@ class Accounting(SlotRecord):
                  gaps: int = 0, resyncs: int = 0, mid_stream_starts: int = 0, request_frames: int = 0,
                  response_frames: int = 0, decoded_frames: int = 0, malformed_frames: int = 0,
                  truncated_frames: int = 0, undecoded_frames: int = 0, raw_sasl_frames: int = 0,
-                 unreadable_responses: int = 0, exchanges: int = 0, ok: int = 0, inexact: int = 0, no_response: int = 0,
+                 unreadable_responses: int = 0, exchanges: int = 0, ok: int = 0, ok_with_errors: int = 0,
+                 ok_normal_flow_only: int = 0, inexact: int = 0, no_response: int = 0,
                  orphan_responses: int = 0, malformed: int = 0, truncated: int = 0, sent_while_muted: int = 0,
                  acks0_requests: int = 0, acks0_answered: int = 0, acks0_released: int = 0, early_responses: int = 0,
                  assumed_apis: int = 0, ambiguous_apis: int = 0, unknown_apis: int = 0,
@@ -101,7 +104,11 @@ class Accounting(SlotRecord):
         self.raw_sasl_frames = raw_sasl_frames  # raw SASL tokens after a SaslHandshake v0 (counted, not decoded)
         self.unreadable_responses = unreadable_responses  # of malformed/truncated: too short to hold a correlation id
         self.exchanges = exchanges  # rows produced
-        self.ok = ok
+        self.ok = ok  # status ok: paired and decoded (with error codes or without)
+        # of `ok`: with a non-zero error code anywhere; of those, with only
+        # codes the protocol uses in its normal flow (kdissect.normal_flow)
+        self.ok_with_errors = ok_with_errors
+        self.ok_normal_flow_only = ok_normal_flow_only
         self.inexact = inexact  # status inexact: a body decoded with an assumed version left bytes over
         self.no_response = no_response
         self.orphan_responses = orphan_responses
@@ -183,6 +190,9 @@ class Accounting(SlotRecord):
             wrong.append(f"frames {self.request_frames} + {self.response_frames} != decoded {self.decoded_frames}"
                          f" + malformed {self.malformed_frames} + truncated {self.truncated_frames} + raw SASL "
                          f"{self.raw_sasl_frames} + undecoded {self.undecoded_frames}")
+        if not 0 <= self.ok_normal_flow_only <= self.ok_with_errors <= self.ok:
+            wrong.append(f"paired {self.ok} >= with error codes {self.ok_with_errors} >= only normal-flow codes "
+                         f"{self.ok_normal_flow_only} does not hold")
         statuses = self.ok + self.inexact + self.no_response + self.orphan_responses + self.malformed + self.truncated
         if statuses != self.exchanges:
             wrong.append(f"exchanges {self.exchanges} != sum of statuses {statuses}")
@@ -233,7 +243,7 @@ class Accounting(SlotRecord):
             + (f", {self.undecoded_frames} of unknown API" if self.undecoded_frames else "")
             + (f" ({self.inexact_frames} decoded with an assumed version, bytes left over)"
                if self.inexact_frames else ""),
-            f"exchanges: {self.exchanges} ({self.ok} ok, "
+            f"exchanges: {self.exchanges} ({statuses_text(self.ok, self.ok_with_errors, self.ok_normal_flow_only)}, "
             + (f"{self.inexact} inexact, " if self.inexact else "")
             + f"{self.no_response} no response, "
             f"{self.orphan_responses} orphan responses, {self.malformed} malformed, "
@@ -246,3 +256,12 @@ class Accounting(SlotRecord):
         if self.unreadable_responses:
             lines.append(f"unreadable response fragments: {self.unreadable_responses}")
         return lines
+
+
+def statuses_text(paired: int, with_errors: int, normal_flow_only: int) -> str:
+    """How the exchanges of status ok read in a summary: paired, split by
+    error codes, so that "ok" is never read as "no error"."""
+    text = f"{paired} paired: {paired - with_errors} without error codes, {with_errors} with error codes"
+    if with_errors:
+        text += f" ({normal_flow_only} of them only normal-flow codes)"
+    return text

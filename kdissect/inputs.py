@@ -8,6 +8,7 @@ everywhere and fail with the same one-line errors.
 from __future__ import annotations
 
 import os
+import stat
 from typing import Sequence
 
 from kdissect.failures import InputError
@@ -45,12 +46,31 @@ def _kind_of(head: bytes) -> str | None:
     return None
 
 
+def not_regular(path: str) -> str | None:
+    """What `path` is when it exists but is neither a regular file nor a
+    directory ("a FIFO", "a character device", ...; links followed), else
+    None. Such a file is never opened: opening a FIFO blocks, and a device
+    such as /dev/zero never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
 def expand_inputs(inputs: Sequence[str]) -> tuple[list[str], list[str]]:
     """Files named, found under directories (recursively) or matched by globs.
 
     Returns (capture files, skipped files). Files met while walking a
     directory or matching a glob are kept only if they look like captures
-    (the rest are returned as skipped); a file named explicitly must be one.
+    (the rest are returned as skipped, FIFOs and devices with what they are);
+    a file named explicitly must be one.
     """
     from kdissect import stores
 
@@ -85,9 +105,15 @@ def expand_inputs(inputs: Sequence[str]) -> tuple[list[str], list[str]]:
                     expanded.append(match)
             candidates = expanded
         else:
+            kind = not_regular(item)
+            if kind is not None:
+                raise InputError(f"{item}: not a regular file ({kind}), not read")
             raise InputError(f"{item}: no such file or directory")
         for candidate in candidates:
             if not os.path.isfile(candidate):
+                kind = not_regular(candidate)
+                if kind is not None:
+                    skipped.append(f"{candidate} ({kind})")
                 continue
             (found if file_kind(candidate) else skipped).append(candidate)
     unique = list(dict.fromkeys(path if stores.is_uri(path) else os.path.abspath(path) for path in found))

@@ -324,6 +324,42 @@ class CaptureInputs(Options):
         help="Apache Kafka's request log (kafka.request.logger at DEBUG or TRACE, Kafka 2.8+ JSON lines) to join "
              "to the exchanges by client endpoint, correlation id and api key (repeatable; directories and globs "
              "as for captures; rotated files are read as one log).")
+    # which exchanges the run keeps (kdissect.selection): every table a verb
+    # shows is computed over the kept exchanges only
+    display_filter: str | None = option(
+        "-Y", "--filter", metavar="EXPR",
+        help="Keep only the exchanges this display filter matches, over the export's columns, e.g. "
+             "'api_name == \"Produce\" and service_ms > 50' (==, !=, <, <=, >, >=, contains, in {..}, "
+             "is null, and/or/not, parentheses).")
+    time_from: str | None = option(
+        "--from", metavar="TIME",
+        help="Only exchanges from TIME: ISO 8601 UTC (2026-11-26T07:30:00Z) or after the capture's "
+             "first packet (+10s, +250ms).")
+    time_to: str | None = option("--to", metavar="TIME", help="Only exchanges before TIME (as --from).")
+    clients: tuple[str, ...] = option(
+        "--client", multiple=True, metavar="CLIENT",
+        help="Only exchanges of this client: a client id, an address ip:port or an ip (repeatable).")
+    brokers: tuple[str, ...] = option(
+        "--broker", multiple=True, metavar="BROKER",
+        help="Only exchanges with this broker: ip:port or ip (repeatable).")
+    # (`topics` and `records` give -t/--topic their own meaning: rows of the topic)
+    topics: tuple[str, ...] = option(
+        "-t", "--topic", multiple=True, metavar="TOPIC",
+        help="Only exchanges whose messages name this topic (by name, or by an id the capture names; "
+             "repeatable).")
+    groups: tuple[str, ...] = option(
+        "--group", multiple=True, metavar="GROUP",
+        help="Only exchanges whose messages name this consumer group (repeatable).")
+
+
+class RowOrder(Options):
+    """The order and number of rows of the verbs that list exchanges."""
+
+    sort: str | None = option(
+        "--sort", metavar="COLUMN",
+        help="List the exchanges largest COLUMN first (a column of the export, e.g. service_ms; "
+             "nulls last). Default: request order.")
+    top: int | None = option("--top", kind=integer(1), metavar="N", help="Only the first N exchanges listed.")
 
 
 # -- the forensic tables' settings: `kdissect topics|groups|clients` and the Spark job --------

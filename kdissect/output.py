@@ -5,12 +5,16 @@
 JSONL on stdout). Each writer takes rows (dicts from `Exchange.to_row`) one at
 a time, so exports stream in bounded memory. A file is written atomically
 (kdissect.atomic): use the writer in a `with` block, or call `close()` on
-success and `abandon()` on failure.
+success and `abandon()` on failure. Captured strings are written by one
+rule in every format (`lossless_row`: bytes that were not UTF-8 as \\xNN,
+backslashes doubled); CSV also quotes CR and defuses formula cells
+(`csv_cell`). README: Reading untrusted captures.
 """
 
 from __future__ import annotations
 
 import io
+import re
 import sys
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Sequence
@@ -20,6 +24,7 @@ from kdissect.exchange import COLUMN_NAMES, COLUMN_TYPES, LIST_COLUMNS, TIMESTAM
 from kdissect.times import digits, seconds_text
 from kdissect.failures import InputError
 from kdissect.packet import SlotRecord
+from kdissect.text_escape import lossless_text
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
@@ -58,29 +63,46 @@ def _row_encoder() -> Callable[[dict[str, Any]], str]:
     return lambda row: "".join(chunks(row, 0))
 
 
-def safe_text(text: str) -> str:
-    """`text` made encodable as UTF-8: undecodable bytes (lone surrogates, as
-    produced by surrogateescape) become U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        try:
-            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        except UnicodeEncodeError:
-            return text.encode("utf-8", "replace").decode("utf-8")
+def _lossless_list(values: list[Any]) -> list[Any]:
+    return [lossless_text(v) if v.__class__ is str else _lossless_list(v) if isinstance(v, list) else v
+            for v in values]
 
 
-def safe_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `row` whose strings are all valid UTF-8 (used only after a failure)."""
-    clean: dict[str, Any] = {}
+def lossless_row(row: dict[str, Any], keep: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """`row` with `kdissect.text_escape.lossless_text` applied to its strings
+    (in lists too), except in the columns `keep`: the one rule every output
+    (JSONL, CSV, Parquet) writes captured text by. The same dict when
+    nothing changes."""
+    values = row.values()
+    # one probe over every string (and list item) of the row: most rows are
+    # ASCII without a backslash, and need nothing (a nested list, "\x80",
+    # takes the slow path)
+    probe = "".join([v for v in values if v.__class__ is str])
+    if probe.isascii() and "\\" not in probe:
+        items = "".join([x if x.__class__ is str else "\x80" if x.__class__ is list else ""
+                         for v in values if v.__class__ is list for x in v])
+        if items.isascii() and "\\" not in items:
+            return row
+    changed: dict[str, Any] | None = None
     for name, value in row.items():
-        if isinstance(value, str):
-            value = safe_text(value)
-        elif isinstance(value, list):
-            value = [safe_text(v) if isinstance(v, str) else v for v in value]
-        clean[name] = value
-    return clean
+        if name in keep:
+            continue
+        if value.__class__ is str:
+            if value.isascii() and "\\" not in value:
+                continue
+            new: Any = lossless_text(value)
+        elif isinstance(value, list) and value:
+            new = _lossless_list(value)
+        else:
+            continue
+        if new != value:
+            if changed is None:
+                changed = dict(row)
+            changed[name] = new
+    return row if changed is None else changed
+
+
+safe_row = lossless_row  # the name kdissect.report uses
 
 
 def _json_ints(values: list[int]) -> str:
@@ -91,13 +113,13 @@ def _json_strs(values: list[str]) -> str:
     if not values:
         return "[]"
     if len(values) > 4:
-        return "[" + ",".join(map(_esc, values)) + "]"
+        return "[" + ",".join(map(_esc_text, values)) + "]"
     # a few strings (a row's problems and their codes): the same lists repeat
     # row after row, and a lookup is cheaper than encoding them again
     key = tuple(values)
     text = _strs_memo.get(key)
     if text is None:
-        text = "[" + ",".join(map(_esc, values)) + "]"  # raises for non-strings, before anything is kept
+        text = "[" + ",".join(map(_esc_text, values)) + "]"  # raises for non-strings, before anything is kept
         if len(_strs_memo) < 4096:
             _strs_memo[key] = text
     return text
@@ -135,8 +157,15 @@ class _Memo(dict):
         return text
 
 
-_esc_memo = _Memo(_esc)  # JSON of a str
-_one_str_memo = _Memo(lambda text: "[" + _esc(text) + "]")  # JSON of a list of that one str
+def _esc_text(text: str) -> str:
+    """The JSON of a captured string, as written (`lossless_text`)."""
+    if not isinstance(text, str):
+        return _esc(text)  # raises for non-strings
+    return _esc(lossless_text(text))
+
+
+_esc_memo = _Memo(_esc_text)  # JSON of a str
+_one_str_memo = _Memo(lambda text: "[" + _esc_text(text) + "]")  # JSON of a list of that one str
 
 # per column type: the expression for value `v` (never null-checked here)
 # (an empty list, the common case, is written inline: the same "[]" the
@@ -289,10 +318,11 @@ def exchange_line_for(ts_unit: str) -> Callable[[Any], str]:
 class Table(SlotRecord):
     """What a writer needs to know about a table."""
 
-    __slots__ = ("names", "list_columns", "arrow_schema", "timestamp_columns")
+    __slots__ = ("names", "list_columns", "arrow_schema", "timestamp_columns", "byte_text_columns")
 
     def __init__(self, names: Sequence[str], list_columns: frozenset[str], arrow_schema: Callable[..., Any],
-                 timestamp_columns: frozenset[str] = frozenset()) -> None:
+                 timestamp_columns: frozenset[str] = frozenset(),
+                 byte_text_columns: frozenset[str] = frozenset()) -> None:
         self.names = names  # column order
         self.list_columns = list_columns  # written as JSON text in CSV
         # builds the pyarrow schema (given the timestamp unit when the table
@@ -300,6 +330,9 @@ class Table(SlotRecord):
         self.arrow_schema = arrow_schema
         # int nanoseconds in rows; exact seconds in text, the run's unit in Parquet
         self.timestamp_columns = timestamp_columns
+        # record bytes as UTF-8 text or "base64:..." (lossless already):
+        # written as they are, not through lossless_text
+        self.byte_text_columns = byte_text_columns
 
 
 EXCHANGES = Table(COLUMN_NAMES, frozenset(LIST_COLUMNS), arrow_schema, TIMESTAMP_COLUMNS)
@@ -310,6 +343,7 @@ class JsonlWriter:
         self._stream = stream
         self._encoder: Callable[[Any], str] | None = None  # for write(); made on first use
         self._timestamps = table.timestamp_columns
+        self._keep = table.byte_text_columns
         self._places = digits(ts_unit)
         self._line = exchange_line_for(ts_unit)
 
@@ -329,11 +363,7 @@ class JsonlWriter:
         return "{" + ",".join(parts) + "}"
 
     def write(self, row: dict[str, Any]) -> None:
-        line = self._encode(row)
-        try:
-            self._stream.write(line + "\n")
-        except UnicodeEncodeError:
-            self._stream.write(self._encode(safe_row(row)) + "\n")
+        self._stream.write(self._encode(lossless_row(row, self._keep)) + "\n")
 
     def write_exchange(self, exchange: Any) -> None:
         """Same as `write(exchange.to_row())`, faster."""
@@ -371,8 +401,26 @@ class JsonlWriter:
         self._stream.flush()
 
 
+# CSV cells a spreadsheet would run as a formula (OWASP: = + - @, a tab or
+# CR first) get a leading apostrophe; so do cells that start with one, so
+# that reading back is one rule: a text cell starting with "'" lost one.
+# Cells that read as a plain number (a negative one too) are left alone.
+_FORMULA_LEADS = frozenset("=+-@\t\r'")
+_FORMULA_AFTER_NUL = re.compile("\x00[=+\\-@\t\r']")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")
+
+
+def csv_cell(text: str) -> str:
+    """A text cell as the CSV writer writes it (the formula rule above)."""
+    if text and text[0] in _FORMULA_LEADS and not _PLAIN_NUMBER.match(text):
+        return "'" + text
+    return text
+
+
 class CsvWriter:
-    """Nulls are empty cells; list columns are JSON text; timestamps exact epoch seconds."""
+    """Nulls are empty cells; list columns are JSON text; timestamps exact
+    epoch seconds; strings by `lossless_row`, formula-like text by
+    `csv_cell`; a cell with a CR, LF, comma or quote is quoted."""
 
     def __init__(self, stream: IO[str], table: Table = EXCHANGES, ts_unit: str = "us") -> None:
         import csv
@@ -381,12 +429,19 @@ class CsvWriter:
         self._dumps = json.dumps
         self._stream = stream
         self._writer = csv.writer(stream, lineterminator="\n")
+        # the csv module quotes a cell for the characters of its line
+        # terminator only: a bare CR in a cell would go out unquoted with
+        # "\n", so rows holding one are written with "\r\n" (quoting CR and
+        # LF) and their terminator swapped
+        self._cr_buffer = io.StringIO()
+        self._cr_writer = csv.writer(self._cr_buffer, lineterminator="\r\n")
         self._writer.writerow(table.names)
+        self._keep = table.byte_text_columns
         self._list_positions = [i for i, name in enumerate(table.names) if name in table.list_columns]
         self._ts_positions = [i for i, name in enumerate(table.names) if name in table.timestamp_columns]
         self._places = digits(ts_unit)
 
-    def write(self, row: dict[str, Any]) -> None:
+    def _cells(self, row: dict[str, Any]) -> list[Any]:
         values = list(row.values())
         for i in self._list_positions:
             if values[i] is not None:
@@ -394,10 +449,32 @@ class CsvWriter:
         for i in self._ts_positions:
             if values[i].__class__ is int:
                 values[i] = seconds_text(values[i], self._places)
-        try:
+        return values
+
+    def write(self, row: dict[str, Any]) -> None:
+        values = self._cells(row)
+        # one probe over the row's text cells, each after a NUL: ASCII
+        # without a backslash needs no lossless_row; a cell that starts like
+        # a formula shows as NUL + lead (a NUL inside a cell is only a false
+        # alarm, which costs the loop below)
+        probe = "\x00" + "\x00".join([v for v in values if v.__class__ is str])
+        if not (probe.isascii() and "\\" not in probe):
+            stored = lossless_row(row, self._keep)
+            if stored is not row:
+                values = self._cells(stored)
+                probe = "\x00" + "\x00".join([v for v in values if v.__class__ is str])
+        if _FORMULA_AFTER_NUL.search(probe):
+            for i, value in enumerate(values):
+                if value.__class__ is str and value and value[0] in _FORMULA_LEADS:
+                    values[i] = csv_cell(value)
+        if "\r" not in probe:
             self._writer.writerow(values)
-        except UnicodeEncodeError:
-            self._writer.writerow([safe_text(v) if isinstance(v, str) else v for v in values])
+            return
+        buffer = self._cr_buffer
+        self._cr_writer.writerow(values)
+        self._stream.write(buffer.getvalue()[:-2] + "\n")
+        buffer.seek(0)
+        buffer.truncate()
 
     def close(self) -> None:
         self._stream.flush()
@@ -411,6 +488,7 @@ class ParquetWriter:
         import pyarrow.parquet as pq
 
         self._timestamps = table.timestamp_columns
+        self._keep = table.byte_text_columns
         self._schema = table.arrow_schema(ts_unit) if self._timestamps else table.arrow_schema()
         self._divisor = {"s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}[ts_unit]
         self._name = name or path  # the output's name in messages (`path` may be its temporary file)
@@ -422,6 +500,7 @@ class ParquetWriter:
         self._batch_rows = batch_rows
 
     def write(self, row: dict[str, Any]) -> None:
+        row = lossless_row(row, self._keep)
         if self._timestamps and self._divisor != 1:
             row = dict(row)
             for name in self._timestamps:
@@ -436,10 +515,7 @@ class ParquetWriter:
         import pyarrow as pa
 
         if self._rows:
-            try:
-                table = pa.Table.from_pylist(self._rows, schema=self._schema)
-            except (UnicodeEncodeError, pa.ArrowException):
-                table = pa.Table.from_pylist([safe_row(r) for r in self._rows], schema=self._schema)
+            table = pa.Table.from_pylist(self._rows, schema=self._schema)
             try:
                 self._writer.write_table(table)
             except OSError as problem:  # pyarrow's own file: a full disk, an I/O error

@@ -54,6 +54,7 @@ from kdissect.accounting import Accounting
 from kdissect.decoding import decode_tolerant
 from kdissect.exchange import INEXACT, MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
 from kdissect.framing import Frame
+from kdissect.normal_flow import failure_codes
 from kdissect.packet import SlotRecord
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
@@ -718,6 +719,10 @@ class Pairer:
         status = exchange.status
         if status == OK:
             acc.ok += 1
+            if exchange.error_code or exchange.error_codes:
+                acc.ok_with_errors += 1
+                if not failure_codes([*exchange.error_codes, exchange.error_code or 0]):
+                    acc.ok_normal_flow_only += 1
         elif status == INEXACT:
             acc.inexact += 1
         elif status == NO_RESPONSE:

@@ -310,6 +310,10 @@ class _Connection:
         d = self.dissector
         self.phase = _IGNORED
         d.accounting.non_kafka_connections += 1
+        if self.layer is self.conn:  # (for the hint of a run that decoded nothing: kdissect.hints)
+            ports = d.other_ports
+            port = self.conn.responder[1]
+            ports[port] = ports.get(port, 0) + 1
         ignored = d.ignored if self.layer is self.conn else d.ignored_plaintext
         self.layer.sinks = (ignored, ignored)
         self.replay(held)
@@ -531,6 +535,7 @@ class Dissector:
         # made of it, after the pairer (the Scapy face's captures read this)
         self.frame_hook = frame_hook
         self.next_stream = 0
+        self.other_ports: dict[int, int] = {}  # responder port -> connections not taken for Kafka
         # (order_ts, capture_index, frame_number) of the packet at which each
         # Kafka connection was classified, in stream-number order (also for
         # connections without exchanges; a distributed run ranks them)

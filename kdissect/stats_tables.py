@@ -20,6 +20,8 @@ def collect(exchanges: Iterable[Any], each: Callable[[Any], None] | None = None)
     pass (memory stays bounded by the tallies)."""
     summary = Summary()
     forensics = Forensics()
+    if hasattr(exchanges, "on_hidden"):  # a selection (kdissect.selection.Selected): names from every exchange
+        exchanges.on_hidden.append(forensics.learn_names)
     for exchange in exchanges:
         summary.add(exchange)
         forensics.add(exchange)

@@ -13,8 +13,10 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
-from kdissect.exchange import NO_RESPONSE, Exchange
+from kdissect.exchange import NO_RESPONSE, OK, Exchange
 from kdissect.forensics.sketch import QuantileSketch
+from kdissect.normal_flow import failure_codes, is_normal_flow_name
+from kdissect.text_escape import escape_text
 
 try:  # per-partition errors need the decoded response body
     from kdissect.protocol.errors import error_name
@@ -77,6 +79,9 @@ class Summary:
         self.throttle_fields: Counter[str] = Counter()  # responses carrying a throttle time
         self.no_response: Counter[str] = Counter()
         self.exchanges = 0
+        self.ok_with_errors = 0  # status ok with a non-zero code anywhere
+        self.ok_normal_flow_only = 0  # of those, only normal-flow codes (kdissect.normal_flow)
+        self.errors_by_client: Counter[tuple[str, str]] = Counter()  # (client id, error name) -> exchanges
 
     def add(self, ex: Exchange) -> None:
         self.exchanges += 1
@@ -113,6 +118,13 @@ class Summary:
             self.top_errors[error_name(ex.error_code)] += 1
         for code in ex.error_codes:
             self.any_errors[error_name(code)] += 1
+        if ex.error_code or ex.error_codes:
+            codes = set(ex.error_codes) | ({ex.error_code} if ex.error_code else set())
+            for code in codes:
+                self.errors_by_client[(client_id, error_name(code))] += 1
+            if ex.status == OK:
+                self.ok_with_errors += 1
+                self.ok_normal_flow_only += not failure_codes(list(codes))
         if ex.throttle_time_ms is not None:
             broker = ex.broker or "?"
             self.throttle_ms[broker]  # noqa: B018 - a broker that reports throttle fields
@@ -152,6 +164,19 @@ class Summary:
                  "total_ms": row[2], "max_ms": row[3], "sent_while_muted": row[4]}
                 for (client_id, broker), row in sorted(self.throttle_by_client.items())
             ],
+            "paired_with_error_codes": self.ok_with_errors,
+            "paired_normal_flow_only": self.ok_normal_flow_only,
+            "error_codes": [
+                {"error": name, "normal_flow": is_normal_flow_name(name), "top_level": self.top_errors.get(name, 0),
+                 "anywhere": self.any_errors.get(name, 0)}
+                for name in self._error_names()
+            ],
+            "errors_by_client": [
+                {"client_id": client_id, "error": name, "normal_flow": is_normal_flow_name(name), "exchanges": n}
+                for (client_id, name), n in sorted(self.errors_by_client.items(),
+                                                   key=lambda item: (is_normal_flow_name(item[0][1]), -item[1],
+                                                                     item[0]))
+            ],
             "top_level_errors": dict(self.top_errors.most_common()),
             "errors_anywhere": dict(self.any_errors.most_common()),
             "partition_errors": [
@@ -166,11 +191,24 @@ class Summary:
             "no_response": dict(self.no_response.most_common()),
         }
 
+    def _error_names(self) -> list[str]:
+        """Error names, failures first, then by exchanges carrying them."""
+        return sorted(set(self.top_errors) | set(self.any_errors),
+                      key=lambda n: (is_normal_flow_name(n), -self.any_errors.get(n, 0), n))
+
+    def statuses_line(self) -> str:
+        """`exchanges: N (...)`, with "ok" split by error codes."""
+        from kdissect.accounting import statuses_text
+
+        others = ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items()) if k != OK)
+        return (f"exchanges: {self.exchanges} ("
+                + statuses_text(self.statuses.get(OK, 0), self.ok_with_errors, self.ok_normal_flow_only)
+                + (f", {others}" if others else "") + ")")
+
     def render(self, accounting: Any = None) -> str:
         # `accounting`: anything with summary_lines() (an Accounting, or an Analysis: with its TLS line)
         d = self.to_dict()
-        parts: list[str] = [f"exchanges: {self.exchanges} "
-                            + "(" + ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) + ")"]
+        parts: list[str] = [self.statuses_line()]
         lat_cols = ["count", "p50", "p90", "p99", "max", "waits", "service_p50", "service_p90", "service_p99",
                     "service_max"]
         heads = ["count", "p50", "p90", "p99", "max", "waits", "svc_p50", "svc_p90", "svc_p99", "svc_max"]
@@ -183,10 +221,14 @@ class Summary:
                             [[r["broker"]] + [r[c] for c in lat_cols] for r in d["latency_by_broker"]]))
         parts.append(_table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
                             [[r["reason"], r["api"], r["count"], r["median_ms"], r["max_ms"]] for r in d["waits"]]))
-        names = sorted(set(self.top_errors) | set(self.any_errors),
-                       key=lambda n: (-self.any_errors.get(n, 0), n))
-        parts.append(_table("error codes", ["error", "top_level", "anywhere"],
-                            [[n, self.top_errors.get(n, 0), self.any_errors.get(n, 0)] for n in names]))
+        parts.append(_table("error codes (normal_flow: a code the protocol uses in its normal flow, not a failure)",
+                            ["error", "normal_flow", "top_level", "anywhere"],
+                            [[r["error"], "yes" if r["normal_flow"] else "no", r["top_level"], r["anywhere"]]
+                             for r in d["error_codes"]]))
+        parts.append(_table("errors by client id (exchanges; failures first)",
+                            ["client_id", "error", "normal_flow", "exchanges"],
+                            [[r["client_id"], r["error"], "yes" if r["normal_flow"] else "no", r["exchanges"]]
+                             for r in d["errors_by_client"]]))
         parts.append(_table("per-partition errors", ["topic", "partition", "error", "count"],
                             [[r["topic"], r["partition"], r["error"], r["count"]] for r in d["partition_errors"]]))
         parts.append(_table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
@@ -219,7 +261,7 @@ def _api_order(item: tuple[tuple[str, int | None], Any]) -> tuple[str, int]:
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.3f}"
-    return "-" if value is None else str(value)
+    return "-" if value is None else escape_text(str(value))
 
 
 def _spent_rows(rows: list[dict[str, Any]], columns: list[str]) -> list[list[Any]]:

@@ -85,7 +85,7 @@ def request_hint(api_key: int, body: Any) -> tuple | None:
     ShareFetch), (rebalance_timeout_ms,) of a JoinGroup, (is_leader,) of a
     SyncGroup; None for other APIs."""
     if api_key in (FETCH, SHARE_FETCH):
-        offsets: dict[tuple[Any, Any], int] = {}
+        offsets: dict[tuple[Any, Any], int | None] = {}
         if api_key == FETCH:
             for topic in getattr(body, "topics", None) or ():
                 label = getattr(topic, "topic", None) or getattr(topic, "topic_id", None)

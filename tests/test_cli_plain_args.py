@@ -104,10 +104,14 @@ def test_unusual_arguments_go_to_click(argv: list[str]) -> None:
     ["export"],
     ["export", "a.pcap", "--output=x.jsonl", "--bogus"],
 ])
-def test_click_errors_are_unchanged(argv: list[str], capsys) -> None:
+def test_click_errors_are_one_line_and_a_hint(argv: list[str], capsys) -> None:
+    # (the README's promise: a usage error is one line, exit 2; click's usage block is not printed)
     code = cli.main(argv)
     _, err = capsys.readouterr()
-    assert code == 2 and "Usage: kdissect export" in err
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == 2, err
+    assert lines[0].startswith("kdissect: error: ") and "Usage:" not in err
+    assert lines[1] == "kdissect: hint: 'kdissect export --help' lists the options"
 
 
 def _export_in_a_child(tmp_path: Path, options: list[str], modules: list[str]) -> subprocess.CompletedProcess:

@@ -25,7 +25,9 @@ def test_usage_errors_as_kdissect_spark_gives_them(capsys, tmp_path, argv, messa
     args = [str(CAPTURES / "admin.pcap") if a == "ADMIN" else str(tmp_path / "out") if a == "OUT" else a for a in argv]
     assert submit_main.main(args) == 2
     err = capsys.readouterr().err
-    assert err.startswith("Usage: submit_main.py [OPTIONS] CAPTURE...") and message in err, err
+    assert err.splitlines() == [f"kdissect: error: {err.splitlines()[0][len('kdissect: error: '):]}",
+                                "kdissect: hint: 'submit_main.py --help' lists the options"], err
+    assert message in err.splitlines()[0] and "Usage:" not in err, err
     assert not (tmp_path / "out").exists()
 
 

@@ -6,11 +6,18 @@ elsewhere, a cut and a splice) and runs export, records, show -v and stats
 on it in-process. Every command must print what it can: exit 0, or 2 with
 one `kdissect: error:` line, never an internal error; and the exchange
 table's accounting must still add up.
+
+Each round also writes hostile strings (terminal escapes, bidi controls,
+NUL, CR/LF, CSV formulas, HTML, bytes that are not UTF-8) over some of the
+capture's text (client ids, topics, hosts: runs of name characters), length
+for length, so they reach the decoders as Kafka strings: no raw control or
+format character may reach the text output or stderr.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import struct
 from pathlib import Path
 
@@ -68,9 +75,34 @@ def _mutate(data: bytes, rng: random.Random) -> bytes:
     return bytes(out)
 
 
+HOSTILE_STRINGS = (b"\x1b]0;owned\x07", b"\x1b[2J", b"\x1b]8;;http://x/\x1b\\", b"ok\rforged", b"two\nrows",
+                   b"nul\x00", "\u202e".encode(), "\u2066\u200f".encode(), "\u2028\u2029".encode(), b"=1+1",
+                   b"@SUM(A1)", b"+cmd", b"-2+3", b"\tlead", b"<!--<script>", b"back\\slash", b"\xff\xfe",
+                   b"\xc3(", b"\x7f\x9b", "\x9b31m".encode())
+_NAME_RUN = re.compile(rb"[A-Za-z0-9._-]{6,}")
+
+
+def _plant_hostile_strings(data: bytes, rng: random.Random) -> bytes:
+    """Up to 12 runs of name characters after the file header overwritten,
+    from their start, by hostile strings (cut to the run's length)."""
+    out = bytearray(data)
+    runs = list(_NAME_RUN.finditer(data, 24))
+    for run in rng.sample(runs, min(len(runs), 12)):
+        token = rng.choice(HOSTILE_STRINGS)[: run.end() - run.start()]
+        out[run.start() : run.start() + len(token)] = token
+    return bytes(out)
+
+
+def _shows_no_raw_control(text: str) -> bool:
+    return all(ch == "\n" or ch.isprintable() for ch in text)
+
+
 def _run(capsys, argv: list[str]) -> tuple[int, str]:
     code = main(argv)
-    _, err = capsys.readouterr()
+    out, err = capsys.readouterr()
+    if argv[0] in ("show", "stats"):  # text faces
+        assert _shows_no_raw_control(out), (argv[0], [c for c in out if c != "\n" and not c.isprintable()][:5])
+    assert _shows_no_raw_control(err), (argv[0], err[-500:])
     return code, err
 
 
@@ -80,7 +112,8 @@ def test_damaged_captures_never_crash_a_command(capture: Path, tmp_path: Path, c
     original = _campaign_bytes(capture)
     for round_number in range(ROUNDS):
         damaged = tmp_path / f"{round_number}.pcap"
-        damaged.write_bytes(_mutate(original, rng))
+        hostile = random.Random(f"{capture.name} hostile {round_number}")
+        damaged.write_bytes(_plant_hostile_strings(_mutate(original, rng), hostile))
         for argv in (["export", str(damaged), "-o", str(tmp_path / "out.jsonl")],
                      ["records", str(damaged), "-o", str(tmp_path / "records.jsonl")],
                      ["show", "-v", str(damaged)],

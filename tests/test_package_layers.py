@@ -30,20 +30,23 @@ PREFIX = "kdissect"
 # lowest first; names relative to kdissect
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # leaves every layer may use: the slot-record base and TcpSegment, the
-    # user-error exception, BLAKE2b, times, the compiled build's switch
-    ("base", ("packet", "failures", "blake2", "times", "ranks", "native")),
+    # user-error exception, BLAKE2b, times, the compiled build's switch, the
+    # one rule for captured strings (every text face and table uses it)
+    ("base", ("packet", "failures", "blake2", "times", "ranks", "native", "text_escape")),
     ("protocol", ("protocol",)),  # message tables, codec, skims, topic labels
     ("records", ("records",)),  # message sets and record batches inside messages
-    ("model", ("exchange", "problems", "accounting")),  # the row, its problems, the counters
+    # the row, its problems, the counters, the error codes of the protocol's normal flow
+    ("model", ("exchange", "problems", "accounting", "normal_flow")),
     ("wire", ("stores", "capture", "linklayers", "captureset", "reassembly")),  # files (local or in a store) -> TCP streams
     ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "arrivals", "brokerlog.parse", "brokerlog.join", "pipeline")),
-    ("analysis", ("summary", "stats_tables", "forensics", "brokerlog")),  # tallies over exchanges
+    # tallies over exchanges, and which exchanges a run keeps (display filter, selection)
+    ("analysis", ("summary", "stats_tables", "forensics", "brokerlog", "display_filter", "mentions", "selection")),
     # what the faces share: writers (atomic files, no output over an input),
     # option declarations, inputs, extras, the allocator tuning, OUTDIR as a
     # tree in any store (spark.tree: the report reads Spark's tables through
     # it) and the command line's runtime (spark-submit runs it too)
-    ("face support", ("output", "atomic", "protected_inputs", "options", "inputs", "extras", "allocator", "spark.tree",
-                      "commands.runtime")),
+    ("face support", ("output", "atomic", "protected_inputs", "options", "inputs", "extras", "allocator",
+                      "hints", "spark.tree", "commands.runtime")),
     ("faces", ("spark", "scapy", "report")),
     ("command line", ("cli", "__main__", "commands")),  # drives the faces
 ]

@@ -24,6 +24,7 @@ import pytest
 
 from kdissect.cli import main as cli_main
 from tests.support.chromium import chromium_path, visit
+from tests.support.text_rules import controls_escaped
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURES = REPO / "captures"
@@ -120,7 +121,7 @@ def cell_text(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.3f}"
-    return str(value)
+    return controls_escaped(str(value))  # README: Reading untrusted captures
 
 
 def forensic_cell_text(column: str, value: Any) -> str:
@@ -132,7 +133,7 @@ def forensic_cell_text(column: str, value: Any) -> str:
         head = when.strftime("%Y-%m-%d %H:%M:%S" if column == "minute" else "%H:%M:%S")
         return f"{head}.{value % 10**9 // 10**6:03d}"
     if isinstance(value, list):
-        return ",".join(map(str, value)) if value else "-"
+        return ",".join(controls_escaped(str(v)) for v in value) if value else "-"
     return cell_text(value)
 
 
@@ -178,8 +179,10 @@ def assert_numbers_equal_stats(page: PageNumbers, stats: dict[str, Any], data_ca
     assert {"accounting.kafka_connections", "accounting.gaps", "accounting.truncated_frames", "accounting.resyncs",
             "accounting.encrypted_connections", "accounting.malformed_frames"} <= set(page.stats)
     for name in ("latency_by_api", "latency_by_client", "latency_by_broker", "throttle", "waits",
-                 "throttle_by_client"):
+                 "throttle_by_client", "errors_by_client"):
         assert_table_equals(page, name, stats[name])
+    # the summary card of paired exchanges with failure codes (not only the protocol's normal flow)
+    assert page.stats["paired_failures"] == stats["paired_with_error_codes"] - stats["paired_normal_flow_only"]
     for name in ("top_level_errors", "errors_anywhere", "no_response", "accounting"):
         assert_mapping_equals(page, name, stats[name])
     for name in FORENSIC_TABLES:  # the topic, group and client tables, every column
@@ -187,7 +190,7 @@ def assert_numbers_equal_stats(page: PageNumbers, stats: dict[str, Any], data_ca
     assert page.stats["unresolved_topic_ids"] == stats["unresolved_topic_ids"]
     assert page.stats["topic_id_conflicts"] == stats["topic_id_conflicts"]
     got = Counter(json.dumps({k: v[0] for k, v in row.items()}, sort_keys=True)
-                  for row in page.tables["partition_errors"])
+                  for row in page.tables.get("partition_errors", []))
     assert got == Counter(json.dumps(row, sort_keys=True) for row in stats["partition_errors"])
 
 
@@ -271,12 +274,15 @@ def test_lists_and_series_equal_export_rows(capture_run):
     page = numbers_of(result.dom)
     first = {id(r): min(t for t in (r["request_ts"], r["response_ts"]) if t is not None) for r in rows}
 
-    answered = [r for r in rows if r["latency_ms"] is not None]
-    slowest = sorted(answered, key=lambda r: (-r["latency_ms"], first[id(r)], r["stream"], r["correlation_id"]))[:50]
+    # slowest: by service time (waits the protocol asked for set apart), with the wait beside it
+    answered = [r for r in rows if r["service_ms"] is not None]
+    slowest = sorted(answered, key=lambda r: (-r["service_ms"], first[id(r)], r["stream"], r["correlation_id"]))[:50]
     shown = page.tables["slowest"]
     assert [(r["capture"][0], r["stream"][0], r["correlation_id"][0]) for r in shown] == \
         [(r["capture"], r["stream"], r["correlation_id"]) for r in slowest]
+    assert [r["service_ms"][0] for r in shown] == [r["service_ms"] for r in slowest]
     assert [r["latency_ms"][0] for r in shown] == [r["latency_ms"] for r in slowest]
+    assert [r["wait_reason"][0] for r in shown] == [r["wait_reason"] for r in slowest]
     assert page.lists["slowest"]["data-total"] == str(len(answered))
     assert page.lists["slowest"]["data-shown"] == "50"
 
@@ -417,3 +423,21 @@ def test_readme_screenshot_is_small_and_present():
     assert shot.is_file() and shot.read_bytes().startswith(b"\x89PNG")
     assert shot.stat().st_size < 500_000
     assert "docs/report.png" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_selected_report_shows_the_selected_stats(tmp_path):
+    """`report -Y ...` shows what `stats --json -Y ...` prints: the tables of
+    the kept exchanges, the whole capture's accounting (the page's own HTML,
+    read without a browser: its tables are written by the server side)."""
+    source = CAPTURES / "consume_group_kafka.pcap"
+    selection = ["-Y", "service_ms > 3 or error_codes", "--from", "+0.5s"]
+    out = tmp_path / "selected.html"
+    assert cli_main(["report", str(source), *selection, "-q", "-o", str(out)]) == 0
+    stats = kdissect("stats", str(source), *selection, "--json")
+    assert stats.returncode == 0, stats.stderr
+    expected = json.loads(stats.stdout)
+    everything = json.loads(kdissect("stats", str(source), "--json").stdout)
+    assert 0 < expected["exchanges"] < everything["exchanges"]
+    assert expected["accounting"] == everything["accounting"]
+    page = numbers_of(out.read_text(encoding="utf-8"))
+    assert_numbers_equal_stats(page, expected, 1)

@@ -88,7 +88,15 @@ def test_latency_errors_and_minutes_merged_from_several_pieces():
     assert errors[("Produce", "UNKNOWN_TOPIC_OR_PARTITION")]["anywhere"] == top
     fetch_6 = sum(1 for r in rows if r["api_name"] == "Fetch" and 6 in r["error_codes"])
     assert errors[("Fetch", "NOT_LEADER_OR_FOLLOWER")] == {
-        "api_name": "Fetch", "error_code": 6, "error_name": "NOT_LEADER_OR_FOLLOWER", "top_level": 0, "anywhere": fetch_6}
+        "api_name": "Fetch", "error_code": 6, "error_name": "NOT_LEADER_OR_FOLLOWER", "top_level": 0, "anywhere": fetch_6,
+        "normal_flow": False}
+    # errors by client: exchanges per client id and code anywhere (top level or inside)
+    by_client = {}
+    for r in rows:
+        for code in (set(r["error_codes"] or ()) | {r["error_code"] or 0}) - {0}:
+            key = (r["client_id"] or "(none)", code)
+            by_client[key] = by_client.get(key, 0) + 1
+    assert {(r["client_id"], r["error_code"]): r["exchanges"] for r in tables["errors_by_client"]} == by_client
     minutes = {}
     for r in rows:
         minutes.setdefault((r["request_ts"] // 10**9 // 60 * 60, r["api_name"]), []).append(r)

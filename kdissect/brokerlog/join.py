@@ -347,9 +347,10 @@ class BrokerLogJoin:
         for exchange in iterator:  # (at most a window's worth: the log is indexed over their span)
             held.append(exchange)
             t = self._time(exchange)
-            first = t if first is None else first
+            if first is None:
+                first = t
             answered += exchange.response_ts is not None
-            if answered >= _BOOTSTRAP_EXCHANGES or (t is not None and abs(t - first) > self.window):
+            if answered >= _BOOTSTRAP_EXCHANGES or (t is not None and first is not None and abs(t - first) > self.window):
                 break
         self._estimate_offset(held)
         for exchange in held:

@@ -9,11 +9,13 @@ click at all: that import is a tenth of the time of a small export.
 
 from __future__ import annotations
 
+from typing import Any
+
 from kdissect.commands.runtime import print_accounting, run_analysis
-from kdissect.options import OUTPUT_HELP, CaptureInputs, flag, option
+from kdissect.options import OUTPUT_HELP, CaptureInputs, RowOrder, flag, option
 
 
-class ExportOptions(CaptureInputs):
+class ExportOptions(RowOrder, CaptureInputs):
     """Write one row per request/response exchange."""
 
     output: str | None = option("-o", "--output", help=OUTPUT_HELP)
@@ -38,9 +40,18 @@ def export(options: ExportOptions) -> None:
     """Write one row per request/response exchange."""
     from kdissect.output import open_writer
 
+    if options.sort is not None:
+        from kdissect.selection import check_sort_column
+
+        check_sort_column(options.sort)
     analysis = run_analysis(options, quiet=options.quiet, output=options.output)
     tune_allocator(analysis.capture_set.paths)
+    rows: Any = analysis
+    if options.sort is not None or options.top is not None:
+        from kdissect.selection import ordered
+
+        rows = ordered(analysis, options.sort, options.top)
     with open_writer(options.output, ts_unit=analysis.ts_unit) as writer:
-        writer.write_exchanges(analysis)
+        writer.write_exchanges(rows)
     if not options.quiet:
         print_accounting(analysis)

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
-
 from kdissect.failures import InputError
 from kdissect.options import OUTPUT_HELP, ForensicSettings, flag, forensic_settings, option
-from kdissect.output import safe_text
 
 
 class ForensicOptions(ForensicSettings):
@@ -21,7 +18,7 @@ class ForensicOptions(ForensicSettings):
 
 def run_forensics(options: ForensicOptions, command: str) -> None:
     """Run the capture set through Forensics; print or write the command's tables."""
-    from kdissect.commands.runtime import print_accounting, run_analysis
+    from kdissect.commands.runtime import echo, print_accounting, run_analysis, say
     from kdissect.forensics import COMMAND_TABLES, FORENSIC_APIS, Forensics
 
     names = COMMAND_TABLES[command]
@@ -30,6 +27,8 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
     settings = forensic_settings(options)
     analysis = run_analysis(options, quiet=options.quiet, keep_apis=FORENSIC_APIS, output=options.output)
     forensics = Forensics(**settings)
+    if hasattr(analysis, "on_hidden"):  # a selection: topic names still come from every exchange
+        analysis.on_hidden.append(forensics.learn_names)
     for ex in analysis:
         forensics.add(ex)
         ex.request = ex.response = None  # memory follows the tallies, not the exchanges
@@ -50,11 +49,11 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
             parts.append(render_rows("metadata storms (60+ Metadata requests in a minute)",
                                      ["client_id", "software_name", "metadata_requests", "metadata_max_per_minute"],
                                      tables.metadata_storms))
-        click.echo(safe_text("\n\n".join(parts)))
+        echo("\n\n".join(parts))
     if not options.quiet:
         if tables.unresolved_topic_ids:
-            click.echo(f"kdissect: {len(tables.unresolved_topic_ids)} topic ids that no response in the capture "
-                       "names are shown as ids", err=True)
+            say(f"kdissect: {len(tables.unresolved_topic_ids)} topic ids that no response in the capture "
+                "names are shown as ids")
         print_accounting(analysis)
 
 

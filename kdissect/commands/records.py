@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
 
-from kdissect.commands.runtime import print_accounting, run_analysis
+from kdissect.commands.runtime import print_accounting, run_analysis, say
 from kdissect.options import OUTPUT_HELP, CaptureInputs, click_command, flag, integer, option
 
 
@@ -32,9 +31,11 @@ class RecordsOptions(CaptureInputs):
 def _open_record_writer(path: str | None) -> Any:
     """The `export` writers (same formats, extensions and errors) over the records table."""
     from kdissect.output import Table, open_writer
-    from kdissect.records.table import RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS, RECORD_SCHEMA
+    from kdissect.records.table import (RECORD_BYTE_TEXT_COLUMNS, RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS,
+                                        RECORD_SCHEMA)
 
-    table = Table(RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS, lambda: RECORD_SCHEMA)
+    table = Table(RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS, lambda: RECORD_SCHEMA,
+                  byte_text_columns=RECORD_BYTE_TEXT_COLUMNS)
     return open_writer(path, table=table)
 
 
@@ -43,14 +44,19 @@ def records(options: RecordsOptions) -> None:
     analysis = run_analysis(options, keep_messages=True, quiet=options.quiet, output=options.output)
     from kdissect.records.table import RecordTally, exchange_record_rows
 
+    from kdissect.protocol.topics import TopicNames
+
     tally = RecordTally()
+    names = TopicNames()
+    if hasattr(analysis, "on_hidden"):  # a selection: topic names still come from every exchange
+        analysis.on_hidden.append(names.learn_exchange)
     max_bytes = options.max_uncompressed_mib * 1024 * 1024
     with _open_record_writer(options.output) as writer:
-        for row in exchange_record_rows(analysis, frozenset(options.topics), max_bytes, tally):
+        for row in exchange_record_rows(analysis, frozenset(options.topics), max_bytes, tally, names):
             writer.write(row)
     if not options.quiet:
         for line in tally.lines():
-            click.echo(f"kdissect: {line}", err=True)
+            say(f"kdissect: {line}")
         print_accounting(analysis)
 
 

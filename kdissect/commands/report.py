@@ -44,6 +44,11 @@ def report(options: ReportOptions) -> None:
     from kdissect.report import from_analysis, from_spark_outdir, write_page
 
     outdir = _spark_outdir(options)
+    if outdir is not None and (options.display_filter or options.time_from or options.time_to or options.clients
+                               or options.brokers or options.topics or options.groups):
+        # the OUTDIR's tables were computed by the job: select when running it
+        raise InputError("a Spark OUTDIR's tables are already computed: give -Y, --from/--to, --client, --broker "
+                         "or --group to `kdissect spark` instead")
     if outdir is not None:
         from kdissect.protected_inputs import ProtectedInputs, refuse_output_over_input
 

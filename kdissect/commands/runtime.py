@@ -1,5 +1,7 @@
 """The command line's runtime, shared by `kdissect` (cli.py), its commands and
-spark-submit's entry (spark/submit_main.py): how a run reports (`say`), how
+spark-submit's entry (spark/submit_main.py): how a run writes and reports
+(`echo` for text, `say` for one line on stderr: both escape what a capture
+could use to drive the terminal, kdissect.text_escape), how
 errors end it (`guarded`: one line, exit 2 for a user's problem, 1 for
 anything else), how a click command runs (`run_click`), and the capture
 helpers of every command that reads captures (`run_analysis`,
@@ -20,17 +22,31 @@ if TYPE_CHECKING:  # pragma: no cover
     from kdissect.options import CaptureInputs
 
 
-def say(line: str) -> None:
-    """One line on stderr, as `click.echo(line, err=True)` writes it."""
-    if line.isascii() and "\x1b" not in line:
-        stream = sys.stderr
-        stream.write(line + "\n")
-        stream.flush()
-        return
-    # non-ASCII text or escape sequences: click's own stream and ANSI handling
-    import click
+def echo(text: str, err: bool = False, newline: bool = True) -> None:
+    """Text on stdout (or stderr): the one way every text face writes. Any
+    non-printable character left in `text` (none when its captured strings
+    went through `kdissect.text_escape.escape_text`) is escaped, on a
+    terminal or not; newlines between lines are kept."""
+    from kdissect.text_escape import terminal_text
 
-    click.echo(line, err=True)
+    _write(terminal_text(text) + ("\n" if newline else ""), sys.stderr if err else sys.stdout)
+
+
+def say(line: str) -> None:
+    """One line on stderr; any non-printable character in it (a newline
+    too) escaped."""
+    from kdissect.text_escape import one_line
+
+    _write(one_line(line) + "\n", sys.stderr)
+
+
+def _write(text: str, stream: Any) -> None:
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:  # a stream that cannot write some characters (an ASCII locale)
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    stream.flush()
 
 
 def fail(message: str, code: int) -> int:
@@ -39,9 +55,27 @@ def fail(message: str, code: int) -> int:
     return code
 
 
+def _usage_error(problem: Any, args: list[str]) -> int:
+    """A usage error as the README promises it: one line, one hint, exit 2
+    (click's own four-line usage block is not printed)."""
+    context = getattr(problem, "ctx", None)
+    path = context.command_path if context is not None else "kdissect"
+    message = problem.format_message()
+    group = context is not None and hasattr(context.command, "list_commands")
+    if context is not None and group and message.startswith("No such command"):
+        import difflib
+
+        wanted = next((a for a in args if not a.startswith("-")), "")
+        close = difflib.get_close_matches(wanted, context.command.list_commands(context), n=1)
+        message += f" Did you mean '{close[0]}'?" if close else ""
+    say(f"kdissect: error: {message}")
+    say(f"kdissect: hint: '{path} --help' lists the {'commands' if group else 'options'}")
+    return 2
+
+
 def run_click(command: Any, args: list[str], prog_name: str) -> int:
-    """Run a click command or group as every kdissect entry runs one: click's
-    own usage errors as click prints them, every other error as one line."""
+    """Run a click command or group as every kdissect entry runs one: a
+    usage error as one line and a hint, every other error as one line."""
 
     def run() -> int:
         import click
@@ -51,6 +85,8 @@ def run_click(command: Any, args: list[str], prog_name: str) -> int:
             return result if isinstance(result, int) else 0
         except click.exceptions.Exit as stop:
             return stop.exit_code
+        except click.UsageError as problem:
+            return _usage_error(problem, args)
         except click.ClickException as problem:
             problem.show()
             return problem.exit_code
@@ -101,11 +137,28 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
 
         refuse_output_over_input(output, ProtectedInputs([*paths, *options.tls_keylogs, *broker_logs]))
     if skipped and not quiet:
-        names = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
-        say(f"kdissect: not captures, skipped: {names}".encode("utf-8", "replace").decode("utf-8"))
-    return Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
-                    progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis,
-                    broker_logs=broker_logs)
+        from kdissect.text_escape import escape_text
+
+        names = ", ".join(map(escape_text, skipped[:3])) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+        say(f"kdissect: not captures, skipped: {names}")
+    # --topic and --group read the decoded messages
+    keep_messages = keep_messages or bool(options.topics or options.groups)
+    analysis = Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
+                        progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis,
+                        broker_logs=broker_logs)
+    return select(analysis, options)
+
+
+def select(analysis: Any, options: CaptureInputs) -> Any:
+    """`analysis` as the options' selection sees it (kdissect.selection),
+    or itself when nothing is selected."""
+    if not (options.display_filter or options.time_from or options.time_to or options.clients
+            or options.brokers or options.topics or options.groups):
+        return analysis
+    from kdissect.selection import Selected, Selection
+
+    starts = [f.first_ts for f in analysis.capture_set.files if f.first_ts is not None]
+    return Selected(analysis, Selection.from_options(options, min(starts, default=None)))
 
 
 def print_accounting(analysis: Any) -> None:
@@ -113,4 +166,8 @@ def print_accounting(analysis: Any) -> None:
     for line in analysis.summary_lines():
         say(f"kdissect: {line}")
     for problem in analysis.read_stats.problems:
-        say(f"kdissect: {problem}".encode("utf-8", "replace").decode("utf-8"))
+        say(f"kdissect: {problem}")
+    from kdissect.hints import run_hints
+
+    for hint in run_hints(analysis):
+        say(f"kdissect: {hint}")

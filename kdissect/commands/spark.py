@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import click
-
 from kdissect.options import click_command, option
 from kdissect.spark.options import SparkJobOptions, job_options
 
@@ -30,9 +28,12 @@ def spark(options: SparkOptions) -> None:
     configure_stores()  # inputs may be store URIs (kdissect.stores)
     expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is looked at
     # run_job checks OUTDIR (kdissect.spark.outdir) before it starts Spark
-    result = run_job(job, log=lambda message: click.echo(f"kdissect: {message}", err=True))
-    click.echo(result.summary)
-    click.echo(f"tables and manifest.json written to {options.outdir}")
+    from kdissect.commands.runtime import echo, say
+    from kdissect.text_escape import escape_text
+
+    result = run_job(job, log=lambda message: say(f"kdissect: {message}"))
+    echo(result.summary)
+    echo(f"tables and manifest.json written to {escape_text(options.outdir)}")
 
 
 command = click_command("spark", SparkOptions, spark)

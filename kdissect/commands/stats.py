@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 
-import click
-
-from kdissect.commands.runtime import run_analysis
+from kdissect.commands.runtime import echo, run_analysis, say
 from kdissect.options import CaptureInputs, click_command, flag
-from kdissect.output import safe_text
 
 
 class StatsOptions(CaptureInputs):
@@ -21,6 +18,7 @@ def stats(options: StatsOptions) -> None:
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
     from kdissect.forensics.render import render_stats
     from kdissect.stats_tables import as_dict, collect
+    from kdissect.text_escape import lossless_value
 
     # per-partition errors need the decoded response bodies
     analysis = run_analysis(options, keep_messages=True)
@@ -34,15 +32,19 @@ def stats(options: StatsOptions) -> None:
             payload["tls"] = analysis.dissector.tls_stats.to_dict()
         if broker_tables is not None:
             payload["broker_log"] = broker_log_payload(analysis, broker_tables)
-        click.echo(safe_text(json.dumps(payload, indent=2, default=str, allow_nan=True)))
+        echo(json.dumps(lossless_value(payload), indent=2, default=str, allow_nan=True))
     else:
         # the analysis gives the accounting lines with the TLS line
-        click.echo(safe_text(summary.render(analysis)), nl=False)
-        click.echo(safe_text(render_stats(tables)))
+        echo(summary.render(analysis), newline=False)
+        echo(render_stats(tables))
         if broker_tables is not None:
-            click.echo(safe_text(broker_tables.render(analysis.dissector.encrypted_clients)))
+            echo(broker_tables.render(analysis.dissector.encrypted_clients))
     for problem in analysis.read_stats.problems:
-        click.echo(f"kdissect: {safe_text(problem)}", err=True)
+        say(f"kdissect: {problem}")
+    from kdissect.hints import run_hints
+
+    for hint in run_hints(analysis):
+        say(f"kdissect: {hint}")
 
 
 command = click_command("stats", StatsOptions, stats)

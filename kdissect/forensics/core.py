@@ -100,10 +100,14 @@ class Forensics:
         self.ranges = latency_sink if latency_sink is not None else StreamMatcher(self.latency, horizon_ns, slack_ns)
         self.exchanges = 0
 
-    def add(self, ex: Any) -> None:
-        self.exchanges += 1
+    def learn_names(self, ex: Any) -> None:
+        """Learn topic names from an exchange (also one a selection does not keep: names are context)."""
         for topic_id in self.names.learn_exchange(ex):
             self.ranges.rename(topic_id, self.names.names[topic_id])
+
+    def add(self, ex: Any) -> None:
+        self.exchanges += 1
+        self.learn_names(ex)
         stats = self.clients.add(ex)
         key = ex.api_key
         if key == _PRODUCE:

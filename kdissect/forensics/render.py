@@ -7,8 +7,9 @@ column. Times are UTC clock times, lists are comma-separated.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
+from kdissect.text_escape import escape_text
 from kdissect.times import clock_text
 
 TITLES = {
@@ -54,7 +55,7 @@ TIME_COLUMNS = frozenset(("first_ts", "last_ts", "end_ts", "rebalance_start", "r
                           "window_start", "window_end"))
 
 
-def cell(name: str, value: Any) -> str:
+def cell(name: str, value: Any, escape: Callable[[str], str] = escape_text) -> str:
     if value is None:
         return "-"
     if name in TIME_COLUMNS and isinstance(value, int):
@@ -62,8 +63,8 @@ def cell(name: str, value: Any) -> str:
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.3f}"
     if isinstance(value, list):
-        return ",".join(str(v) for v in value) if value else "-"
-    return str(value)
+        return ",".join(escape(str(v)) for v in value) if value else "-"
+    return escape(str(value))
 
 
 def render_rows(title: str, columns: list[str], rows: list[dict[str, Any]], width: int = 60) -> str:
@@ -108,7 +109,7 @@ def render_flags(tables: Any, clients: bool = True) -> str:
     if tables.unresolved_topic_ids:
         unnamed = tables.unresolved_topic_ids
         more = " ..." if len(unnamed) > 4 else ""
-        parts.append(f"topic ids no response named: {len(unnamed)} ({', '.join(unnamed[:4])}{more})")
+        parts.append(f"topic ids no response named: {len(unnamed)} ({', '.join(map(escape_text, unnamed[:4]))}{more})")
     return "\n\n".join(parts)
 
 

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from kdissect.protocol.errors import error_name
+from kdissect.text_escape import quoted
 from kdissect.protocol.model import ConsumerProtocolData, Request, RequestHeader, Response, ResponseHeader, Struct
 
 __all__ = ["to_jsonable", "render_tree", "redacted"]
@@ -104,7 +105,7 @@ def _scalar(value: Any) -> str | None:
     if isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, str):
-        return repr(value)
+        return quoted(value)  # captured text: escaped as every text face escapes it
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _bytes_text(value)
     if isinstance(value, uuid.UUID):

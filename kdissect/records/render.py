@@ -12,6 +12,7 @@ from typing import Any
 from kdissect.records.access import iter_batches_of
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.model import Batch, Record
+from kdissect.text_escape import escape_text, quoted
 
 _SHOWN = 60  # characters of a key/value shown before "..."
 
@@ -28,7 +29,7 @@ def _short(data: bytes | str | None) -> str:
             shown = data[: _SHOWN // 2].hex()
             return f"<{len(data)} bytes> {shown}" + ("..." if len(data) > _SHOWN // 2 else "")
         data = text
-    return repr(data[:_SHOWN]) + ("..." if len(data) > _SHOWN else "")
+    return quoted(data[:_SHOWN]) + ("..." if len(data) > _SHOWN else "")
 
 
 def batch_line(batch: Batch) -> str:
@@ -70,7 +71,7 @@ def render_records(message: Any, api_key: int | None = None, api_version: int | 
                                                        max_uncompressed=max_uncompressed):
             if (topic, partition) != current:
                 current = (topic, partition)
-                lines.append(f"records {topic} partition {partition}:")
+                lines.append(f"records {escape_text(str(topic))} partition {partition}:")
             lines.append(indent + batch_line(batch))
             lines.extend(indent * 2 + record_line(record) for record in batch.records)
     except Exception as problem:  # a view must not break the command showing it

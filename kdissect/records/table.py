@@ -51,6 +51,8 @@ RECORD_COLUMNS: list[tuple[str, pa.DataType]] = [
 RECORD_COLUMN_NAMES = [name for name, _ in RECORD_COLUMNS]
 RECORD_LIST_COLUMNS = frozenset(name for name, kind in RECORD_COLUMNS if pa.types.is_list(kind))
 RECORD_SCHEMA = pa.schema(RECORD_COLUMNS)
+# record bytes: UTF-8 text or "base64:<data>" (lossless), not Kafka strings
+RECORD_BYTE_TEXT_COLUMNS = frozenset(("key", "value", "headers"))
 
 
 def text_or_base64(data: bytes | str | None) -> str | None:

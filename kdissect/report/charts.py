@@ -239,21 +239,27 @@ def error_heatmap(data: dict[str, Any]) -> alt.TopLevelMixin | None:
     rows = data["report"]["errors_by_api"]
     if not rows:
         return None
+    # failures first, in red; the codes of the protocol's normal flow after them, in grey
+    rows = [{**r, "error": f"{r['error']} (normal flow)" if r.get("normal_flow") else r["error"]} for r in rows]
+    order = [r["error"] for r in sorted(rows, key=lambda r: (bool(r.get("normal_flow")), -r["anywhere"]))]
+    order = list(dict.fromkeys(order))
     base = _chart(rows).encode(
-        x=alt.X("error:N", title="error code", axis=alt.Axis(labelAngle=-30, labelLimit=180)),
+        x=alt.X("error:N", title="error code", sort=order, axis=alt.Axis(labelAngle=-30, labelLimit=220)),
         y=alt.Y("api:N", title="API"),
     )
-    cells = base.mark_rect().encode(
-        color=alt.Color("anywhere:Q", title="exchanges", scale=alt.Scale(scheme="reds")),
-        tooltip=[alt.Tooltip("api:N", title="API"), alt.Tooltip("error:N", title="error"),
-                 alt.Tooltip("error_code:Q", title="code"),
-                 alt.Tooltip("anywhere:Q", title="exchanges carrying it"),
-                 alt.Tooltip("top_level:Q", title="as the top-level error")],
-    )
+    tooltip = [alt.Tooltip("api:N", title="API"), alt.Tooltip("error:N", title="error"),
+               alt.Tooltip("error_code:Q", title="code"),
+               alt.Tooltip("anywhere:Q", title="exchanges carrying it"),
+               alt.Tooltip("top_level:Q", title="as the top-level error")]
+    failures = base.transform_filter("!datum.normal_flow").mark_rect().encode(
+        color=alt.Color("anywhere:Q", title="failures", scale=alt.Scale(scheme="reds")), tooltip=tooltip)
+    normal = base.transform_filter("datum.normal_flow").mark_rect().encode(
+        color=alt.Color("anywhere:Q", title="normal flow", scale=alt.Scale(scheme="greys")), tooltip=tooltip)
     text = base.mark_text(fontSize=11).encode(text="anywhere:Q")
     apis = len({r["api"] for r in rows})
-    return (cells + text).properties(
-        title=_title("Errors by API and error code", "exchanges whose response carries the code anywhere"),
+    return (failures + normal + text).resolve_scale(color="independent").properties(
+        title=_title("Errors by API and error code",
+                     "exchanges whose response carries the code anywhere; normal-flow codes in grey"),
         width="container", height=max(28 * apis, 60))
 
 

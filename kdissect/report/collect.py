@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from kdissect.exchange import NO_RESPONSE, OK
 from kdissect.forensics.sketch import EXACT_LIMIT, QuantileSketch
+from kdissect.output import lossless_row
 
 # seconds; each a multiple of the one before
 BUCKET_LADDER = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400,
@@ -46,7 +47,7 @@ OTHER_CLIENTS = "(other clients)"
 # columns the collector reads (a subset of the exchange table)
 COLUMNS = ["capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name", "api_version",
            "client_id", "request_ts", "response_ts", "request_frame", "response_frame", "latency_ms",
-           "request_bytes", "response_bytes", "throttle_time_ms", "error_code", "error_codes", "status",
+           "service_ms", "wait_reason", "wait_ms", "request_bytes", "response_bytes", "throttle_time_ms", "error_code", "error_codes", "status",
            "problems", "problem_codes", "records", "record_bytes"]
 _NS = pa.timestamp("ns", tz="UTC")
 
@@ -156,6 +157,7 @@ class Collector:
         self.no_response: Counter[str] = Counter()  # labelled as Summary labels them
         self.exchanges = 0
         self.answered = 0
+        self.serviced = 0  # answered exchanges with a service time (not all of it a wait the protocol asked for)
         self.failed = 0
         self.first_ns: int | None = None
         self.last_ns: int | None = None
@@ -290,12 +292,14 @@ class Collector:
 
     def _keep_lists(self, table: pa.Table) -> None:
         limit = self.limit
-        answered = table.filter(pc.is_valid(table["latency_ms"]))
+        # slowest: by service time, the waits the protocol asked for set apart
+        answered = table.filter(pc.is_valid(table["service_ms"]))
         if answered.num_rows:
+            self.serviced += answered.num_rows
             if self._slowest is not None:
                 answered = pa.concat_tables([self._slowest, answered])
             self._slowest = answered.sort_by(
-                [("latency_ms", "descending"), ("_ts", "ascending"), ("stream", "ascending"),
+                [("service_ms", "descending"), ("_ts", "ascending"), ("stream", "ascending"),
                  ("correlation_id", "ascending")]).slice(0, limit)
         failed = table.filter(failed_mask(table))
         if failed.num_rows:
@@ -386,8 +390,11 @@ class Collector:
             row["total_ms"] += total
             row["max_ms"] = max(row["max_ms"], most)
 
+        from kdissect.normal_flow import is_normal_flow
+
         errors_by_api = [
-            {"api": api, "error_code": code, "error": error_name(code), "top_level": top, "anywhere": anywhere}
+            {"api": api, "error_code": code, "error": error_name(code), "top_level": top, "anywhere": anywhere,
+             "normal_flow": is_normal_flow(code)}
             for (api, code), (top, anywhere) in sorted(self.errors_by_api.items(),
                                                        key=lambda item: (-item[1][1], -item[1][0], item[0]))]
         span = None
@@ -410,7 +417,7 @@ class Collector:
                          sorted(self.problems.items(), key=lambda item: (-item[1], item[0]))],
             "statuses": dict(self.statuses),
             "no_response": dict(self.no_response.most_common()),
-            "slowest": {"limit": self.limit, "total": self.answered, "rows": _list_rows(self._slowest)},
+            "slowest": {"limit": self.limit, "total": self.serviced, "rows": _list_rows(self._slowest)},
             "failed": {"limit": self.limit, "total": self.failed, "rows": _list_rows(self._failed)},
         }
 
@@ -453,7 +460,8 @@ def _list_rows(table: pa.Table | None) -> list[dict[str, Any]]:
         row["time"] = _iso_ns(ts) if ts is not None else None
         codes = sorted(set(row.get("error_codes") or ()) | ({row["error_code"]} if row.get("error_code") else set()))
         row["errors"] = [error_name(c) for c in codes]
-        row["latency_ms"] = _number(row["latency_ms"])
+        for name in ("latency_ms", "service_ms", "wait_ms"):
+            row[name] = _number(row.get(name))
         rows.append(row)
     return rows
 
@@ -470,7 +478,8 @@ class RowBatcher:
         self.rows: list[dict[str, Any]] = []
 
     def add(self, exchange: Any) -> None:
-        self.rows.append(exchange.to_row())
+        # captured strings as every table stores them (as the Spark tables do)
+        self.rows.append(lossless_row(exchange.to_row()))
         if len(self.rows) >= self.size:
             self.flush()
 

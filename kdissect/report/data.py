@@ -28,12 +28,14 @@ def from_exchanges(exchanges: Iterable[Any], accounting: Any, inputs: Sequence[s
     `min_width`: the narrowest time bucket in seconds (60 gives the Spark
     path's buckets)."""
     from kdissect.stats_tables import as_dict, collect
+    from kdissect.text_escape import lossless_value
 
     collector = Collector(min_width=min_width)
     batcher = RowBatcher(collector)
     summary, tables = collect(exchanges, batcher.add)
     batcher.flush()
-    stats = as_dict(summary, tables, accounting)
+    # captured strings as every table stores them (as the Spark tables do)
+    stats = lossless_value(as_dict(summary, tables, accounting))
     return {"source": {"kind": "captures", "inputs": [Path(p).name for p in inputs]},
             "stats": stats, "report": collector.to_dict()}
 

@@ -38,6 +38,8 @@ TABLE_ROWS = 200
 _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", "latency_by_broker",
                 "top_level_errors", "errors_anywhere", "partition_errors", "throttle", "no_response",
                 "accounting", "waits", "throttle_by_client",
+                # errors split by normal flow (kdissect.normal_flow), by client
+                "paired_with_error_codes", "paired_normal_flow_only", "error_codes", "errors_by_client",
                 # the topic, group and client tables and their flags (`_forensics`)
                 "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
                 "share_groups", "share_group_members", "transactions", "transaction_markers",
@@ -46,7 +48,7 @@ _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", 
 
 # exchange fields in the slowest / failed lists, in order
 _LIST_COLUMNS = ["time", "capture", "stream", "client", "broker", "client_id", "api_name", "api_version",
-                 "correlation_id", "latency_ms", "status", "errors", "throttle_time_ms", "request_bytes",
+                 "correlation_id", "service_ms", "wait_reason", "wait_ms", "latency_ms", "status", "errors", "throttle_time_ms", "request_bytes",
                  "response_bytes", "records", "request_frame", "response_frame", "problems"]
 
 _CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
@@ -255,6 +257,15 @@ def _summary(data: dict[str, Any], chart: Callable[[str, str], str]) -> str:
     cards.append(_card("exchanges", stats.get("exchanges"), "exchanges",
                        f"{report.get('answered', 0)} answered"))
     for status, count in stats.get("statuses", {}).items():
+        if status == "ok":  # paired: "ok" must not read as "without error"
+            with_errors = stats.get("paired_with_error_codes", 0)
+            normal = stats.get("paired_normal_flow_only", 0)
+            cards.append(_card("paired (status ok)", count, "statuses.ok",
+                               f"{count - with_errors} without error codes, {with_errors} with error codes "
+                               f"({normal} of them only normal-flow codes)"))
+            cards.append(_card("with failure codes", with_errors - normal, "paired_failures",
+                               "paired exchanges with an error code that is not the protocol's normal flow"))
+            continue
         cards.append(_card(status.replace("_", " "), count, f"statuses.{status}"))
     return (f'<section id="summary"><h2>Summary</h2><div class="cards">{"".join(cards)}</div>'
             + chart("statuses", "no exchanges") + "</section>")
@@ -334,16 +345,19 @@ def _forensics(stats: dict[str, Any]) -> str:
     from kdissect.forensics.render import TITLES, cell
     from kdissect.forensics.tables import TABLE_COLUMNS
 
+    def shown(column: str, value: Any) -> str:  # strings are lossless already: `_e` escapes the rest
+        return cell(column, value, escape=str)
+
     parts = ['<section id="forensics"><h2>Topics, groups and clients</h2>'
              "<p>From the decoded requests and responses: the tables of <code>kdissect topics</code>, "
              "<code>groups</code> and <code>clients</code>, with every column.</p>"]
     for name, columns in TABLE_COLUMNS.items():
         parts.append(f"<h3>{_e(TITLES[name].capitalize())}</h3>"
-                     + table(name, stats.get(name) or [], [c for c, _kind in columns], text=cell))
+                     + table(name, stats.get(name) or [], [c for c, _kind in columns], text=shown))
     for name, title in (("rebalance_storms", "Rebalance storms (5+ generations within 5 minutes)"),
                         ("member_rejoins", "Members that left and rejoined"),
                         ("metadata_storms", "Metadata storms (60+ Metadata requests in a minute)")):
-        parts.append(f"<h3>{_e(title)}</h3>" + table(name, stats.get(name) or [], text=cell))
+        parts.append(f"<h3>{_e(title)}</h3>" + table(name, stats.get(name) or [], text=shown))
     unnamed = stats.get("unresolved_topic_ids") or []
     parts.append(f'<p>Topic ids no response named: <span data-stat="unresolved_topic_ids" '
                  f'data-value="{_json_attr(unnamed)}">{_e(", ".join(unnamed) or "none")}</span>; '
@@ -403,7 +417,10 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         '<section id="errors"><h2>Errors</h2>'
         + chart("error_heatmap", "no error code in any response")
         + chart("errors_over_time", "no error code in any response")
+        + "<p>normal_flow: a code the protocol uses to steer a healthy client (a new member's "
+        "MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, a coordinator move ...), not a failure.</p>"
         + "<h3>Error codes</h3>" + table("errors_by_api", report.get("errors_by_api", []))
+        + "<h3>Errors by client</h3>" + table("errors_by_client", stats.get("errors_by_client", []))
         + "<h3>Top-level errors</h3>" + _mapping_table("top_level_errors", stats.get("top_level_errors", {}),
                                                         "error", "exchanges")
         + "<h3>Errors anywhere in the response</h3>"
@@ -417,7 +434,9 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         + table("throttle_by_client", stats.get("throttle_by_client", []))
         + "<h3>Per broker</h3>" + table("throttle", stats.get("throttle", [])) + "</section>",
         _forensics(stats),
-        _list_section("slowest", "Slowest exchanges", report["slowest"], "answered exchanges", "slowest"),
+        _list_section("slowest", "Slowest exchanges (service time)", report["slowest"],
+                      "answered exchanges with a service time (the waits the protocol asked for set apart; "
+                      "an exchange that was all wait has none)", "slowest"),
         _list_section("failed", "Failed exchanges", report["failed"],
                       "failed exchanges (a status other than ok, or an error code)", "first (by time)"),
     ]

@@ -106,6 +106,8 @@ def stats_from_tables(outdir: Any, collector: Collector, manifest: dict[str, Any
     by_client = sorted((r for r in latency if r["dimension"] == "client_id"), key=lambda r: r["client_id"])
     by_broker = sorted((r for r in latency if r["dimension"] == "broker"), key=lambda r: r["broker"])
 
+    from kdissect.normal_flow import is_normal_flow_name
+
     top: Counter[str] = Counter()
     anywhere: Counter[str] = Counter()
     for item in _rows(outdir, "errors"):
@@ -113,6 +115,16 @@ def stats_from_tables(outdir: Any, collector: Collector, manifest: dict[str, Any
             top[item["error_name"]] += item["top_level"]
         if item["anywhere"]:
             anywhere[item["error_name"]] += item["anywhere"]
+    error_codes = [{"error": name, "normal_flow": is_normal_flow_name(name), "top_level": top.get(name, 0),
+                    "anywhere": anywhere.get(name, 0)}
+                   for name in sorted(set(top) | set(anywhere),
+                                      key=lambda n: (is_normal_flow_name(n), -anywhere.get(n, 0), n))]
+    # (an OUTDIR of a job older than the table has none)
+    by_client_errors = [{"client_id": r["client_id"], "error": r["error_name"], "normal_flow": r["normal_flow"],
+                         "exchanges": r["exchanges"]}
+                        for r in (_rows(outdir, "errors_by_client") if (outdir / "errors_by_client").is_dir() else [])]
+    by_client_errors.sort(key=lambda r: (r["normal_flow"], -r["exchanges"], r["client_id"], r["error"]))
+    accounting = manifest.get("accounting", {})
 
     grouped = _dataset(outdir, "partition_errors").to_table(columns=["topic", "partition", "error_name"]).group_by(
         ["topic", "partition", "error_name"], use_threads=False).aggregate([([], "count_all")])
@@ -145,6 +157,10 @@ def stats_from_tables(outdir: Any, collector: Collector, manifest: dict[str, Any
         "latency_by_broker": [{"broker": r["broker"], **row(r)} for r in by_broker],
         "waits": waits,
         "throttle_by_client": throttle_by_client,
+        "paired_with_error_codes": accounting.get("ok_with_errors", 0),
+        "paired_normal_flow_only": accounting.get("ok_normal_flow_only", 0),
+        "error_codes": error_codes,
+        "errors_by_client": by_client_errors,
         "top_level_errors": dict(top.most_common()),
         "errors_anywhere": dict(anywhere.most_common()),
         "partition_errors": partition_errors,

@@ -8,29 +8,20 @@ applied to every text the page (tables, cards, chart labels) shows;
 from __future__ import annotations
 
 import json
-import unicodedata
 from typing import Any
 
-
-_HIDDEN = ("Cc", "Cf", "Zl", "Zp")  # controls, formats (bidi among them), line and paragraph separators
+from kdissect.text_escape import one_line
 
 
 def visible(text: str) -> str:
-    """`text` with every control (Cc), format (Cf) and line or paragraph
-    separator (Zl, Zp) character written as a
-    visible escape (`\\x1b`, `\\u202e`, `\\U000e0001`), so captured strings
-    can neither hide text nor reorder it (bidi overrides) on the page.
-    Backslashes are left alone: the escapes are for reading, not decoding."""
-    if text.isprintable() and text.isascii():
-        return text
-    return "".join(_escape_char(c) if unicodedata.category(c) in _HIDDEN else c for c in text)
-
-
-def _escape_char(char: str) -> str:
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    """`text` as the page shows it: every character that is not printable
+    (controls, formats and bidi overrides among them, line and paragraph
+    separators) written as the visible escape every text face uses
+    (`kdissect.text_escape`: `\\x1b`, `\\r`, `\\u202e`, `\\U000e0001`), so
+    captured strings can neither hide text nor reorder it on the page. The
+    page's data holds captured strings by the tables' lossless rule already,
+    so backslashes are left alone."""
+    return one_line(text)
 
 
 _SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",

@@ -64,15 +64,23 @@ class ArrivalSink:
     def add(self, exchange: Any, row: dict[str, Any]) -> None:
         """Note the arrival facts of an exchange (its row holds its keys)."""
         arrival = exchange.arrival
-        if isinstance(arrival, ProduceArrival) and exchange.response_ts is not None:
-            for label, partition, first, last in arrival.ranges:
-                self._add(PRODUCED, label, partition, first, last, exchange.response_ts, *([None] * 8))
+        if isinstance(arrival, ProduceArrival):
+            self.add_produced(exchange)
         elif isinstance(arrival, FetchArrival) and arrival.end_ns - arrival.start_ns <= MAX_HELD_NS:
             for label, partition, offset in arrival.marks:
                 self.fetched += 1
                 self._add(FETCHED, label, partition, offset, None, None, self.task_partition,
                           row["stream_capture_index"], row["stream_frame_number"], row["ordinal"], arrival.start_ns,
                           arrival.end_ns, arrival.before_ns, arrival.before_reason)
+        exchange.arrival = None
+
+    def add_produced(self, exchange: Any) -> None:
+        """Note where a Produce's answer put its offsets (the exchange may be
+        one a selection drops: it still ends the waits of the fetches kept)."""
+        arrival = exchange.arrival
+        if isinstance(arrival, ProduceArrival) and exchange.response_ts is not None:
+            for label, partition, first, last in arrival.ranges:
+                self._add(PRODUCED, label, partition, first, last, exchange.response_ts, *([None] * 8))
         exchange.arrival = None
 
     def _add(self, *values: Any) -> None:

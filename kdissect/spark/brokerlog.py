@@ -210,6 +210,7 @@ def join_broker_log(spark: Any, outdir: Tree, inputs: Sequence[str], partitions:
         frame = joined_rows.groupBy(group.alias("group")).agg(F.count("broker_total_ms").alias("count"), *measures)
         frame = frame.select(F.lit(by).alias("by"), "*")
         decomposition = frame if decomposition is None else decomposition.unionByName(frame)
+    assert decomposition is not None  # (groups is never empty)
     _write_table(outdir, "broker_latency", [r.asDict() for r in decomposition.orderBy("by", "group").collect()],
                  [("by", "string"), ("group", "string"), ("count", "int64")]
                  + [(f"{stem}_{q}", "float64") for stem, _ in COMPONENTS for q in ("p50", "p99")])

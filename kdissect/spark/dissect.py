@@ -93,8 +93,10 @@ class ConnectionRunner:
 
     def __init__(self, ports: Sequence[int], detect: bool, capture_names: Sequence[str], sink: PartSink,
                  keylog: Any = None, several_files: bool | None = None, forensics: Any = None,
-                 arrivals: Any = None) -> None:
+                 arrivals: Any = None, selection: Any = None) -> None:
         self.sink = sink
+        # the rows the job keeps (kdissect.selection.Selection), or None: all
+        self.selection = selection
         # the task's forensic tallies (kdissect.spark.forensics.TaskForensics), or None
         self.forensics = forensics
         # the task's arrival rows (kdissect.spark.arrivals.ArrivalSink), or None
@@ -124,13 +126,25 @@ class ConnectionRunner:
         from kdissect.forensics import FORENSIC_APIS
 
         self._dissector = Dissector(ports=self.ports, detect=self.detect, capture_names=self.capture_names,
-                                    keep_messages=False, keep_error_responses=True, accounting=self.accounting,
+                                    # (--group reads the decoded messages)
+                                    keep_messages=self.selection is not None and self.selection.reads_messages,
+                                    keep_error_responses=True, accounting=self.accounting,
                                     keylog=self.keylog, keep_apis=FORENSIC_APIS if self.forensics else ())
         self._ordinal = 0
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
+        from kdissect.output import lossless_row
+
+        selection = self.selection
         for exchange in exchanges:
-            row = exchange.to_row()
+            if selection is not None and not selection.matches(exchange):
+                if self.forensics is not None:  # topic names are context, learned from every exchange
+                    self.forensics.learn_names(exchange)
+                if exchange.arrival is not None and self.arrivals is not None:
+                    self.arrivals.add_produced(exchange)  # a Produce ends other fetches' waits, kept or not
+                exchange.request = exchange.response = None  # counted in the accounting, not kept
+                continue
+            row = lossless_row(exchange.to_row())  # captured strings as every output stores them
             key = exchange.stream_key
             row["stream_capture_index"], row["stream_frame_number"] = key if key is not None else (None, None)
             row["ordinal"] = self._ordinal
@@ -224,7 +238,7 @@ class ConnectionRunner:
 
 def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], detect: bool,
                       capture_names: Sequence[str], work_dir: Any, keylog: Any = None,
-                      max_uncompressed: int | None = None) -> Iterator[pa.RecordBatch]:
+                      max_uncompressed: int | None = None, selection: tuple | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: sorted segment batches of one partition -> OUTPUT_SCHEMA
     batches; the exchange rows go to this task partition's files in `work_dir`."""
     from pyspark import TaskContext
@@ -237,8 +251,15 @@ def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], d
     forensics = TaskForensics(work_dir, task_partition, max_uncompressed)
     arrivals = ArrivalSink(work_dir, task_partition)
     try:
+        kept = None
+        if selection is not None:  # (text, from ns, to ns, clients, brokers): the driver checked them
+            from kdissect.display_filter import DisplayFilter
+            from kdissect.selection import Selection
+
+            text, start_ns, end_ns, clients, brokers, groups = selection
+            kept = Selection(DisplayFilter(text) if text else None, start_ns, end_ns, clients, brokers, groups=groups)
         yield from ConnectionRunner(ports, detect, capture_names, sink, keylog, forensics=forensics,
-                                    arrivals=arrivals).run(batches)
+                                    arrivals=arrivals, selection=kept).run(batches)
     except BaseException:
         sink.abandon()
         forensics.abandon()

@@ -117,6 +117,9 @@ class TaskForensics:
         limit = {} if max_uncompressed is None else {"max_uncompressed": max_uncompressed}
         self.forensics = Forensics(latency_sink=self.ranges, **limit)
 
+    def learn_names(self, exchange: Any) -> None:
+        self.forensics.learn_names(exchange)
+
     def add(self, exchange: Any) -> None:
         self.forensics.add(exchange)
 
@@ -223,13 +226,15 @@ def write_forensic_tables(tables: Any, outdir: Tree | str, ts_unit: str) -> dict
     import pyarrow.parquet as pq
 
     from kdissect.forensics.tables import TABLE_COLUMNS, arrow_schema
+    from kdissect.output import lossless_row
 
     outdir = as_tree(outdir)
     divisor = {"s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}[ts_unit]
     written = {}
     for name, columns in TABLE_COLUMNS.items():
         times = [column for column, kind in columns if kind == "timestamp"]
-        rows = [{**row, **{column: None if row[column] is None else row[column] // divisor for column in times}}
+        rows = [{**lossless_row(row), **{column: None if row[column] is None else row[column] // divisor
+                                          for column in times}}
                 for row in tables.table(name)]
         with outdir.output(name, "part-00000.parquet") as stream:
             pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(name, ts_unit)), stream)

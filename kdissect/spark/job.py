@@ -47,7 +47,7 @@ from kdissect.spark.outdir import MANIFEST, claim_outdir
 from kdissect.spark.tree import RUNNING, SUCCESS, Tree
 
 DEFAULT_PORTS = (9092,)
-TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries",
+TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "errors_by_client", "throttle", "timeseries",
           # the forensic tables (kdissect.spark.forensics)
           "topics", "topic_lag", "end_to_end", "groups", "group_commits", "share_groups", "share_group_members",
           "clients", "producers", "transactions", "transaction_markers")
@@ -74,6 +74,14 @@ class JobOptions:
     max_uncompressed: int = DEFAULT_LIMIT
     broker_logs: tuple[str, ...] = ()  # Kafka request logs joined to the exchanges (kdissect.spark.brokerlog)
     overwrite: bool = False  # replace an earlier output's tables (kdissect.spark.outdir)
+    # which exchanges the tables hold (kdissect.selection), as on the command
+    # line: display filter, --from, --to, --client, --broker
+    display_filter: str | None = None
+    time_from: str | None = None
+    time_to: str | None = None
+    clients: tuple[str, ...] = ()
+    brokers: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
 
 
 @dataclass
@@ -136,6 +144,24 @@ def configure_stores(spark=None) -> stores.StoreSettings:
     return settings
 
 
+def _selection_values(options: JobOptions, paths: list[str]) -> tuple | None:
+    """(filter text, from ns, to ns, clients, brokers) for the tasks'
+    Selection, checked here; None when nothing is selected."""
+    if not (options.display_filter or options.time_from or options.time_to or options.clients or options.brokers
+            or options.groups):
+        return None
+    from kdissect.selection import Selection
+
+    start = None
+    if any(t and t.strip().startswith("+") for t in (options.time_from, options.time_to)):
+        from kdissect.capture import describe_captures
+
+        start = min((f.first_ts for f in describe_captures(paths) if f.first_ts is not None), default=None)
+    checked = Selection.from_options(options, start)
+    return (options.display_filter, checked.start_ns, checked.end_ns, tuple(options.clients), tuple(options.brokers),
+            tuple(options.groups))
+
+
 def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None = None) -> JobResult:
     """Run the whole job; `spark` may be an existing session (tests), or a
     function that starts one (spark-submit), called once OUTDIR is claimed.
@@ -170,6 +196,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         spark = spark()
     store_settings = configure_stores(None if callable(spark) else spark)
     ordered, resolutions, skipped = _ordered_captures(options.inputs)
+    # checked (a typo is exit 2) before OUTDIR is touched; the tasks rebuild it
+    selection = _selection_values(options, [path for path, _ in ordered])
     # the one place OUTDIR is checked and prepared, before Spark starts and
     # before anything under it is written or removed (TLS key logs are inputs too)
     broker_logs: list[str] = []
@@ -259,7 +287,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         from kdissect.allocator import keep_freed_memory
 
         keep_freed_memory()
-        return dissect_partition(batches, ports, detect, capture_names, work_dir, keylog, max_uncompressed)
+        return dissect_partition(batches, ports, detect, capture_names, work_dir, keylog, max_uncompressed,
+                                 selection)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -336,6 +365,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         summary += (f"\nbroker log: {broker_log['request_lines']} request lines, {broker_log['joined']} joined to "
                     f"{broker_log['exchanges']} exchanges; clock offset median "
                     + ("-" if offset["median_ms"] is None else f"{offset['median_ms']:.3f} ms") + " (log - capture)")
+    if selection is not None:
+        summary += f"\nselection: {counts['exchanges']} of {accounting.exchanges} exchanges kept"
     problems = reading.get("problems") or []
     if problems:
         summary += "\nreading problems (see manifest.json):\n" + "\n".join(f"  {p}" for p in problems[:10])
@@ -358,6 +389,9 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         "shuffle_partitions": partitions,
         "ports": list(options.ports),
         "detect": options.detect,
+        "selection": None if selection is None else {
+            "filter": options.display_filter, "from_ns": selection[1], "to_ns": selection[2],
+            "clients": list(options.clients), "brokers": list(options.brokers), "groups": list(options.groups)},
         "counts": counts,
         "read": reading,
         "accounting": accounting.to_dict(),

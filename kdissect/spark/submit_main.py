@@ -34,8 +34,10 @@ def submit(options: SparkJobOptions) -> None:
         configure_stores()
     expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is looked at
     # run_job checks OUTDIR (kdissect.spark.outdir), then joins the session spark-submit configured
-    result = run_job(job, spark=spark, log=lambda message: print(f"kdissect: {message}", file=sys.stderr))
-    print(result.summary)
+    from kdissect.commands.runtime import echo, say
+
+    result = run_job(job, spark=spark, log=lambda message: say(f"kdissect: {message}"))
+    echo(result.summary)
 
 
 def main(argv: list[str] | None = None) -> int:

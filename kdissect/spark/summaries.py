@@ -75,6 +75,12 @@ TABLE_SCHEMAS = {
     "errors": pa.schema([
         ("api_name", pa.string()), ("error_code", pa.int16()), ("error_name", pa.string()),
         ("top_level", pa.int64()), ("anywhere", pa.int64()),
+        ("normal_flow", pa.bool_()),  # a code the protocol uses in its normal flow (kdissect.normal_flow)
+    ]),
+    # exchanges per client id and error code anywhere in the response (as `kdissect stats`)
+    "errors_by_client": pa.schema([
+        ("client_id", pa.string()), ("error_code", pa.int16()), ("error_name", pa.string()),
+        ("normal_flow", pa.bool_()), ("exchanges", pa.int64()),
     ]),
     "throttle": pa.schema([
         ("client_id", pa.string()), ("broker", pa.string()), ("responses", pa.int64()), ("throttled", pa.int64()),
@@ -189,12 +195,21 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
                                      pc.greater(pc.fill_null(pc.list_value_length(exchanges["error_codes"]), 0), 0)))
     top_level: Counter[tuple[str, int]] = Counter()
     anywhere: Counter[tuple[str, int]] = Counter()
-    for api_name, code, codes in zip(*(erring[name].to_pylist() for name in ("api_name", "error_code", "error_codes"))):
+    by_client: Counter[tuple[str, int]] = Counter()
+    for api_name, code, codes, client_id in zip(*(erring[name].to_pylist()
+                                                  for name in ("api_name", "error_code", "error_codes", "client_id"))):
         api_name = NO_API if api_name is None else api_name
         if code:
             top_level[(api_name, code)] += 1
         for distinct in set(codes or ()) - {0}:
             anywhere[(api_name, distinct)] += 1
+        for distinct in (set(codes or ()) | {code or 0}) - {0}:
+            by_client[(NO_CLIENT_ID if client_id is None else client_id, distinct)] += 1
+    client_keys = sorted(by_client)
+    parts.append(_rows(len(client_keys), table="errors_by_client",
+                       client_id=pa.array([k[0] for k in client_keys], pa.string()),
+                       error_code=pa.array([k[1] for k in client_keys], pa.int16()),
+                       count=pa.array([by_client[k] for k in client_keys], pa.int64())))
     error_keys = sorted(set(top_level) | set(anywhere))
     parts.append(_rows(len(error_keys), table="errors", api_name=pa.array([k[0] for k in error_keys], pa.string()),
                        error_code=pa.array([k[1] for k in error_keys], pa.int16()),
@@ -247,8 +262,18 @@ def _merged_row(key: dict[str, Any], sums: dict[str, int], values: QuantileSketc
     if table == "errors":
         from kdissect.protocol.errors import error_name
 
+        from kdissect.normal_flow import is_normal_flow
+
         return {"api_name": key["api_name"], "error_code": key["error_code"], "error_name": error_name(key["error_code"]),
-                "top_level": sums["count"], "anywhere": sums["anywhere"]}
+                "top_level": sums["count"], "anywhere": sums["anywhere"],
+                "normal_flow": is_normal_flow(key["error_code"])}
+    if table == "errors_by_client":
+        from kdissect.normal_flow import is_normal_flow
+        from kdissect.protocol.errors import error_name
+
+        return {"client_id": key["client_id"], "error_code": key["error_code"],
+                "error_name": error_name(key["error_code"]), "normal_flow": is_normal_flow(key["error_code"]),
+                "exchanges": sums["count"]}
     if table == "throttle":
         p50, p90, p99 = _percentiles(values, 50, 90, 99)
         return {"client_id": key["client_id"], "broker": key["broker"], "responses": sums["count"],
@@ -321,6 +346,7 @@ _ORDER = {
                           _none_first(r["api_version"]), _none_first(r["client_id"]), _none_first(r["broker"])),
     "waits": lambda r: (r["reason"], r["api_name"]),
     "errors": lambda r: (-r["anywhere"], r["api_name"], r["error_code"]),
+    "errors_by_client": lambda r: (r["normal_flow"], -r["exchanges"], r["client_id"], r["error_name"]),
     "throttle": lambda r: (r["client_id"], r["broker"]),
     "timeseries": lambda r: (r["minute"], r["api_name"]),
 }

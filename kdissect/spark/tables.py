@@ -119,12 +119,15 @@ def _fmt(value: Any) -> str:
 def render_summary(outdir: Any, accounting: Any, top: int = 8) -> str:
     """A few lines for the terminal, from the accounting and the (small) summary tables."""
     lines: list[str] = []
-    statuses = [("ok", accounting.ok), ("inexact", accounting.inexact), ("no_response", accounting.no_response),
+    from kdissect.accounting import statuses_text
+
+    statuses = [("inexact", accounting.inexact), ("no_response", accounting.no_response),
                 ("orphan_response", accounting.orphan_responses), ("malformed", accounting.malformed),
                 ("truncated", accounting.truncated)]
     statuses = sorted((item for item in statuses if item[1]), key=lambda item: -item[1])
-    detail = ", ".join(f"{status} {count}" for status, count in statuses)
-    lines.append(f"exchanges: {accounting.exchanges}" + (f" ({detail})" if detail else ""))
+    detail = ", ".join([statuses_text(accounting.ok, accounting.ok_with_errors, accounting.ok_normal_flow_only)]
+                       + [f"{status} {count}" for status, count in statuses])
+    lines.append(f"exchanges: {accounting.exchanges} ({detail})")
     latency = [row for row in read_small_table(outdir, "latency") if row["dimension"] == "api"]
     latency.sort(key=lambda row: -row["count"])
     if latency:

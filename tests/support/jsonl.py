@@ -20,8 +20,24 @@ def seconds(ns: int, places: int = 6) -> str:
     return f"{sign}{whole}.{str(part).zfill(9)[:places]}"
 
 
+def stored_text(text: str) -> str:
+    """The README's rule for captured strings, computed from the bytes:
+    backslashes doubled, bytes that are not UTF-8 as \\xNN (the codec's own
+    backslashreplace)."""
+    raw = text.encode("utf-8", "surrogateescape")
+    return raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+
+
+def stored_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return stored_text(value)
+    if isinstance(value, list):
+        return [stored_value(v) for v in value]
+    return value
+
+
 def reference_line(exchange: Any, places: int = 6) -> str:
-    row = exchange.to_row()
+    row = {name: stored_value(value) for name, value in exchange.to_row().items()}
     texts = {}
     for name in TIMESTAMP_COLUMNS:
         value = row[name]

@@ -125,12 +125,20 @@ def oversized_api_versions_requests(pcap: Path, port: int) -> list[tuple[int, in
 
     cmd = ["tshark", "-r", str(pcap), "-d", f"tcp.port=={port},kafka", "-Y", f"kafka.api_key == 18 && tcp.dstport == {port}",
            "-T", "fields", "-e", "frame.number", "-e", "kafka.api_version", "-e", "kafka.len", "-e", "kafka.client_id",
-           "-e", "kafka.client_software_name", "-e", "kafka.client_software_version"]
+           "-e", "kafka.client_software_name", "-e", "kafka.client_software_version", "-e", "tcp.payload"]
+    # JSON, not tab-separated fields: a client id may hold tabs and newlines
+    cmd[cmd.index("fields")] = "json"
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     found = []
-    for line in out.splitlines():
-        frame, version, length, client_id, name, software = (line.split("\t") + [""] * 6)[:6]
-        expected = 2 + 2 + 4 + 2 + len(client_id.encode())
+    for packet in json.loads(out or "[]"):
+        layers = packet["_source"]["layers"]
+        frame, version, length, client_id, name, software, payload = (
+            (layers.get(field) or [""])[0] for field in cmd[cmd.index("-e") + 1::2])
+        # the client id's length from the header itself when the segment
+        # starts with the request (tshark cuts a client id at a NUL)
+        head = bytes.fromhex(payload.replace(":", ""))
+        id_length = int.from_bytes(head[12:14], "big", signed=True) if len(head) >= 14 else -1
+        expected = 2 + 2 + 4 + 2 + (id_length if id_length >= 0 else len(client_id.encode()))
         if int(version) >= 3:
             name_b, software_b = name.encode(), software.encode()
             expected += (1 + uvarint_size(len(name_b) + 1) + len(name_b)

@@ -59,10 +59,10 @@ def wl_share_timeout(m: Manifest, broker: Any) -> None:
 
 def _java(m: Manifest, args: list[str]) -> None:
     from tools.lab.java_client import run_java_helper
-    from tools.lab.workloads import KAFKA4
+    from tools.lab.kafka_versions import VERSIONS
 
-    result = json.loads(run_java_helper(args, version=KAFKA4))
-    m.data["clients"]["kafka-clients (java)"] = KAFKA4
+    result = json.loads(run_java_helper(args, version=VERSIONS["4"]))
+    m.data["clients"]["kafka-clients (java)"] = VERSIONS["4"]
 
     def text(value: str | None) -> str | None:
         return None if value is None else encode_bytes(base64.b64decode(value))

@@ -924,3 +924,16 @@ def _share_workloads() -> list[Workload]:
 
 
 WORKLOADS += _share_workloads()
+
+
+def _hostile_workloads() -> list[Workload]:
+    from tools.lab.hostile import wl_hostile
+
+    return [Workload("hostile_strings_kafka", STANDARD_PORT,
+                     "Hostile strings: kafka-python producers whose client ids, record keys, values and header "
+                     "values carry terminal escapes, bidi controls, NUL, CR/LF, CSV formulas and HTML; a consumer "
+                     "group with a hostile id; raw Metadata v1 requests with client ids and topics that are not "
+                     "valid UTF-8", wl_hostile, broker="kafka4")]
+
+
+WORKLOADS += _hostile_workloads()
