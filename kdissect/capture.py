@@ -41,6 +41,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, NamedTuple, Protocol
 
+from kdissect import stores  # captures given as store URIs (its own imports are light)
 from kdissect.captureset import DuplicateFilter, merge_files, timestamp_unit
 from kdissect.failures import InputError
 from kdissect.linklayers import (
@@ -587,8 +588,6 @@ def open_raw(path: str | Path) -> BinaryIO:
     (s3://, hdfs://, file://) as a file read by ranges (kdissect.stores)."""
     text = str(path)
     if ":/" in text[:16]:  # a URI (pathlib may have folded its "//")
-        from kdissect import stores
-
         if stores.is_uri(text):
             return stores.open_input(text)  # type: ignore[return-value]
     return open(path, "rb")
@@ -596,8 +595,6 @@ def open_raw(path: str | Path) -> BinaryIO:
 
 def _file_head(path: str, count: int) -> bytes:
     """The first `count` bytes of a plain file (one small ranged read from a store)."""
-    from kdissect import stores
-
     if stores.is_uri(path):
         return stores.read_head(path, count)
     with open(path, "rb") as head:

@@ -32,7 +32,6 @@ import os
 import posixpath
 import re
 import threading
-import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -176,6 +175,8 @@ def hadoop_conf() -> dict[str, str]:
     conf_dir = os.environ.get("HADOOP_CONF_DIR") or (
         os.path.join(os.environ["HADOOP_HOME"], "etc", "hadoop") if os.environ.get("HADOOP_HOME") else None)
     if conf_dir and os.path.isfile(os.path.join(conf_dir, "core-site.xml")):
+        import xml.etree.ElementTree as ElementTree  # here: capture.py imports this module on every run
+
         try:
             root = ElementTree.parse(os.path.join(conf_dir, "core-site.xml")).getroot()
             for prop in root.iter("property"):
