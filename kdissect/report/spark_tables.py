@@ -122,7 +122,7 @@ def stats_from_tables(outdir: Any, collector: Collector, manifest: dict[str, Any
     # (an OUTDIR of a job older than the table has none)
     by_client_errors = [{"client_id": r["client_id"], "error": r["error_name"], "normal_flow": r["normal_flow"],
                          "exchanges": r["exchanges"]}
-                        for r in (_rows(outdir, "errors_by_client") if (outdir / "errors_by_client").is_dir() else [])]
+                        for r in (_rows(outdir, "errors_by_client") if outdir.exists("errors_by_client") else [])]
     by_client_errors.sort(key=lambda r: (r["normal_flow"], -r["exchanges"], r["client_id"], r["error"]))
     accounting = manifest.get("accounting", {})
 
