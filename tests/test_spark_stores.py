@@ -286,8 +286,8 @@ def test_a_foreign_store_outdir_is_refused_and_left_alone(s3, archive, tmp_path)
                      s3.env("writer"))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"kdissect: error: s3://{BUCKET}/someone-else: OUTDIR is not empty and is not an earlier kdissect output; "
-        "name a new or empty directory"]
+        f"kdissect: error: OUTDIR s3://{BUCKET}/someone-else is not empty and holds no earlier kdissect spark output: "
+        "refusing to write there, even with --overwrite (choose a new or empty directory)"]
     assert _objects(s3, f"{BUCKET}/someone-else") == {"data.csv": b"a,b\n1,2\n"}
     # and a reader may list but not write: refused before anything is written
     done = _kdissect(["spark", f"s3://{BUCKET}/archive/admin.pcap.gz", "-o", f"s3://{BUCKET}/readers-lake"],
@@ -296,3 +296,39 @@ def test_a_foreign_store_outdir_is_refused_and_left_alone(s3, archive, tmp_path)
     assert done.stderr.strip().splitlines()[-1] == (
         f"kdissect: error: s3://{BUCKET}/readers-lake: access denied (no permission, or the credentials were refused)")
     assert _objects(s3, f"{BUCKET}/readers-lake") == {}
+
+
+def test_the_outdir_rule_in_a_store_is_the_local_one(s3, archive, tmp_path):
+    """An earlier output in S3 is replaced only with --overwrite, which removes
+    only kdissect's files; an OUTDIR inside an input (by URI) is refused."""
+    client = s3.file_system()
+    earlier = f"{BUCKET}/earlier"
+    for name, data in ((".kdissect-outdir", b"{}"), ("notes.txt", b"my notes\n"), ("_SUCCESS", b""),
+                       ("exchanges/capture_date=2020-01-01/part-00007.parquet", b"PAR1 stale PAR1"),
+                       ("exchanges/_SUCCESS", b"")):
+        with client.open_output_stream(f"{earlier}/{name}") as out:
+            out.write(data)
+    before = _objects(s3, earlier)
+    source = f"s3://{BUCKET}/archive/admin.pcap.gz"
+    done = _kdissect(["spark", source, "-o", f"s3://{BUCKET}/earlier"], s3.env("writer"))
+    assert done.returncode == 2
+    assert "holds an earlier kdissect spark output: give --overwrite" in done.stderr.strip().splitlines()[-1]
+    assert _objects(s3, earlier) == before
+    # inside an input directory, compared by URI (s3a:// is s3://)
+    done = _kdissect(["spark", f"s3://{BUCKET}/archive", "-o", f"s3a://{BUCKET}/archive/tables"], s3.env("writer"))
+    assert done.returncode == 2
+    assert f"the input s3://{BUCKET}/archive: refusing to write there" in done.stderr.strip().splitlines()[-1]
+    # a file of someone else's in a table directory: refused, even with --overwrite, nothing removed
+    with client.open_output_stream(f"{earlier}/exchanges/theirs.csv") as out:
+        out.write(b"x\n")
+    done = _kdissect(["spark", source, "-o", f"s3://{BUCKET}/earlier", "--overwrite"], s3.env("writer"))
+    assert done.returncode == 2 and "theirs.csv was not written by kdissect" in done.stderr.strip().splitlines()[-1]
+    client.delete_file(f"{earlier}/exchanges/theirs.csv")
+    assert _objects(s3, earlier) == before
+    done = _kdissect(["spark", source, "-o", f"s3://{BUCKET}/earlier", "--overwrite", "--master", "local[2]"],
+                     s3.env("writer"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    after = _objects(s3, earlier)
+    assert after["notes.txt"] == b"my notes\n" and "_SUCCESS" in after and "_KDISSECT_RUNNING" not in after
+    assert "exchanges/capture_date=2020-01-01/part-00007.parquet" not in after
+    assert any(key.startswith("exchanges/capture_date=") and key.endswith(".parquet") for key in after)
