@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from kdissect.failures import InputError
+from kdissect.webhdfs import webhdfs_file_system  # (imports fsspec only when called)
 
 # schemes and the client serving them
 S3_SCHEMES = ("s3", "s3a", "s3n")
@@ -271,17 +272,13 @@ def file_system(location: Location) -> Any:
 def _webhdfs(location: Location) -> Any:
     """fsspec's WebHDFS client as a pyarrow FileSystem (user: $HADOOP_USER_NAME, else this process's)."""
     import getpass
+    import importlib.util
 
-    from pyarrow.fs import FSSpecHandler, PyFileSystem
-
-    try:
-        from fsspec.implementations.webhdfs import WebHDFS
-    except ImportError:
-        raise InputError(f"{location.uri}: webhdfs:// needs fsspec and requests (pip install 'kdissect[webhdfs]')") \
-            from None
+    if importlib.util.find_spec("fsspec") is None or importlib.util.find_spec("requests") is None:
+        raise InputError(f"{location.uri}: webhdfs:// needs fsspec and requests (pip install 'kdissect[webhdfs]')")
     host, _, port = location.authority.partition(":")
     user = settings().hadoop_user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
-    return PyFileSystem(FSSpecHandler(WebHDFS(host, port=int(port or 9870), user=user, use_listings_cache=False)))
+    return webhdfs_file_system(host, int(port or 9870), user)
 
 
 # -- errors ---------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("records", ("records",)),  # message sets and record batches inside messages
     # the row, its problems, the counters, the error codes of the protocol's normal flow
     ("model", ("exchange", "problems", "accounting", "normal_flow")),
-    ("wire", ("stores", "capture", "linklayers", "captureset", "reassembly")),  # files (local or in a store) -> TCP streams
+    ("wire", ("stores", "webhdfs", "capture", "linklayers", "captureset", "reassembly")),  # files (local or in a store) -> TCP streams
     ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "arrivals", "brokerlog.parse", "brokerlog.join", "pipeline")),
     # tallies over exchanges, and which exchanges a run keeps (display filter, selection)
     ("analysis", ("summary", "stats_tables", "forensics", "brokerlog", "display_filter", "mentions", "selection")),
