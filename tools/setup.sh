@@ -56,44 +56,6 @@ if ! "$go_bin" version 2>/dev/null | grep -qE 'go1\.(2[6-9]|[3-9][0-9])'; then
   echo "setup: Go 1.26+ not found (go on PATH or /usr/local/go/bin/go): the S3 store tests need it to build SeaweedFS" >&2
 fi
 
-[ -x .venv/bin/python ] || missing+=(python3-venv)
-command -v tcpdump >/dev/null || missing+=(tcpdump)
-command -v tshark >/dev/null || missing+=(tshark)
-command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
-# socat: the TLS front (OpenSSL) of the TLS lab tests
-command -v socat >/dev/null || missing+=(socat)
-# the capture lab's Apache Kafka: jars from Maven Central, its Java client, TLS certificates
-command -v javac >/dev/null || missing+=(openjdk-17-jdk-headless)
-command -v mvn >/dev/null || missing+=(maven)
-command -v openssl >/dev/null || missing+=(openssl)
-# chromium: the tests open `kdissect report`'s page in it, headless
-command -v chromium >/dev/null || missing+=(chromium)
-# a C compiler and the interpreter's headers: tools/build_native.py compiles the per-packet modules
-command -v gcc >/dev/null || missing+=(gcc)
-"$python" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
-  2>/dev/null || missing+=(python3-dev)
-if ((${#missing[@]})); then
-  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-  export DEBIAN_FRONTEND=noninteractive
-  # tshark's package asks whether non-root users may capture; answer "no".
-  echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections || true
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-
-# Go >= 1.26: tools/lab/seaweedfs.py builds SeaweedFS, the S3 server of the
-# store tests, from its Go module (Debian's golang-go is too old); the official
-# toolchain goes to /usr/local/go. The build itself runs once, on first use, and
-# is cached outside the checkout (~13 min cold on two cores, ~2 min with Go's
-# build cache warm).
-go_bin=$(command -v go || echo /usr/local/go/bin/go)
-if ! "$go_bin" version 2>/dev/null | grep -qE 'go1\.(2[6-9]|[3-9][0-9])'; then
-  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-  command -v curl >/dev/null || $sudo apt-get install -y -qq curl >/dev/null
-  $sudo rm -rf /usr/local/go
-  curl -fsSL "https://go.dev/dl/go1.26.8.linux-$(dpkg --print-architecture).tar.gz" | $sudo tar -C /usr/local -xz
-fi
-
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 stamp=.venv/.kdissect-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ tools/setup.sh -nt "$stamp" ]; then
