@@ -107,9 +107,10 @@ def test_captures_only_in_s3(cluster, archive, tmp_path):
     with s3_server() as s3:
         s3.make_bucket("captures")
         for path in captures:
-            s3.upload(path, f"captures/{path.relative_to(local)}")
+            s3.upload(path, f"captures/archive/{path.relative_to(local)}")
         env = s3.env("writer")
-        _run_on_cluster(cluster, "s3://captures/", "s3a://captures/lake", env, tmp_path / "lake")
+        # (beside the captures, not around them: an OUTDIR inside an input is refused)
+        _run_on_cluster(cluster, "s3://captures/archive/", "s3a://captures/lake", env, tmp_path / "lake")
         access, secret = s3.keys["writer"]
         stores.configure(stores.StoreSettings(stores.S3Settings(endpoint=s3.endpoint, access_key=access,
                                                                 secret_key=secret)))
