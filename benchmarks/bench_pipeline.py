@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kdissect export vs tshark, side by side, on four shapes of traffic.
+"""kdissect export vs tshark, side by side, on five shapes of traffic.
 
     python3 benchmarks/bench_pipeline.py [--rounds 3] [--regenerate] [--only SHAPE ...]
 
@@ -11,6 +11,9 @@ Generates (once, into benchmarks/out/; never committed):
   carry records, about 58 MB (`... records`);
 * connections: 200,000 client connections, each a SYN, SYN-ACK, ACK and a
   partial request, none closed (`benchmarks/manyconn.py`, --connections N);
+* connections-syn: 200,000 client connections, each a single SYN then one
+  data segment with the first bytes of a request whose size prefix promises
+  more, no handshake reply, none closed (`manyconn.py --shape syn-data`);
 
 the lab ones with real clients against Tansu, as root, in the lab's private
 network namespace. Then it runs, alternating, in the same run:
@@ -23,9 +26,21 @@ Each run is a child process measured with wait4: wall time, CPU time
 (user + sys) and peak resident memory. kdissect runs as an installed package
 would: with its bytecode compiled (PYTHONDONTWRITEBYTECODE is dropped for the
 child and bytecode goes to benchmarks/out/pycache) and its codec cache
-filled, both by one unmeasured warm-up run (--cold: neither). The best of the rounds is reported,
-with tshark/kdissect ratios (> 1 means kdissect is faster). Results also go
-to benchmarks/out/results.json.
+filled, both by one unmeasured warm-up run (--cold: neither).
+
+Each round runs every command once, in turns (the order reversed every other
+round), so a round is a pair of runs made under the same load. The figure
+reported is the median over the rounds of each round's CPU-time ratio
+tshark / kdissect (> 1 means kdissect is faster), with the range of those
+ratios; a shape whose ratios spread by more than SPREAD_LIMIT of the median
+is flagged "too wide to trust" (rerun it on a quieter machine). Median
+CPU and wall times and the greatest peak RSS are reported beside it. Results
+also go to benchmarks/out/results.json.
+
+`--per-connection` measures what one more connection costs: kdissect on the
+connections-syn shape (2 packets per connection) at 50,000 and 200,000
+connections, paired; the difference of CPU time and of peak RSS divided by
+the 150,000 connections between them.
 
 kdissect runs on this script's interpreter; `--python PATH` (repeatable)
 names the interpreters to run it on instead, each importing this checkout,
@@ -42,6 +57,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -73,15 +89,24 @@ def _tcpdump_with_buffer(kib: int) -> dict[str, str]:
     return env
 
 
-SHAPES = ("bulk", "chatty", "records", "connections")
+SHAPES = ("bulk", "chatty", "records", "connections", "connections-syn")
+# a shape whose paired ratios spread (max - min) by more than this share of
+# their median is flagged: its median is not to be trusted
+SPREAD_LIMIT = 0.25
+
+
+def capture_name(kind: str, connections: int) -> str:
+    return f"{kind}-{connections}" if kind.startswith("connections") else kind
 
 
 def generate(kind: str, path: Path, regenerate: bool, buffer_kib: int, connections: int = 200_000) -> None:
     if path.exists() and not regenerate:
         return
-    if kind == "connections":
-        print(f"generating: {path} ({connections} connections)", flush=True)
-        subprocess.run([sys.executable, str(HERE / "manyconn.py"), str(path), str(connections)], check=True)
+    if kind.startswith("connections"):
+        shape = "syn-data" if kind == "connections-syn" else "handshake"
+        print(f"generating: {path} ({connections} connections, {shape})", flush=True)
+        subprocess.run([sys.executable, str(HERE / "manyconn.py"), str(path), str(connections), "--shape", shape],
+                       check=True)
         return
     if kind == "bulk":
         extra = ["--mb", "60"]
@@ -165,12 +190,13 @@ def bench(path: Path, rounds: int, cold: bool = False, pythons: list[str] | None
             order.reverse()
         for name, command, command_env in order:
             runs[name].append(measure(command, command_env))
-    best = {name: {key: min(r[key] for r in results) for key in ("wall_s", "cpu_s")} |
+    best = {name: {key: statistics.median(r[key] for r in results) for key in ("wall_s", "cpu_s")} |
             {"peak_rss_mib": max(r["peak_rss_mib"] for r in results)}
             for name, results in runs.items()}
     first = pythons[0]
     accounting = [line.removeprefix("kdissect: ") for line in runs[first][0]["stderr"].splitlines()]
     t = best["tshark"]
+    paired = {label: paired_ratios(runs["tshark"], runs[label]) for label in runners}
     return {
         "capture": path.name,
         "size_mib": path.stat().st_size / (1 << 20),
@@ -181,15 +207,50 @@ def bench(path: Path, rounds: int, cold: bool = False, pythons: list[str] | None
         "python": interpreter_version(first),
         "compiled_modules": compiled_modules(first, env),
         "tshark": t,
-        "speedup_wall": t["wall_s"] / best[first]["wall_s"],
-        "speedup_cpu": t["cpu_s"] / best[first]["cpu_s"],
+        "speedup_wall": paired[first]["wall_median"],
+        "speedup_cpu": paired[first]["cpu_median"],
         "interpreters": [{"python": label, "version": interpreter_version(python),
                           "compiled_modules": compiled_modules(python, run_env), **best[label],
-                          "speedup_wall": t["wall_s"] / best[label]["wall_s"],
-                          "speedup_cpu": t["cpu_s"] / best[label]["cpu_s"]}
+                          "speedup_wall": paired[label]["wall_median"],
+                          "speedup_cpu": paired[label]["cpu_median"], "paired": paired[label]}
                          for label, (python, run_env) in runners.items()],
         "kdissect_accounting": accounting,
     }
+
+
+def paired_ratios(tshark_runs: list[dict], kdissect_runs: list[dict]) -> dict:
+    """Round by round tshark / kdissect ratios of CPU and wall time: their
+    medians, ranges, and whether the CPU ratios spread too widely to trust."""
+    out: dict = {}
+    for key in ("cpu", "wall"):
+        ratios = [t[f"{key}_s"] / k[f"{key}_s"] for t, k in zip(tshark_runs, kdissect_runs)]
+        median = statistics.median(ratios)
+        out[f"{key}_ratios"] = ratios
+        out[f"{key}_median"] = median
+        out[f"{key}_range"] = (min(ratios), max(ratios))
+        out[f"{key}_too_wide"] = (max(ratios) - min(ratios)) > SPREAD_LIMIT * median
+    return out
+
+
+def per_connection(rounds: int, small: int = 50_000, large: int = 200_000) -> dict:
+    """CPU microseconds and peak-RSS bytes one more 2-packet connection costs
+    kdissect: the syn-data shape at `small` and `large` connections, paired."""
+    paths = {}
+    for n in (small, large):
+        paths[n] = OUT / f"{capture_name('connections-syn', n)}.pcap"
+        generate("connections-syn", paths[n], False, 0, n)
+    env = kdissect_env(False)
+    env.pop("KDISSECT_PURE_PYTHON", None)
+    commands = {n: [sys.executable, "-m", "kdissect", "export", str(p), "-o", os.devnull] for n, p in paths.items()}
+    measure(commands[small], env)
+    us, rss = [], []
+    for i in range(rounds):
+        order = [small, large] if i % 2 == 0 else [large, small]
+        got = {n: measure(commands[n], env) for n in order}
+        us.append((got[large]["cpu_s"] - got[small]["cpu_s"]) / (large - small) * 1e6)
+        rss.append((got[large]["peak_rss_mib"] - got[small]["peak_rss_mib"]) * (1 << 20) / (large - small))
+    return {"connections": (small, large), "us_per_connection": us, "bytes_per_connection": rss,
+            "us_median": statistics.median(us), "bytes_median": statistics.median(rss)}
 
 
 def main() -> int:
@@ -207,14 +268,25 @@ def main() -> int:
                         help="run kdissect on this interpreter (repeatable; default: this script's)")
     parser.add_argument("--plain-too", action="store_true",
                         help="also run the first interpreter with the per-packet modules as plain Python")
+    parser.add_argument("--per-connection", action="store_true",
+                        help="only measure the cost of one more 2-packet connection (50,000 against 200,000)")
     parser.add_argument("captures", nargs="*", type=Path, help="benchmark these files instead")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.per_connection:
+        got = per_connection(args.rounds)
+        print(f"per connection (syn-data, {got['connections'][0]} against {got['connections'][1]}, "
+              f"{args.rounds} paired rounds, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}): "
+              f"{got['us_median']:.1f} us CPU (range {min(got['us_per_connection']):.1f}-"
+              f"{max(got['us_per_connection']):.1f}), {got['bytes_median']:.0f} bytes of peak RSS "
+              f"(range {min(got['bytes_per_connection']):.0f}-{max(got['bytes_per_connection']):.0f})")
+        (OUT / "per_connection.json").write_text(json.dumps(got, indent=2))
+        return 0
     paths = args.captures
     if not paths:
         paths = []
         for kind in args.only or SHAPES:
-            name = f"connections-{args.connections}" if kind == "connections" else kind
+            name = capture_name(kind, args.connections)
             path = OUT / f"{name}.pcap"
             generate(kind, path, args.regenerate, args.tcpdump_buffer_kib, args.connections)
             paths.append(path)
@@ -226,13 +298,17 @@ def main() -> int:
         result["load_average_after"] = os.getloadavg()
         results.append(result)
         t = result["tshark"]
-        print(f"\n{result['capture']} ({result['size_mib']:.1f} MiB), best of {args.rounds}, "
+        print(f"\n{result['capture']} ({result['size_mib']:.1f} MiB), median of {args.rounds} paired rounds, "
               f"kdissect start {result['kdissect_start']}:")
         print(f"  tshark    wall {t['wall_s']:7.2f} s  cpu {t['cpu_s']:7.2f} s  peak RSS {t['peak_rss_mib']:7.1f} MiB")
         for k in result["interpreters"]:
             print(f"  kdissect  wall {k['wall_s']:7.2f} s  cpu {k['cpu_s']:7.2f} s  peak RSS {k['peak_rss_mib']:7.1f} MiB"
                   f"  ({k['python']}: {k['version']}; compiled: {', '.join(k['compiled_modules']) or 'none'})")
-            print(f"    speed-up (tshark / kdissect): wall {k['speedup_wall']:.2f}x, cpu {k['speedup_cpu']:.2f}x; "
+            p = k["paired"]
+            print(f"    speed-up (tshark / kdissect, paired): cpu {p['cpu_median']:.2f}x "
+                  f"(range {p['cpu_range'][0]:.2f}-{p['cpu_range'][1]:.2f})"
+                  f"{'  SPREAD TOO WIDE TO TRUST' if p['cpu_too_wide'] else ''}, wall {p['wall_median']:.2f}x "
+                  f"(range {p['wall_range'][0]:.2f}-{p['wall_range'][1]:.2f}); "
                   f"peak RSS kdissect / tshark: {k['peak_rss_mib'] / t['peak_rss_mib']:.2f}")
         for line in result["kdissect_accounting"]:
             print(f"  | {line}")

@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
-"""Write the many-connections benchmark capture: N client connections to a
-broker's port 9092, each a SYN, SYN-ACK, ACK and the first 20 bytes of a
-Metadata request (a 44-byte frame), none of them closed: the shape of a busy
-broker, a reconnect storm or a scan.
+"""Write a many-connections benchmark capture: N client connections to a
+broker's port 9092, none of them closed: the shape of a busy broker, a
+reconnect storm or a scan. Two shapes:
 
-    python3 benchmarks/manyconn.py OUT.pcap N
+* `handshake` (the default): each connection a SYN, SYN-ACK, ACK and the
+  first 20 bytes of a Metadata request (a 44-byte frame): four packets;
+* `syn-data`: each connection a single SYN, then one data segment with the
+  same first 20 bytes of a request whose size prefix promises more; no
+  handshake reply is seen (as where only one direction is captured, or a
+  flood the broker never answers): two packets.
+
+    python3 benchmarks/manyconn.py OUT.pcap N [--shape handshake|syn-data]
 
 Generated on demand (benchmarks/bench_pipeline.py does it into
 benchmarks/out/), never committed. Clients are 10.x.y.z (N up to 2**24),
@@ -32,7 +38,10 @@ def _packet(ts_us: int, src: bytes, sport: int, dst: bytes, dport: int, seq: int
     return struct.pack("<IIII", ts_us // 10**6, ts_us % 10**6, len(frame), len(frame)) + frame
 
 
-def write_capture(path: Path, connections: int) -> None:
+SHAPES = ("handshake", "syn-data")
+
+
+def write_capture(path: Path, connections: int, shape: str = "handshake") -> None:
     ts = 1_700_000_000 * 10**6
     with open(path, "wb") as out:
         out.write(_PCAP_HEADER)
@@ -40,20 +49,28 @@ def write_capture(path: Path, connections: int) -> None:
             client = bytes([10, 1 + (i >> 16) & 0xFF, (i >> 8) & 0xFF, i & 0xFF])
             port = 40000 + i % 20000
             isn, peer_isn = 1000 + i, 5000 + i
-            packets = ((client, port, BROKER, 9092, isn, 0, 0x02, b""),  # SYN
-                       (BROKER, 9092, client, port, peer_isn, isn + 1, 0x12, b""),  # SYN-ACK
-                       (client, port, BROKER, 9092, isn + 1, peer_isn + 1, 0x10, b""),  # ACK
-                       (client, port, BROKER, 9092, isn + 1, peer_isn + 1, 0x18, REQUEST_START[:20]))  # PSH-ACK
+            if shape == "syn-data":
+                packets = ((client, port, BROKER, 9092, isn, 0, 0x02, b""),  # SYN
+                           (client, port, BROKER, 9092, isn + 1, peer_isn + 1, 0x18, REQUEST_START[:20]))
+            else:
+                packets = ((client, port, BROKER, 9092, isn, 0, 0x02, b""),  # SYN
+                           (BROKER, 9092, client, port, peer_isn, isn + 1, 0x12, b""),  # SYN-ACK
+                           (client, port, BROKER, 9092, isn + 1, peer_isn + 1, 0x10, b""),  # ACK
+                           (client, port, BROKER, 9092, isn + 1, peer_isn + 1, 0x18, REQUEST_START[:20]))  # PSH-ACK
             for packet in packets:
                 out.write(_packet(ts, *packet))
                 ts += 3
 
 
 def main() -> int:
-    if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    write_capture(Path(sys.argv[1]), int(sys.argv[2]))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("output", type=Path)
+    parser.add_argument("connections", type=int)
+    parser.add_argument("--shape", choices=SHAPES, default="handshake")
+    args = parser.parse_args()
+    write_capture(args.output, args.connections, args.shape)
     return 0
 
 

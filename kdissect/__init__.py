@@ -41,3 +41,9 @@ def __getattr__(name: str) -> Any:
 
         return getattr(codec, name)
     raise AttributeError(f"module 'kdissect' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public API only (not the helpers this module imports, nor the
+    subpackages an import has loaded)."""
+    return sorted(__all__)

@@ -23,118 +23,86 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdissect.packet import SlotRecord
+from kdissect.packet import TableRecord, fields_of
 
 
-class Accounting(SlotRecord):
-    __slots__ = ("packets", "non_tcp_packets", "undecodable_packets", "duplicate_packets", "damaged_files",
-                 "unread_file_bytes", "segments", "payload_bytes", "retransmitted_bytes", "before_start_bytes",
-                 "after_close_bytes", "connections", "empty_connections", "kafka_connections", "non_kafka_connections",
-                 "non_kafka_bytes", "tls_connections", "encrypted_connections", "tls_bytes", "tls_plaintext_bytes",
-                 "tls_other_bytes", "evicted_connections", "stream_bytes", "framed_bytes", "incomplete_frame_bytes",
-                 "skipped_bytes", "mid_stream_bytes", "snaplen_bytes", "gap_bytes", "tail_gap_bytes", "gaps", "resyncs",
-                 "mid_stream_starts", "request_frames", "response_frames", "decoded_frames", "malformed_frames",
-                 "truncated_frames", "undecoded_frames", "raw_sasl_frames", "unreadable_responses", "exchanges", "ok",
-                 "ok_with_errors", "ok_normal_flow_only",
-                 "inexact", "no_response", "orphan_responses", "malformed", "truncated", "sent_while_muted",
-                 "acks0_requests",
-                 "acks0_answered", "acks0_released", "early_responses", "assumed_apis", "ambiguous_apis",
-                 "unknown_apis", "inexact_frames")
-
-    def __init__(self, packets: int = 0, non_tcp_packets: int = 0, undecodable_packets: int = 0,
-                 duplicate_packets: int = 0, damaged_files: int = 0, unread_file_bytes: int = 0, segments: int = 0,
-                 payload_bytes: int = 0, retransmitted_bytes: int = 0, before_start_bytes: int = 0,
-                 after_close_bytes: int = 0, connections: int = 0, empty_connections: int = 0,
-                 kafka_connections: int = 0, non_kafka_connections: int = 0, non_kafka_bytes: int = 0,
-                 tls_connections: int = 0, encrypted_connections: int = 0, tls_bytes: int = 0,
-                 tls_plaintext_bytes: int = 0, tls_other_bytes: int = 0, evicted_connections: int = 0,
-                 stream_bytes: int = 0, framed_bytes: int = 0, incomplete_frame_bytes: int = 0, skipped_bytes: int = 0,
-                 mid_stream_bytes: int = 0, snaplen_bytes: int = 0, gap_bytes: int = 0, tail_gap_bytes: int = 0,
-                 gaps: int = 0, resyncs: int = 0, mid_stream_starts: int = 0, request_frames: int = 0,
-                 response_frames: int = 0, decoded_frames: int = 0, malformed_frames: int = 0,
-                 truncated_frames: int = 0, undecoded_frames: int = 0, raw_sasl_frames: int = 0,
-                 unreadable_responses: int = 0, exchanges: int = 0, ok: int = 0, ok_with_errors: int = 0,
-                 ok_normal_flow_only: int = 0, inexact: int = 0, no_response: int = 0,
-                 orphan_responses: int = 0, malformed: int = 0, truncated: int = 0, sent_while_muted: int = 0,
-                 acks0_requests: int = 0, acks0_answered: int = 0, acks0_released: int = 0, early_responses: int = 0,
-                 assumed_apis: int = 0, ambiguous_apis: int = 0, unknown_apis: int = 0,
-                 inexact_frames: int = 0) -> None:
-        self.packets = packets  # packets read from the capture files
-        self.non_tcp_packets = non_tcp_packets  # packets that are not TCP over IP
-        self.undecodable_packets = undecodable_packets  # damaged headers, unsupported link types, IP fragments
-        self.duplicate_packets = duplicate_packets  # copies of a packet another file of the set also holds
-        self.damaged_files = damaged_files  # files with damage or a cut; the rest of such a file is not read
-        self.unread_file_bytes = unread_file_bytes  # file bytes after damage, not decoded
-        self.segments = segments  # TCP segments fed to the dissector
-        self.payload_bytes = payload_bytes  # TCP payload bytes of those segments (on the wire, as tcp.len)
-        self.retransmitted_bytes = retransmitted_bytes  # copies of stream bytes already seen
-        # bytes before the first byte seen of a stream (capture joined mid-way)
-        self.before_start_bytes = before_start_bytes
-        self.after_close_bytes = after_close_bytes  # payload of stray segments after their connection closed
-        self.connections = connections  # TCP connections seen
-        self.empty_connections = empty_connections  # of those, without any payload (a SYN and a RST, a scan)
-        self.kafka_connections = kafka_connections  # classified as Kafka
-        # with payload but not Kafka (not on a Kafka port nor Kafka-shaped, or TLS)
-        self.non_kafka_connections = non_kafka_connections
-        self.non_kafka_bytes = non_kafka_bytes  # payload bytes of those
-        self.tls_connections = tls_connections  # TLS connections (on a Kafka port, or a ClientHello on any port)
-        self.encrypted_connections = encrypted_connections  # of those, none of whose bytes were decrypted (no key, ...)
-        self.tls_bytes = tls_bytes  # payload bytes of TLS connections (ciphertext)
-        self.tls_plaintext_bytes = tls_plaintext_bytes  # decrypted Kafka bytes (counted again in stream_bytes)
-        self.tls_other_bytes = tls_other_bytes  # decrypted bytes that are not Kafka
-        self.evicted_connections = evicted_connections  # closed early because too many were open at once
-        self.stream_bytes = stream_bytes  # payload bytes of Kafka connections seen (captured or cut by snaplen)
-        self.framed_bytes = framed_bytes  # bytes in complete Kafka frames (size prefix included)
-        self.incomplete_frame_bytes = incomplete_frame_bytes  # seen bytes of incomplete frames
-        self.skipped_bytes = skipped_bytes  # seen bytes not framed, while resynchronising after a loss
-        self.mid_stream_bytes = mid_stream_bytes  # seen bytes before the first frame of a stream joined mid-way
-        self.snaplen_bytes = snaplen_bytes  # of the seen bytes, those cut by the capture's snaplen
-        self.gap_bytes = gap_bytes  # bytes never captured (sequence-number holes; not payload)
-        self.tail_gap_bytes = tail_gap_bytes  # of gap_bytes: acknowledged at the end of a connection but never captured
-        self.gaps = gaps  # places where a Kafka stream lost step after lost bytes
-        self.resyncs = resyncs  # frame boundaries found again after a loss
-        self.mid_stream_starts = mid_stream_starts  # streams whose first frame boundary was found by hunting
-        self.request_frames = request_frames  # request frames, complete or not
-        self.response_frames = response_frames  # response frames, complete or not
-        self.decoded_frames = decoded_frames  # complete frames decoded
-        self.malformed_frames = malformed_frames  # complete frames that failed to decode
-        self.truncated_frames = truncated_frames  # frames with bytes lost or cut by snaplen
-        # whole responses whose request is missing and whose API trial decoding cannot tell
-        self.undecoded_frames = undecoded_frames
-        self.raw_sasl_frames = raw_sasl_frames  # raw SASL tokens after a SaslHandshake v0 (counted, not decoded)
-        self.unreadable_responses = unreadable_responses  # of malformed/truncated: too short to hold a correlation id
-        self.exchanges = exchanges  # rows produced
-        self.ok = ok  # status ok: paired and decoded (with error codes or without)
-        # of `ok`: with a non-zero error code anywhere; of those, with only
-        # codes the protocol uses in its normal flow (kdissect.normal_flow)
-        self.ok_with_errors = ok_with_errors
-        self.ok_normal_flow_only = ok_normal_flow_only
-        self.inexact = inexact  # status inexact: a body decoded with an assumed version left bytes over
-        self.no_response = no_response
-        self.orphan_responses = orphan_responses
-        self.malformed = malformed
-        self.truncated = truncated
-        # requests sent while the broker muted the connection (KIP-219 throttling)
-        self.sent_while_muted = sent_while_muted
-        self.acks0_requests = acks0_requests  # requests that expect no response (Produce acks=0)
-        self.acks0_answered = acks0_answered  # of those, answered anyway
-        self.acks0_released = acks0_released  # held past their timeout, or past the bound, without an answer
-        self.early_responses = early_responses  # responses seen before their request (held, then paired or orphaned)
-        self.assumed_apis = assumed_apis  # orphan responses decoded by trial with one API version
-        self.ambiguous_apis = ambiguous_apis  # orphan responses that several API versions decode
-        self.unknown_apis = unknown_apis  # orphan responses no API version decodes
-        # of decoded_frames: bodies decoded with an assumed version that left bytes over
-        self.inexact_frames = inexact_frames
+class Accounting(TableRecord):
+    packets: int = 0  # packets read from the capture files
+    non_tcp_packets: int = 0  # packets that are not TCP over IP
+    undecodable_packets: int = 0  # damaged headers, unsupported link types, IP fragments
+    duplicate_packets: int = 0  # copies of a packet another file of the set also holds
+    damaged_files: int = 0  # files with damage or a cut; the rest of such a file is not read
+    unread_file_bytes: int = 0  # file bytes after damage, not decoded
+    segments: int = 0  # TCP segments fed to the dissector
+    payload_bytes: int = 0  # TCP payload bytes of those segments (on the wire, as tcp.len)
+    retransmitted_bytes: int = 0  # copies of stream bytes already seen
+    # bytes before the first byte seen of a stream (capture joined mid-way)
+    before_start_bytes: int = 0
+    after_close_bytes: int = 0  # payload of stray segments after their connection closed
+    connections: int = 0  # TCP connections seen
+    empty_connections: int = 0  # of those, without any payload (a SYN and a RST, a scan)
+    kafka_connections: int = 0  # classified as Kafka
+    # with payload but not Kafka (not on a Kafka port nor Kafka-shaped, or TLS)
+    non_kafka_connections: int = 0
+    non_kafka_bytes: int = 0  # payload bytes of those
+    tls_connections: int = 0  # TLS connections (on a Kafka port, or a ClientHello on any port)
+    encrypted_connections: int = 0  # of those, none of whose bytes were decrypted (no key, ...)
+    tls_bytes: int = 0  # payload bytes of TLS connections (ciphertext)
+    tls_plaintext_bytes: int = 0  # decrypted Kafka bytes (counted again in stream_bytes)
+    tls_other_bytes: int = 0  # decrypted bytes that are not Kafka
+    evicted_connections: int = 0  # closed early because too many were open at once
+    stream_bytes: int = 0  # payload bytes of Kafka connections seen (captured or cut by snaplen)
+    framed_bytes: int = 0  # bytes in complete Kafka frames (size prefix included)
+    incomplete_frame_bytes: int = 0  # seen bytes of incomplete frames
+    skipped_bytes: int = 0  # seen bytes not framed, while resynchronising after a loss
+    mid_stream_bytes: int = 0  # seen bytes before the first frame of a stream joined mid-way
+    snaplen_bytes: int = 0  # of the seen bytes, those cut by the capture's snaplen
+    gap_bytes: int = 0  # bytes never captured (sequence-number holes; not payload)
+    tail_gap_bytes: int = 0  # of gap_bytes: acknowledged at the end of a connection but never captured
+    gaps: int = 0  # places where a Kafka stream lost step after lost bytes
+    resyncs: int = 0  # frame boundaries found again after a loss
+    mid_stream_starts: int = 0  # streams whose first frame boundary was found by hunting
+    request_frames: int = 0  # request frames, complete or not
+    response_frames: int = 0  # response frames, complete or not
+    decoded_frames: int = 0  # complete frames decoded
+    malformed_frames: int = 0  # complete frames that failed to decode
+    truncated_frames: int = 0  # frames with bytes lost or cut by snaplen
+    # whole responses whose request is missing and whose API trial decoding cannot tell
+    undecoded_frames: int = 0
+    raw_sasl_frames: int = 0  # raw SASL tokens after a SaslHandshake v0 (counted, not decoded)
+    unreadable_responses: int = 0  # of malformed/truncated: too short to hold a correlation id
+    exchanges: int = 0  # rows produced
+    ok: int = 0  # status ok: paired and decoded (with error codes or without)
+    # of `ok`: with a non-zero error code anywhere; of those, with only
+    # codes the protocol uses in its normal flow (kdissect.normal_flow)
+    ok_with_errors: int = 0
+    ok_normal_flow_only: int = 0
+    inexact: int = 0  # status inexact: a body decoded with an assumed version left bytes over
+    no_response: int = 0
+    orphan_responses: int = 0
+    malformed: int = 0
+    truncated: int = 0
+    # requests sent while the broker muted the connection (KIP-219 throttling)
+    sent_while_muted: int = 0
+    acks0_requests: int = 0  # requests that expect no response (Produce acks=0)
+    acks0_answered: int = 0  # of those, answered anyway
+    acks0_released: int = 0  # held past their timeout, or past the bound, without an answer
+    early_responses: int = 0  # responses seen before their request (held, then paired or orphaned)
+    assumed_apis: int = 0  # orphan responses decoded by trial with one API version
+    ambiguous_apis: int = 0  # orphan responses that several API versions decode
+    unknown_apis: int = 0  # orphan responses no API version decodes
+    # of decoded_frames: bodies decoded with an assumed version that left bytes over
+    inexact_frames: int = 0
 
     def __add__(self, other: Accounting) -> Accounting:
         total = Accounting()
-        for name in self.__slots__:
+        for name in fields_of(Accounting):
             setattr(total, name, getattr(self, name) + getattr(other, name))
         return total
 
     def add(self, other: Accounting) -> None:
         """In-place sum."""
-        for name in self.__slots__:
+        for name in fields_of(Accounting):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def add_read_stats(self, stats: Any) -> None:

@@ -139,6 +139,39 @@ class ProduceArrival:
         self.ranges = ranges
 
 
+_UNREAD: Any = object()
+
+
+class ProduceAnswer(ProduceArrival):
+    """A Produce whose answer's base offsets are read from its frame only
+    when a fetch looks for what it wrote (most never are): its request's
+    spans ((label, partition, last relative offset), ...) and the answer's
+    frame. `ranges` is what `produce_ranges` makes of them."""
+
+    __slots__ = ("spans", "frame", "version", "_bases")
+
+    def __init__(self, spans: tuple, frame: bytes, version: int) -> None:
+        self.spans = spans
+        self.frame = frame
+        self.version = version
+        self._bases: Any = _UNREAD
+
+    def base(self, label: Any, partition: Any) -> int | None:
+        """The base offset the answer gave a partition; None when it gave
+        none (an error, or a frame that does not read)."""
+        bases = self._bases
+        if bases is _UNREAD:
+            bases = self._bases = read_produce_bases(self.frame, self.version)
+            self.frame = b""  # read once
+        return None if bases is None else bases.get((label, partition))
+
+    @property
+    def ranges(self) -> tuple:  # type: ignore[override]
+        self.base(None, None)  # (reads the bases, once)
+        placed = None if self._bases is None else produce_ranges(self.spans, self._bases)
+        return () if placed is None else placed.ranges
+
+
 def produce_wins(arrival: FetchArrival, answer_ts: int) -> bool:
     """Whether a Produce answered at `answer_ts` (holding a first fetched
     offset) is in the fetch's window."""
@@ -180,6 +213,9 @@ class ArrivalResolver:
     def __init__(self) -> None:
         self.held: deque[Any] = deque()
         self.produced: dict[tuple[Any, Any], list[tuple[int, int, int]]] = {}
+        # the earliest answer time in `produced` (None: empty): a prune whose
+        # cutoff is before it has nothing to drop and skips the walk
+        self.oldest_produced: int | None = None
         self.now = 0
         self.next_prune = 0
 
@@ -188,24 +224,51 @@ class ArrivalResolver:
             yield from self.add(ex)
         yield from self.finish()
 
-    def add(self, ex: Any) -> Iterator[Any]:
+    def add(self, ex: Any) -> tuple | list:
+        """The exchanges released by adding `ex`, in order (none while a
+        fetch ahead of them is held)."""
         arrival = ex.arrival
         ts = ex.response_ts
         if arrival is not None:
-            if isinstance(arrival, ProduceArrival) and ts is not None:
-                for label, partition, first, last in arrival.ranges:
-                    self.produced.setdefault((label, partition), []).append((first, last, ts))
+            if isinstance(arrival, ProduceArrival):
+                if ts is not None:
+                    produced = self.produced
+                    # a ProduceAnswer's entries are (answer, last relative offset, ts),
+                    # placed when a fetch looks (_resolve); others' (first, last, ts)
+                    if arrival.__class__ is ProduceAnswer:
+                        entries: Iterable[tuple] = [(label, partition, arrival, last)
+                                                    for label, partition, last in arrival.spans]  # type: ignore[attr-defined]
+                    else:
+                        entries = arrival.ranges
+                    for label, partition, first, last in entries:
+                        kept = produced.get((label, partition))
+                        if kept is None:
+                            produced[(label, partition)] = [(first, last, ts)]
+                        else:
+                            kept.append((first, last, ts))
+                    if self.oldest_produced is None or ts < self.oldest_produced:
+                        self.oldest_produced = ts
+                ex.arrival = None
             # only a fetch that may still meet its Produce is held
-            if not isinstance(arrival, FetchArrival) or arrival.end_ns - arrival.start_ns > MAX_HELD_NS:
+            elif not isinstance(arrival, FetchArrival) or arrival.end_ns - arrival.start_ns > MAX_HELD_NS:
                 ex.arrival = None
         if ts is not None and ts > self.now:
             self.now = ts
-        if self.held or (ex.arrival is not None):
-            self.held.append(ex)
+        held = self.held
+        if held:
+            held.append(ex)
+            head = held[0].arrival
+            # the usual case while a fetch is held: it still waits, nothing is released
+            if (isinstance(head, FetchArrival) and head.end_ns + PRODUCE_WINDOW_NS >= self.now
+                    and self.now < self.next_prune):
+                return ()
             return self._release()
-        return iter((ex,))
+        if ex.arrival is not None:
+            held.append(ex)
+            return self._release()
+        return (ex,)
 
-    def _release(self) -> Iterator[Any]:
+    def _release(self) -> list:
         held, out = self.held, []
         while held:
             head = held[0]
@@ -217,13 +280,18 @@ class ArrivalResolver:
             out.append(held.popleft())
         if self.now >= self.next_prune:
             self._prune()
-        return iter(out)
+        return out
 
     def _resolve(self, ex: Any) -> None:
         arrival = ex.arrival
         best = None
         for label, partition, offset in arrival.marks:
             for first, last, answer_ts in self.produced.get((label, partition), ()):
+                if first.__class__ is ProduceAnswer:
+                    base = first.base(label, partition)
+                    if base is None:
+                        continue
+                    first, last = base, base + last
                 if first <= offset <= last and produce_wins(arrival, answer_ts) and (best is None or answer_ts < best):
                     best = answer_ts
         resolve_with_produce(ex, best)
@@ -235,12 +303,19 @@ class ArrivalResolver:
         oldest = min((ex.arrival.start_ns for ex in self.held if isinstance(ex.arrival, FetchArrival)),
                      default=self.now)
         cutoff = min(oldest, self.now - MAX_HELD_NS) - 2 * PRODUCE_WINDOW_NS
+        if self.oldest_produced is None or self.oldest_produced >= cutoff:
+            return  # nothing to drop
+        remaining = None
         for key in list(self.produced):
             kept = [entry for entry in self.produced[key] if entry[2] >= cutoff]
             if kept:
                 self.produced[key] = kept
+                earliest = min(entry[2] for entry in kept)
+                if remaining is None or earliest < remaining:
+                    remaining = earliest
             else:
                 del self.produced[key]
+        self.oldest_produced = remaining
 
     def finish(self) -> Iterator[Any]:
         self.now = max(self.now, max((ex.arrival.end_ns for ex in self.held if isinstance(ex.arrival, FetchArrival)),

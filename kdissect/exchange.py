@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kdissect.packet import TableRecord, fresh
 from kdissect.problems import code_of
 
 # status values
@@ -126,149 +127,86 @@ def endpoint(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-class Exchange:
+class Exchange(TableRecord):
     """One request/response pair of one connection, with what went wrong.
 
-    A plain slot class (equality is identity). Construct it with keywords;
-    the pairer sets the response side when the response comes."""
+    A table record (kdissect.packet.TableRecord: the fields below are its
+    slots and __init__'s parameters, in order), whose equality is identity.
+    Construct it with keywords; the pairer sets the response side when the
+    response comes."""
 
-    __slots__ = ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
-                 "api_version", "client_id", "request_ts", "response_ts", "request_frame", "response_frame",
-                 "request_bytes", "response_bytes", "throttle_time_ms", "error_code", "error_codes", "status",
-                 "problems", "problem_codes", "records", "record_bytes", "codecs", "request", "response",
-                 "request_capture_index", "response_capture_index", "request_offset", "response_offset",
-                 "request_first_ts", "response_first_ts", "expects_response", "stream_key", "wait_hint",
-                 "wait_reason", "wait_ns", "rtt_ns", "capture_side", "arrival", "broker_log", "broker_total_ms",
-                 "broker_request_queue_ms", "broker_local_ms", "broker_remote_ms", "broker_throttle_ms",
-                 "broker_response_queue_ms", "broker_send_ms", "network_ms", "principal", "security_protocol",
-                 "listener")
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
-    def __init__(
-        self,
-        capture: str | None = None,
-        stream: int | None = None,
-        client: str | None = None,
-        broker: str | None = None,
-        correlation_id: int | None = None,
-        api_key: int | None = None,
-        api_name: str | None = None,
-        api_version: int | None = None,
-        client_id: str | None = None,
-        request_ts: int | None = None,
-        response_ts: int | None = None,
-        request_frame: int | None = None,
-        response_frame: int | None = None,
-        request_bytes: int | None = None,
-        response_bytes: int | None = None,
-        throttle_time_ms: int | None = None,
-        error_code: int | None = None,
-        error_codes: list[int] | None = None,
-        status: str = OK,
-        problems: list[str] | None = None,
-        problem_codes: list[str] | None = None,
-        records: int | None = None,
-        record_bytes: int | None = None,
-        codecs: list[str] | None = None,
-        request: Any = None,
-        response: Any = None,
-        request_capture_index: int | None = None,
-        response_capture_index: int | None = None,
-        request_offset: int | None = None,
-        response_offset: int | None = None,
-        request_first_ts: int | None = None,
-        response_first_ts: int | None = None,
-        expects_response: bool = True,
-        stream_key: tuple[int, int] | None = None,
-        wait_hint: tuple | bytes | None = None,
-        wait_reason: str | None = None,
-        wait_ns: int | None = None,
-        rtt_ns: int | None = None,
-        capture_side: str | None = None,
-        arrival: Any = None,
-        broker_log: str | None = None,
-        broker_total_ms: float | None = None,
-        broker_request_queue_ms: float | None = None,
-        broker_local_ms: float | None = None,
-        broker_remote_ms: float | None = None,
-        broker_throttle_ms: float | None = None,
-        broker_response_queue_ms: float | None = None,
-        broker_send_ms: float | None = None,
-        network_ms: float | None = None,
-        principal: str | None = None,
-        security_protocol: str | None = None,
-        listener: str | None = None,
-    ) -> None:
-        self.capture = capture  # file holding the request (the response, for orphans)
-        self.stream = stream
-        self.client = client
-        self.broker = broker
-        self.correlation_id = correlation_id
-        self.api_key = api_key
-        self.api_name = api_name
-        self.api_version = api_version
-        self.client_id = client_id
-        self.request_ts = request_ts  # ns: the packet that completed the request frame
-        self.response_ts = response_ts  # ns: the packet that completed the response frame
-        self.request_frame = request_frame
-        self.response_frame = response_frame
-        self.request_bytes = request_bytes
-        self.response_bytes = response_bytes
-        self.throttle_time_ms = throttle_time_ms
-        self.error_code = error_code
-        self.error_codes = [] if error_codes is None else error_codes
-        self.status = status
-        self.problems = [] if problems is None else problems
-        self.problem_codes = [] if problem_codes is None else problem_codes  # one code per text
-        # record counts from batch headers (kdissect.records), None where the
-        # exchange carries no records
-        self.records = records
-        self.record_bytes = record_bytes
-        self.codecs = codecs
-        # not in the table: the decoded messages (for `show -v`, notebooks) and
-        # where each half was seen
-        self.request = request
-        self.response = response
-        self.request_capture_index = request_capture_index
-        self.response_capture_index = response_capture_index
-        # stream offsets of the frames' size fields (per direction, from the first byte seen)
-        self.request_offset = request_offset
-        self.response_offset = response_offset
-        # ns: the packets that carried each frame's first byte
-        self.request_first_ts = request_first_ts
-        self.response_first_ts = response_first_ts
-        self.expects_response = expects_response
-        # (capture_index, frame_number) at which the connection was classified as Kafka
-        self.stream_key = stream_key
-        # what the request says a wait rule needs (kdissect.waits.request_hint);
-        # on the skim path the request frame (bytes) until a rule reads it
-        self.wait_hint = wait_hint
-        self.wait_reason = wait_reason  # why the protocol asked the broker to wait (kdissect.waits)
-        self.wait_ns = wait_ns
-        # the connection's network round trip at the capture point, and which
-        # side the capture point is near ("client", "broker", "unknown")
-        self.rtt_ns = rtt_ns
-        self.capture_side = capture_side
-        # not in the table: when a held fetch's data arrived, or the offsets a
-        # Produce wrote, for the capture-wide step (kdissect.arrivals)
-        self.arrival = arrival
-        # the broker's request log (kdissect.brokerlog.join): the join's
-        # status ("joined" or why not), the broker's times, who is connected
-        self.broker_log = broker_log
-        self.broker_total_ms = broker_total_ms
-        self.broker_request_queue_ms = broker_request_queue_ms
-        self.broker_local_ms = broker_local_ms
-        self.broker_remote_ms = broker_remote_ms
-        self.broker_throttle_ms = broker_throttle_ms
-        self.broker_response_queue_ms = broker_response_queue_ms
-        self.broker_send_ms = broker_send_ms
-        self.network_ms = network_ms  # wire latency minus broker_total_ms, at the capture point
-        self.principal = principal
-        self.security_protocol = security_protocol
-        self.listener = listener
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"Exchange({fields})"
+    capture: str | None = None  # file holding the request (the response, for orphans)
+    stream: int | None = None
+    client: str | None = None
+    broker: str | None = None
+    correlation_id: int | None = None
+    api_key: int | None = None
+    api_name: str | None = None
+    api_version: int | None = None
+    client_id: str | None = None
+    request_ts: int | None = None  # ns: the packet that completed the request frame
+    response_ts: int | None = None  # ns: the packet that completed the response frame
+    request_frame: int | None = None
+    response_frame: int | None = None
+    request_bytes: int | None = None
+    response_bytes: int | None = None
+    throttle_time_ms: int | None = None
+    error_code: int | None = None
+    error_codes: list[int] = fresh(factory=list)
+    status: str = OK
+    problems: list[str] = fresh(factory=list)
+    problem_codes: list[str] = fresh(factory=list)  # one code per text
+    # record counts from batch headers (kdissect.records), None where the
+    # exchange carries no records
+    records: int | None = None
+    record_bytes: int | None = None
+    codecs: list[str] | None = None
+    # not in the table: the decoded messages (for `show -v`, notebooks) and
+    # where each half was seen
+    request: Any = None
+    response: Any = None
+    request_capture_index: int | None = None
+    response_capture_index: int | None = None
+    # stream offsets of the frames' size fields (per direction, from the first byte seen)
+    request_offset: int | None = None
+    response_offset: int | None = None
+    # ns: the packets that carried each frame's first byte
+    request_first_ts: int | None = None
+    response_first_ts: int | None = None
+    expects_response: bool = True
+    # (capture_index, frame_number) at which the connection was classified as Kafka
+    stream_key: tuple[int, int] | None = None
+    # what the request says a wait rule needs (kdissect.waits.request_hint);
+    # on the skim path the request frame instead (wait_hint_frame), decoded
+    # into wait_hint only when a rule reads it (kdissect.waits.WaitTimer)
+    wait_hint: tuple | None = None
+    wait_hint_frame: bytes | None = None
+    wait_reason: str | None = None  # why the protocol asked the broker to wait (kdissect.waits)
+    wait_ns: int | None = None
+    # the connection's network round trip at the capture point, and which
+    # side the capture point is near ("client", "broker", "unknown")
+    rtt_ns: int | None = None
+    capture_side: str | None = None
+    # not in the table: when a held fetch's data arrived, or the offsets a
+    # Produce wrote, for the capture-wide step (kdissect.arrivals)
+    arrival: Any = None
+    # the broker's request log (kdissect.brokerlog.join): the join's
+    # status ("joined" or why not), the broker's times, who is connected
+    broker_log: str | None = None
+    broker_total_ms: float | None = None
+    broker_request_queue_ms: float | None = None
+    broker_local_ms: float | None = None
+    broker_remote_ms: float | None = None
+    broker_throttle_ms: float | None = None
+    broker_response_queue_ms: float | None = None
+    broker_send_ms: float | None = None
+    network_ms: float | None = None  # wire latency minus broker_total_ms, at the capture point
+    principal: str | None = None
+    security_protocol: str | None = None
+    listener: str | None = None
 
     @property
     def latency_ms(self) -> float | None:

@@ -36,7 +36,8 @@ import os
 import sys
 from pathlib import Path
 
-# the modules compiled
+# the modules compiled (dotted names below the package: a module of a
+# subpackage is found by that subpackage's `__init__`, which calls `extend`)
 NATIVE_MODULES = ("linklayers", "capture", "reassembly", "framing")
 # where the build goes, relative to the checkout (the parent of the package)
 NATIVE_SUBDIR = ("build", "native", "kdissect")
@@ -112,6 +113,18 @@ def activate(package_path: list[str]) -> bool:
         package_path.insert(0, str(native_dir(package_dir)))
         active = True
     return active
+
+
+def extend(package_path: list[str], package_name: str) -> None:
+    """In a subpackage's `__init__`: put its compiled modules ahead of its
+    sources on its `__path__` when the package's build is in use."""
+    if not active:
+        return
+    relative = package_name.split(".")[1:]
+    package_dir = Path(package_path[0]).parents[len(relative) - 1]
+    compiled = native_dir(package_dir).joinpath(*relative)
+    if compiled.is_dir():
+        package_path.insert(0, str(compiled))
 
 
 def running_native() -> list[str]:

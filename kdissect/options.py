@@ -301,6 +301,8 @@ def click_command(name: str, options: type[Options], run: Callable[[Any], Any]) 
 # -- what every command that reads captures takes ----------------------------------
 
 OUTPUT_HELP = "Output file; format from the extension (.jsonl, .csv, .parquet). Default: JSONL on stdout."
+WIDE_HELP = ("Every column of the text tables. Without it, a table on a terminal keeps the leading columns that "
+             "fit its width and names the others; on a pipe or in a file, every column.")
 
 
 class CaptureInputs(Options):

@@ -10,7 +10,7 @@ maps one-to-one onto an Arrow/Spark row.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, dataclass_transform
 
 # TCP flag bits, as in the TCP header's flags byte.
 FIN = 0x01
@@ -82,6 +82,94 @@ class FrozenSlotRecord(SlotRecord):
 
     def __reduce__(self) -> tuple[type, tuple[Any, ...]]:  # pickle and copy through __init__
         return type(self), tuple(getattr(self, name) for name in fields_of(type(self)))
+
+
+class _Fresh:
+    """A field default made new for each instance (`fresh(factory=list)`)."""
+
+    __slots__ = ("factory",)
+
+    def __init__(self, factory: type) -> None:
+        self.factory = factory
+
+
+def fresh(*, factory: type) -> Any:
+    """The default of a table field that holds a new `factory()` per
+    instance, as a dataclass's default_factory (list and dict only: the
+    generated __init__ writes them as literals, `[]` or `{}`). Called with
+    the keyword, which is how type checkers see a default (PEP 681)."""
+    if factory not in _LITERALS:
+        raise TypeError(f"fresh() takes list or dict, not {factory!r}")
+    return _Fresh(factory)
+
+
+_LITERALS: dict[type, str] = {list: "[]", dict: "{}"}
+
+
+@dataclass_transform(field_specifiers=(fresh,))
+class _FieldTable(type):
+    """The metaclass of TableRecord: turns the class body's annotated
+    fields (`name: type = default`, in order) into __slots__ and a
+    generated __init__ that assigns them, before the class is made.
+
+    The __init__ is generated as source and compiled once per class, at
+    import: it is the plain `self.x = x` code a hand-written one would be
+    (same construction cost), and cheaper at start-up than a dataclass.
+    A `fresh(factory=list)` field's parameter defaults to None and takes a new []."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> _FieldTable:
+        fields = [field for field in namespace.get("__annotations__", {})
+                  if not str(namespace["__annotations__"][field]).startswith("ClassVar")]
+        if fields:
+            defaults = {field: namespace.pop(field) for field in fields if field in namespace}
+            namespace["__slots__"] = tuple(fields)
+            namespace["__init__"] = _generated_init(name, fields, defaults)
+        return super().__new__(mcs, name, bases, namespace)
+
+
+def _generated_init(name: str, fields: list[str], defaults: dict[str, Any]) -> Any:
+    params, lines, values = [], [], {}
+    defaulted = False
+    for field in fields:
+        default = defaults.get(field, _NO_DEFAULT)
+        if isinstance(default, _Fresh):
+            params.append(f"{field}=None")
+            defaulted = True
+            lines.append(f"    self.{field} = {_LITERALS[default.factory]} if {field} is None else {field}")
+            continue
+        if default is _NO_DEFAULT:
+            if defaulted:
+                raise TypeError(f"{name}: field {field!r} without a default after one with a default")
+            params.append(field)
+            lines.append(f"    self.{field} = {field}")
+            continue
+        defaulted = True
+        if default is None or isinstance(default, (bool, int, float, str)):
+            params.append(f"{field}={default!r}")
+        else:
+            values[f"_default_{field}"] = default
+            params.append(f"{field}=_default_{field}")
+        lines.append(f"    self.{field} = {field}")
+    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(lines) + "\n"
+    scope: dict[str, Any] = {}
+    exec(compile(source, f"<generated __init__ of {name}>", "exec"), values, scope)
+    init = scope["__init__"]
+    init.__qualname__ = f"{name}.__init__"
+    return init
+
+
+_NO_DEFAULT = object()
+
+
+class TableRecord(SlotRecord, metaclass=_FieldTable):
+    """A SlotRecord declared once, as a table of fields in its class body
+    (`name: type = default  # what it holds`): the metaclass writes its
+    __slots__ and __init__ (parameters in field order, keywords or
+    positions). For the records with many fields (Accounting, Exchange);
+    not for the compiled modules' classes (mypyc takes no Python metaclass:
+    docs/architecture.md)."""
+
+    __slots__ = ()
 
 
 class TcpSegment(SlotRecord):

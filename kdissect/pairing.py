@@ -36,15 +36,13 @@ not depend on which path ran. Bytes after a complete body are tolerated
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from struct import Struct
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.codec import DecodeError, decode_request, decode_response
 from kdissect.protocol.headers import (
     api_name,
-    looks_like_request,
     peek_request_header,
     read_request_header_layout,
     request_layout,
@@ -58,10 +56,11 @@ from kdissect.normal_flow import failure_codes
 from kdissect.packet import SlotRecord
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
-from kdissect.arrivals import (DATA_WAIT_MIN_NS, decide, fetch_arrival, produce_bases, produce_ranges, produce_spans,
-                               read_produce_bases)
+from kdissect.arrivals import DATA_WAIT_MIN_NS, ProduceAnswer, produce_bases, produce_ranges, produce_spans
+from kdissect.holds import EARLY_WINDOW_NS, MAX_EARLY, MAX_UNANSWERED, Acks0Holds, EarlyResponses
 from kdissect.records.access import record_figures, record_sets, set_figures
-from kdissect.waits import HINT_APIS, QUEUED, THROTTLE, classify, request_hint, throttle_holds_response
+from kdissect.sasl import SaslTracker
+from kdissect.waits import HINT_APIS, WaitTimer, request_hint
 
 _INT16 = Struct(">h")
 _INT32 = Struct(">i")
@@ -69,22 +68,16 @@ _TIMEOUT = Struct(">hi")
 
 # Status precedence: a worse status is never overwritten by a better one.
 _RANK = {OK: 0, INEXACT: 1, NO_RESPONSE: 2, ORPHAN_RESPONSE: 2, TRUNCATED: 3, MALFORMED: 4}
-# what a Pairer's `unanswered` and `early` are until it first holds something
-# (never written: each Pairer makes its own OrderedDict then)
-_NOTHING_HELD: OrderedDict = OrderedDict()
 
 _PRODUCE = int(ApiKey.PRODUCE)  # (bound once: an enum member costs a lookup per frame)
 _FETCH = int(ApiKey.FETCH)
 _SHARE_FETCH = int(ApiKey.SHARE_FETCH)
 _CONTROLLED_SHUTDOWN = int(ApiKey.CONTROLLED_SHUTDOWN)
-MAX_UNANSWERED = 100_000  # acks=0 requests held per connection
-MAX_EARLY = 4096  # responses held per connection waiting for their request
+__all__ = ["EARLY_WINDOW_NS", "MAX_EARLY", "MAX_UNANSWERED"]  # (kdissect.holds: re-exported)
 # orphans per connection tried against every response layout (each costs a
 # few milliseconds); later ones only as ApiVersions responses
 FULL_TRIALS = 32
-EARLY_WINDOW_NS = 1_000_000_000
 DEFAULT_TIMEOUT_NS = 30_000_000_000  # for an acks=0 request whose timeout cannot be read
-_RAW_CID_WINDOW = 64
 # what on_request / on_response return for a raw SASL token (after SaslHandshake v0)
 RAW_SASL_TOKEN = "raw-sasl-token"
 
@@ -200,12 +193,6 @@ def produce_timeout_ns(data: bytes, api_version: int) -> int | None:
     return timeout_ms * 1_000_000 if timeout_ms >= 0 else None
 
 
-def _decoded_hint(api_key: int, frame: bytes) -> tuple | None:
-    """The wait hint of a request frame (None when it does not decode)."""
-    request = decode_tolerant(decode_request, frame)[0]
-    return None if request is None else request_hint(api_key, request.body)
-
-
 def _decode_error_text(side: str, error: Exception) -> str:
     offset = getattr(error, "offset", None)
     path = getattr(error, "path", None)
@@ -218,6 +205,17 @@ def _decode_error_text(side: str, error: Exception) -> str:
     return f"{side} malformed: {detail}" + (f" ({', '.join(where)})" if where else "")
 
 
+# what a Pairer's collaborators are until it first needs its own (never written)
+def _idle(_held: Any) -> None:
+    raise AssertionError("an idle shared holder released something")
+
+
+_NO_ACKS0 = Acks0Holds(Accounting(), _idle)
+_NO_EARLY = EarlyResponses(Accounting(), _idle)
+_NO_SASL = SaslTracker()
+_NO_TIMER = WaitTimer()
+
+
 class Pairer:
     """Request/response pairing for one Kafka connection.
 
@@ -225,11 +223,15 @@ class Pairer:
     decoded request and response on each exchange; `keep_error_responses`
     keeps only the decoded responses that carry error codes (for tables of
     per-partition errors); `keep_apis` keeps both decoded messages of the
-    exchanges of those api keys (for tables that read them)."""
+    exchanges of those api keys (for tables that read them).
+
+    The Pairer keeps the requests waiting by correlation id and runs the
+    steps; its collaborators each do one job: `acks0` and `early` hold
+    (kdissect.holds), `sasl` tells raw SASL tokens (kdissect.sasl),
+    `timer` names the waits (kdissect.waits)."""
 
     __slots__ = ("accounting", "conn", "emit", "keep_messages", "keep_error_responses", "keep_apis", "pending",
-                 "unanswered", "early", "client_raw", "server_raw", "_sasl_cid", "raw_since", "used", "full_trials",
-                 "muted_until", "last_answer_ts")
+                 "acks0", "early", "sasl", "timer", "used", "full_trials")
 
     def __init__(self, accounting: Accounting, conn: ConnectionInfo, emit: Callable[[Exchange], None],
                  keep_messages: bool = True, keep_error_responses: bool = False,
@@ -241,25 +243,15 @@ class Pairer:
         self.keep_error_responses = keep_error_responses
         self.keep_apis = keep_apis
         self.pending: dict[int, Exchange] = {}
-        # acks=0 requests, oldest first: cid -> (exchange, release time in ns)
-        # (OrderedDicts: the oldest is found in O(1) however many went before;
-        # both start as the shared empty _NOTHING_HELD and are made when first
-        # written: most connections never hold either)
-        self.unanswered: OrderedDict[int, tuple[Exchange, int]] = _NOTHING_HELD
-        # responses whose request has not been seen (yet), oldest first
-        self.early: OrderedDict[int, Frame] = _NOTHING_HELD
-        self.client_raw = False  # client side is sending raw SASL tokens
-        self.server_raw = False
-        self._sasl_cid: int | None = None  # correlation id of a pending SaslHandshake v0
-        self.raw_since = 0  # correlation id of the SaslHandshake after which raw tokens flow
+        # the collaborators start as shared idle ones that nothing writes, and
+        # each Pairer makes its own when it first needs to (most connections
+        # never hold a response nor see SASL; a scan opens thousands of Pairers)
+        self.acks0 = _NO_ACKS0  # acks=0 requests, until no answer can come
+        self.early = _NO_EARLY  # responses before their request
+        self.sasl = _NO_SASL
+        self.timer = _NO_TIMER
         self.used: dict[tuple[int, int], None] = {}  # (api, version) pairs of this connection, newest last
         self.full_trials = FULL_TRIALS
-        # KIP-219: the broker answered a throttled request at once and will
-        # not read this connection until then (ns)
-        self.muted_until = 0
-        # when the latest response on this connection was complete (ns): the
-        # broker reads the next request only after answering the one before
-        self.last_answer_ts = 0
 
     # -- requests ------------------------------------------------------------
 
@@ -268,20 +260,11 @@ class Pairer:
         else the exchange the frame opened."""
         acc = self.accounting
         data = frame.data
-        if self.early:
+        if self.early.held:
             # (the request's own correlation id: its held response is never too old for it)
-            self._expire_early(frame.ts, _INT32.unpack_from(data, 4)[0] if len(data) >= 8 else None)
-        if self.client_raw:
-            if frame.complete and looks_like_request(data[:64], frame.size):
-                self.client_raw = False  # authentication over: Kafka again
-            else:
-                acc.request_frames += 1
-                acc.raw_sasl_frames += 1
-                return RAW_SASL_TOKEN
-        elif self._sasl_cid is not None and not looks_like_request(data[:64], frame.size):
-            # the client's first raw token, shown before the SaslHandshake v0
-            # response it was sent after (reordered in the capture)
-            self.client_raw = True
+            self.early.expire(frame.ts, _INT32.unpack_from(data, 4)[0] if len(data) >= 8 else None)
+        sasl = self.sasl
+        if (sasl.client_raw or sasl.handshake_cid is not None) and sasl.client_token(frame):
             acc.request_frames += 1
             acc.raw_sasl_frames += 1
             return RAW_SASL_TOKEN
@@ -343,7 +326,7 @@ class Pairer:
                 if expects_response and sets:
                     ex.arrival = produce_spans(sets)  # placed at the answer's base offsets
             elif api_key in HINT_APIS:
-                ex.wait_hint = data  # the frame: decoded when a wait rule reads it (_time_it)
+                ex.wait_hint_frame = data  # decoded only when a wait rule reads it (kdissect.waits)
         else:
             if request.assumed_version:
                 self._assumed(ex, "request", request.assumed_version, trailing)
@@ -377,33 +360,24 @@ class Pairer:
         """A decoded request: wait for its response, or hold it if none is expected."""
         # (a request's exchange has all three)
         assert ex.api_key is not None and ex.api_version is not None and ex.correlation_id is not None
-        sent = ex.request_first_ts if ex.request_first_ts is not None else ex.request_ts
-        if self.muted_until and sent is not None and sent < self.muted_until:
+        if self.timer.muted_until and self.timer.sent_while_muted(ex):
             self.accounting.sent_while_muted += 1
-            ex.wait_ns = self.muted_until - sent  # the wait for the mute to end, capped when answered
-            ex.add_problem("sent-while-muted", "sent while the broker muted the connection for throttling "
-                                               f"({ex.wait_ns / 1_000_000:g} ms left)")
         self.used.pop((ex.api_key, ex.api_version), None)
         self.used[(ex.api_key, ex.api_version)] = None
         if not expects_response:
             ex.expects_response = False
-            self.accounting.acks0_requests += 1
             cid = ex.correlation_id
-            earlier = self.unanswered.pop(cid, None)
-            if earlier is not None:
-                self._emit(earlier[0])
             timeout = produce_timeout_ns(data, ex.api_version) or DEFAULT_TIMEOUT_NS
-            if self.unanswered is _NOTHING_HELD:
-                self.unanswered = OrderedDict()
-            self.unanswered[cid] = (ex, ex.request_ts + timeout)  # type: ignore[operator]
-            if len(self.unanswered) > MAX_UNANSWERED:
-                self.accounting.acks0_released += 1
-                self._emit(self.unanswered.pop(next(iter(self.unanswered)))[0])
-            if self.early and cid in self.early:
-                self.on_response(self.early.pop(cid))
+            if self.acks0 is _NO_ACKS0:
+                self.acks0 = Acks0Holds(self.accounting, self._emit)
+            self.acks0.hold(ex, cid, ex.request_ts + timeout)  # type: ignore[operator]
+            if self.early.held:
+                self._answer_held(cid)
             return
         if starts_raw_sasl:
-            self._sasl_cid = ex.correlation_id
+            if self.sasl is _NO_SASL:
+                self.sasl = SaslTracker()
+            self.sasl.handshake_sent(ex.correlation_id)
         self._wait(ex)
 
     def _wait(self, ex: Exchange) -> None:
@@ -417,13 +391,31 @@ class Pairer:
                                 "correlation id reused by a later request before any response")
             self._emit(earlier)
         self.pending[cid] = ex
-        if self.early and cid in self.early:
-            self.on_response(self.early.pop(cid))
+        if self.early.held:
+            self._answer_held(cid)
+
+    def _answer_held(self, cid: int) -> None:
+        """A request came whose response may be held: pair them now."""
+        held = self.early.take(cid)
+        if held is not None:
+            self.on_response(held)
 
     # -- responses -----------------------------------------------------------
 
     def expects(self, correlation_id: int) -> bool:
-        return correlation_id in self.pending or correlation_id in self.unanswered
+        """Whether a request with this correlation id waits for an answer (acks=0 ones included)."""
+        return correlation_id in self.pending or correlation_id in self.acks0
+
+    def waiting_for(self, correlation_id: int) -> Exchange | None:
+        """The exchange of the request a response with this id would answer, if any."""
+        ex = self.pending.get(correlation_id)
+        if ex is None and correlation_id in self.acks0:
+            ex = self.acks0.held[correlation_id][0]
+        return ex
+
+    def recent_apis(self) -> Iterator[tuple[int, int]]:
+        """The (api key, version) pairs this connection used, newest first."""
+        return reversed(self.used)
 
     def on_response(self, frame: Frame) -> Exchange | str | None:
         """Hear a response frame. Returns RAW_SASL_TOKEN for a raw SASL token,
@@ -431,21 +423,13 @@ class Pairer:
         (yet): a response held for its request, or one too short to read."""
         acc = self.accounting
         data = frame.data
-        if self.unanswered:
-            self._expire_unanswered(frame.ts)
-        if self.server_raw:
-            cid = _INT32.unpack_from(data, 0)[0] if frame.complete and len(data) >= 4 else None
-            # Kafka again: the answer to a request the client sent after
-            # authenticating, or one of the next correlation ids, when the
-            # capture shows the answer before its request (raw tokens are
-            # text or GSS-API tokens, never such a small number)
-            if cid is not None and ((not self.client_raw and cid in self.pending)
-                                    or self.raw_since < cid <= self.raw_since + _RAW_CID_WINDOW):
-                self.server_raw = False
-            else:
-                acc.response_frames += 1
-                acc.raw_sasl_frames += 1
-                return RAW_SASL_TOKEN
+        acks0 = self.acks0
+        if acks0.held:
+            acks0.expire(frame.ts)
+        if self.sasl.server_raw and self.sasl.server_token(frame, self.pending):
+            acc.response_frames += 1
+            acc.raw_sasl_frames += 1
+            return RAW_SASL_TOKEN
         if len(data) < 4:
             acc.response_frames += 1
             acc.unreadable_responses += 1
@@ -456,25 +440,17 @@ class Pairer:
             return None
         cid = _INT32.unpack_from(data, 0)[0]
         ex = self.pending.pop(cid, None)
-        if self.unanswered:
-            if ex is None and cid in self.unanswered:
-                ex = self.unanswered.pop(cid)[0]
-                acc.acks0_answered += 1
-                ex.add_problem("response-to-acks0", "response to a request that asked for none (acks=0)")
+        if acks0.held:
+            if ex is None:
+                ex = acks0.answered(cid)
             if ex is not None:
-                self._release_unanswered_before(ex.request_offset)
+                acks0.release_before(ex.request_offset)
         if ex is None:
             # no request yet: it may still come (packets captured out of
             # order, e.g. on two interfaces); hold the response a little
-            early = self.early
-            if early is _NOTHING_HELD:
-                early = self.early = OrderedDict()
-            elif cid in early:
-                self._emit_orphan(early.pop(cid))
-            acc.early_responses += 1
-            early[cid] = frame
-            if len(early) > MAX_EARLY:
-                self._emit_orphan(early.pop(next(iter(early))))
+            if self.early is _NO_EARLY:
+                self.early = EarlyResponses(acc, self._emit_orphan)
+            self.early.hold(cid, frame)
             return None
         acc.response_frames += 1
         ex.response_ts = frame.ts
@@ -491,33 +467,16 @@ class Pairer:
             self._emit(ex)
             return ex
         self._decode_response(ex, data)
-        if cid == self._sasl_cid:
-            self._sasl_cid = None
-            if not ex.error_code and ex.status == OK:
-                # SaslHandshake v0 succeeded: raw tokens follow on both sides
-                self.client_raw = self.server_raw = True
-                self.raw_since = cid
-                if self.early:
-                    self._held_tokens(frame.offset)
+        if self.sasl.handshake_cid == cid and self.sasl.answered(cid, not ex.error_code and ex.status == OK):
+            # SaslHandshake v0 succeeded: raw tokens follow on both sides; held
+            # "responses" after it in the broker's stream are its raw tokens
+            if self.early.held:
+                for token in self.sasl.held_tokens(self.early.after(frame.offset)):
+                    self.early.drop(token)
+                    acc.response_frames += 1
+                    acc.raw_sasl_frames += 1
         self._emit(ex)
         return ex
-
-    def _held_tokens(self, after: int) -> None:
-        """Responses held for their request that follow a successful
-        SaslHandshake v0 response in the broker's stream are its raw tokens
-        (the capture showed the handshake's request late), up to the first
-        that is Kafka again."""
-        acc = self.accounting
-        held = sorted((f for f in self.early.values() if f.offset > after), key=lambda f: f.offset)
-        for frame in held:
-            cid = _INT32.unpack_from(frame.data, 0)[0]
-            if self.raw_since < cid <= self.raw_since + _RAW_CID_WINDOW:
-                self.server_raw = False  # the answer to a request after authenticating
-                return
-            del self.early[cid]
-            acc.early_responses -= 1
-            acc.response_frames += 1
-            acc.raw_sasl_frames += 1
 
     def _decode_response(self, ex: Exchange, data: bytes) -> None:
         """Fill the response figures of `ex` from a complete response frame."""
@@ -537,8 +496,8 @@ class Pairer:
                 if ex.records and sets:
                     self._held_sets(ex, sets)
             elif ex.arrival is not None:  # a Produce: the answer's base offsets place what it wrote
-                bases = read_produce_bases(data, api_version)
-                ex.arrival = None if bases is None else produce_ranges(ex.arrival, bases)
+                # its base offsets are read if a fetch looks for what it wrote
+                ex.arrival = ProduceAnswer(ex.arrival, data if type(data) is bytes else bytes(data), api_version)
             if error_codes and self.keep_error_responses:
                 ex.response, _, _ = decode_tolerant(
                     lambda b: decode_response(b, api_key, api_version), data)
@@ -582,7 +541,7 @@ class Pairer:
 
     @staticmethod
     def _held_sets(ex: Exchange, sets: list) -> None:
-        """Keep a fetch's record sets until `_time_it` when the broker held it
+        """Keep a fetch's record sets until the WaitTimer when the broker held it
         long enough to have waited for them (kdissect.arrivals)."""
         first_byte = ex.response_first_ts if ex.response_first_ts is not None else ex.response_ts
         if ex.request_ts is not None and first_byte is not None and first_byte - ex.request_ts >= DATA_WAIT_MIN_NS:
@@ -635,52 +594,6 @@ class Pairer:
                                           "orphans of a connection are)")
         self._emit(ex)
 
-    def _release_unanswered_before(self, request_offset: int | None) -> None:
-        """A response came for the request at `request_offset`: acks=0
-        requests sent before it will not get one (answers come in order)."""
-        if request_offset is None:
-            return
-        unanswered = self.unanswered
-        while unanswered:
-            cid = next(iter(unanswered))
-            ex = unanswered[cid][0]
-            if ex.request_offset is None or ex.request_offset >= request_offset:
-                return
-            del unanswered[cid]
-            self._emit(ex)
-
-    def _expire_unanswered(self, now: int) -> None:
-        """The broker's side has reached capture time `now`: acks=0 requests
-        whose timeout has passed by then will not be answered."""
-        unanswered = self.unanswered
-        while unanswered:
-            cid = next(iter(unanswered))
-            ex, until = unanswered[cid]
-            if until > now:
-                break
-            del unanswered[cid]
-            self.accounting.acks0_released += 1
-            self._emit(ex)
-
-    def _expire_early(self, now: int, spare: int | None = None) -> None:
-        """The client's side has reached capture time `now`: a response held
-        since well before then will not see its request. (Measured on the
-        client's side: while its bytes wait behind a hole, nothing expires.)
-        The response to `spare` (the request being read) is kept whatever its
-        time: in a capture whose times go backwards where packets were
-        reordered, the segment that completed a held response can be stamped
-        well before its request."""
-        early = self.early
-        kept = early.pop(spare, None) if spare is not None else None
-        while early:
-            cid = next(iter(early))
-            if early[cid].ts + EARLY_WINDOW_NS > now:
-                break
-            self._emit_orphan(early.pop(cid))
-        if kept is not None:
-            early[spare] = kept  # type: ignore[index]
-            early.move_to_end(spare, last=False)  # type: ignore[arg-type]
-
     # -- outcome ---------------------------------------------------------------
 
     def _assumed(self, ex: Exchange, side: str, assumed: str | None, trailing: int) -> None:
@@ -714,7 +627,9 @@ class Pairer:
         if self.conn.timing is not None:
             exchange.rtt_ns, exchange.capture_side = self.conn.network()
         if exchange.response_ts is not None and exchange.request_ts is not None:
-            self._time_it(exchange)
+            if self.timer is _NO_TIMER:
+                self.timer = WaitTimer()
+            self.timer.time(exchange)
         acc.exchanges += 1
         status = exchange.status
         if status == OK:
@@ -735,58 +650,6 @@ class Pairer:
             acc.truncated += 1
         self.emit(exchange)
 
-    def _time_it(self, ex: Exchange) -> None:
-        """The waits before the broker could serve the request (a mute, the
-        answer to an earlier request), the wait the protocol asked for
-        (kdissect.waits), and the mute a throttled answer starts (KIP-219)."""
-        request_ts, response_ts = ex.request_ts, ex.response_ts
-        latency = response_ts - request_ts  # type: ignore[operator]
-        # a request sent while muted waited for the mute first (noted at request time)
-        muted = min(latency, ex.wait_ns) if ex.wait_ns else 0
-        # a request sent before the previous answer waited for it (in order: answers come in order)
-        previous = self.last_answer_ts
-        queued = min(latency, previous - request_ts) if previous > request_ts else 0  # type: ignore[operator]
-        if response_ts > previous:  # type: ignore[operator]
-            self.last_answer_ts = response_ts  # type: ignore[assignment]
-        before = max(muted, queued)
-        before_reason = (THROTTLE if muted >= queued else QUEUED) if before else None
-        ex.wait_reason = ex.wait_ns = None
-        throttle = ex.throttle_time_ms
-        old_version = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)
-        found = None
-        held_sets = ex.arrival if ex.arrival.__class__ is list else None  # a held fetch's records (_held_sets)
-        if held_sets is not None:
-            ex.arrival = None
-        if ex.api_key in HINT_APIS or old_version:
-            hint = ex.wait_hint
-            if hint.__class__ is bytes:  # the request frame (skim path), decoded only where a rule reads it
-                if ex.records and held_sets is None and (ex.api_key == _FETCH or ex.api_key == _SHARE_FETCH):
-                    hint = None  # a fetch that brought records at once is no wait: no rule reads its hint
-                else:
-                    hint = ex.wait_hint = _decoded_hint(ex.api_key, hint)  # type: ignore[arg-type]
-            found = classify(ex.api_key, ex.api_version, hint,  # type: ignore[arg-type]
-                             latency - before, ex.records, ex.error_code,
-                             throttle, old_version)
-            if found is None and held_sets is not None:
-                # held with records: the wait, if any, ended when they arrived (kdissect.arrivals)
-                first_byte = ex.response_first_ts if ex.response_first_ts is not None else response_ts
-                start = request_ts + before  # type: ignore[operator]
-                arrival = fetch_arrival(held_sets, hint, start, first_byte, before, before_reason)  # type: ignore[arg-type]
-                if arrival is not None and first_byte - start >= DATA_WAIT_MIN_NS:  # type: ignore[operator]
-                    decide(ex, arrival)  # sets the waits, the one before included
-                    ex.arrival = arrival  # for the Produce rule across connections
-                    before = 0
-        if found is not None:
-            # a mute names the whole wait (it held the request first); an earlier
-            # answer is only a queue before the protocol's own wait
-            ex.wait_reason, ex.wait_ns = (THROTTLE if before_reason == THROTTLE else found[0]), before + found[1]
-        elif before:
-            ex.wait_reason, ex.wait_ns = before_reason, before
-        held = found is not None and found[0] == THROTTLE
-        if throttle and throttle > 0 and not held:
-            # answered at once: the broker will not read this connection until then
-            self.muted_until = max(self.muted_until, response_ts + throttle * 1_000_000)  # type: ignore[operator]
-
     # -- losses and the end --------------------------------------------------
 
     def response_bytes_lost(self) -> None:
@@ -796,14 +659,10 @@ class Pairer:
 
     def flush(self, reason: str) -> None:
         """Emit everything held (the connection closed or the capture ended)."""
-        for frame in self.early.values():
-            self._emit_orphan(frame)
-        self.early.clear()
+        self.early.release_all()
         for ex in self.pending.values():
             self._worsen(ex, NO_RESPONSE)
             ex.add_problem("no-response", f"no response before {reason}")
             self._emit(ex)
         self.pending.clear()
-        for ex, _ in self.unanswered.values():
-            self._emit(ex)
-        self.unanswered.clear()
+        self.acks0.release_all()

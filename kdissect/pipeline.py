@@ -436,7 +436,7 @@ class _Connection:
             return False
         from kdissect.trial import identify
 
-        used = reversed(self.pairer.used) if self.pairer is not None else ()
+        used = self.pairer.recent_apis() if self.pairer is not None else ()
         return identify(body, used).verdict != "unknown"
 
     def release(self) -> None:
@@ -762,11 +762,12 @@ class Analysis:
             # a long poll that data ended looks for the Produce that wrote the
             # data on every connection (kdissect.arrivals)
             resolver = ArrivalResolver()
+            add = resolver.add
             with self._segments() as segments:
                 for ex in dissector.feed_many(segments):
-                    yield from resolver.add(ex)
+                    yield from add(ex)
             for ex in dissector.finishing():
-                yield from resolver.add(ex)
+                yield from add(ex)
             yield from resolver.finish()
         self.accounting.add_read_stats(self.read_stats)
 

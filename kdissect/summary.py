@@ -205,42 +205,52 @@ class Summary:
                 + statuses_text(self.statuses.get(OK, 0), self.ok_with_errors, self.ok_normal_flow_only)
                 + (f", {others}" if others else "") + ")")
 
-    def render(self, accounting: Any = None) -> str:
-        # `accounting`: anything with summary_lines() (an Accounting, or an Analysis: with its TLS line)
+    def render(self, accounting: Any = None, width: int | None = None) -> str:
+        """The tables as text, each fitted to `width` columns (None: every
+        column). `accounting`: anything with summary_lines() (an Accounting,
+        or an Analysis: with its TLS line)."""
         d = self.to_dict()
-        parts: list[str] = [self.statuses_line()]
-        lat_cols = ["count", "p50", "p90", "p99", "max", "waits", "service_p50", "service_p90", "service_p99",
-                    "service_max"]
-        heads = ["count", "p50", "p90", "p99", "max", "waits", "svc_p50", "svc_p90", "svc_p99", "svc_max"]
-        title = " (wire latency; svc: service time, without the waits the protocol asked for)"
-        parts.append(_table("latency (ms) by API" + title, ["api", "version"] + heads,
+
+        def table(title: str, header: list[str], rows: list[list[Any]]) -> str:
+            return _table(title, header, rows, width)
+
+        from kdissect.text_table import wrap_line
+
+        parts: list[str] = [wrap_line(self.statuses_line(), width)]
+        # service times first: "is the broker slow" is answered without the waits
+        lat_cols = ["count", "service_p50", "service_p99", "service_max", "waits", "p50", "p99", "max",
+                    "service_p90", "p90"]
+        heads = ["count", "svc_p50", "svc_p99", "svc_max", "waits", "p50", "p99", "max", "svc_p90", "p90"]
+        title = " (svc: service time, without the waits the protocol asked for; p: wire latency)"
+        parts.append(table("latency (ms) by API" + title, ["api", "version"] + heads,
                             [[r["api"], r["version"]] + [r[c] for c in lat_cols] for r in d["latency_by_api"]]))
-        parts.append(_table("latency (ms) by client id", ["client_id"] + heads,
+        parts.append(table("latency (ms) by client id", ["client_id"] + heads,
                             _spent_rows(d.pop("latency_by_client"), ["client_id"] + lat_cols)))
-        parts.append(_table("latency (ms) by broker", ["broker"] + heads,
+        parts.append(table("latency (ms) by broker", ["broker"] + heads,
                             [[r["broker"]] + [r[c] for c in lat_cols] for r in d["latency_by_broker"]]))
-        parts.append(_table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
+        parts.append(table("waits the protocol asked for (ms)", ["reason", "api", "count", "median", "max"],
                             [[r["reason"], r["api"], r["count"], r["median_ms"], r["max_ms"]] for r in d["waits"]]))
-        parts.append(_table("error codes (normal_flow: a code the protocol uses in its normal flow, not a failure)",
+        parts.append(table("error codes (normal_flow: a code the protocol uses in its normal flow, not a failure)",
                             ["error", "normal_flow", "top_level", "anywhere"],
                             [[r["error"], "yes" if r["normal_flow"] else "no", r["top_level"], r["anywhere"]]
                              for r in d["error_codes"]]))
-        parts.append(_table("errors by client id (exchanges; failures first)",
+        parts.append(table("errors by client id (exchanges; failures first)",
                             ["client_id", "error", "normal_flow", "exchanges"],
                             [[r["client_id"], r["error"], "yes" if r["normal_flow"] else "no", r["exchanges"]]
                              for r in d["errors_by_client"]]))
-        parts.append(_table("per-partition errors", ["topic", "partition", "error", "count"],
+        parts.append(table("per-partition errors", ["topic", "partition", "error", "count"],
                             [[r["topic"], r["partition"], r["error"], r["count"]] for r in d["partition_errors"]]))
-        parts.append(_table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
+        parts.append(table("throttling", ["broker", "responses", "throttled", "max_ms", "total_ms"],
                             [[r["broker"], r["responses"], r["throttled"], r["max_ms"], r["total_ms"]]
                              for r in d["throttle"]]))
-        parts.append(_table("throttling by client", ["client_id", "broker", "responses", "throttled", "total_ms",
-                                                      "max_ms", "sent_while_muted"],
-                            [[r["client_id"], r["broker"], r["responses"], r["throttled"], r["total_ms"], r["max_ms"],
-                              r["sent_while_muted"]] for r in d["throttle_by_client"]]))
-        parts.append(_table("without response", ["api", "count"], [[k, v] for k, v in d["no_response"].items()]))
+        parts.append(table("throttling by client", ["client_id", "throttled", "total_ms", "max_ms",
+                                                      "sent_while_muted", "responses", "broker"],
+                            [[r["client_id"], r["throttled"], r["total_ms"], r["max_ms"], r["sent_while_muted"],
+                              r["responses"], r["broker"]] for r in d["throttle_by_client"]]))
+        parts.append(table("without response", ["api", "count"], [[k, v] for k, v in d["no_response"].items()]))
         if accounting is not None:
-            parts.append("accounting\n" + "\n".join("  " + line for line in accounting.summary_lines()))
+            parts.append("accounting\n" + "\n".join(wrap_line("  " + line, width, "      ")
+                                                     for line in accounting.summary_lines()))
         return "\n\n".join(parts) + "\n"
 
 
@@ -274,21 +284,15 @@ def _spent_rows(rows: list[dict[str, Any]], columns: list[str]) -> list[list[Any
     return values
 
 
-def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
-    """An aligned text table; `rows` are turned into their cells' text in place."""
-    if not rows:
-        return f"{title}\n  (none)"
+def _table(title: str, header: list[str], rows: list[list[Any]], width: int | None = None) -> str:
+    """An aligned text table fitted to `width`; `rows` are turned into their
+    cells' text in place."""
+    from kdissect.text_table import render_cells
+
     numeric = [all(_is_number(r[i]) for r in rows) for i in range(len(header))]
     for at, row in enumerate(rows):
         rows[at] = [_cell(v) for v in row]
-    cells = rows
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
-
-    def line(values: list[str]) -> str:
-        return "  " + "  ".join(v.rjust(w) if num else v.ljust(w)
-                                for v, w, num in zip(values, widths, numeric)).rstrip()
-
-    return "\n".join([title, line(header), *(line(r) for r in cells)])
+    return render_cells(title, header, rows, numeric, width)
 
 
 def _is_number(value: Any) -> bool:

@@ -59,7 +59,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdissect.exchange import LONG_POLL_UNKNOWN
+from kdissect.arrivals import DATA_WAIT_MIN_NS, decide, fetch_arrival
+from kdissect.decoding import decode_tolerant
+from kdissect.exchange import LONG_POLL_UNKNOWN, Exchange
+from kdissect.protocol.codec import decode_request
 from kdissect.protocol._generated.throttling import ANSWERED_BEFORE_THROTTLING_FROM
 from kdissect.protocol.apis import ApiKey
 
@@ -129,3 +132,90 @@ def throttle_holds_response(api_key: int | None, api_version: int | None) -> boo
     (before KIP-219's cut-over) rather than answering and muting."""
     cut = ANSWERED_BEFORE_THROTTLING_FROM.get(api_key)  # type: ignore[arg-type]
     return cut is not None and api_version is not None and api_version < cut
+
+
+def decoded_hint(api_key: int, frame: bytes) -> tuple | None:
+    """The wait hint of a request frame (None when it does not decode)."""
+    request = decode_tolerant(decode_request, frame)[0]
+    return None if request is None else request_hint(api_key, request.body)
+
+
+class WaitTimer:
+    """The wait rules applied to one connection's exchanges as they complete:
+    it remembers what the rules need across exchanges (the mute a throttled
+    answer started, when the latest answer came) and sets each answered
+    exchange's `wait_reason` and `wait_ns`."""
+
+    __slots__ = ("muted_until", "last_answer_ts")
+
+    def __init__(self) -> None:
+        # KIP-219: the broker answered a throttled request at once and will
+        # not read this connection until then (ns)
+        self.muted_until = 0
+        # when the latest response on this connection was complete (ns): the
+        # broker reads the next request only after answering the one before
+        self.last_answer_ts = 0
+
+    def sent_while_muted(self, ex: Exchange) -> bool:
+        """Whether a request was sent while the broker muted the connection;
+        if so its wait so far is the rest of the mute (capped when answered)."""
+        sent = ex.request_first_ts if ex.request_first_ts is not None else ex.request_ts
+        if not self.muted_until or sent is None or sent >= self.muted_until:
+            return False
+        ex.wait_ns = self.muted_until - sent
+        ex.add_problem("sent-while-muted", "sent while the broker muted the connection for throttling "
+                                           f"({ex.wait_ns / 1_000_000:g} ms left)")
+        return True
+
+    def time(self, ex: Exchange) -> None:
+        """The waits before the broker could serve an answered request (a
+        mute, the answer to an earlier request), the wait the protocol asked
+        for, and the mute a throttled answer starts (KIP-219)."""
+        request_ts, response_ts = ex.request_ts, ex.response_ts
+        latency = response_ts - request_ts  # type: ignore[operator]
+        # a request sent while muted waited for the mute first (noted at request time)
+        muted = min(latency, ex.wait_ns) if ex.wait_ns else 0
+        # a request sent before the previous answer waited for it (in order: answers come in order)
+        previous = self.last_answer_ts
+        queued = min(latency, previous - request_ts) if previous > request_ts else 0  # type: ignore[operator]
+        if response_ts > previous:  # type: ignore[operator]
+            self.last_answer_ts = response_ts  # type: ignore[assignment]
+        before = max(muted, queued)
+        before_reason = (THROTTLE if muted >= queued else QUEUED) if before else None
+        ex.wait_reason = ex.wait_ns = None
+        throttle = ex.throttle_time_ms
+        old_version = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)
+        found = None
+        held_sets = ex.arrival if ex.arrival.__class__ is list else None  # a held fetch's records (pairing)
+        if held_sets is not None:
+            ex.arrival = None
+        if ex.api_key in HINT_APIS or old_version:
+            hint = ex.wait_hint
+            frame = ex.wait_hint_frame
+            if frame is not None:  # the request frame (skim path), decoded only where a rule reads it
+                if ex.records and held_sets is None and (ex.api_key == FETCH or ex.api_key == SHARE_FETCH):
+                    pass  # a fetch that brought records at once is no wait: no rule reads its hint
+                else:
+                    hint = ex.wait_hint = decoded_hint(ex.api_key, frame)  # type: ignore[arg-type]
+                    ex.wait_hint_frame = None
+            found = classify(ex.api_key, ex.api_version, hint, latency - before, ex.records, ex.error_code,
+                             throttle, old_version)
+            if found is None and held_sets is not None:
+                # held with records: the wait, if any, ended when they arrived (kdissect.arrivals)
+                first_byte = ex.response_first_ts if ex.response_first_ts is not None else response_ts
+                start = request_ts + before  # type: ignore[operator]
+                arrival = fetch_arrival(held_sets, hint, start, first_byte, before, before_reason)  # type: ignore[arg-type]
+                if arrival is not None and first_byte - start >= DATA_WAIT_MIN_NS:  # type: ignore[operator]
+                    decide(ex, arrival)  # sets the waits, the one before included
+                    ex.arrival = arrival  # for the Produce rule across connections
+                    before = 0
+        if found is not None:
+            # a mute names the whole wait (it held the request first); an earlier
+            # answer is only a queue before the protocol's own wait
+            ex.wait_reason, ex.wait_ns = (THROTTLE if before_reason == THROTTLE else found[0]), before + found[1]
+        elif before:
+            ex.wait_reason, ex.wait_ns = before_reason, before
+        held = found is not None and found[0] == THROTTLE
+        if throttle and throttle > 0 and not held:
+            # answered at once: the broker will not read this connection until then
+            self.muted_until = max(self.muted_until, response_ts + throttle * 1_000_000)  # type: ignore[operator]

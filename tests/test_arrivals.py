@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kdissect.arrivals import (BY_APPEND_TIME, BY_CREATE_TIME, CLOCK_SKEW_NS, LONG_POLL_UNKNOWN, PRODUCE_WINDOW_NS,
-                               ArrivalResolver, FetchArrival, ProduceArrival, produce_bases, read_produce_bases,
+                               ArrivalResolver, FetchArrival, ProduceArrival, produce_bases, produce_ranges, read_produce_bases,
                                timestamp_arrival)
 from kdissect.exchange import Exchange
 from kdissect.protocol.codec import DecodeError, decode_response
@@ -109,3 +109,30 @@ def test_the_earliest_qualifying_answer_wins_and_rows_pass_once_the_window_is_ov
     out += list(resolver.add(after))  # the capture's clock passed the window: the fetch goes out
     assert out == [first, second, fetch, after]
     assert fetch.wait_ns == 600 * MS and fetch.service_ms == 900.0
+
+
+def _eager_answer(spans: tuple, frame: bytes, version: int) -> ProduceArrival | None:
+    """What pairing made of a Produce answer before ProduceAnswer: its ranges
+    placed at once (None when the frame does not read or places nothing)."""
+    bases = read_produce_bases(frame, version)
+    return None if bases is None else produce_ranges(spans, bases)
+
+
+def test_produce_bases_read_late_give_the_rows_of_bases_read_at_once(monkeypatch) -> None:
+    """The resolver places a Produce's offsets only when a fetch looks for
+    them (ProduceAnswer): every row of every capture is the same as with the
+    offsets placed as the answer is paired, the waits the Produce rule ends
+    among them."""
+    import kdissect.pairing as pairing
+    from kdissect.pipeline import Analysis
+
+    def rows() -> dict[str, list[dict]]:
+        return {capture.name: [ex.to_row() for ex in Analysis([capture], ports_of(capture), True, False)]
+                for capture in CAPTURES}
+
+    late = rows()
+    monkeypatch.setattr(pairing, "ProduceAnswer", _eager_answer)
+    at_once = rows()
+    assert late == at_once
+    by_produce = sum(1 for name in late for row in late[name] if row["wait_reason"] == "long_poll")
+    assert by_produce > 0  # the captures hold waits the rule ends

@@ -53,6 +53,24 @@ def _charts(notebook: nbformat.NotebookNode) -> list[dict]:
             if VEGALITE in o.get("data", {})]
 
 
+def assert_charts_render_without_javascript(notebook: nbformat.NotebookNode) -> None:
+    """Every chart output carries a PNG beside its Vega-Lite spec (what
+    nbconvert's HTML, GitHub and viewers without JavaScript show), a real
+    image of a real size."""
+    import base64
+    import struct
+
+    charts = [o for kind in ("display_data", "execute_result") for o in _outputs(notebook, kind)
+              if VEGALITE in o.get("data", {})]
+    assert charts
+    for output in charts:
+        assert "image/png" in output.data, "a chart without a PNG renders nowhere but JupyterLab"
+        png = base64.b64decode(output.data["image/png"])
+        assert png.startswith(b"\x89PNG\r\n\x1a\n")
+        width, height = struct.unpack(">II", png[16:24])
+        assert width > 200 and height > 50, (width, height)
+
+
 def _titles(specs: list[dict]) -> set[str]:
     titles = set()
     for spec in specs:
@@ -98,6 +116,9 @@ def test_forensics_notebook_runs(tmp_path):
     assert "Scapy: KafkaRequest / Kafka ProduceRequest" in text
     assert "###[ ProduceResponse ]###" in text
     assert "JoinGroup v" in text and "SyncGroup v" in text  # consumer-protocol table
+    assert_charts_render_without_javascript(notebook)
+    # one capture's tables, slowest by service time (the waits apart)
+    assert "service_ms" in text and "service_p99" in text
 
 
 @pytest.mark.slow
@@ -110,3 +131,4 @@ def test_report_notebook_runs(tmp_path):
     assert all(_has_values(spec) for spec in specs)
     text = _text(notebook)
     assert "Spark job finished in" in text and "report page: " in text
+    assert_charts_render_without_javascript(notebook)

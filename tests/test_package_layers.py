@@ -38,9 +38,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the row, its problems, the counters, the error codes of the protocol's normal flow
     ("model", ("exchange", "problems", "accounting", "normal_flow")),
     ("wire", ("stores", "webhdfs", "capture", "linklayers", "captureset", "reassembly")),  # files (local or in a store) -> TCP streams
-    ("connection", ("detect", "tls", "framing", "decoding", "pairing", "trial", "waits", "arrivals", "brokerlog.parse", "brokerlog.join", "pipeline")),
+    ("connection", ("detect", "tls", "framing", "decoding", "sasl", "holds", "pairing", "trial", "waits", "arrivals", "brokerlog.parse", "brokerlog.join", "pipeline")),
     # tallies over exchanges, and which exchanges a run keeps (display filter, selection)
-    ("analysis", ("summary", "stats_tables", "forensics", "brokerlog", "display_filter", "mentions", "selection")),
+    ("analysis", ("summary", "stats_tables", "forensics", "brokerlog", "display_filter", "mentions", "selection",
+                  "text_table")),
     # what the faces share: writers (atomic files, no output over an input),
     # option declarations, inputs, extras, the allocator tuning, OUTDIR as a
     # tree in any store (spark.tree: the report reads Spark's tables through

@@ -285,8 +285,8 @@ def test_state_stays_bounded_by_open_exchanges():
         emitted += dissector.feed(conv.reply(heartbeat_response(5000 + cid)))
         # acks=0 requests wait until the broker's side is past their timeout;
         # responses until the client's side is a second past them
-        assert len(conn.user.pairer.unanswered) <= 501
-        assert len(conn.user.pairer.early) <= EARLY_WINDOW_NS // 2_000_000 + 1
+        assert len(conn.user.pairer.acks0.held) <= 501
+        assert len(conn.user.pairer.early.held) <= EARLY_WINDOW_NS // 2_000_000 + 1
     pairer = conn.user.pairer
     assert len(pairer.pending) == 0
     emitted += dissector.finish()

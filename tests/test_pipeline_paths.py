@@ -191,7 +191,7 @@ def _plain_reassembly() -> Any:
 
     import kdissect
 
-    source = Path(kdissect.__file__).parent / "reassembly.py"
+    source = Path(kdissect.__file__).parent.parent / "kdissect/reassembly.py"
     spec = importlib.util.spec_from_file_location("kdissect_plain_reassembly", source)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -446,3 +447,154 @@ def test_a_selected_report_shows_the_selected_stats(tmp_path):
     assert expected["accounting"] == everything["accounting"]
     page = numbers_of(out.read_text(encoding="utf-8"))
     assert_numbers_equal_stats(page, expected, 1)
+
+
+# -- what the charts draw (read from the SVG Chromium rendered) -------------------------
+
+class ChartText(HTMLParser):
+    """Per chart: the visible axis labels per axis ("X-axis titled ..."), the
+    legend labels and the legend symbols' shapes (`d` path of each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.axes: dict[str, dict[str, list[str]]] = {}
+        self.legend_labels: dict[str, list[str]] = {}
+        self._figure: str | None = None
+        self._axis: str | None = None
+        self._in: str | None = None  # "axis" or "legend" while inside a label group
+        self._depth = 0
+        self._text: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs_list: list) -> None:
+        attrs = dict(attrs_list)
+        if tag == "figure" and "data-chart" in attrs:
+            self._figure = attrs["data-chart"]
+            self.axes[self._figure] = {}
+            self.legend_labels[self._figure] = []
+        if self._figure is None:
+            return
+        classes = attrs.get("class") or ""
+        if tag == "g" and "role-axis" in classes.split() and attrs.get("aria-label"):
+            self._axis = attrs["aria-label"]
+            self.axes[self._figure].setdefault(self._axis, [])
+        if tag == "g" and ("role-axis-label" in classes or "role-legend-label" in classes):
+            self._in = "axis" if "role-axis-label" in classes else "legend"
+            self._depth = 0
+        if tag == "g" and self._in is not None:
+            self._depth += 1
+        if tag == "text" and self._in is not None and attrs.get("opacity", "1") != "0":
+            self._text = []
+
+    def handle_data(self, data: str) -> None:
+        if self._text is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "text" and self._text is not None and self._figure is not None:
+            text = "".join(self._text)
+            if self._in == "axis" and self._axis is not None:
+                self.axes[self._figure][self._axis].append(text)
+            elif self._in == "legend":
+                self.legend_labels[self._figure].append(text)
+            self._text = None
+        elif tag == "g" and self._in is not None:
+            self._depth -= 1
+            if self._depth == 0:
+                self._in = None
+        elif tag == "figure":
+            self._figure = self._axis = None
+
+
+def chart_text(dom: str) -> ChartText:
+    parser = ChartText()
+    parser.feed(dom)
+    return parser
+
+
+def _labels(text: ChartText, chart: str, axis_start: str) -> list[str]:
+    found = [labels for name, labels in text.axes[chart].items() if name.startswith(axis_start)]
+    assert found, (chart, list(text.axes[chart]))
+    return [label for labels in found for label in labels]
+
+
+@pytest.mark.slow
+def test_charts_draw_readable_axes(capture_run):
+    """As Chromium drew them: exchanges over time start at zero (stacked bars,
+    no negative ticks), count axes and legends have integer ticks, time axes
+    24-hour UTC labels of one format (no `.500`, no AM/PM)."""
+    _out, _stats, _rows, result = capture_run
+    text = chart_text(result.dom)
+    counts = _labels(text, "traffic_over_time", "Y-axis")
+    assert counts and all(re.fullmatch(r"[\d,]+", label) for label in counts), counts
+    assert counts[0] == "0"
+    for chart in ("statuses", "problems"):
+        ticks = _labels(text, chart, "X-axis")
+        assert all(re.fullmatch(r"[\d,]+", label) for label in ticks), (chart, ticks)
+    for chart in ("error_heatmap", "errors_over_time"):
+        numbers = [label for label in text.legend_labels[chart] if re.fullmatch(r"[\d.,]+", label)]
+        assert numbers and all(re.fullmatch(r"[\d,]+", label) for label in numbers), (chart, numbers)
+    assert_time_labels(result.dom)
+
+
+def assert_time_labels(dom: str) -> None:
+    """Every time axis drawn: 24-hour UTC labels, all of one format."""
+    text = chart_text(dom)
+    for chart in ("traffic_over_time", "latency_over_time", "errors_over_time", "throttle_over_time"):
+        if chart not in text.axes:
+            continue
+        times = _labels(text, chart, "X-axis")
+        assert times, chart
+        kinds = {re.sub(r"\d", "9", label) for label in times}
+        assert len(kinds) == 1 and kinds <= {"99:99:99", "99:99", "99-99 99:99"}, (chart, times)
+
+
+@pytest.mark.slow
+def test_each_legend_is_one_legend_of_the_marks(capture_run):
+    """Charts that tell series apart by colour and shape show one legend
+    (each entry once), not a colour legend of circles beside a shape legend."""
+    _out, _stats, _rows, result = capture_run
+    text = chart_text(result.dom)
+    for chart, entries in (("latency_by_api", ["p50", "p90", "p99", "max"]),
+                           ("service_by_api", ["wire p50", "wire p99", "service p50", "service p99"])):
+        labels = [label for label in text.legend_labels[chart] if label in entries]
+        assert sorted(labels) == sorted(entries), (chart, text.legend_labels[chart])
+
+
+@pytest.mark.slow
+def test_findings_come_first_and_link_to_their_rows(capture_run):
+    _out, stats, _rows, result = capture_run
+    dom = result.dom
+    assert dom.index('id="findings"') < dom.index('id="summary"')
+    found = re.findall(r'<li data-finding="([a-z_]+)">(.*?)</li>', dom)
+    kinds = [kind for kind, _body in found]
+    order = ["slowest_service", "failures_by_client", "throttled_clients", "rebalances", "growing_lag",
+             "capture_problems"]
+    assert kinds == [k for k in order if k in kinds] and "slowest_service" in kinds
+    ids = set(re.findall(r'<tr id="([^"]+)"', dom))
+    for _kind, body in found:
+        anchors = re.findall(r'href="#([^"]+)"', body)
+        assert anchors and all(anchor in ids for anchor in anchors), body
+    # the slowest service is the API with the highest service p99 (stats --json), not the highest wire latency
+    timed = [r for r in stats["latency_by_api"] if r.get("service_count")]
+    slowest = max(timed, key=lambda r: r["service_p99"])
+    first = dict(found)["slowest_service"]
+    assert f"{slowest['api']} v{slowest['version']}: p99" in first.split(";")[0]
+    throttled = [r for r in stats["throttle_by_client"] if r["throttled"]]
+    assert ("throttled_clients" in kinds) == bool(throttled)
+
+
+def test_no_throttling_is_one_line_not_a_flat_chart(tmp_path):
+    """forensics_kafka.pcap: responses carry throttle fields, none above 0 ms
+    (stats --json, another process): one line with their number, no chart."""
+    from kdissect.report import from_captures, write_page
+
+    capture = CAPTURES / "forensics_kafka.pcap"
+    stats = json.loads(kdissect("stats", str(capture), "--json").stdout)
+    responses = sum(row["responses"] for row in stats["throttle"])
+    assert responses > 0 and sum(row["throttled"] for row in stats["throttle"]) == 0
+    out = tmp_path / "report.html"
+    write_page(from_captures([capture]), out)
+    page = out.read_text(encoding="utf-8")
+    assert 'data-chart="throttle_over_time"' not in page
+    assert (f'<p class="empty" data-chart-empty="throttle_over_time">no response was throttled: all '
+            f'{responses:,} responses with a throttle field say 0 ms</p>') in page

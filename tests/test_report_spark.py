@@ -15,7 +15,8 @@ from kdissect.cli import main as cli_main
 from tests.support.chromium import chromium_path, visit
 from tests.support.spark import local_session
 from tests.test_report import (ALL_CHARTS, CAPTURES, DONE, KEYLOGS, PORTS, assert_clean_visit,
-                               assert_numbers_equal_stats, assert_self_contained, kdissect, numbers_of)
+                               assert_numbers_equal_stats, assert_self_contained, assert_time_labels, kdissect,
+                               numbers_of)
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
@@ -41,6 +42,7 @@ def test_page_from_spark_tables(spark_outdir, tmp_path):
     page = numbers_of(result.dom)
     assert_clean_visit(result, out.as_uri(), page, ALL_CHARTS)
     assert_self_contained(out.read_text(encoding="utf-8"))
+    assert_time_labels(result.dom)  # 24-hour labels of one format (no `11 AM` among them)
     stats = kdissect("stats", str(CAPTURES), *PORTS, *KEYLOGS, "--json")
     assert stats.returncode == 0, stats.stderr
     assert_numbers_equal_stats(page, json.loads(stats.stdout), len(list(CAPTURES.rglob("*.pcap"))))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kdissect.packet import FrozenSlotRecord, SlotRecord, fields_of
+from kdissect.packet import FrozenSlotRecord, SlotRecord, TableRecord, fields_of, fresh
 
 # the modules that define records (the export path's and the ones before them)
 MODULES = ("kdissect.packet", "kdissect.accounting", "kdissect.capture", "kdissect.framing", "kdissect.reassembly",
@@ -48,7 +48,47 @@ def test_records_are_found():
 @pytest.mark.parametrize("cls", [c for c in RECORDS if c.__qualname__ not in DERIVED],
                          ids=lambda c: f"{c.__module__}.{c.__qualname__}")
 def test_init_takes_the_slots_in_order(cls):
-    assert _init_parameters(cls) == list(fields_of(cls))
+    if issubclass(cls, TableRecord):  # generated from its field table
+        assert list(inspect.signature(cls.__init__).parameters)[1:] == list(fields_of(cls))
+    else:
+        assert _init_parameters(cls) == list(fields_of(cls))
+
+
+def test_table_records_are_declared_once():
+    """Accounting and Exchange declare each field once, in the class body;
+    the generated __init__ takes them in that order, by position or keyword,
+    with their defaults, and a fresh(factory=list) field is a new list each time."""
+    from kdissect.accounting import Accounting
+    from kdissect.exchange import Exchange
+
+    assert issubclass(Accounting, TableRecord) and issubclass(Exchange, TableRecord)
+    assert Accounting.__slots__ == tuple(Accounting.__annotations__)
+    assert Exchange.__slots__ == tuple(Exchange.__annotations__)
+    assert Accounting(1, 2).non_tcp_packets == 2 and Accounting(ok=4).ok == 4
+    one, two = Exchange(), Exchange(api_key=3, problems=["x"])
+    assert one.status == "ok" and one.expects_response is True and two.api_key == 3 and two.problems == ["x"]
+    assert one.problems == [] and one.problems is not Exchange().problems
+    assert one != Exchange() and one == one and len({one, Exchange()}) == 2  # identity, as before
+    with pytest.raises(TypeError):
+        Exchange(nope=1)
+
+
+def test_table_record_rules():
+    class Point(TableRecord):
+        x: int
+        y: int = 2
+        tags: list[str] = fresh(factory=list)
+
+    assert Point.__slots__ == ("x", "y", "tags")
+    assert Point(1) == Point(1, 2, []) and Point(1).tags is not Point(1).tags
+    with pytest.raises(TypeError):
+        Point()
+    with pytest.raises(TypeError):
+        class Wrong(TableRecord):
+            x: int = 0
+            y: int
+    with pytest.raises(TypeError):
+        fresh(factory=set)
 
 
 def _init_parameters(cls: type) -> list[str]:

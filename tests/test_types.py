@@ -28,7 +28,7 @@ def test_the_strict_modules_are_the_compiled_ones() -> None:
     config = (REPO / "pyproject.toml").read_text()
     strict = re.search(r'module = \[([^\]]*)\]\s*\ndisallow_untyped_defs = true', config)
     assert strict is not None, "the strict override of [tool.mypy] is missing"
-    assert sorted(re.findall(r'"kdissect\.(\w+)"', strict.group(1))) == sorted(native.NATIVE_MODULES)
+    assert sorted(re.findall(r'"kdissect\.([\w.]+)"', strict.group(1))) == sorted(native.NATIVE_MODULES)
 
 
 def test_mypy_finds_a_type_error(tmp_path: Path) -> None:

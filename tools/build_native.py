@@ -64,13 +64,19 @@ def compiled_sources(package_dir: Path) -> list[Path]:
     """The compiled modules and every kdissect module they import, directly
     or through each other, sorted: what a build is compiled against."""
     package = package_dir.name
-    pending = [package_dir / f"{name}.py" for name in native.NATIVE_MODULES]
+    pending = [package_dir.joinpath(*name.split(".")).with_suffix(".py") for name in native.NATIVE_MODULES]
     seen: set[Path] = set()
     while pending:
         path = pending.pop()
         if path in seen:
             continue
         seen.add(path)
+        # the subpackages holding it run first: their __init__ is part of what loads
+        for parent in path.parents:
+            if parent == package_dir:
+                break
+            if (parent / "__init__.py").is_file():
+                pending.append(parent / "__init__.py")
         for name in _kdissect_imports(path, package):
             parts = name.split(".")[1:]
             for candidate in (package_dir.joinpath(*parts).with_suffix(".py"),
@@ -140,14 +146,15 @@ def build() -> None:
         shutil.copytree(PACKAGE, Path(work) / "kdissect",
                         ignore=shutil.ignore_patterns("__pycache__", "*.so"))
         # (the modules they import are read for their types, not checked)
-        paths = ["--follow-imports=silent", *(f"kdissect/{name}.py" for name in native.NATIVE_MODULES)]
+        paths = ["--follow-imports=silent", *(f"kdissect/{name.replace('.', '/')}.py" for name in native.NATIVE_MODULES)]
         Path(work, "setup.py").write_text(SETUP.format(paths=paths, group=GROUP))
         result = subprocess.run([sys.executable, "setup.py", "build_ext", "--build-lib", "lib", "--build-temp", "tmp"],
                                 cwd=work, capture_output=True, text=True)
         if result.returncode != 0:
             errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line.lower()]
             raise SystemExit("build_native: mypyc failed: " + ("; ".join(errors[:3]) or "see setup.py output"))
-        built = sorted(Path(work, "lib", "kdissect").glob("*.so"))
+        lib = Path(work, "lib", "kdissect")
+        built = sorted(lib.rglob("*.so"))
         if len(built) != len(native.NATIVE_MODULES) + 1:  # the modules and their shared library
             raise SystemExit(f"build_native: expected {len(native.NATIVE_MODULES) + 1} libraries, got "
                              f"{[path.name for path in built]}")
@@ -155,7 +162,9 @@ def build() -> None:
             shutil.rmtree(out)
         out.mkdir(parents=True)
         for path in built:
-            shutil.copy2(path, out / path.name)
+            target = out / path.relative_to(lib)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
     # last: the build is used only once this names the sources it was made
     # from (their stat data as read before compiling: an edit made meanwhile
     # leaves the build stale)

@@ -89,7 +89,8 @@ class BrokerLogTables:
                      for (side, reason, detail), count in sorted(self.unmatched.items())]
         return {"latency_decomposition": decomposition, "principals": principals, "unmatched": unmatched}
 
-    def render(self, encrypted: Any = frozenset()) -> str:
+    def render(self, encrypted: Any = frozenset(), width: int | None = None) -> str:
+        """The tables as text, each fitted to `width` columns (None: every column)."""
         tables = self.to_dict(encrypted)
         stems = [stem for stem, _ in COMPONENTS]
         header = ["by", "group", "count"] + [f"{s} p50/p99" for s in stems]
@@ -105,13 +106,13 @@ class BrokerLogTables:
         unmatched = [[r["side"], r["reason"], r["detail"], r["count"]] for r in tables["unmatched"]]
         return "\n\n".join([
             _table("Broker log: latency decomposition, ms (wire latency, service, network = latency - broker "
-                   "total, then the broker's parts)", header, decomposition),
+                   "total, then the broker's parts)", header, decomposition, width),
             _table("Broker log: principals per client id and connection",
                    ["client_id", "client", "principal", "protocol", "listener", "exchanges", "logged only",
                     "captured"],
-                   principals),
+                   principals, width),
             _table("Broker log: unmatched (log_only: logged, not captured; capture_only: captured, not logged)",
-                   ["side", "reason", "listener/api", "count"], unmatched),
+                   ["side", "reason", "listener/api", "count"], unmatched, width),
         ]) + "\n"
 
 

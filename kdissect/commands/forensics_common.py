@@ -6,11 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from kdissect.failures import InputError
-from kdissect.options import OUTPUT_HELP, ForensicSettings, flag, forensic_settings, option
+from kdissect.options import WIDE_HELP, ForensicSettings, flag, forensic_settings, option
 
 
 class ForensicOptions(ForensicSettings):
-    output: str | None = option("-o", "--output", help=OUTPUT_HELP + " Without it, a text table on stdout.")
+    output: str | None = option(
+        "-o", "--output",
+        help="Write every column of one table (--table) to this file; format from the extension (.jsonl, .csv, "
+             ".parquet). Without it, text tables on stdout.")
+    wide: bool = flag("--wide", help=WIDE_HELP)
     table: str | None = option("--table", metavar="NAME",
                                help="Which of the command's tables to print or write (default: the first).")
     quiet: bool = flag("-q", "--quiet", help="Do not print the accounting summary on stderr.")
@@ -18,7 +22,7 @@ class ForensicOptions(ForensicSettings):
 
 def run_forensics(options: ForensicOptions, command: str) -> None:
     """Run the capture set through Forensics; print or write the command's tables."""
-    from kdissect.commands.runtime import echo, print_accounting, run_analysis, say
+    from kdissect.commands.runtime import echo, print_accounting, run_analysis, say, table_width
     from kdissect.forensics import COMMAND_TABLES, FORENSIC_APIS, Forensics
 
     names = COMMAND_TABLES[command]
@@ -39,16 +43,16 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
         write_table(options.table or names[0], selected(options.table or names[0]), options.output,
                     analysis.ts_unit)
     else:
-        from kdissect.forensics.render import render_flags, render_rows, render_table
+        from kdissect.forensics.render import METADATA_STORM_COLUMNS, render_flags, render_rows, render_table
 
+        width = table_width(options.wide)
         shown = [options.table] if options.table else [name for name in names if name != "topic_lag"]
-        parts = [render_table(name, selected(name)) for name in shown]
+        parts = [render_table(name, selected(name), width) for name in shown]
         if command == "groups" and not options.table:
-            parts.append(render_flags(tables, clients=False))
+            parts.append(render_flags(tables, clients=False, width=width))
         elif command == "clients" and not options.table:
             parts.append(render_rows("metadata storms (60+ Metadata requests in a minute)",
-                                     ["client_id", "software_name", "metadata_requests", "metadata_max_per_minute"],
-                                     tables.metadata_storms))
+                                     METADATA_STORM_COLUMNS, tables.metadata_storms, width))
         echo("\n\n".join(parts))
     if not options.quiet:
         if tables.unresolved_topic_ids:

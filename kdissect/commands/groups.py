@@ -2,7 +2,9 @@
 
 Tables (kdissect.forensics.tables): `groups` (one row per group generation:
 classic generations, KIP-848 consumer and share group epochs),
-`group_commits` (committed offsets and their lag), `share_groups` (share
+`group_commits` (committed offsets and their lag), `group_lag` (per group
+and partition at the capture's end: committed offset, high watermark, lag,
+owner), `share_groups` (share
 group record delivery per partition) and `share_group_members` (share group
 members: partitions, acknowledgements, heartbeats, share sessions).
 """
@@ -15,7 +17,7 @@ from kdissect.options import click_command
 
 class GroupsOptions(ForensicOptions):
     """One row per group generation: members, assignments, rebalance times, errors,
-    commits (--table groups|group_commits|share_groups|share_group_members)."""
+    commits (--table groups|group_commits|group_lag|share_groups|share_group_members)."""
 
 
 def groups(options: GroupsOptions) -> None:

@@ -29,14 +29,31 @@ class RecordsOptions(CaptureInputs):
 
 
 def _open_record_writer(path: str | None) -> Any:
-    """The `export` writers (same formats, extensions and errors) over the records table."""
+    """The `export` writers (same formats, extensions and errors) over the
+    records table; `timestamp` as every written time is: epoch seconds in
+    JSONL and CSV (exact, to the millisecond Kafka gives), a UTC timestamp in
+    Parquet."""
+    import pyarrow as pa
+
     from kdissect.output import Table, open_writer
     from kdissect.records.table import (RECORD_BYTE_TEXT_COLUMNS, RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS,
                                         RECORD_SCHEMA)
 
-    table = Table(RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS, lambda: RECORD_SCHEMA,
+    def schema(ts_unit: str = "ms") -> Any:
+        index = RECORD_SCHEMA.get_field_index("timestamp")
+        return RECORD_SCHEMA.set(index, pa.field("timestamp", pa.timestamp(ts_unit, tz="UTC")))
+
+    table = Table(RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS, schema, frozenset(("timestamp",)),
                   byte_text_columns=RECORD_BYTE_TEXT_COLUMNS)
-    return open_writer(path, table=table)
+    return open_writer(path, table=table, ts_unit="ms")
+
+
+def _written(row: dict[str, Any]) -> dict[str, Any]:
+    """A record row as the writers take times: int nanoseconds. Kafka's
+    milliseconds since the epoch; -1 (Kafka's "no timestamp") becomes null."""
+    millis = row["timestamp"]
+    row["timestamp"] = millis * 1_000_000 if millis is not None and millis >= 0 else None
+    return row
 
 
 def records(options: RecordsOptions) -> None:
@@ -53,7 +70,7 @@ def records(options: RecordsOptions) -> None:
     max_bytes = options.max_uncompressed_mib * 1024 * 1024
     with _open_record_writer(options.output) as writer:
         for row in exchange_record_rows(analysis, frozenset(options.topics), max_bytes, tally, names):
-            writer.write(row)
+            writer.write(_written(row))
     if not options.quiet:
         for line in tally.lines():
             say(f"kdissect: {line}")

@@ -161,6 +161,25 @@ def select(analysis: Any, options: CaptureInputs) -> Any:
     return Selected(analysis, Selection.from_options(options, min(starts, default=None)))
 
 
+DEFAULT_PIPE_WIDTH = None  # a pipe or a file has no width: every column, for grep and awk
+
+
+def table_width(wide: bool) -> int | None:
+    """How many columns the text tables may take: none with `--wide`; the
+    terminal's when stdout is one (COLUMNS overrides, as for `ls`); every
+    column when stdout is a pipe or a file and COLUMNS is unset."""
+    if wide:
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if not sys.stdout.isatty():
+        return DEFAULT_PIPE_WIDTH
+    import shutil
+
+    return shutil.get_terminal_size().columns
+
+
 def print_accounting(analysis: Any) -> None:
     """The accounting summary (and the reader's problems) on stderr."""
     for line in analysis.summary_lines():

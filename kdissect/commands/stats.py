@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 
-from kdissect.commands.runtime import echo, run_analysis, say
-from kdissect.options import CaptureInputs, click_command, flag
+from kdissect.commands.runtime import echo, run_analysis, say, table_width
+from kdissect.options import WIDE_HELP, CaptureInputs, click_command, flag
 
 
 class StatsOptions(CaptureInputs):
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
 
     as_json: bool = flag("--json", help="Print the tables as one JSON object.")
+    wide: bool = flag("--wide", help=WIDE_HELP)
 
 
 def stats(options: StatsOptions) -> None:
@@ -35,10 +36,11 @@ def stats(options: StatsOptions) -> None:
         echo(json.dumps(lossless_value(payload), indent=2, default=str, allow_nan=True))
     else:
         # the analysis gives the accounting lines with the TLS line
-        echo(summary.render(analysis), newline=False)
-        echo(render_stats(tables))
+        width = table_width(options.wide)
+        echo(summary.render(analysis, width), newline=False)
+        echo(render_stats(tables, width))
         if broker_tables is not None:
-            echo(broker_tables.render(analysis.dissector.encrypted_clients))
+            echo(broker_tables.render(analysis.dissector.encrypted_clients, width))
     for problem in analysis.read_stats.problems:
         say(f"kdissect: {problem}")
     from kdissect.hints import run_hints

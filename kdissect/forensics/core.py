@@ -55,6 +55,7 @@ class ForensicTables:
         self.end_to_end: list[dict[str, Any]] = tables["end_to_end"]
         self.groups: list[dict[str, Any]] = tables["groups"]
         self.group_commits: list[dict[str, Any]] = tables["group_commits"]
+        self.group_lag: list[dict[str, Any]] = tables["group_lag"]
         self.clients: list[dict[str, Any]] = tables["clients"]
         self.producers: list[dict[str, Any]] = tables["producers"]
         self.rebalance_storms: list[dict[str, Any]] = tables["rebalance_storms"]
@@ -72,7 +73,7 @@ class ForensicTables:
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in (
-            "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
+            "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag", "clients", "producers",
             "transactions", "transaction_markers", "rebalance_storms", "member_rejoins", "metadata_storms",
             "share_groups", "share_group_members", "unresolved_topic_ids", "topic_id_conflicts")}
 
@@ -227,7 +228,9 @@ class Forensics:
                    for t, _ in parts}
         return ForensicTables(
             topics=topics, topic_lag=self.topics.lag_rows(names), end_to_end=self.latency.rows(names),
-            groups=groups, group_commits=commits, clients=clients, producers=self.clients.producer_rows(names),
+            groups=groups, group_commits=commits, group_lag=self.groups.lag_rows(names, commits, self.transactions.marker_offsets(names)),
+            clients=clients,
+            producers=self.clients.producer_rows(names),
             rebalance_storms=self.groups.storms(groups), member_rejoins=self.groups.rejoins(),
             metadata_storms=ClientTally.metadata_storms(clients),
             share_groups=share_groups, share_group_members=share_members,

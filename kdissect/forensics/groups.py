@@ -476,6 +476,69 @@ class GroupTally:
             })
         return rows, commit_rows
 
+    def lag_rows(self, names: Any, commit_rows: list[dict[str, Any]],
+                 markers: dict[tuple, set[int]] | None = None) -> list[dict[str, Any]]:
+        """The group_lag table: one row per group and partition as of the
+        capture's end, as `kafka-consumer-groups --describe` shows it: the
+        group's last committed offset (whichever member committed it), the
+        partition's last high watermark, their difference, and the member
+        that owns the partition in the group's last generation (a partition
+        owned but never committed has no offset and no lag; share groups,
+        whose members share partitions, are left to share_groups). `markers`:
+        (topic, partition) -> offsets of the transaction markers seen in
+        fetched data; a marker between the committed offset and the high
+        watermark is not lag (a read_committed consumer never gets it as a
+        record, and may commit the offset before it)."""
+        markers = markers or {}
+        current: dict[tuple, dict[str, Any]] = {}
+        for row in commit_rows:
+            if row["committed_offset"] is None:
+                continue
+            key = (row["group_id"], row["topic"], row["partition"])
+            known = current.get(key)
+            when = (row["last_commit_ts"] if row["last_commit_ts"] is not None else -1, row["generation_id"])
+            if known is None or when >= (known["last_commit_ts"] if known["last_commit_ts"] is not None else -1,
+                                         known["generation_id"]):
+                current[key] = row
+        placed = self._placed()
+        last_generation: dict[str, int] = {}
+        for group, generation_id in placed:
+            if generation_id >= 0:
+                last_generation[group] = max(last_generation.get(group, generation_id), generation_id)
+        owners: dict[tuple, tuple[str, str | None, int]] = {}
+        for group, generation_id in last_generation.items():
+            kind = self.group_type(group)
+            if kind == SHARE:  # members share partitions and commit nothing: the share_groups table
+                continue
+            generation = placed[(group, generation_id)]
+            assigned = self._assignments(group, generation_id, generation, kind)
+            for member_id, partitions in sorted(assigned.items()):
+                member = generation.members.get(member_id)
+                client = min(member[0]) if member and member[0] else None
+                for label, partition in partitions:
+                    owners[(group, names.name(label), partition)] = (member_id, client, generation_id)
+        rows = []
+        for key in sorted(set(current) | set(owners), key=lambda k: (k[0], k[1] or "", k[2] if k[2] is not None
+                                                                      else -1)):
+            group, topic, partition = key
+            commit = current.get(key)
+            owner = owners.get(key)
+            lag = None
+            if commit and commit["high_watermark"] is not None and commit["committed_offset"] >= 0:
+                low, high = commit["committed_offset"], commit["high_watermark"]
+                lag = max(0, high - low - sum(1 for o in markers.get((topic, partition), ()) if low <= o < high))
+            rows.append({
+                "group_id": group, "topic": topic, "partition": partition,
+                "lag": lag,
+                "committed_offset": commit["committed_offset"] if commit else None,
+                "high_watermark": commit["high_watermark"] if commit else None,
+                "owner_member_id": owner[0] if owner else None, "owner_client_id": owner[1] if owner else None,
+                "generation_id": owner[2] if owner else last_generation.get(group),
+                "last_commit_ts": commit["last_commit_ts"] if commit else None,
+                "committed_by": commit["client_id"] if commit else None,
+            })
+        return rows
+
     def _assignments(self, group: str, generation_id: int, generation: Generation, kind: str) -> dict[str, tuple]:
         if kind in (CONSUMER, SHARE):
             found = {}

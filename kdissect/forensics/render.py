@@ -1,7 +1,8 @@
 """The forensic tables as text for the terminal (the commands and `stats`).
 
-Terminal tables show a few columns each (`DISPLAY`); `-o FILE` writes every
-column. Times are UTC clock times, lists are comma-separated.
+Terminal tables show a few columns each (`DISPLAY`, in priority order), as
+many as the width allows; `-o FILE` writes every column. Times are UTC clock
+times, lists are comma-separated.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import math
 from typing import Any, Callable
 
 from kdissect.text_escape import escape_text
+from kdissect.text_table import render_cells, wrap_line
 from kdissect.times import clock_text
 
 TITLES = {
@@ -18,6 +20,7 @@ TITLES = {
     "end_to_end": "end-to-end latency (ms), produce request to the fetch response that delivered the record",
     "groups": "group generations",
     "group_commits": "committed offsets",
+    "group_lag": "group lag per partition at the capture's end (committed offset, high watermark, owner)",
     "clients": "clients",
     "producers": "idempotent / transactional producers per partition",
     "share_groups": "share groups: record delivery per partition",
@@ -25,32 +28,39 @@ TITLES = {
     "transactions": "transactions: one row per transaction",
     "transaction_markers": "transaction markers and aborted transactions in fetched data, per partition and producer",
 }
+# Display order is priority order: the row's identity, then the columns that
+# answer the table's question (lag, errors, times), ids and detail last; a
+# terminal narrower than the table keeps the leading columns (kdissect.text_table).
 DISPLAY: dict[str, list[str]] = {
-    "topics": ["topic", "partition", "direction", "client_id", "requests", "records", "record_bytes", "batch_bytes",
-               "compression_ratio", "codecs", "errors", "high_watermark", "next_offset", "lag"],
-    "topic_lag": ["topic", "partition", "client_id", "minute", "fetches", "lag", "max_lag", "high_watermark"],
-    "end_to_end": ["dimension", "topic", "client_id", "records", "p50_ms", "p90_ms", "p99_ms", "max_ms", "unmatched"],
-    "groups": ["group_id", "group_type", "generation_id", "members", "leader", "rebalance_start", "rebalance_ms",
-               "joins", "heartbeats", "leaves", "commits", "committed_lag", "errors", "assignments"],
-    "group_commits": ["group_id", "generation_id", "topic", "partition", "committed_offset", "high_watermark",
-                      "committed_lag", "commits", "failed", "client_id"],
-    "clients": ["client_id", "software_name", "software_version", "hosts", "connections", "reconnects", "requests",
-                "metadata_max_per_minute", "produce_batches", "mean_batch_bytes", "compression_ratio",
-                "producer_ids", "sequence_gaps", "sequence_duplicates", "throttled", "errors"],
-    "producers": ["producer_id", "producer_epoch", "transactional_id", "client_ids", "topic", "partition", "batches",
-                  "records", "first_sequence", "next_sequence", "sequence_gaps", "missing_sequences", "duplicates"],
-    "share_groups": ["group_id", "topic", "partition", "members", "acquired", "redelivered", "accepted", "released",
-                     "rejected", "renewed", "ack_errors", "lock_timeouts"],
-    "share_group_members": ["group_id", "client_ids", "member_epoch", "partitions", "acquired", "accepted",
-                            "released", "rejected", "heartbeats", "heartbeat_interval_ms", "heartbeat_gap_mean_ms",
-                            "session_opens", "session_resets", "session_errors"],
-    "transactions": ["transactional_id", "transaction", "producer_id", "producer_epoch", "partitions",
-                     "partitions_added", "records", "offsets_committed", "end", "result", "end_error", "first_ts",
-                     "duration_ms"],
-    "transaction_markers": ["topic", "partition", "producer_id", "commit_markers", "abort_markers", "aborted_listed",
-                            "committed_batches", "aborted_batches", "aborted_records", "undecided_batches",
+    "topics": ["topic", "partition", "direction", "lag", "errors", "requests", "records", "high_watermark",
+               "next_offset", "client_id", "record_bytes", "batch_bytes", "compression_ratio", "codecs"],
+    "topic_lag": ["topic", "partition", "minute", "lag", "max_lag", "high_watermark", "fetches", "client_id"],
+    "end_to_end": ["dimension", "topic", "p50_ms", "p90_ms", "p99_ms", "max_ms", "records", "unmatched",
+                   "client_id"],
+    "groups": ["group_id", "generation_id", "rebalance_ms", "errors", "committed_lag", "members", "joins",
+               "leaves", "commits", "heartbeats", "rebalance_start", "group_type", "leader", "assignments"],
+    "group_commits": ["group_id", "topic", "partition", "committed_lag", "failed", "committed_offset",
+                      "high_watermark", "commits", "generation_id", "client_id"],
+    "group_lag": ["group_id", "topic", "partition", "lag", "committed_offset", "high_watermark", "owner_client_id",
+                  "owner_member_id", "generation_id", "last_commit_ts", "committed_by"],
+    "clients": ["client_id", "errors", "throttled", "reconnects", "sequence_gaps", "sequence_duplicates",
+                "requests", "connections", "metadata_max_per_minute", "software_name", "software_version", "hosts",
+                "produce_batches", "mean_batch_bytes", "compression_ratio", "producer_ids"],
+    "producers": ["topic", "partition", "producer_id", "sequence_gaps", "missing_sequences", "duplicates", "batches",
+                  "records", "producer_epoch", "first_sequence", "next_sequence", "transactional_id", "client_ids"],
+    "share_groups": ["group_id", "topic", "partition", "ack_errors", "lock_timeouts", "redelivered", "rejected",
+                     "acquired", "accepted", "released", "renewed", "members"],
+    "share_group_members": ["group_id", "member_epoch", "session_errors", "session_resets", "heartbeat_gap_mean_ms",
+                            "acquired", "accepted", "released", "rejected", "heartbeats", "heartbeat_interval_ms",
+                            "session_opens", "partitions", "client_ids"],
+    "transactions": ["transactional_id", "transaction", "result", "end_error", "duration_ms", "records",
+                     "partitions", "offsets_committed", "end", "first_ts", "producer_id", "producer_epoch",
+                     "partitions_added"],
+    "transaction_markers": ["topic", "partition", "aborted_records", "undecided_batches", "commit_markers",
+                            "abort_markers", "aborted_listed", "committed_batches", "aborted_batches", "producer_id",
                             "client_ids"],
 }
+METADATA_STORM_COLUMNS = ["client_id", "metadata_max_per_minute", "metadata_requests", "software_name"]
 TIME_COLUMNS = frozenset(("first_ts", "last_ts", "end_ts", "rebalance_start", "rebalance_end", "minute", "last_commit_ts",
                           "window_start", "window_end"))
 
@@ -67,45 +77,33 @@ def cell(name: str, value: Any, escape: Callable[[str], str] = escape_text) -> s
     return escape(str(value))
 
 
-def render_rows(title: str, columns: list[str], rows: list[dict[str, Any]], width: int = 60) -> str:
-    """An aligned text table; cells longer than `width` are cut with '...'."""
-    if not rows:
-        return f"{title}\n  (none)"
-    cells = [[_cut(cell(name, row.get(name)), width) for name in columns] for row in rows]
-    widths = [max(len(name), *(len(r[i]) for r in cells)) for i, name in enumerate(columns)]
+def render_rows(title: str, columns: list[str], rows: list[dict[str, Any]], width: int | None = None) -> str:
+    """An aligned text table of `columns` (priority order), fitted to `width`
+    terminal columns (None: every column)."""
+    cells = [[cell(name, row.get(name)) for name in columns] for row in rows]
     numeric = [all(isinstance(row.get(name), (int, float)) and not isinstance(row.get(name), bool)
                    or row.get(name) is None for row in rows) and name not in TIME_COLUMNS
                for name in columns]
-
-    def line(values: list[str]) -> str:
-        return "  " + "  ".join(v.rjust(w) if num else v.ljust(w)
-                                for v, w, num in zip(values, widths, numeric)).rstrip()
-
-    return "\n".join([title, line(columns), *(line(r) for r in cells)])
+    return render_cells(title, columns, cells, numeric, width)
 
 
-def render_table(name: str, rows: list[dict[str, Any]]) -> str:
-    return render_rows(TITLES[name], DISPLAY[name], rows)
+def render_table(name: str, rows: list[dict[str, Any]], width: int | None = None) -> str:
+    return render_rows(TITLES[name], DISPLAY[name], rows, width)
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def render_flags(tables: Any, clients: bool = True) -> str:
+def render_flags(tables: Any, clients: bool = True, width: int | None = None) -> str:
     """The storms and flapping members `stats` flags (with `clients`, the
     metadata storms too), and unnamed topic ids."""
     parts = [
         render_rows("rebalance storms (5+ generations within 5 minutes)",
                     ["group_id", "group_type", "generations", "in_window", "window_start", "window_end"],
-                    tables.rebalance_storms),
-        render_rows("members that left and rejoined", ["group_id", "client_id", "host", "leaves", "rejoins"],
-                    tables.member_rejoins),
+                    tables.rebalance_storms, width),
+        render_rows("members that left and rejoined", ["group_id", "leaves", "rejoins", "client_id", "host"],
+                    tables.member_rejoins, width),
     ]
     if clients:
         parts.append(render_rows("metadata storms (60+ Metadata requests in a minute)",
-                                 ["client_id", "software_name", "metadata_requests", "metadata_max_per_minute"],
-                                 tables.metadata_storms))
+                                 METADATA_STORM_COLUMNS, tables.metadata_storms, width))
     if tables.unresolved_topic_ids:
         unnamed = tables.unresolved_topic_ids
         more = " ..." if len(unnamed) > 4 else ""
@@ -113,22 +111,22 @@ def render_flags(tables: Any, clients: bool = True) -> str:
     return "\n\n".join(parts)
 
 
-def render_stats(tables: Any) -> str:
+def render_stats(tables: Any, width: int | None = None) -> str:
     """What `kdissect stats` adds: the flags, producers with sequence
     problems, end-to-end latency per topic and client, and what the
     forensic commands would show."""
     troubled = [row for row in tables.producers if row["sequence_gaps"] or row["duplicates"]]
     parts = [
         "",
-        f"forensics: {len({(r['topic'], r['partition']) for r in tables.topics})} topic-partitions, "
-        f"{len({r['group_id'] for r in tables.groups})} groups "
-        f"({len(tables.groups)} generations), {len(tables.clients)} clients "
-        "(kdissect topics / groups / clients for the tables)",
-        render_flags(tables),
+        wrap_line(f"forensics: {len({(r['topic'], r['partition']) for r in tables.topics})} topic-partitions, "
+                  f"{len({r['group_id'] for r in tables.groups})} groups "
+                  f"({len(tables.groups)} generations), {len(tables.clients)} clients "
+                  "(kdissect topics / groups / clients for the tables)", width),
+        render_flags(tables, width=width),
         render_rows("producer sequence gaps and duplicates",
-                    ["producer_id", "producer_epoch", "client_ids", "topic", "partition", "sequence_gaps",
-                     "missing_sequences", "duplicates"], troubled),
+                    ["topic", "partition", "producer_id", "sequence_gaps", "missing_sequences", "duplicates",
+                     "producer_epoch", "client_ids"], troubled, width),
         render_rows(TITLES["end_to_end"], DISPLAY["end_to_end"],
-                    [row for row in tables.end_to_end if row["dimension"] != "topic_client"]),
+                    [row for row in tables.end_to_end if row["dimension"] != "topic_client"], width),
     ]
     return "\n\n".join(parts) + "\n"

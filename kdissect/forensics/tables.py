@@ -42,6 +42,13 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("committed_offset", "int64"), ("commits", "int64"), ("failed", "int64"), ("last_commit_ts", "timestamp"),
         ("client_id", "string"), ("high_watermark", "int64"), ("committed_lag", "int64"),
     ],
+    # per group and partition as of the capture's end (kafka-consumer-groups --describe)
+    "group_lag": [
+        ("group_id", "string"), ("topic", "string"), ("partition", "int32"), ("lag", "int64"),
+        ("committed_offset", "int64"), ("high_watermark", "int64"), ("owner_member_id", "string"),
+        ("owner_client_id", "string"), ("generation_id", "int32"), ("last_commit_ts", "timestamp"),
+        ("committed_by", "string"),
+    ],
     # share groups (kdissect.forensics.share): per partition, and per member
     "share_groups": [
         ("group_id", "string"), ("topic", "string"), ("partition", "int32"), ("members", "int32"),
@@ -95,7 +102,7 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
 # which tables each command writes (the first is its default)
 COMMAND_TABLES = {
     "topics": ("topics", "topic_lag", "end_to_end"),
-    "groups": ("groups", "group_commits", "share_groups", "share_group_members"),
+    "groups": ("groups", "group_commits", "group_lag", "share_groups", "share_group_members"),
     "clients": ("clients", "producers", "transactions", "transaction_markers"),
 }
 TABLE_NAMES = tuple(TABLE_COLUMNS)

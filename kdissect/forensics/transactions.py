@@ -152,6 +152,13 @@ class TransactionTally:
                         self.markers.setdefault(key, {})[record.offset] = record.control
                 self.fetched_by.setdefault(key, set()).add(ex.client_id or "")
 
+    def marker_offsets(self, names: Any) -> dict[tuple, set[int]]:
+        """(topic, partition) -> the offsets of the commit and abort markers seen."""
+        found: dict[tuple, set[int]] = {}
+        for (label, partition, _producer_id), markers in self.markers.items():
+            found.setdefault((names.name(label), partition), set()).update(markers)
+        return found
+
     def merge(self, other: TransactionTally) -> None:
         for tid, events in other.events.items():
             self.events.setdefault(tid, []).extend(events)

@@ -20,6 +20,7 @@ DISTRIBUTION_ROWS = 25  # rows of a latency distribution chart (the busiest)
 HEIGHT = 260
 ROW_HEIGHT = 18
 PERCENTILES = ("p50", "p90", "p99", "max")
+MEASURES = ["wire p50", "wire p99", "service p50", "service p99"]
 UTC = alt.Scale(type="utc")
 
 
@@ -31,8 +32,52 @@ def _title(text: str, subtitle: str | list[str] | None = None) -> alt.TitleParam
     return alt.TitleParams(text, subtitle=subtitle or "", anchor="start")
 
 
-def _time_axis(title: str = "time (UTC)") -> alt.X:
-    return alt.X("start:T", title=title, scale=UTC, axis=alt.Axis(labelOverlap=True))
+def _time_axis(report: dict[str, Any], title: str = "time (UTC)") -> alt.X:
+    """The x axis of a chart over time buckets: 24-hour UTC labels in one
+    format (Vega's default mixes `:35`, `11 AM` and `.500`), no tick between
+    two bucket starts, the date where the span crosses midnight."""
+    width = report["bucket_seconds"]
+    span = report.get("span") or {}
+    if span.get("first", "")[:10] != span.get("last", "")[:10]:
+        label = "%m-%d %H:%M"
+    elif width < 60:
+        label = "%H:%M:%S"
+    else:
+        label = "%H:%M"
+    # a utc scale formats with utcFormat
+    axis = alt.Axis(labelOverlap=True, format=label, tickMinStep=width * 1000)
+    return alt.X("start:T", title=title, scale=UTC, axis=axis)
+
+
+def _integer_ticks(largest: float) -> dict[str, Any]:
+    """Integer ticks for counts up to `largest`: each integer up to 10 (the
+    browser's Vega ignores tickMinStep there and drew 0.2 steps), else steps of 1 or more."""
+    if largest <= 10:
+        return {"values": list(range(0, int(largest) + 1))}
+    return {"tickMinStep": 1}
+
+
+def _count_axis(title: str, largest: float) -> alt.Axis:
+    """An axis of counts: integer ticks only."""
+    return alt.Axis(title=title, format=",d", **_integer_ticks(largest))
+
+
+def _count_legend(title: str, largest: float) -> alt.Legend:
+    """A colour gradient of counts: integer labels only."""
+    return alt.Legend(title=title, format=",d", **_integer_ticks(largest))
+
+
+def _stacked(rows: list[dict[str, Any]], key: str, value: str) -> list[dict[str, Any]]:
+    """Rows with `y0`/`y1`: `value` stacked from zero per bucket, in the
+    order of the legend (`key` sorted). Stacking here, not in Vega-Lite: its
+    stack of ranged (x, x2) bars drew floating strips."""
+    tops: dict[str, float] = {}
+    out = []
+    for row in sorted(rows, key=lambda r: (r["start"], str(r[key]))):
+        low = tops.get(row["start"], 0)
+        tops[row["start"]] = low + (row[value] or 0)
+        out.append({**row, "y0": low, "y1": tops[row["start"]]})
+    return out
 
 
 def _finish(chart: Any) -> alt.TopLevelMixin:
@@ -79,9 +124,9 @@ def statuses(data: dict[str, Any]) -> alt.TopLevelMixin | None:
         return None
     rows = [{"status": name, "exchanges": count} for name, count in counts.items()]
     return _chart(rows).mark_bar().encode(
-        x=alt.X("exchanges:Q", title="exchanges"),
+        x=alt.X("exchanges:Q", axis=_count_axis("exchanges", max(counts.values()))),
         y=alt.Y("status:N", title="status", sort="-x"),
-        color=alt.Color("status:N", title="status"),
+        color=alt.Color("status:N", title="status", legend=alt.Legend(symbolType="square")),
         tooltip=[alt.Tooltip("status:N"), alt.Tooltip("exchanges:Q", format=",")],
     ).properties(title=_title("Exchanges by status"), width="container", height=ROW_HEIGHT * 2 * len(rows))
 
@@ -103,7 +148,7 @@ def latency_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
     tooltip += [alt.Tooltip(f"{name}:Q", title=f"{name} (ms)", format=",.3f")
                 for name in ("p50", "p99", "max") if any(name in r for r in rows)]
     base = _chart(rows).encode(
-        x=_time_axis(),
+        x=_time_axis(report),
         y=alt.Y("p99:Q", title="p99 latency (ms, log scale)", scale=alt.Scale(type="log")),
         color=alt.Color("api:N", title="API"),
         tooltip=tooltip,
@@ -120,10 +165,14 @@ def traffic_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
     if not rows:
         return None
     width = report["bucket_seconds"]
-    return _chart(_with_bucket_end(rows, width)).mark_bar().encode(
-        x=_time_axis(), x2="end:T",
-        y=alt.Y("exchanges:Q", title=f"exchanges per {_bucket_text(width)}", stack="zero"),
-        color=alt.Color("api:N", title="API"),
+    stacked = _stacked(_with_bucket_end(rows, width), "api", "exchanges")
+    largest = max(r["y1"] for r in stacked)
+    return _chart(stacked).mark_bar().encode(
+        x=_time_axis(report), x2="end:T",
+        y=alt.Y("y0:Q", axis=_count_axis(f"exchanges per {_bucket_text(width)}", largest),
+                scale=alt.Scale(zero=True)),
+        y2="y1:Q",
+        color=alt.Color("api:N", title="API", legend=alt.Legend(symbolType="square")),
         tooltip=[alt.Tooltip("start:N", title="bucket start (UTC)"), alt.Tooltip("api:N", title="API"),
                  alt.Tooltip("exchanges:Q"), alt.Tooltip("errors:Q", title="with errors"),
                  alt.Tooltip("bytes:Q", title="bytes (request + response)", format=",")],
@@ -155,8 +204,10 @@ def _distribution(rows: list[dict[str, Any]], label: Callable[[dict[str, Any]], 
         y=y, x=alt.X("p50:Q", scale=alt.Scale(type="log")), x2="max:Q")
     points = _chart(long).mark_point(filled=True, size=60).encode(
         y=y, x=x,
-        color=alt.Color("percentile:N", title="percentile", sort=list(PERCENTILES)),
-        shape=alt.Shape("percentile:N", sort=list(PERCENTILES), legend=None),
+        # colour and shape in one legend, whose symbols are then the marks (Vega-Lite
+        # merges the two when field, title and domain agree; a `sort` keeps them apart)
+        color=alt.Color("percentile:N", title="percentile", scale=alt.Scale(domain=list(PERCENTILES))),
+        shape=alt.Shape("percentile:N", title="percentile", scale=alt.Scale(domain=list(PERCENTILES))),
         tooltip=[alt.Tooltip("label:N", title=what), alt.Tooltip("percentile:N"),
                  alt.Tooltip("ms:Q", title="latency (ms)", format=",.3f"), alt.Tooltip("count:Q", title="exchanges")],
     )
@@ -205,8 +256,8 @@ def service_by_api(data: dict[str, Any]) -> alt.TopLevelMixin | None:
     return _chart(long).mark_point(filled=True, size=60).encode(
         y=alt.Y("label:N", title="API and version", sort=order),
         x=alt.X("ms:Q", title="time (ms, log scale)", scale=alt.Scale(type="log")),
-        color=alt.Color("measure:N", title="measure", sort=["wire p50", "wire p99", "service p50", "service p99"]),
-        shape=alt.Shape("measure:N", legend=None),
+        color=alt.Color("measure:N", title="measure", scale=alt.Scale(domain=MEASURES)),  # one legend, as above
+        shape=alt.Shape("measure:N", title="measure", scale=alt.Scale(domain=MEASURES)),
         tooltip=[alt.Tooltip("label:N", title="API and version"), alt.Tooltip("measure:N"),
                  alt.Tooltip("ms:Q", title="ms", format=",.3f"), alt.Tooltip("waits:Q", title="waits set aside")],
     ).properties(title=_title("Wire latency and service time per API and version",
@@ -226,7 +277,7 @@ def waits(data: dict[str, Any]) -> alt.TopLevelMixin | None:
     return _chart(long).mark_bar().encode(
         y=alt.Y("what:N", title="reason (API)"),
         x=alt.X("ms:Q", title="wait (ms)"),
-        color=alt.Color("statistic:N", title="statistic"),
+        color=alt.Color("statistic:N", title="statistic", legend=alt.Legend(symbolType="square")),
         yOffset="statistic:N",
         tooltip=[alt.Tooltip("what:N", title="reason (API)"), alt.Tooltip("statistic:N"),
                  alt.Tooltip("ms:Q", title="ms", format=",.3f"), alt.Tooltip("count:Q", title="exchanges")],
@@ -247,14 +298,17 @@ def error_heatmap(data: dict[str, Any]) -> alt.TopLevelMixin | None:
         x=alt.X("error:N", title="error code", sort=order, axis=alt.Axis(labelAngle=-30, labelLimit=220)),
         y=alt.Y("api:N", title="API"),
     )
+    largest = max(r["anywhere"] for r in rows)
     tooltip = [alt.Tooltip("api:N", title="API"), alt.Tooltip("error:N", title="error"),
                alt.Tooltip("error_code:Q", title="code"),
                alt.Tooltip("anywhere:Q", title="exchanges carrying it"),
                alt.Tooltip("top_level:Q", title="as the top-level error")]
     failures = base.transform_filter("!datum.normal_flow").mark_rect().encode(
-        color=alt.Color("anywhere:Q", title="failures", scale=alt.Scale(scheme="reds")), tooltip=tooltip)
+        color=alt.Color("anywhere:Q", legend=_count_legend("failures", largest), scale=alt.Scale(scheme="reds")),
+        tooltip=tooltip)
     normal = base.transform_filter("datum.normal_flow").mark_rect().encode(
-        color=alt.Color("anywhere:Q", title="normal flow", scale=alt.Scale(scheme="greys")), tooltip=tooltip)
+        color=alt.Color("anywhere:Q", legend=_count_legend("normal flow", largest), scale=alt.Scale(scheme="greys")),
+        tooltip=tooltip)
     text = base.mark_text(fontSize=11).encode(text="anywhere:Q")
     apis = len({r["api"] for r in rows})
     return (failures + normal + text).resolve_scale(color="independent").properties(
@@ -276,9 +330,10 @@ def errors_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
         subtitle += f"; the {shown} biggest of {total} (API, error) pairs apart, the rest summed"
     series = {r["series"] for r in timeline["rows"]}
     return _chart(_with_bucket_end(timeline["rows"], width)).mark_rect().encode(
-        x=_time_axis(), x2="end:T",
+        x=_time_axis(report), x2="end:T",
         y=alt.Y("series:N", title="API: error"),
-        color=alt.Color("count:Q", title="exchanges", scale=alt.Scale(scheme="reds")),
+        color=alt.Color("count:Q", legend=_count_legend("exchanges", max(r["count"] for r in timeline["rows"])),
+                        scale=alt.Scale(scheme="reds")),
         tooltip=[alt.Tooltip("start:N", title="bucket start (UTC)"), alt.Tooltip("series:N", title="API: error"),
                  alt.Tooltip("count:Q", title="exchanges")],
     ).properties(title=_title("Errors over time by API and error code", subtitle), width="container",
@@ -293,17 +348,15 @@ def throttle_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
     if not rows:
         return None
     width = report["bucket_seconds"]
-    throttled = sum(r["throttled"] for r in rows)
-    responses = sum(r["responses"] for r in rows)
+    if not sum(r["throttled"] for r in rows):
+        return None  # a flat line at zero says less than the page's one line (throttle_note)
     subtitle = [f"throttle time the brokers asked for, summed per {_bucket_text(width)} bucket and client id"]
-    if not throttled:
-        subtitle.append(f"no response was throttled (all {responses} responses with a throttle field say 0 ms)")
     shown, total = len(timeline["clients_shown"]), timeline["clients"]
     if shown < total:
         subtitle.append(f"the {shown} most throttled of {total} client ids apart, the rest summed")
     rows = [{**row, "client_id": visible(str(row["client_id"]))} for row in rows]
     base = _chart(_with_bucket_end(rows, width)).encode(
-        x=_time_axis(),
+        x=_time_axis(report),
         y=alt.Y("total_ms:Q", title="throttle time (ms per bucket)"),
         color=alt.Color("client_id:N", title="client id"),
         tooltip=[alt.Tooltip("start:N", title="bucket start (UTC)"), alt.Tooltip("client_id:N", title="client id"),
@@ -316,6 +369,15 @@ def throttle_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
         title=_title("Throttling over time by client id", subtitle), width="container", height=HEIGHT)
 
 
+def throttle_note(data: dict[str, Any]) -> str:
+    """What the page says where it draws no throttling chart."""
+    rows = data["report"]["throttle_timeline"]["rows"]
+    if not rows:
+        return "no response carries a throttle time"
+    responses = sum(r["responses"] for r in rows)
+    return f"no response was throttled: all {responses:,} responses with a throttle field say 0 ms"
+
+
 @_finished
 def problems(data: dict[str, Any]) -> alt.TopLevelMixin | None:
     rows = data["report"]["problems"]
@@ -325,7 +387,7 @@ def problems(data: dict[str, Any]) -> alt.TopLevelMixin | None:
 
     rows = [{**r, "meaning": CATALOG.get(r["code"], "")} for r in rows]
     return _chart(rows).mark_bar(color="#c0504d").encode(
-        x=alt.X("exchanges:Q", title="exchanges"),
+        x=alt.X("exchanges:Q", axis=_count_axis("exchanges", max(r["exchanges"] for r in rows))),
         y=alt.Y("code:N", title="problem code", sort="-x"),
         tooltip=[alt.Tooltip("code:N", title="problem"), alt.Tooltip("meaning:N"), alt.Tooltip("exchanges:Q")],
     ).properties(title=_title("Problems on exchanges", "exchanges carrying each problem code"),
@@ -347,3 +409,23 @@ CHARTS: dict[str, Callable[[dict[str, Any]], alt.TopLevelMixin | None]] = {
     "errors_over_time": errors_over_time,
     "throttle_over_time": throttle_over_time,
 }
+
+
+def notebook_charts() -> None:
+    """Show charts in notebooks as Vega-Lite (JupyterLab draws it, with
+    tooltips) and as a PNG beside it (drawn here by vl-convert), so they
+    render wherever the notebook is read: nbconvert's HTML, GitHub, a
+    viewer without JavaScript."""
+    import base64
+
+    import vl_convert
+
+    def render(spec: dict[str, Any], **_options: Any) -> dict[str, Any]:
+        png = vl_convert.vegalite_to_png(spec, scale=1)
+        title = spec.get("title")
+        text = title.get("text") if isinstance(title, dict) else title
+        return {"application/vnd.vegalite.v5+json": spec, "image/png": base64.b64encode(png).decode("ascii"),
+                "text/plain": f"<chart: {text or 'untitled'}>"}
+
+    alt.renderers.register("kdissect", render)
+    alt.renderers.enable("kdissect")

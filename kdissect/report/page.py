@@ -41,15 +41,16 @@ _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", 
                 # errors split by normal flow (kdissect.normal_flow), by client
                 "paired_with_error_codes", "paired_normal_flow_only", "error_codes", "errors_by_client",
                 # the topic, group and client tables and their flags (`_forensics`)
-                "topics", "topic_lag", "end_to_end", "groups", "group_commits", "clients", "producers",
-                "share_groups", "share_group_members", "transactions", "transaction_markers",
+                "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag", "clients",
+                "producers", "share_groups", "share_group_members", "transactions", "transaction_markers",
                 "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids",
                 "topic_id_conflicts"}
 
 # exchange fields in the slowest / failed lists, in order
-_LIST_COLUMNS = ["time", "capture", "stream", "client", "broker", "client_id", "api_name", "api_version",
-                 "correlation_id", "service_ms", "wait_reason", "wait_ms", "latency_ms", "status", "errors", "throttle_time_ms", "request_bytes",
-                 "response_bytes", "records", "request_frame", "response_frame", "problems"]
+# (key columns first: what happened to whom and how long it was served, then where to find it)
+_LIST_COLUMNS = ["time", "api_name", "api_version", "client_id", "service_ms", "wait_reason", "wait_ms", "latency_ms",
+                 "status", "errors", "throttle_time_ms", "problems", "broker", "request_bytes", "response_bytes",
+                 "records", "capture", "stream", "client", "correlation_id", "request_frame", "response_frame"]
 
 _CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
         "img-src data: blob:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
@@ -80,6 +81,13 @@ caption { text-align: left; font-size: 0.85rem; padding: 0.2rem 0; caption-side:
 th, td { unicode-bidi: isolate; border-bottom: 1px solid var(--line); padding: 0.25rem 0.6rem; text-align: left; vertical-align: top; }
 th { background: var(--soft); position: sticky; top: 0; }
 td.num { text-align: right; white-space: nowrap; }
+td { white-space: nowrap; }
+td[data-col="meaning"] { white-space: normal; min-width: 24ch; }
+td.list { white-space: normal; min-width: 24ch; }
+td.list span { white-space: nowrap; }
+tr:target { background: #fff3bf; }
+#findings ol { padding-left: 1.3rem; }
+#findings li { margin: 0.35rem 0; }
 .empty { color: var(--muted); font-style: italic; }
 #kdissect-errors { color: var(--bad); white-space: pre-wrap; border: 1px solid var(--bad); padding: 0.5rem; }
 footer { margin-top: 3rem; font-size: 0.8rem; color: var(--muted); }
@@ -169,6 +177,12 @@ def _text(value: Any) -> str:
 
 
 def _cell(column: str, value: Any, text: Callable[[str, Any], str] | None = None) -> str:
+    if isinstance(value, list) and len(value) > 1:
+        # a list wraps between its items, never inside one (a UUID stays on one line)
+        items = [_text(v) if text is None else text(column, [v]) for v in value]
+        separator = ", " if text is None else ",<wbr>"  # the text as `_text` / `text` give it
+        shown_html = separator.join(f"<span>{_e(item)}</span>" for item in items)
+        return f'<td data-col="{_e(column)}" data-value="{_json_attr(value)}" class="list">{shown_html}</td>'
     kind = ' class="num"' if _is_number(value) else ""
     shown = _text(value) if text is None else text(column, value)
     return f'<td data-col="{_e(column)}" data-value="{_json_attr(value)}"{kind}>{_e(shown)}</td>'
@@ -192,7 +206,10 @@ def table(name: str, rows: list[dict[str, Any]], columns: list[str] | None = Non
     if note:
         caption.append(note)
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(_cell(c, row.get(c), text) for c in columns) + "</tr>" for row in shown)
+    from kdissect.report.findings import row_id
+
+    body = "".join(f'<tr id="{_e(row_id(name, index))}">' + "".join(_cell(c, row.get(c), text) for c in columns)
+                   + "</tr>" for index, row in enumerate(shown))
     caption_html = f"<caption>{_e('; '.join(caption))}</caption>" if caption else ""
     return (f'<div class="scroll"><table data-table="{_e(name)}" data-rows="{len(shown)}" data-total="{total}">'
             f"{caption_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
@@ -342,7 +359,7 @@ def _quality(data: dict[str, Any], chart: Callable[[str, str], str]) -> str:
 def _forensics(stats: dict[str, Any]) -> str:
     """The topic, group and client tables (as `kdissect topics`, `groups` and
     `clients` write them, every column; times as the terminal shows them)."""
-    from kdissect.forensics.render import TITLES, cell
+    from kdissect.forensics.render import DISPLAY, TITLES, cell
     from kdissect.forensics.tables import TABLE_COLUMNS
 
     def shown(column: str, value: Any) -> str:  # strings are lossless already: `_e` escapes the rest
@@ -352,8 +369,11 @@ def _forensics(stats: dict[str, Any]) -> str:
              "<p>From the decoded requests and responses: the tables of <code>kdissect topics</code>, "
              "<code>groups</code> and <code>clients</code>, with every column.</p>"]
     for name, columns in TABLE_COLUMNS.items():
+        # the terminal's columns first (its priority order), then the rest
+        ordered = [c for c in DISPLAY.get(name, []) if any(c == n for n, _kind in columns)]
+        ordered += [c for c, _kind in columns if c not in ordered]
         parts.append(f"<h3>{_e(TITLES[name].capitalize())}</h3>"
-                     + table(name, stats.get(name) or [], [c for c, _kind in columns], text=shown))
+                     + table(name, stats.get(name) or [], ordered, text=shown))
     for name, title in (("rebalance_storms", "Rebalance storms (5+ generations within 5 minutes)"),
                         ("member_rejoins", "Members that left and rejoined"),
                         ("metadata_storms", "Metadata storms (60+ Metadata requests in a minute)")):
@@ -365,6 +385,24 @@ def _forensics(stats: dict[str, Any]) -> str:
                  f'data-value="{_json_attr(stats.get("topic_id_conflicts") or 0)}">'
                  f'{_e(_text(stats.get("topic_id_conflicts") or 0))}</span>.</p>')
     return "".join(parts) + "</section>"
+
+
+def _findings(data: dict[str, Any]) -> str:
+    """What to look at first (kdissect.report.findings), each linked to its rows."""
+    from kdissect.report.findings import findings
+
+    found = findings(data)
+    if not found:
+        return ('<section id="findings"><h2>What to look at first</h2>'
+                '<p class="empty" data-findings="0">nothing stands out: no slow service, error code, throttling, '
+                "rebalance, growing lag or capture problem</p></section>")
+    items = []
+    for item in found:
+        links = " ".join(f'<a href="#{_e(anchor)}">row {n}</a>' for n, anchor in enumerate(item["anchors"], 1))
+        items.append(f'<li data-finding="{_e(item["kind"])}"><strong>{_e(item["title"])}</strong>: '
+                     f'{_e(item["text"])} <span class="links">({_e(item["table"])}: {links})</span></li>')
+    return (f'<section id="findings"><h2>What to look at first</h2><ol data-findings="{len(found)}">'
+            + "".join(items) + "</ol></section>")
 
 
 def _list_section(section: str, title: str, entry: dict[str, Any], what: str, order: str) -> str:
@@ -397,6 +435,7 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
     else:
         origin = f"{len(source.get('inputs', []))} captures read by kdissect"
     sections = [
+        _findings(data),
         _summary(data, chart),
         _quality(data, chart),
         '<section id="traffic"><h2>Traffic</h2>' + chart("traffic_over_time", "no exchanges") + "</section>",
@@ -428,7 +467,7 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         + "<h3>Per-partition errors</h3>" + table("partition_errors", stats.get("partition_errors", []))
         + "<h3>Requests without a response</h3>"
         + _mapping_table("no_response", stats.get("no_response", {}), "api", "requests") + "</section>",
-        '<section id="throttling"><h2>Throttling</h2>' + chart("throttle_over_time", "no response carries a throttle time")
+        '<section id="throttling"><h2>Throttling</h2>' + chart("throttle_over_time", charts.throttle_note(data))
         + "<h3>Per client</h3>"
         "<p>Requests sent while the broker had muted the connection (KIP-219) did not respect the mute.</p>"
         + table("throttle_by_client", stats.get("throttle_by_client", []))
@@ -450,7 +489,7 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
                     "<code>kdissect stats</code>).</p>"
                     + _mapping_table("accounting", stats.get("accounting", {}), "counter", "value") + "</section>")
     nav = "".join(f'<a href="#{s}">{_e(t)}</a>' for s, t in (
-        ("summary", "Summary"), ("quality", "Capture quality"), ("traffic", "Traffic"), ("latency", "Latency"),
+        ("findings", "Findings"), ("summary", "Summary"), ("quality", "Capture quality"), ("traffic", "Traffic"), ("latency", "Latency"),
         ("errors", "Errors"), ("throttling", "Throttling"),
         ("forensics", "Topics, groups, clients"), ("slowest", "Slowest"), ("failed", "Failed"),
         *((("more", "More tables"),) if others else ()), ("accounting", "Accounting")))

@@ -474,12 +474,13 @@ def reassemble(paths, **options):
     return chunks, conns, reasons, r.stats, events
 
 
-def many_connections_capture(path: Path, count: int) -> Path:
-    """The many-connections benchmark shape (benchmarks/manyconn.py) with `count` connections."""
+def many_connections_capture(path: Path, count: int, shape: str = "handshake") -> Path:
+    """A many-connections benchmark shape (benchmarks/manyconn.py: "handshake",
+    four packets a connection, or "syn-data", two) with `count` connections."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("manyconn", REPO / "benchmarks" / "manyconn.py")
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    module.write_capture(path, count)
+    module.write_capture(path, count, shape)
     return path

@@ -24,15 +24,15 @@ def capture_frames(path: Path, ports: tuple[int, ...]) -> list[tuple[str, bytes,
     on_response = pairing.Pairer.on_response
 
     def record_request(self: Any, frame: Any) -> None:
-        if frame.complete and not self.client_raw:
+        if frame.complete and not self.sasl.client_raw:
             frames.append(("request", bytes(frame.data), None, None))
         on_request(self, frame)
 
     def record_response(self: Any, frame: Any) -> None:
         data = bytes(frame.data)
-        if frame.complete and not self.server_raw and len(data) >= 4:
+        if frame.complete and not self.sasl.server_raw and len(data) >= 4:
             cid = INT32.unpack_from(data, 0)[0]
-            waiting = self.pending.get(cid) or (self.unanswered.get(cid) or (None,))[0]
+            waiting = self.waiting_for(cid)
             if waiting is not None and waiting.api_key is not None:
                 frames.append(("response", data, waiting.api_key, waiting.api_version))
         on_response(self, frame)

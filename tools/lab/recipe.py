@@ -220,54 +220,70 @@ def bench_chatty(out: Path, exchanges: int, port: int) -> None:
     print(f"{out}: {out.stat().st_size} bytes, {exchanges} records produced one per request")
 
 
+RECORD_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
 def bench_records(out: Path, exchanges: int, port: int) -> None:
     """Record-heavy traffic: about `exchanges` mid-size Produce and Fetch
     exchanges whose batches carry records (half produce, each a batch of 10
     records of about 250 bytes; half fetch, each bringing about one batch
-    back), about 2.8 KB per exchange on the wire."""
-    topic = "records"
-    batches = max(1, exchanges // 2)
+    back), about 2.8 KB per exchange on the wire. One producer and one
+    consumer per codec (none, gzip, snappy, lz4, zstd), each on its own topic
+    and its own connection to the broker, so every codec's batches are
+    counted and decompressed as users' traffic makes them."""
+    batches = max(len(RECORD_CODECS), exchanges // 2)
     per_batch = 10
     rng = random.Random(2025)
+    topics = {codec: f"records-{codec}" for codec in RECORD_CODECS}
+    total_produced = total_got = 0
     with tansu_broker(port) as broker:
-        kp_create_topics(broker.bootstrap, {topic: 1})
+        kp_create_topics(broker.bootstrap, {topic: 1 for topic in topics.values()})
         with tcpdump(out, port):
             from confluent_kafka import Consumer, Producer
 
-            producer = Producer({
-                "bootstrap.servers": broker.bootstrap, "client.id": "bench-records", "acks": "1",
-                "linger.ms": 5, "batch.num.messages": per_batch, "max.in.flight.requests.per.connection": 1,
-                "enable.idempotence": False, "queue.buffering.max.messages": 1_000_000,
-                "compression.type": "none", "log.connection.close": False,
-            })
-            count = batches * per_batch
-            for i in range(count):
-                value = rng.randbytes(200 + rng.randrange(100))
-                while True:
-                    try:
-                        producer.produce(topic, key=b"r%07d" % i, value=value, partition=0)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-                producer.poll(0)
-            producer.flush(300)
-            consumer = Consumer({
-                "bootstrap.servers": broker.bootstrap, "client.id": "bench-records-consumer",
-                "group.id": "bench-records", "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                # about one batch per fetch: mid-size fetches, many of them
-                "fetch.max.bytes": 1000, "max.partition.fetch.bytes": 1000, "message.max.bytes": 1000, "fetch.wait.max.ms": 100,
-                "queued.max.messages.kbytes": 64, "session.timeout.ms": 6000, "max.poll.interval.ms": 600000,
-                "log.connection.close": False,
-            })
-            consumer.subscribe([topic])
-            got, deadline = 0, time.monotonic() + 600
-            while got < count and time.monotonic() < deadline:
-                msg = consumer.poll(0.5)
-                if msg is not None and not msg.error():
-                    got += 1
-            consumer.commit(asynchronous=False)
-            consumer.close()
-    print(f"{out}: {out.stat().st_size} bytes, {count} records produced in batches of {per_batch}, {got} fetched")
+            for n, codec in enumerate(RECORD_CODECS):
+                topic = topics[codec]
+                producer = Producer({
+                    "bootstrap.servers": broker.bootstrap, "client.id": f"bench-records-{codec}", "acks": "1",
+                    "linger.ms": 5, "batch.num.messages": per_batch, "max.in.flight.requests.per.connection": 1,
+                    "enable.idempotence": False, "queue.buffering.max.messages": 1_000_000,
+                    "compression.type": codec, "log.connection.close": False,
+                })
+                count = (batches // len(RECORD_CODECS) + (n < batches % len(RECORD_CODECS))) * per_batch
+                for i in range(count):
+                    # half random bytes, half words from a small vocabulary: compression has
+                    # work to do and the capture keeps about the size of the uncompressed one
+                    value = rng.randbytes(120 + rng.randrange(60)) + b" ".join(
+                        b"w%d" % rng.randrange(400) for _ in range(25 + rng.randrange(10)))
+                    while True:
+                        try:
+                            producer.produce(topic, key=b"r%07d" % i, value=value, partition=0)
+                            break
+                        except BufferError:
+                            producer.poll(0.05)
+                    producer.poll(0)
+                producer.flush(300)
+                consumer = Consumer({
+                    "bootstrap.servers": broker.bootstrap, "client.id": f"bench-records-consumer-{codec}",
+                    "group.id": f"bench-records-{codec}", "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    # about one batch per fetch: mid-size fetches, many of them
+                    "fetch.max.bytes": 1000, "max.partition.fetch.bytes": 1000, "message.max.bytes": 1000,
+                    "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 64, "session.timeout.ms": 6000,
+                    "max.poll.interval.ms": 600000, "log.connection.close": False,
+                })
+                consumer.subscribe([topic])
+                got, deadline = 0, time.monotonic() + 600
+                while got < count and time.monotonic() < deadline:
+                    msg = consumer.poll(0.5)
+                    if msg is not None and not msg.error():
+                        got += 1
+                consumer.commit(asynchronous=False)
+                consumer.close()
+                total_produced += count
+                total_got += got
+    print(f"{out}: {out.stat().st_size} bytes, {total_produced} records produced in batches of {per_batch} "
+          f"over {len(RECORD_CODECS)} codecs, {total_got} fetched")
 
 
 # ------------------------------------------------------------- tshark table --
