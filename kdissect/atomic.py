@@ -73,6 +73,22 @@ class _GuardedFileIO(io.FileIO):
             raise cannot_write(self.output_name, problem) from None
 
 
+# temporaries of this process not yet committed or abandoned: what an
+# interrupted run (SIGTERM lands between creating a temporary and the code that
+# would abandon it) removes on its way out (`remove_unfinished`)
+_UNFINISHED: set[str] = set()
+
+
+def remove_unfinished() -> None:
+    """Remove every temporary file this process made and did not commit."""
+    while _UNFINISHED:
+        name = _UNFINISHED.pop()
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+
+
 class AtomicFile:
     """One output file: written to `temporary` until `commit()` renames it
     over the target; `abandon()` removes it. `path` is the name the user gave
@@ -96,6 +112,7 @@ class AtomicFile:
             self.temporary = self.target
             return
         self.temporary = temporary_name(self.target)
+        _UNFINISHED.add(self.temporary)
         try:
             descriptor = os.open(self.temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         except OSError as problem:
@@ -136,6 +153,7 @@ class AtomicFile:
             if not self.in_place:
                 _sync(self.temporary)
                 os.replace(self.temporary, self.target)
+                _UNFINISHED.discard(self.temporary)
                 _sync_directory(os.path.dirname(self.target))
         except OutputError:
             self.abandon()
@@ -163,6 +181,7 @@ class AtomicFile:
                 os.unlink(self.temporary)
             except OSError:
                 pass
+            _UNFINISHED.discard(self.temporary)
 
     def __enter__(self) -> AtomicFile:
         return self

@@ -115,7 +115,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> None:
     _stop_on_terminate()
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    finally:
+        # a signal between making an output's temporary file and the code
+        # that abandons it leaves the file to this (kdissect.atomic)
+        from kdissect.atomic import remove_unfinished
+
+        remove_unfinished()
 
 
 def _stop_on_terminate() -> None:

@@ -454,7 +454,7 @@ def test_quota_capture_is_throttled():
 
 
 API_VERSIONS_V5 = ["go_clients_kafka", "java_clients_4_4_kafka", "java_transactions_kafka",
-                   "share_acks_kafka", "share_timeout_kafka"]  # franz-go, Java 4.4
+                   "share_acks_franz_go_kafka", "share_acks_kafka", "share_timeout_kafka"]  # franz-go, Java 4.4
 
 
 def test_only_the_clients_speaking_api_versions_v5_send_oversized_requests():

@@ -87,13 +87,19 @@ def test_request_header_v2_client_id_is_not_compact() -> None:
 def test_version_defined_only_for_the_request_uses_nearest_lower_response(monkeypatch) -> None:
     # Kafka 4.4.0 defines both halves of StreamsGroupHeartbeat at v0-v1; the
     # older trunk file had request v1 with response v0 only. Recreate that gap.
-    from kdissect.protocol import schema
+    from kdissect.protocol import codec, schema
 
     real = schema.defined_versions
     monkeypatch.setattr(schema, "defined_versions",
                         lambda key, direction: [0] if (key, direction) == (88, "response") else real(key, direction))
-    v0 = encode_response(88, 0, 4, new_body(88, 0, "response", error_code=15, heartbeat_interval_ms=500))
-    response = decode_response(v0, 88, 1)
+    # a response plan cached by an earlier test would skip the patched table,
+    # and the one made under the patch must not outlive it
+    codec._response_plan.cache_clear()
+    try:
+        v0 = encode_response(88, 0, 4, new_body(88, 0, "response", error_code=15, heartbeat_interval_ms=500))
+        response = decode_response(v0, 88, 1)
+    finally:
+        codec._response_plan.cache_clear()
     assert response.body_version == 0
     assert "v1" in response.assumed_version and "v0" in response.assumed_version
     assert response.body.error_code == 15 and encode_message(response) == v0

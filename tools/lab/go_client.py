@@ -16,7 +16,7 @@ from tools.lab import maven
 from tools.lab.net import LabError
 
 SOURCE_DIR = Path(__file__).resolve().parent / "go"
-SOURCES = ("go.mod", "go.sum", "main.go")
+SOURCES = ("go.mod", "go.sum", "main.go", "share.go")
 
 
 def franz_go_version() -> str:

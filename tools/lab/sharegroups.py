@@ -14,6 +14,10 @@ consumed rows carry each delivery's `delivery_count` and `acknowledged`
 while `lab-share-timeout-taker` polls; their locks expire, the taker gets
 them again (delivery count 2) and accepts them; then the holder accepts its
 own, expired, deliveries.
+
+`share_acks_franz_go_kafka`: the same acknowledgements from franz-go's share
+consumer (tools/lab/go/share.go, `labgo share-acks`) in group
+`lab-go-share-acks`.
 """
 
 from __future__ import annotations
@@ -57,12 +61,35 @@ def wl_share_timeout(m: Manifest, broker: Any) -> None:
            "holder accepts its deliveries (its commitSync answer per partition is in its operation)")
 
 
+GO_GROUP = "lab-go-share-acks"
+
+
+def wl_share_acks_franz_go(m: Manifest, broker: Any) -> None:
+    from tools.lab.go_client import franz_go_version, run_go_client
+
+    kp_create_topics(broker.internal_bootstrap, {TOPIC: 1})
+    kp_produce(m, broker.bootstrap, TOPIC, payloads("share", SHARE_RECORDS, with_headers=False), codec="none",
+               acks=1, client_id="lab-share-producer")
+    result = json.loads(run_go_client(["share-acks", broker.bootstrap, GO_GROUP, TOPIC, str(SHARE_RECORDS)]))
+    m.data["clients"]["franz-go"] = franz_go_version()
+    _record(m, result)
+    m.note(f"{SHARE_RECORDS} records in {TOPIC}[0]; franz-go share group {GO_GROUP} (Record.Ack, FlushAcks): "
+           f"{GO_GROUP}-releaser releases every third record it gets (by arrival) and accepts the rest, then "
+           f"{GO_GROUP}-rejecter gets the released records again and rejects the even offsets, accepting the rest")
+
+
 def _java(m: Manifest, args: list[str]) -> None:
     from tools.lab.java_client import run_java_helper
     from tools.lab.kafka_versions import VERSIONS
 
     result = json.loads(run_java_helper(args, version=VERSIONS["4"]))
     m.data["clients"]["kafka-clients (java)"] = VERSIONS["4"]
+    _record(m, result)
+
+
+def _record(m: Manifest, result: dict[str, Any]) -> None:
+    """The deliveries and operations a share-consumer helper printed (byte
+    fields in base64) into the manifest."""
 
     def text(value: str | None) -> str | None:
         return None if value is None else encode_bytes(base64.b64decode(value))

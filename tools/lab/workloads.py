@@ -910,7 +910,7 @@ WORKLOADS += _longpoll_workloads()
 
 
 def _share_workloads() -> list[Workload]:
-    from tools.lab.sharegroups import LOCK_CONFIG, wl_share_acks, wl_share_timeout
+    from tools.lab.sharegroups import LOCK_CONFIG, wl_share_acks, wl_share_acks_franz_go, wl_share_timeout
 
     return [Workload("share_acks_kafka", STANDARD_PORT,
                      f"A share group with explicit acknowledgements (Java kafka-clients {KAFKA4}): one consumer "
@@ -920,7 +920,11 @@ def _share_workloads() -> list[Workload]:
                      f"Share group acquisition locks that expire (Java kafka-clients {KAFKA4}, 2 s locks): a consumer "
                      "holds its records unacknowledged, another gets them again and accepts them, then the first "
                      "accepts its expired deliveries", wl_share_timeout, broker="kafka4",
-                     kafka_options={"config": LOCK_CONFIG})]
+                     kafka_options={"config": LOCK_CONFIG}),
+            Workload("share_acks_franz_go_kafka", STANDARD_PORT,
+                     "A share group with explicit acknowledgements (franz-go's share consumer): one consumer "
+                     "releases every third record and accepts the rest, another gets the released ones again and "
+                     "rejects the even offsets", wl_share_acks_franz_go, broker="kafka4")]
 
 
 WORKLOADS += _share_workloads()

@@ -7,6 +7,13 @@
 //	    everything with a consumer group and commit; prints a JSON manifest of
 //	    what was sent, the offsets the produce results reported, what was
 //	    consumed and what was committed (byte fields in base64).
+//
+//	labgo share-acks BOOTSTRAP GROUP TOPIC RECORDS
+//	    share group GROUP (share.auto.offset.reset=earliest) reads the RECORDS
+//	    records already in TOPIC: GROUP-releaser releases every third it gets
+//	    and accepts the rest, then GROUP-rejecter gets the released ones again
+//	    and rejects the even offsets; prints every delivery with its delivery
+//	    count and acknowledgement, and each consumer's totals (share.go).
 package main
 
 import (
@@ -222,11 +229,22 @@ func workload(bootstrap string) (manifest, error) {
 }
 
 func main() {
-	if len(os.Args) != 3 || os.Args[1] != "workload" {
-		fmt.Fprintln(os.Stderr, "usage: labgo workload BOOTSTRAP")
+	var out any
+	var err error
+	switch {
+	case len(os.Args) == 3 && os.Args[1] == "workload":
+		out, err = workload(os.Args[2])
+	case len(os.Args) == 6 && os.Args[1] == "share-acks":
+		records, convErr := strconv.Atoi(os.Args[5])
+		if convErr != nil || records < 1 {
+			fmt.Fprintln(os.Stderr, "labgo: RECORDS must be a positive number")
+			os.Exit(2)
+		}
+		out, err = shareAcks(os.Args[2], os.Args[3], os.Args[4], records)
+	default:
+		fmt.Fprintln(os.Stderr, "usage: labgo workload BOOTSTRAP | labgo share-acks BOOTSTRAP GROUP TOPIC RECORDS")
 		os.Exit(2)
 	}
-	out, err := workload(os.Args[2])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "labgo:", err)
 		os.Exit(1)
