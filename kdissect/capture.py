@@ -41,6 +41,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, NamedTuple, Protocol
 
+from kdissect import stores  # captures given as store URIs (its own imports are light)
 from kdissect.captureset import DuplicateFilter, merge_files, timestamp_unit
 from kdissect.failures import InputError
 from kdissect.linklayers import (
@@ -582,10 +583,28 @@ def _count_other(result: int, linktype: int, stats: ReadStats, name: str, warned
 # -- files ---------------------------------------------------------------------------
 
 
+def open_raw(path: str | Path) -> BinaryIO:
+    """Open a capture file's bytes: a local path with open(), a store URI
+    (s3://, hdfs://, file://) as a file read by ranges (kdissect.stores)."""
+    text = str(path)
+    if ":/" in text[:16]:  # a URI (pathlib may have folded its "//")
+        if stores.is_uri(text):
+            return stores.open_input(text)  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def _file_head(path: str, count: int) -> bytes:
+    """The first `count` bytes of a plain file (one small ranged read from a store)."""
+    if stores.is_uri(path):
+        return stores.read_head(path, count)
+    with open(path, "rb") as head:
+        return head.read(count)
+
+
 def _open(path: Path) -> BinaryIO:
     """Open a capture, transparently decompressing gzip (detected by magic)."""
     try:
-        raw = open(path, "rb")
+        raw = open_raw(path)
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory, not a capture file") from None
     except FileNotFoundError:
@@ -931,7 +950,7 @@ class FileRange(FrozenSlotRecord):
 
 class _RangeStream:
     def __init__(self, path: str, offset: int) -> None:
-        self.stream = open(path, "rb")
+        self.stream = open_raw(path)
         self.stream.seek(offset)
         self.size = self.stream.seek(0, 2)
         self.stream.seek(offset)
@@ -945,8 +964,7 @@ def _range_loop(part: FileRange, stream: _RangeStream, walk: Walk, mode: int, st
     name = part.path.rsplit("/", 1)[-1]
     head = stream.more()
     if part.format == "pcap":
-        with open(part.path, "rb") as first:
-            header = parse_pcap_header(first.read(24))
+        header = parse_pcap_header(_file_head(part.path, 24))
         return _pcap_records(stream.more, header, head, 0, part.start, part.end, walk, mode, part.capture_index,
                              stats)
     if mode == SCAN:  # a scan lists only the interfaces it meets (its part 0 inherits the rest)
@@ -968,8 +986,7 @@ def read_range(part: FileRange, stats: ReadStats, secrets: SecretSink | None = N
         if part.start == 0:
             stats.files += 1
         if (mode == SEGMENTS and part.format == "pcap" and part.start == 0):
-            with open(part.path, "rb") as first:
-                linktype = parse_pcap_header(first.read(24)).linktype
+            linktype = parse_pcap_header(_file_head(part.path, 24)).linktype
             if linktype not in SUPPORTED_LINKTYPES:
                 stats.problems.append(f"{name}: unsupported link type {linktype}")
         yield from _range_loop(part, stream, walk, mode, stats, secrets)

@@ -17,6 +17,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "spark": ("pyspark", "pandas", "numpy"),
     "scapy": ("scapy",),
     "report": ("altair", "vl_convert", "numpy"),
+    "webhdfs": ("fsspec", "requests"),  # webhdfs:// URIs (kdissect/webhdfs.py, through kdissect.stores)
 }
 
 

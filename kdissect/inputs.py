@@ -19,7 +19,12 @@ _PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b
 
 
 def file_kind(path: str) -> str | None:
-    """'pcap', 'pcapng', 'gzip' by magic bytes, or None for anything else."""
+    """'pcap', 'pcapng', 'gzip' by magic bytes, or None for anything else
+    (a store URI's first bytes come from one small ranged read)."""
+    from kdissect import stores
+
+    if stores.is_uri(path):
+        return _kind_of(stores.read_head(path, 4))
     try:
         descriptor = os.open(path, os.O_RDONLY)  # not open(): no buffered file object for 4 bytes
         try:
@@ -28,6 +33,10 @@ def file_kind(path: str) -> str | None:
             os.close(descriptor)
     except OSError as problem:
         raise InputError(f"cannot read {path}: {problem.strerror or problem}") from None
+    return _kind_of(head)
+
+
+def _kind_of(head: bytes) -> str | None:
     if head in _PCAP_MAGICS:
         return "pcap"
     if head == PCAPNG_MAGIC:
@@ -63,9 +72,14 @@ def expand_inputs(inputs: Sequence[str]) -> tuple[list[str], list[str]]:
     (the rest are returned as skipped, FIFOs and devices with what they are);
     a file named explicitly must be one.
     """
+    from kdissect import stores
+
     found: list[str] = []
     skipped: list[str] = []
     for item in inputs:
+        if stores.is_uri(item):
+            _expand_uri(item, found, skipped)
+            continue
         if os.path.isfile(item):
             if file_kind(item) is None:
                 raise InputError(f"{item}: not a pcap, pcapng or gzip capture file")
@@ -102,7 +116,21 @@ def expand_inputs(inputs: Sequence[str]) -> tuple[list[str], list[str]]:
                     skipped.append(f"{candidate} ({kind})")
                 continue
             (found if file_kind(candidate) else skipped).append(candidate)
-    unique = list(dict.fromkeys(os.path.abspath(path) for path in found))
+    unique = list(dict.fromkeys(path if stores.is_uri(path) else os.path.abspath(path) for path in found))
     if not unique:
         raise InputError(f"no capture files found in {', '.join(inputs)}")
     return unique, skipped
+
+
+def _expand_uri(item: str, found: list[str], skipped: list[str]) -> None:
+    """A store URI's files (kdissect.stores.list_files), kept as canonical URIs."""
+    from kdissect import stores
+
+    listed = stores.list_files(item)
+    named = len(listed) == 1 and stores.parse(listed[0][0]).path == stores.parse(item).path
+    stores.prefetch_heads([uri for uri, _size in listed])  # what file_kind and the first look read
+    for uri, _size in listed:
+        kind = file_kind(uri)
+        if named and kind is None:
+            raise InputError(f"{stores.parse(item).uri}: not a pcap, pcapng or gzip capture file")
+        (found if kind else skipped).append(uri)

@@ -32,6 +32,7 @@ FACES: dict[str, tuple[str, ...]] = {
     "spark": ("kdissect/spark/", "kdissect/commands/spark.py"),
     "scapy": ("kdissect/scapy/",),
     "report": ("kdissect/report/", "kdissect/commands/report.py"),
+    "webhdfs": ("kdissect/webhdfs.py",),
 }
 
 

@@ -401,6 +401,10 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     outdir = tmp_path / "spark-out"
     (outdir / "exchanges").mkdir(parents=True)
     (outdir / "manifest.json").write_text("{}")
+    (outdir / "_SUCCESS").write_bytes(b"")  # a finished job's (the commit protocol's last write)
+    unfinished = tmp_path / "spark-unfinished"
+    (unfinished / "exchanges").mkdir(parents=True)
+    (unfinished / "manifest.json").write_text("{}")
     cases = [
         (["report", str(CAPTURES / "admin.pcap")], "Missing option '-o'"),
         (["report", str(outdir), str(CAPTURES / "admin.pcap"), "-o", str(tmp_path / "x.html")],
@@ -408,6 +412,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
         (["report", str(outdir), "-p", "9093", "-o", str(tmp_path / "x.html")], "--port applies to captures"),
         (["report", str(CAPTURES / "README.md"), "-o", str(tmp_path / "x.html")], "error"),
         (["report", str(outdir), "-o", str(tmp_path / "x.html")], "is missing"),
+        (["report", str(unfinished), "-o", str(tmp_path / "x.html")], "did not finish (no _SUCCESS marker)"),
         (["report", str(CAPTURES / "admin.pcap"), "-o", str(tmp_path / "no" / "such" / "x.html")], "cannot write"),
     ]
     for args, expected in cases:

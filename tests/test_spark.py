@@ -209,7 +209,7 @@ def test_each_exchanges_file_is_in_stream_order(whole_run):
     import pyarrow.parquet as pq
 
     _captures_, outdir, _manifest, _expected = whole_run
-    files = sorted((outdir / "exchanges").glob("*.parquet"))
+    files = sorted((outdir / "exchanges").rglob("*.parquet"))  # under capture_date=... partitions
     assert len(files) > 1
     for file in files:
         streams = pq.read_table(file, columns=["stream"]).column("stream").to_pylist()
@@ -223,10 +223,10 @@ def test_a_rerun_with_fewer_partitions_leaves_no_earlier_parts(spark, captures_d
     same OUTDIR with fewer partitions must not leave the first run's extra parts."""
     source = max(_captures(captures_dir), key=lambda p: p.stat().st_size)
     _run(spark, [source], tmp_path / "out", partitions=9)
-    first = sorted(p.name for p in (tmp_path / "out" / "exchanges").glob("*.parquet"))
+    first = sorted(p.name for p in (tmp_path / "out" / "exchanges").rglob("*.parquet"))
     manifest = _run(spark, [source], tmp_path / "out", partitions=2, overwrite=True)
     assert manifest["shuffle_partitions"] == 2 and len(first) > 2
-    assert {p.name for p in (tmp_path / "out" / "exchanges").glob("*.parquet")} <= {
+    assert {p.name for p in (tmp_path / "out" / "exchanges").rglob("*.parquet")} <= {
         "part-00000.parquet", "part-00001.parquet"}
     got = table_rows(tmp_path / "out", "exchanges")
     assert canonical(got) == canonical(export_rows([source], tmp_path / "whole.parquet"))

@@ -46,7 +46,8 @@ def test_streams_are_numbered_and_rows_sorted_by_stream_then_order(tmp_path):
     written, exchanges = finish_part(str(work), str(out), 4, {(0, 5): 11, (0, 40): 12})
     assert written == {EXCHANGES: 4, PARTITION_ERRORS: 1}
     assert exchanges.column("stream").to_pylist() == [11, 11, 12, 12]
-    table = pq.read_table(out / "exchanges" / "part-00004.parquet")
+    # partitioned by the request's UTC date (the rows hold int ns: 1.7 s after the epoch)
+    table = pq.read_table(out / "exchanges" / "capture_date=1970-01-01" / "part-00004.parquet")
     assert table.column("stream").to_pylist() == [11, 11, 12, 12]
     assert table.column("correlation_id").to_pylist() == [1, 2, 7, 8]
     assert "ordinal" not in table.column_names
@@ -77,5 +78,6 @@ def test_a_partition_with_only_its_marker_is_finished_with_no_rows(tmp_path):
     assert written == {EXCHANGES: 1, PARTITION_ERRORS: 0}
     # the one exchange has a request time, so it counts in the time series
     assert sum(row["count"] for row in rows if row["table"] == "timeseries") == 1
-    assert pq.read_table(out / "exchanges" / "part-00001.parquet").column("stream").to_pylist() == [3]
-    assert not (out / "exchanges" / "part-00000.parquet").exists()
+    day = out / "exchanges" / "capture_date=1970-01-01"
+    assert pq.read_table(day / "part-00001.parquet").column("stream").to_pylist() == [3]
+    assert [p.name for p in (out / "exchanges").rglob("*.parquet")] == ["part-00001.parquet"]

@@ -176,15 +176,15 @@ def test_cli_bad_inputs_are_one_line_errors(tmp_path, capsys):
     assert not (tmp_path / "out").exists()  # nothing is created for a run that cannot start
 
 
-def test_cli_remote_outdir_is_a_one_line_error(captures_dir, capsys):
-    """The tasks write the exchange files into OUTDIR directly: a remote URL
-    is refused before anything starts."""
+def test_cli_unreachable_store_outdir_is_a_one_line_error(captures_dir, capsys):
+    """OUTDIR may be a store URI (kdissect.stores): one that does not answer
+    is refused before anything starts, in one line naming it."""
     from kdissect.cli import main
 
-    assert main(["spark", str(captures_dir / "admin.pcap"), "-o", "hdfs://namenode/reports"]) == 2
+    assert main(["spark", str(captures_dir / "admin.pcap"), "-o", "webhdfs://127.0.0.1:9/reports"]) == 2
     err = capsys.readouterr().err
-    assert "OUTDIR must be a local or mounted path" in err and len(err.strip().splitlines()) == 1
-    assert not Path("hdfs:").exists()
+    assert err.strip().splitlines() == ["kdissect: error: webhdfs://127.0.0.1:9/reports: cannot reach the store"]
+    assert not Path("webhdfs:").exists()
 
 
 def test_cli_run_prints_only_its_own_lines(captures_dir, tmp_path):

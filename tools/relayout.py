@@ -55,6 +55,8 @@ MODULES: dict[str, str] = {
     "problems": "model.problems",
     "accounting": "model.accounting",
     # wire: capture files -> ordered TCP byte streams per direction
+    "stores": "wire.stores",  # captures in S3 and HDFS (listing, ranged reads); capture.py imports it
+    "webhdfs": "wire.webhdfs",  # the webhdfs:// client (the webhdfs extra)
     "capture": "wire.capture",
     "linklayers": "wire.linklayers",
     "captureset": "wire.captureset",
@@ -150,6 +152,7 @@ LAYER_NOTES = {
 # names say what they check
 TESTS: dict[str, str] = {
     "test_capture": "wire/test_capture",
+    "test_stores": "wire/test_stores",
     "test_capture_throughput": "wire/test_capture_throughput",
     "test_captureset": "wire/test_captureset",
     "test_reassembly": "wire/test_reassembly",
@@ -218,6 +221,9 @@ TESTS: dict[str, str] = {
     "test_forensics_spark": "spark/test_forensics",
     "test_spark_captureset": "spark/test_captureset",
     "test_spark_outdir": "spark/test_outdir",
+    "test_spark_stores": "spark/test_stores",
+    "test_spark_hdfs": "spark/test_hdfs",
+    "test_spark_cluster_stores": "spark/test_cluster_stores",
     "test_spark_part_files": "spark/test_part_files",
     "test_spark_runs": "spark/test_runs",
     "test_spark_session": "spark/test_session",

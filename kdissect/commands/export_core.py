@@ -9,7 +9,6 @@ click at all: that import is a tenth of the time of a small export.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from kdissect.commands.runtime import print_accounting, run_analysis
@@ -28,7 +27,9 @@ _TUNE_FROM_BYTES = 4 << 20
 
 def tune_allocator(paths: list[str]) -> None:
     """For large captures, let malloc reuse freed memory (see kdissect.allocator)."""
-    if sum(os.path.getsize(p) for p in paths) < _TUNE_FROM_BYTES:
+    from kdissect.stores import any_size
+
+    if sum(any_size(str(p)) for p in paths) < _TUNE_FROM_BYTES:
         return  # not worth the ctypes import
     from kdissect.allocator import keep_freed_memory
 

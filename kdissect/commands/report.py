@@ -9,7 +9,6 @@ from kdissect.commands.runtime import print_accounting, run_analysis, say
 from kdissect.failures import InputError
 from kdissect.options import CaptureInputs, argument, click_command, flag, option
 
-
 class ReportOptions(CaptureInputs):
     """Write one self-contained HTML page of charts and tables (open it in any browser, offline)."""
 
@@ -21,8 +20,7 @@ class ReportOptions(CaptureInputs):
     output: str = option("-o", "--output", required=True, metavar="FILE", help="The HTML file to write.")
     quiet: bool = flag("-q", "--quiet", help="Do not print the accounting summary on stderr.")
 
-
-def _spark_outdir(options: ReportOptions) -> Path | None:
+def _spark_outdir(options: ReportOptions) -> str | None:
     """The Spark OUTDIR the inputs name, or None for captures."""
     from kdissect.report.spark_tables import is_spark_outdir
 
@@ -36,8 +34,7 @@ def _spark_outdir(options: ReportOptions) -> Path | None:
     if given:
         raise InputError(f"{', '.join(given)} applies to captures; {outdirs[0]} holds the Spark job's tables "
                          "(give the option to `kdissect spark` instead)")
-    return Path(outdirs[0])
-
+    return outdirs[0]
 
 def report(options: ReportOptions) -> None:
     """Write one self-contained HTML page of charts and tables."""
@@ -56,7 +53,12 @@ def report(options: ReportOptions) -> None:
         from kdissect.protected_inputs import ProtectedInputs, refuse_output_over_input
 
         # the page may sit beside the tables, not over a file they are read from
-        refuse_output_over_input(options.output, ProtectedInputs(str(p) for p in outdir.rglob("*") if p.is_file()))
+        # (an OUTDIR in a store holds no local file the page could be written over)
+        from kdissect import stores
+
+        if not stores.is_uri(outdir) or stores.parse(outdir).scheme in stores.LOCAL_SCHEMES:
+            local = Path(stores.parse(outdir).path if stores.is_uri(outdir) else outdir)
+            refuse_output_over_input(options.output, ProtectedInputs(str(p) for p in local.rglob("*") if p.is_file()))
         data = from_spark_outdir(outdir)
         analysis = None
     else:
@@ -71,6 +73,5 @@ def report(options: ReportOptions) -> None:
         print_accounting(analysis)
     if not options.quiet:
         say(f"kdissect: report written to {options.output} ({size} bytes)")
-
 
 command = click_command("report", ReportOptions, report)

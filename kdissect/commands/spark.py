@@ -20,11 +20,12 @@ def spark(options: SparkOptions) -> None:
 
     require("spark", "`kdissect spark`")
     from kdissect.inputs import expand_inputs
-    from kdissect.spark.job import run_job
+    from kdissect.spark.job import configure_stores, run_job
     from kdissect.spark.session import check_java
 
     job = job_options(options, options.master)
     check_java()  # before anything slow, and before Spark prints its own errors
+    configure_stores()  # inputs may be store URIs (kdissect.stores)
     expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is looked at
     # run_job checks OUTDIR (kdissect.spark.outdir) before it starts Spark
     from kdissect.commands.runtime import echo, say

@@ -41,19 +41,29 @@ _BATCH_ROWS = 65536
 
 
 def is_spark_outdir(path: str | Path) -> bool:
-    """A directory the Spark job wrote (it holds manifest.json and exchanges/)."""
+    """A directory the Spark job wrote (it holds manifest.json and exchanges/):
+    a local path, or a store URI (kdissect.stores)."""
+    from kdissect import stores
+
+    if stores.is_uri(str(path)):
+        from kdissect.spark.tree import Tree
+
+        tree = Tree(str(path))
+        entries = tree.entries()
+        return "manifest.json" in entries and "exchanges" in entries
     path = Path(path)
     return (path / "manifest.json").is_file() and (path / "exchanges").is_dir()
 
 
-def _dataset(outdir: Path, name: str) -> ds.Dataset:
-    directory = outdir / name
-    if not directory.is_dir():
-        raise InputError(f"{outdir}: not a complete kdissect spark output ({name}/ is missing)")
-    return ds.dataset(str(directory), format="parquet")
+def _dataset(outdir: Any, name: str) -> ds.Dataset:
+    """A table of OUTDIR (a kdissect.spark.tree.Tree) as a pyarrow dataset."""
+    if not outdir.exists(name):
+        raise InputError(f"{outdir.uri}: not a complete kdissect spark output ({name}/ is missing)")
+    return ds.dataset(outdir.path(name), filesystem=outdir.fs, format="parquet", partitioning="hive",
+                      exclude_invalid_files=False, ignore_prefixes=[".", "_"])
 
 
-def _rows(outdir: Path, name: str) -> list[dict[str, Any]]:
+def _rows(outdir: Any, name: str) -> list[dict[str, Any]]:
     return _dataset(outdir, name).to_table().to_pylist()
 
 
@@ -65,7 +75,7 @@ def _minute_seconds(table: pa.Table) -> pa.Table:
     return table.set_column(table.schema.get_field_index("minute"), "minute", pc.divide(ns, 1_000_000_000))
 
 
-def forensic_tables(outdir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def forensic_tables(outdir: Any, manifest: dict[str, Any]) -> dict[str, Any]:
     """The topic, group and client tables as `stats --json` gives them (rows in
     the job's order, which is the CLI's; times as int nanoseconds)."""
     found: dict[str, Any] = {}
@@ -83,7 +93,7 @@ def forensic_tables(outdir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def stats_from_tables(outdir: Path, collector: Collector, manifest: dict[str, Any]) -> dict[str, Any]:
+def stats_from_tables(outdir: Any, collector: Collector, manifest: dict[str, Any]) -> dict[str, Any]:
     """What `kdissect stats --json` prints, from the summary tables (see the module's docstring)."""
     latency = _rows(outdir, "latency")
 
@@ -112,7 +122,7 @@ def stats_from_tables(outdir: Path, collector: Collector, manifest: dict[str, An
     # (an OUTDIR of a job older than the table has none)
     by_client_errors = [{"client_id": r["client_id"], "error": r["error_name"], "normal_flow": r["normal_flow"],
                          "exchanges": r["exchanges"]}
-                        for r in (_rows(outdir, "errors_by_client") if (outdir / "errors_by_client").is_dir() else [])]
+                        for r in (_rows(outdir, "errors_by_client") if outdir.exists("errors_by_client") else [])]
     by_client_errors.sort(key=lambda r: (r["normal_flow"], -r["exchanges"], r["client_id"], r["error"]))
     accounting = manifest.get("accounting", {})
 
@@ -162,29 +172,34 @@ def stats_from_tables(outdir: Path, collector: Collector, manifest: dict[str, An
 
 
 def read_outdir(outdir: str | Path) -> dict[str, Any]:
-    """The report's data (as `kdissect.report.data.from_captures` gives it) from a Spark OUTDIR."""
-    outdir = Path(outdir)
+    """The report's data (as `kdissect.report.data.from_captures` gives it)
+    from a Spark OUTDIR (a local path or a store URI)."""
+    from kdissect.spark.tree import SUCCESS, Tree
+
+    tree = Tree(str(outdir))
     try:
-        manifest = json.loads((outdir / "manifest.json").read_text())
+        manifest = json.loads(tree.read_bytes("manifest.json"))
     except (OSError, ValueError) as problem:
-        raise InputError(f"{outdir}: cannot read manifest.json ({problem})") from None
+        raise InputError(f"{tree.uri}: cannot read manifest.json ({problem})") from None
+    if not tree.exists(SUCCESS):
+        raise InputError(f"{tree.uri}: the job that wrote it did not finish (no {SUCCESS} marker)")
     for name in TABLES:
-        _dataset(outdir, name)  # each there, before any work
+        _dataset(tree, name)  # each there, before any work
     collector = Collector(min_width=60, latency_values=False)
-    exchanges = _dataset(outdir, "exchanges")
+    exchanges = _dataset(tree, "exchanges")
     for batch in exchanges.to_batches(columns=COLUMNS, batch_size=_BATCH_ROWS, use_threads=False):
         collector.add_batch(batch)
-    series = _minute_seconds(_dataset(outdir, "timeseries").to_table())
+    series = _minute_seconds(_dataset(tree, "timeseries").to_table())
     collector.add_minute_rows(series.to_pylist())
     inputs = [item.get("name") or item.get("path") for item in manifest.get("inputs", [])]
-    stats = stats_from_tables(outdir, collector, manifest)
+    stats = stats_from_tables(tree, collector, manifest)
     if manifest.get("broker_log"):  # the job ran with --broker-log: its tables, as stats --json has them
         stats["broker_log"] = {"accounting": manifest["broker_log"]}
         for key, name in (("latency_decomposition", "broker_latency"), ("principals", "broker_principals"),
                           ("unmatched", "broker_unmatched")):
-            stats["broker_log"][key] = _dataset(outdir, name).to_table().to_pylist()
+            stats["broker_log"][key] = _dataset(tree, name).to_table().to_pylist()
     return {
-        "source": {"kind": "spark", "path": str(outdir), "inputs": inputs,
+        "source": {"kind": "spark", "path": tree.uri, "inputs": inputs,
                    "skipped_files": len(manifest.get("skipped_files", []))},
         "stats": stats,
         "report": collector.to_dict(),

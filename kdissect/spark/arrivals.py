@@ -14,15 +14,14 @@ exchange rows (`fix_exchanges`, from part_files.finish_part).
 
 from __future__ import annotations
 
-import os
-import uuid
-from pathlib import Path
+import contextlib
 from typing import Any
 
 import pyarrow as pa
 
 from kdissect.arrivals import (BY_PRODUCE, MAX_HELD_NS, PRODUCE_WINDOW_NS, FetchArrival, ProduceArrival,
                                apply_wait)
+from kdissect.spark.tree import Tree, as_tree
 
 ARRIVALS_DIR = "arrivals"
 PRODUCED, FETCHED = 0, 1
@@ -52,14 +51,15 @@ Fixes = dict[tuple[int, int, int], tuple[int, int, int, int, Any]]
 class ArrivalSink:
     """A dissecting task's arrival rows, to one Parquet file."""
 
-    def __init__(self, work_dir: str, task_partition: int) -> None:
+    def __init__(self, work_dir: Tree | str, task_partition: int) -> None:
         # named `produced-` when it holds no held fetch: the driver skips the join when no file holds one
-        self.path = Path(work_dir) / ARRIVALS_DIR / f"arrivals-{task_partition:05d}.parquet"
+        self.directory = as_tree(work_dir).sub(ARRIVALS_DIR)
+        self.name = f"arrivals-{task_partition:05d}.parquet"
         self.task_partition = task_partition
         self.fetched = 0
         self.columns: dict[str, list] = {name: [] for name in ARRIVAL_SCHEMA.names}
         self.writer: Any = None
-        self.temporary: Path | None = None
+        self.output: Any = None  # the Tree.output context while writing
 
     def add(self, exchange: Any, row: dict[str, Any]) -> None:
         """Note the arrival facts of an exchange (its row holds its keys)."""
@@ -93,9 +93,9 @@ class ArrivalSink:
         import pyarrow.parquet as pq
 
         if self.writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}")
-            self.writer = pq.ParquetWriter(str(self.temporary), ARRIVAL_SCHEMA)
+            # the name is chosen at the end (`arrivals-` or `produced-`): written as a temporary file of the tree
+            self.output = self.directory.output(f"{self.name}.partial")
+            self.writer = pq.ParquetWriter(self.output.__enter__(), ARRIVAL_SCHEMA)
         self.writer.write_table(pa.table(self.columns, schema=ARRIVAL_SCHEMA))
         self.columns = {name: [] for name in ARRIVAL_SCHEMA.names}
 
@@ -103,28 +103,47 @@ class ArrivalSink:
         if self.columns["kind"] or self.writer is not None:
             self._flush()
             self.writer.close()
-            target = self.path if self.fetched else self.path.with_name(self.path.name.replace("arrivals-", "produced-"))
-            os.replace(self.temporary, target)  # type: ignore[arg-type]
             self.writer = None
+            self.output.__exit__(None, None, None)
+            target = self.name if self.fetched else self.name.replace("arrivals-", "produced-")
+            self.directory.move(f"{self.name}.partial", target)
 
     def abandon(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            with contextlib.suppress(Exception):
+                self.writer.close()
             self.writer = None
-        if self.temporary is not None and self.temporary.exists():
-            self.temporary.unlink()
+            with contextlib.suppress(RuntimeError, OSError):
+                self.output.__exit__(RuntimeError, RuntimeError("task abandoned"), None)  # the temporary is removed
 
 
-def produce_answers(spark: Any, work_dir: str) -> dict[int, Fixes]:
+def _read_arrivals(directory: Tree) -> Any:
+    """mapInArrow body: file names -> the rows of those arrival files (read through the tree: any store)."""
+    import pyarrow.parquet as pq
+
+    def read(batches: Any) -> Any:
+        for batch in batches:
+            for name in batch.column(0).to_pylist():
+                with directory.open_input(name) as stream:
+                    yield from pq.read_table(stream, schema=ARRIVAL_SCHEMA).to_batches()
+
+    return read
+
+
+def produce_answers(spark: Any, work_dir: Tree | str) -> dict[int, Fixes]:
     """{task partition: fixes}: the held fetches whose data a captured
     Produce wrote, with the earliest qualifying answer (one Spark job; the
     result holds a row per such fetch)."""
     from pyspark.sql import functions as F
 
-    directory = Path(work_dir) / ARRIVALS_DIR
-    if not directory.is_dir() or not any(directory.glob("arrivals-*.parquet")):
+    directory = as_tree(work_dir).sub(ARRIVALS_DIR)
+    if not directory.files(prefix="arrivals-", suffix=".parquet"):
         return {}  # no held fetch anywhere: nothing to join
-    rows = spark.read.schema(_spark_schema()).parquet(str(directory))
+    # the tasks read the files through the tree, so the work directory may be in any store
+    names = directory.files(suffix=".parquet")
+    listing = spark.createDataFrame([(name,) for name in names], "name string").repartition(
+        max(1, min(len(names), spark.sparkContext.defaultParallelism)))
+    rows = listing.mapInArrow(_read_arrivals(directory), _spark_schema())
     fetched = rows.where(F.col("kind") == FETCHED).alias("f")
     produced = rows.where(F.col("kind") == PRODUCED).select("topic", "partition", "first", "last", "answer_ts")
     produced = produced.alias("p")

@@ -23,15 +23,14 @@ Percentiles in `broker_latency` are Spark's `percentile_approx` (accuracy
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 from typing import Any, Iterator, Sequence
 
 from kdissect.brokerlog.join import (AFTER_CAPTURE, BEFORE_CAPTURE, CAPTURE_ONLY_REASONS, CONNECTION_NOT_CAPTURED,
                                      CONNECTION_NOT_LOGGED, DEFAULT_TOLERANCE_S, EXCHANGE_NOT_CAPTURED, JOINED,
                                      LOG_ONLY_REASONS, NOT_LOGGED, OUTSIDE_LOG_TIME, PRE_AUTHENTICATION, UNANSWERED)
 from kdissect.brokerlog.tables import COMPONENTS
+from kdissect.spark.tree import Tree
 
 _TIMES = ("broker_total_ms", "broker_request_queue_ms", "broker_local_ms", "broker_remote_ms", "broker_throttle_ms",
           "broker_response_queue_ms", "broker_send_ms")
@@ -58,12 +57,14 @@ def _read_log(item: tuple[int, str]) -> Iterator[tuple]:
     yield (1, None, None, None, None, None, *([None] * 7), None, None, None, None, None, json.dumps(stats.to_dict()))
 
 
-def _read_part(path: str) -> Iterator[tuple]:
+def _read_part(outdir: Tree, part: str) -> Iterator[tuple]:
+    """The rows of one exchanges part file (`part`: its path below exchanges/, capture_date=.../part-NNNNN.parquet)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path, columns=["client", "correlation_id", "api_key", "request_ts", "response_ts", "status",
+    with outdir.open_input("exchanges", part) as stream:
+        table = pq.read_table(stream, columns=["client", "correlation_id", "api_key", "request_ts", "response_ts", "status",
                                          "api_name", "api_version", "client_id", "broker", "latency_ms",
                                          "service_ms"])
     times = pc.coalesce(table["response_ts"], table["request_ts"])
@@ -71,20 +72,19 @@ def _read_part(path: str) -> Iterator[tuple]:
     columns = [table[name].to_pylist() for name in ("client", "correlation_id", "api_key")]
     rest = [table[name].to_pylist() for name in ("status", "api_name", "api_version", "client_id", "broker",
                                                   "latency_ms", "service_ms")]
-    name = os.path.basename(path)
     for i in range(table.num_rows):
-        yield (name, i, columns[0][i], columns[1][i], columns[2][i], ns[i], *(column[i] for column in rest))
+        yield (part, i, columns[0][i], columns[1][i], columns[2][i], ns[i], *(column[i] for column in rest))
 
 
-def _rewrite(outdir: str):
+def _rewrite(outdir: Tree):
     def rewrite(frame: Any) -> Any:
         import pandas as pd
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         part = frame["part"].iloc[0]
-        path = os.path.join(outdir, "exchanges", part)
-        table = pq.read_table(path)
+        with outdir.open_input("exchanges", part) as stream:
+            table = pq.read_table(stream)
         frame = frame.sort_values("row")
         if len(frame) != table.num_rows or list(frame["row"]) != list(range(table.num_rows)):
             raise RuntimeError(f"{part}: {len(frame)} broker-log rows for {table.num_rows} exchanges")
@@ -99,36 +99,28 @@ def _rewrite(outdir: str):
             position = table.schema.get_field_index(name)
             table = table.set_column(position, table.schema.field(position),
                                      pa.array(column, type=table.schema.field(position).type))
-        from kdissect.atomic import atomic_path
-
-        with atomic_path(path) as temporary:
-            pq.write_table(table, temporary)
+        with outdir.output("exchanges", part) as stream:  # write-then-rename, as every file of OUTDIR
+            pq.write_table(table, stream)
         return pd.DataFrame({"part": [part], "rows": [table.num_rows]})
 
     return rewrite
 
 
-def _write_table(outdir: str, name: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> None:
+def _write_table(outdir: Tree, name: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> None:
     """A small table as one Parquet file under OUTDIR/<name>/ (which
-    kdissect.spark.outdir emptied of earlier runs' files), written atomically."""
-    from pathlib import Path
-
+    kdissect.spark.outdir emptied of earlier runs' files), written through the tree (write-then-rename)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from kdissect.atomic import atomic_path
-
     kinds = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64()}
     schema = pa.schema([(column, kinds[kind]) for column, kind in columns])
-    directory = Path(outdir) / name
-    directory.mkdir(parents=True, exist_ok=True)
-    with atomic_path(directory / "part-00000.parquet") as temporary:
+    with outdir.output(name, "part-00000.parquet") as stream:
         pq.write_table(pa.Table.from_pylist([{c: row.get(c) for c, _ in columns} for row in rows], schema=schema),
-                       temporary)
-    (directory / "_SUCCESS").touch()
+                       stream)
+    outdir.write_bytes(b"", name, "_SUCCESS")
 
 
-def join_broker_log(spark: Any, outdir: str, inputs: Sequence[str], partitions: int,
+def join_broker_log(spark: Any, outdir: Tree, inputs: Sequence[str], partitions: int,
                     tolerance_s: float = DEFAULT_TOLERANCE_S) -> dict[str, Any]:
     """Fill the broker columns of OUTDIR/exchanges and write the broker_*
     tables; the join's accounting (as the CLI's `broker_log.accounting`)."""
@@ -148,8 +140,9 @@ def join_broker_log(spark: Any, outdir: str, inputs: Sequence[str], partitions: 
             counts[key] = counts.get(key, 0) + value
     log = log_rows.where("kind = 0").drop("kind", "counts")
 
-    parts = sorted(glob.glob(os.path.join(outdir, "exchanges", "*.parquet")))
-    exchanges = spark.createDataFrame(sc.parallelize(parts, max(1, len(parts))).flatMap(_read_part),
+    parts = outdir.files("exchanges", suffix=".parquet")  # below the capture_date= partitions
+    exchanges = spark.createDataFrame(sc.parallelize(parts, max(1, len(parts))).flatMap(
+                                          lambda part: _read_part(outdir, part)),
                                       _EXCHANGE_SCHEMA).cache()
     keys = ["client", "correlation_id", "api_key"]
     candidates = (exchanges.select("part", "row", *keys, "t_ns")

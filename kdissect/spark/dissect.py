@@ -237,7 +237,7 @@ class ConnectionRunner:
 
 
 def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], detect: bool,
-                      capture_names: Sequence[str], work_dir: str, keylog: Any = None,
+                      capture_names: Sequence[str], work_dir: Any, keylog: Any = None,
                       max_uncompressed: int | None = None, selection: tuple | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: sorted segment batches of one partition -> OUTPUT_SCHEMA
     batches; the exchange rows go to this task partition's files in `work_dir`."""

@@ -24,13 +24,13 @@ partition, so a task that runs twice writes the same files again.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
-from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
-from kdissect.atomic import AtomicFile, atomic_path, write_atomically
+from kdissect.spark.tree import Tree, as_tree
 
 FORENSICS_DIR = "forensics"
 PRODUCED, FETCHED = 0, 1
@@ -48,23 +48,19 @@ TALLY_SCHEMA = pa.schema([("tally", pa.binary())])
 _FLUSH_ROWS = 65536
 
 
-def _directory(work_dir: str) -> Path:
-    return Path(work_dir) / FORENSICS_DIR
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, data)
+def _directory(work_dir: Tree | str) -> Tree:
+    return as_tree(work_dir).sub(FORENSICS_DIR)
 
 
 class RangeSink:
     """The `latency_sink` of a task's Forensics: ranges to a Parquet file."""
 
-    def __init__(self, work_dir: str, task_partition: int) -> None:
-        self.path = _directory(work_dir) / f"ranges-{task_partition:05d}.parquet"
+    def __init__(self, work_dir: Tree | str, task_partition: int) -> None:
+        self.directory = _directory(work_dir)
+        self.name = f"ranges-{task_partition:05d}.parquet"
         self.columns: dict[str, list] = {name: [] for name in RANGE_SCHEMA.names}
         self.writer: Any = None
-        self.output: AtomicFile | None = None
+        self.output: Any = None  # the Tree.output context while writing
 
     def produced(self, label: str | None, partition: int, first: int, last: int, request_ts: int,
                  response_ts: int) -> None:
@@ -87,9 +83,8 @@ class RangeSink:
         import pyarrow.parquet as pq
 
         if self.writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.output = AtomicFile(self.path)
-            self.writer = pq.ParquetWriter(self.output.temporary, RANGE_SCHEMA)
+            self.output = self.directory.output(self.name)
+            self.writer = pq.ParquetWriter(self.output.__enter__(), RANGE_SCHEMA)
         self.writer.write_table(pa.table(self.columns, schema=RANGE_SCHEMA))
         self.columns = {name: [] for name in RANGE_SCHEMA.names}
 
@@ -98,23 +93,22 @@ class RangeSink:
             self._flush()
             self.writer.close()
             self.writer = None
-            self.output.commit()  # type: ignore[union-attr]
+            self.output.__exit__(None, None, None)
 
     def abandon(self) -> None:
         if self.writer is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.writer.close()
-            except OSError:
-                pass
             self.writer = None
-        if self.output is not None:
-            self.output.abandon()
+            problem = RuntimeError("task abandoned")
+            with contextlib.suppress(RuntimeError):
+                self.output.__exit__(RuntimeError, problem, None)  # the temporary file is removed
 
 
 class TaskForensics:
     """One dissecting task's Forensics and its files."""
 
-    def __init__(self, work_dir: str, task_partition: int, max_uncompressed: int | None = None) -> None:
+    def __init__(self, work_dir: Tree | str, task_partition: int, max_uncompressed: int | None = None) -> None:
         from kdissect.forensics import Forensics
 
         self.work_dir = work_dir
@@ -132,19 +126,20 @@ class TaskForensics:
     def close(self) -> None:
         self.ranges.close()
         state = pickle.dumps(self.forensics.state(), protocol=pickle.HIGHEST_PROTOCOL)
-        _write_atomically(_directory(self.work_dir) / f"state-{self.task_partition:05d}.pickle", state)
+        _directory(self.work_dir).write_bytes(state, f"state-{self.task_partition:05d}.pickle")
 
     def abandon(self) -> None:
         self.ranges.abandon()
 
 
-def merged_forensics(work_dir: str) -> Any:
+def merged_forensics(work_dir: Tree | str) -> Any:
     """The tasks' tallies merged (in file order; the merge does not depend on it)."""
     from kdissect.forensics import Forensics
 
     merged = None
-    for path in sorted(_directory(work_dir).glob("state-*.pickle")):
-        part = Forensics.from_state(pickle.loads(path.read_bytes()))
+    directory = _directory(work_dir)
+    for name in directory.files(prefix="state-", suffix=".pickle"):
+        part = Forensics.from_state(pickle.loads(directory.read_bytes(name)))
         if merged is None:
             merged = part
         else:
@@ -190,16 +185,30 @@ def _match(batches: Iterable[pa.RecordBatch], horizon_ns: int, slack_ns: int) ->
                                      schema=TALLY_SCHEMA)
 
 
-def match_ranges(spark: Any, work_dir: str, forensics: Any, partitions: int) -> None:
+def _read_ranges(batches: Iterable[pa.RecordBatch], directory: Tree) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: names of range files -> their rows (read by the
+    Python task through the Tree, so no JVM file system client is needed)."""
+    import pyarrow.parquet as pq
+
+    for batch in batches:
+        for name in batch.column("name").to_pylist():
+            with directory.open_input(name) as stream:
+                yield from pq.ParquetFile(stream).iter_batches()
+
+
+def match_ranges(spark: Any, work_dir: Tree | str, forensics: Any, partitions: int) -> None:
     """The end-to-end latency of the whole archive into `forensics.latency`."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    files = sorted(str(path) for path in _directory(work_dir).glob("ranges-*.parquet"))
+    directory = _directory(work_dir)
+    files = directory.files(prefix="ranges-", suffix=".parquet")
     if not files:
         return
     names = dict(forensics.names.names)
     horizon_ns, slack_ns = forensics.horizon_ns, forensics.slack_ns
-    frame = spark.read.schema(from_arrow_schema(RANGE_SCHEMA)).parquet(*files)
+    listing = spark.createDataFrame([(name,) for name in files], "name string").repartition(
+        max(1, min(len(files), spark.sparkContext.defaultParallelism)))
+    frame = listing.mapInArrow(lambda batches: _read_ranges(batches, directory), from_arrow_schema(RANGE_SCHEMA))
     tallies = (
         frame.mapInArrow(lambda batches: _resolve(batches, names), from_arrow_schema(RANGE_SCHEMA))
         .repartition(partitions, "topic", "partition")
@@ -211,7 +220,7 @@ def match_ranges(spark: Any, work_dir: str, forensics: Any, partitions: int) -> 
         forensics.latency.merge(pickle.loads(row["tally"]))
 
 
-def write_forensic_tables(tables: Any, outdir: str, ts_unit: str) -> dict[str, int]:
+def write_forensic_tables(tables: Any, outdir: Tree | str, ts_unit: str) -> dict[str, int]:
     """Each forensic table as one Parquet file under OUTDIR/<table>/ (rows
     in the CLI's order; times at `ts_unit`); rows written per table."""
     import pyarrow.parquet as pq
@@ -219,6 +228,7 @@ def write_forensic_tables(tables: Any, outdir: str, ts_unit: str) -> dict[str, i
     from kdissect.forensics.tables import TABLE_COLUMNS, arrow_schema
     from kdissect.output import lossless_row
 
+    outdir = as_tree(outdir)
     divisor = {"s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}[ts_unit]
     written = {}
     for name, columns in TABLE_COLUMNS.items():
@@ -226,16 +236,14 @@ def write_forensic_tables(tables: Any, outdir: str, ts_unit: str) -> dict[str, i
         rows = [{**lossless_row(row), **{column: None if row[column] is None else row[column] // divisor
                                           for column in times}}
                 for row in tables.table(name)]
-        directory = Path(outdir) / name  # emptied of earlier runs' files by kdissect.spark.outdir
-        directory.mkdir(parents=True, exist_ok=True)
-        with atomic_path(directory / "part-00000.parquet") as temporary:
-            pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(name, ts_unit)), temporary)
-        (directory / "_SUCCESS").touch()
+        with outdir.output(name, "part-00000.parquet") as stream:
+            pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(name, ts_unit)), stream)
+        outdir.write_bytes(b"", name, "_SUCCESS")
         written[name] = len(rows)
     return written
 
 
-def finish_forensics(spark: Any, work_dir: str, outdir: str, ts_unit: str, partitions: int,
+def finish_forensics(spark: Any, work_dir: Tree | str, outdir: Tree | str, ts_unit: str, partitions: int,
                      horizon_ns: int | None = None) -> dict[str, Any]:
     """Merge the tasks' tallies, match the ranges (within `horizon_ns`, by
     default Forensics'), write the tables; what the manifest records (rows

@@ -28,14 +28,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
+import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from kdissect import stores
 from kdissect.accounting import Accounting
-from kdissect.atomic import OutputError, write_atomically
+from kdissect.atomic import OutputError
 from kdissect.captureset import timestamp_unit
 from kdissect.forensics.latency import DEFAULT_HORIZON_NS
 from kdissect.inputs import expand_inputs, file_kind
@@ -43,6 +44,7 @@ from kdissect.protected_inputs import ProtectedInputs
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.spark import plan as planning
 from kdissect.spark.outdir import MANIFEST, claim_outdir
+from kdissect.spark.tree import RUNNING, SUCCESS, Tree
 
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "errors_by_client", "throttle", "timeseries",
@@ -116,13 +118,30 @@ def _with_carried_secrets(keylog: Any, pcapngs: list[str]) -> Any:
 
 
 def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], list[int], list[str]]:
-    """(path, kind) in capture-set order, each file's resolution (ticks per second), skipped files."""
+    """(path, kind) in capture-set order, each file's resolution (ticks per second), skipped files.
+    Paths are local paths or store URIs (kdissect.stores)."""
     from kdissect.capture import describe_captures
 
     files, skipped = expand_inputs(list(inputs))
     described = describe_captures(files)
-    return ([(str(f.path), file_kind(str(f.path)) or "pcap") for f in described],
-            [f.resolution for f in described], skipped)
+    as_given = {str(Path(path)): path for path in files}  # (pathlib folds a URI's "//")
+    paths = [as_given.get(str(f.path), str(f.path)) for f in described]
+    return ([(path, file_kind(path) or "pcap") for path in paths], [f.resolution for f in described], skipped)
+
+
+def capture_name(path: str) -> str:
+    """A capture's file name (the capture column), from a path or a store URI."""
+    return posixpath.basename(path.rstrip("/")) if stores.is_uri(path) else Path(path).name
+
+
+def configure_stores(spark=None) -> stores.StoreSettings:
+    """The stores' settings for this run (Hadoop and Spark configuration,
+    then the AWS chain), in force on the driver; the tasks get them with
+    their closures."""
+    conf = dict(spark.sparkContext.getConf().getAll()) if spark is not None else None
+    settings = stores.StoreSettings.from_conf(conf)
+    stores.configure(settings)
+    return settings
 
 
 def _selection_values(options: JobOptions, paths: list[str]) -> tuple | None:
@@ -171,6 +190,11 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         if log is not None:
             log(message)
 
+    if callable(spark) and any(stores.is_uri(where) for where in (options.outdir, *options.inputs)):
+        # the stores take their settings from the session spark-submit
+        # configured (spark.hadoop.fs.s3a.*): joined before OUTDIR is claimed
+        spark = spark()
+    store_settings = configure_stores(None if callable(spark) else spark)
     ordered, resolutions, skipped = _ordered_captures(options.inputs)
     # checked (a typo is exit 2) before OUTDIR is touched; the tasks rebuild it
     selection = _selection_values(options, [path for path, _ in ordered])
@@ -183,7 +207,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         broker_logs = request_log_files(list(options.broker_logs))
     inputs = ProtectedInputs.of_arguments([*options.inputs, *options.broker_logs],
                                           [*(path for path, _ in ordered), *options.tls_keylogs, *broker_logs])
-    outdir = claim_outdir(options.outdir, inputs, options.overwrite, (*TABLES, *BROKER_LOG_TABLES), WORK_DIR)
+    claimed = claim_outdir(options.outdir, inputs, options.overwrite, (*TABLES, *BROKER_LOG_TABLES), WORK_DIR,
+                           store_settings)
     if callable(spark):
         spark = spark()
     keylog = None
@@ -194,10 +219,11 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
 
         keylog = read_keylog_files(list(options.tls_keylogs))
     keylog = _with_carried_secrets(keylog, [path for path, kind in ordered if kind == "pcapng"])
-    splits = planning.plan_splits(ordered, options.split_size)
-    capture_names = [Path(path).name for path, _ in ordered]
+    sizes = [planning.file_size(path) for path, _ in ordered]
+    splits = planning.plan_splits(ordered, options.split_size, sizes)
+    capture_names = [capture_name(path) for path, _ in ordered]
     ts_unit = timestamp_unit(resolutions)
-    total_bytes = sum(os.path.getsize(path) for path, _ in ordered)
+    total_bytes = sum(sizes)
     say(f"{len(ordered)} capture files, {total_bytes / 1e6:.1f} MB, {len(splits)} planned splits")
 
     # -- 2. pre-pass over files cut into several ranges -----------------------
@@ -233,6 +259,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         from kdissect.capture import ReadStats
 
         keep_freed_memory()  # a Python worker lives for the whole job
+        stores.configure_once(store_settings)
 
         for batch in batches:
             for split in batch.to_pylist():
@@ -248,9 +275,11 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     detect = options.detect
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
 
-    # `outdir` is absolute: the tasks write into it, and an executor's
-    # working directory is not the driver's
-    work_dir = os.path.join(outdir, WORK_DIR)
+    # a Tree (local paths made absolute by claim_outdir: an executor's working
+    # directory is not the driver's); the tasks write into it through the store's client
+    outdir = Tree(claimed, store_settings)
+    work_dir = outdir.sub(WORK_DIR)
+    begin_output(outdir)
 
     max_uncompressed = options.max_uncompressed
 
@@ -313,7 +342,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
 
     forensic_summary = finish_forensics(spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns)
     say("forensic tables written", "forensic_tables")
-    shutil.rmtree(work_dir, ignore_errors=True)
+    outdir.delete(WORK_DIR)
     work_frame.unpersist()
     say("exchange tables written", "exchange_tables")
     write_tables(summary_rows, outdir)
@@ -326,12 +355,12 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         say(f"broker log joined: {broker_log['joined']} of {broker_log['exchanges']} exchanges", "broker_log")
     # Row counts and the printed summary come from the Parquet footers and the
     # small summary tables read on the driver: no further Spark jobs.
-    counts: dict[str, int] = {name: tables.parquet_rows(spark, f"{outdir}/{name}") for name in TABLES}
+    counts: dict[str, int] = {name: tables.parquet_rows(outdir, name) for name in TABLES}
     counts["kafka_connections"] = connections
-    summary = tables.render_summary(spark, outdir, accounting)
+    summary = tables.render_summary(outdir, accounting)
     if broker_log is not None:
         for name in BROKER_LOG_TABLES:
-            counts[name] = tables.parquet_rows(spark, f"{outdir}/{name}")
+            counts[name] = tables.parquet_rows(outdir, name)
         offset = broker_log["clock_offset"]
         summary += (f"\nbroker log: {broker_log['request_lines']} request lines, {broker_log['joined']} joined to "
                     f"{broker_log['exchanges']} exchanges; clock offset median "
@@ -346,8 +375,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         "tool": "kdissect spark",
         "master": sc.master,
         "inputs": [
-            {"capture_index": index, "path": path, "name": Path(path).name, "format": kind,
-             "bytes": os.path.getsize(path), "ticks_per_second": resolutions[index],
+            {"capture_index": index, "path": path, "name": capture_names[index], "format": kind,
+             "bytes": sizes[index], "ticks_per_second": resolutions[index],
              "read_tasks": sum(1 for split in splits if split.capture_index == index)}
             for index, (path, kind) in enumerate(ordered)
         ],
@@ -374,7 +403,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         "seconds_since_start_at": timings,
         "input_bytes": total_bytes,
     }
-    write_atomically(os.path.join(outdir, MANIFEST), json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    outdir.write_bytes((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode(), MANIFEST)
+    commit_output(outdir)
     return JobResult(manifest, summary, splits)
 
 
@@ -386,3 +416,18 @@ class _ReadTotals:
 
     def __getattr__(self, name: str) -> Any:
         return self._values.get(name, [] if name == "problems" else 0)
+
+
+def begin_output(outdir: Tree) -> None:
+    """Start writing the OUTDIR claim_outdir prepared: take away the
+    `_SUCCESS` marker (an earlier complete output now reads as incomplete)
+    and mark the run."""
+    outdir.delete(SUCCESS)
+    outdir.write_bytes(b"kdissect spark: written by a job that has not finished (or died)\n", RUNNING)
+
+
+def commit_output(outdir: Tree) -> None:
+    """The last writes of a run: `_SUCCESS` appears only once every table and
+    the manifest are complete (write-then-rename of each file, then the marker)."""
+    outdir.write_bytes(b"", SUCCESS)
+    outdir.delete(RUNNING)

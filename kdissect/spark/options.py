@@ -17,7 +17,7 @@ class SparkJobOptions(ForensicSettings):
     tables (the Spark batch job)."""
 
     outdir: str = option("-o", "--output", required=True, metavar="OUTDIR",
-                         help="Output directory for the Parquet tables.")
+                         help="Output directory, or store URI (s3://, webhdfs://, hdfs://), for the Parquet tables.")
     split_size: int = option("--split-size", kind=SIZE, default="128m", show_default=True,
                              help="Cut pcap files larger than this into byte ranges read in parallel.")
     partitions: int | None = option("--partitions", kind=integer(1), metavar="N",

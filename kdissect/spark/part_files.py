@@ -4,8 +4,8 @@ Spark's own Parquet writer costs about ten times what pyarrow does on these
 tables (measured on 622k exchanges, one core: 5.3 s against 0.5 s), and
 handing the rows to the JVM first costs as much again. So the tasks that
 dissect connections write their rows straight to Arrow files, one per task
-partition, under OUTDIR/_work; OUTDIR must be a path every executor can
-write to (local, or mounted on every machine), as for the manifest.
+partition, under OUTDIR/_work; OUTDIR is a `Tree` (kdissect.spark.tree): a
+local or mounted path, or a store (S3, HDFS) every executor reaches.
 
 Stream numbers are global (the order in which the CLI would have classified
 each connection), so they are only known once every task has finished. A
@@ -21,13 +21,14 @@ file again.
 
 from __future__ import annotations
 
-from pathlib import Path
+import contextlib
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
-from kdissect.atomic import AtomicFile, atomic_path, cannot_write
+from kdissect.atomic import cannot_write
 from kdissect.exchange import TIMESTAMP_COLUMNS, arrow_columns, arrow_schema
+from kdissect.spark.tree import Tree, as_tree
 
 EXCHANGES, PARTITION_ERRORS = "exchanges", "partition_errors"
 
@@ -91,29 +92,20 @@ RANK_SCHEMA = pa.schema([
 BATCH_ROWS = 4096
 
 
-def _work_file(work_dir: str, table: str, task_partition: int) -> Path:
-    return Path(work_dir) / table / f"part-{task_partition:05d}.arrow"
-
-
-def _final_file(outdir: str, table: str, task_partition: int) -> Path:
-    return Path(outdir) / table / f"part-{task_partition:05d}.parquet"
-
-
-def _replace_atomically(target: Path, write) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(target) as temporary:
-        write(temporary)
+def _part_name(task_partition: int, suffix: str) -> str:
+    return f"part-{task_partition:05d}.{suffix}"
 
 
 class _RowFile:
     """Rows of one table of one task partition, appended to an Arrow file in batches."""
 
-    def __init__(self, path: Path, schema: pa.Schema) -> None:
-        self.path = path
+    def __init__(self, tree: Tree, name: str, schema: pa.Schema) -> None:
+        self.tree = tree
+        self.name = name
         self.schema = schema
         self.rows: list[dict[str, Any]] = []
         self.written = 0
-        self._output: AtomicFile | None = None
+        self._output: Any = None  # the Tree.output context while writing
         self._writer: Any = None
 
     def add(self, row: dict[str, Any]) -> None:
@@ -127,15 +119,14 @@ class _RowFile:
             self._write_rows()
         except OSError as problem:
             self.abandon()
-            raise cannot_write(str(self.path), problem) from None
+            raise cannot_write(self.tree.uri_of(self.name), problem) from None
 
     def _write_rows(self) -> None:
         if not self.rows:
             return
         if self._writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._output = AtomicFile(self.path)
-            self._writer = pa.ipc.new_file(self._output.temporary, self.schema)
+            self._output = self.tree.output(self.name)
+            self._writer = pa.ipc.new_file(self._output.__enter__(), self.schema)
         self._writer.write_batch(pa.RecordBatch.from_pylist(self.rows, schema=self.schema))
         self.written += len(self.rows)
         self.rows = []
@@ -147,25 +138,30 @@ class _RowFile:
                 self._writer.close()
             except OSError as problem:
                 self.abandon()
-                raise cannot_write(str(self.path), problem) from None
-            self._output.commit()  # type: ignore[union-attr] # a re-run task replaces its earlier file
+                raise cannot_write(self.tree.uri_of(self.name), problem) from None
+            self._writer = None
+            try:
+                self._output.__exit__(None, None, None)  # a re-run task replaces its earlier file
+            except OSError as problem:
+                raise cannot_write(self.tree.uri_of(self.name), problem) from None
 
     def abandon(self) -> None:
         if self._writer is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._writer.close()
-            except OSError:
-                pass
-            self._output.abandon()  # type: ignore[union-attr]
-            self._writer = self._output = None
+            self._writer = None
+            problem = RuntimeError("task abandoned")
+            with contextlib.suppress(RuntimeError, OSError):
+                self._output.__exit__(RuntimeError, problem, None)  # the temporary file is removed
 
 
 class PartSink:
     """Where one dissecting task puts its exchange and partition error rows."""
 
-    def __init__(self, work_dir: str, task_partition: int) -> None:
+    def __init__(self, work_dir: Tree | str, task_partition: int) -> None:
+        work_dir = as_tree(work_dir)
         self.task_partition = task_partition
-        self.files = {table: _RowFile(_work_file(work_dir, table, task_partition), WORK_SCHEMAS[table])
+        self.files = {table: _RowFile(work_dir.sub(table), _part_name(task_partition, "arrow"), WORK_SCHEMAS[table])
                       for table in WORK_SCHEMAS}
 
     def add_exchange(self, row: dict[str, Any]) -> None:
@@ -185,7 +181,7 @@ class PartSink:
             file.abandon()
 
 
-def finish_part(work_dir: str, outdir: str, task_partition: int,
+def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
                 streams: dict[tuple[int, int], int], ts_unit: str = "us",
                 fixes: dict | None = None) -> tuple[dict[str, int], pa.Table]:
     """Rewrite one task partition's Arrow files as final Parquet parts: stream
@@ -197,14 +193,15 @@ def finish_part(work_dir: str, outdir: str, task_partition: int,
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    work_dir, outdir = as_tree(work_dir), as_tree(outdir)
     written: dict[str, int] = {}
     exchanges = EXCHANGE_WORK_SCHEMA.empty_table()
     for table, schema in final_schemas(ts_unit).items():
-        source = _work_file(work_dir, table, task_partition)
-        if not source.exists():  # the task had no rows of this table
+        source = _part_name(task_partition, "arrow")
+        if not work_dir.exists(table, source):  # the task had no rows of this table
             written[table] = 0
             continue
-        with pa.OSFile(str(source), "rb") as stream:
+        with work_dir.open_input(table, source) as stream:
             rows = pa.ipc.open_file(stream).read_all()
         if table == EXCHANGES and fixes:
             from kdissect.spark.arrivals import fix_exchanges
@@ -217,11 +214,37 @@ def finish_part(work_dir: str, outdir: str, task_partition: int,
         ordered = numbered.take(pc.sort_indices(numbered, [("stream", "ascending"), ("ordinal", "ascending")]))
         selected = ordered.select(schema.names)
         final = _timestamps_in(selected, ts_unit).cast(schema)
-        _replace_atomically(_final_file(outdir, table, task_partition), lambda path: pq.write_table(final, path))
+        for directory, rows_of_day in _lake_partitions(table, final):
+            with outdir.output(*directory, _part_name(task_partition, "parquet")) as stream:
+                pq.write_table(rows_of_day, stream)
         written[table] = final.num_rows
         if table == EXCHANGES:
             exchanges = selected.cast(EXCHANGE_WORK_SCHEMA)
     return written, exchanges
+
+
+# The exchanges table is partitioned for a lake, Hive style:
+# exchanges/capture_date=YYYY-MM-DD/part-NNNNN.parquet, the UTC date of the
+# request (of the response for an orphan response). Spark SQL, DuckDB
+# (hive_partitioning) and pyarrow datasets (partitioning="hive") read the
+# date as a column and skip other days' files; a reader that ignores the
+# directories (pyarrow's default) gets exactly `kdissect export`'s columns.
+PARTITION_COLUMN = "capture_date"
+NO_DATE = "__HIVE_DEFAULT_PARTITION__"  # Hive's and Spark's name for a null partition value
+
+
+def _lake_partitions(table: str, final: pa.Table) -> Iterator[tuple[tuple[str, ...], pa.Table]]:
+    """(directory parts, rows) of one task partition's final table; each
+    day's rows keep their order."""
+    import pyarrow.compute as pc
+
+    if table != EXCHANGES or final.num_rows == 0:
+        yield (table,), final
+        return
+    when = pc.coalesce(final.column("request_ts"), final.column("response_ts"))
+    days = pc.fill_null(pc.strftime(when, format="%Y-%m-%d"), NO_DATE)
+    for day in sorted(set(days.to_pylist())):
+        yield (table, f"{PARTITION_COLUMN}={day}"), final.filter(pc.equal(days, day))
 
 
 # exchanges summed up together for the summary tables: more per batch, fewer
@@ -231,7 +254,7 @@ def finish_part(work_dir: str, outdir: str, task_partition: int,
 SUMMARY_BATCH_ROWS = 1 << 19
 
 
-def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: str,
+def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: Tree, outdir: Tree,
                       ts_unit: str = "us", fixes: dict | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: RANK_SCHEMA rows sorted by task partition (every task
     partition has one marker row with null keys) -> the finished task
@@ -273,15 +296,14 @@ def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: str, outdir: 
     yield from summarise(written)
 
 
-def write_empty_parts(outdir: str, ts_unit: str = "us") -> None:
+def write_empty_parts(outdir: Tree | str, ts_unit: str = "us") -> None:
     """A dataset with no rows still gets one (empty) file, so it can be read
     with its schema; and each dataset gets Spark's `_SUCCESS` marker."""
     import pyarrow.parquet as pq
 
+    outdir = as_tree(outdir)
     for table, schema in final_schemas(ts_unit).items():
-        directory = Path(outdir) / table
-        directory.mkdir(parents=True, exist_ok=True)
-        if not any(directory.glob("*.parquet")):
-            with atomic_path(directory / "part-00000.parquet") as temporary:
-                pq.write_table(schema.empty_table(), temporary)
-        (directory / "_SUCCESS").touch()
+        if not outdir.files(table, suffix=".parquet"):
+            with outdir.output(table, "part-00000.parquet") as stream:
+                pq.write_table(schema.empty_table(), stream)
+        outdir.write_bytes(b"", table, "_SUCCESS")

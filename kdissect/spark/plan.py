@@ -23,7 +23,7 @@ import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 
-from kdissect.capture import FileRange, interface_from_description
+from kdissect.capture import FileRange, interface_from_description, open_raw
 from kdissect.capture import scan_range as scan_file_range
 from kdissect.spark import pcapsplit
 
@@ -77,11 +77,20 @@ def file_range(split: dict) -> FileRange:
                      tuple(tuple(d) for d in json.loads(split["interfaces"])))
 
 
-def plan_splits(ordered: list[tuple[str, str]], split_size: int) -> list[Split]:
-    """Splits for (path, kind) pairs given in capture-set order."""
+def file_size(path: str) -> int:
+    """Size of a capture: a local path or a store URI (kdissect.stores)."""
+    from kdissect import stores
+
+    return stores.any_size(path)
+
+
+def plan_splits(ordered: list[tuple[str, str]], split_size: int,
+                sizes: list[int] | None = None) -> list[Split]:
+    """Splits for (path, kind) pairs given in capture-set order (`sizes`: the
+    files' sizes if known, else asked of the file system)."""
     splits: list[Split] = []
     for capture_index, (path, kind) in enumerate(ordered):
-        size = os.path.getsize(path)
+        size = sizes[capture_index] if sizes is not None else file_size(path)
         if kind not in RANGE_KINDS:
             splits.append(Split(len(splits), capture_index, path, "whole", 0, size, size, 0))
             continue
@@ -113,7 +122,7 @@ class RangeScan:
 
 def scan_range(split: Split) -> RangeScan:
     """Pre-pass for one range: find its first record, walk the range."""
-    with open(split.path, "rb", buffering=1 << 16) as stream:
+    with open_raw(split.path) as stream:
         if split.kind == "pcap":
             fmt = pcapsplit.read_format(stream)
             if fmt is None:
@@ -183,8 +192,17 @@ class LocalScan:
 
 
 def scan_with_spark(sc, to_scan: list[Split]) -> dict[int, RangeScan]:
-    """The pre-pass as a Spark job, one task per range (any master)."""
-    scanned = sc.parallelize(to_scan, max(1, len(to_scan))).map(scan_range).collect()
+    """The pre-pass as a Spark job, one task per range (any master); the
+    tasks reach the stores with the driver's settings."""
+    from kdissect import stores
+
+    store_settings = stores.settings()
+
+    def scan(split: Split) -> RangeScan:
+        stores.configure_once(store_settings)
+        return scan_range(split)
+
+    scanned = sc.parallelize(to_scan, max(1, len(to_scan))).map(scan).collect()
     return {scan.split_id: scan for scan in scanned}
 
 

@@ -20,15 +20,23 @@ def submit(options: SparkJobOptions) -> None:
 
     require("spark", "submit_main.py")
     from kdissect.inputs import expand_inputs
-    from kdissect.spark.job import run_job
+    from kdissect.spark.job import configure_stores, run_job
     from kdissect.spark.session import start_session
 
     job = job_options(options, None)
+    from kdissect import stores
+
+    spark: object = lambda: start_session(None)  # noqa: E731
+    if any(stores.is_uri(where) for where in (*options.captures, options.outdir)):
+        spark = start_session(None)  # its spark.hadoop.fs.s3a.* settings reach the stores
+        configure_stores(spark)
+    else:
+        configure_stores()
     expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is looked at
     # run_job checks OUTDIR (kdissect.spark.outdir), then joins the session spark-submit configured
     from kdissect.commands.runtime import echo, say
 
-    result = run_job(job, spark=lambda: start_session(None), log=lambda message: say(f"kdissect: {message}"))
+    result = run_job(job, spark=spark, log=lambda message: say(f"kdissect: {message}"))
     echo(result.summary)
 
 

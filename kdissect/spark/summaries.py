@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
@@ -378,22 +377,21 @@ def _latency_key(row: dict[str, Any]) -> tuple:
     return (row["dimension"], row["api_name"], row["api_version"], row["client_id"], row["broker"])
 
 
-def write_tables(tables: dict[str, list[dict[str, Any]]], outdir: str) -> None:
+def write_tables(tables: dict[str, list[dict[str, Any]]], outdir: Any) -> None:
     """Each summary table as one Parquet file, sorted, under OUTDIR/<name>/
-    (which kdissect.spark.outdir emptied of earlier runs' files)."""
+    (`outdir`: a kdissect.spark.tree.Tree, or a path)."""
     import pyarrow.parquet as pq
 
-    from kdissect.atomic import atomic_path
+    from kdissect.spark.tree import as_tree
 
+    outdir = as_tree(outdir)
     for name, rows in tables.items():
         rows = sorted(rows, key=_ORDER[name])
         if name == "timeseries":
             rows = [{**row, "minute": row["minute"] * 1_000_000} for row in rows]  # seconds -> microseconds
-        directory = Path(outdir) / name
-        directory.mkdir(parents=True, exist_ok=True)
         # timestamps as INT96, as Spark writes them: Spark reads them back as
         # timestamps (in UTC), pyarrow and pandas as naive UTC times
-        with atomic_path(directory / "part-00000.parquet") as temporary:
-            pq.write_table(pa.Table.from_pylist(rows, schema=TABLE_SCHEMAS[name]), temporary,
+        with outdir.output(name, "part-00000.parquet") as stream:
+            pq.write_table(pa.Table.from_pylist(rows, schema=TABLE_SCHEMAS[name]), stream,
                            use_deprecated_int96_timestamps=True)
-        (directory / "_SUCCESS").touch()
+        outdir.write_bytes(b"", name, "_SUCCESS")

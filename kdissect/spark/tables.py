@@ -35,7 +35,7 @@ def stream_ranks(work):
     )
 
 
-def finish_tables(work, partitions: int, slots: int, work_dir: str, outdir: str,
+def finish_tables(work, partitions: int, slots: int, work_dir: Any, outdir: Any,
                   ts_unit: str = "us", fixes: dict | None = None
                   ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Number the streams of the rows the dissecting tasks wrote, turn their
@@ -79,37 +79,33 @@ def finish_tables(work, partitions: int, slots: int, work_dir: str, outdir: str,
     return split_merged(merged)
 
 
-def _local_path(path: str) -> str | None:
-    """The local file system path of a Spark path, None for remote file systems."""
-    if path.startswith("file://"):
-        return path.removeprefix("file://")
-    return None if "://" in path else path
-
-
-def parquet_rows(spark, path: str) -> int:
-    """Rows of a written Parquet dataset: from the file footers where the
-    dataset is local (no Spark job), else counted by Spark. 0 if absent."""
-    local = _local_path(path)
-    if local is None:
-        return spark.read.parquet(path).count()
+def parquet_rows(where: Any, name: str) -> int:
+    """Rows of a written Parquet dataset `where`/`name` (`where` a Tree or a
+    path), from the file footers (no Spark job); 0 if absent."""
     import pyarrow.parquet as pq
 
-    root = Path(local)
-    if not root.is_dir():
-        return 0
-    return sum(pq.ParquetFile(file).metadata.num_rows for file in sorted(root.rglob("*.parquet")))
+    from kdissect.spark.tree import as_tree
+
+    tree = as_tree(where)
+    total = 0
+    for file in tree.files(name, suffix=".parquet"):
+        with tree.open_input(name, file) as stream:
+            total += pq.ParquetFile(stream).metadata.num_rows
+    return total
 
 
-def read_small_table(spark, path: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
-    """All rows of a small Parquet dataset, as dicts (read on the driver)."""
-    local = _local_path(path)
-    if local is None:
-        frame = spark.read.parquet(path)
-        return [row.asDict() for row in (frame.select(*columns) if columns else frame).collect()]
+def read_small_table(where: Any, name: str, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """All rows of a small Parquet dataset `where`/`name`, as dicts (read on the driver)."""
     import pyarrow.parquet as pq
 
-    files = sorted(Path(local).rglob("*.parquet"))
-    return [row for file in files for row in pq.read_table(file, columns=columns).to_pylist()]
+    from kdissect.spark.tree import as_tree
+
+    tree = as_tree(where)
+    rows: list[dict[str, Any]] = []
+    for file in tree.files(name, suffix=".parquet"):
+        with tree.open_input(name, file) as stream:
+            rows.extend(pq.read_table(stream, columns=columns).to_pylist())
+    return rows
 
 
 def _fmt(value: Any) -> str:
@@ -120,7 +116,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def render_summary(spark, outdir: str, accounting: Any, top: int = 8) -> str:
+def render_summary(outdir: Any, accounting: Any, top: int = 8) -> str:
     """A few lines for the terminal, from the accounting and the (small) summary tables."""
     lines: list[str] = []
     from kdissect.accounting import statuses_text
@@ -132,19 +128,19 @@ def render_summary(spark, outdir: str, accounting: Any, top: int = 8) -> str:
     detail = ", ".join([statuses_text(accounting.ok, accounting.ok_with_errors, accounting.ok_normal_flow_only)]
                        + [f"{status} {count}" for status, count in statuses])
     lines.append(f"exchanges: {accounting.exchanges} ({detail})")
-    latency = [row for row in read_small_table(spark, f"{outdir}/latency") if row["dimension"] == "api"]
+    latency = [row for row in read_small_table(outdir, "latency") if row["dimension"] == "api"]
     latency.sort(key=lambda row: -row["count"])
     if latency:
         lines.append("latency (ms) by API, busiest first:  count     p50     p99     max")
         for row in latency[:top]:
             lines.append(f"  {row['api_name']} v{row['api_version']}".ljust(37)
                          + f"{row['count']:>6} {_fmt(row['p50']):>7} {_fmt(row['p99']):>7} {_fmt(row['max']):>7}")
-    errors = read_small_table(spark, f"{outdir}/errors")
+    errors = read_small_table(outdir, "errors")
     errors.sort(key=lambda row: (-row["anywhere"], row["api_name"], row["error_code"]))
     if errors:
         lines.append("errors: " + ", ".join(f"{row['api_name']} {row['error_name']} x{row['anywhere']}"
                                             for row in errors[:top]))
-    throttle = read_small_table(spark, f"{outdir}/throttle")
+    throttle = read_small_table(outdir, "throttle")
     throttled = sum(row["throttled"] for row in throttle)
     worst = max((row["max_ms"] for row in throttle if row["max_ms"] is not None), default=None)
     lines.append(f"throttled responses: {throttled}" + (f" (max {worst} ms)" if throttled else ""))
