@@ -123,7 +123,8 @@ def stats_from_tables(outdir: Any, collector: Collector, manifest: dict[str, Any
     by_client_errors = [{"client_id": r["client_id"], "error": r["error_name"], "normal_flow": r["normal_flow"],
                          "exchanges": r["exchanges"]}
                         for r in (_rows(outdir, "errors_by_client") if outdir.exists("errors_by_client") else [])]
-    by_client_errors.sort(key=lambda r: (r["normal_flow"], -r["exchanges"], r["client_id"], r["error"]))
+    # the order of `kdissect stats`: failures first, then by client id, each client's errors by exchanges
+    by_client_errors.sort(key=lambda r: (r["normal_flow"], r["client_id"], -r["exchanges"], r["error"]))
     accounting = manifest.get("accounting", {})
 
     grouped = _dataset(outdir, "partition_errors").to_table(columns=["topic", "partition", "error_name"]).group_by(

@@ -346,7 +346,8 @@ _ORDER = {
                           _none_first(r["api_version"]), _none_first(r["client_id"]), _none_first(r["broker"])),
     "waits": lambda r: (r["reason"], r["api_name"]),
     "errors": lambda r: (-r["anywhere"], r["api_name"], r["error_code"]),
-    "errors_by_client": lambda r: (r["normal_flow"], -r["exchanges"], r["client_id"], r["error_name"]),
+    # as `kdissect stats`: failures first, then by client id, each client's errors by exchanges
+    "errors_by_client": lambda r: (r["normal_flow"], r["client_id"], -r["exchanges"], r["error_name"]),
     "throttle": lambda r: (r["client_id"], r["broker"]),
     "timeseries": lambda r: (r["minute"], r["api_name"]),
 }
