@@ -155,7 +155,7 @@ def interpreter_version(python: str) -> str:
     return subprocess.run([python, "-VV"], capture_output=True, text=True, check=True).stdout.strip()
 
 
-_COMPILED_PROBE = ("import json, kdissect.pipeline, kdissect.capture; from kdissect import native; "
+_COMPILED_PROBE = ("import json, kdissect.conn.pipeline, kdissect.wire.capture; from kdissect import native; "
                    "print(json.dumps(native.running_native()))")
 
 

@@ -56,7 +56,7 @@ _LINK_HEADER = {0: 4, 1: 14, 101: 0, 108: 4, 113: 16, 228: 0, 276: 20}
 def _source_packets(paths: list[str]) -> list[tuple[int, bytes, int, int]]:
     """(relative ts in ns, frame bytes, wire length, offset of the IPv4 header) of the IPv4 packets of all
     sources, one source after another, times made relative and sequential."""
-    from kdissect.capture import iter_frames
+    from kdissect.wire.capture import iter_frames
 
     packets: list[tuple[int, bytes, int, int]] = []
     clock = 0

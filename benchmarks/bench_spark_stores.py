@@ -67,8 +67,8 @@ def _small_files(count: int, directory: Path) -> list[Path]:
 
 def _prepass(inputs: list[str]) -> tuple[float, int]:
     """Seconds of the driver's listing and per-file first look, and the files found."""
-    from kdissect.capture import describe_captures
-    from kdissect.inputs import expand_inputs
+    from kdissect.wire.capture import describe_captures
+    from kdissect.shared.inputs import expand_inputs
 
     started = time.monotonic()
     files, _skipped = expand_inputs(inputs)
@@ -87,7 +87,7 @@ def main() -> None:
 
     from bench_spark import build_archive
 
-    from kdissect import stores
+    from kdissect.wire import stores
     from tools.lab.seaweedfs import s3_server
 
     sources = sorted(str(p) for p in (REPO / "captures").glob("*.pcap") if p.stat().st_size > 24)

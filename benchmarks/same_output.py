@@ -29,8 +29,8 @@ sys.path.append(str(REPO))  # tests.support (after PYTHONPATH: the code under te
 
 
 def export_text(paths: list[str], keylogs: list[str]) -> str:
-    from kdissect.output import JsonlWriter
-    from kdissect.pipeline import Analysis, fewer_collections
+    from kdissect.shared.output import JsonlWriter
+    from kdissect.conn.pipeline import Analysis, fewer_collections
 
     analysis = Analysis(paths, (9092,), True, False, tls_keylogs=keylogs)
     out = io.StringIO()
@@ -42,7 +42,7 @@ def export_text(paths: list[str], keylogs: list[str]) -> str:
 
 def kept_text(paths: list[str], keylogs: list[str]) -> str:
     """The exchanges with decoded messages kept: rows, offsets and the messages' reprs hashed."""
-    from kdissect.pipeline import Analysis
+    from kdissect.conn.pipeline import Analysis
 
     analysis = Analysis(paths, (9092,), True, True, tls_keylogs=keylogs)
     lines = []

@@ -2,13 +2,13 @@
 
 This module is deliberately thin. Each subcommand lives in its own module under
 `kdissect.commands` and exposes a click command named `command`, built from
-its options class (see `kdissect.options`); they are imported only when
+its options class (see `kdissect.shared.options`); they are imported only when
 used so that `kdissect apis` does not pay for pyarrow or pyspark imports.
 
 `kdissect export` with plain arguments (capture paths, -o FILE, -p PORT, -q,
 --no-detect, each in its simplest spelling) runs without click: importing
 click costs about as much as exporting a small capture. The same options
-class is parsed then by `kdissect.options.parse_plain`. Anything else (help,
+class is parsed then by `kdissect.shared.options.parse_plain`. Anything else (help,
 --opt=value forms, bad values, other commands) goes through click, which
 then also produces every error message.
 """
@@ -78,7 +78,7 @@ def plain_export_args(args: list[str]) -> Any:
     if not args or args[0] != "export":
         return None
     from kdissect.commands.export_core import ExportOptions
-    from kdissect.options import parse_plain
+    from kdissect.shared.options import parse_plain
 
     return parse_plain(ExportOptions, args[1:])
 
@@ -119,8 +119,8 @@ def entry() -> None:
         sys.exit(main())
     finally:
         # a signal between making an output's temporary file and the code
-        # that abandons it leaves the file to this (kdissect.atomic)
-        from kdissect.atomic import remove_unfinished
+        # that abandons it leaves the file to this (kdissect.shared.atomic)
+        from kdissect.shared.atomic import remove_unfinished
 
         remove_unfinished()
 
@@ -128,7 +128,7 @@ def entry() -> None:
 def _stop_on_terminate() -> None:
     """SIGTERM (`kill`, a job's time limit) ends the run as an exception
     does, so an output being written is abandoned: its temporary file is
-    removed and the earlier file stays (kdissect.atomic). Exit 128 + 15."""
+    removed and the earlier file stays (kdissect.shared.atomic). Exit 128 + 15."""
     import _signal  # not `signal`: its enums cost start-up time
 
     if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:

@@ -27,7 +27,7 @@ has been edited, so its own stat changed.
 An edited source, a checkout without a build, another Python or
 `KDISSECT_PURE_PYTHON=1` run the plain Python modules. There is one source
 for each module either way; the build changes speed, not behaviour
-(tests/test_native.py compares the two).
+(tests/package/test_native.py compares the two).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pathlib import Path
 
 # the modules compiled (dotted names below the package: a module of a
 # subpackage is found by that subpackage's `__init__`, which calls `extend`)
-NATIVE_MODULES = ("linklayers", "capture", "reassembly", "framing")
+NATIVE_MODULES = ("wire.linklayers", "wire.capture", "wire.reassembly", "conn.framing")
 # where the build goes, relative to the checkout (the parent of the package)
 NATIVE_SUBDIR = ("build", "native", "kdissect")
 STAMP_FILE = "STAMP"

@@ -55,6 +55,7 @@ MODULES: dict[str, str] = {
     "problems": "model.problems",
     "accounting": "model.accounting",
     # wire: capture files -> ordered TCP byte streams per direction
+    "spark.tree": "shared.outdir_tree",  # OUTDIR as a tree in any store: Spark writes it, the report reads it
     "stores": "wire.stores",  # captures in S3 and HDFS (listing, ranged reads); capture.py imports it
     "webhdfs": "wire.webhdfs",  # the webhdfs:// client (the webhdfs extra)
     "capture": "wire.capture",
@@ -196,6 +197,7 @@ TESTS: dict[str, str] = {
     "test_records_figures": "records/test_figures",
     "test_records_fuzz": "records/test_fuzz",
     "test_cli_stats": "stats/test_summary",
+    "test_summary_memory": "stats/test_summary_memory",
     "test_terminal_output": "stats/test_terminal_output",
     "test_selection": "filters/test_selection",
     "test_forensics_clients": "forensics/test_clients",

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from kdissect.options import Options, click_command, flag
+from kdissect.shared.options import Options, click_command, flag
 from kdissect.protocol.schema import api_keys, api_versions
 
 

@@ -8,7 +8,7 @@ partition).
 from __future__ import annotations
 
 from kdissect.commands.forensics_common import ForensicOptions, run_forensics
-from kdissect.options import click_command
+from kdissect.shared.options import click_command
 
 
 class ClientsOptions(ForensicOptions):

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from kdissect.commands.export_core import ExportOptions, export
-from kdissect.options import click_command
+from kdissect.shared.options import click_command
 
 command = click_command("export", ExportOptions, export)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdissect.commands.runtime import print_accounting, run_analysis
-from kdissect.options import OUTPUT_HELP, CaptureInputs, RowOrder, flag, option
+from kdissect.shared.options import OUTPUT_HELP, CaptureInputs, RowOrder, flag, option
 
 
 class ExportOptions(RowOrder, CaptureInputs):
@@ -26,29 +26,29 @@ _TUNE_FROM_BYTES = 4 << 20
 
 
 def tune_allocator(paths: list[str]) -> None:
-    """For large captures, let malloc reuse freed memory (see kdissect.allocator)."""
-    from kdissect.stores import any_size
+    """For large captures, let malloc reuse freed memory (see kdissect.shared.allocator)."""
+    from kdissect.wire.stores import any_size
 
     if sum(any_size(str(p)) for p in paths) < _TUNE_FROM_BYTES:
         return  # not worth the ctypes import
-    from kdissect.allocator import keep_freed_memory
+    from kdissect.shared.allocator import keep_freed_memory
 
     keep_freed_memory()
 
 
 def export(options: ExportOptions) -> None:
     """Write one row per request/response exchange."""
-    from kdissect.output import open_writer
+    from kdissect.shared.output import open_writer
 
     if options.sort is not None:
-        from kdissect.selection import check_sort_column
+        from kdissect.filters.selection import check_sort_column
 
         check_sort_column(options.sort)
     analysis = run_analysis(options, quiet=options.quiet, output=options.output)
     tune_allocator(analysis.capture_set.paths)
     rows: Any = analysis
     if options.sort is not None or options.top is not None:
-        from kdissect.selection import ordered
+        from kdissect.filters.selection import ordered
 
         rows = ordered(analysis, options.sort, options.top)
     with open_writer(options.output, ts_unit=analysis.ts_unit) as writer:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdissect.failures import InputError
-from kdissect.options import WIDE_HELP, ForensicSettings, flag, forensic_settings, option
+from kdissect.shared.options import WIDE_HELP, ForensicSettings, flag, forensic_settings, option
 
 
 class ForensicOptions(ForensicSettings):
@@ -86,9 +86,9 @@ def filter_rows(tables: Any, options: Any) -> Any:
 
 
 def output_table(table: str) -> Any:
-    """The `kdissect.output.Table` of a forensic table (for `open_writer`)."""
+    """The `kdissect.shared.output.Table` of a forensic table (for `open_writer`)."""
     from kdissect.forensics.tables import TABLE_COLUMNS, arrow_schema
-    from kdissect.output import Table
+    from kdissect.shared.output import Table
 
     columns = TABLE_COLUMNS[table]
     return Table([name for name, _ in columns],
@@ -98,7 +98,7 @@ def output_table(table: str) -> Any:
 
 
 def write_table(name: str, rows: list[dict[str, Any]], path: str, ts_unit: str) -> None:
-    from kdissect.output import open_writer
+    from kdissect.shared.output import open_writer
 
     with open_writer(path, table=output_table(name), ts_unit=ts_unit) as writer:
         for row in rows:

@@ -12,7 +12,7 @@ members: partitions, acknowledgements, heartbeats, share sessions).
 from __future__ import annotations
 
 from kdissect.commands.forensics_common import ForensicOptions, run_forensics
-from kdissect.options import click_command
+from kdissect.shared.options import click_command
 
 
 class GroupsOptions(ForensicOptions):

@@ -13,7 +13,7 @@ from typing import Any
 
 
 from kdissect.commands.runtime import print_accounting, run_analysis, say
-from kdissect.options import OUTPUT_HELP, CaptureInputs, click_command, flag, integer, option
+from kdissect.shared.options import OUTPUT_HELP, CaptureInputs, click_command, flag, integer, option
 
 
 class RecordsOptions(CaptureInputs):
@@ -35,7 +35,7 @@ def _open_record_writer(path: str | None) -> Any:
     Parquet."""
     import pyarrow as pa
 
-    from kdissect.output import Table, open_writer
+    from kdissect.shared.output import Table, open_writer
     from kdissect.records.table import (RECORD_BYTE_TEXT_COLUMNS, RECORD_COLUMN_NAMES, RECORD_LIST_COLUMNS,
                                         RECORD_SCHEMA)
 

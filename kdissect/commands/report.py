@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kdissect.commands.runtime import print_accounting, run_analysis, say
 from kdissect.failures import InputError
-from kdissect.options import CaptureInputs, argument, click_command, flag, option
+from kdissect.shared.options import CaptureInputs, argument, click_command, flag, option
 
 class ReportOptions(CaptureInputs):
     """Write one self-contained HTML page of charts and tables (open it in any browser, offline)."""
@@ -38,7 +38,7 @@ def _spark_outdir(options: ReportOptions) -> str | None:
 
 def report(options: ReportOptions) -> None:
     """Write one self-contained HTML page of charts and tables."""
-    from kdissect.extras import require
+    from kdissect.shared.extras import require
 
     require("report", "`kdissect report`")
     from kdissect.report import from_analysis, from_spark_outdir, write_page
@@ -50,11 +50,11 @@ def report(options: ReportOptions) -> None:
         raise InputError("a Spark OUTDIR's tables are already computed: give -Y, --from/--to, --client, --broker "
                          "or --group to `kdissect spark` instead")
     if outdir is not None:
-        from kdissect.protected_inputs import ProtectedInputs, refuse_output_over_input
+        from kdissect.shared.protected_inputs import ProtectedInputs, refuse_output_over_input
 
         # the page may sit beside the tables, not over a file they are read from
         # (an OUTDIR in a store holds no local file the page could be written over)
-        from kdissect import stores
+        from kdissect.wire import stores
 
         if not stores.is_uri(outdir) or stores.parse(outdir).scheme in stores.LOCAL_SCHEMES:
             local = Path(stores.parse(outdir).path if stores.is_uri(outdir) else outdir)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from kdissect.failures import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kdissect.options import CaptureInputs
+    from kdissect.shared.options import CaptureInputs
 
 
 def echo(text: str, err: bool = False, newline: bool = True) -> None:
@@ -123,17 +123,17 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
     api keys whose exchanges keep their decoded messages. `output`: the
     command's output file, refused if it is one of the captures, key logs or
     broker logs."""
-    from kdissect.inputs import expand_inputs
-    from kdissect.pipeline import Analysis
+    from kdissect.shared.inputs import expand_inputs
+    from kdissect.conn.pipeline import Analysis
 
     paths, skipped = expand_inputs(options.captures)
     broker_logs: list[str] = []
     if options.broker_logs:
-        from kdissect.brokerlog.parse import request_log_files
+        from kdissect.conn.brokerlog.parse import request_log_files
 
         broker_logs = request_log_files(options.broker_logs)  # (a bad one fails here, before any output)
     if output is not None:
-        from kdissect.protected_inputs import ProtectedInputs, refuse_output_over_input
+        from kdissect.shared.protected_inputs import ProtectedInputs, refuse_output_over_input
 
         refuse_output_over_input(output, ProtectedInputs([*paths, *options.tls_keylogs, *broker_logs]))
     if skipped and not quiet:
@@ -150,12 +150,12 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
 
 
 def select(analysis: Any, options: CaptureInputs) -> Any:
-    """`analysis` as the options' selection sees it (kdissect.selection),
+    """`analysis` as the options' selection sees it (kdissect.filters.selection),
     or itself when nothing is selected."""
     if not (options.display_filter or options.time_from or options.time_to or options.clients
             or options.brokers or options.topics or options.groups):
         return analysis
-    from kdissect.selection import Selected, Selection
+    from kdissect.filters.selection import Selected, Selection
 
     starts = [f.first_ts for f in analysis.capture_set.files if f.first_ts is not None]
     return Selected(analysis, Selection.from_options(options, min(starts, default=None)))
@@ -187,7 +187,7 @@ def print_accounting(analysis: Any) -> None:
         say(f"kdissect: {line}")
     for problem in analysis.read_stats.problems:
         say(f"kdissect: {problem}")
-    from kdissect.hints import run_hints
+    from kdissect.shared.hints import run_hints
 
     for hint in run_hints(analysis):
         say(f"kdissect: {hint}")

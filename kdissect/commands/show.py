@@ -4,10 +4,10 @@ from __future__ import annotations
 
 
 from kdissect.commands.runtime import echo, print_accounting, run_analysis
-from kdissect.exchange import Exchange
-from kdissect.options import NUMBER, CaptureInputs, RowOrder, click_command, flag, option
+from kdissect.model.exchange import Exchange
+from kdissect.shared.options import NUMBER, CaptureInputs, RowOrder, click_command, flag, option
 from kdissect.text_escape import escape_text
-from kdissect.times import clock_text, to_datetime
+from kdissect.model.times import clock_text, to_datetime
 
 
 class ShowOptions(RowOrder, CaptureInputs):
@@ -56,7 +56,7 @@ def _ms(value: float | None) -> str:
 def _errors_text(ex: Exchange) -> str | None:
     """The error names; per-partition ones with their topic and partitions
     (from the decoded response, when kept); normal-flow codes marked."""
-    from kdissect.normal_flow import is_normal_flow
+    from kdissect.conn.normal_flow import is_normal_flow
 
     codes = sorted(set(ex.error_codes) | ({ex.error_code} if ex.error_code else set()))
     if not codes:
@@ -131,7 +131,7 @@ def day_of(ex: Exchange) -> object:
 
 def _api_names(given: tuple[str, ...]) -> set[str]:
     """--api values as lowercase names and key numbers; an unknown name is an error with a suggestion."""
-    from kdissect.display_filter import api_key_for
+    from kdissect.filters.display_filter import api_key_for
 
     wanted = set()
     for value in given:
@@ -153,7 +153,7 @@ def _selected(ex: Exchange, apis: set[str], client_ids: set[str], errors_only: b
     if errors_only and not (ex.error_code or ex.error_codes):
         return False
     if failures_only:
-        from kdissect.normal_flow import failure_codes
+        from kdissect.conn.normal_flow import failure_codes
 
         if not failure_codes([*ex.error_codes, ex.error_code or 0]):
             return False
@@ -186,7 +186,7 @@ def _tree(ex: Exchange, show_secrets: bool) -> str:
 def show(options: ShowOptions) -> None:
     """One line per exchange (like tshark's summary); -v for decoded trees."""
     from kdissect.commands.runtime import say
-    from kdissect.selection import check_sort_column, ordered
+    from kdissect.filters.selection import check_sort_column, ordered
 
     api_set = _api_names(options.apis)
     if options.sort is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kdissect.options import click_command, option
+from kdissect.shared.options import click_command, option
 from kdissect.spark.options import SparkJobOptions, job_options
 
 
@@ -16,16 +16,16 @@ class SparkOptions(SparkJobOptions):
 
 def spark(options: SparkOptions) -> None:
     """Run the job in local mode or on --master's cluster; print its summary."""
-    from kdissect.extras import require
+    from kdissect.shared.extras import require
 
     require("spark", "`kdissect spark`")
-    from kdissect.inputs import expand_inputs
+    from kdissect.shared.inputs import expand_inputs
     from kdissect.spark.job import configure_stores, run_job
     from kdissect.spark.session import check_java
 
     job = job_options(options, options.master)
     check_java()  # before anything slow, and before Spark prints its own errors
-    configure_stores()  # inputs may be store URIs (kdissect.stores)
+    configure_stores()  # inputs may be store URIs (kdissect.wire.stores)
     expand_inputs(options.captures)  # a bad input fails here, before OUTDIR is looked at
     # run_job checks OUTDIR (kdissect.spark.outdir) before it starts Spark
     from kdissect.commands.runtime import echo, say

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kdissect.commands.runtime import echo, echo_pieces, run_analysis, say, table_width
-from kdissect.options import WIDE_HELP, CaptureInputs, click_command, flag
+from kdissect.shared.options import WIDE_HELP, CaptureInputs, click_command, flag
 
 
 class StatsOptions(CaptureInputs):
@@ -17,12 +17,12 @@ def stats(options: StatsOptions) -> None:
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
     from kdissect.forensics.render import render_stats
     from kdissect.forensics.spill import json_pieces
-    from kdissect.stats_tables import as_dict, collect
+    from kdissect.stats.tables import as_dict, collect
     from kdissect.text_escape import lossless_value
 
     # per-partition errors need the decoded response bodies
     analysis = run_analysis(options, keep_messages=True)
-    from kdissect.brokerlog.tables import observe, payload as broker_log_payload
+    from kdissect.stats.brokerlog import observe, payload as broker_log_payload
 
     broker_tables = observe(analysis)
     summary, tables = collect(analysis)
@@ -43,7 +43,7 @@ def stats(options: StatsOptions) -> None:
             echo(broker_tables.render(analysis.dissector.encrypted_clients, width))
     for problem in analysis.read_stats.problems:
         say(f"kdissect: {problem}")
-    from kdissect.hints import run_hints
+    from kdissect.shared.hints import run_hints
 
     for hint in run_hints(analysis):
         say(f"kdissect: {hint}")

@@ -8,7 +8,7 @@ direction and client id), `topic_lag` (consumer lag per minute) and
 from __future__ import annotations
 
 from kdissect.commands.forensics_common import ForensicOptions, run_forensics
-from kdissect.options import click_command, option
+from kdissect.shared.options import click_command, option
 
 
 class TopicsOptions(ForensicOptions):

@@ -37,7 +37,7 @@ def forensic_tables(paths: Sequence[str | Path], ports: Iterable[int] = (9092,),
     """(ForensicTables, accounting) of a capture set; `settings` go to
     `Forensics` (horizon_ns, slack_ns, max_uncompressed)."""
     from kdissect.forensics.core import FORENSIC_APIS, Forensics
-    from kdissect.pipeline import Analysis
+    from kdissect.conn.pipeline import Analysis
 
     analysis = Analysis(paths, ports, detect, keep_apis=FORENSIC_APIS, tls_keylogs=tls_keylogs)
     forensics = Forensics(**settings)

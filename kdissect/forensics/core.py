@@ -1,7 +1,7 @@
 """`Forensics`: one pass over exchanges -> the topic, group and client tables.
 
     from kdissect.forensics import Forensics, FORENSIC_APIS
-    from kdissect.pipeline import analyze
+    from kdissect.conn.pipeline import analyze
 
     exchanges, accounting = analyze(paths, keep_apis=FORENSIC_APIS)
     forensics = Forensics()

@@ -11,9 +11,9 @@ import math
 from typing import Any, Callable, Iterable, Iterator
 
 from kdissect.text_escape import escape_text
-from kdissect.text_table import table_lines as text_table_lines
-from kdissect.text_table import wrap_line
-from kdissect.times import clock_text
+from kdissect.stats.text_table import table_lines as text_table_lines
+from kdissect.stats.text_table import wrap_line
+from kdissect.model.times import clock_text
 
 TITLES = {
     "topics": "topics: one row per topic, partition, direction and client id",
@@ -31,7 +31,7 @@ TITLES = {
 }
 # Display order is priority order: the row's identity, then the columns that
 # answer the table's question (lag, errors, times), ids and detail last; a
-# terminal narrower than the table keeps the leading columns (kdissect.text_table).
+# terminal narrower than the table keeps the leading columns (kdissect.stats.text_table).
 DISPLAY: dict[str, list[str]] = {
     "topics": ["topic", "partition", "direction", "lag", "errors", "requests", "records", "high_watermark",
                "next_offset", "client_id", "record_bytes", "batch_bytes", "compression_ratio", "codecs"],

@@ -1,6 +1,6 @@
 """The forensic tables' columns and types, defined once for every face.
 
-Types are the exchange table's type names (kdissect.exchange.arrow_type):
+Types are the exchange table's type names (kdissect.model.exchange.arrow_type):
 "timestamp" columns hold int nanoseconds in rows and take the run's unit in
 Arrow/Parquet; list columns are JSON text in CSV.
 """
@@ -115,6 +115,6 @@ def column_names(table: str) -> list[str]:
 def arrow_schema(table: str, ts_unit: str = "us") -> Any:
     import pyarrow as pa
 
-    from kdissect.exchange import arrow_type
+    from kdissect.model.exchange import arrow_type
 
     return pa.schema([(name, arrow_type(kind, ts_unit)) for name, kind in TABLE_COLUMNS[table]])

@@ -10,7 +10,7 @@ skim, summary, render, errors.
 The package loads its submodules on first use of an attribute: importing
 `kdissect.protocol.errors` or `kdissect.protocol.apis` alone (as the Scapy
 and records packages do) does not load the codec. The submodules import
-each other without cycles (tests/test_protocol_imports.py).
+each other without cycles (tests/protocol/test_imports.py).
 """
 
 from __future__ import annotations

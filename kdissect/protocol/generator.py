@@ -16,7 +16,7 @@ to each value is decided by an emit strategy (`EmitStrategy`); there are two:
   everything else stepped over with the same checks.
 
 Because both run the same walk, the skim accepts exactly the frames the
-codec accepts (tests/test_protocol_skim.py checks it on random, mutated and captured
+codec accepts (tests/protocol/test_skim.py checks it on random, mutated and captured
 frames). Writing (`WriteWalk`) is the codec's third output.
 
 The generated source is compiled through `codecache` (a marshal cache on

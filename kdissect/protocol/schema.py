@@ -22,7 +22,7 @@ import uuid
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from kdissect.packet import FrozenSlotRecord
+from kdissect.model.packet import FrozenSlotRecord
 from kdissect.protocol._generated.index import APIS
 from kdissect.protocol.apis import ApiKey
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from kdissect.packet import FrozenSlotRecord
+from kdissect.model.packet import FrozenSlotRecord
 from kdissect.protocol.schema import FieldSchema, get_schema, resolve_version
 
 __all__ = ["ResponseSummary", "summarize_response", "response_figures", "partition_errors"]

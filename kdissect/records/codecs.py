@@ -14,7 +14,7 @@ import struct
 import zlib
 from typing import Any
 
-from kdissect.packet import SlotRecord
+from kdissect.model.packet import SlotRecord
 from kdissect.records.xxh32 import xxh32
 
 # The codec libraries (python-snappy, lz4, zstandard) load on first use: most

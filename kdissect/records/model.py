@@ -9,7 +9,7 @@ decoding never raises for any input bytes.
 
 from __future__ import annotations
 
-from kdissect.packet import SlotRecord
+from kdissect.model.packet import SlotRecord
 
 CODEC_NAMES: dict[int, str] = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 

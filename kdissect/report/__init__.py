@@ -24,8 +24,8 @@ __all__ = ["from_analysis", "from_captures", "from_exchanges", "from_spark_outdi
 
 def write_page(data: dict[str, Any], path: str | Path) -> int:
     """Write the report page for `data` to `path` (whole or not at all:
-    kdissect.atomic); its size in bytes."""
-    from kdissect.atomic import write_atomically
+    kdissect.shared.atomic); its size in bytes."""
+    from kdissect.shared.atomic import write_atomically
     from kdissect.report.page import render
 
     text = render(data).encode("utf-8")

@@ -58,7 +58,7 @@ def javascript() -> str:
         # "</script" inside the code would end the element (in JS, "<\/" means "</")
         source = re.sub(r"</(script)", r"<\\/\1", source, flags=re.IGNORECASE)
         if path is not None:
-            from kdissect.atomic import OutputError, write_atomically
+            from kdissect.shared.atomic import OutputError, write_atomically
 
             try:
                 os.makedirs(directory, exist_ok=True)  # type: ignore[arg-type]

@@ -395,7 +395,7 @@ def problems(data: dict[str, Any]) -> alt.TopLevelMixin | None:
     rows = data["report"]["problems"]
     if not rows:
         return None
-    from kdissect.problems import CATALOG
+    from kdissect.model.problems import CATALOG
 
     rows = [{**r, "meaning": CATALOG.get(r["code"], "")} for r in rows]
     return _chart(rows).mark_bar(color="#c0504d").encode(

@@ -26,9 +26,9 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kdissect.exchange import NO_RESPONSE, OK
+from kdissect.model.exchange import NO_RESPONSE, OK
 from kdissect.forensics.sketch import EXACT_LIMIT, QuantileSketch
-from kdissect.output import lossless_row
+from kdissect.shared.output import lossless_row
 
 # seconds; each a multiple of the one before
 BUCKET_LADDER = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400,
@@ -390,7 +390,7 @@ class Collector:
             row["total_ms"] += total
             row["max_ms"] = max(row["max_ms"], most)
 
-        from kdissect.normal_flow import is_normal_flow
+        from kdissect.conn.normal_flow import is_normal_flow
 
         errors_by_api = [
             {"api": api, "error_code": code, "error": error_name(code), "top_level": top, "anywhere": anywhere,
@@ -470,7 +470,7 @@ class RowBatcher:
     """Exchanges -> Arrow tables of their rows (times as int ns), `size` at a time."""
 
     def __init__(self, collector: Collector, size: int = 8192) -> None:
-        from kdissect.exchange import arrow_schema
+        from kdissect.model.exchange import arrow_schema
 
         self.collector = collector
         self.size = size
@@ -485,7 +485,7 @@ class RowBatcher:
 
     def flush(self) -> None:
         if self.rows:
-            from kdissect.output import safe_row
+            from kdissect.shared.output import safe_row
 
             try:
                 table = pa.Table.from_pylist(self.rows, schema=self.schema)

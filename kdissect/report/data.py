@@ -2,12 +2,12 @@
 OUTDIR, which the page and the notebooks chart.
 
     {"source": {"kind": "captures" | "spark", "inputs": [...], ...},
-     "stats": what `kdissect stats --json` prints (kdissect.stats_tables: the
+     "stats": what `kdissect stats --json` prints (kdissect.stats.tables: the
              Summary's tables, the topic, group and client tables, "accounting"),
      "report": the Collector's entries (time series, errors per API, problems,
                slowest and failed exchanges, time span; kdissect.report.collect)}
 
-From captures, `stats` is computed by `kdissect.summary.Summary` in the same
+From captures, `stats` is computed by `kdissect.stats.summary.Summary` in the same
 pass as the collector, so the page's numbers are `stats --json`'s by
 construction; from a Spark OUTDIR it is rebuilt from the summary tables
 (kdissect.report.spark_tables).
@@ -27,7 +27,7 @@ def from_exchanges(exchanges: Iterable[Any], accounting: Any, inputs: Sequence[s
     if kept, give per-partition errors and are dropped as they pass).
     `min_width`: the narrowest time bucket in seconds (60 gives the Spark
     path's buckets)."""
-    from kdissect.stats_tables import as_dict, collect
+    from kdissect.stats.tables import as_dict, collect
     from kdissect.text_escape import lossless_value
 
     collector = Collector(min_width=min_width)
@@ -45,7 +45,7 @@ def from_captures(paths: Sequence[str | Path], ports: Iterable[int] = (9092,), d
                   min_width: int = 1, broker_logs: Sequence[str | Path] = ()) -> dict[str, Any]:
     """The report's data for a capture set (as `kdissect stats` reads it;
     `broker_logs`: request-log files joined as `--broker-log` does)."""
-    from kdissect.pipeline import Analysis
+    from kdissect.conn.pipeline import Analysis
 
     analysis = Analysis(paths, ports, detect, keep_messages=True, progress=progress, tls_keylogs=tls_keylogs,
                         broker_logs=broker_logs)
@@ -53,10 +53,10 @@ def from_captures(paths: Sequence[str | Path], ports: Iterable[int] = (9092,), d
 
 
 def from_analysis(analysis: Any, min_width: int = 1) -> dict[str, Any]:
-    """The report's data for a running `kdissect.pipeline.Analysis` (its
+    """The report's data for a running `kdissect.conn.pipeline.Analysis` (its
     exchanges, accounting and TLS figures; with a broker log, its join's
     tables under stats["broker_log"], as `stats --json` has them)."""
-    from kdissect.brokerlog.tables import observe, payload
+    from kdissect.stats.brokerlog import observe, payload
 
     broker_tables = observe(analysis)
     data = from_exchanges(analysis, analysis.accounting, analysis.capture_set.paths, min_width)

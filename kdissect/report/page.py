@@ -38,7 +38,7 @@ TABLE_ROWS = 200
 _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", "latency_by_broker",
                 "top_level_errors", "errors_anywhere", "partition_errors", "throttle", "no_response",
                 "accounting", "waits", "throttle_by_client",
-                # errors split by normal flow (kdissect.normal_flow), by client
+                # errors split by normal flow (kdissect.conn.normal_flow), by client
                 "paired_with_error_codes", "paired_normal_flow_only", "error_codes", "errors_by_client",
                 # the topic, group and client tables and their flags (`_forensics`)
                 "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag", "clients",
@@ -335,7 +335,7 @@ def _quality_rows(stats: dict[str, Any], report: dict[str, Any], tls: dict[str, 
 
 
 def _quality(data: dict[str, Any], chart: Callable[[str, str], str]) -> str:
-    from kdissect.problems import CATALOG
+    from kdissect.model.problems import CATALOG
 
     stats, report = data["stats"], data["report"]
     rows = _quality_rows(stats, report, data.get("tls"))

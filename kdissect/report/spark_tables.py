@@ -42,11 +42,11 @@ _BATCH_ROWS = 65536
 
 def is_spark_outdir(path: str | Path) -> bool:
     """A directory the Spark job wrote (it holds manifest.json and exchanges/):
-    a local path, or a store URI (kdissect.stores)."""
-    from kdissect import stores
+    a local path, or a store URI (kdissect.wire.stores)."""
+    from kdissect.wire import stores
 
     if stores.is_uri(str(path)):
-        from kdissect.spark.tree import Tree
+        from kdissect.shared.outdir_tree import Tree
 
         tree = Tree(str(path))
         entries = tree.entries()
@@ -56,7 +56,7 @@ def is_spark_outdir(path: str | Path) -> bool:
 
 
 def _dataset(outdir: Any, name: str) -> ds.Dataset:
-    """A table of OUTDIR (a kdissect.spark.tree.Tree) as a pyarrow dataset."""
+    """A table of OUTDIR (a kdissect.shared.outdir_tree.Tree) as a pyarrow dataset."""
     if not outdir.exists(name):
         raise InputError(f"{outdir.uri}: not a complete kdissect spark output ({name}/ is missing)")
     return ds.dataset(outdir.path(name), filesystem=outdir.fs, format="parquet", partitioning="hive",
@@ -106,7 +106,7 @@ def stats_from_tables(outdir: Any, collector: Collector, manifest: dict[str, Any
     by_client = sorted((r for r in latency if r["dimension"] == "client_id"), key=lambda r: r["client_id"])
     by_broker = sorted((r for r in latency if r["dimension"] == "broker"), key=lambda r: r["broker"])
 
-    from kdissect.normal_flow import is_normal_flow_name
+    from kdissect.conn.normal_flow import is_normal_flow_name
 
     top: Counter[str] = Counter()
     anywhere: Counter[str] = Counter()
@@ -175,7 +175,7 @@ def stats_from_tables(outdir: Any, collector: Collector, manifest: dict[str, Any
 def read_outdir(outdir: str | Path) -> dict[str, Any]:
     """The report's data (as `kdissect.report.data.from_captures` gives it)
     from a Spark OUTDIR (a local path or a store URI)."""
-    from kdissect.spark.tree import SUCCESS, Tree
+    from kdissect.shared.outdir_tree import SUCCESS, Tree
 
     tree = Tree(str(outdir))
     try:

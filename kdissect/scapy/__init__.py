@@ -20,7 +20,7 @@ protocol tables as the core codec (see kdissect.scapy.messages).
 
 from __future__ import annotations
 
-from kdissect.extras import require
+from kdissect.shared.extras import require
 
 require("scapy", "kdissect.scapy")  # one line naming the extra, not scapy's ModuleNotFoundError
 

@@ -28,10 +28,10 @@ from scapy.config import conf
 from scapy.packet import Packet
 from scapy.utils import EDecimal
 
-from kdissect.accounting import Accounting
-from kdissect.detect import DEFAULT_PORTS
-from kdissect.pairing import PairedFrame
-from kdissect.pipeline import Analysis
+from kdissect.model.accounting import Accounting
+from kdissect.conn.detect import DEFAULT_PORTS
+from kdissect.conn.pairing import PairedFrame
+from kdissect.conn.pipeline import Analysis
 from kdissect.scapy.layers import KafkaRequest, KafkaResponse, KafkaSaslToken, dissect_response
 
 __all__ = ["FrameOrigin", "KafkaPackets", "kafka_packets", "frame_packet"]

@@ -35,10 +35,10 @@ from scapy.fields import ConditionalField, Field, SignedIntField, SignedShortFie
 from scapy.layers.inet import TCP
 from scapy.packet import Packet, Raw, bind_layers, split_layers
 
-from kdissect.accounting import Accounting
-from kdissect.exchange import Exchange
-from kdissect.framing import Frame
-from kdissect.pairing import ConnectionInfo, Pairer
+from kdissect.model.accounting import Accounting
+from kdissect.model.exchange import Exchange
+from kdissect.conn.framing import Frame
+from kdissect.conn.pairing import ConnectionInfo, Pairer
 from kdissect.protocol.apis import ApiKey, api_name
 from kdissect.protocol.errors import error_name
 from kdissect.protocol.headers import request_layout

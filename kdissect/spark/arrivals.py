@@ -1,4 +1,4 @@
-"""The Produce rule of kdissect.arrivals in the Spark job.
+"""The Produce rule of kdissect.conn.arrivals in the Spark job.
 
 A task sees one connection at a time, so it decides a held fetch's wait
 from the batch timestamps only (the Dissector's own rule) and leaves what
@@ -19,9 +19,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from kdissect.arrivals import (BY_PRODUCE, MAX_HELD_NS, PRODUCE_WINDOW_NS, FetchArrival, ProduceArrival,
+from kdissect.conn.arrivals import (BY_PRODUCE, MAX_HELD_NS, PRODUCE_WINDOW_NS, FetchArrival, ProduceArrival,
                                apply_wait)
-from kdissect.spark.tree import Tree, as_tree
+from kdissect.shared.outdir_tree import Tree, as_tree
 
 ARRIVALS_DIR = "arrivals"
 PRODUCED, FETCHED = 0, 1

@@ -1,10 +1,10 @@
 """`--broker-log` in the Spark job: the request log joined to the exchanges
 table after it is written, with the single process's rules
-(kdissect.brokerlog.join: identity first, the nearest line within the
+(kdissect.conn.brokerlog.join: identity first, the nearest line within the
 tolerance after the clock offset; the same reasons for what does not join).
 
 1. The log files are read on the executors, one task per file
-   (kdissect.brokerlog.parse; bodies never decoded), into rows of the
+   (kdissect.conn.brokerlog.parse; bodies never decoded), into rows of the
    identity, time and the broker's fields, plus one row of counts per file.
 2. Each exchanges/ part file is read by a task into (part, row, identity,
    time, status) rows.
@@ -26,11 +26,11 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator, Sequence
 
-from kdissect.brokerlog.join import (AFTER_CAPTURE, BEFORE_CAPTURE, CAPTURE_ONLY_REASONS, CONNECTION_NOT_CAPTURED,
+from kdissect.conn.brokerlog.join import (AFTER_CAPTURE, BEFORE_CAPTURE, CAPTURE_ONLY_REASONS, CONNECTION_NOT_CAPTURED,
                                      CONNECTION_NOT_LOGGED, DEFAULT_TOLERANCE_S, EXCHANGE_NOT_CAPTURED, JOINED,
                                      LOG_ONLY_REASONS, NOT_LOGGED, OUTSIDE_LOG_TIME, PRE_AUTHENTICATION, UNANSWERED)
-from kdissect.brokerlog.tables import COMPONENTS
-from kdissect.spark.tree import Tree
+from kdissect.stats.brokerlog import COMPONENTS
+from kdissect.shared.outdir_tree import Tree
 
 _TIMES = ("broker_total_ms", "broker_request_queue_ms", "broker_local_ms", "broker_remote_ms", "broker_throttle_ms",
           "broker_response_queue_ms", "broker_send_ms")
@@ -46,7 +46,7 @@ _FILLED_SCHEMA = ("part string, row long, broker_log string, " + ", ".join(f"{na
 
 
 def _read_log(item: tuple[int, str]) -> Iterator[tuple]:
-    from kdissect.brokerlog.parse import LogReadStats, read_entries
+    from kdissect.conn.brokerlog.parse import LogReadStats, read_entries
 
     index, path = item
     stats = LogReadStats()
@@ -127,7 +127,7 @@ def join_broker_log(spark: Any, outdir: Tree, inputs: Sequence[str], partitions:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from kdissect.brokerlog.parse import request_log_files
+    from kdissect.conn.brokerlog.parse import request_log_files
 
     sc = spark.sparkContext
     paths = request_log_files(list(inputs))

@@ -28,10 +28,10 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-from kdissect.accounting import Accounting
-from kdissect.captureset import ConnectionMerge
-from kdissect.exchange import Exchange
-from kdissect.pipeline import Dissector
+from kdissect.model.accounting import Accounting
+from kdissect.wire.captureset import ConnectionMerge
+from kdissect.model.exchange import Exchange
+from kdissect.conn.pipeline import Dissector
 from kdissect.spark.part_files import EXCHANGES, PARTITION_ERRORS, PartSink
 from kdissect.spark.segments import READ_STATS_KEY, add_read_stats, run_segments
 
@@ -42,7 +42,7 @@ OUTPUT_SCHEMA = pa.schema([
     ("task_partition", pa.int32()),
     ("stream_capture_index", pa.int32()),  # where the connection was classified as Kafka
     ("stream_frame_number", pa.int64()),
-    ("stream_order_ts", pa.int64()),  # its feed time (kdissect.captureset): streams are numbered in feed order
+    ("stream_order_ts", pa.int64()),  # its feed time (kdissect.wire.captureset): streams are numbered in feed order
     ("accounting", pa.string()),
 ])
 
@@ -95,7 +95,7 @@ class ConnectionRunner:
                  keylog: Any = None, several_files: bool | None = None, forensics: Any = None,
                  arrivals: Any = None, selection: Any = None) -> None:
         self.sink = sink
-        # the rows the job keeps (kdissect.selection.Selection), or None: all
+        # the rows the job keeps (kdissect.filters.selection.Selection), or None: all
         self.selection = selection
         # the task's forensic tallies (kdissect.spark.forensics.TaskForensics), or None
         self.forensics = forensics
@@ -133,7 +133,7 @@ class ConnectionRunner:
         self._ordinal = 0
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
-        from kdissect.output import lossless_row
+        from kdissect.shared.output import lossless_row
 
         selection = self.selection
         for exchange in exchanges:
@@ -253,8 +253,8 @@ def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], d
     try:
         kept = None
         if selection is not None:  # (text, from ns, to ns, clients, brokers): the driver checked them
-            from kdissect.display_filter import DisplayFilter
-            from kdissect.selection import Selection
+            from kdissect.filters.display_filter import DisplayFilter
+            from kdissect.filters.selection import Selection
 
             text, start_ns, end_ns, clients, brokers, groups = selection
             kept = Selection(DisplayFilter(text) if text else None, start_ns, end_ns, clients, brokers, groups=groups)

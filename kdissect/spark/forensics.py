@@ -30,7 +30,7 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
-from kdissect.spark.tree import Tree, as_tree
+from kdissect.shared.outdir_tree import Tree, as_tree
 
 FORENSICS_DIR = "forensics"
 PRODUCED, FETCHED = 0, 1
@@ -226,7 +226,7 @@ def write_forensic_tables(tables: Any, outdir: Tree | str, ts_unit: str) -> dict
     import pyarrow.parquet as pq
 
     from kdissect.forensics.tables import TABLE_COLUMNS, arrow_schema
-    from kdissect.output import lossless_row
+    from kdissect.shared.output import lossless_row
 
     outdir = as_tree(outdir)
     divisor = {"s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}[ts_unit]

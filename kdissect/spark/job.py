@@ -34,17 +34,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from kdissect import stores
-from kdissect.accounting import Accounting
-from kdissect.atomic import OutputError
-from kdissect.captureset import timestamp_unit
+from kdissect.wire import stores
+from kdissect.model.accounting import Accounting
+from kdissect.shared.atomic import OutputError
+from kdissect.wire.captureset import timestamp_unit
 from kdissect.forensics.latency import DEFAULT_HORIZON_NS
-from kdissect.inputs import expand_inputs, file_kind
-from kdissect.protected_inputs import ProtectedInputs
+from kdissect.shared.inputs import expand_inputs, file_kind
+from kdissect.shared.protected_inputs import ProtectedInputs
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.spark import plan as planning
 from kdissect.spark.outdir import MANIFEST, claim_outdir
-from kdissect.spark.tree import RUNNING, SUCCESS, Tree
+from kdissect.shared.outdir_tree import RUNNING, SUCCESS, Tree
 
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "errors_by_client", "throttle", "timeseries",
@@ -69,12 +69,12 @@ class JobOptions:
     split_size: int = planning.DEFAULT_SPLIT_SIZE
     partitions: int | None = None  # shuffle partitions; None: from data size and cores
     tls_keylogs: tuple[str, ...] = ()  # key log files; read on the driver, shipped in the tasks' closure
-    # the forensic tables' settings (kdissect.options.ForensicSettings)
+    # the forensic tables' settings (kdissect.shared.options.ForensicSettings)
     horizon_ns: int = DEFAULT_HORIZON_NS
     max_uncompressed: int = DEFAULT_LIMIT
     broker_logs: tuple[str, ...] = ()  # Kafka request logs joined to the exchanges (kdissect.spark.brokerlog)
     overwrite: bool = False  # replace an earlier output's tables (kdissect.spark.outdir)
-    # which exchanges the tables hold (kdissect.selection), as on the command
+    # which exchanges the tables hold (kdissect.filters.selection), as on the command
     # line: display filter, --from, --to, --client, --broker
     display_filter: str | None = None
     time_from: str | None = None
@@ -104,12 +104,12 @@ def _with_carried_secrets(keylog: Any, pcapngs: list[str]) -> Any:
     packet (Decryption Secrets Blocks, as editcap injects them). The single
     process also uses blocks met later in a file; the job reads the files'
     heads only, on the driver."""
-    from kdissect.capture import leading_secrets
+    from kdissect.wire.capture import leading_secrets
 
     found = [secret for path in pcapngs for secret in leading_secrets(path)]
     if not found:
         return keylog
-    from kdissect.tls import EMPTY_KEYLOG, parse_decryption_secrets
+    from kdissect.conn.tls import EMPTY_KEYLOG, parse_decryption_secrets
 
     merged = keylog if keylog is not None else EMPTY_KEYLOG
     for secret in found:
@@ -119,8 +119,8 @@ def _with_carried_secrets(keylog: Any, pcapngs: list[str]) -> Any:
 
 def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], list[int], list[str]]:
     """(path, kind) in capture-set order, each file's resolution (ticks per second), skipped files.
-    Paths are local paths or store URIs (kdissect.stores)."""
-    from kdissect.capture import describe_captures
+    Paths are local paths or store URIs (kdissect.wire.stores)."""
+    from kdissect.wire.capture import describe_captures
 
     files, skipped = expand_inputs(list(inputs))
     described = describe_captures(files)
@@ -150,11 +150,11 @@ def _selection_values(options: JobOptions, paths: list[str]) -> tuple | None:
     if not (options.display_filter or options.time_from or options.time_to or options.clients or options.brokers
             or options.groups):
         return None
-    from kdissect.selection import Selection
+    from kdissect.filters.selection import Selection
 
     start = None
     if any(t and t.strip().startswith("+") for t in (options.time_from, options.time_to)):
-        from kdissect.capture import describe_captures
+        from kdissect.wire.capture import describe_captures
 
         start = min((f.first_ts for f in describe_captures(paths) if f.first_ts is not None), default=None)
     checked = Selection.from_options(options, start)
@@ -202,7 +202,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     # before anything under it is written or removed (TLS key logs are inputs too)
     broker_logs: list[str] = []
     if options.broker_logs:
-        from kdissect.brokerlog.parse import request_log_files
+        from kdissect.conn.brokerlog.parse import request_log_files
 
         broker_logs = request_log_files(list(options.broker_logs))
     inputs = ProtectedInputs.of_arguments([*options.inputs, *options.broker_logs],
@@ -215,7 +215,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     if options.tls_keylogs:
         # read once here; the tasks get the parsed secrets with their closure
         # (like a broadcast), never through OUTDIR or a file of ours
-        from kdissect.tls import read_keylog_files
+        from kdissect.conn.tls import read_keylog_files
 
         keylog = read_keylog_files(list(options.tls_keylogs))
     keylog = _with_carried_secrets(keylog, [path for path, kind in ordered if kind == "pcapng"])
@@ -255,8 +255,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
                                          read_stats_batch, split_runs)
 
     def read_split_rows(batches):
-        from kdissect.allocator import keep_freed_memory
-        from kdissect.capture import ReadStats
+        from kdissect.shared.allocator import keep_freed_memory
+        from kdissect.wire.capture import ReadStats
 
         keep_freed_memory()  # a Python worker lives for the whole job
         stores.configure_once(store_settings)
@@ -284,7 +284,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     max_uncompressed = options.max_uncompressed
 
     def dissect(batches):
-        from kdissect.allocator import keep_freed_memory
+        from kdissect.shared.allocator import keep_freed_memory
 
         keep_freed_memory()
         return dissect_partition(batches, ports, detect, capture_names, work_dir, keylog, max_uncompressed,
@@ -310,7 +310,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     from kdissect.spark.part_files import write_empty_parts
     from kdissect.spark.summaries import write_tables
 
-    from kdissect.tls import TlsStats
+    from kdissect.conn.tls import TlsStats
 
     accounting = Accounting()
     tls = TlsStats()
@@ -330,7 +330,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     accounting.add_read_stats(_ReadTotals(reading))
     from kdissect.spark.arrivals import produce_answers
 
-    # long polls that a Produce on another connection ended (kdissect.arrivals): one join
+    # long polls that a Produce on another connection ended (kdissect.conn.arrivals): one join
     fixes = produce_answers(spark, work_dir)
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
                                                   ts_unit, fixes)

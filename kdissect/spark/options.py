@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kdissect.options import SIZE, ForensicSettings, flag, forensic_settings, integer, option
+from kdissect.shared.options import SIZE, ForensicSettings, flag, forensic_settings, integer, option
 
 if TYPE_CHECKING:
     from kdissect.spark.job import JobOptions

@@ -17,12 +17,12 @@ and before anything under OUTDIR is written or removed:
   Parquet;
 - any other non-empty directory is refused, `--overwrite` or not;
 - never, whatever the options: an OUTDIR that is, holds or lies inside an
-  input (kdissect.protected_inputs), a table directory that leads (through
+  input (kdissect.shared.protected_inputs), a table directory that leads (through
   a symbolic link) to an input, or a file to remove that is an input (a
   hard link).
 
 The rule is the same for an OUTDIR in a store (s3://, hdfs://, webhdfs://;
-kdissect.spark.tree): the store must answer (and its bucket exist), what
+kdissect.shared.outdir_tree): the store must answer (and its bucket exist), what
 OUTDIR holds is known from the store's listing, inputs are compared by URI,
 and `--overwrite` removes the same files of kdissect's. An earlier output
 is also recognised by the `_SUCCESS` and `_KDISSECT_RUNNING` markers the
@@ -41,10 +41,10 @@ import re
 import shutil
 from typing import Sequence
 
-from kdissect import stores
+from kdissect.wire import stores
 from kdissect.failures import InputError
-from kdissect.protected_inputs import ProtectedInputs
-from kdissect.spark.tree import RUNNING, SUCCESS, Tree
+from kdissect.shared.protected_inputs import ProtectedInputs
+from kdissect.shared.outdir_tree import RUNNING, SUCCESS, Tree
 
 MARKER = ".kdissect-outdir"
 MANIFEST = "manifest.json"
@@ -52,7 +52,7 @@ TOOL = "kdissect spark"
 # Files of a table directory that kdissect writes: part files (pyarrow's
 # part-NNNNN.parquet, and the part-NNNNN-<uuid>-c000.snappy.parquet names of
 # Spark's own writer, used by earlier versions), _SUCCESS, the checksums
-# Spark writes beside them and temporary files (kdissect.atomic's, and the
+# Spark writes beside them and temporary files (kdissect.shared.atomic's, and the
 # .<name>.<hex>.tmp of earlier versions).
 _OWN_TABLE_FILE = re.compile(
     r"part-\d{5}[-\w.]*\.parquet|_SUCCESS|\.(?:part-\d{5}[-\w.]*\.parquet|_SUCCESS)\.crc"
@@ -73,7 +73,7 @@ def is_kdissect_outdir(path: str) -> bool:
 
 def _is_earlier_output(tree: Tree) -> bool:
     """The directory holds an earlier output of the job: its marker (or the
-    top markers of kdissect.spark.tree), or a manifest.json the job wrote
+    top markers of kdissect.shared.outdir_tree), or a manifest.json the job wrote
     (outputs from before the markers)."""
     entries = tree.entries()
     if MARKER in entries or SUCCESS in entries or RUNNING in entries:
@@ -117,7 +117,7 @@ def claim_outdir(outdir: str, inputs: ProtectedInputs, overwrite: bool, tables: 
         _remove_earlier_output(path, given, inputs, tables, work_dir)
     try:
         os.makedirs(path, exist_ok=True)
-        from kdissect.atomic import write_atomically
+        from kdissect.shared.atomic import write_atomically
 
         write_atomically(os.path.join(path, MARKER), _MARKER_TEXT)
     except OSError as problem:

@@ -4,7 +4,7 @@ Spark's own Parquet writer costs about ten times what pyarrow does on these
 tables (measured on 622k exchanges, one core: 5.3 s against 0.5 s), and
 handing the rows to the JVM first costs as much again. So the tasks that
 dissect connections write their rows straight to Arrow files, one per task
-partition, under OUTDIR/_work; OUTDIR is a `Tree` (kdissect.spark.tree): a
+partition, under OUTDIR/_work; OUTDIR is a `Tree` (kdissect.shared.outdir_tree): a
 local or mounted path, or a store (S3, HDFS) every executor reaches.
 
 Stream numbers are global (the order in which the CLI would have classified
@@ -26,9 +26,9 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
-from kdissect.atomic import cannot_write
-from kdissect.exchange import TIMESTAMP_COLUMNS, arrow_columns, arrow_schema
-from kdissect.spark.tree import Tree, as_tree
+from kdissect.shared.atomic import cannot_write
+from kdissect.model.exchange import TIMESTAMP_COLUMNS, arrow_columns, arrow_schema
+from kdissect.shared.outdir_tree import Tree, as_tree
 
 EXCHANGES, PARTITION_ERRORS = "exchanges", "partition_errors"
 

@@ -32,7 +32,7 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from kdissect.capture import (
+from kdissect.wire.capture import (
     MAX_PCAPNG_BLOCK,
     PCAPNG_BYTE_ORDER,
     PCAPNG_SHB,

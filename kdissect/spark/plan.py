@@ -9,7 +9,7 @@ pcapng the section and interface blocks it met and each interface's latest
 ticks. The driver checks that the ranges chain together and hands every
 range what a reader must know at its start and cannot see from there: the
 frame number of its first packet, the latest packet time of the file before
-it (the feed order, see kdissect.captureset), and for pcapng the section in
+it (the feed order, see kdissect.wire.captureset), and for pcapng the section in
 force (byte order and interfaces, which a section header later in the file
 resets). A file whose ranges do not chain is read by one task.
 """
@@ -23,8 +23,8 @@ import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 
-from kdissect.capture import FileRange, interface_from_description, open_raw
-from kdissect.capture import scan_range as scan_file_range
+from kdissect.wire.capture import FileRange, interface_from_description, open_raw
+from kdissect.wire.capture import scan_range as scan_file_range
 from kdissect.spark import pcapsplit
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
@@ -78,8 +78,8 @@ def file_range(split: dict) -> FileRange:
 
 
 def file_size(path: str) -> int:
-    """Size of a capture: a local path or a store URI (kdissect.stores)."""
-    from kdissect import stores
+    """Size of a capture: a local path or a store URI (kdissect.wire.stores)."""
+    from kdissect.wire import stores
 
     return stores.any_size(path)
 
@@ -194,7 +194,7 @@ class LocalScan:
 def scan_with_spark(sc, to_scan: list[Split]) -> dict[int, RangeScan]:
     """The pre-pass as a Spark job, one task per range (any master); the
     tasks reach the stores with the driver's settings."""
-    from kdissect import stores
+    from kdissect.wire import stores
 
     store_settings = stores.settings()
 

@@ -3,7 +3,7 @@
 A row is a run of `TcpSegment`s of one connection, keyed for the shuffle by
 the connection's canonical 4-tuple (lower endpoint first); each packed
 segment carries its direction along that tuple. Reading is the capture
-reader's own (its record and block loops, `kdissect.capture.read_range`), so
+reader's own (its record and block loops, `kdissect.wire.capture.read_range`), so
 the rows hold exactly the segments `kdissect export` reads, with the same
 capture index, frame numbers, times and feed times.
 """
@@ -16,8 +16,8 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from kdissect.capture import ReadStats, read_file, read_range
-from kdissect.packet import TcpSegment
+from kdissect.wire.capture import ReadStats, read_file, read_range
+from kdissect.model.packet import TcpSegment
 from kdissect.spark.plan import RANGE_KINDS, file_range
 
 RUN_COLUMNS: list[tuple[str, pa.DataType]] = [
@@ -25,7 +25,7 @@ RUN_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("port_a", pa.int32()),
     ("addr_b", pa.string()),
     ("port_b", pa.int32()),
-    ("order_ts", pa.int64()),  # feed time (ns, see kdissect.captureset) of the run's first segment
+    ("order_ts", pa.int64()),  # feed time (ns, see kdissect.wire.captureset) of the run's first segment
     ("capture_index", pa.int32()),  # file of the run (a run never leaves its split)
     ("frame_number", pa.int64()),  # frame number of the run's first segment
     ("segments", pa.binary()),  # the run's segments, packed with SEGMENT_HEADER

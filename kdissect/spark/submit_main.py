@@ -16,15 +16,15 @@ from kdissect.spark.options import SparkJobOptions, job_options
 
 def submit(options: SparkJobOptions) -> None:
     """Run the job in the session spark-submit configured; print its summary."""
-    from kdissect.extras import require
+    from kdissect.shared.extras import require
 
     require("spark", "submit_main.py")
-    from kdissect.inputs import expand_inputs
+    from kdissect.shared.inputs import expand_inputs
     from kdissect.spark.job import configure_stores, run_job
     from kdissect.spark.session import start_session
 
     job = job_options(options, None)
-    from kdissect import stores
+    from kdissect.wire import stores
 
     spark: object = lambda: start_session(None)  # noqa: E731
     if any(stores.is_uri(where) for where in (*options.captures, options.outdir)):
@@ -42,7 +42,7 @@ def submit(options: SparkJobOptions) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from kdissect.commands.runtime import run_click
-    from kdissect.options import click_command
+    from kdissect.shared.options import click_command
 
     command = click_command("submit_main.py", SparkJobOptions, submit)
     return run_click(command, sys.argv[1:] if argv is None else list(argv), "submit_main.py")

@@ -75,7 +75,7 @@ TABLE_SCHEMAS = {
     "errors": pa.schema([
         ("api_name", pa.string()), ("error_code", pa.int16()), ("error_name", pa.string()),
         ("top_level", pa.int64()), ("anywhere", pa.int64()),
-        ("normal_flow", pa.bool_()),  # a code the protocol uses in its normal flow (kdissect.normal_flow)
+        ("normal_flow", pa.bool_()),  # a code the protocol uses in its normal flow (kdissect.conn.normal_flow)
     ]),
     # exchanges per client id and error code anywhere in the response (as `kdissect stats`)
     "errors_by_client": pa.schema([
@@ -262,13 +262,13 @@ def _merged_row(key: dict[str, Any], sums: dict[str, int], values: QuantileSketc
     if table == "errors":
         from kdissect.protocol.errors import error_name
 
-        from kdissect.normal_flow import is_normal_flow
+        from kdissect.conn.normal_flow import is_normal_flow
 
         return {"api_name": key["api_name"], "error_code": key["error_code"], "error_name": error_name(key["error_code"]),
                 "top_level": sums["count"], "anywhere": sums["anywhere"],
                 "normal_flow": is_normal_flow(key["error_code"])}
     if table == "errors_by_client":
-        from kdissect.normal_flow import is_normal_flow
+        from kdissect.conn.normal_flow import is_normal_flow
         from kdissect.protocol.errors import error_name
 
         return {"client_id": key["client_id"], "error_code": key["error_code"],
@@ -380,10 +380,10 @@ def _latency_key(row: dict[str, Any]) -> tuple:
 
 def write_tables(tables: dict[str, list[dict[str, Any]]], outdir: Any) -> None:
     """Each summary table as one Parquet file, sorted, under OUTDIR/<name>/
-    (`outdir`: a kdissect.spark.tree.Tree, or a path)."""
+    (`outdir`: a kdissect.shared.outdir_tree.Tree, or a path)."""
     import pyarrow.parquet as pq
 
-    from kdissect.spark.tree import as_tree
+    from kdissect.shared.outdir_tree import as_tree
 
     outdir = as_tree(outdir)
     for name, rows in tables.items():

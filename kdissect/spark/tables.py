@@ -18,7 +18,7 @@ def stream_ranks(work):
 
     The CLI numbers connections in the order they are classified as Kafka,
     which is the feed order of the classifying packet: (its order_ts, its
-    file, its frame number; kdissect.captureset). Each connection's key
+    file, its frame number; kdissect.wire.captureset). Each connection's key
     (capture_index, frame_number) is unique, so ranking by the feed order
     reproduces the CLI's numbers. The keys are a few dozen bytes per
     connection, so one window over all of them is cheap.
@@ -84,7 +84,7 @@ def parquet_rows(where: Any, name: str) -> int:
     path), from the file footers (no Spark job); 0 if absent."""
     import pyarrow.parquet as pq
 
-    from kdissect.spark.tree import as_tree
+    from kdissect.shared.outdir_tree import as_tree
 
     tree = as_tree(where)
     total = 0
@@ -98,7 +98,7 @@ def read_small_table(where: Any, name: str, columns: list[str] | None = None) ->
     """All rows of a small Parquet dataset `where`/`name`, as dicts (read on the driver)."""
     import pyarrow.parquet as pq
 
-    from kdissect.spark.tree import as_tree
+    from kdissect.shared.outdir_tree import as_tree
 
     tree = as_tree(where)
     rows: list[dict[str, Any]] = []
@@ -119,7 +119,7 @@ def _fmt(value: Any) -> str:
 def render_summary(outdir: Any, accounting: Any, top: int = 8) -> str:
     """A few lines for the terminal, from the accounting and the (small) summary tables."""
     lines: list[str] = []
-    from kdissect.accounting import statuses_text
+    from kdissect.model.accounting import statuses_text
 
     statuses = [("inexact", accounting.inexact), ("no_response", accounting.no_response),
                 ("orphan_response", accounting.orphan_responses), ("malformed", accounting.malformed),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kdissect.exchange import TIMESTAMP_COLUMNS
+from kdissect.model.exchange import TIMESTAMP_COLUMNS
 
 
 def seconds(ns: int, places: int = 6) -> str:

@@ -391,7 +391,7 @@ if __name__ == "__main__":
 def compare_with_tshark(path: Path) -> tuple[int, list[str]]:
     """Read `path` with kdissect and with tshark; return (frames compared,
     descriptions of frames that differ)."""
-    from kdissect.capture import read_segments
+    from kdissect.wire.capture import read_segments
 
     ours = {(s.capture_index, s.frame_number): s for s in read_segments([path])}
     theirs = tshark_segments(path)
@@ -454,8 +454,8 @@ def packet_count(path: Path) -> int:
 def reassemble(paths, **options):
     """Run the Reassembler over a capture set: (chunks by (conn id, direction),
     connections by id, close reasons by id, stats, event list)."""
-    from kdissect.capture import read_segments
-    from kdissect.reassembly import Closed, Data, Opened, Reassembler
+    from kdissect.wire.capture import read_segments
+    from kdissect.wire.reassembly import Closed, Data, Opened, Reassembler
 
     r = Reassembler(**options)
     events = []

@@ -13,8 +13,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from kdissect.exchange import Exchange
-from kdissect.pipeline import analyze
+from kdissect.model.exchange import Exchange
+from kdissect.conn.pipeline import analyze
 from tests.support.impair import Trace, ip_packet
 
 CAPTURES = Path(__file__).resolve().parent.parent.parent / "captures"
@@ -152,7 +152,7 @@ def reference_captures(limit_bytes: int = 3 << 20) -> list[Path]:
 # Frames are packed with struct from the protocol guide's layouts, so the
 # expected values in tests are the ones written here, not kdissect's output.
 
-from kdissect.packet import ACK, FIN, PSH, SYN, TcpSegment  # noqa: E402
+from kdissect.model.packet import ACK, FIN, PSH, SYN, TcpSegment  # noqa: E402
 
 
 def kstring(text: str | None) -> bytes:
@@ -263,7 +263,7 @@ class Conversation:
 
 
 def dissect(segments, ports=(9092,), detect=True):
-    from kdissect.pipeline import Dissector
+    from kdissect.conn.pipeline import Dissector
 
     dissector = Dissector(ports, detect, ["test.pcap"])
     out = []

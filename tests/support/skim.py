@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kdissect import pairing
-from kdissect.pipeline import analyze
+from kdissect.conn import pairing
+from kdissect.conn.pipeline import analyze
 from kdissect.protocol import DecodeError, decode_request, decode_response
 from kdissect.protocol.summary import response_figures
 from kdissect.records.access import record_figures, record_sets

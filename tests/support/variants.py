@@ -1,4 +1,4 @@
-"""Helpers for tests/test_pipeline_paths.py: impaired variants of the lab captures
+"""Helpers for tests/conn/test_pipeline_fast_paths.py: impaired variants of the lab captures
 and flat views of segments, events, frames and exchanges, so a fast path and
 the general path it short-cuts can be compared value by value."""
 
@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 from typing import Any, Callable
 
-from kdissect.exchange import Exchange
+from kdissect.model.exchange import Exchange
 from tests.support import impair
 
 

@@ -120,6 +120,6 @@ def hdfs_cluster(timeout: float = 180.0) -> Iterator[Hdfs]:
 
 def upload(hdfs: Hdfs, local: str | os.PathLike, path: str) -> None:
     """Copy a local file to `path` (absolute) in the cluster, through WebHDFS."""
-    from kdissect.spark.tree import Tree
+    from kdissect.shared.outdir_tree import Tree
 
     Tree(hdfs.webhdfs + "/").write_bytes(Path(local).read_bytes(), path.lstrip("/"))

@@ -1,0 +1,495 @@
+"""When fetched data arrived: the end of a long poll that data ended.
+
+A Fetch (or ShareFetch) with a max wait that is answered with records after
+being held may have waited for those records: the broker parks a fetch with
+too little data until enough is appended or the max wait passes. The wait
+ends when the fetched data was appended; what follows is the broker's
+service. Where that moment comes from, best first:
+
+1. the Produce that wrote the first fetched offset, where the capture holds
+   it (on any connection): its answer's time. This needs every connection,
+   so it is a capture-wide step: `ArrivalResolver` (the CLI's exchanges, in
+   one pass) and the Spark job's driver-side join apply the same rule
+   (`produce_wins`): among the Produce answers whose offsets include the
+   first fetched offset of a fetched topic-partition, answered between
+   `PRODUCE_WINDOW_NS` before the broker started on the fetch and
+   `PRODUCE_WINDOW_NS` after its first response byte, the earliest. Fetches
+   held longer than `MAX_HELD_NS` do not look for one.
+2. the fetched batch's timestamp (the batch holding the first fetched
+   offset; the earliest over the fetched partitions):
+   * LogAppendTime: the broker's append time. Taken as is within
+     `CLOCK_SKEW_NS` of the fetch (the broker's clock against the
+     capture's); earlier than that: the data was there before the request,
+     so there was no wait.
+   * CreateTime: the record's create time (the batch's max timestamp: the
+     producer sends a batch once its last record is in, so the append
+     follows it by the producer's send time): taken within `CLOCK_SKEW_NS`
+     of the fetch; earlier than that, the record is taken to have been
+     appended before the request (no wait). A producer that held a record
+     longer than the tolerance before sending it (retries, a long linger.ms)
+     makes a wait read as service here.
+3. otherwise the wait's length is unknown: `LONG_POLL_UNKNOWN`, with
+   `wait_ms` and `service_ms` null (stats counts these apart).
+
+The arrival estimate is clamped to the time the broker held the fetch (from
+its start, after any queue or mute, to the first response byte). A fetch
+held less than `DATA_WAIT_MIN_NS` is not looked at: its latency is service.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from typing import Any, Iterable, Iterator
+
+from kdissect.model.exchange import LONG_POLL_UNKNOWN
+from kdissect.protocol.primitives import read_uvarint, uuid_from
+
+DATA_WAIT_MIN_NS = 10_000_000  # 10 ms: shorter holds are service
+CLOCK_SKEW_NS = 100_000_000  # 100 ms between the capture's, the broker's and the producer's clocks
+PRODUCE_WINDOW_NS = 1_000_000_000  # 1 s: a Produce answer this close to the hold ended it
+MAX_HELD_NS = 60_000_000_000  # 60 s: longer holds do not look for a Produce
+
+# how the end of the wait was found
+BY_PRODUCE, BY_APPEND_TIME, BY_CREATE_TIME = "produce", "log_append_time", "create_time"
+
+_V2_TIMES = struct.Struct(">qi4xb4xhiqq")  # base offset, size, magic, attributes, last delta, first/max ts
+_LEGACY = struct.Struct(">qi4xbbq")  # offset, size, magic, attributes, timestamp (magic 1)
+
+
+def batch_time(raw: Any, offset: int | None) -> tuple[int, int | None, int | None] | None:
+    """(first offset at or after `offset`, timestamp type (0 CreateTime, 1
+    LogAppendTime, None unknown), timestamp in ms or None) of the first batch
+    in a record set holding an offset at or after `offset` (any offset when
+    None); None when no whole batch header does. Never raises."""
+    data = raw if type(raw) is bytes else bytes(raw)
+    pos, total = 0, len(data)
+    try:
+        while total - pos >= 17:
+            base, size = struct.unpack_from(">qi", data, pos)
+            if size < 0:
+                return None
+            magic = data[pos + 16]
+            if magic == 2 and total - pos >= _V2_TIMES.size:
+                base, size, _magic, attributes, last_delta, _first_ts, max_ts = _V2_TIMES.unpack_from(data, pos)
+                last = base + last_delta
+                kind: int | None = (attributes >> 3) & 1
+                stamp: int | None = max_ts
+            elif magic == 1 and total - pos >= _LEGACY.size:
+                last, size, _magic, attributes, stamp = _LEGACY.unpack_from(data, pos)
+                kind = (attributes >> 3) & 1
+            else:  # magic 0 carries no time
+                last, kind, stamp = base, None, None
+            if offset is None or last >= offset:
+                first = base if offset is None else max(base, offset)
+                if stamp is not None and stamp < 0:
+                    kind = stamp = None
+                return first, kind, stamp
+            pos += 12 + size
+    except (struct.error, IndexError):
+        return None
+    return None
+
+
+def timestamp_arrival(start_ns: int, end_ns: int, kind: int | None, stamp_ms: int | None
+                      ) -> tuple[str, int | None] | None:
+    """(how, arrival ns or None for 'before the request') from a batch
+    timestamp, by the rule of the module docstring; None when it does not
+    tell."""
+    if kind is None or stamp_ms is None:
+        return None
+    stamp = stamp_ms * 1_000_000
+    if stamp > end_ns + CLOCK_SKEW_NS:
+        return None  # after the answer: a clock the tolerance does not cover
+    # earlier than the request by more than the tolerance: there before it
+    arrival = None if stamp < start_ns - CLOCK_SKEW_NS else stamp
+    return (BY_APPEND_TIME if kind == 1 else BY_CREATE_TIME), arrival
+
+
+def held_part(start_ns: int, end_ns: int, arrival_ns: int | None) -> int:
+    """The wait (ns) from the broker's start on a fetch to the data's arrival,
+    clamped to the hold; 0 when the data came before."""
+    if arrival_ns is None:
+        return 0
+    return min(max(arrival_ns - start_ns, 0), max(end_ns - start_ns, 0))
+
+
+class FetchArrival:
+    """What a held fetch with records leaves for the capture-wide step: the
+    fetched topic-partitions' first offsets, the hold, and the waits before it."""
+
+    __slots__ = ("marks", "start_ns", "end_ns", "before_ns", "before_reason", "how")
+
+    def __init__(self, marks: tuple, start_ns: int, end_ns: int, before_ns: int, before_reason: str | None,
+                 how: str | None) -> None:
+        self.marks = marks  # ((topic label, partition, first fetched offset), ...)
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.before_ns = before_ns
+        self.before_reason = before_reason
+        self.how = how  # how the wait's end was found so far (None: unknown)
+
+
+class ProduceArrival:
+    """The offsets a Produce's answer gave: ((label, partition, first, last), ...)."""
+
+    __slots__ = ("ranges",)
+
+    def __init__(self, ranges: tuple) -> None:
+        self.ranges = ranges
+
+
+_UNREAD: Any = object()
+
+
+class ProduceAnswer(ProduceArrival):
+    """A Produce whose answer's base offsets are read from its frame only
+    when a fetch looks for what it wrote (most never are): its request's
+    spans ((label, partition, last relative offset), ...) and the answer's
+    frame. `ranges` is what `produce_ranges` makes of them."""
+
+    __slots__ = ("spans", "frame", "version", "_bases")
+
+    def __init__(self, spans: tuple, frame: bytes, version: int) -> None:
+        self.spans = spans
+        self.frame = frame
+        self.version = version
+        self._bases: Any = _UNREAD
+
+    def base(self, label: Any, partition: Any) -> int | None:
+        """The base offset the answer gave a partition; None when it gave
+        none (an error, or a frame that does not read)."""
+        bases = self._bases
+        if bases is _UNREAD:
+            bases = self._bases = read_produce_bases(self.frame, self.version)
+            self.frame = b""  # read once
+        return None if bases is None else bases.get((label, partition))
+
+    @property
+    def ranges(self) -> tuple:  # type: ignore[override]
+        self.base(None, None)  # (reads the bases, once)
+        placed = None if self._bases is None else produce_ranges(self.spans, self._bases)
+        return () if placed is None else placed.ranges
+
+
+def produce_wins(arrival: FetchArrival, answer_ts: int) -> bool:
+    """Whether a Produce answered at `answer_ts` (holding a first fetched
+    offset) is in the fetch's window."""
+    return (arrival.end_ns - arrival.start_ns <= MAX_HELD_NS
+            and arrival.start_ns - PRODUCE_WINDOW_NS <= answer_ts <= arrival.end_ns + PRODUCE_WINDOW_NS)
+
+
+def apply_wait(ex: Any, how: str | None, arrival_ns: int | None, arrival: FetchArrival) -> None:
+    """Set `ex`'s wait from the data's arrival (`how` None: unknown)."""
+    if how is None:
+        ex.wait_reason, ex.wait_ns = LONG_POLL_UNKNOWN, None
+        return
+    held = held_part(arrival.start_ns, arrival.end_ns, arrival_ns)
+    if held:
+        ex.wait_reason = "throttle" if arrival.before_reason == "throttle" else "long_poll"
+        ex.wait_ns = arrival.before_ns + held
+    elif arrival.before_ns:
+        ex.wait_reason, ex.wait_ns = arrival.before_reason, arrival.before_ns
+    else:
+        ex.wait_reason = ex.wait_ns = None
+    arrival.how = how
+
+
+def resolve_with_produce(ex: Any, answer_ts: int | None) -> None:
+    """Apply the Produce rule to an exchange whose `arrival` is a FetchArrival
+    (`answer_ts`: the earliest qualifying Produce answer, or None)."""
+    arrival = ex.arrival
+    if answer_ts is not None:
+        apply_wait(ex, BY_PRODUCE, answer_ts, arrival)
+
+
+class ArrivalResolver:
+    """The Produce rule over exchanges in the order a capture set yields them
+    (the CLI): an exchange whose fetch waits for a Produce answer holds the
+    ones after it until the capture's time passes its window, so the order
+    is kept. Produce ranges are kept for MAX_HELD_NS + 3 windows of capture
+    time (what a fetch that may still look for them can reach back to)."""
+
+    def __init__(self) -> None:
+        self.held: deque[Any] = deque()
+        self.produced: dict[tuple[Any, Any], list[tuple[int, int, int]]] = {}
+        # the earliest answer time in `produced` (None: empty): a prune whose
+        # cutoff is before it has nothing to drop and skips the walk
+        self.oldest_produced: int | None = None
+        self.now = 0
+        self.next_prune = 0
+
+    def feed(self, exchanges: Iterable[Any]) -> Iterator[Any]:
+        for ex in exchanges:
+            yield from self.add(ex)
+        yield from self.finish()
+
+    def add(self, ex: Any) -> tuple | list:
+        """The exchanges released by adding `ex`, in order (none while a
+        fetch ahead of them is held)."""
+        arrival = ex.arrival
+        ts = ex.response_ts
+        if arrival is not None:
+            if isinstance(arrival, ProduceArrival):
+                if ts is not None:
+                    produced = self.produced
+                    # a ProduceAnswer's entries are (answer, last relative offset, ts),
+                    # placed when a fetch looks (_resolve); others' (first, last, ts)
+                    if arrival.__class__ is ProduceAnswer:
+                        entries: Iterable[tuple] = [(label, partition, arrival, last)
+                                                    for label, partition, last in arrival.spans]  # type: ignore[attr-defined]
+                    else:
+                        entries = arrival.ranges
+                    for label, partition, first, last in entries:
+                        kept = produced.get((label, partition))
+                        if kept is None:
+                            produced[(label, partition)] = [(first, last, ts)]
+                        else:
+                            kept.append((first, last, ts))
+                    if self.oldest_produced is None or ts < self.oldest_produced:
+                        self.oldest_produced = ts
+                ex.arrival = None
+            # only a fetch that may still meet its Produce is held
+            elif not isinstance(arrival, FetchArrival) or arrival.end_ns - arrival.start_ns > MAX_HELD_NS:
+                ex.arrival = None
+        if ts is not None and ts > self.now:
+            self.now = ts
+        held = self.held
+        if held:
+            held.append(ex)
+            head = held[0].arrival
+            # the usual case while a fetch is held: it still waits, nothing is released
+            if (isinstance(head, FetchArrival) and head.end_ns + PRODUCE_WINDOW_NS >= self.now
+                    and self.now < self.next_prune):
+                return ()
+            return self._release()
+        if ex.arrival is not None:
+            held.append(ex)
+            return self._release()
+        return (ex,)
+
+    def _release(self) -> list:
+        held, out = self.held, []
+        while held:
+            head = held[0]
+            arrival = head.arrival
+            if isinstance(arrival, FetchArrival):
+                if arrival.end_ns + PRODUCE_WINDOW_NS >= self.now:
+                    break
+                self._resolve(head)
+            out.append(held.popleft())
+        if self.now >= self.next_prune:
+            self._prune()
+        return out
+
+    def _resolve(self, ex: Any) -> None:
+        arrival = ex.arrival
+        best = None
+        for label, partition, offset in arrival.marks:
+            for first, last, answer_ts in self.produced.get((label, partition), ()):
+                if first.__class__ is ProduceAnswer:
+                    base = first.base(label, partition)
+                    if base is None:
+                        continue
+                    first, last = base, base + last
+                if first <= offset <= last and produce_wins(arrival, answer_ts) and (best is None or answer_ts < best):
+                    best = answer_ts
+        resolve_with_produce(ex, best)
+        ex.arrival = None
+
+    def _prune(self) -> None:
+        self.next_prune = self.now + PRODUCE_WINDOW_NS
+        # a fetch still held reaches back at most MAX_HELD_NS + a window before its end
+        oldest = min((ex.arrival.start_ns for ex in self.held if isinstance(ex.arrival, FetchArrival)),
+                     default=self.now)
+        cutoff = min(oldest, self.now - MAX_HELD_NS) - 2 * PRODUCE_WINDOW_NS
+        if self.oldest_produced is None or self.oldest_produced >= cutoff:
+            return  # nothing to drop
+        remaining = None
+        for key in list(self.produced):
+            kept = [entry for entry in self.produced[key] if entry[2] >= cutoff]
+            if kept:
+                self.produced[key] = kept
+                earliest = min(entry[2] for entry in kept)
+                if remaining is None or earliest < remaining:
+                    remaining = earliest
+            else:
+                del self.produced[key]
+        self.oldest_produced = remaining
+
+    def finish(self) -> Iterator[Any]:
+        self.now = max(self.now, max((ex.arrival.end_ns for ex in self.held if isinstance(ex.arrival, FetchArrival)),
+                                     default=0) + PRODUCE_WINDOW_NS + 1)
+        yield from self._release()
+
+
+def produce_spans(sets: Iterable[tuple[Any, Any, Any]]) -> tuple | None:
+    """((label, partition, last relative offset), ...) of a Produce request's
+    record sets (offsets in a produce request count from 0); None if none."""
+    spans = []
+    for label, partition, raw in sets:
+        data = raw if type(raw) is bytes else bytes(raw)
+        pos, total, last = 0, len(data), -1
+        try:
+            while total - pos >= 17:
+                base, size = struct.unpack_from(">qi", data, pos)
+                if size < 0 or pos + 12 + size > total:
+                    break
+                if data[pos + 16] == 2 and total - pos >= _V2_TIMES.size:
+                    last = max(last, base + _V2_TIMES.unpack_from(data, pos)[4])
+                else:
+                    last = max(last, base)
+                pos += 12 + size
+        except (struct.error, IndexError):
+            pass
+        if last >= 0:
+            spans.append((label, partition, last))
+    return tuple(spans) or None
+
+
+def produce_bases(body: Any) -> dict[tuple[Any, Any], int]:
+    """{(topic label, partition): base offset} of a decoded ProduceResponse
+    body, partitions answered without error only."""
+    bases: dict[tuple[Any, Any], int] = {}
+    for topic in getattr(body, "responses", None) or ():
+        label = getattr(topic, "name", None) or getattr(topic, "topic_id", None)
+        label = None if label is None else str(label)
+        for entry in getattr(topic, "partition_responses", None) or ():
+            base = getattr(entry, "base_offset", None)
+            if not getattr(entry, "error_code", 0) and base is not None and base >= 0:
+                bases[(label, getattr(entry, "index", None))] = base
+    return bases
+
+
+_PARTITION_HEAD = struct.Struct(">ihq").unpack_from  # index, error code, base offset
+_INT16 = struct.Struct(">h").unpack_from
+_INT32 = struct.Struct(">i").unpack_from
+
+
+def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int] | None:
+    """`produce_bases` read straight from a ProduceResponse frame (header
+    included) of `version` 0-13, without decoding the rest (the skimming
+    path keeps Produce answers undecoded, and this runs on every one: hence
+    the plain loop); None where the frame does not read as one (then
+    nothing is placed: the timestamps decide). Never raises."""
+    flexible = version >= 9
+    skip = 8 if version >= 2 else 0
+    skip += 8 if version >= 5 else 0
+    bases: dict[tuple[Any, Any], int] = {}
+    try:
+        at = 4  # correlation id
+        if flexible:
+            at = _skip_tags(frame, at)
+            topics, at = _uvarint(frame, at)
+            topics -= 1
+        else:
+            topics = _INT32(frame, at)[0]
+            at += 4
+        for _ in range(topics):
+            if version >= 13:
+                label: Any = str(uuid_from(frame[at:at + 16]))
+                at += 16
+            elif flexible:
+                size, at = _uvarint(frame, at)
+                label = str(frame[at:at + size - 1], "utf-8", "surrogateescape")
+                at += size - 1
+            else:
+                size = _INT16(frame, at)[0]
+                label = str(frame[at + 2:at + 2 + size], "utf-8", "surrogateescape")
+                at += 2 + size
+            if flexible:
+                partitions, at = _uvarint(frame, at)
+                partitions -= 1
+            else:
+                partitions = _INT32(frame, at)[0]
+                at += 4
+            for _ in range(partitions):
+                index, error, base = _PARTITION_HEAD(frame, at)
+                at += 14 + skip
+                if version >= 8:  # record errors (batch index, message), then the error message
+                    if flexible:
+                        errors, at = _uvarint(frame, at)
+                        for _ in range(errors - 1):
+                            size, at = _uvarint(frame, at + 4)
+                            at = _skip_tags(frame, at + max(size - 1, 0))
+                        size, at = _uvarint(frame, at)
+                        at += max(size - 1, 0)
+                    else:
+                        errors = _INT32(frame, at)[0]
+                        at += 4
+                        for _ in range(errors):
+                            at += 6 + max(_INT16(frame, at + 4)[0], 0)
+                        at += 2 + max(_INT16(frame, at)[0], 0)
+                if flexible:
+                    at = _skip_tags(frame, at)
+                if not error and base >= 0:
+                    bases[(label, index)] = base
+            if flexible:
+                at = _skip_tags(frame, at)
+    except (struct.error, IndexError, ValueError):
+        return None
+    return bases if at <= len(frame) else None
+
+
+def _uvarint(data: bytes, at: int) -> tuple[int, int]:
+    byte = data[at]
+    if byte < 0x80:  # the usual one-byte count or length
+        return byte, at + 1
+    return read_uvarint(data, at)
+
+
+def _skip_tags(data: bytes, at: int) -> int:
+    if data[at] == 0:  # no tagged fields, the usual case
+        return at + 1
+    count, at = read_uvarint(data, at)
+    for _ in range(count):
+        _tag, at = read_uvarint(data, at)
+        size, at = read_uvarint(data, at)
+        at += size
+    return at
+
+
+def produce_ranges(spans: tuple, bases: dict[tuple[Any, Any], int]) -> ProduceArrival | None:
+    """The offsets a Produce wrote: its request's spans placed at its
+    answer's base offsets (`produce_bases`); partitions answered with an
+    error or no base offset are left out."""
+    ranges = tuple((label, partition, bases[(label, partition)], bases[(label, partition)] + last)
+                   for label, partition, last in spans if (label, partition) in bases)
+    return ProduceArrival(ranges) if ranges else None
+
+
+def fetch_arrival(sets: list, hint: tuple | None, start_ns: int, end_ns: int, before_ns: int,
+                  before_reason: str | None) -> FetchArrival | None:
+    """What the rules need of a held fetch with records (`sets`: its
+    response's (label, partition, raw)): a FetchArrival whose marks hold,
+    per fetched partition, the first fetched offset and its batch's
+    timestamp type and time (`decide` reads them). None when the fetch
+    asked for no wait or no whole batch header was fetched."""
+    if hint is None or not hint[0] or hint[0] <= 0:
+        return None
+    offsets = hint[2] if len(hint) > 2 else None
+    marks = []
+    for label, partition, raw in sets:
+        want = offsets.get((label, partition)) if offsets else None
+        found = batch_time(raw, want)
+        if found is not None:
+            marks.append((label, partition, found[0], found[1], found[2]))
+    if not marks:
+        return None
+    return FetchArrival(tuple(marks), start_ns, end_ns, before_ns, before_reason, None)
+
+
+def decide(ex: Any, arrival: FetchArrival) -> None:
+    """Set `ex`'s wait from the batch timestamps (the per-connection rule);
+    the marks keep only (label, partition, first offset) afterwards, for
+    the Produce rule."""
+    told = [timestamp_arrival(arrival.start_ns, arrival.end_ns, kind, stamp)
+            for _label, _partition, _first, kind, stamp in arrival.marks]
+    arrival.marks = tuple(mark[:3] for mark in arrival.marks)
+    if any(item is None for item in told):
+        apply_wait(ex, None, None, arrival)
+        return
+    times = [item[1] for item in told]  # type: ignore[index]
+    earliest = None if any(t is None for t in times) else min(times)  # type: ignore[type-var]
+    hows = {item[0] for item in told}  # type: ignore[index]
+    apply_wait(ex, hows.pop() if len(hows) == 1 else BY_CREATE_TIME, earliest, arrival)

@@ -1,0 +1,815 @@
+"""Wire reassembly, detection, framing and pairing into one streaming dissector.
+
+    d = Dissector(ports=(9092,), capture_names=["a.pcap"])
+    for segment in read_segments(paths):
+        for exchange in d.feed(segment):
+            ...
+    rest = d.finish()
+    d.accounting
+
+The path of a byte: the `Reassembler` hands each direction's ordered bytes to
+that direction's sink (`reassembly.DirectionSink`). A connection's sinks
+start as `_Pending` (holding the first bytes until the connection is known
+to be Kafka or not); a Kafka connection's sinks become `FrameReader`s whose
+frames go to the connection's `Pairer`, whose exchanges come out of `feed`;
+another connection's sinks only count its bytes. There is one path for
+every segment; per-connection state is created when it is needed (a
+direction's reader at its first byte, the pairer at the first frame).
+
+The dissector holds only open connections (their undelivered bytes and the
+requests still waiting for a response), so memory follows the number of open
+exchanges, not the size of the capture. Fed only the segments of one TCP
+4-tuple it yields exactly that connection's exchanges (the Spark job relies on
+this). A connection becomes Kafka at its first payload byte (by port, or by
+the shape of its first bytes); one that never carries payload is not counted
+as Kafka and takes no stream number. Stream numbers follow the order of
+classification; the classifying segment's `(capture_index, frame_number)`
+is kept on every exchange as `stream_key`, and with the packet's feed time
+(`order_ts`, kdissect.wire.captureset) in `classification_keys`, so a
+distributed run can rank them the same way.
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from pathlib import Path
+from struct import Struct
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from kdissect.protocol.headers import looks_like_request
+from kdissect.model.accounting import Accounting
+from kdissect.conn.detect import (
+    DEFAULT_PORTS,
+    MIN_REQUEST_SIZE,
+    client_direction_by_port,
+    confirm_request,
+    plausible_response,
+    starts_like_request,
+    starts_like_tls,
+    sure_request,
+)
+from kdissect.model.exchange import Exchange, endpoint
+from kdissect.conn.framing import HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
+from kdissect.conn.pairing import ConnectionInfo, PairedFrame, Pairer
+from kdissect.wire.reassembly import Chunk, Reassembler, TcpConnection
+
+_INT32 = Struct(">i")
+
+# bytes held while deciding whether a connection on another port is Kafka
+_MAX_HELD_BYTES = 1 << 20
+# open connections before the least recently active are closed early
+MAX_OPEN_CONNECTIONS = 500_000
+
+_EMPTY, _UNDECIDED, _KAFKA, _IGNORED, _TLS = 0, 1, 2, 3, 4
+
+_CLOSE_REASONS = {"end-of-capture": "end of capture", "evicted": "the connection was evicted (too many open)"}
+
+
+def deliver(sink: Any, kind: str, offset: int, length: int, data: bytes, stamp: Any) -> None:
+    """Hand one piece of a stream, in its held or chunk form (kind "data",
+    "gap" or "truncated"), to a `reassembly.DirectionSink`: the one
+    kind-to-call dispatch of the pipeline (held pieces, replays, TLS plaintext)."""
+    if kind == "data":
+        sink.data(offset, data, stamp)
+    elif kind == "gap":
+        sink.gap(offset, length, stamp)
+    else:
+        sink.truncated(offset, length, data, stamp)
+
+
+class _Ignored:
+    """The sink of a connection that is not Kafka: its bytes are only counted
+    (in `counter`, an Accounting field)."""
+
+    __slots__ = ("accounting", "counter")
+
+    def __init__(self, accounting: Accounting, counter: str = "non_kafka_bytes") -> None:
+        self.accounting = accounting
+        self.counter = counter
+
+    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
+        setattr(self.accounting, self.counter, getattr(self.accounting, self.counter) + len(payload))
+
+    def gap(self, offset: int, length: int, stamp: Any) -> None:
+        pass
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
+        setattr(self.accounting, self.counter, getattr(self.accounting, self.counter) + length)
+
+
+class _Plaintext:
+    """The decrypted streams of a TLS connection: what its inner _Connection
+    reads (the sinks it sets), in place of the TcpConnection's."""
+
+    __slots__ = ("sinks",)
+
+    def __init__(self) -> None:
+        self.sinks: tuple[Any, Any] = (None, None)
+
+    @staticmethod
+    def saw_start(direction: int) -> bool:
+        return True  # plaintext starts with the first application byte
+
+
+class _TlsSink:
+    """One direction of a TLS connection: ciphertext in, plaintext on to the
+    inner _Connection's sink for the same direction."""
+
+    __slots__ = ("tls", "tls_direction", "plain", "direction", "accounting")
+
+    def __init__(self, tls: Any, tls_direction: int, plain: _Plaintext, direction: int,
+                 accounting: Accounting) -> None:
+        self.tls = tls
+        self.tls_direction = tls_direction  # the TLS layer's: 0 = the ClientHello's sender
+        self.plain = plain
+        self.direction = direction
+        self.accounting = accounting
+
+    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
+        self.accounting.tls_bytes += len(payload)
+        self.pass_on(self.tls.push(self.tls_direction, Chunk("data", offset, len(payload), payload, stamp.ts,
+                                                             stamp.capture_index, stamp.frame_number)))
+
+    def gap(self, offset: int, length: int, stamp: Any) -> None:
+        self.pass_on(self.tls.push(self.tls_direction, Chunk("gap", offset, length, b"", stamp.ts,
+                                                             stamp.capture_index, stamp.frame_number)))
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
+        self.accounting.tls_bytes += length
+        self.pass_on(self.tls.push(self.tls_direction, Chunk("truncated", offset, length, prefix, stamp.ts,
+                                                             stamp.capture_index, stamp.frame_number)))
+
+    def pass_on(self, chunks: list[Any]) -> None:
+        for chunk in chunks:  # a Chunk is its own stamp (ts, capture_index, frame_number)
+            deliver(self.plain.sinks[self.direction], chunk.kind, chunk.offset, chunk.length, chunk.data, chunk)
+
+
+class _Pending:
+    """The sink of one direction before its handler is made: while the
+    connection is not known to be Kafka, its bytes go to the connection's
+    decision; once it is Kafka, to `_Connection.kafka`, which makes the
+    direction's FrameReader (it takes this sink's place)."""
+
+    __slots__ = ("state", "direction")
+
+    def __init__(self, state: _Connection, direction: int) -> None:
+        self.state = state
+        self.direction = direction
+
+    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
+        state = self.state
+        if state.phase == _KAFKA:
+            state.kafka(self.direction, ("data", offset, len(payload), payload), stamp)
+        else:
+            state.undecided(self.direction, ("data", offset, len(payload), payload), stamp)
+
+    def gap(self, offset: int, length: int, stamp: Any) -> None:
+        state = self.state
+        if state.phase == _KAFKA:
+            state.kafka(self.direction, ("gap", offset, length, b""), stamp)
+        else:
+            state.undecided(self.direction, ("gap", offset, length, b""), stamp)
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
+        state = self.state
+        if state.phase == _KAFKA:
+            state.kafka(self.direction, ("truncated", offset, length, prefix), stamp)
+        else:
+            state.undecided(self.direction, ("truncated", offset, length, prefix), stamp)
+
+
+class _Connection:
+    """One TCP connection's Kafka-level state (`TcpConnection.user`)."""
+
+    __slots__ = ("dissector", "conn", "layer", "phase", "port_client", "client_dir", "pairer", "held", "held_bytes",
+                 "verdicts", "stream", "tls", "inner")
+
+    def __init__(self, dissector: Dissector, conn: TcpConnection, layer: Any = None) -> None:
+        self.dissector = dissector
+        self.conn = conn
+        # whose sinks this state sets: the TcpConnection's, or for the
+        # plaintext inside TLS the _Plaintext's
+        self.layer = conn if layer is None else layer
+        self.phase = _EMPTY
+        # the rest is set when it is needed (a connection costs what it carries)
+        self.tls: Any = None  # a TlsConnection, when this connection is TLS
+        self.inner: _Connection | None = None  # the state of its plaintext
+        self.port_client: int | None = None  # the client's side, when a Kafka port names it
+        self.client_dir = 0
+        self.pairer: Pairer | None = None  # made at the first frame
+        # (a Kafka direction's FrameReader, made at its first byte, is its sink in layer.sinks)
+        # while undecided: [(direction, piece, stamp)]; then the one flat piece `kafka` holds, or ()
+        self.held: Any = None
+        self.held_bytes = 0
+        self.verdicts: list[bool | None] | None = None  # first-bytes verdicts, when no port decides
+        self.stream = -1  # once Kafka: its stream number (its classification key's index)
+
+    # -- before the connection is known ------------------------------------
+
+    def undecided(self, direction: int, piece: tuple, stamp: Any) -> None:
+        """A direction's bytes (piece: kind, offset, length, captured bytes)
+        before the connection is known to be Kafka or not."""
+        d = self.dissector
+        if self.phase == _EMPTY:
+            self.phase = _UNDECIDED
+            conn = self.conn
+            self.port_client = client_direction_by_port(conn.initiator, conn.responder, d.ports)
+            if self.port_client is None and not d.detect:
+                self.ignore([(direction, piece, stamp)])
+                return
+            if direction == self.port_client:
+                # a Kafka port and its client speaks first: decided at once
+                self.settle(direction, stamp, [(direction, piece, stamp)])
+                return
+        held = self.held
+        if held is None:
+            held = self.held = []
+        held.append((direction, piece, stamp))
+        self.held_bytes += piece[2]
+        if self.port_client is not None:
+            # a Kafka port: decided when the client shows its first bytes
+            if direction == self.port_client or self.held_bytes > _MAX_HELD_BYTES:
+                self.held = None
+                self.settle(self.port_client, stamp, held)
+            return
+        verdicts = self.verdicts
+        if verdicts is None:
+            verdicts = self.verdicts = [None, None]
+        if verdicts[direction] is None:
+            # the direction's first captured bytes, up to the first hole
+            start = bytearray()
+            complete = False  # no more contiguous bytes can be added to `start`
+            for dd, (kind, _, _, data), _ in held:
+                if dd != direction:
+                    continue
+                start += data
+                if kind != "data" or len(start) >= 4 + HUNT_PREFIX:
+                    complete = True
+                    break
+            if complete or len(start) >= 4 + MIN_REQUEST_SIZE:
+                # (a direction that starts with lost bytes cannot be judged: False)
+                verdicts[direction] = bool(start) and starts_like_request(bytes(start))
+            if not verdicts[direction] and self.layer is self.conn and d.detect_tls(bytes(start), complete):
+                # a ClientHello on any port: TLS, its client this side
+                self.held = None
+                self.start_tls(direction, held)
+                return
+        if verdicts[direction]:
+            self.held = None
+            self.settle(direction, stamp, held)
+        elif (verdicts[0] is False and verdicts[1] is False) or self.held_bytes > _MAX_HELD_BYTES:
+            self.held = None
+            self.ignore(held)
+
+    def settle(self, client_dir: int, stamp: Any, held: list[tuple[int, tuple, Any]]) -> None:
+        """Kafka with the client on side `client_dir`, unless the client opens
+        with TLS; then the `held` pieces go on to their sinks."""
+        first = None
+        for direction, piece, _ in held:
+            if direction == client_dir:
+                first = piece
+                break
+        if (first is not None and first[0] != "gap" and self.layer.saw_start(client_dir)
+                and self.layer is self.conn and starts_like_tls(first[3])):
+            self.start_tls(client_dir, held)
+            return
+        self.classify(client_dir, stamp)
+        self.replay(held)
+
+    def start_tls(self, client_dir: int, held: list[tuple[int, tuple, Any]]) -> None:
+        """A TLS connection: its bytes go through the TLS layer; the plaintext,
+        if keys decrypt it, gets a state of its own (Kafka or not, as any stream)."""
+        from kdissect.conn.tls import TlsConnection
+
+        d = self.dissector
+        d.accounting.tls_connections += 1
+        self.phase = _TLS
+        self.client_dir = client_dir
+        self.tls = TlsConnection(d.keylog)
+        plain = _Plaintext()
+        inner = self.inner = _Connection(d, self.conn, plain)
+        plain.sinks = (_Pending(inner, 0), _Pending(inner, 1))
+        self.layer.sinks = tuple(_TlsSink(self.tls, 0 if direction == client_dir else 1, plain, direction,
+                                          d.accounting) for direction in (0, 1))  # type: ignore[assignment]
+        self.replay(held)
+
+    def replay(self, held: list[tuple[int, tuple, Any]]) -> None:
+        layer = self.layer
+        for direction, (kind, offset, length, data), stamp in held:
+            # (a sink may replace itself on its first bytes)
+            deliver(layer.sinks[direction], kind, offset, length, data, stamp)
+
+    def replay_held(self, held: tuple) -> None:
+        """Hear the one piece `kafka` held."""
+        direction, kind, offset, length, data, stamp = held
+        self.reader(direction, True)  # (it started the stream: see `kafka`)
+        self.replay([(direction, (kind, offset, length, data), stamp)])
+
+    def ignore(self, held: list[tuple[int, tuple, Any]]) -> None:
+        d = self.dissector
+        self.phase = _IGNORED
+        d.accounting.non_kafka_connections += 1
+        if self.layer is self.conn:  # (for the hint of a run that decoded nothing: kdissect.shared.hints)
+            ports = d.other_ports
+            port = self.conn.responder[1]
+            ports[port] = ports.get(port, 0) + 1
+        ignored = d.ignored if self.layer is self.conn else d.ignored_plaintext
+        self.layer.sinks = (ignored, ignored)
+        self.replay(held)
+
+    def classify(self, client_dir: int, stamp: Any) -> None:
+        """The connection is Kafka, with its client on side `client_dir`."""
+        d = self.dissector
+        conn = self.conn
+        self.phase = _KAFKA
+        self.client_dir = client_dir
+        d.accounting.kafka_connections += 1
+        # (a TLS plaintext chunk carries no feed time of its own: its packet's ts)
+        d.classification_keys.append((getattr(stamp, "order_ts", stamp.ts), int(stamp.capture_index),
+                                      int(stamp.frame_number)))
+        self.stream = d.next_stream
+        d.next_stream += 1
+        # the sinks stay: from now on they make the readers (_Pending)
+
+    # -- a Kafka connection -------------------------------------------------
+
+    def kafka(self, direction: int, piece: tuple, stamp: Any) -> None:
+        """A piece of a Kafka direction that has no reader yet. When the
+        connection's first such piece starts its stream and holds only part
+        of the frame it opens, it is held instead: a reader would only keep
+        it (no frame, nothing else happens), and a connection that sends no
+        more (a scan, a reconnect storm) then costs no reader until it
+        closes. Any later piece makes the readers as their pieces come, the
+        held one first, so every reader hears the same pieces in the same
+        order, and does the same, as without holding."""
+        held = self.held
+        if held is None:
+            if piece[0] == "data" and self.layer.saw_start(direction) and opens_partial_frame(piece[3]):
+                self.held = (direction, *piece, stamp)  # one flat tuple: the least memory
+                return
+            held = ()
+        self.held = ()  # from now on every piece goes to its direction's reader
+        if held:
+            self.replay_held(held)
+        sink = self.layer.sinks[direction]
+        if type(sink) is _Pending:
+            sink = self.reader(direction)
+        kind, offset, length, data = piece
+        deliver(sink, kind, offset, length, data, stamp)
+
+    def reader(self, direction: int, aligned: bool | None = None) -> FrameReader:
+        """The FrameReader of a direction, made at its first bytes (it takes
+        the place of the direction's _Pending sink). `aligned`: whether
+        those bytes start the stream (default: as the connection says now)."""
+        if aligned is None:
+            aligned = self.layer.saw_start(direction)
+        if direction == self.client_dir:
+            reader = FrameReader(direction, looks_like_request, aligned, MIN_REQUEST_SIZE,
+                                 self.frame_sink(direction), confirm_request, sure_request)
+        else:
+            reader = FrameReader(direction, plausible_response, aligned, 4,
+                                 self.frame_sink(direction), self.confirm_response, self.sure_response)
+        reader.on_hunt = self.lost_step
+        sinks = list(self.layer.sinks)
+        sinks[direction] = reader
+        self.layer.sinks = (sinks[0], sinks[1])
+        return reader
+
+    def frame_sink(self, direction: int) -> Any:
+        """Where a direction's reader hands its frames: the pairer (made at
+        the first frame), through `heard` when the dissector has a frame hook."""
+        pairer = self.pairer
+        if pairer is None:
+            return self.first_frame
+        if self.dissector.frame_hook is not None:
+            return self.heard
+        return pairer.on_request if direction == self.client_dir else pairer.on_response
+
+    def heard(self, frame: Frame) -> None:
+        """A frame to the pairer, then to the dissector's frame hook with what
+        pairing made of it."""
+        pairer = self.pairer
+        from_client = frame.direction == self.client_dir
+        outcome = pairer.on_request(frame) if from_client else pairer.on_response(frame)  # type: ignore[union-attr]
+        self.dissector.frame_hook(PairedFrame(frame, from_client, outcome, pairer.conn,  # type: ignore[union-attr,misc]
+                                              self.layer is not self.conn))
+
+    def first_frame(self, frame: Frame) -> None:
+        """A frame before the pairer exists: make it and bind the readers to it
+        (a reader may hand over more frames of the same piece here)."""
+        pairer = self.pairer
+        if pairer is None:
+            d = self.dissector
+            conn, client_dir = self.conn, self.client_dir
+            ends = (conn.initiator, conn.responder)
+            _, capture_index, frame_number = d.classification_keys[self.stream]
+            info = ConnectionInfo(d.capture_names, self.stream, endpoint(*ends[client_dir]),
+                                  endpoint(*ends[1 - client_dir]), (capture_index, frame_number), conn, client_dir)
+            pairer = self.pairer = Pairer(d.accounting, info, d.out.append, d.keep_messages,
+                                          d.keep_error_responses, d.keep_apis)
+            for direction, reader in enumerate(self.layer.sinks):
+                if type(reader) is FrameReader:
+                    reader.on_frame = self.frame_sink(direction)
+        if self.dissector.frame_hook is not None:
+            self.heard(frame)
+        elif frame.direction == self.client_dir:
+            pairer.on_request(frame)
+        else:
+            pairer.on_response(frame)
+
+    def lost_step(self) -> None:
+        self.dissector.accounting.gaps += 1
+        if self.pairer is not None:
+            self.pairer.response_bytes_lost()
+
+    # hunting for a frame boundary after a loss or a mid-stream start
+
+    def sure_response(self, prefix: bytes, size: int, at_packet_start: bool) -> bool:
+        pairer = self.pairer
+        return pairer is not None and len(prefix) >= 4 and pairer.expects(_INT32.unpack_from(prefix, 0)[0])
+
+    def confirm_response(self, body: bytes, at_packet_end: bool) -> bool:
+        """A response whose request is not in the capture: it must end where
+        a packet ended and decode with some response layout."""
+        if not at_packet_end:
+            return False
+        from kdissect.conn.trial import identify
+
+        used = self.pairer.recent_apis() if self.pairer is not None else ()
+        return identify(body, used).verdict != "unknown"
+
+    def release(self) -> None:
+        """Drop what refers back to this state (after `close`)."""
+        self.pairer = self.held = None
+        if self.layer is not self.conn:
+            self.layer.sinks = (None, None)
+        if self.inner is not None:
+            self.inner.release()
+            self.inner = None
+        self.tls = None
+
+    def close(self, reason: str) -> None:
+        d = self.dissector
+        acc = d.accounting
+        if self.phase == _TLS:
+            plain = self.inner.layer  # type: ignore[union-attr]
+            for direction, chunk in self.tls.finish():
+                # the TLS layer's direction 0 is the ClientHello's sender
+                deliver(plain.sinks[self.client_dir if direction == 0 else 1 - self.client_dir], chunk.kind,
+                        chunk.offset, chunk.length, chunk.data, chunk)
+            d.tls_stats.add(self.tls.stats)
+            if self.inner.phase == _EMPTY:  # type: ignore[union-attr]
+                acc.encrypted_connections += 1  # nothing decrypted: its content is unknown
+                key = self.conn.key
+                d.encrypted_clients.add(endpoint(key[0], key[1]) if self.client_dir == 0 else endpoint(key[2], key[3]))
+            self.inner.close(reason)  # type: ignore[union-attr]
+            return
+        if self.phase == _EMPTY:
+            if self.layer is self.conn:
+                acc.empty_connections += 1
+            return
+        if self.phase == _UNDECIDED:
+            held = self.held or []
+            self.held = None
+            if self.port_client is None:  # never showed a request: not Kafka
+                self.ignore(held)
+                return
+            self.settle(self.port_client, held[0][2], held)  # the client never spoke
+        if self.phase != _KAFKA:
+            return
+        if self.held:  # the connection's one piece: its reader hears it now
+            held = self.held
+            self.held = ()
+            self.replay_held(held)
+        for reader in self.layer.sinks:
+            if type(reader) is FrameReader:
+                reader.finish()
+                acc.add_framing_stats(reader.stats)
+                if self.layer is not self.conn:
+                    acc.tls_plaintext_bytes += reader.stats.seen_bytes
+        if self.pairer is not None:
+            self.pairer.flush(_CLOSE_REASONS.get(reason, "connection close"))
+
+
+class Dissector:
+    """Segments in capture order -> Exchanges, with an Accounting of everything seen.
+
+    The reassembler's `ConnectionListener`."""
+
+    def __init__(
+        self,
+        ports: Iterable[int] = DEFAULT_PORTS,
+        detect: bool = True,
+        capture_names: Sequence[str] | None = None,
+        keep_messages: bool = True,
+        keep_error_responses: bool = False,
+        accounting: Accounting | None = None,
+        max_open_connections: int = MAX_OPEN_CONNECTIONS,
+        keylog: Any = None,
+        keep_apis: Iterable[int] = (),
+        frame_hook: Callable[[PairedFrame], None] | None = None,
+    ) -> None:
+        self.ports = frozenset(int(p) for p in ports)
+        self.detect = detect
+        self.capture_names = list(capture_names or [])
+        self.keep_messages = keep_messages
+        # without kept messages, still keep the decoded response of exchanges
+        # with error codes (for per-partition error tables: Spark, stats)
+        self.keep_error_responses = keep_error_responses
+        # keep both decoded messages of these api keys (tables that read them)
+        self.keep_apis = frozenset(int(key) for key in keep_apis)
+        self.accounting = accounting if accounting is not None else Accounting()
+        self.max_open_connections = max_open_connections
+        self.ignored = _Ignored(self.accounting)
+        self.ignored_plaintext = _Ignored(self.accounting, "tls_other_bytes")  # decrypted, not Kafka
+        # client endpoints of TLS connections none of whose bytes were decrypted
+        # (the broker-log tables name their principals: kdissect.stats.brokerlog)
+        self.encrypted_clients: set[str] = set()
+        # TLS: the secrets (a kdissect.conn.tls.KeyLog; none: TLS is found and
+        # counted, not decrypted) and what the TLS layer did
+        self._keylog = keylog
+        self._tls_stats: Any = None
+        self.out: list[Exchange] = []  # exchanges completed by the segment being fed
+        # hears every Kafka frame (after TLS) as it is cut, with what pairing
+        # made of it, after the pairer (the Scapy face's captures read this)
+        self.frame_hook = frame_hook
+        self.next_stream = 0
+        self.other_ports: dict[int, int] = {}  # responder port -> connections not taken for Kafka
+        # (order_ts, capture_index, frame_number) of the packet at which each
+        # Kafka connection was classified, in stream-number order (also for
+        # connections without exchanges; a distributed run ranks them)
+        self.classification_keys: list[tuple[int, int, int]] = []
+        self._reassembler = Reassembler(listener=self)
+
+    @property
+    def keylog(self) -> Any:
+        if self._keylog is None:
+            from kdissect.conn.tls import EMPTY_KEYLOG
+
+            self._keylog = EMPTY_KEYLOG
+        return self._keylog
+
+    @property
+    def tls_stats(self) -> Any:
+        """The TLS layer's counts (kdissect.conn.tls.TlsStats), summed over closed connections."""
+        if self._tls_stats is None:
+            from kdissect.conn.tls import TlsStats
+
+            self._tls_stats = TlsStats()
+        return self._tls_stats
+
+    @property
+    def has_keylog(self) -> bool:
+        """Whether a key log was given or met in the files (no TLS import)."""
+        return self._keylog is not None
+
+    def add_keylog(self, keylog: Any) -> None:
+        """More secrets (a key log given later, a pcapng's Decryption Secrets Block)."""
+        self._keylog = keylog if self._keylog is None else self._keylog.merged(keylog)
+
+    @staticmethod
+    def detect_tls(first_bytes: bytes, complete: bool) -> bool:
+        """Whether a direction's first bytes are a TLS ClientHello."""
+        if len(first_bytes) < 3 or first_bytes[0] != 0x16:
+            return False
+        from kdissect.conn.tls import client_hello_verdict
+
+        return bool(client_hello_verdict(first_bytes))
+
+    # -- the ConnectionListener ---------------------------------------------
+
+    def opened(self, conn: TcpConnection) -> None:
+        state = _Connection(self, conn)
+        conn.user = state
+        conn.sinks = (_Pending(state, 0), _Pending(state, 1))
+        self.accounting.connections += 1
+        if self._reassembler.open_connection_count > self.max_open_connections:
+            self.accounting.evicted_connections += self._reassembler.evict(self.max_open_connections // 8)
+
+    def closed(self, conn: TcpConnection, reason: str) -> None:
+        state = conn.user
+        state.close(reason)
+        # nothing of it is needed any more: break the references between the
+        # connection and its state (reader callbacks, the pairer's timing), so
+        # it is freed as soon as the reassembler lets it go, not by a later
+        # pass of the cyclic collector
+        conn.user = None
+        conn.sinks = (None, None)
+        state.release()
+
+    # -- public --------------------------------------------------------------
+
+    def feed(self, segment: Any) -> list[Exchange]:
+        """The exchanges this segment completed."""
+        acc = self.accounting
+        acc.segments += 1
+        acc.payload_bytes += segment.payload_len
+        self._reassembler.feed(segment)
+        out = self.out
+        if not out:
+            return []
+        done = out[:]
+        out.clear()
+        return done
+
+    def feed_many(self, segments: Iterable[Any]) -> Iterator[Exchange]:
+        """The exchanges of `feed(s)` for each of `segments` in turn (not
+        those of `finish()`)."""
+        acc = self.accounting
+        feed = self._reassembler.feed
+        out = self.out
+        segment_count = payload = 0
+        try:
+            for segment in segments:
+                segment_count += 1
+                payload += segment.payload_len
+                feed(segment)
+                if out:
+                    yield from out
+                    out.clear()
+        finally:
+            acc.segments += segment_count
+            acc.payload_bytes += payload
+
+    def finish(self) -> list[Exchange]:
+        """Close every open connection; the exchanges that completes."""
+        return list(self.finishing())
+
+    def finishing(self) -> Iterator[Exchange]:
+        """`finish()` as an iterator: the connections close one at a time, in
+        the order they opened, each freed before the next closes, so memory
+        does not hold every open connection's exchanges at once."""
+        out = self.out
+        for _ in self._reassembler.closing():
+            if out:
+                yield from out
+                out.clear()
+        self.accounting.add_reassembly_stats(self._reassembler.stats)
+        if out:  # (nothing is left here: every close above was drained)
+            yield from out
+            out.clear()
+
+    @property
+    def open_connections(self) -> int:
+        return self._reassembler.open_connection_count
+
+
+class _SecretsToKeys(list):
+    """The capture set's list of decryption secrets: each secret appended
+    (a TLS key log) is handed to the dissector's TLS layer too."""
+
+    def __init__(self, dissector: Dissector) -> None:
+        super().__init__()
+        self.dissector = dissector
+
+    def append(self, secret: Any) -> None:
+        super().append(secret)
+        from kdissect.conn.tls import parse_decryption_secrets
+
+        self.dissector.add_keylog(parse_decryption_secrets(secret.data, secret.kind))
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Python's cyclic collector runs every 700 new containers and, with the
+    many long-lived objects of open connections, its full passes make a run
+    slower than linear in connections (50k -> 200k open connections: 4.5x
+    the time, 4.0x without it). Kdissect's state has few reference cycles;
+    while a capture is dissected the collector runs 100x less often."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], 70_000), old[1], old[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+class Analysis:
+    """Iterate the exchanges of a capture set; `accounting` fills in as you go
+    (and includes the capture reader's counts once the iteration is over)."""
+
+    def __init__(self, paths: Sequence[str | Path], ports: Iterable[int] = DEFAULT_PORTS,
+                 detect: bool = True, keep_messages: bool = False, progress: bool = False,
+                 tls_keylogs: Sequence[str | Path] = (), keep_apis: Iterable[int] = (),
+                 broker_logs: Sequence[str | Path] = ()) -> None:
+        from kdissect.wire.capture import CaptureSet, ReadStats
+
+        self.read_stats = ReadStats()
+        self.capture_set = CaptureSet([str(p) for p in paths], self.read_stats)
+        names = [Path(p).name for p in self.capture_set.paths]
+        keylog = None
+        if tls_keylogs:
+            from kdissect.conn.tls import read_keylog_files
+
+            keylog = read_keylog_files([str(p) for p in tls_keylogs])
+        self.dissector = Dissector(ports, detect, names, keep_messages, keylog=keylog, keep_apis=keep_apis)
+        # secrets a pcapng carries (Decryption Secrets Blocks) reach the TLS
+        # layer as the reader meets them, before the packets that follow
+        self.capture_set.secrets = _SecretsToKeys(self.dissector)
+        self.accounting = self.dissector.accounting
+        self.progress = progress
+        # the broker's request log, joined as the exchanges pass (kdissect.conn.brokerlog)
+        self.broker_log: Any = None
+        if broker_logs:
+            from kdissect.conn.brokerlog.join import BrokerLogJoin
+
+            self.broker_log = BrokerLogJoin([str(p) for p in broker_logs])
+
+    def summary_lines(self) -> list[str]:
+        """The accounting's lines, and the TLS layer's when it met TLS."""
+        lines = self.accounting.summary_lines()
+        if self.accounting.tls_connections:
+            lines.append(self.dissector.tls_stats.summary_line())
+        # a key log given or found in the files (reading `keylog` would import the TLS layer for nothing)
+        skipped = self.dissector.keylog.bad_lines if self.dissector.has_keylog else 0
+        if skipped:  # cut or malformed lines of a key log that has valid ones (never their text)
+            lines.append(f"tls key log: {skipped} malformed line{'s' if skipped != 1 else ''} skipped")
+        if self.broker_log is not None:
+            lines += self.broker_log.accounting.summary_lines()
+        return lines
+
+    @property
+    def ts_unit(self) -> str:
+        """The Arrow unit that holds every input file's times exactly."""
+        return self.capture_set.timestamp_unit
+
+    @contextmanager
+    def _segments(self) -> Iterator[Iterable[Any]]:
+        segments: Iterable[Any] = self.capture_set.segments()
+        bar = None
+        if self.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(segments, unit=" packets", unit_scale=True, leave=False, mininterval=0.5)
+            segments = bar
+        try:
+            yield segments
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def __iter__(self) -> Iterator[Exchange]:
+        if self.broker_log is not None:
+            return self.broker_log.join(self._exchanges())
+        return self._exchanges()
+
+    def _exchanges(self) -> Iterator[Exchange]:
+        from kdissect.conn.arrivals import ArrivalResolver
+
+        dissector = self.dissector
+        with fewer_collections():
+            # a long poll that data ended looks for the Produce that wrote the
+            # data on every connection (kdissect.conn.arrivals)
+            resolver = ArrivalResolver()
+            add = resolver.add
+            with self._segments() as segments:
+                for ex in dissector.feed_many(segments):
+                    yield from add(ex)
+            for ex in dissector.finishing():
+                yield from add(ex)
+            yield from resolver.finish()
+        self.accounting.add_read_stats(self.read_stats)
+
+    def frames(self) -> Iterator[PairedFrame]:
+        """Iterate the Kafka frames instead of the exchanges: each frame (after
+        TLS) as the core cuts it, with what pairing made of it, in the order
+        of the packets that complete them (at the end of the capture, the
+        frames completed by closing connections). The exchanges are still
+        formed and counted in `accounting`, not returned. Iterate an
+        Analysis once, either way."""
+        dissector = self.dissector
+        heard: list[PairedFrame] = []
+        dissector.frame_hook = heard.append  # (readers made from now on hand frames through it)
+        with fewer_collections():
+            with self._segments() as segments:
+                for segment in segments:
+                    dissector.feed(segment)  # its exchanges are counted, not kept
+                    if heard:
+                        yield from heard
+                        heard.clear()
+            for _ in dissector.finishing():
+                if heard:
+                    yield from heard
+                    heard.clear()
+            yield from heard
+            heard.clear()
+        self.accounting.add_read_stats(self.read_stats)
+
+
+def analyze(
+    paths: Sequence[str | Path],
+    ports: Iterable[int] = DEFAULT_PORTS,
+    detect: bool = True,
+    keep_messages: bool = False,
+    progress: bool = False,
+    tls_keylogs: Sequence[str | Path] = (),
+    keep_apis: Iterable[int] = (),
+    broker_logs: Sequence[str | Path] = (),
+) -> tuple[Iterator[Exchange], Accounting]:
+    """(exchanges, accounting) for a capture set; the accounting is complete
+    once the iterator is exhausted. `tls_keylogs`: key log files (NSS format)
+    to decrypt TLS connections with. `keep_apis`: api keys whose exchanges
+    keep their decoded messages even without `keep_messages`."""
+    run = Analysis(paths, ports, detect, keep_messages, progress, tls_keylogs, keep_apis)
+    return iter(run), run.accounting

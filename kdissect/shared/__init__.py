@@ -1,0 +1,2 @@
+"""What the faces share: table writers, atomic outputs, protected inputs,
+option declarations, capture arguments, extras, the allocator tuning."""

@@ -1,0 +1,2 @@
+"""Figures over exchanges: the latency, error and throttling summaries and
+the tables `kdissect stats` prints."""

@@ -1,0 +1,1 @@
+"""Tests of kdissect/commands/ (tests mirror the package)."""

@@ -1,0 +1,1 @@
+"""Tests of kdissect/conn/ (tests mirror the package)."""

@@ -1,0 +1,1 @@
+"""Tests of kdissect/conn/tls/ (tests mirror the package)."""

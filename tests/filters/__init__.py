@@ -1,0 +1,1 @@
+"""Tests of kdissect/filters/ (tests mirror the package)."""

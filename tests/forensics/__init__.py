@@ -1,0 +1,1 @@
+"""Tests of kdissect/forensics/ (tests mirror the package)."""

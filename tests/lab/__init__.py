@@ -1,0 +1,1 @@
+"""Tests over the capture lab: live brokers and clients, their recordings."""

@@ -1,0 +1,1 @@
+"""Tests of kdissect/model/ (tests mirror the package)."""

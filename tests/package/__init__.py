@@ -1,0 +1,1 @@
+"""Checks over the whole package: layers, types, the compiled build, the wheel, the notebooks."""

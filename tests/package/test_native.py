@@ -1,0 +1,207 @@
+"""The compiled per-packet modules (kdissect/native.py, tools/build_native.py):
+used only when built from the sources in the checkout, and the same output
+as the plain Python modules, byte for byte, on every bundled capture and
+impaired variants of some."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from kdissect import native
+from tests.support import impair
+from tests.support.variants import VARIANTS, write_variant
+from tests.support.paths import REPO
+
+PACKAGE = REPO / "kdissect"
+
+sys.path.insert(0, str(REPO / "tools"))
+import build_native  # noqa: E402  (tools/build_native.py: the build-time half)
+
+# Run in a fresh interpreter: every capture's rows and accounting, then which
+# per-packet modules were compiled ones (the last line).
+_EXPORT_ALL = """
+import io, json, sys
+from kdissect import native
+from kdissect.shared.output import JsonlWriter
+from kdissect.conn.pipeline import Analysis
+
+for job in json.loads(sys.argv[1]):
+    analysis = Analysis(job["paths"], (9092,), True, job["kept"], tls_keylogs=job["keys"])
+    out = io.StringIO()
+    if job["kept"]:  # the decoded messages kept: their reprs too
+        for ex in analysis:
+            out.write(repr((ex.to_row(), ex.request, ex.response, ex.request_offset, ex.response_offset)) + "\\n")
+    else:
+        JsonlWriter(out, ts_unit=analysis.ts_unit).write_exchanges(analysis)
+    sys.stdout.write(out.getvalue() + "".join(f"# {line}\\n" for line in analysis.summary_lines()))
+    sys.stdout.write("".join(f"# {line}\\n" for line in analysis.read_stats.problems))
+print(json.dumps(native.running_native()))
+"""
+
+
+def _toolchain() -> bool:
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    headers = Path(sysconfig.get_paths()["include"], "Python.h").exists()
+    try:
+        import mypyc  # noqa: F401
+    except ImportError:
+        return False
+    return shutil.which(cc) is not None and headers
+
+
+def _export_all(jobs: list[dict], pure: bool) -> tuple[str, list[str]]:
+    env = {k: v for k, v in os.environ.items() if k != "KDISSECT_PURE_PYTHON"}
+    if pure:
+        env["KDISSECT_PURE_PYTHON"] = "1"
+    result = subprocess.run([sys.executable, "-c", _EXPORT_ALL, json.dumps(jobs)], capture_output=True, text=True,
+                            cwd=REPO, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    text, _, last = result.stdout.rstrip("\n").rpartition("\n")
+    return text, json.loads(last)
+
+
+def _copy_package(tmp_path: Path) -> Path:
+    """The package's sources in a scratch checkout (a build's stamp is checked against them)."""
+    package = tmp_path / "kdissect"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    return package
+
+
+def _stamp(package: Path) -> None:
+    """What tools/build_native.py writes last, for the sources as they are."""
+    build = native.native_dir(package)
+    build.mkdir(parents=True, exist_ok=True)
+    (build / native.STAMP_FILE).write_text(build_native.current_stamp(package))
+
+
+def test_the_sources_of_a_build_are_every_kdissect_module_the_compiled_ones_import() -> None:
+    """The static reading of the imports (build time) against what importing
+    the compiled modules' sources really loads, in a fresh interpreter."""
+    code = ("import sys, kdissect; before = set(sys.modules); "
+            + "; ".join(f"import kdissect.{name}" for name in native.NATIVE_MODULES)
+            + "; print(' '.join(sorted(m for m in set(sys.modules) - before if m.startswith('kdissect.'))))")
+    env = dict(os.environ, KDISSECT_PURE_PYTHON="1")
+    # (the package's own imports, native.py, run before the compiled modules' and are not theirs)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO, env=env)
+    loaded = set(out.stdout.split())
+    listed = {".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+              for path in build_native.compiled_sources(PACKAGE)}
+    # (native.py is one of them when a subpackage's __init__ calls it; the package imported it before)
+    assert listed - {"kdissect.native"} == loaded | {f"kdissect.{name}" for name in native.NATIVE_MODULES}
+    # the modules the compiled ones compile against, among them
+    assert {"kdissect.model.packet", "kdissect.wire.captureset", "kdissect.failures", "kdissect.blake2"} <= listed
+
+
+def test_a_build_is_used_only_for_the_sources_it_was_made_from(tmp_path: Path) -> None:
+    package = _copy_package(tmp_path)
+    assert not native.is_current(package)  # no build at all
+    _stamp(package)
+    assert native.is_current(package) and build_native.build_matches(package)
+    stamp = (native.native_dir(package) / native.STAMP_FILE).read_text()
+    assert f"compiler {build_native.compiler_version()}\n" in stamp
+    # one byte of one compiled module changed: that build is not for these sources
+    edited = package.joinpath(*native.NATIVE_MODULES[-1].split(".")).with_suffix(".py")
+    original = edited.read_bytes()
+    edited.write_bytes(original + b"\n")
+    assert not native.is_current(package) and not build_native.build_matches(package)
+    # the content back, a new mtime: stale at import (stat data), the same
+    # contents for the build tool (which renews the stamp instead of compiling)
+    edited.write_bytes(original)
+    assert not native.is_current(package) and build_native.build_matches(package)
+    _stamp(package)
+    assert native.is_current(package)
+    # a build for another interpreter
+    lines = (native.native_dir(package) / native.STAMP_FILE).read_text().splitlines()
+    (native.native_dir(package) / native.STAMP_FILE).write_text(
+        "\n".join(["interpreter cpython-399 linux 3.99.0", *lines[1:]]) + "\n")
+    assert not native.is_current(package) and not build_native.build_matches(package)
+    # a build by another mypy: current for import, rebuilt by the build tool
+    (native.native_dir(package) / native.STAMP_FILE).write_text(
+        "\n".join([lines[0], "compiler mypy-0.1", *lines[2:]]) + "\n")
+    assert native.is_current(package) and not build_native.build_matches(package)
+    # a stamp in the old format (digests of the four modules only) is no stamp
+    (native.native_dir(package) / native.STAMP_FILE).write_text("cpython-311 linux\nframing 00\n")
+    assert not native.is_current(package)
+
+
+def test_a_changed_tcp_segment_makes_a_build_stale(tmp_path: Path) -> None:
+    """packet.py is not compiled, but TcpSegment's layout is compiled into
+    the modules that use it: a build made before it changed is not current."""
+    package = _copy_package(tmp_path)
+    _stamp(package)
+    assert native.is_current(package)
+    packet = package.parent / "kdissect/model/packet.py"
+    source = packet.read_text()
+    assert "class TcpSegment" in source
+    packet.write_text(source.replace("class TcpSegment", "class TcpSegment  ", 1))
+    os.utime(packet, ns=(0, 0))  # whatever the clock did, the stat data differ
+    assert not native.is_current(package)
+    assert not build_native.build_matches(package)
+
+
+def test_importing_kdissect_reads_the_stamp_and_no_source(tmp_path: Path) -> None:
+    """`import kdissect` with a build present opens its stamp and only the
+    sources Python itself imports (the package's __init__ and native.py)."""
+    package = _copy_package(tmp_path)
+    _stamp(package)
+    code = ("import sys\n"
+            "opened = []\n"
+            "sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == 'open' else None)\n"
+            "import kdissect\n"
+            "from kdissect import native\n"
+            "print(native.active)\n"
+            "print('\\n'.join(opened))\n")
+    env = {k: v for k, v in os.environ.items() if k != "KDISSECT_PURE_PYTHON"}
+    env["PYTHONPATH"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path,
+                         env=env)
+    active, *opened = out.stdout.splitlines()
+    assert active == "True"
+    mine = {Path(path).name for path in opened if Path(path).is_relative_to(tmp_path)}
+    assert {name for name in mine if name.endswith(".py")} <= {"__init__.py", "native.py"}
+    assert native.STAMP_FILE in mine
+
+
+def test_the_checkout_runs_the_compiled_modules_where_they_can_be_built() -> None:
+    if not _toolchain():
+        pytest.skip("no C compiler, Python headers or mypy here: kdissect runs its plain Python modules")
+    # tools/setup.sh builds them; a stale or missing build is a setup that did not run
+    assert native.is_current(PACKAGE), "run tools/build_native.py (tools/setup.sh does)"
+    code = ("import kdissect.conn.pipeline, kdissect.wire.capture, json; from kdissect import native; "
+            "print(json.dumps(native.running_native()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert json.loads(out.stdout) == list(native.NATIVE_MODULES)
+    env = dict(os.environ, KDISSECT_PURE_PYTHON="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO, env=env)
+    assert json.loads(out.stdout) == []
+
+
+def test_compiled_and_plain_modules_give_the_same_output(tmp_path: Path) -> None:
+    if not native.is_current(PACKAGE):
+        pytest.skip("the compiled modules are not built here (see the test above)")
+    jobs = []
+    for pcap in sorted((REPO / "captures").rglob("*.pcap")):
+        keys = pcap.with_suffix(".keys")
+        jobs.append({"paths": [str(pcap)], "keys": [str(keys)] if keys.exists() else [], "kept": False})
+    # the messy paths of reassembly and framing: losses, reordering, copies,
+    # cuts, snaplen, mid-stream starts (every variant of two captures)
+    for name in ("produce_pipelined.pcap", "consume_group_kafka.pcap"):
+        trace = impair.load_pcap(REPO / "captures" / name)
+        for variant in VARIANTS:
+            made = write_variant(trace, variant, tmp_path)
+            path = made.rename(tmp_path / f"{name}.{variant}.pcap")
+            jobs.append({"paths": [str(path)], "keys": [], "kept": False})
+    jobs.append({"paths": [str(REPO / "captures" / "consume_group_kafka.pcap")], "keys": [], "kept": True})
+    compiled, used = _export_all(jobs, pure=False)
+    plain, none = _export_all(jobs, pure=True)
+    assert used == list(native.NATIVE_MODULES) and none == []
+    assert compiled.count("\n") > 10_000  # rows of every job
+    assert compiled == plain

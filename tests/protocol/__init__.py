@@ -1,0 +1,1 @@
+"""Tests of kdissect/protocol/ (tests mirror the package)."""

@@ -1,0 +1,1 @@
+"""Tests of kdissect/records/ (tests mirror the package)."""

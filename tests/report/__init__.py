@@ -1,0 +1,1 @@
+"""Tests of kdissect/report/ (tests mirror the package)."""

@@ -1,0 +1,1 @@
+"""Tests of kdissect/scapy/ (tests mirror the package)."""

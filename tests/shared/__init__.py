@@ -1,0 +1,1 @@
+"""Tests of kdissect/shared/ (tests mirror the package)."""

@@ -1,0 +1,78 @@
+"""The JSONL fast path writes exactly what the json module writes for the row."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kdissect.model.exchange import COLUMN_TYPES, COMPUTED_COLUMNS, Exchange
+from kdissect.shared.output import JsonlWriter
+from tests.support.jsonl import reference_line
+from kdissect.conn.pipeline import Analysis
+
+
+def _reference(exchange: Exchange) -> str:
+    return reference_line(exchange)
+
+
+def _fast(exchange: Exchange) -> str:
+    out = io.StringIO()
+    JsonlWriter(out).write_exchange(exchange)
+    return out.getvalue()
+
+
+_VALUES = {
+    "string": st.none() | st.text(),
+    "int64": st.none() | st.integers(-(2**63), 2**63 - 1),
+    "int32": st.none() | st.integers(-(2**31), 2**31 - 1),
+    "int16": st.none() | st.integers(-(2**15), 2**15 - 1),
+    "timestamp": st.none() | st.integers(-(2**62), 2**62),
+    "float64": st.none() | st.floats(allow_nan=True, allow_infinity=True),
+    "list<int16>": st.lists(st.integers(-(2**15), 2**15 - 1), max_size=3),
+    "list<string>": st.lists(st.text(), max_size=3),
+}
+# stored columns, and the stored times the computed ones come from
+_SETTABLE = [(name, kind) for name, kind in COLUMN_TYPES if name not in COMPUTED_COLUMNS] + [
+    ("request_first_ts", "timestamp"), ("response_first_ts", "timestamp"), ("wait_ns", "timestamp"),
+    ("rtt_ns", "timestamp")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({name: _VALUES[kind] for name, kind in _SETTABLE}))
+def test_any_field_values(values: dict) -> None:
+    if values["status"] is None:
+        values["status"] = "ok"
+    exchange = Exchange(**values)
+    assert _fast(exchange) == _reference(exchange)
+
+
+def test_unexpected_types_fall_back_to_the_json_module() -> None:
+    exchange = Exchange(stream=3, client_id=b"bytes".decode(), problems=["a", None], records=2.5)  # type: ignore[list-item]
+    assert _fast(exchange) == _reference(exchange)
+    exchange = Exchange(request_ts=1.0, response_ts=float("inf"))  # type: ignore[arg-type]
+    assert '"latency_ms":Infinity' in _fast(exchange) == json.dumps(exchange.to_row(), separators=(",", ":")) + "\n"
+
+
+def test_every_exchange_of_the_captures(captures_dir: Path) -> None:
+    for capture in sorted(captures_dir.glob("*.pcap")):
+        for exchange in Analysis([capture]):
+            assert _fast(exchange) == _reference(exchange), capture.name
+
+
+def test_timestamps_around_the_edges_of_the_digit_cut() -> None:
+    """Times are cut from their decimal digits when they are a second or more
+    after the epoch; the seconds_text reference holds on both sides of that."""
+    from kdissect.model.times import seconds_text
+
+    edges = [0, 1, 999, 999_999_999, 1_000_000_000, 1_000_000_001, 1_999_999_999, 10**15 + 7, 1_795_432_637_048_593_123,
+             10**18, 2**62, -1, -1_000_000_000]
+    for unit, places in (("us", 6), ("ns", 9), ("ms", 3)):
+        for ts in edges:
+            out = io.StringIO()
+            JsonlWriter(out, ts_unit=unit).write_exchange(Exchange(request_ts=ts))
+            row = out.getvalue()
+            assert f'"request_ts":{seconds_text(ts, places)},' in row, (unit, ts, row)

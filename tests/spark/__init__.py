@@ -1,0 +1,1 @@
+"""Tests of kdissect/spark/ (tests mirror the package)."""

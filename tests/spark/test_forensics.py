@@ -1,0 +1,129 @@
+"""The Spark job's forensic tables equal the CLI's on the same inputs.
+
+The job tallies per task (connections hashed over four shuffle partitions,
+so every table is merged from several tasks' parts) and matches end-to-end
+latency after a shuffle by topic-partition; the CLI does it all in one pass.
+Both are written to Parquet (`kdissect topics|groups|clients --table T -o
+T.parquet`) and compared row for row."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from kdissect.cli import main
+from kdissect.forensics import COMMAND_TABLES
+from kdissect.spark.job import JobOptions, run_job
+from tests.support.spark import editcap_split, local_session, table_rows
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
+
+INPUTS = ("forensics_kafka.pcap", "java_clients_kafka.pcap", "consume_group_kafka.pcap", "transactions_kafka.pcap",
+          "quota_kafka.pcap", "consume_group.pcap")
+
+
+@pytest.fixture(scope="module")
+def spark():
+    with local_session(cores=2, shuffle_partitions=4) as session:
+        yield session
+
+
+def _cli_tables(inputs: list[Path], out: Path) -> dict[str, list[dict]]:
+    found = {}
+    for command, tables in COMMAND_TABLES.items():
+        for table in tables:
+            target = out / f"{table}.parquet"
+            assert main([command, *map(str, inputs), "--table", table, "-o", str(target), "-q"]) == 0
+            found[table] = pq.read_table(target).to_pylist()
+    return found
+
+
+def _compare(spark, inputs: list[Path], tmp_path: Path) -> dict:
+    outdir = tmp_path / "spark"
+    result = run_job(JobOptions(inputs=[str(p) for p in inputs], outdir=str(outdir), master=None), spark=spark)
+    expected = _cli_tables(inputs, tmp_path)
+    for table, rows in expected.items():
+        got = table_rows(outdir, table)
+        assert got == rows, table
+        assert result.manifest["counts"][table] == len(rows)
+    assert not (outdir / "_work").exists()
+    return expected | {"_manifest": result.manifest}
+
+
+def test_spark_tables_equal_the_cli(spark, captures_dir, tmp_path) -> None:
+    inputs = [captures_dir / name for name in INPUTS]
+    tables = _compare(spark, inputs, tmp_path)
+    # the comparison covered every kind of row
+    assert {r["group_type"] for r in tables["groups"]} >= {"classic", "consumer", "share"}
+    assert sum(r["records"] for r in tables["end_to_end"] if r["dimension"] == "topic") > 300
+    assert any(r["sequence_gaps"] == 0 and r["transactional_id"] for r in tables["producers"])
+    manifest = tables["_manifest"]["forensics"]
+    assert [r["group_id"] for r in manifest["rebalance_storms"]] == ["fx-classic"]
+    assert manifest["unresolved_topic_ids"] == []
+
+
+def test_rotated_files_give_the_same_tables(spark, captures_dir, tmp_path) -> None:
+    """forensics_kafka cut into rotated files (connections run across them)."""
+    parts = editcap_split(captures_dir / "forensics_kafka.pcap", 700, tmp_path / "rotated")
+    assert len(parts) > 3
+    _compare(spark, parts, tmp_path)
+
+
+def test_the_tables_of_the_rotated_files_are_the_whole_files(captures_dir, tmp_path) -> None:
+    """The CLI reads rotated files as one capture set: the same tables."""
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "parts").mkdir()
+    whole = _cli_tables([captures_dir / "forensics_kafka.pcap"], tmp_path / "whole")
+    parts = editcap_split(captures_dir / "forensics_kafka.pcap", 700, tmp_path / "rotated")
+    assert _cli_tables(parts, tmp_path / "parts") == whole
+
+
+@pytest.mark.parametrize("parts", [2, 5])
+def test_tallies_of_parts_merge_into_the_whole(captures_dir, parts) -> None:
+    """Connections dealt out to several tallies (as the Spark tasks get
+    them), merged in reverse order: every table but end-to-end latency
+    (matched after a shuffle in the job) equals the one-pass tally."""
+    from kdissect.forensics import FORENSIC_APIS, Forensics
+    from kdissect.conn.pipeline import analyze
+
+    exchanges = list(analyze([captures_dir / name for name in INPUTS], keep_apis=FORENSIC_APIS)[0])
+    whole = Forensics()
+    pieces = [Forensics() for _ in range(parts)]
+    for ex in exchanges:
+        whole.add(ex)
+        pieces[zlib.crc32(repr((ex.client, ex.stream_key)).encode()) % parts].add(ex)
+    whole.finish()
+    merged = Forensics.from_state(pieces[-1].state())
+    for piece in reversed(pieces[:-1]):
+        piece.finish()
+        merged.merge(Forensics.from_state(piece.state()))
+    expected, got = whole.tables().to_dict(), merged.tables().to_dict()
+    for name in expected:
+        if name != "end_to_end":
+            assert got[name] == expected[name], name
+
+
+def test_forensic_settings_reach_the_job(spark, captures_dir, tmp_path) -> None:
+    """`--e2e-horizon` and `--max-uncompressed-mib`, parsed as `kdissect spark`
+    parses them, give the tables the CLI gives with the same options; the
+    short horizon leaves records unmatched that the default matches."""
+    from kdissect.shared.options import parse_plain
+    from kdissect.spark.options import SparkJobOptions, job_options
+
+    inputs = [str(captures_dir / "forensics_kafka.pcap")]
+    settings = ["--e2e-horizon", "0.05", "--max-uncompressed-mib", "1"]
+    outdir = tmp_path / "spark"
+    options = parse_plain(SparkJobOptions, [*inputs, "-o", str(outdir), *settings])
+    run_job(job_options(options, None), spark=spark)
+    # the tables the settings shape: matching (end_to_end), decompression (topics, clients)
+    for command, table in (("topics", "end_to_end"), ("topics", "topics"), ("clients", "clients")):
+        target = tmp_path / f"{table}.parquet"
+        assert main([command, *inputs, *settings, "--table", table, "-o", str(target), "-q"]) == 0
+        assert table_rows(outdir, table) == pq.read_table(target).to_pylist(), table
+    short = table_rows(outdir, "end_to_end")
+    default = tmp_path / "default.parquet"
+    assert main(["topics", *inputs, "--table", "end_to_end", "-o", str(default), "-q"]) == 0
+    assert sum(r["unmatched"] for r in short) > sum(r["unmatched"] for r in pq.read_table(default).to_pylist())

@@ -1,0 +1,83 @@
+"""The exchange files the dissecting tasks write, and their rewrite with stream numbers.
+
+No Spark here: `PartSink`, `finish_part` and `finish_partitions` are plain
+Python (the job runs them inside Spark tasks; tests/spark/test_job.py checks the
+whole job against `kdissect export`).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kdissect.spark.part_files import (
+    EXCHANGES,
+    PARTITION_ERRORS,
+    RANK_SCHEMA,
+    PartSink,
+    finish_part,
+    finish_partitions,
+)
+
+
+def _exchange(key: tuple[int, int], ordinal: int, correlation_id: int) -> dict:
+    return {"capture": "a.pcap", "stream": 0, "correlation_id": correlation_id, "api_key": 3, "api_name": "Metadata",
+            "api_version": 12, "status": "ok", "error_codes": [], "problems": [], "request_ts": 1700000000.0 + ordinal,
+            "stream_capture_index": key[0], "stream_frame_number": key[1], "ordinal": ordinal}
+
+
+def _write(work, task_partition: int, exchanges: list[dict], errors: list[dict] = ()) -> dict[str, int]:
+    sink = PartSink(str(work), task_partition)
+    for row in exchanges:
+        sink.add_exchange(row)
+    for row in errors:
+        sink.add_partition_error(row)
+    return sink.close()
+
+
+def test_streams_are_numbered_and_rows_sorted_by_stream_then_order(tmp_path):
+    work, out = tmp_path / "work", tmp_path / "out"
+    # two connections interleaved as a task would see them: 4-tuple order, not stream order
+    rows = [_exchange((0, 40), 0, 7), _exchange((0, 40), 1, 8), _exchange((0, 5), 0, 1), _exchange((0, 5), 1, 2)]
+    error = {"capture": "a.pcap", "correlation_id": 8, "api_key": 3, "api_name": "Metadata", "api_version": 12,
+             "topic": "t", "partition": 0, "error_code": 3, "error_name": "UNKNOWN_TOPIC_OR_PARTITION",
+             "stream_capture_index": 0, "stream_frame_number": 40, "ordinal": 1}
+    assert _write(work, 4, rows, [error]) == {EXCHANGES: 4, PARTITION_ERRORS: 1}
+    written, exchanges = finish_part(str(work), str(out), 4, {(0, 5): 11, (0, 40): 12})
+    assert written == {EXCHANGES: 4, PARTITION_ERRORS: 1}
+    assert exchanges.column("stream").to_pylist() == [11, 11, 12, 12]
+    # partitioned by the request's UTC date (the rows hold int ns: 1.7 s after the epoch)
+    table = pq.read_table(out / "exchanges" / "capture_date=1970-01-01" / "part-00004.parquet")
+    assert table.column("stream").to_pylist() == [11, 11, 12, 12]
+    assert table.column("correlation_id").to_pylist() == [1, 2, 7, 8]
+    assert "ordinal" not in table.column_names
+    [error_row] = pq.read_table(out / "partition_errors" / "part-00004.parquet").to_pylist()
+    assert (error_row["stream"], error_row["correlation_id"], error_row["error_code"]) == (12, 8, 3)
+
+
+def test_a_task_that_runs_twice_leaves_one_file_with_the_second_runs_rows(tmp_path):
+    work = tmp_path / "work"
+    _write(work, 0, [_exchange((0, 1), 0, 1)])
+    _write(work, 0, [_exchange((0, 1), 0, 1), _exchange((0, 1), 1, 2)])
+    assert [p.name for p in (work / "exchanges").iterdir()] == ["part-00000.arrow"]
+    assert finish_part(str(work), str(tmp_path / "out"), 0, {(0, 1): 0})[0][EXCHANGES] == 2
+
+
+def test_a_partition_with_only_its_marker_is_finished_with_no_rows(tmp_path):
+    from kdissect.spark.summaries import WRITTEN
+
+    work, out = tmp_path / "work", tmp_path / "out"
+    _write(work, 1, [_exchange((2, 9), 0, 5)])
+    ranks = pa.RecordBatch.from_pylist([
+        {"task_partition": 0, "stream_capture_index": None, "stream_frame_number": None, "global_stream": None},
+        {"task_partition": 1, "stream_capture_index": 2, "stream_frame_number": 9, "global_stream": 3},
+        {"task_partition": 1, "stream_capture_index": None, "stream_frame_number": None, "global_stream": None},
+    ], schema=RANK_SCHEMA)
+    rows = pa.Table.from_batches(list(finish_partitions([ranks], str(work), str(out)))).to_pylist()
+    written = {row["dimension"]: row["count"] for row in rows if row["table"] == WRITTEN}
+    assert written == {EXCHANGES: 1, PARTITION_ERRORS: 0}
+    # the one exchange has a request time, so it counts in the time series
+    assert sum(row["count"] for row in rows if row["table"] == "timeseries") == 1
+    day = out / "exchanges" / "capture_date=1970-01-01"
+    assert pq.read_table(day / "part-00001.parquet").column("stream").to_pylist() == [3]
+    assert [p.name for p in (out / "exchanges").rglob("*.parquet")] == ["part-00001.parquet"]

@@ -1,0 +1,1 @@
+"""Tests of kdissect/stats/ (tests mirror the package)."""

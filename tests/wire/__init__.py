@@ -1,0 +1,1 @@
+"""Tests of kdissect/wire/ (tests mirror the package)."""

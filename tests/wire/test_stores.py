@@ -1,0 +1,143 @@
+"""kdissect.wire.stores and kdissect.shared.outdir_tree without a server: URI parsing,
+settings, globbing, ranged reads and the OUTDIR rule on the local file
+system (file:// URIs). The S3 side is in test_spark_stores.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kdissect.wire import stores
+from kdissect.wire.capture import ReadStats, read_file
+from kdissect.failures import InputError
+from kdissect.shared.inputs import expand_inputs
+from kdissect.shared.protected_inputs import ProtectedInputs
+from kdissect.spark.outdir import claim_outdir
+from kdissect.shared.outdir_tree import SUCCESS, Tree
+
+
+def test_uris_parse_to_the_store_and_path():
+    assert stores.parse("s3a://bucket/a/b.pcap") == stores.Location("s3a", "bucket", "bucket/a/b.pcap")
+    assert stores.parse("s3://bucket").path == "bucket"
+    # pathlib folds "//": the folded form names the same object
+    assert stores.parse("s3:/bucket/a").uri == "s3://bucket/a"
+    assert stores.parse("hdfs://nn:8020/x/y").path == "/x/y"
+    assert stores.parse("file:///tmp/x").path == "/tmp/x"
+    assert not stores.is_uri("/tmp/x") and not stores.is_uri("relative/s3:/x")
+    assert not stores.is_uri("gs://bucket/x")
+
+
+def test_a_uri_with_credentials_is_refused_without_echoing_them():
+    with pytest.raises(InputError) as caught:
+        stores.parse("s3://AKIAEXAMPLE:verysecret@bucket/x.pcap")
+    assert "verysecret" not in str(caught.value) and "AKIAEXAMPLE" not in str(caught.value)
+    assert str(caught.value).startswith("s3://bucket/x.pcap: credentials in a URI are refused")
+
+
+def test_s3a_settings_come_first_then_the_aws_variables(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "ENVKEY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "envsecret")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("HADOOP_HOME", raising=False)
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    from_env = stores.StoreSettings.from_conf({})
+    assert (from_env.s3.access_key, from_env.s3.secret_key, from_env.s3.endpoint) == \
+        ("ENVKEY", "envsecret", "http://127.0.0.1:1")
+    conf = {"spark.hadoop.fs.s3a.access.key": "CONFKEY", "spark.hadoop.fs.s3a.secret.key": "confsecret",
+            "spark.hadoop.fs.s3a.endpoint": "https://s3.example:9000", "spark.executor.memory": "1g"}
+    settings = stores.StoreSettings.from_conf(conf)
+    assert (settings.s3.access_key, settings.s3.endpoint) == ("CONFKEY", "https://s3.example:9000")
+    options = settings.s3.pyarrow_options()
+    assert options["endpoint_override"] == "s3.example:9000" and options["scheme"] == "https"
+    assert "confsecret" not in repr(settings) and "CONFKEY" not in repr(settings)
+
+
+def test_hadoop_core_site_is_read(tmp_path, monkeypatch):
+    (tmp_path / "core-site.xml").write_text(
+        "<configuration><property><name>fs.s3a.endpoint</name><value>http://minio:9000</value></property>"
+        "<property><name>fs.s3a.path.style.access</name><value>true</value></property></configuration>")
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    settings = stores.StoreSettings.from_conf()
+    assert settings.s3.endpoint == "http://minio:9000" and settings.s3.path_style is True
+
+
+@pytest.mark.parametrize("pattern, path, matches", [
+    ("b/cap/*.pcap", "b/cap/x.pcap", True),
+    ("b/cap/*.pcap", "b/cap/sub/x.pcap", False),
+    ("b/cap/**/*.pcap", "b/cap/sub/deeper/x.pcap", True),
+    ("b/cap/**/*.pcap", "b/cap/x.pcap", True),
+    ("b/cap/x?.pcap", "b/cap/x1.pcap", True),
+    ("b/cap/x[!1].pcap", "b/cap/x1.pcap", False),
+    ("b/cap/x[12].pcap", "b/cap/x2.pcap", True),
+])
+def test_globs_match_store_paths(pattern, path, matches):
+    assert bool(stores._glob_regex(pattern).fullmatch(path)) is matches
+
+
+def test_file_uris_list_and_read_like_paths(captures_dir, tmp_path):
+    (tmp_path / "sub").mkdir()
+    for name in ("admin.pcap", "ipv6.pcap"):
+        (tmp_path / "sub" / name).write_bytes((captures_dir / name).read_bytes())
+    (tmp_path / "sub" / "notes.txt").write_text("x")
+    found, skipped = expand_inputs([f"file://{tmp_path}/sub"])
+    assert found == [f"file://{tmp_path}/sub/admin.pcap", f"file://{tmp_path}/sub/ipv6.pcap"]
+    assert skipped == [f"file://{tmp_path}/sub/notes.txt"]
+    assert expand_inputs([f"file://{tmp_path}/**/i*.pcap"])[0] == [f"file://{tmp_path}/sub/ipv6.pcap"]
+    with pytest.raises(InputError, match="no such file or directory"):
+        expand_inputs([f"file://{tmp_path}/missing"])
+    # the same segments through a RangedFile as through open()
+    stats_uri, stats_path = ReadStats(), ReadStats()
+    by_uri = [(s.frame_number, s.payload) for s in read_file(found[0], 0, stats_uri)]
+    by_path = [(s.frame_number, s.payload) for s in read_file(tmp_path / "sub" / "admin.pcap", 0, stats_path)]
+    assert by_uri == by_path and by_uri
+
+
+def test_ranged_file_reads_across_blocks(tmp_path, monkeypatch):
+    data = os.urandom(10_000)
+    (tmp_path / "blob").write_bytes(data)
+    handle = stores.RangedFile(f"file://{tmp_path}/blob", block_size=1024)
+    handle.seek(1000)
+    assert handle.read(3000) == data[1000:4000]
+    handle.seek(-10, 2)
+    assert handle.read() == data[-10:]
+    assert handle.read(5) == b""
+    handle.seek(0)
+    assert handle.read(20_000) == data
+    handle.close()
+
+
+def test_outdir_rule_and_markers(tmp_path):
+    def claim(outdir: str, overwrite: bool = False) -> str:
+        return claim_outdir(outdir, ProtectedInputs([]), overwrite, ("exchanges",), "_work")
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("keep me")
+    with pytest.raises(InputError, match="is not empty and holds no earlier kdissect spark output"):
+        claim(str(foreign), overwrite=True)
+    assert (foreign / "thesis.tex").read_text() == "keep me"
+    claim(str(tmp_path / "new"))  # missing: fine
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / SUCCESS).write_bytes(b"")  # the commit protocol's marker: an earlier output
+    with pytest.raises(InputError, match="holds an earlier kdissect spark output: give --overwrite"):
+        claim(f"file://{earlier}")
+    assert claim(f"file://{earlier}", overwrite=True) == str(earlier)
+    assert not (earlier / SUCCESS).exists()
+
+
+def test_tree_output_appears_whole_or_not_at_all(tmp_path):
+    tree = Tree(str(tmp_path / "out"))
+    tree.write_bytes(b"hello", "t", "part-00000.parquet")
+    assert (tmp_path / "out" / "t" / "part-00000.parquet").read_bytes() == b"hello"
+    with pytest.raises(RuntimeError):
+        with tree.output("t", "part-00001.parquet") as stream:
+            stream.write(b"half")
+            raise RuntimeError("task died")
+    assert sorted(os.listdir(tmp_path / "out" / "t")) == ["part-00000.parquet"]
+    assert tree.files("t", suffix=".parquet") == ["part-00000.parquet"]
+    tree.delete("t")
+    assert not (tmp_path / "out" / "t").exists()
