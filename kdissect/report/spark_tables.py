@@ -191,7 +191,15 @@ def read_outdir(outdir: str | Path) -> dict[str, Any]:
         for key, name in (("latency_decomposition", "broker_latency"), ("principals", "broker_principals"),
                           ("unmatched", "broker_unmatched")):
             stats["broker_log"][key] = _dataset(tree, name).to_table().to_pylist()
+    from kdissect.filters.selection import describe_selection
+    from kdissect.report.data import selection_entry
+
+    chosen = manifest.get("selection") or {}  # what the job was run with (kdissect.spark.job)
+    applied = describe_selection(chosen.get("filter"), chosen.get("from_ns"), chosen.get("to_ns"),
+                                 chosen.get("clients") or (), chosen.get("brokers") or (), chosen.get("topics") or (),
+                                 chosen.get("groups") or ())
     return {
+        "selection": selection_entry(applied, stats),
         "source": {"kind": "spark", "path": tree.uri, "inputs": inputs,
                    "skipped_files": len(manifest.get("skipped_files", []))},
         "stats": stats,
