@@ -344,3 +344,27 @@ def test_topic_and_group_selection_agrees_with_tshark(option, value, fields) -> 
         frames = {r["request_frame"], r["response_frame"]} - {None}
         assert frames & (named | unread), r
     assert all(r["api_name"] != "Produce" for r in rows) if option == "--group" else True
+
+
+@pytest.mark.parametrize("sort, top", [("service_ms", 5), ("wait_ms", 4), ("response_bytes", 20), ("throttle_time_ms", 30), (None, 7),
+                                       ("latency_ms", None)])
+def test_ranked_keeps_the_rows_python_ranks(all_rows, sort, top) -> None:
+    """`Ranked` (the report's --top/--sort) keeps the exchanges ranked here in
+    plain Python over the export's rows (largest first, nulls last, request
+    order among equals), yields them in request order, and reads every
+    exchange (the accounting whole)."""
+    from kdissect.conn.pipeline import Analysis
+    from kdissect.filters.selection import Ranked
+
+    order = list(range(len(all_rows)))  # the export lists rows in request order
+    if sort is not None:
+        valued = [i for i in order if all_rows[i][sort] is not None]
+        valued.sort(key=lambda i: all_rows[i][sort], reverse=True)
+        order = valued + [i for i in order if all_rows[i][sort] is None]
+    wanted = sorted(order[:top] if top is not None else order)
+    analysis = Analysis([str(GROUP)], (9092,))
+    ranked = Ranked(analysis, sort, top)
+    kept = [(ex.stream, ex.correlation_id) for ex in ranked]
+    assert kept == [(all_rows[i]["stream"], all_rows[i]["correlation_id"]) for i in wanted]
+    assert ranked.shown == len(wanted) and ranked.shown + ranked.hidden == len(all_rows)
+    assert analysis.accounting.exchanges == len(all_rows)
