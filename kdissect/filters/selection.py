@@ -267,9 +267,17 @@ class Ranked:
         self.top = top
         self.shown = 0
         self.hidden = 0
+        # called with each exchange not kept (as Selected's: context such as topic names);
+        # one list with a Selected inside, so a hook sees what either drops
+        inner = analysis.on_hidden if isinstance(analysis, Selected) else None
+        self.on_hidden: list[Callable[[Any], Any]] = inner if inner is not None else []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._analysis, name)
+
+    def _drop(self, ex: Any) -> None:
+        for hear in self.on_hidden:
+            hear(ex)
 
     def __iter__(self) -> Iterator[Any]:
         import heapq
@@ -284,14 +292,20 @@ class Ranked:
             if value is None:
                 if limit is None or len(unvalued) < limit:
                     unvalued.append((index, ex))
+                else:
+                    self._drop(ex)
             elif limit is None or len(valued) < limit:
                 heapq.heappush(valued, (value, -index, ex))
             elif (value, -index) > valued[0][:2]:
-                heapq.heapreplace(valued, (value, -index, ex))
+                self._drop(heapq.heapreplace(valued, (value, -index, ex))[2])
+            else:
+                self._drop(ex)
         # the ranking: largest value first, the earlier exchange first among equals
         chosen = sorted(valued, key=lambda item: (item[0], item[1]), reverse=True)
         kept = [(-minus_index, ex) for _value, minus_index, ex in chosen] + unvalued
         if limit is not None:
+            for _index, ex in kept[limit:]:
+                self._drop(ex)
             kept = kept[:limit]
         kept.sort(key=lambda item: item[0])
         self.shown, self.hidden = len(kept), read - len(kept)

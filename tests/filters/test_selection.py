@@ -364,7 +364,28 @@ def test_ranked_keeps_the_rows_python_ranks(all_rows, sort, top) -> None:
     wanted = sorted(order[:top] if top is not None else order)
     analysis = Analysis([str(GROUP)], (9092,))
     ranked = Ranked(analysis, sort, top)
+    dropped: list[tuple] = []
+    ranked.on_hidden.append(lambda ex: dropped.append((ex.stream, ex.correlation_id)))  # context: topic names ...
     kept = [(ex.stream, ex.correlation_id) for ex in ranked]
     assert kept == [(all_rows[i]["stream"], all_rows[i]["correlation_id"]) for i in wanted]
+    assert sorted(dropped) == sorted((r["stream"], r["correlation_id"]) for i, r in enumerate(all_rows)
+                                     if i not in set(wanted))
     assert ranked.shown == len(wanted) and ranked.shown + ranked.hidden == len(all_rows)
     assert analysis.accounting.exchanges == len(all_rows)
+
+
+def test_ranked_over_a_selection_hears_what_either_drops(all_rows) -> None:
+    """`report -Y ... --top N`: the hook for context (topic names) hears every
+    exchange the page does not hold, whether the filter or the ranking dropped it."""
+    from kdissect.conn.pipeline import Analysis
+    from kdissect.filters.display_filter import DisplayFilter
+    from kdissect.filters.selection import Ranked, Selected, Selection
+
+    ranked = Ranked(Selected(Analysis([str(GROUP)], (9092,)), Selection(DisplayFilter('api_name != "Metadata"'))),
+                    "latency_ms", 3)
+    heard: list[tuple] = []
+    ranked.on_hidden.append(lambda ex: heard.append((ex.stream, ex.correlation_id)))
+    kept = [(ex.stream, ex.correlation_id) for ex in ranked]
+    assert len(kept) == 3 and len(heard) == len(all_rows) - 3
+    assert set(kept).isdisjoint(heard)
+    assert sum(r["api_name"] == "Metadata" for r in all_rows) > 0
