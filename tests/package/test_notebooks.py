@@ -230,3 +230,9 @@ def test_report_notebook_runs(tmp_path):
     count = _kdissect_json("stats", str(REPO / "captures" / "waits_kafka.pcap"), "--json")["exchanges"]
     assert _printed(notebook, r"(\d+) of (\d+) exchanges \(no selection\)").groups() == (str(count), str(count))
     assert "inputs: waits_kafka.pcap\n" in text
+    # the same notebook on the OUTDIR that run wrote: no job, the same report
+    outdir = _printed(notebook, r"tables in (\S+)").group(1)
+    again = _run("report.ipynb", tmp_path, timeout=300, parameters=f"OUTDIR = {outdir!r}")
+    assert f"reading the tables of {outdir}" in _text(again) and "Spark job finished" not in _text(again)
+    assert _printed(again, r"(\d+) of (\d+) exchanges \(no selection\)").groups() == (str(count), str(count))
+    assert _titles(_charts(again)) == _titles(specs)
