@@ -6,9 +6,9 @@ time span, and capped lists of the slowest and the failed exchanges.
 `Collector.add_batch(table)` takes exchange-table columns as Arrow (any
 timestamp unit), so the same code serves both faces: the capture path feeds it
 batches of `Exchange.to_row()` rows (`RowBatcher`), the Spark path the
-written `exchanges/` dataset batch by batch. Memory is bounded by the time
-buckets and the caps: the capture path keeps each bucket's latencies in a
-`QuantileSketch` (exact percentiles up to its EXACT_LIMIT values, within 1%
+written `exchanges/` dataset batch by batch, so both give the same buckets
+and percentiles. Memory is bounded by the time buckets and the caps: each
+bucket's latencies are kept in a `QuantileSketch` (exact percentiles up to its EXACT_LIMIT values, within 1%
 past it, as `Summary` does).
 
 Time buckets: the width is the smallest of `BUCKET_LADDER` that covers the
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -129,15 +129,10 @@ def _merge_throttle(a: list, b: list) -> list:
     return [a[0] + b[0], a[1] + b[1], a[2] + b[2], max(a[3], b[3])]
 
 
-def _merge_minutes(a: list, b: list) -> list:
-    p99 = [v for v in (a[3], b[3]) if v is not None]
-    return [a[0] + b[0], a[1] + b[1], a[2] + b[2], max(p99) if p99 else None]
-
-
 class Collector:
-    """See the module's docstring. `min_width`: the narrowest bucket
-    (60 for the Spark path, whose latency time series is per minute);
-    `latency_values`: sketch latencies per bucket for their percentiles."""
+    """See the module's docstring. `min_width`: the narrowest bucket in
+    seconds; `latency_values`: sketch latencies per bucket for their
+    percentiles (both faces do: captures and a Spark OUTDIR's exchanges)."""
 
     def __init__(self, min_width: int = 1, latency_values: bool = True, limit: int = LIST_LIMIT) -> None:
         self.limit = limit
@@ -149,8 +144,6 @@ class Collector:
         self.error_series = self.time.table(lambda a, b: a + b)
         # (bucket, client id) -> [responses with a throttle field, throttled, total ms, max ms]
         self.throttle_series = self.time.table(_merge_throttle)
-        # (bucket, api) -> [exchanges, with errors, bytes, p99]: the Spark path's minute rows
-        self.minute_series: dict[tuple, list] | None = None
         self.errors_by_api: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])  # top level, anywhere
         self.problems: Counter[str] = Counter()  # exchanges carrying each problem code
         self.statuses: Counter[str] = Counter()
@@ -310,21 +303,6 @@ class Collector:
                 [("_ts", "ascending"), ("stream", "ascending"), ("correlation_id", "ascending"),
                  ("status", "ascending")]).slice(0, limit)
 
-    def add_minute_rows(self, rows: Iterable[dict[str, Any]]) -> None:
-        """The Spark path: the timeseries table's rows (minute as seconds or a
-        datetime, api_name, exchanges, bytes, errors, p99_latency_ms) replace
-        the traffic and latency series of the scan, merged into the buckets
-        (p99 of a wider bucket: the highest minute p99 in it)."""
-        self.minute_series = {}
-        width = self.time.width
-        for row in rows:
-            minute = row["minute"]
-            seconds = int(minute.timestamp()) if hasattr(minute, "timestamp") else int(minute)
-            key = (_bucket_of(seconds, width), row["api_name"] or NO_API)
-            value = [row["exchanges"], row["errors"], row["bytes"], row["p99_latency_ms"]]
-            old = self.minute_series.get(key)
-            self.minute_series[key] = value if old is None else _merge_minutes(old, value)
-
     # -- results ---------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -333,20 +311,14 @@ class Collector:
 
         width = self.time.width
         # traffic and latency per bucket and API: the busiest APIs apart, the rest summed
-        if self.minute_series is not None:
-            traffic = {key: (v[0], v[1], v[2]) for key, v in self.minute_series.items()}
-            latency = {key: {"p99": v[3]} for key, v in self.minute_series.items()}
-            basis = ("per-minute p99 from the Spark timeseries table" if width == 60 else
-                     "the highest per-minute p99 in the bucket (from the Spark timeseries table)")
-        else:
-            traffic = {key: (v[0], v[1], v[2]) for key, v in self.series.items()}
-            latency = {}
-            for key, v in self.series.items():
-                sketch = v[3]
-                latency[key] = ({"p50": sketch.percentiles(50)[0], "p99": sketch.percentiles(99)[0], "max": sketch.max}
-                                if sketch is not None and sketch.count else {})
-            basis = ("percentiles of the bucket's answered exchanges (exact up to "
-                     f"{EXACT_LIMIT} exchanges, within 1% past it)")
+        traffic = {key: (v[0], v[1], v[2]) for key, v in self.series.items()}
+        latency = {}
+        for key, v in self.series.items():
+            sketch = v[3]
+            latency[key] = ({"p50": sketch.percentiles(50)[0], "p99": sketch.percentiles(99)[0], "max": sketch.max}
+                            if sketch is not None and sketch.count else {})
+        basis = ("percentiles of the bucket's answered exchanges (exact up to "
+                 f"{EXACT_LIMIT} exchanges, within 1% past it)")
         per_api: Counter[str] = Counter()
         for (_bucket, api), (count, _e, _b) in traffic.items():
             per_api[api] += count

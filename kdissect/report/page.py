@@ -86,6 +86,10 @@ td[data-col="meaning"] { white-space: normal; min-width: 24ch; }
 td.list { white-space: normal; min-width: 24ch; }
 td.list span { white-space: nowrap; }
 tr:target { background: #fff3bf; }
+.selection { border: 2px solid #b54708; background: #fffaeb; border-radius: 8px; padding: 0.2rem 1rem 0.4rem; }
+.selection h2 { margin: 0.5rem 0 0.3rem; border: none; color: #b54708; }
+.selection p { color: var(--ink); }
+.selection code.value { overflow-wrap: anywhere; }
 #findings ol { padding-left: 1.3rem; }
 #findings li { margin: 0.35rem 0; }
 .empty { color: var(--muted); font-style: italic; }
@@ -405,6 +409,31 @@ def _findings(data: dict[str, Any]) -> str:
             + "".join(items) + "</ol></section>")
 
 
+def _selection(data: dict[str, Any]) -> str:
+    """What the page covers, at its top: the selection applied (-Y, --from/--to,
+    --client ..., --top/--sort; each value through `_e`, the page's one
+    escaping, since a filter may quote captured strings) and how many
+    exchanges it kept of how many, so a filtered page is never read as the
+    whole capture."""
+    chosen = data.get("selection")
+    if chosen is None:  # data made from exchanges alone (from_exchanges): nothing known of a selection
+        return ""
+    kept, total = chosen.get("exchanges"), chosen.get("of")
+    attributes = f'data-kept="{_json_attr(kept)}" data-of="{_json_attr(total)}"'
+    if not chosen.get("applied"):
+        return (f'<p id="selection" data-selection="none" {attributes}>No selection: every exchange of the '
+                f"captures ({_e(_text(kept))}) is in this page.</p>")
+    items = "".join(f'<li data-option="{_e(item["option"])}">{_e(item["what"])} '
+                    f'(<code>{_e(item["option"])}</code>): <code class="value">{_e(item["value"])}</code></li>'
+                    for item in chosen["applied"])
+    return (f'<section id="selection" class="selection" data-selection="applied" {attributes}>'
+            f"<h2>A selection, not the whole capture</h2>"
+            f"<p><strong>This page shows {_e(_text(kept))} of {_e(_text(total))} exchanges</strong>: "
+            "the tables, charts, findings and lists are computed over these only; the capture quality "
+            "and the accounting are the whole capture's.</p>"
+            f"<ul>{items}</ul></section>")
+
+
 def _list_section(section: str, title: str, entry: dict[str, Any], what: str, order: str) -> str:
     rows = entry["rows"]
     total = entry["total"]
@@ -501,7 +530,7 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         f"<title>{_e(title)}</title><style>{_STYLE}</style><script>{_WATCH}</script></head>"
         f'<body data-charts="pending"><main>'
         f'<pre id="kdissect-errors" data-count="0" hidden></pre>'
-        f"<h1>{_e(title)}</h1><p>{_e(origin)}. Times are UTC.</p><nav>{nav}</nav>"
+        f"<h1>{_e(title)}</h1><p>{_e(origin)}. Times are UTC.</p>{_selection(data)}<nav>{nav}</nav>"
         + "".join(sections)
         + f"<footer>kdissect {_e(version)} report; charts drawn with Vega-Lite (inlined).</footer></main>"
         f"<script>{javascript}</script><script>{_DRAW}</script></body></html>\n"

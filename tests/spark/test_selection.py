@@ -76,6 +76,21 @@ def test_spark_keeps_the_rows_and_stats_of_the_cli(spark, tmp_path) -> None:
     normal = {r["error_name"]: r["normal_flow"] for r in table_rows(outdir, "errors")}
     assert normal == {r["error"]: r["normal_flow"] for r in stats["error_codes"]}
 
+    # the report of this OUTDIR says, at its top, what the job selected and how many rows of how many it kept
+    from kdissect.cli import main as cli_main
+
+    page_path = tmp_path / "report.html"
+    assert cli_main(["report", str(outdir), "-q", "-o", str(page_path)]) == 0
+    page = page_path.read_text(encoding="utf-8")
+    head = page[page.index('<section id="selection"'):page.index("<nav>")]
+    assert f'data-kept="{len(kept_cli)}" data-of="{len(everything)}"' in head
+    assert f"This page shows {len(kept_cli)} of {len(everything)} exchanges" in head
+    start_text = dt.datetime.fromtimestamp((start + 200_000_000) // 10**9, dt.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S") + f".{(start + 200_000_000) % 10**9:09d}Z"
+    assert f'<code class="value">{start_text}</code>' in head
+    assert '<code class="value">service_ms &gt; 3 or error_codes contains &quot;MEMBER_ID_REQUIRED&quot; or ' \
+           'status == &quot;no_response&quot;</code>' in head
+
 
 def test_spark_group_selection_keeps_the_cli_rows(spark, tmp_path) -> None:
     outdir = tmp_path / "out"
@@ -89,3 +104,8 @@ def test_spark_group_selection_keeps_the_cli_rows(spark, tmp_path) -> None:
     kept = pq.read_table(tmp_path / "kept.parquet").to_pylist()
     assert kept and {r["api_name"] for r in kept} >= {"JoinGroup", "SyncGroup", "OffsetCommit"}
     assert canonical(table_rows(outdir, "exchanges")) == canonical(kept)
+    from kdissect.report import from_spark_outdir
+
+    said = from_spark_outdir(outdir)["selection"]
+    assert said["applied"] == [{"option": "--group", "what": "groups", "value": "lab-group-ck"}]
+    assert said["exchanges"] == len(kept)
