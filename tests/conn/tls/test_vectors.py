@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from kdissect.conn.tls import TlsConnection, parse_keylog_text
+from kdissect.conn.tls import parse_keylog_text
 from kdissect.conn.tls.record import Tls12AeadCipher, Tls12CbcCipher, Tls13Cipher
 from kdissect.conn.tls.schedule import key_block12, next_traffic_secret13, prf12, traffic_keys13
 from kdissect.conn.tls.suites import SUITES
+from tests.support.tls_sinks import CollectedTls
 
 H = bytes.fromhex
 
@@ -261,7 +262,7 @@ def rfc8448_streams() -> list[tuple[int, bytes]]:
 
 
 def test_rfc8448_connection() -> None:
-    conn = TlsConnection(parse_keylog_text(rfc8448_keylog()))
+    conn = CollectedTls(parse_keylog_text(rfc8448_keylog()))
     offsets = [0, 0]
     plain: list[list] = [[], []]
     for frame, (direction, record) in enumerate(rfc8448_streams(), 1):
@@ -280,7 +281,7 @@ def test_rfc8448_connection() -> None:
 
 def test_rfc8448_connection_byte_by_byte() -> None:
     """Records split across segments at every byte, several records in one."""
-    conn = TlsConnection(parse_keylog_text(rfc8448_keylog()))
+    conn = CollectedTls(parse_keylog_text(rfc8448_keylog()))
     streams: list[bytes] = [b"", b""]
     for direction, record in rfc8448_streams():
         streams[direction] += record
@@ -308,7 +309,7 @@ def test_rfc8448_connection_byte_by_byte() -> None:
 def test_rfc8448_lost_record_gives_exact_gap() -> None:
     """The client's Finished lost inside its record (header captured): the
     handshake epoch's loss is no application data, and the next records open."""
-    conn = TlsConnection(parse_keylog_text(rfc8448_keylog()))
+    conn = CollectedTls(parse_keylog_text(rfc8448_keylog()))
     streams = rfc8448_streams()
     offsets = [0, 0]
     out: list = [[], []]
