@@ -12,7 +12,9 @@ that direction's sink (`reassembly.DirectionSink`). A connection's sinks
 start as `_Pending` (holding the first bytes until the connection is known
 to be Kafka or not); a Kafka connection's sinks become `FrameReader`s whose
 frames go to the connection's `Pairer`, whose exchanges come out of `feed`;
-another connection's sinks only count its bytes. There is one path for
+a TLS connection's become its `TlsConnection`'s ciphertext sinks, which
+drive the decrypted streams' sinks (undecided, then FrameReaders) through
+the same interface; another connection's sinks only count its bytes. There is one path for
 every segment; per-connection state is created when it is needed (a
 direction's reader at its first byte, the pairer at the first frame).
 
