@@ -20,7 +20,7 @@ from kdissect.protocol.primitives import DecodeError
 from kdissect.protocol.schema import API_VERSIONS_SLACK, get_schema, header_versions, resolve_version
 
 __all__ = [
-    "api_name", "looks_like_request", "peek_request_header", "read_request_header",
+    "api_name", "looks_like_request", "peek_client_id", "peek_request_header", "read_request_header",
     "read_request_header_layout", "read_response_header", "request_layout", "write_request_header",
 ]
 
@@ -60,6 +60,19 @@ def peek_request_header(frame: bytes) -> tuple[int, int, int] | None:
         return _KEY_VERSION_CORR.unpack_from(frame, 0)
     except Exception:
         return None
+
+
+def peek_client_id(prefix: bytes, api_key: int, api_version: int) -> str | None:
+    """The client id from the captured start of a request header (a frame
+    cut short still has it), or None when absent or not all captured."""
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:  # ControlledShutdown v0: no client id
+        return None
+    if len(prefix) < 10:
+        return None
+    length = _HEAD.unpack_from(prefix, 8)[0]
+    if length < 0 or 10 + length > len(prefix):
+        return None
+    return prefix[10 : 10 + length].decode("utf-8", "replace")
 
 
 def looks_like_request(prefix: bytes, frame_size: int) -> bool:
