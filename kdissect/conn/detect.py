@@ -25,6 +25,7 @@ from kdissect import protocol
 from kdissect.conn.decoding import decode_tolerant
 from kdissect.conn.framing import HUNT_HOLD, HUNT_MAX_SIZE, HUNT_PREFIX
 from kdissect.protocol.codec import decode_request
+from kdissect.protocol.headers import client_id_is_text
 from kdissect.protocol.skim import skim_request
 
 _INT32 = Struct(">i")
@@ -74,8 +75,18 @@ def hunted_request(prefix: bytes, size: int) -> bool:
 
 
 def confirm_request(body: bytes, at_packet_end: bool) -> bool:
-    """A request found by hunting decodes (a resynchronisation never invents one)."""
-    return skim_request(body) is not None or decode_tolerant(decode_request, body)[0] is not None
+    """A request found by hunting decodes (a resynchronisation never invents one).
+    Bytes after a complete body are tolerated only after a printable client id:
+    one with control bytes is weaker evidence, so its frame must decode exactly."""
+    if skim_request(body) is not None:
+        return True
+    if client_id_is_text(body[:HUNT_PREFIX]):
+        return decode_tolerant(decode_request, body)[0] is not None
+    try:
+        decode_request(body)
+    except Exception:  # DecodeError, or a decoder bug: never stop the run
+        return False
+    return True
 
 
 def sure_request(prefix: bytes, size: int, at_packet_start: bool) -> bool:
