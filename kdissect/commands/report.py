@@ -22,7 +22,7 @@ class ReportOptions(RowOrder, CaptureInputs):
 
 def _spark_outdir(options: ReportOptions) -> str | None:
     """The Spark OUTDIR the inputs name, or None for captures."""
-    from kdissect.report.spark_tables import is_spark_outdir
+    from kdissect.report.data import is_spark_outdir
 
     outdirs = [item for item in options.captures if is_spark_outdir(item)]
     if not outdirs:
@@ -38,9 +38,8 @@ def _spark_outdir(options: ReportOptions) -> str | None:
 
 def report(options: ReportOptions) -> None:
     """Write one self-contained HTML page of charts and tables."""
-    from kdissect.shared.extras import require
-
-    require("report", "`kdissect report`")
+    # (no extra needed: the page is built from the base dependencies; altair and
+    # vl-convert, the `report` extra, draw the charts in notebooks)
     from kdissect.report import from_analysis, from_spark_outdir, write_page
 
     outdir = _spark_outdir(options)

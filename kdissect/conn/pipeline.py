@@ -39,13 +39,13 @@ from pathlib import Path
 from struct import Struct
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from kdissect.protocol.headers import looks_like_request
 from kdissect.model.accounting import Accounting, Counts
 from kdissect.conn.detect import (
     DEFAULT_PORTS,
     MIN_REQUEST_SIZE,
     client_direction_by_port,
     confirm_request,
+    hunted_request,
     plausible_response,
     starts_like_request,
     starts_like_tls,
@@ -354,7 +354,7 @@ class _Connection:
         if aligned is None:
             aligned = self.layer.saw_start(direction)
         if direction == self.client_dir:
-            reader = FrameReader(direction, looks_like_request, aligned, MIN_REQUEST_SIZE,
+            reader = FrameReader(direction, hunted_request, aligned, MIN_REQUEST_SIZE,
                                  self.frame_sink(direction), confirm_request, sure_request)
         else:
             reader = FrameReader(direction, plausible_response, aligned, 4,

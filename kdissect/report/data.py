@@ -79,6 +79,21 @@ def selection_entry(applied: list[dict[str, str]], stats: dict[str, Any]) -> dic
             "of": (stats.get("accounting") or {}).get("exchanges")}
 
 
+def is_spark_outdir(path: str | Path) -> bool:
+    """A directory the Spark job wrote (it holds manifest.json and exchanges/):
+    a local path, or a store URI (kdissect.wire.stores)."""
+    from kdissect.wire import stores
+
+    if stores.is_uri(str(path)):
+        from kdissect.shared.outdir_tree import Tree
+
+        tree = Tree(str(path))
+        entries = tree.entries()
+        return "manifest.json" in entries and "exchanges" in entries
+    path = Path(path)
+    return (path / "manifest.json").is_file() and (path / "exchanges").is_dir()
+
+
 def from_spark_outdir(outdir: str | Path) -> dict[str, Any]:
     """The report's data from the tables of `kdissect spark ... -o OUTDIR`."""
     from kdissect.report.spark_tables import read_outdir

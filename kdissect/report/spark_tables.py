@@ -42,21 +42,6 @@ _FORENSIC_FLAGS = ("rebalance_storms", "member_rejoins", "metadata_storms", "unr
 _BATCH_ROWS = 65536
 
 
-def is_spark_outdir(path: str | Path) -> bool:
-    """A directory the Spark job wrote (it holds manifest.json and exchanges/):
-    a local path, or a store URI (kdissect.wire.stores)."""
-    from kdissect.wire import stores
-
-    if stores.is_uri(str(path)):
-        from kdissect.shared.outdir_tree import Tree
-
-        tree = Tree(str(path))
-        entries = tree.entries()
-        return "manifest.json" in entries and "exchanges" in entries
-    path = Path(path)
-    return (path / "manifest.json").is_file() and (path / "exchanges").is_dir()
-
-
 def _dataset(outdir: Any, name: str) -> ds.Dataset:
     """A table of OUTDIR (a kdissect.shared.outdir_tree.Tree) as a pyarrow dataset."""
     if not outdir.exists(name):

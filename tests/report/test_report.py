@@ -4,7 +4,7 @@ The page must draw every chart without a script error and without any
 request beyond its own file; its numbers must equal `kdissect stats --json`
 for the same input (run as a separate process); its lists and time series
 must equal what the `kdissect export` rows say (counted here in plain Python,
-apart from the report's pyarrow code); and its size must not grow with the
+apart from the report's collector); and its size must not grow with the
 number of exchanges.
 """
 
@@ -32,7 +32,7 @@ CAPTURES = REPO / "captures"
 PORTS = ["-p", "9092", "-p", "19092"]  # port_19092.pcap listens on 19092 (captures/README.md)
 KEYLOGS = [arg for keys in sorted((CAPTURES / "tls").glob("*.keys")) for arg in ("--tls-keylog", str(keys))]
 DONE = "document.body && document.body.getAttribute('data-charts') === 'done'"
-# vl-convert's bundle runs Vega 6, which notes that Vega-Lite 5 (altair 5) compiles to Vega 5 specs
+# the vendored Vega is 6, which notes that Vega-Lite 5 (altair's) compiles to Vega 5 specs
 KNOWN_WARNING = "The compiled spec uses Vega v5, but current version is v6"
 ALL_CHARTS = {"statuses", "problems", "traffic_over_time", "latency_over_time", "latency_by_api",
               "latency_by_client", "latency_by_broker", "error_heatmap", "errors_over_time", "throttle_over_time",
