@@ -45,9 +45,16 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
     # per group and partition as of the capture's end (kafka-consumer-groups --describe)
     "group_lag": [
         ("group_id", "string"), ("topic", "string"), ("partition", "int32"), ("lag", "int64"),
+        ("lag_ms", "float64"),
         ("committed_offset", "int64"), ("high_watermark", "int64"), ("owner_member_id", "string"),
         ("owner_client_id", "string"), ("generation_id", "int32"), ("last_commit_ts", "timestamp"),
         ("committed_by", "string"),
+    ],
+    # the same per interval through the capture (kdissect.forensics.lag_history)
+    "group_lag_over_time": [
+        ("group_id", "string"), ("topic", "string"), ("partition", "int32"), ("window_start", "timestamp"),
+        ("window_end", "timestamp"), ("lag", "int64"), ("lag_ms", "float64"), ("committed_offset", "int64"),
+        ("high_watermark", "int64"),
     ],
     # share groups (kdissect.forensics.share): per partition, and per member
     "share_groups": [
@@ -102,7 +109,7 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
 # which tables each command writes (the first is its default)
 COMMAND_TABLES = {
     "topics": ("topics", "topic_lag", "end_to_end"),
-    "groups": ("groups", "group_commits", "group_lag", "share_groups", "share_group_members"),
+    "groups": ("groups", "group_commits", "group_lag", "group_lag_over_time", "share_groups", "share_group_members"),
     "clients": ("clients", "producers", "transactions", "transaction_markers"),
 }
 TABLE_NAMES = tuple(TABLE_COLUMNS)
