@@ -405,3 +405,23 @@ def _reconnects(connections: dict[tuple, list]) -> int:
                 del ended[min(quiet, key=lambda i: ended[i])]
             ended.append(last)
     return count
+
+
+def errors_by_client_rows(client_rows: Any) -> list[dict[str, Any]]:
+    """The errors_by_client table from the clients table's `errors` lists
+    ("NAME:exchanges"): exchanges carrying each error code, per client id
+    (software versions of one client id summed; no client id is "(none)"),
+    in `kdissect stats`' order: failures first, then by client id, each
+    client's errors by exchanges."""
+    from kdissect.conn.normal_flow import is_normal_flow_name
+
+    counts: dict[tuple[str, str], int] = {}
+    for row in client_rows:
+        client_id = row["client_id"] if row["client_id"] is not None else "(none)"
+        for entry in row["errors"] or ():
+            name, _, number = entry.rpartition(":")
+            add_count(counts, (client_id, name), int(number))
+    rows = [{"client_id": client_id, "error": name, "normal_flow": is_normal_flow_name(name), "exchanges": n}
+            for (client_id, name), n in counts.items()]
+    rows.sort(key=lambda r: (r["normal_flow"], r["client_id"], -r["exchanges"], r["error"]))
+    return rows

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdissect.forensics.batches import set_figures, span_offsets
-from kdissect.forensics.clients import ClientTally
+from kdissect.forensics.clients import ClientTally, errors_by_client_rows
 from kdissect.forensics.common import connection_of, order_key, topic_label, when
 from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.lag_history import LagHistory
@@ -59,6 +59,7 @@ class ForensicTables:
         self.group_lag: list[dict[str, Any]] = tables["group_lag"]
         self.group_lag_over_time: list[dict[str, Any]] = tables["group_lag_over_time"]
         self.clients: list[dict[str, Any]] = tables["clients"]
+        self.errors_by_client: list[dict[str, Any]] = tables["errors_by_client"]
         self.producers: list[dict[str, Any]] = tables["producers"]
         self.rebalance_storms: list[dict[str, Any]] = tables["rebalance_storms"]
         self.member_rejoins: list[dict[str, Any]] = tables["member_rejoins"]
@@ -74,6 +75,7 @@ class ForensicTables:
         return getattr(self, name)
 
     def to_dict(self) -> dict[str, Any]:
+        """The tables `stats --json` carries (errors_by_client is the stats' own there)."""
         return {name: getattr(self, name) for name in (
             "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag", "group_lag_over_time",
             "clients", "producers",
@@ -252,7 +254,7 @@ class Forensics:
             groups=groups, group_commits=commits,
             group_lag=self.groups.lag_rows(names, commits, markers, times),
             group_lag_over_time=self.history.rows(names, times, markers),
-            clients=clients,
+            clients=clients, errors_by_client=errors_by_client_rows(clients),
             producers=self.clients.producer_rows(names),
             rebalance_storms=self.groups.storms(groups), member_rejoins=self.groups.rejoins(),
             metadata_storms=ClientTally.metadata_storms(clients),

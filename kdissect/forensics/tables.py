@@ -84,6 +84,10 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("sequence_gaps", "int64"), ("sequence_duplicates", "int64"), ("throttled", "int64"),
         ("throttle_ms", "int64"), ("max_throttle_ms", "int64"), ("errors", "list<string>"),
     ],
+    # exchanges carrying each error code per client id (`kdissect stats`' table of the name)
+    "errors_by_client": [
+        ("client_id", "string"), ("error", "string"), ("normal_flow", "bool"), ("exchanges", "int64"),
+    ],
     "producers": [
         ("producer_id", "int64"), ("producer_epoch", "int16"), ("transactional_id", "string"),
         ("client_ids", "list<string>"), ("topic", "string"), ("partition", "int32"), ("connections", "int64"),
@@ -110,9 +114,12 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
 COMMAND_TABLES = {
     "topics": ("topics", "topic_lag", "end_to_end"),
     "groups": ("groups", "group_commits", "group_lag", "group_lag_over_time", "share_groups", "share_group_members"),
-    "clients": ("clients", "producers", "transactions", "transaction_markers"),
+    "clients": ("clients", "errors_by_client", "producers", "transactions", "transaction_markers"),
 }
 TABLE_NAMES = tuple(TABLE_COLUMNS)
+# tables `kdissect stats` makes of its own from the exchange rows (and the Spark job's summaries):
+# the forensic faces write them for the commands' -o, the others keep the stats' one
+STATS_TABLES = frozenset({"errors_by_client"})
 
 
 def column_names(table: str) -> list[str]:

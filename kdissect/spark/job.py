@@ -49,7 +49,8 @@ from kdissect.shared.outdir_tree import RUNNING, SUCCESS, Tree
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "errors_by_client", "throttle", "timeseries",
           # the forensic tables (kdissect.spark.forensics)
-          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag", "share_groups", "share_group_members",
+          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag",
+          "group_lag_over_time", "share_groups", "share_group_members",
           "clients", "producers", "transactions", "transaction_markers")
 # written with --broker-log (kdissect.spark.brokerlog)
 BROKER_LOG_TABLES = ("broker_latency", "broker_principals", "broker_unmatched")
