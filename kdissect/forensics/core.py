@@ -254,7 +254,7 @@ class Forensics:
             groups=groups, group_commits=commits,
             group_lag=self.groups.lag_rows(names, commits, markers, times),
             group_lag_over_time=self.history.rows(names, times, markers),
-            clients=clients, errors_by_client=errors_by_client_rows(clients),
+            clients=clients, errors_by_client=errors_by_client_rows(self.clients.error_counts),
             producers=self.clients.producer_rows(names),
             rebalance_storms=self.groups.storms(groups), member_rejoins=self.groups.rejoins(),
             metadata_storms=ClientTally.metadata_storms(clients),

@@ -53,7 +53,7 @@ DISPLAY: dict[str, list[str]] = {
     "clients": ["client_id", "errors", "throttled", "reconnects", "sequence_gaps", "sequence_duplicates",
                 "requests", "connections", "metadata_max_per_minute", "software_name", "software_version", "hosts",
                 "produce_batches", "mean_batch_bytes", "compression_ratio", "producer_ids"],
-    "errors_by_client": ["client_id", "error", "normal_flow", "exchanges"],
+    "errors_by_client": ["client_id", "error_name", "normal_flow", "exchanges", "error_code"],
     "producers": ["topic", "partition", "producer_id", "sequence_gaps", "missing_sequences", "duplicates", "batches",
                   "records", "producer_epoch", "first_sequence", "next_sequence", "transactional_id", "client_ids"],
     "share_groups": ["group_id", "topic", "partition", "ack_errors", "lock_timeouts", "redelivered", "rejected",

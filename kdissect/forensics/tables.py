@@ -84,9 +84,11 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("sequence_gaps", "int64"), ("sequence_duplicates", "int64"), ("throttled", "int64"),
         ("throttle_ms", "int64"), ("max_throttle_ms", "int64"), ("errors", "list<string>"),
     ],
-    # exchanges carrying each error code per client id (`kdissect stats`' table of the name)
+    # exchanges carrying each error code per client id (`kdissect stats`' table of the name, with the
+    # Spark job's columns)
     "errors_by_client": [
-        ("client_id", "string"), ("error", "string"), ("normal_flow", "bool"), ("exchanges", "int64"),
+        ("client_id", "string"), ("error_code", "int16"), ("error_name", "string"), ("normal_flow", "bool"),
+        ("exchanges", "int64"),
     ],
     "producers": [
         ("producer_id", "int64"), ("producer_epoch", "int16"), ("transactional_id", "string"),
