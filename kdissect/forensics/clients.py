@@ -425,9 +425,7 @@ def errors_by_client_rows(counts: dict[tuple[str | None, int], int]) -> list[dic
     merged: dict[tuple[str, int], int] = {}
     for (client_id, code), n in counts.items():
         add_count(merged, (client_id if client_id is not None else "(none)", code), n)
-    rows = [{"client_id": client_id, "error_code": code, "error_name": error_name(code),
-             "normal_flow": is_normal_flow_name(error_name(code)), "exchanges": n}
-            for (client_id, code), n in merged.items()]
-    rows.sort(key=lambda r: (bool(r["normal_flow"]), str(r["client_id"]), -int(r["exchanges"]),
-                             str(r["error_name"])))
-    return rows
+    keys = sorted(merged, key=lambda k: (is_normal_flow_name(error_name(k[1])), k[0], -merged[k], error_name(k[1])))
+    return [{"client_id": client_id, "error_code": code, "error_name": error_name(code),
+             "normal_flow": is_normal_flow_name(error_name(code)), "exchanges": merged[(client_id, code)]}
+            for client_id, code in keys]
