@@ -2,12 +2,15 @@
 committed offsets and high watermarks of the capture, interval by interval.
 
 Lag in time (`lag_ms`) says how far behind, in milliseconds, a committed
-offset is: the timestamp of the newest record seen below the high watermark
-minus the timestamp of the first record seen at or after the committed
-offset (the oldest record the group has not committed), never negative
-(CreateTime stamps need not grow with offsets). It is 0 when the lag in
-records is 0 and null when either record was not seen. Record timestamps
-come from the record batches of Fetch responses (as the broker stored them)
+offset is: the newest record timestamp of the last batch seen below the
+high watermark minus the first record's timestamp of the batch seen holding
+the committed offset, or else the first one after it (the oldest data the
+group has not committed), never negative (CreateTime stamps need not grow
+with offsets). Batches, not records: a batch's records were made within the
+producer's linger time, and a commit usually falls on a batch's first
+record; one entry per batch keeps the memory off the record count. It is 0
+when the lag in records is 0 and null when no batch was seen on either
+side. Record timestamps come from the record batches of Fetch responses (as the broker stored them)
 and of Produce requests the broker answered with a base offset (a fetched
 record's timestamp wins over the produced one: LogAppendTime topics
 restamp records).
@@ -20,7 +23,7 @@ high watermark (of any fetching client) as of the interval's end. The
 interval only ever widens as the span grows (buckets merge in twos), so the
 tallies of parts merge into the tally of the whole, whatever the order.
 
-Memory: per partition one entry per distinct batch seen (its record
+Memory: per partition one entry per distinct batch seen (offsets and two
 timestamps), per partition and per group and partition at most
 MAX_INTERVALS + 1 interval values; none per exchange.
 """
@@ -30,56 +33,58 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any, Iterator
 
-from kdissect.forensics.batches import SetFigures, span_offsets
+from kdissect.forensics.batches import SetFigures
 
 SECOND_NS = 1_000_000_000
 MAX_INTERVALS = 60
 
 
 class RecordTimes:
-    """Record timestamps by offset for one partition, batch by batch:
-    first offset -> (offsets (None: first..first+len-1), timestamps, fetched)."""
+    """Record timestamps by offset for one partition, a batch at a time:
+    first offset -> (last offset, first record's timestamp, newest record's
+    timestamp, fetched)."""
 
     __slots__ = ("batches",)
 
     def __init__(self) -> None:
-        self.batches: dict[int, tuple[tuple[int, ...] | None, tuple[int, ...], bool]] = {}
+        self.batches: dict[int, tuple[int, int, int, bool]] = {}
 
-    def add(self, first: int, offsets: tuple[int, ...] | None, stamps: tuple[int, ...], fetched: bool) -> None:
+    def add(self, first: int, last: int, first_ts: int, max_ts: int, fetched: bool) -> None:
         known = self.batches.get(first)
-        if known is None or (fetched and not known[2]):
-            self.batches[first] = (offsets, stamps, fetched)
+        if known is None or (fetched and not known[3]):
+            self.batches[first] = (last, first_ts, max_ts, fetched)
 
     def merge(self, other: RecordTimes) -> None:
-        for first, (offsets, stamps, fetched) in other.batches.items():
-            self.add(first, offsets, stamps, fetched)
+        for first, (last, first_ts, max_ts, fetched) in other.batches.items():
+            self.add(first, last, first_ts, max_ts, fetched)
 
 
 class Sorted:
-    """A partition's seen records in offset order (for the lookups)."""
+    """A partition's seen batches in offset order (for the lookups)."""
 
     def __init__(self, times: RecordTimes) -> None:
-        offsets: list[int] = []
-        stamps: list[int] = []
+        self.firsts: list[int] = []
+        self.lasts: list[int] = []
+        self.first_ts: list[int] = []
+        self.max_ts: list[int] = []
         for first in sorted(times.batches):
-            these, values, _fetched = times.batches[first]
-            numbers = these if these is not None else range(first, first + len(values))
-            for offset, stamp in zip(numbers, values):
-                if offsets and offset <= offsets[-1]:  # overlapping batches: the first one seen wins
-                    continue
-                offsets.append(offset)
-                stamps.append(stamp)
-        self.offsets = offsets
-        self.stamps = stamps
+            last, first_ts, max_ts, _fetched = times.batches[first]
+            if self.lasts and first <= self.lasts[-1]:  # overlapping batches: the first one seen wins
+                continue
+            self.firsts.append(first)
+            self.lasts.append(last)
+            self.first_ts.append(first_ts)
+            self.max_ts.append(max_ts)
 
     def lag_ms(self, committed: int, high_watermark: int) -> float | None:
-        """The newest record's timestamp below `high_watermark` minus the one
-        of the first record at or after `committed` (ms, never negative)."""
-        oldest = bisect_left(self.offsets, committed)
-        newest = bisect_left(self.offsets, high_watermark) - 1
-        if oldest >= len(self.offsets) or newest < oldest:
+        """The newest timestamp of the last batch below `high_watermark` minus
+        the first record's timestamp of the batch holding `committed` (or the
+        first one after it), in ms, never negative."""
+        oldest = bisect_left(self.lasts, committed)
+        newest = bisect_left(self.firsts, high_watermark) - 1
+        if oldest >= len(self.firsts) or newest < oldest:
             return None
-        return float(max(0, self.stamps[newest] - self.stamps[oldest]))
+        return float(max(0, self.max_ts[newest] - self.first_ts[oldest]))
 
 
 def lag_ms(found: Sorted | None, lag: int | None, committed: int | None, high_watermark: int | None) -> float | None:
@@ -111,18 +116,14 @@ class LagHistory:
         """The data records of a fetched set (`base` None: wire offsets) or of
         a produced one (`base`: the offset the broker gave its first record)."""
         key = (label, partition)
+        shift = base if base is not None else 0
         for span in figures.spans:
-            if span.stamps is None:
+            if not span.stamps:
                 continue
-            offsets = span_offsets(span)
-            if base is not None:
-                offsets = [base + offset for offset in offsets]
-            first = offsets[0]
-            kept = None if isinstance(offsets, range) or offsets[-1] - first + 1 == len(offsets) else tuple(offsets)
             times = self.times.get(key)
             if times is None:
                 times = self.times[key] = RecordTimes()
-            times.add(first, kept, span.stamps, fetched)
+            times.add(span.first + shift, span.last + shift, span.stamps[0], max(span.stamps), fetched)
 
     def add_watermark(self, label: str | None, partition: int, order: tuple, ts: int, high_watermark: int) -> None:
         self._put(self.watermarks, (label, partition), order, ts, high_watermark)
