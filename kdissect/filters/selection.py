@@ -84,6 +84,27 @@ class Selection:
                    getattr(options, "clients", ()), getattr(options, "brokers", ()),
                    getattr(options, "topics", ()), getattr(options, "groups", ()))
 
+    def task_values(self, topic_names: dict[str, str] | None = None) -> tuple:
+        """What a Spark task needs to rebuild this selection (`from_task_values`):
+        plain values, picklable; `topic_names`: the capture set's topic id ->
+        name pairs, learned before the tasks run (a task sees some connections
+        only, not the Metadata that names the ids of the others)."""
+        text = self.display_filter.text if self.display_filter is not None else None
+        return (text, self.start_ns, self.end_ns, self.clients, self.brokers, tuple(sorted(self.groups)),
+                tuple(sorted(self.topics)), dict(topic_names or {}))
+
+    @classmethod
+    def from_task_values(cls, values: tuple) -> Selection:
+        text, start_ns, end_ns, clients, brokers, groups, topics, topic_names = values
+        made = cls(DisplayFilter(text) if text else None, start_ns, end_ns, clients, brokers, topics, groups)
+        if topics:
+            from kdissect.protocol.topics import TopicNames
+
+            made.topic_names = TopicNames()
+            for topic_id, name in topic_names.items():
+                made.topic_names.add(topic_id, name)
+        return made
+
     @property
     def active(self) -> bool:
         return bool(self.display_filter or self.start_ns is not None or self.end_ns is not None

@@ -409,6 +409,47 @@ def problems(data: dict[str, Any]) -> alt.TopLevelMixin | None:
                  width="container", height=max(ROW_HEIGHT * 1.5 * len(rows), 60))
 
 
+GROUP_LAG_SERIES = 12  # group/partition lines of the group lag chart (the most lagging)
+
+
+@_finished
+def group_lag_over_time(data: dict[str, Any]) -> alt.TopLevelMixin | None:
+    """Lag in records per group and partition at each interval's end
+    (the group_lag_over_time table), the most lagging series apart."""
+    import datetime as dt
+
+    rows = [r for r in data["stats"].get("group_lag_over_time") or [] if r.get("lag") is not None]
+    if not rows:
+        return None
+    peaks: dict[str, int] = {}
+    points = []
+    for row in rows:
+        series = visible(f"{row['group_id']} {row['topic']}-{row['partition']}")
+        peaks[series] = max(peaks.get(series, 0), row["lag"])
+        end = dt.datetime.fromtimestamp(row["window_end"] / 1e9, dt.timezone.utc)
+        points.append({"series": series, "end": end.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "lag": row["lag"],
+                       "lag_ms": row.get("lag_ms"), "committed_offset": row["committed_offset"],
+                       "high_watermark": row["high_watermark"]})
+    shown = set(heapq.nlargest(GROUP_LAG_SERIES, peaks, key=lambda name: (peaks[name], name)))
+    points = [p for p in points if p["series"] in shown]
+    subtitle = ["records between the group's committed offset and the partition's high watermark, "
+                "as of each interval's end"]
+    if len(shown) < len(peaks):
+        subtitle.append(f"the {len(shown)} most lagging of {len(peaks)} group partitions")
+    largest = max(p["lag"] for p in points)
+    base = _chart(points).encode(
+        x=alt.X("end:T", title="time (UTC)", scale=UTC, axis=alt.Axis(labelOverlap=True, format="%H:%M:%S")),
+        y=alt.Y("lag:Q", axis=_count_axis("lag (records)", largest)),
+        color=alt.Color("series:N", title="group, topic-partition"),
+        tooltip=[alt.Tooltip("end:N", title="interval end (UTC)"), alt.Tooltip("series:N", title="group partition"),
+                 alt.Tooltip("lag:Q", title="lag (records)"), alt.Tooltip("lag_ms:Q", title="lag (ms)"),
+                 alt.Tooltip("committed_offset:Q", title="committed offset"),
+                 alt.Tooltip("high_watermark:Q", title="high watermark")],
+    )
+    return (base.mark_line(strokeWidth=1.5) + base.mark_point(filled=True, size=30)).properties(
+        title=_title("Group lag over time", subtitle), width="container", height=HEIGHT)
+
+
 # id -> chart function, in the page's order (sections are in kdissect.report.page)
 CHARTS: dict[str, Callable[[dict[str, Any]], alt.TopLevelMixin | None]] = {
     "statuses": statuses,
@@ -423,6 +464,7 @@ CHARTS: dict[str, Callable[[dict[str, Any]], alt.TopLevelMixin | None]] = {
     "error_heatmap": error_heatmap,
     "errors_over_time": errors_over_time,
     "throttle_over_time": throttle_over_time,
+    "group_lag_over_time": group_lag_over_time,
 }
 
 

@@ -41,7 +41,8 @@ _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", 
                 # errors split by normal flow (kdissect.conn.normal_flow), by client
                 "paired_with_error_codes", "paired_normal_flow_only", "error_codes", "errors_by_client",
                 # the topic, group and client tables and their flags (`_forensics`)
-                "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag", "clients",
+                "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag",
+                "group_lag_over_time", "clients",
                 "producers", "share_groups", "share_group_members", "transactions", "transaction_markers",
                 "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids",
                 "topic_id_conflicts"}
@@ -360,11 +361,11 @@ def _quality(data: dict[str, Any], chart: Callable[[str, str], str]) -> str:
             + table("problems", problems) + "</section>")
 
 
-def _forensics(stats: dict[str, Any]) -> str:
+def _forensics(stats: dict[str, Any], chart: Callable[[str, str], str]) -> str:
     """The topic, group and client tables (as `kdissect topics`, `groups` and
     `clients` write them, every column; times as the terminal shows them)."""
     from kdissect.forensics.render import DISPLAY, TITLES, cell
-    from kdissect.forensics.tables import TABLE_COLUMNS
+    from kdissect.forensics.tables import STATS_TABLES, TABLE_COLUMNS
 
     def shown(column: str, value: Any) -> str:  # strings are lossless already: `_e` escapes the rest
         return cell(column, value, escape=str)
@@ -373,6 +374,11 @@ def _forensics(stats: dict[str, Any]) -> str:
              "<p>From the decoded requests and responses: the tables of <code>kdissect topics</code>, "
              "<code>groups</code> and <code>clients</code>, with every column.</p>"]
     for name, columns in TABLE_COLUMNS.items():
+        if name in STATS_TABLES:  # shown with the stats' tables (errors by client: the Errors section)
+            continue
+        if name == "group_lag_over_time":
+            parts.append(chart("group_lag_over_time", "no group committed an offset of a partition whose high "
+                                                      "watermark a fetch showed"))
         # the terminal's columns first (its priority order), then the rest
         ordered = [c for c in DISPLAY.get(name, []) if any(c == n for n, _kind in columns)]
         ordered += [c for c, _kind in columns if c not in ordered]
@@ -501,7 +507,7 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         "<p>Requests sent while the broker had muted the connection (KIP-219) did not respect the mute.</p>"
         + table("throttle_by_client", stats.get("throttle_by_client", []))
         + "<h3>Per broker</h3>" + table("throttle", stats.get("throttle", [])) + "</section>",
-        _forensics(stats),
+        _forensics(stats, chart),
         _list_section("slowest", "Slowest exchanges (service time)", report["slowest"],
                       "answered exchanges with a service time (the waits the protocol asked for set apart; "
                       "an exchange that was all wait has none)", "slowest"),

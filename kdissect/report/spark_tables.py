@@ -33,7 +33,7 @@ import pyarrow.dataset as ds
 from kdissect.failures import InputError
 from kdissect.report.collect import COLUMNS, Collector
 
-from kdissect.forensics.tables import TABLE_COLUMNS
+from kdissect.forensics.tables import STATS_TABLES, TABLE_COLUMNS
 
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", *TABLE_COLUMNS)
 # what the manifest's "forensics" entry holds beside the tables (ForensicTables' other entries)
@@ -59,6 +59,11 @@ def forensic_tables(outdir: Any, manifest: dict[str, Any]) -> dict[str, Any]:
     the job's order, which is the CLI's; times as int nanoseconds)."""
     found: dict[str, Any] = {}
     for name, columns in TABLE_COLUMNS.items():
+        if name in STATS_TABLES:  # the summaries' table (read with them)
+            continue
+        if not outdir.exists(name):  # an OUTDIR of a job older than the table
+            found[name] = []
+            continue
         table = _dataset(outdir, name).to_table()
         for column, kind in columns:
             if kind == "timestamp":

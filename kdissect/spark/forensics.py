@@ -195,13 +195,15 @@ def write_forensic_tables(tables: Any, outdir: Tree | str, ts_unit: str) -> dict
     in the CLI's order; times at `ts_unit`); rows written per table."""
     import pyarrow.parquet as pq
 
-    from kdissect.forensics.tables import TABLE_COLUMNS, arrow_schema
+    from kdissect.forensics.tables import STATS_TABLES, TABLE_COLUMNS, arrow_schema
     from kdissect.shared.output import lossless_row
 
     outdir = as_tree(outdir)
     divisor = {"s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}[ts_unit]
     written = {}
     for name, columns in TABLE_COLUMNS.items():
+        if name in STATS_TABLES:  # the job's summaries write it (kdissect.spark.summaries)
+            continue
         times = [column for column, kind in columns if kind == "timestamp"]
         rows = [{**lossless_row(row), **{column: None if row[column] is None else row[column] // divisor
                                           for column in times}}

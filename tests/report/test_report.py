@@ -36,7 +36,7 @@ DONE = "document.body && document.body.getAttribute('data-charts') === 'done'"
 KNOWN_WARNING = "The compiled spec uses Vega v5, but current version is v6"
 ALL_CHARTS = {"statuses", "problems", "traffic_over_time", "latency_over_time", "latency_by_api",
               "latency_by_client", "latency_by_broker", "error_heatmap", "errors_over_time", "throttle_over_time",
-              "service_by_api", "waits"}
+              "service_by_api", "waits", "group_lag_over_time"}
 
 
 def kdissect(*args: str) -> subprocess.CompletedProcess:

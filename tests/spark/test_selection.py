@@ -109,3 +109,32 @@ def test_spark_group_selection_keeps_the_cli_rows(spark, tmp_path) -> None:
     said = from_spark_outdir(outdir)["selection"]
     assert said["applied"] == [{"option": "--group", "what": "groups", "value": "lab-group-ck"}]
     assert said["exchanges"] == len(kept)
+
+
+TOPIC_BY_ID = [(REPO / "captures" / "java_clients_4_4_kafka.pcap", "java-orders"),
+               (REPO / "captures" / "go_clients_kafka.pcap", "go-orders")]
+
+
+@pytest.mark.parametrize("capture,topic", TOPIC_BY_ID, ids=[c.stem for c, _ in TOPIC_BY_ID])
+def test_spark_topic_selection_keeps_the_cli_rows(spark, tmp_path, capture, topic) -> None:
+    """Kafka 4.4 captures whose Fetch (v17+) names topics by id only: the
+    Spark rows of --topic are the CLI's, the fetches by id among them, and
+    the forensic tables of the selection are the CLI's."""
+    outdir = tmp_path / "out"
+    result = run_job(JobOptions(inputs=[str(capture)], outdir=str(outdir), master=None, topics=(topic,)), spark=spark)
+    cli = subprocess.run([sys.executable, "-m", "kdissect", "export", str(capture), "-o",
+                          str(tmp_path / "kept.parquet"), "-q", "--topic", topic], cwd=REPO)
+    assert cli.returncode == 0
+    import pyarrow.parquet as pq
+
+    kept = pq.read_table(tmp_path / "kept.parquet").to_pylist()
+    everything = export_rows([capture], tmp_path / "all.parquet")
+    fetches = [r for r in kept if r["api_name"] == "Fetch" and r["api_version"] >= 17]
+    assert fetches and 0 < len(kept) < len(everything)
+    # (Fetch v13+ names topics by id only, per the spec: kept because the id was named capture-wide)
+    assert canonical(table_rows(outdir, "exchanges")) == canonical(kept)
+    assert result.manifest["selection"]["topics"] == [topic]
+    groups = json.loads(subprocess.run([sys.executable, "-m", "kdissect", "stats", "--json", str(capture), "--topic",
+                                        topic], cwd=REPO, capture_output=True, text=True).stdout)
+    assert [(r["group_id"], r["topic"], r["partition"], r["committed_offset"]) for r in table_rows(outdir, "group_lag")] \
+        == [(r["group_id"], r["topic"], r["partition"], r["committed_offset"]) for r in groups["group_lag"]]

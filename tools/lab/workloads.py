@@ -857,6 +857,18 @@ def _forensics_workloads() -> list[Workload]:
 WORKLOADS += _forensics_workloads()
 
 
+def _group_lag_workloads() -> list[Workload]:
+    from tools.lab.group_lag import wl_group_lag
+
+    return [Workload("group_lag_kafka", STANDARD_PORT,
+                     "A consumer group that falls behind: kafka-python (api_version 2.5, versions tshark decodes) "
+                     "produces lag-events for 7 s while a slow member reads 4 records per poll, commits and stops "
+                     "behind", wl_group_lag, broker="kafka4")]
+
+
+WORKLOADS += _group_lag_workloads()
+
+
 def _longpoll_workloads() -> list[Workload]:
     from tools.lab.longpoll import wl_longpoll_data
 
