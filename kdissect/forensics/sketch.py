@@ -149,6 +149,26 @@ class QuantileSketch:
             index = _float_bucket(value)
             self.buckets[index] = self.buckets.get(index, 0) + 1
 
+    def add_repeated(self, value: float, times: int) -> None:
+        """`times` values of `value` at once: the same sketch as `times` calls
+        of `add(value)` (its total up to float rounding)."""
+        if times <= 0:
+            return
+        self.count += times
+        self.total += value * times
+        if value < self.min:
+            self.min = value
+        if value > self.max:
+            self.max = value
+        values = self.values
+        if values is not None:
+            values.extend([value] * times)
+            if len(values) > EXACT_LIMIT:
+                self._to_buckets()
+        else:
+            index = _float_bucket(value)
+            self.buckets[index] = self.buckets.get(index, 0) + times
+
     def _to_buckets(self) -> None:
         values, self.values = self.values or [], None
         buckets = self.buckets

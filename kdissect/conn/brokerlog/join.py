@@ -26,12 +26,13 @@ from collections import Counter, deque
 from typing import Any, Iterable, Iterator, Sequence
 
 from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_entries, request_log_files
+from kdissect.forensics.sketch import QuantileSketch
 from kdissect.model.exchange import INEXACT, OK
 
 DEFAULT_TOLERANCE_S = 5.0
 DEFAULT_WINDOW_S = 60.0
 _BOOTSTRAP_EXCHANGES = 256  # answered exchanges held to estimate the clock offset first
-_OFFSET_SAMPLES = 4096  # the joined pairs' offsets kept: an evenly spaced sample of 4096 to 8191
+_OFFSET_PENDING = 4096  # distinct offsets counted before they go into the sketch
 
 # why a log entry has no exchange
 BEFORE_CAPTURE = "before_capture"  # logged before the capture's first exchange
@@ -65,24 +66,36 @@ class BrokerLogAccounting:
         self.ambiguous = 0  # joined exchanges that had several candidate lines (the nearest was taken)
         self.log_only: Counter[str] = Counter()
         self.capture_only: Counter[str] = Counter()
-        self.offsets: list[float] = []  # ms, an evenly spaced sample of the joined pairs
+        # log time minus capture time of every joined pair: ns -> pairs, then
+        # into the sketch (ms) every _OFFSET_PENDING distinct values
+        self.offset_counts: dict[int, int] = {}
+        self.offset_sketch = QuantileSketch()
         self.offset_pairs = 0
         self.offset_start_ms = 0.0  # the first estimate (from the first exchanges)
         self.tolerance_s = DEFAULT_TOLERANCE_S
         self.window_s = DEFAULT_WINDOW_S
 
+    def flush_offsets(self) -> None:
+        """The counted offsets into the sketch."""
+        sketch = self.offset_sketch
+        for difference, pairs in self.offset_counts.items():
+            sketch.add_repeated(difference / 1e6, pairs)
+        self.offset_counts.clear()
+
     def offset_figures(self) -> dict[str, Any]:
         """Log clock minus capture clock over the joined pairs, ms (log time
-        vs response time: includes the network's last leg, at ms resolution)."""
-        from kdissect.ranks import percentile
-
-        values = sorted(self.offsets)
-        if not values:
+        vs response time: includes the network's last leg, at ms resolution).
+        From a QuantileSketch: exact up to its EXACT_LIMIT pairs, then each
+        percentile within its RELATIVE_ACCURACY (1%) of the exact one; the
+        minimum and maximum are exact."""
+        self.flush_offsets()
+        sketch = self.offset_sketch
+        if not sketch.count:
             return {"pairs": 0, "median_ms": None, "p5_ms": None, "p95_ms": None, "min_ms": None,
                     "max_ms": None, "spread_ms": None}
-        p5, p95 = percentile(values, 5), percentile(values, 95)
-        return {"pairs": self.offset_pairs, "median_ms": percentile(values, 50), "p5_ms": p5, "p95_ms": p95,
-                "min_ms": values[0], "max_ms": values[-1], "spread_ms": p95 - p5}
+        p5, median, p95 = sketch.percentiles(5, 50, 95)
+        return {"pairs": self.offset_pairs, "median_ms": median, "p5_ms": p5, "p95_ms": p95,
+                "min_ms": sketch.min, "max_ms": sketch.max, "spread_ms": p95 - p5}
 
     def balance(self) -> list[str]:
         wrong = []
@@ -127,16 +140,12 @@ def apply_entry(exchange: Any, entry: LogEntry | None, status: str) -> None:
     exchange.broker_log = status
     if entry is None:
         return
-    exchange.broker_total_ms = total = entry.total_ms
-    exchange.broker_request_queue_ms = entry.request_queue_ms
-    exchange.broker_local_ms = entry.local_ms
-    exchange.broker_remote_ms = entry.remote_ms
-    exchange.broker_throttle_ms = entry.throttle_ms
-    exchange.broker_response_queue_ms = entry.response_queue_ms
-    exchange.broker_send_ms = entry.send_ms
-    exchange.principal = entry.principal
-    exchange.security_protocol = entry.security_protocol
-    exchange.listener = entry.listener
+    total = entry.total_ms
+    (exchange.broker_total_ms, exchange.broker_request_queue_ms, exchange.broker_local_ms,
+     exchange.broker_remote_ms, exchange.broker_throttle_ms, exchange.broker_response_queue_ms,
+     exchange.broker_send_ms, exchange.principal, exchange.security_protocol, exchange.listener) = (
+        total, entry.request_queue_ms, entry.local_ms, entry.remote_ms, entry.throttle_ms,
+        entry.response_queue_ms, entry.send_ms, entry.principal, entry.security_protocol, entry.listener)
     request_ts, response_ts = exchange.request_ts, exchange.response_ts
     if total is not None and request_ts is not None and response_ts is not None:
         exchange.network_ms = (response_ts - request_ts) / 1_000_000 - total
@@ -146,7 +155,11 @@ class BrokerLogJoin:
     """Join request-log files to an exchange stream: `join(exchanges)` yields
     the same exchanges with their broker-log columns set; `accounting` holds
     the counts once the stream is exhausted; `observer` (optional) gets each
-    exchange and each logged-only entry (the tables' collector)."""
+    exchange and each logged-only entry (the tables' collector).
+
+    The index maps an identity (`LogEntry.key`: client endpoint, correlation
+    id, api key) to its one waiting entry, or to a list of them in log order
+    when several wait (a reused port, a wrapped correlation id)."""
 
     def __init__(self, inputs: Sequence[str], tolerance_s: float = DEFAULT_TOLERANCE_S,
                  window_s: float = DEFAULT_WINDOW_S) -> None:
@@ -159,14 +172,13 @@ class BrokerLogJoin:
         self.window = int(window_s * 1e9)
         self.observer: Any = None
         self.peak_pending = 0  # the most log entries held at once (bounded by the window, not the log)
-        self._stride = 1
 
     # -- the log side ----------------------------------------------------------
 
     def _start(self) -> None:
         self._entries = read_entries(self.paths, self.read_stats)
         self._next: LogEntry | None = next(self._entries, None)
-        self._index: dict[tuple, list[LogEntry]] = {}
+        self._index: dict[tuple, Any] = {}  # identity -> LogEntry | list[LogEntry]
         self._queue: deque[LogEntry] = deque()
         self._log_clients: dict[str, str] = {}  # client endpoint -> its security protocol
         self._captured_clients: set[str] = set()
@@ -176,23 +188,37 @@ class BrokerLogJoin:
         self._latest_ts: int | None = None
         self.offset = 0  # ns, log minus capture
 
-    def _take(self) -> LogEntry:
-        entry = self._next
-        assert entry is not None
-        self._next = next(self._entries, None)
-        self._last_log_ts = entry.ts
-        self._log_clients[entry.client] = entry.security_protocol or ""
-        self._index.setdefault((entry.client, entry.correlation_id, entry.api_key), []).append(entry)
-        queue = self._queue
-        queue.append(entry)
-        if len(queue) > self.peak_pending:
-            self.peak_pending = len(queue)
-        return entry
-
     def _read_until(self, ts: int) -> None:
         """Index the log up to log time `ts`."""
-        while self._next is not None and self._next.ts <= ts:
-            self._take()
+        entries, index, queue, clients = self._entries, self._index, self._queue, self._log_clients
+        entry = self._next
+        while entry is not None and entry.ts <= ts:
+            self._last_log_ts = entry.ts
+            clients[entry.client] = entry.security_protocol or ""
+            key = entry.key
+            waiting = index.get(key)
+            if waiting is None:
+                index[key] = entry
+            elif waiting.__class__ is list:
+                waiting.append(entry)
+            else:
+                index[key] = [waiting, entry]
+            queue.append(entry)
+            entry = next(entries, None)
+        self._next = entry
+        if len(queue) > self.peak_pending:
+            self.peak_pending = len(queue)
+
+    def _unindex(self, entry: LogEntry) -> None:
+        index = self._index
+        key = entry.key
+        waiting = index.get(key)
+        if waiting is entry:
+            del index[key]
+        elif waiting.__class__ is list:
+            waiting.remove(entry)
+            if len(waiting) == 1:
+                index[key] = waiting[0]
 
     def _evict(self, before: int) -> None:
         """Entries logged before log time `before` leave the index, unjoined."""
@@ -201,12 +227,7 @@ class BrokerLogJoin:
             entry = queue.popleft()
             if entry.matched:
                 continue
-            key = (entry.client, entry.correlation_id, entry.api_key)
-            bucket = self._index.get(key)
-            if bucket is not None:
-                bucket.remove(entry)
-                if not bucket:
-                    del self._index[key]
+            self._unindex(entry)
             self._log_only(entry, at_end=False)
 
     def _log_only(self, entry: LogEntry, at_end: bool) -> None:
@@ -248,9 +269,9 @@ class BrokerLogJoin:
         differences = []
         for ex in held:
             t = self._time(ex)
-            bucket = self._index.get((ex.client, ex.correlation_id, ex.api_key))
-            if t is not None and bucket is not None and len(bucket) == 1:
-                differences.append(bucket[0].ts - t)
+            waiting = self._index.get((ex.client, ex.correlation_id, ex.api_key))
+            if t is not None and waiting is not None and waiting.__class__ is not list:
+                differences.append(waiting.ts - t)
         if differences:
             differences.sort()
             self.offset = differences[len(differences) // 2]
@@ -265,58 +286,53 @@ class BrokerLogJoin:
         if t is None:
             t = exchange.request_ts
         offset = self.offset
+        tolerance = self.tolerance
         if t is not None:
             if self._first_ts is None or t < self._first_ts:
                 self._first_ts = t
-            if self._latest_ts is None or t > self._latest_ts:
+            latest = self._latest_ts
+            if latest is None or t > latest:
                 self._latest_ts = t
                 queue = self._queue
                 if queue and queue[0].ts < t + offset - self.window:
                     self._evict(t + offset - self.window)
-            limit = t + offset + self.tolerance
             following = self._next
-            while following is not None and following.ts <= limit:
-                self._take()
-                following = self._next
+            if following is not None and following.ts <= t + offset + tolerance:
+                self._read_until(t + offset + tolerance)
         key = (client, exchange.correlation_id, exchange.api_key)
         index = self._index
-        bucket = index.get(key)
-        chosen = None
-        if bucket:
-            if len(bucket) == 1:  # the usual case
-                entry = bucket[0]
-                if t is None or abs(entry.ts - offset - t) <= self.tolerance:
-                    chosen = entry
-                    del index[key]
-            else:
-                if t is None:
-                    candidates: list[LogEntry] = []
+        chosen = index.get(key)
+        if chosen is not None:
+            if chosen.__class__ is not list:  # the usual case: one entry waits with that identity
+                if t is not None and abs(chosen.ts - offset - t) > tolerance:
+                    chosen = None
                 else:
-                    candidates = [e for e in bucket if abs(e.ts - offset - t) <= self.tolerance]
+                    del index[key]
+            elif t is None:
+                chosen = None
+            else:
+                candidates = [e for e in chosen if abs(e.ts - offset - t) <= tolerance]
+                chosen = None
                 if candidates:
-                    chosen = min(candidates, key=lambda e: abs(e.ts - offset - t))  # type: ignore[operator]
+                    chosen = min(candidates, key=lambda e: abs(e.ts - offset - t))
                     if len(candidates) > 1:
                         accounting.ambiguous += 1
-                    bucket.remove(chosen)
-                    if not bucket:
-                        del index[key]
-        if chosen is not None:
-            chosen.matched = True
-            accounting.joined += 1
-            apply_entry(exchange, chosen, JOINED)
-            if t is not None:
-                accounting.offset_pairs += 1
-                # a sample of the pairs' offsets: every `stride`-th, thinned by half when full
-                if accounting.offset_pairs % self._stride == 0:
-                    offsets = accounting.offsets
-                    offsets.append((chosen.ts - t) / 1e6)
-                    if len(offsets) >= 2 * _OFFSET_SAMPLES:
-                        del offsets[1::2]
-                        self._stride *= 2
+                    self._unindex(chosen)
+        if chosen is None:
+            reason = self._capture_only_reason(exchange, t)
+            accounting.capture_only[reason] += 1
+            exchange.broker_log = reason
             return
-        reason = self._capture_only_reason(exchange, t)
-        accounting.capture_only[reason] += 1
-        apply_entry(exchange, None, reason)
+        chosen.matched = True
+        accounting.joined += 1
+        apply_entry(exchange, chosen, JOINED)
+        if t is not None:
+            accounting.offset_pairs += 1
+            counts = accounting.offset_counts
+            difference = chosen.ts - t
+            counts[difference] = counts.get(difference, 0) + 1
+            if len(counts) >= _OFFSET_PENDING:
+                accounting.flush_offsets()
 
     def _capture_only_reason(self, exchange: Any, t: int | None) -> str:
         if t is None or self._first_log_ts is None:
