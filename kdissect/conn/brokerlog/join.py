@@ -23,6 +23,7 @@ on either side (for the reasons) grow with the connections, not the lines.
 from __future__ import annotations
 
 from collections import Counter, deque
+from itertools import chain
 from typing import Any, Iterable, Iterator, Sequence
 
 from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_entries, request_log_files
@@ -277,62 +278,83 @@ class BrokerLogJoin:
             self.offset = differences[len(differences) // 2]
         self.accounting.offset_start_ms = self.offset / 1e6
 
-    def _match(self, exchange: Any) -> None:
-        accounting = self.accounting
-        accounting.exchanges += 1
-        client = exchange.client
-        self._captured_clients.add(client)
-        t = exchange.response_ts
+    def _choose(self, key: tuple, waiting: list[LogEntry], t: int | None) -> LogEntry | None:
+        """Of several entries with one identity, the nearest in time within
+        the tolerance (the first of equals, in log order); out of the index."""
         if t is None:
-            t = exchange.request_ts
-        offset = self.offset
-        tolerance = self.tolerance
-        if t is not None:
-            if self._first_ts is None or t < self._first_ts:
-                self._first_ts = t
-            latest = self._latest_ts
-            if latest is None or t > latest:
-                self._latest_ts = t
-                queue = self._queue
-                if queue and queue[0].ts < t + offset - self.window:
-                    self._evict(t + offset - self.window)
-            following = self._next
-            if following is not None and following.ts <= t + offset + tolerance:
-                self._read_until(t + offset + tolerance)
-        key = (client, exchange.correlation_id, exchange.api_key)
-        index = self._index
-        chosen = index.get(key)
-        if chosen is not None:
-            if chosen.__class__ is not list:  # the usual case: one entry waits with that identity
-                if t is not None and abs(chosen.ts - offset - t) > tolerance:
-                    chosen = None
+            return None
+        offset, tolerance = self.offset, self.tolerance
+        candidates = [e for e in waiting if abs(e.ts - offset - t) <= tolerance]
+        if not candidates:
+            return None
+        chosen = min(candidates, key=lambda e: abs(e.ts - offset - t))
+        if len(candidates) > 1:
+            self.accounting.ambiguous += 1
+        self._unindex(chosen)
+        return chosen
+
+    def _joined(self, exchanges: Iterable[Any]) -> Iterator[Any]:
+        """Each exchange joined to its entry (or given its reason), in order.
+        (The per-exchange path: the state it reads is held in locals.)"""
+        accounting = self.accounting
+        observer = self.observer
+        index, queue = self._index, self._queue
+        captured = self._captured_clients.add
+        offset, tolerance, window = self.offset, self.tolerance, self.window
+        counts = accounting.offset_counts
+        capture_only = accounting.capture_only
+        latest = -1 if self._latest_ts is None else self._latest_ts
+        total = joined = pairs = 0
+        try:
+            for exchange in exchanges:
+                total += 1
+                client = exchange.client
+                captured(client)
+                t = exchange.response_ts
+                if t is None:
+                    t = exchange.request_ts
+                if t is not None:
+                    if t > latest:
+                        latest = self._latest_ts = t
+                        if self._first_ts is None:
+                            self._first_ts = t
+                        if queue and queue[0].ts < t + offset - window:
+                            self._evict(t + offset - window)
+                    elif t < self._first_ts:  # type: ignore[operator]
+                        self._first_ts = t
+                    following = self._next
+                    if following is not None and following.ts <= t + offset + tolerance:
+                        self._read_until(t + offset + tolerance)
+                key = (client, exchange.correlation_id, exchange.api_key)
+                chosen = index.get(key)
+                if chosen is not None:
+                    if chosen.__class__ is list:
+                        chosen = self._choose(key, chosen, t)
+                    elif t is None or -tolerance <= chosen.ts - offset - t <= tolerance:
+                        del index[key]  # the usual case: the one entry with that identity
+                    else:
+                        chosen = None
+                if chosen is None:
+                    reason = self._capture_only_reason(exchange, t)
+                    capture_only[reason] += 1
+                    exchange.broker_log = reason
                 else:
-                    del index[key]
-            elif t is None:
-                chosen = None
-            else:
-                candidates = [e for e in chosen if abs(e.ts - offset - t) <= tolerance]
-                chosen = None
-                if candidates:
-                    chosen = min(candidates, key=lambda e: abs(e.ts - offset - t))
-                    if len(candidates) > 1:
-                        accounting.ambiguous += 1
-                    self._unindex(chosen)
-        if chosen is None:
-            reason = self._capture_only_reason(exchange, t)
-            accounting.capture_only[reason] += 1
-            exchange.broker_log = reason
-            return
-        chosen.matched = True
-        accounting.joined += 1
-        apply_entry(exchange, chosen, JOINED)
-        if t is not None:
-            accounting.offset_pairs += 1
-            counts = accounting.offset_counts
-            difference = chosen.ts - t
-            counts[difference] = counts.get(difference, 0) + 1
-            if len(counts) >= _OFFSET_PENDING:
-                accounting.flush_offsets()
+                    chosen.matched = True
+                    joined += 1
+                    apply_entry(exchange, chosen, JOINED)
+                    if t is not None:
+                        pairs += 1
+                        difference = chosen.ts - t
+                        counts[difference] = counts.get(difference, 0) + 1
+                        if len(counts) >= _OFFSET_PENDING:
+                            accounting.flush_offsets()
+                if observer is not None:
+                    observer.exchange(exchange)
+                yield exchange
+        finally:
+            accounting.exchanges += total
+            accounting.joined += joined
+            accounting.offset_pairs += pairs
 
     def _capture_only_reason(self, exchange: Any, t: int | None) -> str:
         if t is None or self._first_log_ts is None:
@@ -355,7 +377,6 @@ class BrokerLogJoin:
     def join(self, exchanges: Iterable[Any]) -> Iterator[Any]:
         """The exchanges, in their order, with their broker-log columns set."""
         self._start()
-        observer = self.observer
         iterator = iter(exchanges)
         held: list[Any] = []
         answered = 0
@@ -369,17 +390,7 @@ class BrokerLogJoin:
             if answered >= _BOOTSTRAP_EXCHANGES or (t is not None and first is not None and abs(t - first) > self.window):
                 break
         self._estimate_offset(held)
-        for exchange in held:
-            self._match(exchange)
-            if observer is not None:
-                observer.exchange(exchange)
-            yield exchange
-        del held
-        for exchange in iterator:
-            self._match(exchange)
-            if observer is not None:
-                observer.exchange(exchange)
-            yield exchange
+        yield from self._joined(chain(held, iterator))
         # what is left in the index, then the rest of the log (counted, not kept)
         for entry in self._queue:
             if not entry.matched:

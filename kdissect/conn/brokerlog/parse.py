@@ -411,8 +411,8 @@ def read_entries(paths: Sequence[str], stats: LogReadStats | None = None) -> Ite
     counts as one cut line).
 
     Per line: the marker is found and the time read from the line's bytes;
-    the JSON from the marker to the last "}" goes to msgspec as it is (a
-    memoryview, not decoded to text first). A line msgspec cannot take
+    the JSON from the marker to the last "}" goes to msgspec as bytes (not
+    decoded to text first). A line msgspec cannot take
     (invalid UTF-8, a damaged body, another layout) is decoded to text and
     read by `parse_line`'s general path."""
     stats = stats if stats is not None else LogReadStats()
@@ -450,7 +450,7 @@ def read_entries(paths: Sequence[str], stats: LogReadStats | None = None) -> Ite
                         entry = None
                         if ts is not None and end > at:
                             try:
-                                entry = decode(memoryview(line)[at + skip:end + 1])
+                                entry = decode(line[at + skip:end + 1])
                             except decode_error:
                                 pass
                             else:
