@@ -195,6 +195,7 @@ _COMPUTED_CODE = {
     "request_transfer_ms": ["c = None if request_first_ts is None or request_ts is None else "
                             "request_ts - request_first_ts"],
     "wait_ms": ["c = wait_ns"],
+    "socket_wait_ms": ["c = socket_wait_ns"],
     "service_ms": ["if request_ts is None or response_ts is None:",
                    "    c = None",
                    "elif wait_ns is None:",
@@ -214,7 +215,7 @@ _COMPUTED_CODE = {
                   "    c = None"],
 }
 # stored fields the computed columns read besides columns
-_COMPUTED_INPUTS = ("request_first_ts", "response_first_ts", "wait_ns", "rtt_ns")
+_COMPUTED_INPUTS = ("request_first_ts", "response_first_ts", "wait_ns", "rtt_ns", "socket_wait_ns")
 
 
 class _MillisecondsText(dict):

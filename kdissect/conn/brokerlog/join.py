@@ -147,9 +147,33 @@ def apply_entry(exchange: Any, entry: LogEntry | None, status: str) -> None:
      exchange.broker_send_ms, exchange.principal, exchange.security_protocol, exchange.listener) = (
         total, entry.request_queue_ms, entry.local_ms, entry.remote_ms, entry.throttle_ms,
         entry.response_queue_ms, entry.send_ms, entry.principal, entry.security_protocol, entry.listener)
-    request_ts, response_ts = exchange.request_ts, exchange.response_ts
-    if total is not None and request_ts is not None and response_ts is not None:
-        exchange.network_ms = (response_ts - request_ts) / 1_000_000 - total
+    exchange.network_ms = network_ms(exchange.request_ts, exchange.response_first_ts, exchange.socket_wait_ns,
+                                     total, entry.send_ms)
+
+
+def network_ms(request_ts: int | None, response_first_ts: int | None, socket_wait_ns: int | None,
+               total_ms: float | None, send_ms: float | None) -> float | None:
+    """The time to the first response byte that the broker's account does not
+    cover, ms: ttfb - socket wait - (broker total - broker send).
+
+    Kafka's totalTimeMs runs from when its processor thread has read the
+    whole request to when it notices the response's last byte written; its
+    sendTimeMs from when that thread took the response off its queue. So the
+    broker's time before sending (total - send) starts after the request's
+    last byte reached the broker and, once it ends, the response's first byte
+    is still to be written. What is left of the time to the first byte, once
+    the time the request sat unread (socket_wait_ns: behind the previous
+    answer, a quota's mute) is taken out, is the network both ways between
+    the capture point and the broker plus the processor thread's own lag in
+    reading the request and writing the response (the kernel and its poll
+    loop, which no broker time covers). Captured at the broker it is that lag
+    alone, and never negative (up to the log's microsecond truncation).
+    Computed in integer ns (the log's times are whole microseconds), so the
+    Spark job's rows, made from the same columns, are the same floats."""
+    if request_ts is None or response_first_ts is None or total_ms is None or send_ms is None:
+        return None
+    ns = response_first_ts - request_ts - (socket_wait_ns or 0) - round((total_ms - send_ms) * 1_000_000)
+    return ns / 1_000_000
 
 
 class BrokerLogJoin:
