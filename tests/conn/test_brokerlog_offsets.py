@@ -18,7 +18,7 @@ import pytest
 from kdissect.conn.brokerlog import join as join_module
 from kdissect.conn.brokerlog.join import BrokerLogAccounting
 from kdissect.conn.brokerlog.parse import LogReadStats
-from kdissect.forensics.sketch import EXACT_LIMIT, RELATIVE_ACCURACY
+from kdissect.sketch import EXACT_LIMIT, RELATIVE_ACCURACY
 from tests.conn.test_brokerlog_join import PLAIN, kdissect, log_key, manifest
 
 

@@ -27,7 +27,7 @@ from itertools import chain
 from typing import Any, Iterable, Iterator, Sequence
 
 from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_entries, request_log_files
-from kdissect.forensics.sketch import QuantileSketch
+from kdissect.sketch import QuantileSketch
 from kdissect.model.exchange import INEXACT, OK
 
 DEFAULT_TOLERANCE_S = 5.0
