@@ -301,9 +301,10 @@ def test_python_api_and_usage_errors() -> None:
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
-def test_line_shapes_fast_and_general_paths_agree() -> None:
+def test_line_shapes_fast_and_general_paths_agree(tmp_path: Path) -> None:
     """IPv6 connection ids, escaped strings, exponents, fields out of the usual
-    order (the json path), zones in the time: read the same either way."""
+    order, zones in the time, a damaged body (the json path on the header and
+    the tail): read the same every way."""
     from kdissect.conn.brokerlog import parse
 
     tail = ('"connection":"0:0:0:0:0:0:0:1:9092-0:0:0:0:0:0:0:1:5555-3-7","totalTimeMs":1.5,"requestQueueTimeMs":1,'
@@ -318,11 +319,23 @@ def test_line_shapes_fast_and_general_paths_agree() -> None:
     assert (entry.total_ms, entry.throttle_ms, entry.send_ms) == (1.5, 7.0, 1.5e-4)
     assert entry.principal == 'User:CN=a"x' and entry.listener == "EXTERNAL"
     assert entry.ts == 1795675958749000000
-    # reordered header fields and a zone: the general path, same values
+    # reordered header fields and a zone in another layout: same values
     other = ('2026-11-26T07:52:38.749+01:00 DEBUG Completed request:{"requestHeader":{"clientId":"c\\"\\u00e9",'
              '"correlationId":-5,"requestApiVersion":12,"requestApiKey":3},' + tail)
     again = parse.parse_line(other)
     assert again and {n: getattr(again, n) for n in again.__slots__} == {n: getattr(entry, n) for n in entry.__slots__}
+    # a body that is not JSON (msgspec refuses the line): the header and the tail are still read, alone
+    damaged = usual.replace(f"{header},", f'{header},"request":{{"records":[1,2}},"response":NaN,', 1)
+    again = parse.parse_line(damaged)
+    assert again and {n: getattr(again, n) for n in again.__slots__} == {n: getattr(entry, n) for n in entry.__slots__}
+    # and in a file, through the reader's own path
+    from kdissect.conn.brokerlog.parse import LogReadStats, read_entries
+
+    log = tmp_path / "request.log"
+    log.write_text(usual + "\n" + damaged + "\n" + "[2026-11-26 06:52:38,749] INFO something else\n")
+    stats = LogReadStats()
+    read = list(read_entries([str(log)], stats))
+    assert [e.key for e in read] == [entry.key, entry.key] and (stats.request_lines, stats.other_lines) == (2, 1)
     assert parse.parse_line("[2026-11-26 06:52:38,749] INFO something else") is False
     assert parse.parse_line("[2026-11-26 06:52:38,749] DEBUG Completed request:RequestHeader(apiKey=3...)") is None
 
