@@ -261,10 +261,12 @@ def _general_entry(line: str, start: int, ts: int) -> LogEntry | None:
     if isinstance(information, dict):
         software = _Software(_text(information.get("softwareName")), _text(information.get("softwareVersion")))
     entry = LogEntry(
-        _Header(api_key, api_version, correlation_id, _text(header.get("clientId"))), connection,
-        *(_number(tail.get(name)) for name in ("totalTimeMs", "requestQueueTimeMs", "localTimeMs", "remoteTimeMs",
-                                               "throttleTimeMs", "responseQueueTimeMs", "sendTimeMs")),
-        _text(tail.get("securityProtocol")), _text(tail.get("principal")), _text(tail.get("listener")), software)
+        header=_Header(api_key, api_version, correlation_id, _text(header.get("clientId"))), connection=connection,
+        total_ms=_number(tail.get("totalTimeMs")), request_queue_ms=_number(tail.get("requestQueueTimeMs")),
+        local_ms=_number(tail.get("localTimeMs")), remote_ms=_number(tail.get("remoteTimeMs")),
+        throttle_ms=_number(tail.get("throttleTimeMs")), response_queue_ms=_number(tail.get("responseQueueTimeMs")),
+        send_ms=_number(tail.get("sendTimeMs")), security_protocol=_text(tail.get("securityProtocol")),
+        principal=_text(tail.get("principal")), listener=_text(tail.get("listener")), information=software)
     return _finished(entry, ts)
 
 
@@ -439,6 +441,7 @@ def read_entries(paths: Sequence[str], stats: LogReadStats | None = None) -> Ite
                             others += 1
                             continue
                         # the time: log4j's default "[yyyy-MM-dd HH:mm:ss,SSS]" first (_fast_time, inline)
+                        ts: int | None
                         seconds = seconds_of.get(line[1:20])
                         millis = millis_of.get(line[21:24])
                         if seconds is not None and millis is not None and line[0] == 91 and line[20] == 44 \
