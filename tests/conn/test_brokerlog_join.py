@@ -328,14 +328,18 @@ def test_line_shapes_fast_and_general_paths_agree(tmp_path: Path) -> None:
     damaged = usual.replace(f"{header},", f'{header},"request":{{"records":[1,2}},"response":NaN,', 1)
     again = parse.parse_line(damaged)
     assert again and {n: getattr(again, n) for n in again.__slots__} == {n: getattr(entry, n) for n in entry.__slots__}
+    # bodies nested deeper than a decoder recurses (a hostile log): the same, no RecursionError
+    deep = usual.replace(f"{header},", f'{header},"request":{"[" * 100_000}{"]" * 100_000},', 1)
+    again = parse.parse_line(deep)
+    assert again and again.key == entry.key and again.times() == entry.times()
     # and in a file, through the reader's own path
     from kdissect.conn.brokerlog.parse import LogReadStats, read_entries
 
     log = tmp_path / "request.log"
-    log.write_text(usual + "\n" + damaged + "\n" + "[2026-11-26 06:52:38,749] INFO something else\n")
+    log.write_text(usual + "\n" + damaged + "\n" + deep + "\n" + "[2026-11-26 06:52:38,749] INFO something else\n")
     stats = LogReadStats()
     read = list(read_entries([str(log)], stats))
-    assert [e.key for e in read] == [entry.key, entry.key] and (stats.request_lines, stats.other_lines) == (2, 1)
+    assert [e.key for e in read] == [entry.key] * 3 and (stats.request_lines, stats.other_lines) == (3, 1)
     assert parse.parse_line("[2026-11-26 06:52:38,749] INFO something else") is False
     assert parse.parse_line("[2026-11-26 06:52:38,749] DEBUG Completed request:RequestHeader(apiKey=3...)") is None
 

@@ -128,6 +128,9 @@ class LogEntry(msgspec.Struct, gc=False):
 
 
 _decode_entry = msgspec.json.Decoder(LogEntry).decode
+# what msgspec raises for a line it cannot take: not JSON or not these types
+# (a ValidationError is a DecodeError), or bodies nested deeper than it recurses
+_REFUSED = (msgspec.DecodeError, RecursionError)
 
 
 class LogReadStats:
@@ -280,7 +283,7 @@ def _entry_of_text(line: str, start: int, ts: int) -> LogEntry | None:
     if part is not None:
         try:
             return _finished(_decode_entry(part), ts)
-        except msgspec.DecodeError:  # (a ValidationError is one)
+        except _REFUSED:
             pass
     return _general_entry(line, start, ts)
 
@@ -426,7 +429,7 @@ def read_entries(paths: Sequence[str], stats: LogReadStats | None = None) -> Ite
     marker, skip = _MARKER_BYTES, len(_MARKER_BYTES)
     decode = _decode_entry
     connections = _connection_cache
-    decode_error = msgspec.DecodeError
+    decode_error = _REFUSED
     seconds_of, millis_of = _seconds_of_bytes, _MILLIS_NS
     for path in ordered_files(paths):
         stats.files += 1
