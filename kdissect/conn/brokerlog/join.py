@@ -176,7 +176,10 @@ def network_ms(request_ts: int | None, response_first_ts: int | None, socket_wai
     Spark job's rows, made from the same columns, are the same floats."""
     if request_ts is None or response_first_ts is None or total_ms is None or send_ms is None:
         return None
-    ns = response_first_ts - request_ts - (socket_wait_ns or 0) - round((total_ms - send_ms) * 1_000_000)
+    before_send = (total_ms - send_ms) * 1_000_000
+    if before_send - before_send != 0:  # a log's NaN or infinity (the json path reads them)
+        return None
+    ns = response_first_ts - request_ts - (socket_wait_ns or 0) - round(before_send)
     return ns / 1_000_000
 
 
