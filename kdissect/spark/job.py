@@ -186,7 +186,8 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     except Exception as problem:
         import re
 
-        found = re.search(r"kdissect\.atomic\.OutputError: (cannot write [^\n]*)", str(problem))
+        name = re.escape(f"{OutputError.__module__}.{OutputError.__qualname__}")  # as the worker's traceback spells it
+        found = re.search(name + r": (cannot write [^\n]*)", str(problem))
         if found is None:
             raise
         raise OutputError(found.group(1)) from None
