@@ -119,6 +119,9 @@ class ConnectionRunner:
         self._ordinal = 0
         # a read task's in-place counts (kdissect.spark.inrange.InRangeCounts), reported with its accounting
         self.in_range: Any = None
+        # 4-tuples whose connection the reassembler still held open after their last segment
+        self.left_open: set[tuple] = set()
+        self._key: tuple | None = None
 
     def _start(self) -> None:
         # rows are skimmed (no decoded messages kept), except responses with
@@ -180,6 +183,8 @@ class ConnectionRunner:
                     self._emit(exchanges)
             self.duplicates += self.merge.duplicates
             self.merge = None
+        if dissector.open_connections:
+            self.left_open.add(self._key)
         self._emit(dissector.finish())
         self.classified_connections += len(dissector.classification_keys)
         if dissector.accounting.tls_connections:
@@ -219,7 +224,7 @@ class ConnectionRunner:
             if key != current:
                 self.finish_connection()
                 self._start()
-                current = key
+                current = self._key = key
                 if self.several_files:
                     self.merge = ConnectionMerge()
             feed = self._dissector.feed  # type: ignore[union-attr]
@@ -334,7 +339,7 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
             except BaseException:
                 _abandon(runner)
                 raise
-            table = reader.tuple_table()
+            table = reader.tuple_table(runner.left_open)
             stream = pa.BufferOutputStream()
             with pa.ipc.new_file(stream, table.schema) as writer:
                 writer.write_table(table)

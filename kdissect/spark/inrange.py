@@ -49,16 +49,20 @@ BUFFER_BUDGET = 256 << 20  # bytes of undecided connections one task holds at mo
 Key = tuple[str, int, str, int]
 TUPLES_DIR = "tuples"  # under _work: one file per read task, for the driver's check
 TUPLE_SCHEMA = pa.schema([("addr_a", pa.string()), ("port_a", pa.int32()), ("addr_b", pa.string()),
-                          ("port_b", pa.int32()), ("in_place", pa.bool_())])
+                          ("port_b", pa.int32()), ("in_place", pa.bool_()),
+                          # in place only: the capture times of its first and last segments, and
+                          # whether the reassembler closed every connection on it before the range ended
+                          ("first_ts", pa.int64()), ("last_ts", pa.int64()), ("closed", pa.bool_())])
 
 
 class _Candidate:
     """A 4-tuple whose opening the range holds: its packed segments and whether it closed."""
 
-    __slots__ = ("order_ts", "frame_number", "packed", "fins", "closed", "last_ts")
+    __slots__ = ("order_ts", "frame_number", "packed", "fins", "closed", "first_ts", "last_ts")
 
-    def __init__(self, order_ts: int, frame_number: int) -> None:
+    def __init__(self, order_ts: int, frame_number: int, ts: int) -> None:
         self.order_ts = order_ts
+        self.first_ts = ts
         self.frame_number = frame_number
         self.packed = bytearray()
         self.fins = 0  # directions that sent a FIN (bit 0: a -> b, bit 1: b -> a)
@@ -104,6 +108,7 @@ class SplitReader:
         self.candidates: dict[Key, _Candidate] = {}
         self.counts = InRangeCounts()
         self.in_place_keys: list[Key] = []
+        self._spans: list[tuple[int, int]] = []  # (first, last ts) of each in-place 4-tuple
         self._buffered = 0
         self._latest_ts = 0
 
@@ -133,7 +138,7 @@ class SplitReader:
             candidate = candidates.get(key) if in_place else None
             if candidate is None and in_place and key not in shipped:
                 if flags & (_SYN | _ACK) == _SYN:
-                    candidate = candidates[key] = _Candidate(segment.order_ts, segment.frame_number)
+                    candidate = candidates[key] = _Candidate(segment.order_ts, segment.frame_number, ts)
                 else:
                     shipped.add(key)
             elif not in_place:
@@ -202,22 +207,32 @@ class SplitReader:
     def in_place_rows(self) -> Iterator[tuple[int, str, int, str, int, bytes]]:
         """(capture index, 4-tuple, packed segments) of each 4-tuple dissected
         in place, once `shipped_runs` is exhausted; buffers are let go as they are handed out."""
+        self.counts.tuples_shipped = len(self.shipped)
         for key in list(self.candidates):
             candidate = self.candidates.pop(key)
             self.in_place_keys.append(key)
+            self._spans.append((candidate.first_ts, candidate.last_ts))
             self.counts.tuples_in_place += 1
             self.counts.bytes_in_place += len(candidate.packed)
             yield (self.capture_index, *key, bytes(candidate.packed))
             candidate.packed = bytearray()
 
-    def tuple_table(self) -> pa.Table:
+    def tuple_table(self, left_open: set[Key] | frozenset = frozenset()) -> pa.Table:
         """Every 4-tuple of the split and whether it was dissected in place
-        (for the driver's check), once `in_place_rows` is exhausted."""
-        self.counts.tuples_shipped = len(self.shipped)
+        (for the driver's check), once `in_place_rows` is exhausted;
+        `left_open`: in-place 4-tuples the reassembler had not closed by
+        their last segment."""
         keys = [*self.in_place_keys, *self.shipped]
-        flags = [True] * len(self.in_place_keys) + [False] * len(self.shipped)
+        in_place = len(self.in_place_keys)
+        flags = [True] * in_place + [False] * len(self.shipped)
         columns = [pa.array([key[i] for key in keys], field.type) for i, field in enumerate(list(TUPLE_SCHEMA)[:4])]
-        return pa.Table.from_arrays([*columns, pa.array(flags, pa.bool_())], schema=TUPLE_SCHEMA)
+        nothing = [None] * len(self.shipped)
+        return pa.Table.from_arrays([
+            *columns, pa.array(flags, pa.bool_()),
+            pa.array([span[0] for span in self._spans] + nothing, pa.int64()),
+            pa.array([span[1] for span in self._spans] + nothing, pa.int64()),
+            pa.array([key not in left_open for key in self.in_place_keys] + nothing, pa.bool_()),
+        ], schema=TUPLE_SCHEMA)
 
     def _batch(self, runs: dict[Key, tuple[int, int, bytearray]]) -> pa.RecordBatch:
         return _run_batch(list(runs), [value[0] for value in runs.values()], [value[1] for value in runs.values()],
@@ -274,13 +289,36 @@ def _run_batch(keys: list[Key], order: list[int], frames: list[int], packed: lis
 
 
 def conflicts(tables: list[pa.Table]) -> int:
-    """4-tuples dissected in place in one range and seen in another: each one
-    makes the in-place rows of the run unsafe."""
+    """4-tuples dissected in place in one range and seen in another, where
+    that can change their rows: each one makes the run's in-place rows unsafe.
+
+    A 4-tuple reused in several ranges (a client port reused hours later) is
+    safe when every use was dissected in place, each closed by the
+    reassembler within its range, and the uses lie more than the
+    reassembler's after-close window apart: `kdissect export` then meets
+    each use with no state left on the 4-tuple, as a fresh `Dissector` does.
+    """
     import pyarrow.compute as pc
+
+    from kdissect.wire.reassembly import _AFTER_CLOSE_NS
 
     if not tables:
         return 0
     every = pa.concat_tables(tables)
     grouped = every.group_by(KEY_COLUMNS).aggregate([("in_place", "any"), ("in_place", "count")])
-    return pc.sum(pc.and_(grouped.column("in_place_any"),
-                          pc.greater(grouped.column("in_place_count"), 1))).as_py() or 0
+    suspects = grouped.filter(pc.and_(grouped.column("in_place_any"), pc.greater(grouped.column("in_place_count"), 1)))
+    if suspects.num_rows == 0:
+        return 0
+    uses = every.join(suspects.select(KEY_COLUMNS), KEY_COLUMNS, join_type="inner").to_pylist()
+    by_key: dict[tuple, list[dict]] = {}
+    for use in uses:
+        by_key.setdefault(tuple(use[name] for name in KEY_COLUMNS), []).append(use)
+    unsafe = 0
+    for found in by_key.values():
+        if not all(use["in_place"] and use["closed"] for use in found):
+            unsafe += 1
+            continue
+        found.sort(key=lambda use: use["first_ts"])
+        if any(later["first_ts"] - earlier["last_ts"] <= _AFTER_CLOSE_NS for earlier, later in zip(found, found[1:])):
+            unsafe += 1
+    return unsafe
