@@ -52,17 +52,20 @@ TUPLE_SCHEMA = pa.schema([("addr_a", pa.string()), ("port_a", pa.int32()), ("add
                           ("port_b", pa.int32()), ("in_place", pa.bool_()),
                           # in place only: the capture times of its first and last segments, and
                           # whether the reassembler closed every connection on it before the range ended
-                          ("first_ts", pa.int64()), ("last_ts", pa.int64()), ("closed", pa.bool_())])
+                          ("first_ts", pa.int64()), ("last_ts", pa.int64()), ("closed", pa.bool_()),
+                          # and its opening SYN: sent from the a end (else b), its sequence number
+                          ("syn_from_a", pa.bool_()), ("syn_seq", pa.int64())])
 
 
 class _Candidate:
     """A 4-tuple whose opening the range holds: its packed segments and whether it closed."""
 
-    __slots__ = ("order_ts", "frame_number", "packed", "fins", "closed", "first_ts", "last_ts")
+    __slots__ = ("order_ts", "frame_number", "packed", "fins", "closed", "first_ts", "last_ts", "syn")
 
-    def __init__(self, order_ts: int, frame_number: int, ts: int) -> None:
+    def __init__(self, order_ts: int, frame_number: int, ts: int, syn: tuple[bool, int]) -> None:
         self.order_ts = order_ts
         self.first_ts = ts
+        self.syn = syn
         self.frame_number = frame_number
         self.packed = bytearray()
         self.fins = 0  # directions that sent a FIN (bit 0: a -> b, bit 1: b -> a)
@@ -108,7 +111,7 @@ class SplitReader:
         self.candidates: dict[Key, _Candidate] = {}
         self.counts = InRangeCounts()
         self.in_place_keys: list[Key] = []
-        self._spans: list[tuple[int, int]] = []  # (first, last ts) of each in-place 4-tuple
+        self._spans: list[tuple[int, int, tuple[bool, int]]] = []  # (first, last ts, SYN) of each in-place 4-tuple
         self._buffered = 0
         self._latest_ts = 0
 
@@ -138,7 +141,8 @@ class SplitReader:
             candidate = candidates.get(key) if in_place else None
             if candidate is None and in_place and key not in shipped:
                 if flags & (_SYN | _ACK) == _SYN:
-                    candidate = candidates[key] = _Candidate(segment.order_ts, segment.frame_number, ts)
+                    candidate = candidates[key] = _Candidate(segment.order_ts, segment.frame_number, ts,
+                                                              (direction == 0, segment.seq))
                 else:
                     shipped.add(key)
             elif not in_place:
@@ -211,7 +215,7 @@ class SplitReader:
         for key in list(self.candidates):
             candidate = self.candidates.pop(key)
             self.in_place_keys.append(key)
-            self._spans.append((candidate.first_ts, candidate.last_ts))
+            self._spans.append((candidate.first_ts, candidate.last_ts, candidate.syn))
             self.counts.tuples_in_place += 1
             self.counts.bytes_in_place += len(candidate.packed)
             yield (self.capture_index, *key, bytes(candidate.packed))
@@ -232,6 +236,8 @@ class SplitReader:
             pa.array([span[0] for span in self._spans] + nothing, pa.int64()),
             pa.array([span[1] for span in self._spans] + nothing, pa.int64()),
             pa.array([key not in left_open for key in self.in_place_keys] + nothing, pa.bool_()),
+            pa.array([span[2][0] for span in self._spans] + nothing, pa.bool_()),
+            pa.array([span[2][1] for span in self._spans] + nothing, pa.int64()),
         ], schema=TUPLE_SCHEMA)
 
     def _batch(self, runs: dict[Key, tuple[int, int, bytearray]]) -> pa.RecordBatch:
@@ -292,15 +298,17 @@ def conflicts(tables: list[pa.Table]) -> int:
     """4-tuples dissected in place in one range and seen in another, where
     that can change their rows: each one makes the run's in-place rows unsafe.
 
-    A 4-tuple reused in several ranges (a client port reused hours later) is
-    safe when every use was dissected in place, each closed by the
-    reassembler within its range, and the uses lie more than the
-    reassembler's after-close window apart: `kdissect export` then meets
-    each use with no state left on the 4-tuple, as a fresh `Dissector` does.
+    A 4-tuple reused in several ranges (a client port reused later) is safe
+    when every use was dissected in place, each closed by the reassembler
+    within its range, and each later use either starts more than the
+    reassembler's after-close window after the earlier one ended, or opens
+    with a SYN from the same end with another sequence number (which the
+    reassembler takes for a new connection, not a straggler of the closed
+    one: kdissect.wire.reassembly `_belongs_to_closed`). `kdissect export`
+    then meets each use with no state left on the 4-tuple, as a fresh
+    `Dissector` does.
     """
     import pyarrow.compute as pc
-
-    from kdissect.wire.reassembly import _AFTER_CLOSE_NS
 
     if not tables:
         return 0
@@ -319,6 +327,17 @@ def conflicts(tables: list[pa.Table]) -> int:
             unsafe += 1
             continue
         found.sort(key=lambda use: use["first_ts"])
-        if any(later["first_ts"] - earlier["last_ts"] <= _AFTER_CLOSE_NS for earlier, later in zip(found, found[1:])):
+        if not all(_apart(earlier, later) for earlier, later in zip(found, found[1:])):
             unsafe += 1
     return unsafe
+
+
+def _apart(earlier: dict, later: dict) -> bool:
+    """Does the reassembler meet `later` as a new connection after `earlier` closed?"""
+    from kdissect.wire.reassembly import _AFTER_CLOSE_NS
+
+    if later["first_ts"] <= earlier["last_ts"]:
+        return False  # they overlap in time
+    if later["first_ts"] - earlier["last_ts"] > _AFTER_CLOSE_NS:
+        return True
+    return later["syn_from_a"] == earlier["syn_from_a"] and later["syn_seq"] != earlier["syn_seq"]
