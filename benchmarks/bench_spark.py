@@ -29,9 +29,10 @@
    A round's figure for a Spark configuration is export's work time
    divided by its own, start-up subtracted from both:
    (export - export tiny) / (spark - spark tiny), by wall time and by CPU
-   time (user + system of the whole process tree, which the other load on
-   a shared machine moves far less; for two cores the wall time is the
-   figure that counts, on a quiet machine). The result is the median
+   time (user + system of the whole process tree, sampled from /proc; the
+   other load on a shared machine moves it far less than the wall time;
+   for two cores the wall time is the figure that counts, on a quiet
+   machine). The result is the median
    over the rounds and their range; a spread (max - min) over a quarter of
    the median is flagged as too wide to trust. Results go to
    benchmarks/out/bench_spark_SHAPE_FORMAT.json.
@@ -166,20 +167,47 @@ def _timed(command: list[str], log: Path, cpus: set[int] | None = None) -> float
     return _measured(command, log, cpus)[0]
 
 
+def _tree_cpu(root: int, seen: dict[int, float]) -> None:
+    """Note the CPU seconds (user + system) of `root` and every process under
+    it, from /proc (the JVM is not waited for by its parent, so
+    RUSAGE_CHILDREN misses it); `seen` keeps each process's latest figure."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    for pid, cpu in times.items():
+        ancestor = pid
+        while ancestor not in (root, 0, 1) and ancestor in parents:
+            ancestor = parents[ancestor]
+        if ancestor == root:
+            seen[pid] = max(seen.get(pid, 0.0), cpu)
+
+
 def _measured(command: list[str], log: Path, cpus: set[int] | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of `command` and every process under it
-    that was waited for (user + system, RUSAGE_CHILDREN: the JVM, Spark's
-    Python workers and the pre-pass processes included)."""
-    import resource
-
+    (the JVM, Spark's Python workers and the pre-pass processes included),
+    sampled from /proc every 0.1 s: a process's last 0.1 s may be missed."""
     confine = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seen: dict[int, float] = {}
     started = time.monotonic()
     with open(log, "w") as out:
-        subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, check=True, preexec_fn=confine)
+        child = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, preexec_fn=confine)
+        while child.poll() is None:
+            _tree_cpu(child.pid, seen)
+            time.sleep(0.1)
     wall = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, command)
+    return wall, sum(seen.values())
 
 
 # name -> (Spark master, CPUs to confine the run to or None)

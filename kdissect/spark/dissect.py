@@ -183,7 +183,7 @@ class ConnectionRunner:
                     self._emit(exchanges)
             self.duplicates += self.merge.duplicates
             self.merge = None
-        if dissector.open_connections:
+        if dissector.open_connections and self._key is not None:
             self.left_open.add(self._key)
         self._emit(dissector.finish())
         self.classified_connections += len(dissector.classification_keys)
