@@ -265,8 +265,8 @@ def main() -> None:
                      "split_size": split_size, "cpu_count": os.cpu_count(), "rounds": []}
     # unmeasured warm-up on the tiny capture: writes the JVM's class-data archive
     # (a cache, like bytecode; see kdissect/spark/session.py) if there is none yet
-    _timed([python, "-m", "kdissect", "spark", str(TINY), "-o", str(OUT / "spark_warmup"),
-            "--master", "local[1]", "--overwrite"], OUT / "spark_warmup.log")
+    _timed([python, "-m", "kdissect", "spark", str(TINY), "-o", str(OUT / f"spark_warmup_{slug}"),
+            "--master", "local[1]", "--overwrite"], OUT / f"spark_warmup_{slug}.log")
 
     def export(inputs: list[str]) -> tuple[float, float]:
         return _measured([python, "-m", "kdissect", "export", *inputs, "-o", str(OUT / f"cli_{slug}.parquet"),
@@ -286,7 +286,7 @@ def main() -> None:
         work_export, cpu_export = wall - tiny_wall, cpu - tiny_cpu
         for config, (master, cpus) in configurations.items():
             outdir = OUT / f"spark_{slug}_{config.replace(' ', '_')}"
-            tiny, tiny_cpu = spark([str(TINY)], master, cpus, OUT / "spark_tiny")
+            tiny, tiny_cpu = spark([str(TINY)], master, cpus, OUT / f"spark_tiny_{slug}")
             seconds, cpu = spark([str(archive_dir)], master, cpus, outdir)
             manifest = json.loads((outdir / "manifest.json").read_text())
             ratio = work_export / (seconds - tiny)
