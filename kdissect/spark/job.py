@@ -175,7 +175,7 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     except Exception as problem:
         import re
 
-        found = re.search(r"kdissect\.atomic\.OutputError: (cannot write [^\n]*)", str(problem))
+        found = re.search(r"kdissect\.(?:shared\.)?atomic\.OutputError: (cannot write [^\n]*)", str(problem))
         if found is None:
             raise
         raise OutputError(found.group(1)) from None
