@@ -1,8 +1,10 @@
-"""Benchmark of the Spark job: a >= 1 GB archive, local[1] vs local[2] vs the CLI.
+"""Benchmark of the Spark job: one and two cores against one `kdissect export` process.
 
-    python3 benchmarks/bench_spark.py [--size-gb 1.0] [--files 6] [--repeat N] [--format pcapng] [SOURCE.pcap ...]
+    python3 benchmarks/bench_spark.py --shape many-small --format pcap --rounds 3
+    python3 benchmarks/bench_spark.py --shape few-large --format pcapng --rounds 3
+    python3 benchmarks/bench_spark.py --size-mb 1000 --files 7 --split-size 128m --rounds 2   # the older 1 GB archive
 
-1. Builds (once; kept in benchmarks/out/archive/, not committed) an archive of
+1. Builds (once; kept in benchmarks/out/, not committed) an archive of
    rotated pcap files by replaying the lab captures (captures/*.pcap by
    default) over and over: each replay gets its own loopback addresses
    (127.a.b.c on both ends, so every replayed connection is a new 4-tuple)
@@ -10,20 +12,30 @@
    size limit wherever that falls, so connections span files as in a real
    rotated capture. IP/TCP checksums are not recomputed (loopback captures
    carry unverified checksums anyway; nothing here checks them).
-2. Runs `kdissect spark` on the same archive in three configurations, each
-   in a fresh process:
-     1 core     --master local[1], the whole process tree confined to one CPU
-                (sched_setaffinity, as `taskset -c 0` does);
-     local[1]   --master local[1] on the whole machine;
-     2 cores    --master local[2] on the whole machine (2 CPUs here);
-   and `kdissect export` (single process). Reports MB/s, the speed-up from one
-   to two cores (1 core / 2 cores), local[1] / local[2], and the ratio to the
-   CLI (with --repeat, the fastest of N alternating runs of each). Results go
-   to benchmarks/out/bench_spark.json.
-
-   With --format pcapng the same archive, rewritten by `editcap -F pcapng`
-   (once; benchmarks/out/archive_pcapng/), is measured instead: dumpcap's
-   format, cut into byte ranges like pcap.
+   Every replay of every source gets its own addresses: the lab captures
+   reuse client ports, and within one address that made 4-tuples reused
+   seconds apart, which real archives rarely have. Shapes: `many-small` is
+   60 MB in 20 files of 3 MB (each file one read task); `few-large` is
+   60 MB in 2 files of 30 MB read with `--split-size 10m` (3 byte ranges a
+   file), so connections cross range boundaries as well as file boundaries. With --format pcapng the archive
+   is rewritten by `editcap -F pcapng` (dumpcap's format).
+2. Each round runs, one after the other and each in a fresh process:
+     export     `kdissect export ARCHIVE -o cli.parquet`, one process;
+     1 core     `kdissect spark --master local[1]`, the whole process tree
+                confined to one CPU (sched_setaffinity, as `taskset -c 0`);
+     2 cores    `kdissect spark --master local[2]` on the whole machine (2 CPUs);
+   each first on a tiny capture (captures/admin.pcap: its time is the
+   command's start-up, JVM and session included) and then on the archive.
+   A round's figure for a Spark configuration is export's work time
+   divided by its own, start-up subtracted from both:
+   (export - export tiny) / (spark - spark tiny), by wall time and by CPU
+   time (user + system of the whole process tree, sampled from /proc; the
+   other load on a shared machine moves it far less than the wall time;
+   for two cores the wall time is the figure that counts, on a quiet
+   machine). The result is the median
+   over the rounds and their range; a spread (max - min) over a quarter of
+   the median is flagged as too wide to trust. Results go to
+   benchmarks/out/bench_spark_SHAPE_FORMAT.json.
 
    Why the confined run: `local[1]` means one task slot, not one CPU. Beside
    its one Python worker, the driver JVM runs the shuffle, Arrow conversion,
@@ -53,14 +65,14 @@ sys.path.insert(0, str(REPO))
 _LINK_HEADER = {0: 4, 1: 14, 101: 0, 108: 4, 113: 16, 228: 0, 276: 20}
 
 
-def _source_packets(paths: list[str]) -> list[tuple[int, bytes, int, int]]:
-    """(relative ts in ns, frame bytes, wire length, offset of the IPv4 header) of the IPv4 packets of all
-    sources, one source after another, times made relative and sequential."""
+def _source_packets(paths: list[str]) -> list[tuple[int, bytes, int, int, int]]:
+    """(relative ts in ns, frame bytes, wire length, offset of the IPv4 header, source index) of the IPv4
+    packets of all sources, one source after another, times made relative and sequential."""
     from kdissect.wire.capture import iter_frames
 
-    packets: list[tuple[int, bytes, int, int]] = []
+    packets: list[tuple[int, bytes, int, int, int]] = []
     clock = 0
-    for path in paths:
+    for index, path in enumerate(paths):
         first = last = None
         for frame in iter_frames([path]):
             offset = _LINK_HEADER.get(frame.linktype)
@@ -73,7 +85,7 @@ def _source_packets(paths: list[str]) -> list[tuple[int, bytes, int, int]]:
                 data = b"\x00" * 12 + b"\x08\x00" + frame.data
             first = frame.ts if first is None else first
             last = frame.ts
-            packets.append((clock + frame.ts - first, data, frame.wire_len - offset + 14, 14))
+            packets.append((clock + frame.ts - first, data, frame.wire_len - offset + 14, 14, index))
         if first is not None:
             clock += (last - first) + 10**9
     return packets
@@ -84,7 +96,8 @@ def build_archive(sources: list[str], target_bytes: int, files: int, directory: 
     done = directory / "complete.json"
     if done.exists():
         info = json.loads(done.read_text())
-        if info.get("target_bytes") == target_bytes and info.get("sources") == sources:
+        if info.get("target_bytes") == target_bytes and info.get("sources") == sources \
+                and info.get("addresses") == "per source":
             return [Path(p) for p in info["files"]]
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("*.pcap"):
@@ -104,10 +117,12 @@ def build_archive(sources: list[str], target_bytes: int, files: int, directory: 
     size = 0
     while total < target_bytes:
         replay += 1
-        # both ends of every connection of this replay move to 127.a.b.c
-        address = bytes((127, (replay // (254 * 256)) % 256, (replay // 254) % 256, 1 + replay % 254))
         shift = start + replay * span
-        for ts, data, wire_len, ip in packets:
+        for ts, data, wire_len, ip, source in packets:
+            # both ends of every connection of this replay of this source move to
+            # 127.a.b.c: the lab captures reuse client ports, the archive does not
+            number = replay * len(sources) + source
+            address = bytes((127, (number // (254 * 256)) % 256, (number // 254) % 256, 1 + number % 254))
             if handle is None or size >= per_file:
                 if handle is not None:
                     handle.close()
@@ -126,7 +141,8 @@ def build_archive(sources: list[str], target_bytes: int, files: int, directory: 
             total += 16 + len(frame)
     handle.close()
     done.write_text(json.dumps({"target_bytes": target_bytes, "sources": sources,
-                                "files": [str(p) for p in written], "replays": replay}))
+                                "files": [str(p) for p in written], "replays": replay,
+                                "addresses": "per source"}))
     return written
 
 
@@ -148,93 +164,168 @@ def as_pcapng(files: list[Path], directory: Path) -> list[Path]:
 
 def _timed(command: list[str], log: Path, cpus: set[int] | None = None) -> float:
     """Wall seconds of `command`; with `cpus`, it and all its children run on those CPUs only."""
+    return _measured(command, log, cpus)[0]
+
+
+def _tree_cpu(root: int, seen: dict[int, float]) -> None:
+    """Note the CPU seconds (user + system) of `root` and every process under
+    it, from /proc (the JVM is not waited for by its parent, so
+    RUSAGE_CHILDREN misses it); `seen` keeps each process's latest figure."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    for pid, cpu in times.items():
+        ancestor = pid
+        while ancestor not in (root, 0, 1) and ancestor in parents:
+            ancestor = parents[ancestor]
+        if ancestor == root:
+            seen[pid] = max(seen.get(pid, 0.0), cpu)
+
+
+def _measured(command: list[str], log: Path, cpus: set[int] | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of `command` and every process under it
+    (the JVM, Spark's Python workers and the pre-pass processes included),
+    sampled from /proc every 0.1 s: a process's last 0.1 s may be missed."""
     confine = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    seen: dict[int, float] = {}
     started = time.monotonic()
     with open(log, "w") as out:
-        subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, check=True, preexec_fn=confine)
-    return time.monotonic() - started
+        child = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, preexec_fn=confine)
+        while child.poll() is None:
+            _tree_cpu(child.pid, seen)
+            time.sleep(0.1)
+    wall = time.monotonic() - started
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, command)
+    return wall, sum(seen.values())
 
 
 # name -> (Spark master, CPUs to confine the run to or None)
 CONFIGURATIONS = {
     "1 core": ("local[1]", {0}),
-    "local[1]": ("local[1]", None),
     "2 cores": ("local[2]", None),
 }
+# shape -> (MB, files, split size)
+SHAPES = {
+    "many-small": (60, 20, "128m"),
+    "few-large": (60, 2, "10m"),
+}
+TINY = REPO / "captures" / "admin.pcap"
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sources", nargs="*", help="lab captures to replay (default: captures/*.pcap)")
-    parser.add_argument("--size-gb", type=float, default=1.0)
-    parser.add_argument("--files", type=int, default=6)
-    parser.add_argument("--skip-cli", action="store_true", help="do not time the single-process CLI")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="run each configuration N times, alternating, and keep the fastest "
-                             "(the least disturbed by other load on a shared machine)")
+    parser.add_argument("--shape", choices=list(SHAPES), default="many-small")
+    parser.add_argument("--size-mb", type=int, help="archive size (default: the shape's)")
+    parser.add_argument("--files", type=int, help="files in the archive (default: the shape's)")
+    parser.add_argument("--split-size", help="kdissect spark --split-size (default: the shape's)")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", action="append", choices=list(CONFIGURATIONS),
-                        help="run only this configuration (repeatable)")
+                        help="run only this Spark configuration (repeatable)")
     parser.add_argument("--format", choices=["pcap", "pcapng"], default="pcap",
-                        help="pcapng: the same archive rewritten by editcap -F pcapng (cut into byte ranges "
-                             "like pcap); results in bench_spark_pcapng.json")
+                        help="pcapng: the same archive rewritten by editcap -F pcapng")
     args = parser.parse_args()
     configurations = {name: CONFIGURATIONS[name] for name in (args.only or CONFIGURATIONS)}
+    size_mb, file_count, split_size = SHAPES[args.shape]
+    size_mb = args.size_mb or size_mb
+    file_count = args.files or file_count
+    split_size = args.split_size or split_size
     sources = args.sources or sorted(glob.glob(str(REPO / "captures" / "*.pcap")))
     sources = [str(Path(s).resolve()) for s in sources]
-    archive_dir = OUT / "archive"
-    target = int(args.size_gb * 1e9)
+    name = f"{size_mb}mb_{file_count}"
+    archive_dir = OUT / f"archive_{name}"
     started = time.monotonic()
-    files = build_archive(sources, target, args.files, archive_dir)
+    files = build_archive(sources, size_mb * 10**6, file_count, archive_dir)
     if args.format == "pcapng":
-        archive_dir = OUT / "archive_pcapng"
+        archive_dir = OUT / f"archive_{name}_pcapng"
         files = as_pcapng(files, archive_dir)
     total = sum(f.stat().st_size for f in files)
     print(f"archive: {len(files)} files, {total / 1e6:.0f} MB in {archive_dir} "
-          f"(built/reused in {time.monotonic() - started:.0f}s)")
-    results: dict = {"format": args.format, "archive_bytes": total, "archive_files": len(files), "sources": sources,
-                     "cpu_count": os.cpu_count()}
-    suffix = "" if args.format == "pcap" else "_" + args.format
+          f"(built/reused in {time.monotonic() - started:.0f}s); split size {split_size}", flush=True)
     python = sys.executable
-    # unmeasured warm-up on a small capture: writes the JVM's class-data archive
+    slug = f"{args.shape}_{args.format}"
+    results: dict = {"shape": args.shape, "format": args.format, "archive_bytes": total, "archive_files": len(files),
+                     "split_size": split_size, "cpu_count": os.cpu_count(), "rounds": []}
+    # unmeasured warm-up on the tiny capture: writes the JVM's class-data archive
     # (a cache, like bytecode; see kdissect/spark/session.py) if there is none yet
-    _timed([python, "-m", "kdissect", "spark", str(REPO / "captures" / "admin.pcap"), "-o", str(OUT / "spark_warmup"),
-            "--master", "local[1]", "--overwrite"], OUT / "spark_warmup.log")
-    runs: dict[str, list[float]] = {name: [] for name in configurations}
-    for _ in range(args.repeat):
-        for name, (master, cpus) in configurations.items():
-            slug = name.replace(" ", "_").replace("[", "").replace("]", "")
-            outdir = OUT / f"spark_{slug}{suffix}"
-            seconds = _timed([python, "-m", "kdissect", "spark", str(archive_dir), "-o", str(outdir),
-                              "--master", master, "--overwrite"], OUT / f"spark_{slug}{suffix}.log", cpus)
-            runs[name].append(round(seconds, 1))
+    _timed([python, "-m", "kdissect", "spark", str(TINY), "-o", str(OUT / f"spark_warmup_{slug}"),
+            "--master", "local[1]", "--overwrite"], OUT / f"spark_warmup_{slug}.log")
+
+    def export(inputs: list[str]) -> tuple[float, float]:
+        return _measured([python, "-m", "kdissect", "export", *inputs, "-o", str(OUT / f"cli_{slug}.parquet"),
+                          "--quiet"], OUT / f"cli_{slug}.log")
+
+    def spark(inputs: list[str], master: str, cpus: set[int] | None, outdir: Path) -> tuple[float, float]:
+        return _measured([python, "-m", "kdissect", "spark", *inputs, "-o", str(outdir), "--master", master,
+                          "--overwrite", "--split-size", split_size], OUT / f"{outdir.name}.log", cpus)
+
+    ratios: dict[str, list[float]] = {config: [] for config in configurations}
+    cpu_ratios: dict[str, list[float]] = {config: [] for config in configurations}
+    for round_number in range(args.rounds):
+        measured: dict = {"load_average": os.getloadavg()[0]}
+        (tiny_wall, tiny_cpu), (wall, cpu) = export([str(TINY)]), export(list(map(str, files)))
+        measured["export"] = {"tiny": round(tiny_wall, 2), "archive": round(wall, 2),
+                              "tiny_cpu": round(tiny_cpu, 2), "archive_cpu": round(cpu, 2)}
+        work_export, cpu_export = wall - tiny_wall, cpu - tiny_cpu
+        for config, (master, cpus) in configurations.items():
+            outdir = OUT / f"spark_{slug}_{config.replace(' ', '_')}"
+            tiny, tiny_cpu = spark([str(TINY)], master, cpus, OUT / f"spark_tiny_{slug}")
+            seconds, cpu = spark([str(archive_dir)], master, cpus, outdir)
             manifest = json.loads((outdir / "manifest.json").read_text())
-            print(f"{name} ({master}{', CPUs ' + str(sorted(cpus)) if cpus else ''}): {seconds:.0f}s, "
-                  f"{total / 1e6 / seconds:.1f} MB/s, {manifest['counts']['exchanges']} exchanges, "
-                  f"{manifest['read_tasks']} read tasks", flush=True)
-            best = min(runs[name])
-            results[name] = {"master": master, "cpus": sorted(cpus) if cpus else "all", "seconds": best,
-                             "mb_per_s": round(total / 1e6 / best, 2), "runs": runs[name],
-                             "exchanges": manifest["counts"]["exchanges"], "read_tasks": manifest["read_tasks"],
-                             "steps": manifest.get("seconds_since_start_at")}
-    if "1 core" in results and "2 cores" in results:
-        results["speedup_1_to_2_cores"] = round(results["1 core"]["seconds"] / results["2 cores"]["seconds"], 2)
-        print(f"speed-up from one core to two: {results['speedup_1_to_2_cores']}x (goal >= 1.7x)")
-    if "local[1]" in results and "2 cores" in results:
-        results["speedup_local1_to_local2"] = round(results["local[1]"]["seconds"] / results["2 cores"]["seconds"], 2)
-        print(f"local[1] unconfined -> local[2]: {results['speedup_local1_to_local2']}x")
-    if not args.skip_cli:
-        cli_runs = []
-        for _ in range(args.repeat):
-            cli_runs.append(round(_timed([python, "-m", "kdissect", "export", *map(str, files),
-                                          "-o", str(OUT / "cli.parquet"), "--quiet"], OUT / "cli.log"), 1))
-        seconds = min(cli_runs)
-        results["cli"] = {"seconds": seconds, "mb_per_s": round(total / 1e6 / seconds, 2), "runs": cli_runs}
-        for name in configurations:
-            results[name]["vs_cli"] = round(seconds / results[name]["seconds"], 2)
-        print(f"single-process export: {seconds:.0f}s, {total / 1e6 / seconds:.1f} MB/s; Spark "
-              + ", ".join(f"{name} {results[name]['vs_cli']}x" for name in configurations) + " its speed")
-    (OUT / f"bench_spark{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"results in {OUT / f'bench_spark{suffix}.json'}")
+            ratio = work_export / (seconds - tiny)
+            cpu_ratio = cpu_export / (cpu - tiny_cpu)
+            ratios[config].append(ratio)
+            cpu_ratios[config].append(cpu_ratio)
+            measured[config] = {"tiny": round(tiny, 2), "archive": round(seconds, 2), "vs_export": round(ratio, 3),
+                                "tiny_cpu": round(tiny_cpu, 2), "archive_cpu": round(cpu, 2),
+                                "cpu_vs_export": round(cpu_ratio, 3),
+                                "exchanges": manifest["counts"]["exchanges"], "read_tasks": manifest["read_tasks"],
+                                "in_range": manifest.get("in_range"), "steps": manifest.get("seconds_since_start_at")}
+            print(f"round {round_number + 1}: {config}: {seconds:.1f}s (tiny {tiny:.1f}s), CPU {cpu:.1f}s "
+                  f"(tiny {tiny_cpu:.1f}s); export {wall:.1f}s (tiny {tiny_wall:.1f}s), CPU {measured['export']['archive_cpu']:.1f}s "
+                  f"(tiny {measured['export']['tiny_cpu']:.1f}s): {ratio:.2f}x export's work by wall time, "
+                  f"{cpu_ratio:.2f}x by CPU time; {manifest['counts']['exchanges']} exchanges, "
+                  f"{manifest['read_tasks']} read tasks, in place {manifest.get('in_range')}; "
+                  f"load {measured['load_average']:.1f}", flush=True)
+        results["rounds"].append(measured)
+    cli_exchanges = None
+    try:
+        import pyarrow.parquet as pq
+
+        cli_exchanges = pq.ParquetFile(OUT / f"cli_{slug}.parquet").metadata.num_rows
+    except Exception:
+        pass
+    results["export_exchanges"] = cli_exchanges
+    for config, values in ratios.items():
+        summary = {}
+        for measure, found in (("wall", values), ("cpu", cpu_ratios[config])):
+            median = _median(found)
+            spread = max(found) - min(found)
+            summary[measure] = {"median_vs_export": round(median, 3), "range": [round(min(found), 3), round(max(found), 3)],
+                                "spread_too_wide": spread > median / 4}
+            print(f"{config}: by {measure} time, median {median:.2f}x one export process's work "
+                  f"(range {min(found):.2f}-{max(found):.2f})"
+                  + ("  SPREAD TOO WIDE TO TRUST" if spread > median / 4 else ""), flush=True)
+        results[config] = summary
+    (OUT / f"bench_spark_{slug}.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"results in {OUT / f'bench_spark_{slug}.json'}")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from kdissect.wire.captureset import ConnectionMerge
 from kdissect.model.exchange import Exchange
 from kdissect.conn.pipeline import Dissector
 from kdissect.spark.part_files import EXCHANGES, PARTITION_ERRORS, PartSink
-from kdissect.spark.segments import READ_STATS_KEY, add_read_stats, run_segments
+from kdissect.spark.segments import READ_STATS_KEY, RUN_SCHEMA, add_read_stats, run_segments
 
 CONNECTION, ACCOUNTING = 1, 2
 
@@ -117,6 +117,11 @@ class ConnectionRunner:
         self.output = _Output()
         self._dissector: Dissector | None = None
         self._ordinal = 0
+        # a read task's in-place counts (kdissect.spark.inrange.InRangeCounts), reported with its accounting
+        self.in_range: Any = None
+        # 4-tuples whose connection the reassembler still held open after their last segment
+        self.left_open: set[tuple] = set()
+        self._key: tuple | None = None
 
     def _start(self) -> None:
         # rows are skimmed (no decoded messages kept), except responses with
@@ -178,6 +183,8 @@ class ConnectionRunner:
                     self._emit(exchanges)
             self.duplicates += self.merge.duplicates
             self.merge = None
+        if dissector.open_connections and self._key is not None:
+            self.left_open.add(self._key)
         self._emit(dissector.finish())
         self.classified_connections += len(dissector.classification_keys)
         if dissector.accounting.tls_connections:
@@ -192,29 +199,42 @@ class ConnectionRunner:
         self._dissector = None
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """OUTPUT_SCHEMA batches of RUN_SCHEMA batches sorted by 4-tuple."""
+        def rows() -> Iterator[tuple]:
+            for batch in batches:
+                yield from zip(*[batch.column(name).to_pylist() for name in (
+                    "capture_index", "addr_a", "port_a", "addr_b", "port_b", "segments")])
+
+        return self.run_rows(rows())
+
+    def run_rows(self, rows: Iterable[tuple]) -> Iterator[pa.RecordBatch]:
+        """OUTPUT_SCHEMA batches of (capture index, addr_a, port_a, addr_b,
+        port_b, packed segments) rows, each 4-tuple's rows consecutive; rows
+        under an empty address carry a split's read counts or the outputs
+        of a read task's in-place dissection (passed on as they are)."""
         current = None
-        for batch in batches:
-            columns = [batch.column(name).to_pylist() for name in (
-                "capture_index", "addr_a", "port_a", "addr_b", "port_b", "segments")]
-            for capture_index, addr_a, port_a, addr_b, port_b, packed in zip(*columns):
-                key = (addr_a, port_a, addr_b, port_b)
+        for capture_index, addr_a, port_a, addr_b, port_b, packed in rows:
+            key = (addr_a, port_a, addr_b, port_b)
+            if not addr_a:
                 if key == READ_STATS_KEY:  # a split's read counts, not a connection
                     add_read_stats(self.read_totals, json.loads(packed))
-                    continue
-                if key != current:
-                    self.finish_connection()
-                    self._start()
-                    current = key
-                    if self.several_files:
-                        self.merge = ConnectionMerge()
-                feed = self._dissector.feed  # type: ignore[union-attr]
-                segments = run_segments(capture_index, addr_a, port_a, addr_b, port_b, packed)
-                if self.merge is not None:
-                    segments = self.merge.add_run(segments)
-                for segment in segments:
-                    exchanges = feed(segment)
-                    if exchanges:
-                        self._emit(exchanges)
+                elif port_a == IN_PLACE_PORT:
+                    yield from pa.ipc.open_stream(packed)
+                continue
+            if key != current:
+                self.finish_connection()
+                self._start()
+                current = self._key = key
+                if self.several_files:
+                    self.merge = ConnectionMerge()
+            feed = self._dissector.feed  # type: ignore[union-attr]
+            segments = run_segments(capture_index, addr_a, port_a, addr_b, port_b, packed)
+            if self.merge is not None:
+                segments = self.merge.add_run(segments)
+            for segment in segments:
+                exchanges = feed(segment)
+                if exchanges:
+                    self._emit(exchanges)
             if self.output.size >= BATCH_ROWS:
                 yield self.output.batch()
         self.finish_connection()
@@ -231,9 +251,97 @@ class ConnectionRunner:
         totals["classified_connections"] = self.classified_connections
         totals["tls"] = self.tls_stats.to_dict() if self.tls_stats is not None else {}
         totals["rows_written"] = {EXCHANGES: written[EXCHANGES], PARTITION_ERRORS: written[PARTITION_ERRORS]}
+        if self.in_range is not None:
+            totals["in_range"] = self.in_range.to_dict()
         self.output.add({"kind": ACCOUNTING, "task_partition": self.sink.task_partition,
                          "accounting": json.dumps(totals)})
         yield self.output.batch()
+
+
+def _selection(values: tuple | None) -> Any:
+    """The tasks' Selection from the driver's checked values (Selection.task_values), or None."""
+    if values is None:
+        return None
+    from kdissect.filters.selection import Selection
+
+    return Selection.from_task_values(values)
+
+
+def _runner(task_partition: int, ports: Sequence[int], detect: bool, capture_names: Sequence[str], work_dir: Any,
+            keylog: Any, max_uncompressed: int | None, selection: tuple | None,
+            several_files: bool | None = None) -> ConnectionRunner:
+    from kdissect.spark.arrivals import ArrivalSink
+    from kdissect.spark.forensics import TaskForensics
+
+    sink = PartSink(work_dir, task_partition)
+    forensics = TaskForensics(work_dir, task_partition, max_uncompressed)
+    arrivals = ArrivalSink(work_dir, task_partition)
+    return ConnectionRunner(ports, detect, capture_names, sink, keylog, several_files=several_files,
+                            forensics=forensics, arrivals=arrivals, selection=_selection(selection))
+
+
+def _abandon(runner: ConnectionRunner) -> None:
+    runner.sink.abandon()
+    runner.forensics.abandon()
+    runner.arrivals.abandon()
+
+
+# A read task's in-place outputs travel through the shuffle as RUN_SCHEMA rows
+# under ("", IN_PLACE_PORT, "", split id): an Arrow stream of OUTPUT_SCHEMA rows.
+IN_PLACE_PORT = -2
+
+
+def _carried(batch: pa.RecordBatch, split_id: int, capture_index: int) -> pa.RecordBatch:
+    stream = pa.BufferOutputStream()
+    with pa.ipc.new_stream(stream, OUTPUT_SCHEMA) as writer:
+        writer.write_batch(batch)
+    return pa.RecordBatch.from_arrays([
+        pa.array([""], pa.string()), pa.array([IN_PLACE_PORT], pa.int32()),
+        pa.array([""], pa.string()), pa.array([split_id], pa.int32()),
+        pa.array([-1], pa.int64()), pa.array([capture_index], pa.int32()), pa.array([-1], pa.int64()),
+        pa.array([stream.getvalue().to_pybytes()], pa.binary()),
+    ], schema=RUN_SCHEMA)
+
+
+def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split_id: int, first_task_partition: int,
+                   ports: Sequence[int], detect: bool, capture_names: Sequence[str], work_dir: Any,
+                   keylog: Any = None, max_uncompressed: int | None = None,
+                   selection: tuple | None = None) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of the read stage: Split rows -> RUN_SCHEMA batches.
+
+    Each split's shipped runs and read counts go to the shuffle; with
+    `in_place`, the 4-tuples wholly inside the split (kdissect.spark.inrange)
+    are dissected here, as task partition `first_task_partition` + split id,
+    their OUTPUT_SCHEMA rows carried through the shuffle, and the split's
+    4-tuples written to `_work/tuples/` for the driver's check."""
+    from kdissect.shared.outdir_tree import as_tree
+    from kdissect.spark.inrange import TUPLES_DIR, SplitReader
+    from kdissect.spark.segments import read_stats_batch
+    from kdissect.wire.capture import ReadStats
+
+    for batch in batches:
+        for split in batch.to_pylist():
+            stats = ReadStats()
+            split_id = split["split_id"]
+            reader = SplitReader(split, stats, in_place=in_place, last_range=split_id == last_split_id)
+            yield from reader.shipped_runs()
+            yield read_stats_batch(stats, split["capture_index"])
+            if not in_place:
+                continue
+            runner = _runner(first_task_partition + split_id, ports, detect, capture_names, work_dir, keylog,
+                             max_uncompressed, selection, several_files=False)
+            runner.in_range = reader.counts
+            try:
+                for output in runner.run_rows(reader.in_place_rows()):
+                    yield _carried(output, split_id, split["capture_index"])
+            except BaseException:
+                _abandon(runner)
+                raise
+            table = reader.tuple_table(runner.left_open)
+            stream = pa.BufferOutputStream()
+            with pa.ipc.new_file(stream, table.schema) as writer:
+                writer.write_table(table)
+            as_tree(work_dir).write_bytes(stream.getvalue().to_pybytes(), TUPLES_DIR, f"split-{split_id:05d}.arrow")
 
 
 def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], detect: bool,
@@ -243,23 +351,10 @@ def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], d
     batches; the exchange rows go to this task partition's files in `work_dir`."""
     from pyspark import TaskContext
 
-    from kdissect.spark.arrivals import ArrivalSink
-    from kdissect.spark.forensics import TaskForensics
-
     task_partition = TaskContext.get().partitionId()  # type: ignore[union-attr]
-    sink = PartSink(work_dir, task_partition)
-    forensics = TaskForensics(work_dir, task_partition, max_uncompressed)
-    arrivals = ArrivalSink(work_dir, task_partition)
+    runner = _runner(task_partition, ports, detect, capture_names, work_dir, keylog, max_uncompressed, selection)
     try:
-        kept = None
-        if selection is not None:  # Selection.task_values: the driver checked them
-            from kdissect.filters.selection import Selection
-
-            kept = Selection.from_task_values(selection)
-        yield from ConnectionRunner(ports, detect, capture_names, sink, keylog, forensics=forensics,
-                                    arrivals=arrivals, selection=kept).run(batches)
+        yield from runner.run(batches)
     except BaseException:
-        sink.abandon()
-        forensics.abandon()
-        arrivals.abandon()
+        _abandon(runner)
         raise

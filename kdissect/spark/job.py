@@ -84,6 +84,9 @@ class JobOptions:
     brokers: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
     topics: tuple[str, ...] = ()
+    # dissect the connections wholly inside one split where they are read
+    # (kdissect.spark.inrange); False shuffles every connection (tests, A/B)
+    in_place: bool = True
 
 
 @dataclass
@@ -264,23 +267,9 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     say(f"{len(splits)} read tasks" + (f" ({len(fallbacks)} files read whole after a boundary check failed)"
                                        if fallbacks else ""), "planned")
 
-    # -- 3. read, shuffle by connection, dissect ------------------------------
-    from kdissect.spark.dissect import OUTPUT_SCHEMA, dissect_partition
-    from kdissect.spark.segments import (KEY_COLUMNS, ORDER_COLUMNS, RUN_SCHEMA, add_read_stats,
-                                         read_stats_batch, split_runs)
-
-    def read_split_rows(batches):
-        from kdissect.shared.allocator import keep_freed_memory
-        from kdissect.wire.capture import ReadStats
-
-        keep_freed_memory()  # a Python worker lives for the whole job
-        stores.configure_once(store_settings)
-
-        for batch in batches:
-            for split in batch.to_pylist():
-                stats = ReadStats()
-                yield from split_runs(split, stats)
-                yield read_stats_batch(stats, split["capture_index"])
+    # -- 3. read; dissect in place or shuffle by connection -------------------
+    from kdissect.spark.dissect import OUTPUT_SCHEMA, dissect_partition, read_partition
+    from kdissect.spark.segments import KEY_COLUMNS, ORDER_COLUMNS, RUN_SCHEMA, add_read_stats
 
     split_rows = [split.as_row() for split in splits]
     split_frame = spark.createDataFrame(sc.parallelize(split_rows, max(1, len(split_rows))),
@@ -297,6 +286,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     begin_output(outdir)
 
     max_uncompressed = options.max_uncompressed
+    last_split_id = splits[-1].split_id if splits else -1
 
     def dissect(batches):
         from kdissect.shared.allocator import keep_freed_memory
@@ -307,17 +297,39 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    runs = split_frame.mapInArrow(read_split_rows, from_arrow_schema(RUN_SCHEMA))
-    dissected = (
-        runs.repartition(partitions, *KEY_COLUMNS)
-        .sortWithinPartitions(*KEY_COLUMNS, *ORDER_COLUMNS)
-        .mapInArrow(dissect, from_arrow_schema(OUTPUT_SCHEMA))
-    )
-    # What comes back is small (a row per Kafka connection and one per task);
-    # it is kept for the stream numbering below, and the first action
-    # computes it all.
-    work_frame = dissected.cache()
-    task_accountings = work_frame.where("kind = 2").select("accounting").collect()  # one small row per task
+    def read_and_dissect(in_place: bool):
+        """The read stage (4-tuples wholly inside a split dissected there, see
+        kdissect.spark.inrange) and the shuffle of the rest by 4-tuple; what
+        comes back is small (a row per Kafka connection and one per task)."""
+        def read(batches):
+            from kdissect.shared.allocator import keep_freed_memory
+
+            keep_freed_memory()  # a Python worker lives for the whole job
+            stores.configure_once(store_settings)
+            # read tasks' partitions are numbered after the shuffle's
+            return read_partition(batches, in_place, last_split_id, partitions, ports, detect, capture_names,
+                                  work_dir, keylog, max_uncompressed, selection)
+
+        runs = split_frame.mapInArrow(read, from_arrow_schema(RUN_SCHEMA))
+        dissected = (
+            runs.repartition(partitions, *KEY_COLUMNS)
+            .sortWithinPartitions(*KEY_COLUMNS, *ORDER_COLUMNS)
+            .mapInArrow(dissect, from_arrow_schema(OUTPUT_SCHEMA))
+        )
+        # kept for the stream numbering below; the first action computes it all
+        frame = dissected.cache()
+        return frame, frame.where("kind = 2").select("accounting").collect()  # one small row per task
+
+    work_frame, task_accountings = read_and_dissect(options.in_place)
+    in_place_conflicts = _in_place_conflicts(work_dir)
+    if in_place_conflicts:
+        # a 4-tuple dissected in place was seen in another range too: its rows
+        # may differ from the CLI's, so everything is done again, shipped
+        say(f"{in_place_conflicts} connections dissected in place met again in another range: "
+            "reading again with every connection shuffled")
+        work_frame.unpersist()
+        outdir.delete(WORK_DIR)
+        work_frame, task_accountings = read_and_dissect(False)
     say("packets read and dissected", "dissected")
 
     # -- 4. stream numbers, then every table ----------------------------------
@@ -331,6 +343,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     tls = TlsStats()
     partition_error_failures = 0
     reading: dict[str, Any] = {}
+    in_range = {"tuples_in_place": 0, "tuples_shipped": 0, "bytes_in_place": 0, "bytes_shipped": 0}
     connections = 0  # classified as Kafka: each one gets a stream number
     rows_written = {"exchanges": 0, "partition_errors": 0}
     for row in task_accountings:
@@ -340,6 +353,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         for table, count in values.pop("rows_written", {}).items():
             rows_written[table] += count
         add_read_stats(reading, values.pop("read", {}))
+        for name, count in values.pop("in_range", {}).items():
+            in_range[name] += count
         tls.add(TlsStats.from_dict(values.pop("tls", {})))
         accounting.add(Accounting.from_dict(values))
     accounting.add_read_stats(_ReadTotals(reading))
@@ -402,6 +417,9 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         "byte_range_tasks": sum(1 for split in splits if split.kind in planning.RANGE_KINDS),
         "files_read_whole_after_boundary_check": fallbacks,
         "shuffle_partitions": partitions,
+        # 4-tuples dissected by the task that read them, and those shuffled (kdissect.spark.inrange);
+        # `conflicts`: 4-tuples dissected in place but seen in another range (the run was redone shipped)
+        "in_range": {**in_range, "conflicts": in_place_conflicts},
         "ports": list(options.ports),
         "detect": options.detect,
         "selection": None if selection is None else {
@@ -422,6 +440,19 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     outdir.write_bytes((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode(), MANIFEST)
     commit_output(outdir)
     return JobResult(manifest, summary, splits)
+
+
+def _in_place_conflicts(work_dir: Tree) -> int:
+    """4-tuples a read task dissected in place that another split saw too
+    (from the tasks' `_work/tuples/` files; kdissect.spark.inrange)."""
+    import pyarrow as pa
+
+    from kdissect.spark.inrange import TUPLES_DIR, conflicts
+
+    tables = []
+    for name in work_dir.files(TUPLES_DIR, suffix=".arrow"):
+        tables.append(pa.ipc.open_file(pa.py_buffer(work_dir.read_bytes(TUPLES_DIR, name))).read_all())
+    return conflicts(tables)
 
 
 class _ReadTotals:

@@ -55,7 +55,8 @@ def split_segments(split: dict[str, Any], stats: ReadStats) -> Iterator[TcpSegme
 
 
 def split_runs(split: dict[str, Any], stats: ReadStats) -> Iterator[pa.RecordBatch]:
-    """Arrow batches (RUN_SCHEMA) of one split's TCP segments, one row per run.
+    """Arrow batches (RUN_SCHEMA) of one split's TCP segments, one row per run,
+    every 4-tuple shipped (kdissect.spark.inrange decides which to keep).
 
     A run is the segments of one connection within one chunk of consecutive
     packets of the split, in file order. Shuffling runs instead of single
@@ -65,48 +66,9 @@ def split_runs(split: dict[str, Any], stats: ReadStats) -> Iterator[pa.RecordBat
     several files are merged segment by segment when dissected
     (captureset.ConnectionMerge).
     """
-    pack = SEGMENT_HEADER.pack
-    runs: dict[tuple[str, int, str, int], tuple[int, int, bytearray]] = {}
-    segments = payload_bytes = 0
-    capture_index = split["capture_index"]
-    for segment in split_segments(split, stats):
-        src, sport, dst, dport = segment.src, segment.sport, segment.dst, segment.dport
-        if (src, sport) <= (dst, dport):
-            key, direction = (src, sport, dst, dport), 0
-        else:
-            key, direction = (dst, dport, src, sport), 1
-        run = runs.get(key)
-        if run is None:
-            run = runs[key] = (segment.order_ts, segment.frame_number, bytearray())
-        payload = segment.payload
-        buffer = run[2]
-        buffer += pack(segment.frame_number, segment.ts, segment.order_ts, direction, segment.seq, segment.ack,
-                       segment.flags, segment.payload_len, len(payload))
-        buffer += payload
-        segments += 1
-        payload_bytes += len(payload)
-        if segments >= CHUNK_SEGMENTS or payload_bytes >= CHUNK_PAYLOAD_BYTES:
-            yield _run_batch(runs, capture_index)
-            runs = {}
-            segments = payload_bytes = 0
-    if runs:
-        yield _run_batch(runs, capture_index)
+    from kdissect.spark.inrange import SplitReader
 
-
-def _run_batch(runs: dict[tuple[str, int, str, int], tuple[int, int, bytearray]],
-               capture_index: int) -> pa.RecordBatch:
-    keys = list(runs)
-    values = list(runs.values())
-    return pa.RecordBatch.from_arrays([
-        pa.array([key[0] for key in keys], pa.string()),
-        pa.array([key[1] for key in keys], pa.int32()),
-        pa.array([key[2] for key in keys], pa.string()),
-        pa.array([key[3] for key in keys], pa.int32()),
-        pa.array([value[0] for value in values], pa.int64()),
-        pa.array([capture_index] * len(keys), pa.int32()),
-        pa.array([value[1] for value in values], pa.int64()),
-        pa.array([bytes(value[2]) for value in values], pa.binary()),
-    ], schema=RUN_SCHEMA)
+    return SplitReader(split, stats, in_place=False).shipped_runs()
 
 
 def run_segments(capture_index: int, addr_a: str, port_a: int, addr_b: str, port_b: int,

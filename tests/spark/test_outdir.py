@@ -200,7 +200,8 @@ def test_overwrite_replaces_the_tables_and_keeps_the_rest(tmp_path, capsys):
     for mine in ("notes.txt", "mine", "mine/data.bin"):
         assert after[mine] == before[mine]
     assert [entry["name"] for entry in result.manifest["inputs"]] == [second_input.name]
-    assert {p.name for p in (outdir / "exchanges").rglob("*.parquet")} == {"part-00000.parquet"}  # (capture_date=...)
+    # one part (of the one read task, which dissected every connection in place, or of the one shuffle partition)
+    assert len({p.name for p in (outdir / "exchanges").rglob("*.parquet")}) == 1  # (capture_date=...)
     assert canonical(table_rows(outdir, "exchanges")) == \
         canonical(export_rows([second_input], tmp_path / "export.parquet"))
     assert not (outdir / WORK_DIR).exists()

@@ -1,0 +1,343 @@
+"""Read one split and sort its connections: dissected where they were read,
+or shipped through the shuffle by 4-tuple.
+
+Almost every connection of an archive lives inside one byte range: moving
+its bytes through Spark's shuffle (Python -> JVM -> disk -> sort -> JVM ->
+Python) costs several times its dissection. A read task therefore keeps the
+segments of each 4-tuple whose opening it saw (the first segment of the
+4-tuple in the range is a SYN without ACK) and that closed (RST, or FIN in
+both directions) at least CLOSE_GRACE_NS before the range's last packet;
+those are dissected in the task itself, by a fresh `Dissector` per 4-tuple
+exactly as the shuffle side would. Every other 4-tuple (open at the range's
+start or end) is shipped: its segments become runs (see segments.py) and go
+through the shuffle with the same 4-tuple's runs from the other ranges. In
+the capture set's last range, "open at the end" is no reason to ship: no
+later range exists.
+
+The rule only guesses which connections continue elsewhere. What makes the
+rows exact is a check: each task writes the 4-tuples it saw, with how it
+handled them, to `_work/tuples/`; after the job the driver looks for a
+4-tuple dissected in place in one range and seen in any other (a SYN
+retransmitted across a cut, a 4-tuple reused in two ranges, a copy of the
+capture among the inputs). If there is one, the run is discarded and done
+again with every connection shipped, which is the path whose rows equal
+`kdissect export` by construction (job.py).
+
+Shipping is always correct, so a task that holds too many bytes of
+undecided connections (BUFFER_BUDGET, e.g. a large gzip file read whole)
+ships the open ones among them instead of holding more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from kdissect.model.packet import TcpSegment
+from kdissect.spark import segments as _segments
+from kdissect.spark.segments import KEY_COLUMNS, RUN_SCHEMA, SEGMENT_HEADER, split_segments
+
+_FIN, _SYN, _RST, _ACK = 0x01, 0x02, 0x04, 0x10
+# a closed connection's last segment must lie this far before the range's
+# last packet to be taken as wholly inside the range: a cut between a FIN and
+# its final ACK (or a FIN retransmitted after an initial RTO of 1 s) ships it
+CLOSE_GRACE_NS = 2 * 10**9
+BUFFER_BUDGET = 256 << 20  # bytes of undecided connections one task holds at most
+
+Key = tuple[str, int, str, int]
+TUPLES_DIR = "tuples"  # under _work: one file per read task, for the driver's check
+TUPLE_SCHEMA = pa.schema([("addr_a", pa.string()), ("port_a", pa.int32()), ("addr_b", pa.string()),
+                          ("port_b", pa.int32()), ("in_place", pa.bool_()),
+                          # in place only: the capture times of its first and last segments, and
+                          # whether the reassembler closed every connection on it before the range ended
+                          ("first_ts", pa.int64()), ("last_ts", pa.int64()), ("closed", pa.bool_()),
+                          # and its opening SYN: sent from the a end (else b), its sequence number
+                          ("syn_from_a", pa.bool_()), ("syn_seq", pa.int64())])
+
+
+class _Candidate:
+    """A 4-tuple whose opening the range holds: its packed segments and whether it closed."""
+
+    __slots__ = ("order_ts", "frame_number", "packed", "fins", "closed", "first_ts", "last_ts", "syn")
+
+    def __init__(self, order_ts: int, frame_number: int, ts: int, syn: tuple[bool, int]) -> None:
+        self.order_ts = order_ts
+        self.first_ts = ts
+        self.syn = syn
+        self.frame_number = frame_number
+        self.packed = bytearray()
+        self.fins = 0  # directions that sent a FIN (bit 0: a -> b, bit 1: b -> a)
+        self.closed = False
+        self.last_ts = 0
+
+    def follow(self, flags: int, direction: int, ts: int) -> None:
+        if flags & _SYN and not flags & _ACK and self.closed:  # the 4-tuple reused: a new connection
+            self.closed, self.fins = False, 0
+        if flags & _RST:
+            self.closed = True
+        if flags & _FIN:
+            self.fins |= 1 << direction
+            if self.fins == 3:
+                self.closed = True
+        self.last_ts = ts
+
+
+@dataclass
+class InRangeCounts:
+    """How a split's 4-tuples were handled (the manifest's `in_range`)."""
+
+    tuples_in_place: int = 0
+    tuples_shipped: int = 0
+    bytes_in_place: int = 0  # packed segment bytes (headers and captured payload)
+    bytes_shipped: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+class SplitReader:
+    """One split's segments: shipped runs as they are read (`shipped_runs`),
+    then the 4-tuples to dissect in place (`in_place_rows`)."""
+
+    def __init__(self, split: dict[str, Any], stats: Any, in_place: bool = True, last_range: bool = False) -> None:
+        self.split = split
+        self.stats = stats
+        self.in_place = in_place
+        self.last_range = last_range
+        self.capture_index = split["capture_index"]
+        self.shipped: set[Key] = set()
+        self.candidates: dict[Key, _Candidate] = {}
+        self.counts = InRangeCounts()
+        self.in_place_keys: list[Key] = []
+        self._spans: list[tuple[int, int, tuple[bool, int]]] = []  # (first, last ts, SYN) of each in-place 4-tuple
+        self._buffered = 0
+        self._latest_ts = 0
+
+    def shipped_runs(self) -> Iterator[pa.RecordBatch]:
+        """RUN_SCHEMA batches of the shipped 4-tuples, one row per run: a run
+        is one 4-tuple's segments within a chunk of consecutive packets."""
+        pack = SEGMENT_HEADER.pack
+        header_size = SEGMENT_HEADER.size
+        runs: dict[Key, tuple[int, int, bytearray]] = {}
+        segments = payload_bytes = 0
+        shipped, candidates = self.shipped, self.candidates
+        in_place = self.in_place
+        chunk_segments, chunk_bytes = _segments.CHUNK_SEGMENTS, _segments.CHUNK_PAYLOAD_BYTES
+        latest = 0
+        segment: TcpSegment
+        for segment in split_segments(self.split, self.stats):
+            src, sport, dst, dport = segment.src, segment.sport, segment.dst, segment.dport
+            if (src, sport) <= (dst, dport):
+                key, direction = (src, sport, dst, dport), 0
+            else:
+                key, direction = (dst, dport, src, sport), 1
+            payload = segment.payload
+            flags = segment.flags
+            ts = segment.ts
+            if ts > latest:
+                latest = ts
+            candidate = candidates.get(key) if in_place else None
+            if candidate is None and in_place and key not in shipped:
+                if flags & (_SYN | _ACK) == _SYN:
+                    candidate = candidates[key] = _Candidate(segment.order_ts, segment.frame_number, ts,
+                                                              (direction == 0, segment.seq))
+                else:
+                    shipped.add(key)
+            elif not in_place:
+                shipped.add(key)
+            header = pack(segment.frame_number, ts, segment.order_ts, direction, segment.seq, segment.ack,
+                          flags, segment.payload_len, len(payload))
+            if candidate is not None:
+                buffer = candidate.packed
+                buffer += header
+                buffer += payload
+                candidate.follow(flags, direction, ts)
+                self._buffered += header_size + len(payload)
+                if self._buffered > BUFFER_BUDGET:
+                    yield from self._ship_some()
+                continue
+            run = runs.get(key)
+            if run is None:
+                run = runs[key] = (segment.order_ts, segment.frame_number, bytearray())
+            buffer = run[2]
+            buffer += header
+            buffer += payload
+            self.counts.bytes_shipped += header_size + len(payload)
+            segments += 1
+            payload_bytes += len(payload)
+            if segments >= chunk_segments or payload_bytes >= chunk_bytes:
+                yield self._batch(runs)
+                runs = {}
+                segments = payload_bytes = 0
+        if runs:
+            yield self._batch(runs)
+        self._latest_ts = latest
+        # the candidates still open at the range's end (or closed just before it) go too
+        leaving = [key for key, candidate in candidates.items() if not self._stays(candidate)]
+        yield from self._ship(leaving)
+
+    def _stays(self, candidate: _Candidate) -> bool:
+        if self.last_range:
+            return True
+        return candidate.closed and candidate.last_ts + CLOSE_GRACE_NS <= self._latest_ts
+
+    def _ship_some(self) -> Iterator[pa.RecordBatch]:
+        """Over the budget: ship the open candidates, then, if that is not
+        enough, the closed ones too."""
+        yield from self._ship([key for key, candidate in self.candidates.items() if not candidate.closed])
+        if self._buffered > BUFFER_BUDGET // 2:
+            yield from self._ship(list(self.candidates))
+
+    def _ship(self, keys: list[Key]) -> Iterator[pa.RecordBatch]:
+        """Candidates shipped after all: their buffers cut into runs of at
+        most a chunk's payload, in segment order."""
+        rows: dict[Key, list[tuple[int, int, bytes]]] = {}
+        held = 0
+        for key in keys:
+            candidate = self.candidates.pop(key)
+            self.shipped.add(key)
+            self._buffered -= len(candidate.packed)
+            self.counts.bytes_shipped += len(candidate.packed)
+            rows[key] = list(_cut_runs(candidate.packed))
+            held += len(candidate.packed)
+            if held >= _segments.CHUNK_PAYLOAD_BYTES * 8:
+                yield from _run_batches(rows, self.capture_index)
+                rows, held = {}, 0
+        if rows:
+            yield from _run_batches(rows, self.capture_index)
+
+    def in_place_rows(self) -> Iterator[tuple[int, str, int, str, int, bytes]]:
+        """(capture index, 4-tuple, packed segments) of each 4-tuple dissected
+        in place, once `shipped_runs` is exhausted; buffers are let go as they are handed out."""
+        self.counts.tuples_shipped = len(self.shipped)
+        for key in list(self.candidates):
+            candidate = self.candidates.pop(key)
+            self.in_place_keys.append(key)
+            self._spans.append((candidate.first_ts, candidate.last_ts, candidate.syn))
+            self.counts.tuples_in_place += 1
+            self.counts.bytes_in_place += len(candidate.packed)
+            yield (self.capture_index, *key, bytes(candidate.packed))
+            candidate.packed = bytearray()
+
+    def tuple_table(self, left_open: set[Key] | frozenset = frozenset()) -> pa.Table:
+        """Every 4-tuple of the split and whether it was dissected in place
+        (for the driver's check), once `in_place_rows` is exhausted;
+        `left_open`: in-place 4-tuples the reassembler had not closed by
+        their last segment."""
+        keys = [*self.in_place_keys, *self.shipped]
+        in_place = len(self.in_place_keys)
+        flags = [True] * in_place + [False] * len(self.shipped)
+        columns = [pa.array([key[i] for key in keys], field.type) for i, field in enumerate(list(TUPLE_SCHEMA)[:4])]
+        nothing = [None] * len(self.shipped)
+        return pa.Table.from_arrays([
+            *columns, pa.array(flags, pa.bool_()),
+            pa.array([span[0] for span in self._spans] + nothing, pa.int64()),
+            pa.array([span[1] for span in self._spans] + nothing, pa.int64()),
+            pa.array([key not in left_open for key in self.in_place_keys] + nothing, pa.bool_()),
+            pa.array([span[2][0] for span in self._spans] + nothing, pa.bool_()),
+            pa.array([span[2][1] for span in self._spans] + nothing, pa.int64()),
+        ], schema=TUPLE_SCHEMA)
+
+    def _batch(self, runs: dict[Key, tuple[int, int, bytearray]]) -> pa.RecordBatch:
+        return _run_batch(list(runs), [value[0] for value in runs.values()], [value[1] for value in runs.values()],
+                          [bytes(value[2]) for value in runs.values()], self.capture_index)
+
+
+def _cut_runs(packed: bytearray) -> Iterator[tuple[int, int, bytes]]:
+    """(order_ts, frame number of its first segment, packed) of runs of at most
+    CHUNK_SEGMENTS segments or CHUNK_PAYLOAD_BYTES, cut at segment boundaries."""
+    unpack = SEGMENT_HEADER.unpack_from
+    header_size = SEGMENT_HEADER.size
+    view = memoryview(packed)
+    start = pos = 0
+    count = 0
+    first: tuple[int, int] | None = None
+    end = len(packed)
+    while pos < end:
+        frame_number, _ts, order_ts, _direction, _seq, _ack, _flags, _payload_len, captured = unpack(packed, pos)
+        if first is None:
+            first = (order_ts, frame_number)
+        pos += header_size + captured
+        count += 1
+        if count >= _segments.CHUNK_SEGMENTS or pos - start >= _segments.CHUNK_PAYLOAD_BYTES:
+            yield first[0], first[1], bytes(view[start:pos])
+            start, count, first = pos, 0, None
+    if first is not None:
+        yield first[0], first[1], bytes(view[start:pos])
+
+
+def _run_batches(rows: dict[Key, list[tuple[int, int, bytes]]], capture_index: int) -> Iterator[pa.RecordBatch]:
+    keys, order, frames, packed = [], [], [], []
+    for key, runs in rows.items():
+        for order_ts, frame_number, data in runs:
+            keys.append(key)
+            order.append(order_ts)
+            frames.append(frame_number)
+            packed.append(data)
+    if keys:
+        yield _run_batch(keys, order, frames, packed, capture_index)
+
+
+def _run_batch(keys: list[Key], order: list[int], frames: list[int], packed: list[bytes],
+               capture_index: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([
+        pa.array([key[0] for key in keys], pa.string()),
+        pa.array([key[1] for key in keys], pa.int32()),
+        pa.array([key[2] for key in keys], pa.string()),
+        pa.array([key[3] for key in keys], pa.int32()),
+        pa.array(order, pa.int64()),
+        pa.array([capture_index] * len(keys), pa.int32()),
+        pa.array(frames, pa.int64()),
+        pa.array(packed, pa.binary()),
+    ], schema=RUN_SCHEMA)
+
+
+def conflicts(tables: list[pa.Table]) -> int:
+    """4-tuples dissected in place in one range and seen in another, where
+    that can change their rows: each one makes the run's in-place rows unsafe.
+
+    A 4-tuple reused in several ranges (a client port reused later) is safe
+    when every use was dissected in place, each closed by the reassembler
+    within its range, and each later use either starts more than the
+    reassembler's after-close window after the earlier one ended, or opens
+    with a SYN from the same end with another sequence number (which the
+    reassembler takes for a new connection, not a straggler of the closed
+    one: kdissect.wire.reassembly `_belongs_to_closed`). `kdissect export`
+    then meets each use with no state left on the 4-tuple, as a fresh
+    `Dissector` does.
+    """
+    import pyarrow.compute as pc
+
+    if not tables:
+        return 0
+    every = pa.concat_tables(tables)
+    grouped = every.group_by(KEY_COLUMNS).aggregate([("in_place", "any"), ("in_place", "count")])
+    suspects = grouped.filter(pc.and_(grouped.column("in_place_any"), pc.greater(grouped.column("in_place_count"), 1)))
+    if suspects.num_rows == 0:
+        return 0
+    uses = every.join(suspects.select(KEY_COLUMNS), KEY_COLUMNS, join_type="inner").to_pylist()
+    by_key: dict[tuple, list[dict]] = {}
+    for use in uses:
+        by_key.setdefault(tuple(use[name] for name in KEY_COLUMNS), []).append(use)
+    unsafe = 0
+    for found in by_key.values():
+        if not all(use["in_place"] and use["closed"] for use in found):
+            unsafe += 1
+            continue
+        found.sort(key=lambda use: use["first_ts"])
+        if not all(_apart(earlier, later) for earlier, later in zip(found, found[1:])):
+            unsafe += 1
+    return unsafe
+
+
+def _apart(earlier: dict, later: dict) -> bool:
+    """Does the reassembler meet `later` as a new connection after `earlier` closed?"""
+    from kdissect.wire.reassembly import _AFTER_CLOSE_NS
+
+    if later["first_ts"] <= earlier["last_ts"]:
+        return False  # they overlap in time
+    if later["first_ts"] - earlier["last_ts"] > _AFTER_CLOSE_NS:
+        return True
+    return later["syn_from_a"] == earlier["syn_from_a"] and later["syn_seq"] != earlier["syn_seq"]
