@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 from struct import Struct
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 from kdissect.model.packet import SlotRecord
 
@@ -149,14 +149,11 @@ def opens_partial_frame(data: bytes) -> bool:
 
 
 class FrameReader:
-    """Frames of one direction: a DirectionSink handing frames to `on_frame`.
-
-    Without an `on_frame`, frames are collected and `push(chunk)` / `finish()`
-    return them (tests and tools use that form)."""
+    """Frames of one direction: a DirectionSink handing frames to `on_frame`."""
 
     __slots__ = (
         "direction", "plausible", "confirm", "sure", "min_size", "stats", "on_frame", "on_hunt",
-        "max_buffered", "_state", "_buf", "_pos", "_end", "_buf_ts", "_marks", "_last", "_collected",
+        "max_buffered", "_state", "_buf", "_pos", "_end", "_buf_ts", "_marks", "_last",
         "_skip_end", "_skip_start", "_skip_size", "_skip_header", "_skip_why", "_skip_seen", "_skip_first_ts",
         "_big", "_big_have", "_big_size", "_big_pos", "_big_first_ts", "_joined", "_piece_start",
     )
@@ -165,9 +162,9 @@ class FrameReader:
         self,
         direction: int,
         plausible: Plausible,
-        aligned: bool = True,
-        min_size: int = 4,
-        on_frame: Callable[[Frame], None] | None = None,
+        aligned: bool,
+        min_size: int,
+        on_frame: Callable[[Frame], None],
         confirm: Confirm | None = None,
         sure: Sure | None = None,
     ) -> None:
@@ -177,10 +174,6 @@ class FrameReader:
         self.sure = sure
         self.min_size = min_size  # smallest believable frame when hunting
         self.stats = FramingStats()
-        self._collected: list[Frame] | None = None
-        if on_frame is None:
-            self._collected = []
-            on_frame = self._collected.append
         self.on_frame = on_frame
         # called (no arguments) whenever the reader loses step with the stream
         self.on_hunt: Callable[[], None] | None = None
@@ -285,18 +278,7 @@ class FrameReader:
             self.stats.seen_bytes += length - len(prefix)
             self._hole(length - len(prefix), "snaplen", stamp)
 
-    def push(self, chunk: Any) -> list[Frame]:  # chunk: a reassembly.Chunk (it is its own Stamp)
-        """Hear a reassembly Chunk; returns the frames it completed when
-        frames are collected (no on_frame given)."""
-        if chunk.kind == "data":
-            self.data(chunk.offset, chunk.data, chunk)
-        elif chunk.kind == "gap":
-            self.gap(chunk.offset, chunk.length, chunk)
-        else:
-            self.truncated(chunk.offset, chunk.length, chunk.data, chunk)
-        return self._take()
-
-    def finish(self) -> list[Frame]:
+    def finish(self) -> None:
         """End of stream: what is held is an incomplete frame or unframed bytes."""
         last = self._last if self._last is not None else _NO_STAMP
         if self._big is not None:
@@ -317,15 +299,6 @@ class FrameReader:
         self._drop(len(self._buf))
         self._buf = bytearray()
         self._marks = []
-        return self._take()
-
-    def _take(self) -> list[Frame]:
-        collected = self._collected
-        if not collected:
-            return []
-        frames = collected[:]
-        collected.clear()
-        return frames
 
     def _align(self, offset: int, length: int, stamp: Stamp) -> bool:
         """Bytes that do not start where the last ones ended (a caller that

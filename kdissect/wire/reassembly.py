@@ -11,9 +11,8 @@ unwrapped around the next expected byte, so 32-bit wraparound is invisible.
 The user of a `Reassembler` is a `ConnectionListener`: it hears `opened(conn)`
 (and then sets `conn.sinks`, one `DirectionSink` per direction) and
 `closed(conn, reason)`. The sinks receive `data`, `gap` and `truncated`
-calls in stream order. Without a listener the reassembler collects
-`Opened` / `Data` / `Closed` event objects and `feed` / `finish` return
-them (tests and tools use that form).
+calls in stream order: the one form a stream takes from here through TLS
+to framing.
 
 A hole in the sequence space is held open while later data waits in a bounded
 buffer, and declared a gap when
@@ -233,96 +232,6 @@ class TcpConnection:
                 f"closed={self.closed})")
 
 
-# -- the event form (no listener) ----------------------------------------------
-
-
-class Chunk(SlotRecord):
-    __slots__ = ("kind", "offset", "length", "data", "ts", "capture_index", "frame_number")
-
-    def __init__(self, kind: str, offset: int, length: int, data: bytes, ts: int, capture_index: int,
-                 frame_number: int) -> None:
-        self.kind = kind  # "data" | "gap" | "truncated"
-        self.offset = offset  # stream offset of the first byte (0 = first byte seen in this direction)
-        self.length = length  # stream bytes covered
-        # captured bytes: all of them for "data", b"" for "gap", the captured prefix for "truncated"
-        self.data = data
-        self.ts = ts  # time (ns) of the segment whose arrival made these bytes deliverable
-        self.capture_index = capture_index
-        self.frame_number = frame_number  # of that same segment
-
-
-class Opened(SlotRecord):
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: TcpConnection) -> None:
-        self.conn = conn
-
-
-class Data(SlotRecord):
-    __slots__ = ("conn", "direction", "chunk")
-
-    def __init__(self, conn: TcpConnection, direction: int, chunk: Chunk) -> None:
-        self.conn = conn
-        self.direction = direction  # 0 = initiator -> responder, 1 = responder -> initiator
-        self.chunk = chunk
-
-
-class Closed(SlotRecord):
-    __slots__ = ("conn", "reason")
-
-    def __init__(self, conn: TcpConnection, reason: str) -> None:
-        self.conn = conn
-        self.reason = reason  # "fin" | "rst" | "end-of-capture" | "port-reuse"
-
-
-Event = Opened | Data | Closed
-
-
-class _ChunkSink:
-    """A DirectionSink that turns the calls into Data events."""
-
-    __slots__ = ("events", "conn", "direction")
-
-    def __init__(self, events: list[Event], conn: TcpConnection, direction: int) -> None:
-        self.events = events
-        self.conn = conn
-        self.direction = direction
-
-    def data(self, offset: int, payload: bytes, stamp: Stamp) -> None:
-        chunk = Chunk("data", offset, len(payload), payload, stamp.ts, stamp.capture_index, stamp.frame_number)
-        self.events.append(Data(self.conn, self.direction, chunk))
-
-    def gap(self, offset: int, length: int, stamp: Stamp) -> None:
-        chunk = Chunk("gap", offset, length, b"", stamp.ts, stamp.capture_index, stamp.frame_number)
-        self.events.append(Data(self.conn, self.direction, chunk))
-
-    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Stamp) -> None:
-        chunk = Chunk("truncated", offset, length, prefix, stamp.ts, stamp.capture_index, stamp.frame_number)
-        self.events.append(Data(self.conn, self.direction, chunk))
-
-
-class EventCollector:
-    """The listener of a Reassembler built without one: events in a list."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def opened(self, conn: TcpConnection) -> None:
-        self.events.append(Opened(conn))
-        conn.sinks = (_ChunkSink(self.events, conn, 0), _ChunkSink(self.events, conn, 1))
-
-    def closed(self, conn: TcpConnection, reason: str) -> None:
-        self.events.append(Closed(conn, reason))
-
-    def take(self) -> list[Event]:
-        events = self.events
-        if not events:
-            return []
-        taken = events[:]
-        events.clear()
-        return taken
-
-
 class ReassemblyStats(SlotRecord):
     """Per-run accounting; additive (sum per-connection runs)."""
 
@@ -362,14 +271,11 @@ class ReassemblyStats(SlotRecord):
 
 
 class Reassembler:
-    def __init__(self, max_buffered_bytes: int = 4 << 20, reorder_tolerance: int = 32,
-                 listener: ConnectionListener | None = None) -> None:
+    def __init__(self, listener: ConnectionListener, max_buffered_bytes: int = 4 << 20,
+                 reorder_tolerance: int = 32) -> None:
         self.max_buffered_bytes = max_buffered_bytes
         self.reorder_tolerance = reorder_tolerance
         self.stats = ReassemblyStats()
-        self._collector: EventCollector | None = None
-        if listener is None:
-            listener = self._collector = EventCollector()
         self.listener = listener
         self._conns: dict[FourTuple, TcpConnection] = {}  # both directions' keys
         # key -> (close time, {sender: next sequence number it would send}),
@@ -388,10 +294,6 @@ class Reassembler:
         # and is obeyed only while that half still holds that same deadline.
         self._timers: deque[tuple[int, TcpConnection, _Half | None]] = deque()
         self._global_grace = max(1024, 8 * reorder_tolerance)
-
-    def _take(self) -> list[Event] | None:
-        """The events collected so far (None with a listener of one's own)."""
-        return None if self._collector is None else self._collector.take()
 
     @property
     def open_connections(self) -> list[TcpConnection]:
@@ -414,9 +316,8 @@ class Reassembler:
 
     # -- public API -------------------------------------------------------------
 
-    def feed(self, seg: TcpSegment) -> list[Event] | None:
-        """Take one segment; the sinks hear what it delivers. Returns the
-        events it caused when the reassembler has no listener of its own."""
+    def feed(self, seg: TcpSegment) -> None:
+        """Take one segment; the listener and the sinks hear what it causes."""
         stats = self.stats
         stats.segments += 1
         flags = seg.flags
@@ -459,15 +360,13 @@ class Reassembler:
                         if half.probe_end is None and half.samples < _RTT_SAMPLES:
                             half.start_probe(nxt + plen, seg.ts)
                         conn.sinks[direction].data(nxt, seg.payload, seg)
-                    return None if self._collector is None else self._collector.take()
+                    return
         self._feed(seg, conn)
-        return None if self._collector is None else self._collector.take()
 
-    def finish(self) -> list[Event] | None:
+    def finish(self) -> None:
         """Flush held data (as gaps where holes remain) and close every open connection."""
         for _ in self.closing():
             pass
-        return None if self._collector is None else self._collector.take()
 
     def closing(self) -> Iterator[TcpConnection]:
         """`finish()` one connection at a time, in the order they opened:

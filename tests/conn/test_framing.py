@@ -1,23 +1,13 @@
-"""FrameReader on hand-built streams: frames built with struct, chunks cut in
-every way the reassembler can deliver them (data, gaps, snaplen truncation)."""
+"""FrameReader on hand-built streams: frames built with struct, pieces cut in
+every way the reassembler can deliver them (data, gaps, snaplen truncation),
+heard through the sink calls the reassembler makes."""
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
-from kdissect.conn.framing import FrameReader
-
-
-@dataclass
-class Chunk:
-    kind: str
-    offset: int
-    length: int
-    data: bytes
-    ts: float
-    capture_index: int = 0
-    frame_number: int = 0
+from kdissect.conn.framing import Frame, FrameReader
+from tests.support.recording import Stamp
 
 
 def request(api_key: int, version: int, cid: int, body: bytes = b"") -> bytes:
@@ -38,32 +28,46 @@ def cid_of(frame) -> int:
     return struct.unpack_from(">i", frame.data, 4)[0]
 
 
-def feed(reader: FrameReader, pieces: list[tuple[str, bytes | int]]):
-    """pieces: ("data", bytes) | ("gap", n) | ("trunc", (captured, wire_len))."""
-    frames = []
+def _unfed(frame: Frame) -> None:
+    raise AssertionError("a frame before `feed` set the reader's on_frame")
+
+
+def reader_of(plausible=plausible, aligned: bool = True, min_size: int = 4, confirm=None, sure=None) -> FrameReader:
+    """A FrameReader for `feed` (which collects its frames)."""
+    return FrameReader(0, plausible, aligned, min_size, _unfed, confirm, sure)
+
+
+def feed(reader: FrameReader, pieces: list[tuple[str, bytes | int]]) -> list[Frame]:
+    """pieces: ("data", bytes) | ("gap", n) | ("trunc", (captured, wire_len)),
+    heard in stream order, the n-th in packet n at time n; then the end of
+    the stream. The frames the reader handed on."""
+    frames: list[Frame] = []
+    reader.on_frame = frames.append
     offset = 0
     for number, (kind, value) in enumerate(pieces, start=1):
+        stamp = Stamp(number, 0, number)
         if kind == "data":
-            chunk = Chunk("data", offset, len(value), value, number, 0, number)
+            reader.data(offset, value, stamp)
+            offset += len(value)
         elif kind == "gap":
-            chunk = Chunk("gap", offset, value, b"", number, 0, number)
+            reader.gap(offset, value, stamp)
+            offset += value
         else:
             captured, wire = value
-            chunk = Chunk("truncated", offset, wire, captured, number, 0, number)
-        offset += chunk.length
-        frames += reader.push(chunk)
-    frames += reader.finish()
+            reader.truncated(offset, wire, captured, stamp)
+            offset += wire
+    reader.finish()
     return frames
 
 
 def test_frames_split_at_every_byte_boundary():
     stream = b"".join(request(3, 1, cid, b"x" * cid) for cid in range(6))
     for cut in range(1, len(stream)):
-        reader = FrameReader(0, plausible)
+        reader = reader_of()
         frames = feed(reader, [("data", stream[:cut]), ("data", stream[cut:])])
         assert [cid_of(f) for f in frames] == list(range(6))
         assert all(f.complete for f in frames)
-        # a frame's time is the chunk that completed it
+        # a frame's time is that of the piece that completed it
         ends = []
         pos = 0
         for cid in range(6):
@@ -75,7 +79,7 @@ def test_frames_split_at_every_byte_boundary():
 
 def test_byte_by_byte_delivery():
     stream = request(0, 9, 7, b"abc") + request(1, 12, 8, b"")
-    reader = FrameReader(0, plausible)
+    reader = reader_of()
     frames = feed(reader, [("data", stream[i : i + 1]) for i in range(len(stream))])
     assert [cid_of(f) for f in frames] == [7, 8]
     assert frames[-1].frame_number == len(stream)
@@ -86,11 +90,11 @@ def test_gap_inside_known_frame_keeps_header_and_step():
     second = request(1, 4, 2, b"")
     # lose 50 bytes in the middle of the first frame
     pieces = [("data", first[:30]), ("gap", 50), ("data", first[80:] + second)]
-    frames = feed(FrameReader(0, plausible), pieces)
+    frames = feed(reader_of(), pieces)
     assert len(frames) == 2
     assert not frames[0].complete and frames[0].missing == "gap"
     assert frames[0].data == first[4:30]
-    assert frames[0].ts == 3.0  # completed by the third chunk
+    assert frames[0].ts == 3.0  # completed by the third piece
     assert frames[1].complete and cid_of(frames[1]) == 2
 
 
@@ -99,7 +103,7 @@ def test_gap_over_a_boundary_resynchronises():
     stream = b"".join(frames_in)
     lost_from = len(frames_in[0]) + 2  # inside frame 1's size field
     lost_to = len(frames_in[0]) + len(frames_in[1]) + 10  # into frame 2
-    reader = FrameReader(0, plausible)
+    reader = reader_of()
     hunts = []
     reader.on_hunt = lambda: hunts.append(1)
     frames = feed(reader, [("data", stream[:lost_from]), ("gap", lost_to - lost_from),
@@ -113,7 +117,7 @@ def test_gap_over_a_boundary_resynchronises():
 def test_mid_stream_start_hunts_for_first_header():
     stream = request(1, 11, 5, b"z" * 30) + request(1, 11, 6, b"z" * 30)
     # starts 9 bytes into the first frame
-    frames = feed(FrameReader(0, plausible, aligned=False), [("data", stream[9:])])
+    frames = feed(reader_of(aligned=False), [("data", stream[9:])])
     assert [cid_of(f) for f in frames] == [6]
 
 
@@ -121,7 +125,7 @@ def test_snaplen_truncated_packets_give_headers():
     frames_in = [request(0, 7, cid, b"r" * 200) for cid in range(4)]
     # one frame per packet, 30 bytes captured of each
     pieces = [("trunc", (f[:30], len(f))) for f in frames_in]
-    frames = feed(FrameReader(0, plausible), pieces)
+    frames = feed(reader_of(), pieces)
     assert [cid_of(f) for f in frames] == [0, 1, 2, 3]
     assert all(not f.complete and f.missing == "snaplen" for f in frames)
     assert [f.ts for f in frames] == [1.0, 2.0, 3.0, 4.0]
@@ -131,14 +135,14 @@ def test_snaplen_truncated_packets_give_headers():
 def test_snaplen_with_two_frames_per_packet_recovers_at_next_packet():
     a, b, c = (request(0, 7, cid, b"s" * 60) for cid in (1, 2, 3))
     pieces = [("trunc", ((a + b)[:30], len(a + b))), ("trunc", (c[:30], len(c)))]
-    frames = feed(FrameReader(0, plausible), pieces)
+    frames = feed(reader_of(), pieces)
     assert [cid_of(f) for f in frames] == [1, 3]
 
 
 def test_insane_size_loses_step_and_recovers():
     good = request(3, 0, 9)
     stream = b"\xff\xff\xff\xff" + good
-    frames = feed(FrameReader(0, plausible), [("data", stream)])
+    frames = feed(reader_of(), [("data", stream)])
     assert [cid_of(f) for f in frames] == [9]
     # the four garbage bytes were counted, not silently dropped
     assert frames[0].offset == 4
@@ -146,27 +150,27 @@ def test_insane_size_loses_step_and_recovers():
 
 def test_incomplete_frame_at_end_of_stream():
     frame = request(0, 3, 1, b"p" * 100)
-    frames = feed(FrameReader(0, plausible), [("data", frame[:50])])
+    frames = feed(reader_of(), [("data", frame[:50])])
     assert len(frames) == 1 and not frames[0].complete and frames[0].missing == "end"
     assert frames[0].data == frame[4:50]
 
 
 def test_zero_length_frames_are_frames():
     stream = struct.pack(">i", 0) + struct.pack(">i", 3) + b"abc"
-    frames = feed(FrameReader(0, plausible), [("data", stream)])
+    frames = feed(reader_of(), [("data", stream)])
     assert [(f.size, f.data) for f in frames] == [(0, b""), (3, b"abc")]
 
 
 def test_oversized_frame_is_skipped_not_buffered():
     big = request(0, 9, 1, b"B" * 5000)
     after = request(1, 11, 2)
-    reader = FrameReader(0, plausible)
+    frames: list[Frame] = []
+    reader = FrameReader(0, plausible, True, 4, frames.append)
     reader.max_buffered = 1000
     pieces = [("data", big[i : i + 700]) for i in range(0, len(big), 700)] + [("data", after)]
-    frames = []
     offset = 0
     for number, (_, value) in enumerate(pieces, start=1):
-        frames += reader.push(Chunk("data", offset, len(value), value, number))
+        reader.data(offset, value, Stamp(number, 0, number))
         offset += len(value)
         assert reader.pending_bytes <= 1000
     assert [(cid_of(f), f.complete, f.missing) for f in frames] == [(1, False, "oversized"), (2, True, None)]
@@ -175,7 +179,7 @@ def test_oversized_frame_is_skipped_not_buffered():
 
 def test_empty_gap_changes_nothing():
     stream = request(3, 1, 1, b"abc") + request(3, 1, 2)
-    frames = feed(FrameReader(0, plausible), [("data", stream[:10]), ("gap", 0), ("data", stream[10:])])
+    frames = feed(reader_of(), [("data", stream[:10]), ("gap", 0), ("data", stream[10:])])
     assert [(cid_of(f), f.complete) for f in frames] == [(1, True), (2, True)]
 
 
@@ -210,7 +214,7 @@ def test_large_frame_collection_agrees_with_plain_buffering(monkeypatch):
         results = []
         for threshold in (1 << 40, 40):
             monkeypatch.setattr(framing, "_BIG_FRAME", threshold)
-            reader = FrameReader(0, plausible, aligned=aligned, min_size=8)
+            reader = reader_of(aligned=aligned, min_size=8)
             frames = feed(reader, pieces)
             results.append(([(f.offset, f.size, f.complete, f.data, f.ts, f.missing) for f in frames],
                             reader.stats))
@@ -254,7 +258,7 @@ def test_hunting_finds_a_request_whose_client_id_has_control_bytes():
     for frame in frames[:10]:
         assert not looks_like_request(frame[4:68], len(frame) - 4)  # the printable-only rule passes it over
         lead = b"\x01\x02\x03\x04\x05"  # the end of a frame whose start was lost
-        reader = FrameReader(0, hunted_request, False, MIN_REQUEST_SIZE, None, confirm_request, sure_request)
+        reader = reader_of(hunted_request, False, MIN_REQUEST_SIZE, confirm_request, sure_request)
         found = feed(reader, [("data", lead + frame)])
         assert [bytes(f.data) for f in found] == [frame[4:]]
         assert reader.stats.mid_stream_starts == 1
@@ -262,5 +266,5 @@ def test_hunting_finds_a_request_whose_client_id_has_control_bytes():
         junk = frame[:header_end] + b"\xff" * (len(frame) - header_end)  # a body that does not decode
         padded = struct.pack(">i", len(frame) - 3) + frame[4:] + b"\x00"  # a byte after the body
         for bad in (junk, padded):
-            reader = FrameReader(0, hunted_request, False, MIN_REQUEST_SIZE, None, confirm_request, sure_request)
+            reader = reader_of(hunted_request, False, MIN_REQUEST_SIZE, confirm_request, sure_request)
             assert all(found.offset != len(lead) for found in feed(reader, [("data", lead + bad)])), bad

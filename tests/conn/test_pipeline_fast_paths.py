@@ -34,7 +34,7 @@ from kdissect.conn.framing import FrameReader
 from kdissect.wire.linklayers import decode_frame_general
 from kdissect.model.packet import TcpSegment
 from kdissect.conn.pipeline import Dissector
-from kdissect.wire.reassembly import Data, Reassembler
+from kdissect.wire.reassembly import Reassembler
 from tests.support import impair
 from tests.support.variants import (
     REPEATED_COPIES,
@@ -48,6 +48,7 @@ from tests.support.variants import (
 )
 from tests.support.pipeline import ports_of, reference_captures
 from tests.support.pcaps import many_connections_capture
+from tests.support.recording import Call, Delivered, RecordingListener
 
 CAPTURES = reference_captures()
 
@@ -204,7 +205,8 @@ def test_common_segment_short_cut_equals_the_general_feed(lab, tmp_path: Path, v
     code (`_feed`) given the same segments makes the same events and stats."""
     segments = list(read_segments([lab.variant(variant)]))
     plain = _plain_reassembly()
-    general, fused = plain.Reassembler(), plain.Reassembler()
+    heard_general, heard_fused = RecordingListener(), RecordingListener()
+    general, fused = plain.Reassembler(heard_general), plain.Reassembler(heard_fused)
     general_calls = 0
     fused_feed = fused._feed
 
@@ -217,10 +219,13 @@ def test_common_segment_short_cut_equals_the_general_feed(lab, tmp_path: Path, v
     for seg in segments:
         general._feed(seg, general._conns.get((seg.src, seg.sport, seg.dst, seg.dport)))
         general.stats.segments += 1
-        expected = [event_values(e) for e in general._take()]
-        got = [event_values(e) for e in fused.feed(seg)]
+        fused.feed(seg)
+        expected = [event_values(e) for e in heard_general.take()]
+        got = [event_values(e) for e in heard_fused.take()]
         assert got == expected, f"frame {seg.frame_number}"
-    assert [event_values(e) for e in fused.finish()] == [event_values(e) for e in general.finish()]
+    fused.finish()
+    general.finish()
+    assert [event_values(e) for e in heard_fused.take()] == [event_values(e) for e in heard_general.take()]
     assert fused.stats == general.stats
     if variant == "clean":
         taken = len(segments) - general_calls
@@ -230,21 +235,22 @@ def test_common_segment_short_cut_equals_the_general_feed(lab, tmp_path: Path, v
 # -- framing ------------------------------------------------------------------
 
 
-def _direction_chunks(path: Path) -> dict[tuple[int, int], list]:
-    chunks: dict[tuple[int, int], list] = {}
-    r = Reassembler()
+def _direction_calls(path: Path) -> dict[tuple[int, int], list[Call]]:
+    """The calls each direction's sink hears from the reassembler."""
+    calls: dict[tuple[int, int], list[Call]] = {}
+    listener = RecordingListener()
+    r = Reassembler(listener)
     for seg in read_segments([path]):
-        for event in r.feed(seg):
-            if isinstance(event, Data):
-                chunks.setdefault((event.conn.id, event.direction), []).append(event.chunk)
-    for event in r.finish():
-        if isinstance(event, Data):
-            chunks.setdefault((event.conn.id, event.direction), []).append(event.chunk)
-    return chunks
+        r.feed(seg)
+    r.finish()
+    for event in listener.take():
+        if isinstance(event, Delivered):
+            calls.setdefault((event.conn.id, event.direction), []).append(event.call)
+    return calls
 
 
-def _reader(direction: int) -> FrameReader:
-    return FrameReader(direction, lambda prefix, size: len(prefix) >= 4, aligned=True, min_size=8)
+def _reader(direction: int, frames: list) -> FrameReader:
+    return FrameReader(direction, lambda prefix, size: len(prefix) >= 4, True, 8, frames.append)
 
 
 @pytest.mark.parametrize("variant", ["clean", "lossy", "late", "snaplen96"])
@@ -257,36 +263,41 @@ def test_one_frame_short_cut_equals_the_general_cut(lab, tmp_path: Path, variant
     in two."""
     rng = random.Random(11)
     total = 0
-    for (_, direction), chunks in _direction_chunks(lab.variant(variant)).items():
+    for (_, direction), calls in _direction_calls(lab.variant(variant)).items():
         if pieces == "split":
-            chunks = _split_chunks(chunks, rng)
-        fast, plain = _reader(direction), _reader(direction)
-        for chunk in chunks:
-            expected = [frame_values(f) for f in fast.push(chunk)]
-            if chunk.kind == "data" and chunk.length > 1:
-                plain.data(chunk.offset, chunk.data[:1], chunk)
-                plain.data(chunk.offset + 1, chunk.data[1:], chunk)
-                got = [frame_values(f) for f in plain._take()]
+            calls = _split_calls(calls, rng)
+        fast_frames: list = []
+        plain_frames: list = []
+        fast, plain = _reader(direction, fast_frames), _reader(direction, plain_frames)
+        for call in calls:
+            call.replay(fast)
+            if call.kind == "data" and call.length > 1:
+                plain.data(call.offset, call.data[:1], call.stamp)
+                plain.data(call.offset + 1, call.data[1:], call.stamp)
             else:
-                got = [frame_values(f) for f in plain.push(chunk)]
+                call.replay(plain)
+            expected = [frame_values(f) for f in fast_frames]
+            got = [frame_values(f) for f in plain_frames]
             assert got == expected
             total += len(got)
-        assert [frame_values(f) for f in fast.finish()] == [frame_values(f) for f in plain.finish()]
+            fast_frames.clear()
+            plain_frames.clear()
+        fast.finish()
+        plain.finish()
+        assert [frame_values(f) for f in fast_frames] == [frame_values(f) for f in plain_frames]
         assert fast.stats == plain.stats
     assert total, "no frames at all"
 
 
-def _split_chunks(chunks: list, rng: random.Random) -> list:
-    from kdissect.wire.reassembly import Chunk
-
+def _split_calls(calls: list[Call], rng: random.Random) -> list[Call]:
     out = []
-    for c in chunks:
+    for c in calls:
         if c.kind != "data":
             out.append(c)
             continue
         offset = c.offset
         for piece in split_randomly(c.data, rng):
-            out.append(Chunk("data", offset, len(piece), piece, c.ts, c.capture_index, c.frame_number))
+            out.append(Call("data", offset, len(piece), piece, c.stamp))
             offset += len(piece)
     return out
 
@@ -390,12 +401,13 @@ def test_opens_partial_frame_means_the_reader_only_keeps_the_bytes(seed: int) ->
         size = rng.choice((0, 1, 3, 4, 5, 40, 300, 300_000, 200 << 20, -1, 1 << 31 - 1))
         body = rng.randbytes(rng.choice((0, 1, 2, 10, 100)))
         data = (size.to_bytes(4, "big", signed=True) + body)[: rng.choice((1, 2, 3, 4, 5, 50, 200))]
-        reader = FrameReader(0, lambda prefix, n: True, aligned=True, min_size=4)
+        frames: list = []
+        reader = FrameReader(0, lambda prefix, n: True, True, 4, frames.append)
         lost = []
         reader.on_hunt = lambda: lost.append(1)
         reader.data(0, data, TcpSegment(0, 1, 5, "a", 1, "b", 2, 0, 0, 0x18, data, len(data)))
         if opens_partial_frame(data):
-            assert reader._take() == [] and not lost and reader.stats.seen_bytes == len(data)
+            assert frames == [] and not lost and reader.stats.seen_bytes == len(data)
             assert reader.pending_bytes == len(data) or reader._state != 0  # kept, or skipping an oversized one
 
 
@@ -403,7 +415,7 @@ def test_open_connections_come_in_the_order_they_opened(lab, tmp_path: Path) -> 
     """`Reassembler.open_connections` reads the table in order (each
     connection's two keys side by side): the same as sorting by id."""
     for variant in ("messy", "repeated-long", "late"):
-        r = Reassembler()
+        r = Reassembler(RecordingListener())
         for seg in read_segments([lab.variant(variant)]):
             r.feed(seg)
             if seg.frame_number % 7 == 0:

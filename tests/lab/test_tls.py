@@ -33,6 +33,7 @@ import pytest
 from kdissect.wire.capture import read_segments
 from kdissect.wire.reassembly import Reassembler
 from kdissect.conn.tls import KeyLog, TlsStats, read_keylog_file
+from tests.support.recording import Call, Delivered, Opened, RecordingListener
 from tests.support.tls_sinks import CollectedTls
 from tools.lab.net import free_port, wait_for_listener
 from tools.lab.tansu import tansu_binary
@@ -201,45 +202,43 @@ class Decrypted:
     gap_at: list[int] = None  # type: ignore[assignment]  # plaintext length when the first gap came
 
 
-def connection_chunks(pcap: Path, port: int) -> dict[int, list[tuple[int, object]]]:
-    """The reassembler's chunks of every TCP connection to `port`, in capture
-    order: client port -> [(direction, chunk)]."""
-    reassembler = Reassembler()
-    by_id: dict[int, list[tuple[int, object]]] = {}
-    out: dict[int, list[tuple[int, object]]] = {}
-
-    def handle(events) -> None:
-        for event in events:
-            name = type(event).__name__
-            if name == "Opened":
-                assert event.conn.responder[1] == port
-                by_id[event.conn.id] = out.setdefault(event.conn.initiator[1], [])
-            elif name == "Data":
-                by_id[event.conn.id].append((event.direction, event.chunk))
-
+def connection_calls(pcap: Path, port: int) -> dict[int, list[tuple[int, Call]]]:
+    """The calls the reassembler makes on the sinks of every TCP connection
+    to `port`, in capture order: client port -> [(direction, call)]."""
+    listener = RecordingListener()
+    reassembler = Reassembler(listener)
     for segment in read_segments([pcap]):
-        handle(reassembler.feed(segment))
-    handle(reassembler.finish())
+        reassembler.feed(segment)
+    reassembler.finish()
+    by_id: dict[int, list[tuple[int, Call]]] = {}
+    out: dict[int, list[tuple[int, Call]]] = {}
+    for event in listener.take():
+        if isinstance(event, Opened):
+            assert event.conn.responder[1] == port
+            by_id[event.conn.id] = out.setdefault(event.conn.initiator[1], [])
+        elif isinstance(event, Delivered):
+            by_id[event.conn.id].append((event.direction, event.call))
     return out
 
 
-def replay(keylog: KeyLog, chunks: list[tuple[int, object]], client_port: int = 0) -> Decrypted:
-    """One connection's chunks through a TlsConnection."""
+def replay(keylog: KeyLog, calls: list[tuple[int, Call]], client_port: int = 0) -> Decrypted:
+    """One connection's calls made again on a TlsConnection's ciphertext sinks."""
     tls = CollectedTls(keylog)
     result = Decrypted(client_port, [bytearray(), bytearray()], [0, 0], TlsStats())
 
-    def take(direction: int, chunk) -> None:
-        assert chunk.offset == len(result.plaintext[direction]) + result.gaps[direction]
-        if chunk.kind == "gap":
+    def take(direction: int, call: Call) -> None:
+        assert call.offset == len(result.plaintext[direction]) + result.gaps[direction]
+        if call.kind == "gap":
             if not result.gaps[direction]:
                 result.gap_at[direction] = len(result.plaintext[direction])
-            result.gaps[direction] += chunk.length
+            result.gaps[direction] += call.length
         else:
-            result.plaintext[direction] += chunk.data
+            result.plaintext[direction] += call.data
 
     result.gap_at = [0, 0]
-    for direction, chunk in chunks:
-        for plain in tls.push(direction, chunk):
+    for direction, call in calls:
+        call.replay(tls.ciphertext[direction])
+        for plain in tls.plaintext(direction):
             take(direction, plain)
     for direction, plain in tls.finish():
         take(direction, plain)
@@ -249,8 +248,8 @@ def replay(keylog: KeyLog, chunks: list[tuple[int, object]], client_port: int = 
 
 def decrypt_capture(pcap: Path, keylog: KeyLog, port: int) -> dict[int, Decrypted]:
     """Every TCP connection to `port` decrypted, by client port."""
-    return {client_port: replay(keylog, chunks, client_port)
-            for client_port, chunks in connection_chunks(pcap, port).items()}
+    return {client_port: replay(keylog, calls, client_port)
+            for client_port, calls in connection_calls(pcap, port).items()}
 
 
 # -- tshark's side ----------------------------------------------------------------
@@ -409,23 +408,20 @@ def _record_starts(stream: bytes) -> list[int]:
     return starts
 
 
-def _with_loss(chunks: list, direction: int, low: int, high: int) -> list:
-    """The chunks with stream bytes [low, high) of `direction` turned into a gap."""
-    from kdissect.wire.reassembly import Chunk
-
+def _with_loss(calls: list[tuple[int, Call]], direction: int, low: int, high: int) -> list[tuple[int, Call]]:
+    """The calls with stream bytes [low, high) of `direction` turned into a gap."""
     out = []
-    for d, c in chunks:
+    for d, c in calls:
         end = c.offset + c.length
         if d != direction or end <= low or c.offset >= high:
             out.append((d, c))
             continue
-        stamp = (c.ts, c.capture_index, c.frame_number)
         if c.offset < low:
-            out.append((d, Chunk("data", c.offset, low - c.offset, c.data[:low - c.offset], *stamp)))
+            out.append((d, Call("data", c.offset, low - c.offset, c.data[:low - c.offset], c.stamp)))
         start, stop = max(low, c.offset), min(high, end)
-        out.append((d, Chunk("gap", start, stop - start, b"", *stamp)))
+        out.append((d, Call("gap", start, stop - start, b"", c.stamp)))
         if end > high:
-            out.append((d, Chunk("data", high, end - high, c.data[high - c.offset:], *stamp)))
+            out.append((d, Call("data", high, end - high, c.data[high - c.offset:], c.stamp)))
     return out
 
 
@@ -438,24 +434,24 @@ def _with_loss(chunks: list, direction: int, low: int, high: int) -> list:
 def test_lost_bytes_resynchronise(kafka_tls_capture, suite: str, exact: bool, span: str) -> None:
     """Bytes lost in the middle of a 40 kB produce: the plaintext before and
     after the loss equal tshark's (from the full capture) and, for AEAD
-    suites, the gap chunk has exactly the length of the lost plaintext."""
+    suites, the gap call has exactly the length of the lost plaintext."""
     pcap, keylog_path, port = kafka_tls_capture
     keylog = read_keylog_file(keylog_path)
     theirs = tshark_follow(pcap, keylog_path, port)
-    all_chunks = connection_chunks(pcap, port)
+    all_calls = connection_calls(pcap, port)
     # the connection of this suite whose client sent the most: the producer
-    candidates = [cp for cp, chunks in all_chunks.items()
-                  if suite in replay(keylog, chunks).stats.suites]
+    candidates = [cp for cp, calls in all_calls.items()
+                  if suite in replay(keylog, calls).stats.suites]
     client_port = max(candidates, key=lambda cp: len(theirs[cp][0]))
-    chunks = all_chunks[client_port]
-    stream = b"".join(c.data for d, c in chunks if d == 0)
+    calls = all_calls[client_port]
+    stream = b"".join(c.data for d, c in calls if d == 0)
     starts = _record_starts(stream)
     middle = len(starts) // 2
     if span == "inside-one-record":
         low, high = starts[middle] + 40, starts[middle] + 140
     else:  # from inside one record to inside the next but one: boundaries lost
         low, high = starts[middle] + 40, starts[middle + 2] + 40
-    result = replay(keylog, _with_loss(chunks, 0, low, high), client_port)
+    result = replay(keylog, _with_loss(calls, 0, low, high), client_port)
     full = theirs[client_port][0]
     ours = bytes(result.plaintext[0])
     gap = result.gaps[0]

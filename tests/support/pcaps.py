@@ -452,26 +452,29 @@ def packet_count(path: Path) -> int:
 
 
 def reassemble(paths, **options):
-    """Run the Reassembler over a capture set: (chunks by (conn id, direction),
-    connections by id, close reasons by id, stats, event list)."""
+    """Run the Reassembler over a capture set: (the calls each direction's
+    sink heard by (conn id, direction), connections by id, close reasons by
+    id, stats, the recorded events: tests.support.recording)."""
     from kdissect.wire.capture import read_segments
-    from kdissect.wire.reassembly import Closed, Data, Opened, Reassembler
+    from kdissect.wire.reassembly import Reassembler
+    from tests.support.recording import Closed, Delivered, Opened, RecordingListener
 
-    r = Reassembler(**options)
-    events = []
+    listener = RecordingListener()
+    r = Reassembler(listener, **options)
     for seg in read_segments(paths):
-        events += r.feed(seg)
-    events += r.finish()
-    chunks: dict[tuple[int, int], list] = {}
+        r.feed(seg)
+    r.finish()
+    events = listener.take()
+    calls: dict[tuple[int, int], list] = {}
     conns, reasons = {}, {}
     for e in events:
         if isinstance(e, Opened):
             conns[e.conn.id] = e.conn
-        elif isinstance(e, Data):
-            chunks.setdefault((e.conn.id, e.direction), []).append(e.chunk)
+        elif isinstance(e, Delivered):
+            calls.setdefault((e.conn.id, e.direction), []).append(e.call)
         elif isinstance(e, Closed):
             reasons[e.conn.id] = e.reason
-    return chunks, conns, reasons, r.stats, events
+    return calls, conns, reasons, r.stats, events
 
 
 def many_connections_capture(path: Path, count: int, shape: str = "handshake") -> Path:

@@ -1,10 +1,11 @@
-"""A TlsConnection under test: ciphertext pieces in (reassembly Chunks or
-objects like them), its plaintext collected as Chunks.
+"""A TlsConnection under test: ciphertext in through its ciphertext sinks
+(the calls reassembly makes), its plaintext recorded (tests.support.recording).
 
     conn = CollectedTls(keylog)
-    plain = conn.push(direction, chunk)  # the plaintext chunks this piece completed
-    rest = conn.finish()                 # [(direction, chunk)]
-    conn.stats, conn.tls                 # the TlsConnection's counts, the connection
+    conn.ciphertext[direction].data(offset, record, stamp)  # (or gap / truncated)
+    plain = conn.plaintext(direction)  # the plaintext calls that piece completed
+    rest = conn.finish()               # [(direction, Call)]
+    conn.stats, conn.tls               # the TlsConnection's counts, the connection
 """
 
 from __future__ import annotations
@@ -12,34 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from kdissect.conn.tls import TlsConnection
-from kdissect.wire.reassembly import Chunk
-
-
-class _Collector:
-    """A DirectionSink that keeps what it hears as (direction, Chunk)."""
-
-    def __init__(self, direction: int, heard: list[tuple[int, Chunk]]) -> None:
-        self.direction = direction
-        self.heard = heard
-
-    def _keep(self, kind: str, offset: int, length: int, data: bytes, stamp: Any) -> None:
-        self.heard.append((self.direction, Chunk(kind, offset, length, data, stamp.ts, stamp.capture_index,
-                                                 stamp.frame_number)))
-
-    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
-        self._keep("data", offset, len(payload), payload, stamp)
-
-    def gap(self, offset: int, length: int, stamp: Any) -> None:
-        self._keep("gap", offset, length, b"", stamp)
-
-    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
-        self._keep("truncated", offset, length, prefix, stamp)
+from tests.support.recording import Call, RecordingSink
 
 
 class CollectedTls:
     def __init__(self, keylog: Any, client_direction: int = 0) -> None:
-        self.heard: list[tuple[int, Chunk]] = []
-        self.sinks = (_Collector(0, self.heard), _Collector(1, self.heard))  # the plaintext's
+        self.heard: list[tuple[int, Call]] = []
+        # the plaintext's sinks (TlsConnection drives `plaintext.sinks`)
+        self.sinks = (RecordingSink(lambda call: self.heard.append((0, call))),
+                      RecordingSink(lambda call: self.heard.append((1, call))))
         self.tls = TlsConnection(keylog, self, client_direction)
         self.ciphertext = self.tls.ciphertext_sinks()
 
@@ -47,25 +29,18 @@ class CollectedTls:
     def stats(self) -> Any:
         return self.tls.stats
 
-    def _take(self) -> list[tuple[int, Chunk]]:
+    def _take(self) -> list[tuple[int, Call]]:
         taken = self.heard[:]
         self.heard.clear()
         return taken
 
-    def push(self, direction: int, chunk: Any) -> list[Chunk]:
-        """One ciphertext piece (kind, offset, length, data and a stamp's
-        fields); the plaintext chunks of `direction` it completed."""
-        sink = self.ciphertext[direction]
-        if chunk.kind == "data":
-            sink.data(chunk.offset, chunk.data, chunk)
-        elif chunk.kind == "gap":
-            sink.gap(chunk.offset, chunk.length, chunk)
-        else:
-            sink.truncated(chunk.offset, chunk.length, chunk.data, chunk)
+    def plaintext(self, direction: int) -> list[Call]:
+        """The plaintext calls heard since the last look, all of `direction`
+        (a piece of ciphertext completes its own direction's plaintext only)."""
         taken = self._take()
-        assert all(d == direction for d, _ in taken)  # a piece completes its own direction's plaintext only
+        assert all(d == direction for d, _ in taken)
         return [c for _, c in taken]
 
-    def finish(self) -> list[tuple[int, Chunk]]:
+    def finish(self) -> list[tuple[int, Call]]:
         self.tls.finish()
         return self._take()

@@ -54,11 +54,12 @@ def segment_values(segment: Any) -> tuple:
 
 
 def event_values(event: Any) -> tuple:
-    """A reassembly event with its connection named by id (two reassemblers
-    fed the same segments make different but equivalent connection objects)."""
+    """A recorded reassembly event (tests.support.recording) with its
+    connection named by id (two reassemblers fed the same segments make
+    different but equivalent connection objects)."""
     kind = type(event).__name__
-    if kind == "Data":
-        c = event.chunk
+    if kind == "Delivered":
+        c = event.call
         return (kind, event.conn.id, event.direction, c.kind, c.offset, c.length, bytes(c.data), c.ts,
                 c.capture_index, c.frame_number)
     if kind == "Closed":

@@ -32,6 +32,7 @@ from kdissect.model.packet import TcpSegment
 from kdissect.wire.reassembly import Reassembler
 from tests.support.pcaps import compare_with_tshark, lab_captures, packet_count, shared_recording
 from tests.support.paths import REPO
+from tests.support.recording import RecordingListener
 
 
 @pytest.fixture(scope="module")
@@ -389,7 +390,7 @@ def test_garbage_appended_is_counted(trace: impair.Trace, tmp_path: Path, where:
 def _read_or_input_error(path: Path) -> ReadStats:
     """Read and reassemble a damaged file: only InputError may come out."""
     stats = ReadStats()
-    reassembler = Reassembler()
+    reassembler = Reassembler(RecordingListener())
     try:
         for seg in read_segments([path], stats):
             assert len(seg.payload) <= seg.payload_len

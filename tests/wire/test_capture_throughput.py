@@ -24,6 +24,7 @@ from kdissect.wire.capture import ReadStats, read_segments
 from kdissect.wire.reassembly import Reassembler
 from tests.support import impair
 from tests.support.pcaps import record_loopback
+from tests.support.recording import RecordingListener
 
 
 def measure(path: Path) -> dict[str, float]:
@@ -31,9 +32,11 @@ def measure(path: Path) -> dict[str, float]:
     stats = ReadStats()
     segments = sum(1 for _ in read_segments([path], stats))
     t1 = time.perf_counter()
-    r = Reassembler()
+    listener = RecordingListener()
+    r = Reassembler(listener)
     for seg in read_segments([path]):
         r.feed(seg)
+        listener.take()  # (what it delivered, let go)
     r.finish()
     t2 = time.perf_counter()
     subprocess.run(

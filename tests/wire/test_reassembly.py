@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from kdissect.wire.capture import read_segments
 from kdissect.model.packet import ACK, FIN, PSH, SYN, TcpSegment
-from kdissect.wire.reassembly import Closed, Data, Opened, Reassembler
+from kdissect.wire.reassembly import Reassembler
 from tests.support import impair
 from tests.support.pcaps import (
     lab_captures,
@@ -27,6 +27,7 @@ from tests.support.pcaps import (
     tshark_follow,
     tshark_segments,
 )
+from tests.support.recording import Closed, Delivered, Opened, RecordingListener, reassembled
 
 
 @pytest.fixture(scope="module")
@@ -402,9 +403,9 @@ def test_keepalive_byte_is_not_stream_data(trace, manifest, tshark_rows, tmp_pat
 
 def _chunk_list(events) -> list[tuple]:
     return [
-        (e.conn.initiator, e.direction, e.chunk.kind, e.chunk.offset, e.chunk.length, e.chunk.data, e.chunk.ts, e.chunk.frame_number)
+        (e.conn.initiator, e.direction, e.call.kind, e.call.offset, e.call.length, e.call.data, e.call.ts, e.call.frame_number)
         for e in events
-        if isinstance(e, Data)
+        if isinstance(e, Delivered)
     ]
 
 
@@ -413,15 +414,13 @@ def test_one_connection_alone_gives_the_same_chunks(trace, tmp_path: Path) -> No
     messy, _ = impair.drop_random(impair.duplicate(trace, 3, rate=0.15), 3, 6)
     path = impair.write_pcap(impair.reorder(messy, 3, window=4, rate=0.3), tmp_path / "m.pcap")
     segs = list(read_segments([path]))
-    whole = Reassembler()
-    events = [e for s in segs for e in whole.feed(s)] + whole.finish()
+    events = reassembled(segs)
     by_tuple: dict = {}
     for s in segs:
         by_tuple.setdefault(frozenset([(s.src, s.sport), (s.dst, s.dport)]), []).append(s)
     alone = []
     for group in by_tuple.values():
-        r = Reassembler()
-        alone += [e for s in group for e in r.feed(s)] + r.finish()
+        alone += reassembled(group)
     assert sorted(_chunk_list(alone)) == sorted(_chunk_list(events))
 
 
@@ -431,14 +430,16 @@ def test_buffer_limit_declares_the_gap_early(trace, manifest, tshark_rows, tmp_p
     lost = data_rows[0]
     path = impair.write_pcap(impair.drop(trace, [lost["frame"] - 1]), tmp_path / "l.pcap")
     limit = 70_000
-    r = Reassembler(max_buffered_bytes=limit, reorder_tolerance=10_000)  # only the limit can release it
+    listener = RecordingListener()
+    r = Reassembler(listener, max_buffered_bytes=limit, reorder_tolerance=10_000)  # only the limit can release it
     biggest = max(row["len"] for row in data_rows)
     gap_seen_at = None
     for seg in read_segments([path]):
-        for e in r.feed(seg):
-            if isinstance(e, Data) and e.chunk.kind == "gap":
+        r.feed(seg)
+        for e in listener.take():
+            if isinstance(e, Delivered) and e.call.kind == "gap":
                 gap_seen_at = seg.frame_number
-                assert (e.chunk.offset, e.chunk.length) == (int(lost["tcp.seq"]) - 1, lost["len"])
+                assert (e.call.offset, e.call.length) == (int(lost["tcp.seq"]) - 1, lost["len"])
         for conn in r.open_connections:
             for half in conn.halves:
                 assert half.pending_bytes <= limit + biggest
@@ -448,10 +449,12 @@ def test_buffer_limit_declares_the_gap_early(trace, manifest, tshark_rows, tmp_p
 
 
 def test_closed_connections_are_forgotten(clean: Path, manifest) -> None:
-    r = Reassembler()
+    listener = RecordingListener()
+    r = Reassembler(listener)
     closed_at = {}
     for seg in read_segments([clean]):
-        for e in r.feed(seg):
+        r.feed(seg)
+        for e in listener.take():
             if isinstance(e, Closed):
                 closed_at[e.conn.id] = seg.frame_number
                 assert e.conn.closed and e.conn not in r.open_connections
@@ -489,9 +492,8 @@ def test_any_segmentation_reorder_and_overlap_gives_the_stream(data: bytes, cuts
 
     segs = [seg(1, SYN, isn)]
     segs += [seg(n + 2, ACK | PSH, isn + 1 + pieces[k][0], data[pieces[k][0] : pieces[k][1]]) for n, k in enumerate(order)]
-    r = Reassembler()
-    events = [e for s in segs for e in r.feed(s)] + r.finish()
-    chunks = [e.chunk for e in events if isinstance(e, Data)]
+    events = reassembled(segs)
+    chunks = [e.call for e in events if isinstance(e, Delivered)]
     _check_contiguous(chunks)
     assert b"".join(c.data for c in chunks) == data
     assert isinstance(events[0], Opened) and isinstance(events[-1], Closed)
@@ -548,16 +550,18 @@ def test_quiet_connection_with_a_hole_is_resolved_before_the_end(trace, manifest
     lossy = impair.drop(trace, [lost["frame"] - 1])
     copies = 2 + 1100 // len(trace.packets)
     path = impair.write_pcap(impair.repeat(lossy, copies, 11), tmp_path / "q.pcap")
-    r = Reassembler()
+    listener = RecordingListener()
+    r = Reassembler(listener)
     own_frames = set()
     gap = closed = None
     for seg in read_segments([path]):
         if (seg.src, seg.sport) == tuple(rec.client) or (seg.dst, seg.dport) == tuple(rec.client):
             own_frames.add(seg.frame_number)
-        for e in r.feed(seg):
+        r.feed(seg)
+        for e in listener.take():
             if e.conn.initiator == tuple(rec.client):
-                if isinstance(e, Data) and e.chunk.kind == "gap":
-                    gap = e.chunk
+                if isinstance(e, Delivered) and e.call.kind == "gap":
+                    gap = e.call
                 elif isinstance(e, Closed):
                     closed = e.reason
     assert closed == "fin" and gap is not None
@@ -608,14 +612,15 @@ _segment = st.builds(
 def test_arbitrary_segments_keep_the_event_invariants(raw, tolerance, limit) -> None:
     """Whatever segments arrive: per direction, chunks are contiguous from 0;
     each connection opens once, closes once, and nothing happens after."""
-    r = Reassembler(max_buffered_bytes=limit, reorder_tolerance=tolerance)
-    events = []
+    listener = RecordingListener()
+    r = Reassembler(listener, max_buffered_bytes=limit, reorder_tolerance=tolerance)
     for n, (fwd, port, flags, seq, ack, payload, cut) in enumerate(raw, start=1):
         a, b = ("10.0.0.1", port), ("10.0.0.2", 9092)
         src, dst = (a, b) if fwd else (b, a)
         wire = len(payload) + (cut if payload else 0)
-        events += r.feed(TcpSegment(0, n, n * 1_000_000, *src, *dst, seq, ack, flags, payload, wire))
-    events += r.finish()
+        r.feed(TcpSegment(0, n, n * 1_000_000, *src, *dst, seq, ack, flags, payload, wire))
+    r.finish()
+    events = listener.take()
     assert r.open_connections == []
     state: dict[int, str] = {}
     offsets: dict[tuple[int, int], int] = {}
@@ -624,10 +629,10 @@ def test_arbitrary_segments_keep_the_event_invariants(raw, tolerance, limit) -> 
         if isinstance(e, Opened):
             assert cid not in state
             state[cid] = "open"
-        elif isinstance(e, Data):
+        elif isinstance(e, Delivered):
             assert state.get(cid) == "open"
-            assert e.chunk.offset == offsets.get((cid, e.direction), 0) and e.chunk.length > 0
-            offsets[(cid, e.direction)] = e.chunk.offset + e.chunk.length
+            assert e.call.offset == offsets.get((cid, e.direction), 0) and e.call.length > 0
+            offsets[(cid, e.direction)] = e.call.offset + e.call.length
         else:
             assert state.get(cid) == "open"
             state[cid] = "closed"

@@ -124,7 +124,7 @@ class _Direction:
         self.dead = False  # given up: the rest of this direction is counted, not tried
         self.closed = False  # close_notify seen
         self.stamp: Any = None  # the stamp of the piece being read (or read last)
-        self.pieces: list[bytes] = []  # plaintext collected during this push
+        self.pieces: list[bytes] = []  # plaintext collected during one piece of ciphertext
         self.records_before_keys = 0  # TLS 1.3 0-RTT records before the ServerHello
         self.wire_bytes = 0  # size of the records decrypted in step, to guess how many a loss held
         self.wire_records = 0
@@ -165,10 +165,11 @@ class TlsConnection:
         """The two directions' ciphertext sinks (the TCP connection's sinks)."""
         return CiphertextSink(self, 0), CiphertextSink(self, 1)
 
-    def push(self, direction: int, offset: int, length: int, data: bytes, stamp: Any) -> None:
-        """Hear one piece of `direction`'s ciphertext: `length` stream bytes at
-        `offset` of which `data` (all, a prefix or none) were captured; the
-        plaintext it completes goes on to that direction's plaintext sink."""
+    def _hear(self, direction: int, offset: int, length: int, data: bytes, stamp: Any) -> None:
+        """What a CiphertextSink hears, in one shape: `length` stream bytes
+        of `direction` at `offset`, of which `data` (all, a prefix or none)
+        were captured; the plaintext it completes goes on to that direction's
+        plaintext sink."""
         d = self._dirs[direction]
         d.stamp = stamp
         if offset > d.end:  # bytes skipped without a gap: the same as one
@@ -694,11 +695,11 @@ class CiphertextSink:
 
     def data(self, offset: int, payload: bytes, stamp: Any) -> None:
         self.tls.ciphertext_bytes += len(payload)
-        self.tls.push(self.direction, offset, len(payload), payload, stamp)
+        self.tls._hear(self.direction, offset, len(payload), payload, stamp)
 
     def gap(self, offset: int, length: int, stamp: Any) -> None:
-        self.tls.push(self.direction, offset, length, b"", stamp)
+        self.tls._hear(self.direction, offset, length, b"", stamp)
 
     def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
         self.tls.ciphertext_bytes += length
-        self.tls.push(self.direction, offset, length, prefix, stamp)
+        self.tls._hear(self.direction, offset, length, prefix, stamp)

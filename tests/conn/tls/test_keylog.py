@@ -22,6 +22,7 @@ from kdissect.conn.tls import (
 from kdissect.conn.tls.record import Tls12AeadCipher, Tls12CbcCipher, Tls13Cipher
 from kdissect.conn.tls.schedule import key_block12
 from kdissect.conn.tls.suites import SUITES
+from tests.support.recording import Stamp
 from tests.support.tls_sinks import CollectedTls
 from tests.conn.tls.test_vectors import V, rfc8448_keylog, rfc8448_streams
 
@@ -133,13 +134,8 @@ def test_no_secret_in_repr_or_str() -> None:
     conn = CollectedTls(log)
     pos = [0, 0]
 
-    class Chunk:
-        def __init__(self, offset, data):
-            self.kind, self.offset, self.length, self.data = "data", offset, len(data), data
-            self.ts, self.capture_index, self.frame_number = 0, 0, 1
-
     for direction, record in rfc8448_streams()[:4]:
-        conn.push(direction, Chunk(pos[direction], record))
+        conn.ciphertext[direction].data(pos[direction], record, Stamp(0, 0, 1))
         pos[direction] += len(record)
     suite = SUITES[0xC02F]
     keys = key_block12("sha256", bytes.fromhex(MASTER), bytes(32), bytes(32), 0, 16, 4)
@@ -158,14 +154,10 @@ def test_wrong_secret_is_a_counted_failure() -> None:
     pos = [0, 0]
     plain = [b"", b""]
 
-    class Chunk:
-        def __init__(self, offset, data):
-            self.kind, self.offset, self.length, self.data = "data", offset, len(data), data
-            self.ts, self.capture_index, self.frame_number = 0, 0, 1
-
     for direction, record in rfc8448_streams():
-        for chunk in conn.push(direction, Chunk(pos[direction], record)):
-            plain[direction] += chunk.data
+        conn.ciphertext[direction].data(pos[direction], record, Stamp(0, 0, 1))
+        for call in conn.plaintext(direction):
+            plain[direction] += call.data
         pos[direction] += len(record)
     conn.finish()
     assert plain == [V.application_data, b""]  # the client's side still decrypts

@@ -18,6 +18,7 @@ from kdissect.conn.tls import TlsConnection, parse_keylog_text
 from kdissect.conn.tls.record import Tls12AeadCipher, Tls12CbcCipher, Tls13Cipher
 from kdissect.conn.tls.schedule import key_block12, next_traffic_secret13, prf12, traffic_keys13
 from kdissect.conn.tls.suites import SUITES
+from tests.support.recording import Call, RecordingSink, Stamp
 from tests.support.tls_sinks import CollectedTls
 
 H = bytes.fromhex
@@ -238,11 +239,8 @@ def rfc8448_keylog() -> str:
     ]) + "\n"
 
 
-class _Stamp:
-    def __init__(self, kind: str, offset: int, data: bytes, frame: int, length: int | None = None) -> None:
-        self.kind, self.offset, self.data = kind, offset, data
-        self.length = len(data) if length is None else length
-        self.ts, self.capture_index, self.frame_number = frame * 1_000_000, 0, frame  # ns: the frame number in ms
+def _stamp(frame: int) -> Stamp:
+    return Stamp(frame * 1_000_000, 0, frame)  # ns: the frame number in ms
 
 
 def rfc8448_streams() -> list[tuple[int, bytes]]:
@@ -266,13 +264,14 @@ def test_rfc8448_connection() -> None:
     offsets = [0, 0]
     plain: list[list] = [[], []]
     for frame, (direction, record) in enumerate(rfc8448_streams(), 1):
-        plain[direction] += conn.push(direction, _Stamp("data", offsets[direction], record, frame))
+        conn.ciphertext[direction].data(offsets[direction], record, _stamp(frame))
+        plain[direction] += conn.plaintext(direction)
         offsets[direction] += len(record)
     assert conn.finish() == []
     for direction, frame in ((0, 5), (1, 6)):
-        (chunk,) = plain[direction]
-        assert (chunk.kind, chunk.offset, chunk.length, chunk.data) == ("data", 0, 50, V.application_data)
-        assert (chunk.ts, chunk.frame_number) == (frame * 1_000_000, frame)  # the packet that completed the record
+        (call,) = plain[direction]
+        assert (call.kind, call.offset, call.length, call.data) == ("data", 0, 50, V.application_data)
+        assert (call.ts, call.frame_number) == (frame * 1_000_000, frame)  # the packet that completed the record
     s = conn.stats
     assert (s.connections, s.decrypted, s.tls13, s.records, s.alerts, s.close_notifies) == (1, 1, 1, 7, 2, 2)
     assert s.undecrypted_bytes == 0 and s.failed_records == 0
@@ -297,11 +296,12 @@ def test_rfc8448_connection_byte_by_byte() -> None:
             continue
         frame += 1
         byte = streams[direction][pos[direction]:pos[direction] + 1]
-        for chunk in conn.push(direction, _Stamp("data", pos[direction], byte, frame)):
-            plain[direction] += chunk.data
+        conn.ciphertext[direction].data(pos[direction], byte, _stamp(frame))
+        for call in conn.plaintext(direction):
+            plain[direction] += call.data
         pos[direction] += 1
-    for direction, chunk in conn.finish():
-        plain[direction] += chunk.data
+    for direction, call in conn.finish():
+        plain[direction] += call.data
     assert plain == [V.application_data, V.application_data]
     assert conn.stats.records == 7
 
@@ -316,10 +316,13 @@ def test_rfc8448_lost_record_gives_exact_gap() -> None:
     for frame, (direction, record) in enumerate(streams, 1):
         if record is V.server_data_record:
             # the server's data record: header and 10 bytes captured, the rest lost
-            out[1] += conn.push(1, _Stamp("data", offsets[1], record[:15], frame))
-            out[1] += conn.push(1, _Stamp("gap", offsets[1] + 15, b"", frame, len(record) - 15))
+            conn.ciphertext[1].data(offsets[1], record[:15], _stamp(frame))
+            out[1] += conn.plaintext(1)
+            conn.ciphertext[1].gap(offsets[1] + 15, len(record) - 15, _stamp(frame))
+            out[1] += conn.plaintext(1)
         else:
-            out[direction] += conn.push(direction, _Stamp("data", offsets[direction], record, frame))
+            conn.ciphertext[direction].data(offsets[direction], record, _stamp(frame))
+            out[direction] += conn.plaintext(direction)
         offsets[direction] += len(record)
     conn.finish()
     assert [(c.kind, c.length) for c in out[1]] == [("gap", 50)]  # 72 - 5 - 16 - 1: exact
@@ -334,23 +337,13 @@ def test_tls_is_a_sink_that_drives_sinks() -> None:
     sink of the same direction, read at every call (a sink may replace
     itself, as a Kafka direction's first bytes make its FrameReader), each
     with the stamp of the ciphertext call that completed its record."""
-    calls: list[tuple] = []
+    calls: list[tuple[str, Call]] = []
 
-    class Recording:
-        def __init__(self, name: str) -> None:
-            self.name = name
-
-        def data(self, offset, payload, stamp) -> None:
-            calls.append((self.name, "data", offset, payload, stamp))
-
-        def gap(self, offset, length, stamp) -> None:
-            calls.append((self.name, "gap", offset, length, stamp))
-
-        def truncated(self, offset, length, prefix, stamp) -> None:
-            raise AssertionError("the TLS layer hands on data and gaps only")
+    def recording(name: str) -> RecordingSink:
+        return RecordingSink(lambda call: calls.append((name, call)))
 
     class Plaintext:
-        sinks = (Recording("side 0"), Recording("side 1"))
+        sinks = (recording("side 0"), recording("side 1"))
 
     plaintext = Plaintext()
     tls = TlsConnection(parse_keylog_text(rfc8448_keylog()), plaintext, client_direction=1)
@@ -360,12 +353,13 @@ def test_tls_is_a_sink_that_drives_sinks() -> None:
     for frame, (direction, record) in enumerate(rfc8448_streams(), 1):
         side = 1 - direction  # the client on side 1 of the TCP connection this time
         if record is V.server_data_record:  # the server's sink (side 0) replaced before its data
-            plaintext.sinks = (Recording("side 0, replaced"), plaintext.sinks[1])
-        stamps[frame] = stamp = _Stamp("data", offsets[side], record, frame)
+            plaintext.sinks = (recording("side 0, replaced"), plaintext.sinks[1])
+        stamps[frame] = stamp = _stamp(frame)
         ciphertext[side].data(offsets[side], record, stamp)
         offsets[side] += len(record)
     tls.finish()
     # the client's data (record 5 on the wire) and the server's (record 6), each once, at offset 0
-    assert calls == [("side 1", "data", 0, V.application_data, stamps[5]),
-                     ("side 0, replaced", "data", 0, V.application_data, stamps[6])]
-    assert calls[0][4] is stamps[5] and calls[1][4] is stamps[6]
+    data = V.application_data
+    assert calls == [("side 1", Call("data", 0, len(data), data, stamps[5])),
+                     ("side 0, replaced", Call("data", 0, len(data), data, stamps[6]))]
+    assert calls[0][1].stamp is stamps[5] and calls[1][1].stamp is stamps[6]
