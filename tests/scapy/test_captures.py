@@ -44,6 +44,7 @@ SCAPY_GAPS = {
     "java_clients_kafka.pcap": _RETRANSMITTED + ": frames 41, 77, 160",
     "java_clients_4_4_kafka.pcap": _RETRANSMITTED + ": frames 157, 288",
     "forensics_kafka.pcap": _RETRANSMITTED + ": frames 110, 684, 730, 3756, 3757",
+    "group_lag_kafka.pcap": _RETRANSMITTED + ": frame 61",
     "acks0_flood_kafka.pcap": "segments carrying hundreds of Kafka frames, chained as payloads, exceed "
                               "Python's recursion limit in Scapy (RecursionError, frames dropped)",
     "acks0_flood_tansu.pcap": "segments carrying hundreds of Kafka frames, chained as payloads, exceed "
