@@ -48,7 +48,7 @@ def shoot(page: Path, target: Path) -> None:
                        check=True, capture_output=True, timeout=300)
         image = Image.open(raw).convert("RGB").quantize(colors=COLOURS)
         partial = target.with_name(target.name + ".part")
-        image.save(partial, optimize=True)
+        image.save(partial, format="PNG", optimize=True)
         os.replace(partial, target)
 
 
