@@ -216,6 +216,45 @@ _NO_SASL = SaslTracker()
 _NO_TIMER = WaitTimer()
 
 
+def _header_exchange(conn: ConnectionInfo, frame: Frame, header: tuple[int, int, int] | None,
+                     data: bytes) -> Exchange:
+    """An exchange for a request frame known only by its header (if that)."""
+    ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
+                  broker=conn.broker, request_ts=frame.ts, request_frame=frame.frame_number,
+                  request_bytes=frame.size, request_capture_index=frame.capture_index,
+                  request_offset=frame.offset, request_first_ts=frame.first_ts, stream_key=conn.stream_key)
+    if header is not None:
+        ex.api_key, ex.api_version, ex.correlation_id = header
+        ex.api_name = api_name(ex.api_key)
+        ex.client_id = header_client_id(data, ex.api_key, ex.api_version)
+    return ex
+
+
+def lone_request(accounting: Accounting, conn: ConnectionInfo, frame: Frame, reason: str) -> Exchange:
+    """The exchange a new Pairer makes of `frame`, a request cut short (not
+    `complete`), when the connection then closes (`flush(reason)`), counted
+    as the Pairer counts it, without making the Pairer: a scan or a
+    reconnect storm closes thousands of connections whose one frame that is
+    (kdissect.conn.pipeline's `close_lone_request`; its test compares the two)."""
+    accounting.request_frames += 1
+    accounting.truncated_frames += 1
+    data = frame.data
+    header = peek_request_header(data)
+    ex = _header_exchange(conn, frame, header, data)
+    ex.status = TRUNCATED
+    if header is None:
+        ex.add_problem("request-truncated", f"request truncated ({frame.missing}): header not captured")
+    else:
+        ex.add_problem("request-truncated",
+                       f"request truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured")
+        ex.add_problem("no-response", f"no response before {reason}")
+    if conn.timing is not None:
+        ex.rtt_ns, ex.capture_side = conn.network()
+    accounting.exchanges += 1
+    accounting.truncated += 1
+    return ex
+
+
 class Pairer:
     """Request/response pairing for one Kafka connection.
 
@@ -345,16 +384,7 @@ class Pairer:
 
     def _new(self, frame: Frame, header: tuple[int, int, int] | None, data: bytes) -> Exchange:
         """An exchange for a request frame known only by its header (if that)."""
-        conn = self.conn
-        ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
-                      broker=conn.broker, request_ts=frame.ts, request_frame=frame.frame_number,
-                      request_bytes=frame.size, request_capture_index=frame.capture_index,
-                      request_offset=frame.offset, request_first_ts=frame.first_ts, stream_key=conn.stream_key)
-        if header is not None:
-            ex.api_key, ex.api_version, ex.correlation_id = header
-            ex.api_name = api_name(ex.api_key)
-            ex.client_id = header_client_id(data, ex.api_key, ex.api_version)
-        return ex
+        return _header_exchange(self.conn, frame, header, data)
 
     def _requested(self, ex: Exchange, expects_response: bool, starts_raw_sasl: bool, data: bytes) -> None:
         """A decoded request: wait for its response, or hold it if none is expected."""

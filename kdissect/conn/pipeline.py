@@ -50,8 +50,9 @@ from kdissect.conn.detect import (
     sure_request,
 )
 from kdissect.model.exchange import Exchange, endpoint
-from kdissect.conn.framing import HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
-from kdissect.conn.pairing import ConnectionInfo, PairedFrame, Pairer
+from kdissect.conn.framing import HUNT_PREFIX, Frame, FrameReader, FramingStats, opens_partial_frame
+from kdissect.conn.framing import _BIG_FRAME as BIG_FRAME  # (the size from which a reader collects in pieces)
+from kdissect.conn.pairing import ConnectionInfo, PairedFrame, Pairer, lone_request
 from kdissect.wire.reassembly import Chunk, Reassembler, TcpConnection
 
 _INT32 = Struct(">i")
@@ -401,12 +402,7 @@ class _Connection:
         pairer = self.pairer
         if pairer is None:
             d = self.dissector
-            conn, client_dir = self.conn, self.client_dir
-            ends = (conn.initiator, conn.responder)
-            _, capture_index, frame_number = d.classification_keys[self.stream]
-            info = ConnectionInfo(d.capture_names, self.stream, endpoint(*ends[client_dir]),
-                                  endpoint(*ends[1 - client_dir]), (capture_index, frame_number), conn, client_dir)
-            pairer = self.pairer = Pairer(d.accounting, info, d.out.append, d.keep_messages,
+            pairer = self.pairer = Pairer(d.accounting, self.connection_info(), d.out.append, d.keep_messages,
                                           d.keep_error_responses, d.keep_apis)
             for direction, reader in enumerate(self.layer.sinks):
                 if type(reader) is FrameReader:
@@ -417,6 +413,15 @@ class _Connection:
             pairer.on_request(frame)
         else:
             pairer.on_response(frame)
+
+    def connection_info(self) -> ConnectionInfo:
+        """What every exchange of the connection shares (its pairer's)."""
+        d = self.dissector
+        conn, client_dir = self.conn, self.client_dir
+        ends = (conn.initiator, conn.responder)
+        _, capture_index, frame_number = d.classification_keys[self.stream]
+        return ConnectionInfo(d.capture_names, self.stream, endpoint(*ends[client_dir]),
+                              endpoint(*ends[1 - client_dir]), (capture_index, frame_number), conn, client_dir)
 
     def lost_step(self) -> None:
         self.dissector.accounting.gaps += 1
@@ -438,6 +443,33 @@ class _Connection:
 
         used = self.pairer.recent_apis() if self.pairer is not None else ()
         return identify(body, used).verdict != "unknown"
+
+    def close_lone_request(self, held: tuple, reason: str) -> bool:
+        """Close a connection whose one piece, held by `kafka`, opens a
+        request it never finishes (a scan, a reconnect storm): what its reader
+        and pairer would do, without making them (no reader heard anything,
+        so only this piece counts). False, nothing done, when the piece is
+        not of that plain kind; the general close then runs.
+        tests/conn/test_pipeline_fast_paths.py compares the two."""
+        direction, kind, offset, length, data, stamp = held
+        if (direction != self.client_dir or offset or len(data) < 4 or self.layer is not self.conn
+                or self.dissector.frame_hook is not None):
+            return False
+        size = _INT32.unpack_from(data, 0)[0]
+        if size >= BIG_FRAME:  # (the reader collects a big frame in pieces)
+            return False
+        # the in-step reader keeps the bytes (`opens_partial_frame`), then at
+        # the end reports them as an incomplete frame
+        acc = self.dissector.accounting
+        seen = len(data)
+        acc.add_framing_stats(FramingStats(seen_bytes=seen, incomplete_frames=1, incomplete_frame_bytes=seen))
+        ts = stamp.ts
+        frame = Frame(direction, 0, size, bytes(data[4:]), False, ts, stamp.capture_index, stamp.frame_number,
+                      "end", ts)
+        # and its pairer: the exchange of that request, without a response
+        self.dissector.out.append(lone_request(acc, self.connection_info(), frame,
+                                               _CLOSE_REASONS.get(reason, "connection close")))
+        return True
 
     def release(self) -> None:
         """Drop what refers back to this state (after `close`)."""
@@ -481,6 +513,8 @@ class _Connection:
         if self.held:  # the connection's one piece: its reader hears it now
             held = self.held
             self.held = ()
+            if self.close_lone_request(held, reason):
+                return
             self.replay_held(held)
         for reader in self.layer.sinks:
             if type(reader) is FrameReader:
