@@ -50,6 +50,7 @@ from kdissect.conn.detect import (
     sure_request,
 )
 from kdissect.model.exchange import Exchange, endpoint
+from kdissect.model.packet import TcpSegment
 from kdissect.conn.framing import HUNT_PREFIX, Frame, FrameReader, FramingStats, opens_partial_frame
 from kdissect.conn.framing import _BIG_FRAME as BIG_FRAME  # (the size from which a reader collects in pieces)
 from kdissect.conn.pairing import ConnectionInfo, PairedFrame, Pairer, lone_request
@@ -276,6 +277,10 @@ class _Connection:
             self.start_tls(client_dir, held)
             return
         self.classify(client_dir, stamp)
+        if len(held) == 1:  # (the usual: the client's first piece) what replaying it to its _Pending does
+            direction, piece, piece_stamp = held[0]
+            self.kafka(direction, piece, piece_stamp)
+            return
         self.replay(held)
 
     def start_tls(self, client_dir: int, held: list[tuple[int, tuple, Any]]) -> None:
@@ -301,9 +306,19 @@ class _Connection:
             # (a sink may replace itself on its first bytes)
             deliver(layer.sinks[direction], kind, offset, length, data, stamp)
 
-    def replay_held(self, held: tuple) -> None:
+    def held_piece(self, held: Any) -> tuple:
+        """(direction, kind, offset, length, data, stamp) of the one piece
+        `kafka` held: a tuple, or the segment alone when the piece is its
+        whole payload at the start of its sender's stream."""
+        if held.__class__ is TcpSegment:
+            key = self.conn.key
+            payload = held.payload
+            return (0 if held.sport == key[1] and held.src == key[0] else 1), "data", 0, len(payload), payload, held
+        return held
+
+    def replay_held(self, held: Any) -> None:
         """Hear the one piece `kafka` held."""
-        direction, kind, offset, length, data, stamp = held
+        direction, kind, offset, length, data, stamp = self.held_piece(held)
         self.reader(direction, True)  # (it started the stream: see `kafka`)
         self.replay([(direction, (kind, offset, length, data), stamp)])
 
@@ -347,7 +362,15 @@ class _Connection:
         held = self.held
         if held is None:
             if piece[0] == "data" and self.layer.saw_start(direction) and opens_partial_frame(piece[3]):
-                self.held = (direction, *piece, stamp)  # one flat tuple: the least memory
+                # the segment alone when it tells the whole piece (no memory of
+                # its own: the reassembler keeps it as the connection's last),
+                # else one flat tuple
+                if (not piece[1] and stamp.__class__ is TcpSegment and piece[3] is stamp.payload
+                        and self.layer is self.conn and direction == (0 if stamp.sport == self.conn.key[1]
+                                                                      and stamp.src == self.conn.key[0] else 1)):
+                    self.held = stamp
+                else:
+                    self.held = (direction, *piece, stamp)
                 return
             held = ()
         self.held = ()  # from now on every piece goes to its direction's reader
@@ -511,7 +534,7 @@ class _Connection:
         if self.phase != _KAFKA:
             return
         if self.held:  # the connection's one piece: its reader hears it now
-            held = self.held
+            held = self.held_piece(self.held)
             self.held = ()
             if self.close_lone_request(held, reason):
                 return

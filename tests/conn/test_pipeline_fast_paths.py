@@ -371,7 +371,8 @@ def test_held_first_piece_on_many_connections(tmp_path: Path, monkeypatch) -> No
     d = Dissector((9092,), True, [path.name], keep_messages=False)
     assert list(d.feed_many(read_segments([path]))) == []
     states = [conn.user for conn in d._reassembler.open_connections]
-    assert len(states) == 300 and all(type(s.held) is tuple and s.held for s in states)
+    # (each held piece is its segment's whole payload: the segment alone is kept)
+    assert len(states) == 300 and all(type(s.held) is TcpSegment for s in states)
     assert not any(type(sink) is FrameReader for conn in d._reassembler.open_connections for sink in conn.sinks)
     held = _dissect(path, (9092,))
     assert len(held[0]) == 300 and held[1]["truncated"] == 300
