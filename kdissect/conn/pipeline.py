@@ -32,6 +32,7 @@ distributed run can rank them the same way.
 from __future__ import annotations
 
 import gc
+from array import array
 from contextlib import contextmanager
 from pathlib import Path
 from struct import Struct
@@ -207,6 +208,28 @@ class _Connection:
         self.verdicts: list[bool | None] | None = None  # first-bytes verdicts, when no port decides
         self.stream = -1  # once Kafka: its stream number (its classification key's index)
 
+    # -- the initiator's side's sink until its reader is made ------------------
+    # (what a _Pending(self, 0) would do: a TCP connection's state is the sink
+    # of its initiator's side itself, one object less a connection)
+
+    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
+        if self.phase == _KAFKA:
+            self.kafka(0, ("data", offset, len(payload), payload), stamp)
+        else:
+            self.undecided(0, ("data", offset, len(payload), payload), stamp)
+
+    def gap(self, offset: int, length: int, stamp: Any) -> None:
+        if self.phase == _KAFKA:
+            self.kafka(0, ("gap", offset, length, b""), stamp)
+        else:
+            self.undecided(0, ("gap", offset, length, b""), stamp)
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
+        if self.phase == _KAFKA:
+            self.kafka(0, ("truncated", offset, length, prefix), stamp)
+        else:
+            self.undecided(0, ("truncated", offset, length, prefix), stamp)
+
     # -- before the connection is known ------------------------------------
 
     def undecided(self, direction: int, piece: tuple, stamp: Any) -> None:
@@ -377,7 +400,7 @@ class _Connection:
         if held:
             self.replay_held(held)
         sink = self.layer.sinks[direction]
-        if type(sink) is _Pending:
+        if type(sink) is _Pending or sink is self:
             sink = self.reader(direction)
         kind, offset, length, data = piece
         deliver(sink, kind, offset, length, data, stamp)
@@ -549,6 +572,55 @@ class _Connection:
             self.pairer.flush(_CLOSE_REASONS.get(reason, "connection close"))
 
 
+class ClassificationKeys:
+    """A list of (order_ts, capture_index, frame_number), one per Kafka
+    connection, held as three arrays of 64-bit integers: a tuple each would
+    cost about 70 bytes a connection. Values an array cannot hold turn it
+    into a plain list of tuples."""
+
+    __slots__ = ("_columns", "_rows")
+
+    def __init__(self) -> None:
+        self._columns = (array("q"), array("q"), array("q"))
+        self._rows: list[tuple[int, int, int]] | None = None
+
+    def append(self, key: tuple[int, int, int]) -> None:
+        if self._rows is None:
+            ts, capture_index, frame_number = self._columns
+            n = len(ts)
+            try:
+                ts.append(key[0])
+                capture_index.append(key[1])
+                frame_number.append(key[2])
+                return
+            except (OverflowError, TypeError):
+                del ts[n:], capture_index[n:], frame_number[n:]
+                self._rows = list(zip(*self._columns))
+        self._rows.append(key)  # type: ignore[union-attr]
+
+    def __getitem__(self, index: int) -> tuple[int, int, int]:
+        if self._rows is not None:
+            return self._rows[index]
+        ts, capture_index, frame_number = self._columns
+        return ts[index], capture_index[index], frame_number[index]
+
+    def __len__(self) -> int:
+        return len(self._rows) if self._rows is not None else len(self._columns[0])
+
+    def __iter__(self) -> Iterator[tuple[int, int, int]]:
+        return iter(self._rows) if self._rows is not None else zip(*self._columns)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (ClassificationKeys, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ClassificationKeys({list(self)!r})"
+
+
 class Dissector:
     """Segments in capture order -> Exchanges, with an Accounting of everything seen.
 
@@ -596,7 +668,7 @@ class Dissector:
         # (order_ts, capture_index, frame_number) of the packet at which each
         # Kafka connection was classified, in stream-number order (also for
         # connections without exchanges; a distributed run ranks them)
-        self.classification_keys: list[tuple[int, int, int]] = []
+        self.classification_keys = ClassificationKeys()
         self._reassembler = Reassembler(listener=self)
 
     @property
@@ -639,7 +711,7 @@ class Dissector:
     def opened(self, conn: TcpConnection) -> None:
         state = _Connection(self, conn)
         conn.user = state
-        conn.sinks = (_Pending(state, 0), _Pending(state, 1))
+        conn.sinks = (state, _Pending(state, 1))  # (the state is its initiator's side's pending sink)
         self.accounting.connections += 1
         if self._reassembler.open_connection_count > self.max_open_connections:
             self.accounting.evicted_connections += self._reassembler.evict(self.max_open_connections // 8)
