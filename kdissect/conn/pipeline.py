@@ -506,15 +506,18 @@ class _Connection:
             return False
         # the in-step reader keeps the bytes (`opens_partial_frame`), then at
         # the end reports them as an incomplete frame
-        acc = self.dissector.accounting
+        d = self.dissector
         seen = len(data)
-        acc.add_framing_stats(FramingStats(seen_bytes=seen, incomplete_frames=1, incomplete_frame_bytes=seen))
+        stats = d.lone_framing  # (folded into the accounting once, at the end: `finishing`)
+        stats.seen_bytes += seen
+        stats.incomplete_frames += 1
+        stats.incomplete_frame_bytes += seen
         ts = stamp.ts
         frame = Frame(direction, 0, size, bytes(data[4:]), False, ts, stamp.capture_index, stamp.frame_number,
                       "end", ts)
         # and its pairer: the exchange of that request, without a response
-        self.dissector.out.append(lone_request(acc, self.connection_info(), frame,
-                                               _CLOSE_REASONS.get(reason, "connection close")))
+        d.out.append(lone_request(d.accounting, self.connection_info(), frame,
+                                  _CLOSE_REASONS.get(reason, "connection close")))
         return True
 
     def release(self) -> None:
@@ -670,6 +673,9 @@ class Dissector:
         # connections without exchanges; a distributed run ranks them)
         self.classification_keys = ClassificationKeys()
         self._reassembler = Reassembler(listener=self)
+        # what the readers of the connections closed by `close_lone_request`
+        # would have counted, summed (no reader is made for them)
+        self.lone_framing = FramingStats()
 
     @property
     def keylog(self) -> Any:
@@ -774,6 +780,8 @@ class Dissector:
             if out:
                 yield from out
                 out.clear()
+        self.accounting.add_framing_stats(self.lone_framing)
+        self.lone_framing = FramingStats()
         self.accounting.add_reassembly_stats(self._reassembler.stats)
         if out:  # (nothing is left here: every close above was drained)
             yield from out
