@@ -254,7 +254,9 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     stored = [name for name, _ in COLUMN_TYPES if name not in _COMPUTED_CODE]
     for name in (*stored, *_COMPUTED_INPUTS):
         lines.append(f"    {name} = ex.{name}")
-    parts = []
+    parts: list[str] = []
+    head_lines: list[str] = []
+    head_parts: list[str] = []
     places = digits(ts_unit)
     # the broker-log columns, last in the table, are all null unless a log
     # joined the row: their code is written apart, under a test that gives
