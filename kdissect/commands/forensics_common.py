@@ -47,7 +47,8 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
         from kdissect.forensics.render import METADATA_STORM_COLUMNS, render_flags, render_lines, table_lines
 
         width = table_width(options.wide)
-        shown = [options.table] if options.table else [name for name in names if name != "topic_lag"]
+        shown = [options.table] if options.table else [name for name in names
+                                                      if name not in ("topic_lag", "group_lag_over_time")]
         # a table may have a row per client id: printed line by line, not held as text
         parts = [table_lines(name, selected(name), width) for name in shown]
         if command == "groups" and not options.table:

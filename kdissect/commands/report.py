@@ -7,9 +7,9 @@ from pathlib import Path
 
 from kdissect.commands.runtime import print_accounting, run_analysis, say
 from kdissect.failures import InputError
-from kdissect.shared.options import CaptureInputs, argument, click_command, flag, option
+from kdissect.shared.options import CaptureInputs, RowOrder, argument, click_command, flag, option
 
-class ReportOptions(CaptureInputs):
+class ReportOptions(RowOrder, CaptureInputs):
     """Write one self-contained HTML page of charts and tables (open it in any browser, offline)."""
 
     captures: tuple[str, ...] = argument(
@@ -22,7 +22,7 @@ class ReportOptions(CaptureInputs):
 
 def _spark_outdir(options: ReportOptions) -> str | None:
     """The Spark OUTDIR the inputs name, or None for captures."""
-    from kdissect.report.spark_tables import is_spark_outdir
+    from kdissect.report.data import is_spark_outdir
 
     outdirs = [item for item in options.captures if is_spark_outdir(item)]
     if not outdirs:
@@ -38,17 +38,17 @@ def _spark_outdir(options: ReportOptions) -> str | None:
 
 def report(options: ReportOptions) -> None:
     """Write one self-contained HTML page of charts and tables."""
-    from kdissect.shared.extras import require
-
-    require("report", "`kdissect report`")
+    # (no extra needed: the page is built from the base dependencies; altair and
+    # vl-convert, the `report` extra, draw the charts in notebooks)
     from kdissect.report import from_analysis, from_spark_outdir, write_page
 
     outdir = _spark_outdir(options)
     if outdir is not None and (options.display_filter or options.time_from or options.time_to or options.clients
-                               or options.brokers or options.topics or options.groups):
-        # the OUTDIR's tables were computed by the job: select when running it
+                               or options.brokers or options.topics or options.groups or options.sort
+                               or options.top):
+        # the OUTDIR's tables were computed by the job: select when running it (the page says what it selected)
         raise InputError("a Spark OUTDIR's tables are already computed: give -Y, --from/--to, --client, --broker "
-                         "or --group to `kdissect spark` instead")
+                         "or --group to `kdissect spark` instead (--topic, --top and --sort apply to captures)")
     if outdir is not None:
         from kdissect.shared.protected_inputs import ProtectedInputs, refuse_output_over_input
 
@@ -64,6 +64,11 @@ def report(options: ReportOptions) -> None:
     else:
         # per-partition errors need the decoded response bodies, as for `kdissect stats`
         analysis = run_analysis(options, keep_messages=True, quiet=options.quiet, output=options.output)
+        if options.sort is not None or options.top is not None:
+            from kdissect.filters.selection import Ranked
+
+            # the page of the first N exchanges by a column (every one still read: the accounting is whole)
+            analysis = Ranked(analysis, options.sort, options.top)
         data = from_analysis(analysis)
     try:
         size = write_page(data, options.output)

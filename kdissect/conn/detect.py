@@ -11,8 +11,8 @@ Two ways, in this order:
 
 A connection's first bytes can also be TLS (`starts_like_tls`). After a loss
 or a mid-stream start, framing hunts for a frame boundary; the rules of what
-is a plausible request or response there (`confirm_request`,
-`sure_request`, `plausible_response`) are here too; the response rules that
+is a plausible request or response there (`hunted_request`,
+`confirm_request`, `sure_request`, `plausible_response`) are here too; the response rules that
 need the connection's pairing state stay with it (pipeline.py).
 """
 
@@ -25,6 +25,7 @@ from kdissect import protocol
 from kdissect.conn.decoding import decode_tolerant
 from kdissect.conn.framing import HUNT_HOLD, HUNT_MAX_SIZE, HUNT_PREFIX
 from kdissect.protocol.codec import decode_request
+from kdissect.protocol.headers import client_id_is_text
 from kdissect.protocol.skim import skim_request
 
 _INT32 = Struct(">i")
@@ -65,16 +66,35 @@ def starts_like_tls(data: bytes) -> bool:
     return len(data) >= 3 and data[0] == 0x16 and data[1] == 0x03 and data[2] <= 0x04
 
 
+def hunted_request(prefix: bytes, size: int) -> bool:
+    """A request header could start here. Unlike the first bytes of a
+    connection, a client id with control bytes is allowed: a hostile client's
+    requests must not escape resynchronisation. Such a candidate is never
+    taken on sight (`sure_request`): its whole frame must decode."""
+    return protocol.looks_like_request(prefix, size, text_client_id=False)
+
+
 def confirm_request(body: bytes, at_packet_end: bool) -> bool:
-    """A request found by hunting decodes (a resynchronisation never invents one)."""
-    return skim_request(body) is not None or decode_tolerant(decode_request, body)[0] is not None
+    """A request found by hunting decodes (a resynchronisation never invents one).
+    Bytes after a complete body are tolerated only after a printable client id:
+    one with control bytes is weaker evidence, so its frame must decode exactly."""
+    if skim_request(body) is not None:
+        return True
+    if client_id_is_text(body[:HUNT_PREFIX]):
+        return decode_tolerant(decode_request, body)[0] is not None
+    try:
+        decode_request(body)
+    except Exception:  # DecodeError, or a decoder bug: never stop the run
+        return False
+    return True
 
 
 def sure_request(prefix: bytes, size: int, at_packet_start: bool) -> bool:
     """A request header found by hunting is taken without waiting for its end."""
     # a plausible request header where a packet starts is one (clients start
-    # a packet with a request); so is one too large to hold until it ends
-    return at_packet_start or size > HUNT_HOLD
+    # a packet with a request); so is one too large to hold until it ends.
+    # Only with a printable client id: otherwise the frame must decode.
+    return (at_packet_start or size > HUNT_HOLD) and protocol.looks_like_request(prefix, size)
 
 
 def plausible_response(prefix: bytes, size: int) -> bool:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Callable, Iterator
 
-from kdissect.model.accounting import Accounting
 from kdissect.model.exchange import Exchange
 from kdissect.conn.framing import Frame
+from kdissect.conn.pairing_stats import PairingStats
 
 # never written: each holder makes its own OrderedDict when it first holds
 NOTHING_HELD: OrderedDict = OrderedDict()
@@ -29,10 +29,10 @@ class Acks0Holds:
     none is coming; then `release` emits them. At most MAX_UNANSWERED: past
     that the oldest is released and counted (`acks0_released`)."""
 
-    __slots__ = ("accounting", "release", "held")
+    __slots__ = ("stats", "release", "held")
 
-    def __init__(self, accounting: Accounting, release: Callable[[Exchange], None]) -> None:
-        self.accounting = accounting
+    def __init__(self, stats: PairingStats, release: Callable[[Exchange], None]) -> None:
+        self.stats = stats
         self.release = release
         self.held: OrderedDict[int, tuple[Exchange, int]] = NOTHING_HELD  # cid -> (exchange, release time ns)
 
@@ -41,7 +41,7 @@ class Acks0Holds:
 
     def hold(self, ex: Exchange, cid: int, until: int) -> None:
         """Hold an acks=0 request until capture time `until` (ns)."""
-        self.accounting.acks0_requests += 1
+        self.stats.acks0_requests += 1
         earlier = self.held.pop(cid, None)
         if earlier is not None:
             self.release(earlier[0])
@@ -49,7 +49,7 @@ class Acks0Holds:
             self.held = OrderedDict()
         self.held[cid] = (ex, until)
         if len(self.held) > MAX_UNANSWERED:
-            self.accounting.acks0_released += 1
+            self.stats.acks0_released += 1
             self.release(self.held.pop(next(iter(self.held)))[0])
 
     def answered(self, cid: int) -> Exchange | None:
@@ -58,7 +58,7 @@ class Acks0Holds:
         held = self.held.pop(cid, None)
         if held is None:
             return None
-        self.accounting.acks0_answered += 1
+        self.stats.acks0_answered += 1
         held[0].add_problem("response-to-acks0", "response to a request that asked for none (acks=0)")
         return held[0]
 
@@ -86,7 +86,7 @@ class Acks0Holds:
             if until > now:
                 break
             del held[cid]
-            self.accounting.acks0_released += 1
+            self.stats.acks0_released += 1
             self.release(ex)
 
     def release_all(self) -> None:
@@ -100,10 +100,10 @@ class EarlyResponses:
     client's side is EARLY_WINDOW_NS past them; then `orphan` emits them.
     At most MAX_EARLY: past that the oldest goes first."""
 
-    __slots__ = ("accounting", "orphan", "held")
+    __slots__ = ("stats", "orphan", "held")
 
-    def __init__(self, accounting: Accounting, orphan: Callable[[Frame], None]) -> None:
-        self.accounting = accounting
+    def __init__(self, stats: PairingStats, orphan: Callable[[Frame], None]) -> None:
+        self.stats = stats
         self.orphan = orphan
         self.held: OrderedDict[int, Frame] = NOTHING_HELD
 
@@ -113,7 +113,7 @@ class EarlyResponses:
             held = self.held = OrderedDict()
         elif cid in held:
             self.orphan(held.pop(cid))
-        self.accounting.early_responses += 1
+        self.stats.early_responses += 1
         held[cid] = frame
         if len(held) > MAX_EARLY:
             self.orphan(held.pop(next(iter(held))))
@@ -130,7 +130,7 @@ class EarlyResponses:
     def drop(self, cid: int) -> None:
         """Forget a held response that turned out not to be one (uncounts it)."""
         del self.held[cid]
-        self.accounting.early_responses -= 1
+        self.stats.early_responses -= 1
 
     def expire(self, now: int, spare: int | None = None) -> None:
         """The client's side has reached capture time `now`: a response held

@@ -43,16 +43,17 @@ from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.codec import DecodeError, decode_request, decode_response
 from kdissect.protocol.headers import (
     api_name,
+    peek_client_id,
     peek_request_header,
     read_request_header_layout,
     request_layout,
 )
 from kdissect.protocol.primitives import read_uvarint
-from kdissect.model.accounting import Accounting
 from kdissect.conn.decoding import decode_tolerant
 from kdissect.model.exchange import INEXACT, MALFORMED, NO_RESPONSE, OK, ORPHAN_RESPONSE, TRUNCATED, Exchange
 from kdissect.conn.framing import Frame
 from kdissect.conn.normal_flow import failure_codes
+from kdissect.conn.pairing_stats import PairingStats
 from kdissect.model.packet import SlotRecord
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
@@ -72,7 +73,6 @@ _RANK = {OK: 0, INEXACT: 1, NO_RESPONSE: 2, ORPHAN_RESPONSE: 2, TRUNCATED: 3, MA
 _PRODUCE = int(ApiKey.PRODUCE)  # (bound once: an enum member costs a lookup per frame)
 _FETCH = int(ApiKey.FETCH)
 _SHARE_FETCH = int(ApiKey.SHARE_FETCH)
-_CONTROLLED_SHUTDOWN = int(ApiKey.CONTROLLED_SHUTDOWN)
 # the Exchange fields a request's exchange is made with, by position
 assert Exchange.__slots__[:14] == ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
                                    "api_version", "client_id", "request_ts", "response_ts", "request_frame",
@@ -170,18 +170,6 @@ class PairedFrame(SlotRecord):
         self.tls = tls  # decrypted from TLS
 
 
-def header_client_id(prefix: bytes, api_key: int, api_version: int) -> str | None:
-    """The client id from the captured start of a request header, if present."""
-    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:  # ControlledShutdown v0: no client id
-        return None
-    if len(prefix) < 10:
-        return None
-    length = _INT16.unpack_from(prefix, 8)[0]
-    if length < 0 or 10 + length > len(prefix):
-        return None
-    return prefix[10 : 10 + length].decode("utf-8", "replace")
-
-
 def produce_timeout_ns(data: bytes, api_version: int) -> int | None:
     """The `timeout_ms` of a Produce request frame, in ns (None if unreadable)."""
     try:
@@ -214,8 +202,8 @@ def _idle(_held: Any) -> None:
     raise AssertionError("an idle shared holder released something")
 
 
-_NO_ACKS0 = Acks0Holds(Accounting(), _idle)
-_NO_EARLY = EarlyResponses(Accounting(), _idle)
+_NO_ACKS0 = Acks0Holds(PairingStats(), _idle)
+_NO_EARLY = EarlyResponses(PairingStats(), _idle)
 _NO_SASL = SaslTracker()
 _NO_TIMER = WaitTimer()
 
@@ -233,18 +221,19 @@ def _header_exchange(conn: ConnectionInfo, frame: Frame, header: tuple[int, int,
     if header is not None:
         ex.api_key, ex.api_version, ex.correlation_id = header
         ex.api_name = api_name(ex.api_key)
-        ex.client_id = header_client_id(data, ex.api_key, ex.api_version)
+        ex.client_id = peek_client_id(data, ex.api_key, ex.api_version)
     return ex
 
 
-def lone_request(accounting: Accounting, conn: ConnectionInfo, frame: Frame, reason: str) -> Exchange:
+def lone_request(stats: PairingStats, conn: ConnectionInfo, frame: Frame, reason: str) -> Exchange:
     """The exchange a new Pairer makes of `frame`, a request cut short (not
     `complete`), when the connection then closes (`flush(reason)`), counted
-    as the Pairer counts it, without making the Pairer: a scan or a
-    reconnect storm closes thousands of connections whose one frame that is
-    (kdissect.conn.pipeline's `close_lone_request`; its test compares the two)."""
-    accounting.request_frames += 1
-    accounting.truncated_frames += 1
+    in `stats` as the Pairer counts it, without making the Pairer: a scan or
+    a reconnect storm closes thousands of connections whose one frame that
+    is (kdissect.conn.pipeline's `close_lone_request`; its test compares the
+    two)."""
+    stats.request_frames += 1
+    stats.truncated_frames += 1
     data = frame.data
     header = peek_request_header(data)
     ex = _header_exchange(conn, frame, header, data)
@@ -257,8 +246,8 @@ def lone_request(accounting: Accounting, conn: ConnectionInfo, frame: Frame, rea
         ex.add_problem("no-response", f"no response before {reason}")
     if conn.timing is not None:
         ex.rtt_ns, ex.capture_side = conn.network()
-    accounting.exchanges += 1
-    accounting.truncated += 1
+    stats.exchanges += 1
+    stats.truncated += 1
     return ex
 
 
@@ -276,13 +265,13 @@ class Pairer:
     (kdissect.conn.holds), `sasl` tells raw SASL tokens (kdissect.conn.sasl),
     `timer` names the waits (kdissect.conn.waits)."""
 
-    __slots__ = ("accounting", "conn", "emit", "keep_messages", "keep_error_responses", "keep_apis", "pending",
+    __slots__ = ("stats", "conn", "emit", "keep_messages", "keep_error_responses", "keep_apis", "pending",
                  "acks0", "early", "sasl", "timer", "used", "full_trials")
 
-    def __init__(self, accounting: Accounting, conn: ConnectionInfo, emit: Callable[[Exchange], None],
+    def __init__(self, stats: PairingStats, conn: ConnectionInfo, emit: Callable[[Exchange], None],
                  keep_messages: bool = True, keep_error_responses: bool = False,
                  keep_apis: frozenset[int] = frozenset()) -> None:
-        self.accounting = accounting
+        self.stats = stats  # this layer's counts (the dissector's, shared by its pairers)
         self.conn = conn
         self.emit = emit
         self.keep_messages = keep_messages
@@ -304,7 +293,7 @@ class Pairer:
     def on_request(self, frame: Frame) -> Exchange | str | None:
         """Hear a request frame. Returns RAW_SASL_TOKEN for a raw SASL token,
         else the exchange the frame opened."""
-        acc = self.accounting
+        acc = self.stats
         data = frame.data
         if self.early.held:
             # (the request's own correlation id: its held response is never too old for it)
@@ -402,7 +391,7 @@ class Pairer:
         # (a request's exchange has all three)
         assert ex.api_key is not None and ex.api_version is not None and ex.correlation_id is not None
         if self.timer.muted_until and self.timer.sent_while_muted(ex):
-            self.accounting.sent_while_muted += 1
+            self.stats.sent_while_muted += 1
         self.used.pop((ex.api_key, ex.api_version), None)
         self.used[(ex.api_key, ex.api_version)] = None
         if not expects_response:
@@ -410,7 +399,7 @@ class Pairer:
             cid = ex.correlation_id
             timeout = produce_timeout_ns(data, ex.api_version) or DEFAULT_TIMEOUT_NS
             if self.acks0 is _NO_ACKS0:
-                self.acks0 = Acks0Holds(self.accounting, self._emit)
+                self.acks0 = Acks0Holds(self.stats, self._emit)
             self.acks0.hold(ex, cid, ex.request_ts + timeout)  # type: ignore[operator]
             if self.early.held:
                 self._answer_held(cid)
@@ -462,7 +451,7 @@ class Pairer:
         """Hear a response frame. Returns RAW_SASL_TOKEN for a raw SASL token,
         the exchange whose request it answers, or None when that is not known
         (yet): a response held for its request, or one too short to read."""
-        acc = self.accounting
+        acc = self.stats
         data = frame.data
         acks0 = self.acks0
         if acks0.held:
@@ -521,7 +510,7 @@ class Pairer:
 
     def _decode_response(self, ex: Exchange, data: bytes) -> None:
         """Fill the response figures of `ex` from a complete response frame."""
-        acc = self.accounting
+        acc = self.stats
         api_key, api_version = ex.api_key, ex.api_version
         if api_key is None or api_version is None:
             # a request known only by a damaged header: nothing to decode with
@@ -589,7 +578,7 @@ class Pairer:
             ex.arrival = sets  # (an orphan response, known without its request, has no hold)
 
     def _emit_orphan(self, frame: Frame) -> None:
-        acc = self.accounting
+        acc = self.stats
         conn = self.conn
         ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
                       broker=conn.broker, correlation_id=_INT32.unpack_from(frame.data, 0)[0],
@@ -646,7 +635,7 @@ class Pairer:
         if trailing:
             ex.add_problem("assumed-version-leftover",
                            f"{side}: {trailing} bytes left over after the body decoded with an assumed version")
-            self.accounting.inexact_frames += 1
+            self.stats.inexact_frames += 1
             self._worsen(ex, INEXACT)
 
     @staticmethod
@@ -664,7 +653,7 @@ class Pairer:
             ex.add_problem("records", text)
 
     def _emit(self, exchange: Exchange) -> None:
-        acc = self.accounting
+        acc = self.stats
         if self.conn.timing is not None:
             exchange.rtt_ns, exchange.capture_side = self.conn.network()
         if exchange.response_ts is not None and exchange.request_ts is not None:

@@ -12,7 +12,9 @@ that direction's sink (`reassembly.DirectionSink`). A connection's sinks
 start as `_Pending` (holding the first bytes until the connection is known
 to be Kafka or not); a Kafka connection's sinks become `FrameReader`s whose
 frames go to the connection's `Pairer`, whose exchanges come out of `feed`;
-another connection's sinks only count its bytes. There is one path for
+a TLS connection's become its `TlsConnection`'s ciphertext sinks, which
+drive the decrypted streams' sinks (undecided, then FrameReaders) through
+the same interface; another connection's sinks only count its bytes. There is one path for
 every segment; per-connection state is created when it is needed (a
 direction's reader at its first byte, the pairer at the first frame).
 
@@ -38,13 +40,13 @@ from pathlib import Path
 from struct import Struct
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from kdissect.protocol.headers import looks_like_request
-from kdissect.model.accounting import Accounting
+from kdissect.model.accounting import Accounting, Counts
 from kdissect.conn.detect import (
     DEFAULT_PORTS,
     MIN_REQUEST_SIZE,
     client_direction_by_port,
     confirm_request,
+    hunted_request,
     plausible_response,
     starts_like_request,
     starts_like_tls,
@@ -55,7 +57,8 @@ from kdissect.model.packet import TcpSegment
 from kdissect.conn.framing import HUNT_PREFIX, Frame, FrameReader, FramingStats, opens_partial_frame
 from kdissect.conn.framing import _BIG_FRAME as BIG_FRAME  # (the size from which a reader collects in pieces)
 from kdissect.conn.pairing import ConnectionInfo, PairedFrame, Pairer, lone_request
-from kdissect.wire.reassembly import Chunk, Reassembler, TcpConnection
+from kdissect.conn.pairing_stats import PairingStats
+from kdissect.wire.reassembly import Reassembler, TcpConnection
 
 _INT32 = Struct(">i")
 
@@ -69,10 +72,13 @@ _EMPTY, _UNDECIDED, _KAFKA, _IGNORED, _TLS = 0, 1, 2, 3, 4
 _CLOSE_REASONS = {"end-of-capture": "end of capture", "evicted": "the connection was evicted (too many open)"}
 
 
-def deliver(sink: Any, kind: str, offset: int, length: int, data: bytes, stamp: Any) -> None:
-    """Hand one piece of a stream, in its held or chunk form (kind "data",
-    "gap" or "truncated"), to a `reassembly.DirectionSink`: the one
-    kind-to-call dispatch of the pipeline (held pieces, replays, TLS plaintext)."""
+def _replay(layer: Any, piece: tuple) -> None:
+    """Hand one held piece to its direction's sink in `layer.sinks`. A held
+    piece is a `reassembly.DirectionSink` call kept while its connection has
+    no sink for it yet: one flat tuple (direction, kind: "data", "gap" or
+    "truncated", offset, length, captured bytes, stamp), the least memory."""
+    direction, kind, offset, length, data, stamp = piece
+    sink = layer.sinks[direction]
     if kind == "data":
         sink.data(offset, data, stamp)
     elif kind == "gap":
@@ -81,24 +87,47 @@ def deliver(sink: Any, kind: str, offset: int, length: int, data: bytes, stamp: 
         sink.truncated(offset, length, data, stamp)
 
 
+class ConnectionStats(Counts):
+    """The connection layer's counts: the segments fed, the connections by
+    kind, the bytes of the connections that are not Kafka, TLS. The dissector
+    writes only here and folds them (and the pairing layer's PairingStats)
+    into its Accounting (same field names) at the end of the run; the
+    reassembler's and the framing readers' counts fold in beside them."""
+
+    segments: int = 0
+    payload_bytes: int = 0
+    connections: int = 0
+    empty_connections: int = 0
+    kafka_connections: int = 0
+    non_kafka_connections: int = 0
+    non_kafka_bytes: int = 0
+    tls_connections: int = 0
+    encrypted_connections: int = 0
+    tls_bytes: int = 0
+    tls_plaintext_bytes: int = 0
+    tls_other_bytes: int = 0
+    evicted_connections: int = 0
+    gaps: int = 0
+
+
 class _Ignored:
     """The sink of a connection that is not Kafka: its bytes are only counted
-    (in `counter`, an Accounting field)."""
+    (in `counter`, a ConnectionStats field)."""
 
-    __slots__ = ("accounting", "counter")
+    __slots__ = ("stats", "counter")
 
-    def __init__(self, accounting: Accounting, counter: str = "non_kafka_bytes") -> None:
-        self.accounting = accounting
+    def __init__(self, stats: ConnectionStats, counter: str = "non_kafka_bytes") -> None:
+        self.stats = stats
         self.counter = counter
 
     def data(self, offset: int, payload: bytes, stamp: Any) -> None:
-        setattr(self.accounting, self.counter, getattr(self.accounting, self.counter) + len(payload))
+        setattr(self.stats, self.counter, getattr(self.stats, self.counter) + len(payload))
 
     def gap(self, offset: int, length: int, stamp: Any) -> None:
         pass
 
     def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
-        setattr(self.accounting, self.counter, getattr(self.accounting, self.counter) + length)
+        setattr(self.stats, self.counter, getattr(self.stats, self.counter) + length)
 
 
 class _Plaintext:
@@ -115,39 +144,6 @@ class _Plaintext:
         return True  # plaintext starts with the first application byte
 
 
-class _TlsSink:
-    """One direction of a TLS connection: ciphertext in, plaintext on to the
-    inner _Connection's sink for the same direction."""
-
-    __slots__ = ("tls", "tls_direction", "plain", "direction", "accounting")
-
-    def __init__(self, tls: Any, tls_direction: int, plain: _Plaintext, direction: int,
-                 accounting: Accounting) -> None:
-        self.tls = tls
-        self.tls_direction = tls_direction  # the TLS layer's: 0 = the ClientHello's sender
-        self.plain = plain
-        self.direction = direction
-        self.accounting = accounting
-
-    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
-        self.accounting.tls_bytes += len(payload)
-        self.pass_on(self.tls.push(self.tls_direction, Chunk("data", offset, len(payload), payload, stamp.ts,
-                                                             stamp.capture_index, stamp.frame_number)))
-
-    def gap(self, offset: int, length: int, stamp: Any) -> None:
-        self.pass_on(self.tls.push(self.tls_direction, Chunk("gap", offset, length, b"", stamp.ts,
-                                                             stamp.capture_index, stamp.frame_number)))
-
-    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
-        self.accounting.tls_bytes += length
-        self.pass_on(self.tls.push(self.tls_direction, Chunk("truncated", offset, length, prefix, stamp.ts,
-                                                             stamp.capture_index, stamp.frame_number)))
-
-    def pass_on(self, chunks: list[Any]) -> None:
-        for chunk in chunks:  # a Chunk is its own stamp (ts, capture_index, frame_number)
-            deliver(self.plain.sinks[self.direction], chunk.kind, chunk.offset, chunk.length, chunk.data, chunk)
-
-
 class _Pending:
     """The sink of one direction before its handler is made: while the
     connection is not known to be Kafka, its bytes go to the connection's
@@ -161,25 +157,13 @@ class _Pending:
         self.direction = direction
 
     def data(self, offset: int, payload: bytes, stamp: Any) -> None:
-        state = self.state
-        if state.phase == _KAFKA:
-            state.kafka(self.direction, ("data", offset, len(payload), payload), stamp)
-        else:
-            state.undecided(self.direction, ("data", offset, len(payload), payload), stamp)
+        self.state.piece((self.direction, "data", offset, len(payload), payload, stamp))
 
     def gap(self, offset: int, length: int, stamp: Any) -> None:
-        state = self.state
-        if state.phase == _KAFKA:
-            state.kafka(self.direction, ("gap", offset, length, b""), stamp)
-        else:
-            state.undecided(self.direction, ("gap", offset, length, b""), stamp)
+        self.state.piece((self.direction, "gap", offset, length, b"", stamp))
 
     def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
-        state = self.state
-        if state.phase == _KAFKA:
-            state.kafka(self.direction, ("truncated", offset, length, prefix), stamp)
-        else:
-            state.undecided(self.direction, ("truncated", offset, length, prefix), stamp)
+        self.state.piece((self.direction, "truncated", offset, length, prefix, stamp))
 
 
 class _Connection:
@@ -202,56 +186,55 @@ class _Connection:
         self.client_dir = 0
         self.pairer: Pairer | None = None  # made at the first frame
         # (a Kafka direction's FrameReader, made at its first byte, is its sink in layer.sinks)
-        # while undecided: [(direction, piece, stamp)]; then the one flat piece `kafka` holds, or ()
+        # while undecided: [held piece] (see _replay); then the one piece `kafka` holds, or ()
         self.held: Any = None
         self.held_bytes = 0
         self.verdicts: list[bool | None] | None = None  # first-bytes verdicts, when no port decides
         self.stream = -1  # once Kafka: its stream number (its classification key's index)
 
-    # -- the initiator's side's sink until its reader is made ------------------
-    # (what a _Pending(self, 0) would do: a TCP connection's state is the sink
-    # of its initiator's side itself, one object less a connection)
+    def piece(self, piece: tuple) -> None:
+        """A piece of a direction that has no sink of its own yet (a held
+        piece: see _replay)."""
+        if self.phase == _KAFKA:
+            self.kafka(piece)
+        else:
+            self.undecided(piece)
+
+    # the initiator's side's sink until its reader is made: what a
+    # _Pending(self, 0) would do (a TCP connection's state is that sink
+    # itself, one object less a connection)
 
     def data(self, offset: int, payload: bytes, stamp: Any) -> None:
-        if self.phase == _KAFKA:
-            self.kafka(0, ("data", offset, len(payload), payload), stamp)
-        else:
-            self.undecided(0, ("data", offset, len(payload), payload), stamp)
+        self.piece((0, "data", offset, len(payload), payload, stamp))
 
     def gap(self, offset: int, length: int, stamp: Any) -> None:
-        if self.phase == _KAFKA:
-            self.kafka(0, ("gap", offset, length, b""), stamp)
-        else:
-            self.undecided(0, ("gap", offset, length, b""), stamp)
+        self.piece((0, "gap", offset, length, b"", stamp))
 
     def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
-        if self.phase == _KAFKA:
-            self.kafka(0, ("truncated", offset, length, prefix), stamp)
-        else:
-            self.undecided(0, ("truncated", offset, length, prefix), stamp)
+        self.piece((0, "truncated", offset, length, prefix, stamp))
 
     # -- before the connection is known ------------------------------------
 
-    def undecided(self, direction: int, piece: tuple, stamp: Any) -> None:
-        """A direction's bytes (piece: kind, offset, length, captured bytes)
-        before the connection is known to be Kafka or not."""
+    def undecided(self, piece: tuple) -> None:
+        """A direction's bytes before the connection is known to be Kafka or not."""
+        direction, stamp = piece[0], piece[5]
         d = self.dissector
         if self.phase == _EMPTY:
             self.phase = _UNDECIDED
             conn = self.conn
             self.port_client = client_direction_by_port(conn.initiator, conn.responder, d.ports)
             if self.port_client is None and not d.detect:
-                self.ignore([(direction, piece, stamp)])
+                self.ignore([piece])
                 return
             if direction == self.port_client:
                 # a Kafka port and its client speaks first: decided at once
-                self.settle(direction, stamp, [(direction, piece, stamp)])
+                self.settle(direction, stamp, [piece])
                 return
         held = self.held
         if held is None:
             held = self.held = []
-        held.append((direction, piece, stamp))
-        self.held_bytes += piece[2]
+        held.append(piece)
+        self.held_bytes += piece[3]
         if self.port_client is not None:
             # a Kafka port: decided when the client shows its first bytes
             if direction == self.port_client or self.held_bytes > _MAX_HELD_BYTES:
@@ -265,7 +248,7 @@ class _Connection:
             # the direction's first captured bytes, up to the first hole
             start = bytearray()
             complete = False  # no more contiguous bytes can be added to `start`
-            for dd, (kind, _, _, data), _ in held:
+            for dd, kind, _, _, data, _ in held:
                 if dd != direction:
                     continue
                 start += data
@@ -287,52 +270,50 @@ class _Connection:
             self.held = None
             self.ignore(held)
 
-    def settle(self, client_dir: int, stamp: Any, held: list[tuple[int, tuple, Any]]) -> None:
+    def settle(self, client_dir: int, stamp: Any, held: list[tuple]) -> None:
         """Kafka with the client on side `client_dir`, unless the client opens
         with TLS; then the `held` pieces go on to their sinks."""
         first = None
-        for direction, piece, _ in held:
-            if direction == client_dir:
+        for piece in held:
+            if piece[0] == client_dir:
                 first = piece
                 break
-        if (first is not None and first[0] != "gap" and self.layer.saw_start(client_dir)
-                and self.layer is self.conn and starts_like_tls(first[3])):
+        if (first is not None and first[1] != "gap" and self.layer.saw_start(client_dir)
+                and self.layer is self.conn and starts_like_tls(first[4])):
             self.start_tls(client_dir, held)
             return
         self.classify(client_dir, stamp)
-        if len(held) == 1:  # (the usual: the client's first piece) what replaying it to its _Pending does
-            direction, piece, piece_stamp = held[0]
-            self.kafka(direction, piece, piece_stamp)
+        if len(held) == 1:  # (the usual: the client's first piece) what replaying it to its pending sink does
+            self.kafka(held[0])
             return
         self.replay(held)
 
-    def start_tls(self, client_dir: int, held: list[tuple[int, tuple, Any]]) -> None:
+    def start_tls(self, client_dir: int, held: list[tuple]) -> None:
         """A TLS connection: its bytes go through the TLS layer; the plaintext,
         if keys decrypt it, gets a state of its own (Kafka or not, as any stream)."""
         from kdissect.conn.tls import TlsConnection
 
         d = self.dissector
-        d.accounting.tls_connections += 1
+        d.stats.tls_connections += 1
         self.phase = _TLS
         self.client_dir = client_dir
-        self.tls = TlsConnection(d.keylog)
         plain = _Plaintext()
         inner = self.inner = _Connection(d, self.conn, plain)
         plain.sinks = (_Pending(inner, 0), _Pending(inner, 1))
-        self.layer.sinks = tuple(_TlsSink(self.tls, 0 if direction == client_dir else 1, plain, direction,
-                                          d.accounting) for direction in (0, 1))  # type: ignore[assignment]
+        # the TLS connection is the TCP connection's sink and drives the plaintext's
+        self.tls = TlsConnection(d.keylog, plain, client_dir)
+        self.layer.sinks = self.tls.ciphertext_sinks()
         self.replay(held)
 
-    def replay(self, held: list[tuple[int, tuple, Any]]) -> None:
+    def replay(self, held: list[tuple]) -> None:
         layer = self.layer
-        for direction, (kind, offset, length, data), stamp in held:
-            # (a sink may replace itself on its first bytes)
-            deliver(layer.sinks[direction], kind, offset, length, data, stamp)
+        for piece in held:
+            _replay(layer, piece)  # (a sink may replace itself on its first bytes)
 
     def held_piece(self, held: Any) -> tuple:
-        """(direction, kind, offset, length, data, stamp) of the one piece
-        `kafka` held: a tuple, or the segment alone when the piece is its
-        whole payload at the start of its sender's stream."""
+        """The one piece `kafka` held, as a held piece (see _replay): it
+        keeps the tuple, or the segment alone when the piece is that
+        segment's whole payload at the start of its sender's stream."""
         if held.__class__ is TcpSegment:
             key = self.conn.key
             payload = held.payload
@@ -341,14 +322,14 @@ class _Connection:
 
     def replay_held(self, held: Any) -> None:
         """Hear the one piece `kafka` held."""
-        direction, kind, offset, length, data, stamp = self.held_piece(held)
-        self.reader(direction, True)  # (it started the stream: see `kafka`)
-        self.replay([(direction, (kind, offset, length, data), stamp)])
+        held = self.held_piece(held)
+        self.reader(held[0], True)  # (it started the stream: see `kafka`)
+        _replay(self.layer, held)
 
-    def ignore(self, held: list[tuple[int, tuple, Any]]) -> None:
+    def ignore(self, held: list[tuple]) -> None:
         d = self.dissector
         self.phase = _IGNORED
-        d.accounting.non_kafka_connections += 1
+        d.stats.non_kafka_connections += 1
         if self.layer is self.conn:  # (for the hint of a run that decoded nothing: kdissect.shared.hints)
             ports = d.other_ports
             port = self.conn.responder[1]
@@ -363,17 +344,17 @@ class _Connection:
         conn = self.conn
         self.phase = _KAFKA
         self.client_dir = client_dir
-        d.accounting.kafka_connections += 1
-        # (a TLS plaintext chunk carries no feed time of its own: its packet's ts)
-        d.classification_keys.append((getattr(stamp, "order_ts", stamp.ts), int(stamp.capture_index),
-                                      int(stamp.frame_number)))
+        d.stats.kafka_connections += 1
+        # (the plaintext inside TLS is keyed by its packet's time, not its feed time)
+        order_ts = getattr(stamp, "order_ts", stamp.ts) if self.layer is self.conn else stamp.ts
+        d.classification_keys.append((order_ts, int(stamp.capture_index), int(stamp.frame_number)))
         self.stream = d.next_stream
         d.next_stream += 1
         # the sinks stay: from now on they make the readers (_Pending)
 
     # -- a Kafka connection -------------------------------------------------
 
-    def kafka(self, direction: int, piece: tuple, stamp: Any) -> None:
+    def kafka(self, piece: tuple) -> None:
         """A piece of a Kafka direction that has no reader yet. When the
         connection's first such piece starts its stream and holds only part
         of the frame it opens, it is held instead: a reader would only keep
@@ -382,18 +363,19 @@ class _Connection:
         closes. Any later piece makes the readers as their pieces come, the
         held one first, so every reader hears the same pieces in the same
         order, and does the same, as without holding."""
+        direction = piece[0]
         held = self.held
         if held is None:
-            if piece[0] == "data" and self.layer.saw_start(direction) and opens_partial_frame(piece[3]):
+            if piece[1] == "data" and self.layer.saw_start(direction) and opens_partial_frame(piece[4]):
                 # the segment alone when it tells the whole piece (no memory of
-                # its own: the reassembler keeps it as the connection's last),
-                # else one flat tuple
-                if (not piece[1] and stamp.__class__ is TcpSegment and piece[3] is stamp.payload
+                # its own: the reassembler keeps it as the connection's last)
+                stamp = piece[5]
+                if (not piece[2] and stamp.__class__ is TcpSegment and piece[4] is stamp.payload
                         and self.layer is self.conn and direction == (0 if stamp.sport == self.conn.key[1]
                                                                       and stamp.src == self.conn.key[0] else 1)):
                     self.held = stamp
                 else:
-                    self.held = (direction, *piece, stamp)
+                    self.held = piece
                 return
             held = ()
         self.held = ()  # from now on every piece goes to its direction's reader
@@ -401,9 +383,8 @@ class _Connection:
             self.replay_held(held)
         sink = self.layer.sinks[direction]
         if type(sink) is _Pending or sink is self:
-            sink = self.reader(direction)
-        kind, offset, length, data = piece
-        deliver(sink, kind, offset, length, data, stamp)
+            self.reader(direction)
+        _replay(self.layer, piece)
 
     def reader(self, direction: int, aligned: bool | None = None) -> FrameReader:
         """The FrameReader of a direction, made at its first bytes (it takes
@@ -412,7 +393,7 @@ class _Connection:
         if aligned is None:
             aligned = self.layer.saw_start(direction)
         if direction == self.client_dir:
-            reader = FrameReader(direction, looks_like_request, aligned, MIN_REQUEST_SIZE,
+            reader = FrameReader(direction, hunted_request, aligned, MIN_REQUEST_SIZE,
                                  self.frame_sink(direction), confirm_request, sure_request)
         else:
             reader = FrameReader(direction, plausible_response, aligned, 4,
@@ -448,7 +429,7 @@ class _Connection:
         pairer = self.pairer
         if pairer is None:
             d = self.dissector
-            pairer = self.pairer = Pairer(d.accounting, self.connection_info(), d.out.append, d.keep_messages,
+            pairer = self.pairer = Pairer(d.pairing_stats, self.connection_info(), d.out.append, d.keep_messages,
                                           d.keep_error_responses, d.keep_apis)
             for direction, reader in enumerate(self.layer.sinks):
                 if type(reader) is FrameReader:
@@ -470,7 +451,7 @@ class _Connection:
                               endpoint(*ends[1 - client_dir]), (capture_index, frame_number), conn, client_dir)
 
     def lost_step(self) -> None:
-        self.dissector.accounting.gaps += 1
+        self.dissector.stats.gaps += 1
         if self.pairer is not None:
             self.pairer.response_bytes_lost()
 
@@ -508,7 +489,7 @@ class _Connection:
         # the end reports them as an incomplete frame
         d = self.dissector
         seen = len(data)
-        stats = d.lone_framing  # (folded into the accounting once, at the end: `finishing`)
+        stats = d.lone_framing  # (folded into the accounting at the end, with the other layers' counts)
         stats.seen_bytes += seen
         stats.incomplete_frames += 1
         stats.incomplete_frame_bytes += seen
@@ -516,7 +497,7 @@ class _Connection:
         frame = Frame(direction, 0, size, bytes(data[4:]), False, ts, stamp.capture_index, stamp.frame_number,
                       "end", ts)
         # and its pairer: the exchange of that request, without a response
-        d.out.append(lone_request(d.accounting, self.connection_info(), frame,
+        d.out.append(lone_request(d.pairing_stats, self.connection_info(), frame,
                                   _CLOSE_REASONS.get(reason, "connection close")))
         return True
 
@@ -532,23 +513,20 @@ class _Connection:
 
     def close(self, reason: str) -> None:
         d = self.dissector
-        acc = d.accounting
+        counts = d.stats
         if self.phase == _TLS:
-            plain = self.inner.layer  # type: ignore[union-attr]
-            for direction, chunk in self.tls.finish():
-                # the TLS layer's direction 0 is the ClientHello's sender
-                deliver(plain.sinks[self.client_dir if direction == 0 else 1 - self.client_dir], chunk.kind,
-                        chunk.offset, chunk.length, chunk.data, chunk)
+            self.tls.finish()  # (its last plaintext goes on to the inner connection's sinks)
+            counts.tls_bytes += self.tls.ciphertext_bytes
             d.tls_stats.add(self.tls.stats)
             if self.inner.phase == _EMPTY:  # type: ignore[union-attr]
-                acc.encrypted_connections += 1  # nothing decrypted: its content is unknown
+                counts.encrypted_connections += 1  # nothing decrypted: its content is unknown
                 key = self.conn.key
                 d.encrypted_clients.add(endpoint(key[0], key[1]) if self.client_dir == 0 else endpoint(key[2], key[3]))
             self.inner.close(reason)  # type: ignore[union-attr]
             return
         if self.phase == _EMPTY:
             if self.layer is self.conn:
-                acc.empty_connections += 1
+                counts.empty_connections += 1
             return
         if self.phase == _UNDECIDED:
             held = self.held or []
@@ -556,7 +534,7 @@ class _Connection:
             if self.port_client is None:  # never showed a request: not Kafka
                 self.ignore(held)
                 return
-            self.settle(self.port_client, held[0][2], held)  # the client never spoke
+            self.settle(self.port_client, held[0][5], held)  # the client never spoke
         if self.phase != _KAFKA:
             return
         if self.held:  # the connection's one piece: its reader hears it now
@@ -568,9 +546,9 @@ class _Connection:
         for reader in self.layer.sinks:
             if type(reader) is FrameReader:
                 reader.finish()
-                acc.add_framing_stats(reader.stats)
+                d.accounting.add_framing_stats(reader.stats)  # (the framing layer's counts)
                 if self.layer is not self.conn:
-                    acc.tls_plaintext_bytes += reader.stats.seen_bytes
+                    counts.tls_plaintext_bytes += reader.stats.seen_bytes
         if self.pairer is not None:
             self.pairer.flush(_CLOSE_REASONS.get(reason, "connection close"))
 
@@ -651,10 +629,14 @@ class Dissector:
         self.keep_error_responses = keep_error_responses
         # keep both decoded messages of these api keys (tables that read them)
         self.keep_apis = frozenset(int(key) for key in keep_apis)
+        # filled in by finish(): the layers' counts below, the reassembler's,
+        # each framing reader's (at its connection's close)
         self.accounting = accounting if accounting is not None else Accounting()
+        self.stats = ConnectionStats()
+        self.pairing_stats = PairingStats()  # shared by the connections' pairers
         self.max_open_connections = max_open_connections
-        self.ignored = _Ignored(self.accounting)
-        self.ignored_plaintext = _Ignored(self.accounting, "tls_other_bytes")  # decrypted, not Kafka
+        self.ignored = _Ignored(self.stats)
+        self.ignored_plaintext = _Ignored(self.stats, "tls_other_bytes")  # decrypted, not Kafka
         # client endpoints of TLS connections none of whose bytes were decrypted
         # (the broker-log tables name their principals: kdissect.stats.brokerlog)
         self.encrypted_clients: set[str] = set()
@@ -718,9 +700,9 @@ class Dissector:
         state = _Connection(self, conn)
         conn.user = state
         conn.sinks = (state, _Pending(state, 1))  # (the state is its initiator's side's pending sink)
-        self.accounting.connections += 1
+        self.stats.connections += 1
         if self._reassembler.open_connection_count > self.max_open_connections:
-            self.accounting.evicted_connections += self._reassembler.evict(self.max_open_connections // 8)
+            self.stats.evicted_connections += self._reassembler.evict(self.max_open_connections // 8)
 
     def closed(self, conn: TcpConnection, reason: str) -> None:
         state = conn.user
@@ -737,9 +719,9 @@ class Dissector:
 
     def feed(self, segment: Any) -> list[Exchange]:
         """The exchanges this segment completed."""
-        acc = self.accounting
-        acc.segments += 1
-        acc.payload_bytes += segment.payload_len
+        stats = self.stats
+        stats.segments += 1
+        stats.payload_bytes += segment.payload_len
         self._reassembler.feed(segment)
         out = self.out
         if not out:
@@ -751,7 +733,7 @@ class Dissector:
     def feed_many(self, segments: Iterable[Any]) -> Iterator[Exchange]:
         """The exchanges of `feed(s)` for each of `segments` in turn (not
         those of `finish()`)."""
-        acc = self.accounting
+        stats = self.stats
         feed = self._reassembler.feed
         out = self.out
         segment_count = payload = 0
@@ -764,8 +746,8 @@ class Dissector:
                     yield from out
                     out.clear()
         finally:
-            acc.segments += segment_count
-            acc.payload_bytes += payload
+            stats.segments += segment_count
+            stats.payload_bytes += payload
 
     def finish(self) -> list[Exchange]:
         """Close every open connection; the exchanges that completes."""
@@ -780,9 +762,12 @@ class Dissector:
             if out:
                 yield from out
                 out.clear()
-        self.accounting.add_framing_stats(self.lone_framing)
+        acc = self.accounting
+        acc.add_framing_stats(self.lone_framing)
         self.lone_framing = FramingStats()
-        self.accounting.add_reassembly_stats(self._reassembler.stats)
+        acc.add_reassembly_stats(self._reassembler.stats)
+        acc.add_counts(self.stats)
+        acc.add_counts(self.pairing_stats)
         if out:  # (nothing is left here: every close above was drained)
             yield from out
             out.clear()
@@ -823,8 +808,8 @@ def fewer_collections() -> Iterator[None]:
 
 
 class Analysis:
-    """Iterate the exchanges of a capture set; `accounting` fills in as you go
-    (and includes the capture reader's counts once the iteration is over)."""
+    """Iterate the exchanges of a capture set; `accounting` is complete once
+    the iteration is over (the layers' counts fold into it at the end)."""
 
     def __init__(self, paths: Sequence[str | Path], ports: Iterable[int] = DEFAULT_PORTS,
                  detect: bool = True, keep_messages: bool = False, progress: bool = False,

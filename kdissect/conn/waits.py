@@ -33,7 +33,9 @@ whatever its API. The rules and their tolerances:
   sends before that (an old client does not know to wait; Kafka 3.9
   answers Fetch v3 at once and mutes, as the lab's `throttle_old_kafka3`
   capture shows) waits until the mute ends: its wait is the rest of the mute
-  (capped by its latency) and it carries `sent-while-muted`. A fetch that
+  (capped by its latency) and it carries `sent-while-muted`. So does a
+  pipelined request sent before the throttled answer (the broker had not
+  read it: see queued), without the problem: its client did nothing wrong. A fetch that
   waited out a mute and then long-polled gets both waits (reason: throttle).
 
 Not waits: ConsumerGroupHeartbeat and ShareGroupHeartbeat (answered at once;
@@ -173,8 +175,13 @@ class WaitTimer:
         for, and the mute a throttled answer starts (KIP-219)."""
         request_ts, response_ts = ex.request_ts, ex.response_ts
         latency = response_ts - request_ts  # type: ignore[operator]
-        # a request sent while muted waited for the mute first (noted at request time)
+        # a request sent while muted waited for the mute first (noted at request time);
+        # so did one sent before an answer that started a mute (KIP-219): the
+        # broker had not read it yet (one request per connection in hand) and
+        # reads nothing on a muted connection
         muted = min(latency, ex.wait_ns) if ex.wait_ns else 0
+        if self.muted_until > request_ts:  # type: ignore[operator]
+            muted = max(muted, min(latency, self.muted_until - request_ts))  # type: ignore[operator]
         # a request sent before the previous answer waited for it (in order: answers come in order)
         previous = self.last_answer_ts
         queued = min(latency, previous - request_ts) if previous > request_ts else 0  # type: ignore[operator]
@@ -182,6 +189,7 @@ class WaitTimer:
             self.last_answer_ts = response_ts  # type: ignore[assignment]
         before = max(muted, queued)
         before_reason = (THROTTLE if muted >= queued else QUEUED) if before else None
+        ex.socket_wait_ns = before  # (the broker's own account starts after it: kdissect.conn.brokerlog)
         ex.wait_reason = ex.wait_ns = None
         throttle = ex.throttle_time_ms
         old_version = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)

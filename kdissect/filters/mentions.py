@@ -69,3 +69,18 @@ def mentions(ex: Any, names: TopicNames | None) -> tuple[set[str], set[str]]:
         if isinstance(keys, list):
             groups.update(k for k in keys if isinstance(k, str) and k)
     return topics, groups
+
+
+def capture_topic_names(paths: list[str], ports: Any, detect: bool, tls_keylogs: Any = ()) -> dict[str, str]:
+    """Topic id -> name, from every message of the capture set that pairs
+    them (kdissect.protocol.topics): one pass that decodes only those
+    messages, for a run whose parts each see some connections only (Spark)."""
+    from kdissect.conn.pipeline import analyze
+    from kdissect.protocol.topics import ID_BEARING_APIS
+
+    names = TopicNames()
+    exchanges, _accounting = analyze(paths, ports, detect, keep_apis=ID_BEARING_APIS, tls_keylogs=tls_keylogs)
+    for ex in exchanges:
+        names.learn_exchange(ex)
+        ex.request = ex.response = None
+    return dict(names.names)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from kdissect.filters.display_filter import DisplayFilter, FilterError, time_ns
 
-__all__ = ["Selection", "parse_time", "Selected"]
+__all__ = ["Ranked", "Selection", "parse_time", "Selected", "describe_selection"]
 
 _RELATIVE = re.compile(r"^\+\s*(\d+(?:\.\d*)?|\.\d+)\s*(ns|us|ms|s|m|min|h)?$")
 _UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000,
@@ -84,10 +84,36 @@ class Selection:
                    getattr(options, "clients", ()), getattr(options, "brokers", ()),
                    getattr(options, "topics", ()), getattr(options, "groups", ()))
 
+    def task_values(self, topic_names: dict[str, str] | None = None) -> tuple:
+        """What a Spark task needs to rebuild this selection (`from_task_values`):
+        plain values, picklable; `topic_names`: the capture set's topic id ->
+        name pairs, learned before the tasks run (a task sees some connections
+        only, not the Metadata that names the ids of the others)."""
+        text = self.display_filter.text if self.display_filter is not None else None
+        return (text, self.start_ns, self.end_ns, self.clients, self.brokers, tuple(sorted(self.groups)),
+                tuple(sorted(self.topics)), dict(topic_names or {}))
+
+    @classmethod
+    def from_task_values(cls, values: tuple) -> Selection:
+        text, start_ns, end_ns, clients, brokers, groups, topics, topic_names = values
+        made = cls(DisplayFilter(text) if text else None, start_ns, end_ns, clients, brokers, topics, groups)
+        if topics:
+            from kdissect.protocol.topics import TopicNames
+
+            made.topic_names = TopicNames()
+            for topic_id, name in topic_names.items():
+                made.topic_names.add(topic_id, name)
+        return made
+
     @property
     def active(self) -> bool:
         return bool(self.display_filter or self.start_ns is not None or self.end_ns is not None
                     or self.clients or self.brokers or self.topics or self.groups)
+
+    def describe(self) -> list[dict[str, str]]:
+        """What this selection keeps, item by item (`describe_selection`)."""
+        return describe_selection(self.display_filter.text if self.display_filter else None, self.start_ns,
+                                  self.end_ns, self.clients, self.brokers, sorted(self.topics), sorted(self.groups))
 
     @property
     def reads_messages(self) -> bool:
@@ -177,6 +203,48 @@ class Selected:
         lines.append(f"selection: {self.shown} of {self.shown + self.hidden} exchanges kept")
         return lines
 
+    def applied(self) -> list[dict[str, str]]:
+        """What was applied to the analysis (`describe_selection`'s items)."""
+        return self.selection.describe()
+
+
+def _utc_text(ns: int) -> str:
+    import datetime as dt
+
+    seconds, rest = divmod(ns, 1_000_000_000)
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{rest:09d}Z"
+
+
+def describe_selection(display_filter: str | None = None, start_ns: int | None = None, end_ns: int | None = None,
+                       clients: Iterable[str] = (), brokers: Iterable[str] = (), topics: Iterable[str] = (),
+                       groups: Iterable[str] = (), sort: str | None = None, top: int | None = None
+                       ) -> list[dict[str, str]]:
+    """What a selection keeps, one item per option given, in the command
+    line's words: {"option": "-Y", "what": "display filter", "value":
+    "service_ms > 50"}; times as UTC. Values are given text (a filter may
+    quote captured strings): a face shows them through its escaping."""
+    items: list[dict[str, str]] = []
+
+    def add(option: str, what: str, value: str) -> None:
+        items.append({"option": option, "what": what, "value": value})
+
+    if display_filter:
+        add("-Y", "display filter", display_filter)
+    if start_ns is not None:
+        add("--from", "exchanges from", _utc_text(start_ns))
+    if end_ns is not None:
+        add("--to", "exchanges before", _utc_text(end_ns))
+    for option, what, values in (("--client", "clients", clients), ("--broker", "brokers", brokers),
+                                 ("--topic", "topics", topics), ("--group", "groups", groups)):
+        named = list(values)
+        if named:
+            add(option, what, ", ".join(named))
+    if sort is not None:
+        add("--sort", "largest first by", sort)
+    if top is not None:
+        add("--top", "only the first", f"{top} exchanges" + (f" by largest {sort}" if sort else " in request order"))
+    return items
+
 
 def check_sort_column(column: str) -> str:
     """`column` if rows can be sorted by it (a column of the export that is
@@ -204,3 +272,72 @@ def ordered(exchanges: Iterable[Any], sort: str | None, top: int | None) -> Iter
         valued.sort(key=lambda ex: getattr(ex, column), reverse=True)  # (stable: request order among equals)
         exchanges = valued + [ex for ex in kept if getattr(ex, column) is None]
     return iter(exchanges) if top is None else islice(exchanges, top)
+
+
+class Ranked:
+    """An analysis (or a `Selected` one) cut to its first `top` exchanges by
+    `sort` (largest first, nulls last, request order among equals; without
+    `sort`, in request order), as `ordered` lists them. Every exchange is
+    still read, so the accounting is the whole capture's; only the kept ones
+    are held (at most `top`), and they are yielded in request order, so the
+    tables computed from them see time as it ran. `shown`/`hidden` count them."""
+
+    def __init__(self, analysis: Any, sort: str | None, top: int | None) -> None:
+        self._analysis = analysis
+        self.sort = None if sort is None else check_sort_column(sort)
+        self.top = top
+        self.shown = 0
+        self.hidden = 0
+        # called with each exchange not kept (as Selected's: context such as topic names);
+        # one list with a Selected inside, so a hook sees what either drops
+        inner = analysis.on_hidden if isinstance(analysis, Selected) else None
+        self.on_hidden: list[Callable[[Any], Any]] = inner if inner is not None else []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._analysis, name)
+
+    def _drop(self, ex: Any) -> None:
+        for hear in self.on_hidden:
+            hear(ex)
+
+    def __iter__(self) -> Iterator[Any]:
+        import heapq
+
+        limit = self.top
+        valued: list[tuple[Any, int, Any]] = []  # a min-heap of (value, -index, exchange): the `top` largest
+        unvalued: list[tuple[int, Any]] = []  # the first exchanges without a value (after every valued one)
+        read = 0
+        for index, ex in enumerate(self._analysis):
+            read += 1
+            value = getattr(ex, self.sort) if self.sort is not None else None
+            if value is None:
+                if limit is None or len(unvalued) < limit:
+                    unvalued.append((index, ex))
+                else:
+                    self._drop(ex)
+            elif limit is None or len(valued) < limit:
+                heapq.heappush(valued, (value, -index, ex))
+            elif (value, -index) > valued[0][:2]:
+                self._drop(heapq.heapreplace(valued, (value, -index, ex))[2])
+            else:
+                self._drop(ex)
+        # the ranking: largest value first, the earlier exchange first among equals
+        chosen = sorted(valued, key=lambda item: (item[0], item[1]), reverse=True)
+        kept = [(-minus_index, ex) for _value, minus_index, ex in chosen] + unvalued
+        if limit is not None:
+            for _index, ex in kept[limit:]:
+                self._drop(ex)
+            kept = kept[:limit]
+        kept.sort(key=lambda item: item[0])
+        self.shown, self.hidden = len(kept), read - len(kept)
+        for _index, ex in kept:
+            yield ex
+
+    def summary_lines(self) -> list[str]:
+        lines = list(self._analysis.summary_lines())
+        lines.append(f"--top/--sort: {self.shown} of {self.shown + self.hidden} exchanges kept")
+        return lines
+
+    def applied(self) -> list[dict[str, str]]:
+        inner = self._analysis.applied() if hasattr(type(self._analysis), "applied") else []
+        return inner + describe_selection(sort=self.sort, top=self.top)

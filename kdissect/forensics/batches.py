@@ -19,11 +19,11 @@ class BatchSpan:
     producer fields of its header."""
 
     __slots__ = ("first", "last", "count", "offsets", "producer_id", "producer_epoch", "base_sequence",
-                 "transactional", "wire_bytes", "record_bytes")
+                 "transactional", "wire_bytes", "record_bytes", "stamps")
 
     def __init__(self, first: int, last: int, count: int, offsets: list[int] | None, producer_id: int | None,
                  producer_epoch: int | None, base_sequence: int | None, transactional: bool, wire_bytes: int,
-                 record_bytes: int) -> None:
+                 record_bytes: int, stamps: tuple[int, ...] | None = None) -> None:
         self.first = first
         self.last = last
         self.count = count
@@ -34,6 +34,7 @@ class BatchSpan:
         self.transactional = transactional
         self.wire_bytes = wire_bytes
         self.record_bytes = record_bytes
+        self.stamps = stamps  # the records' timestamps (ms), in offset order; None when one is missing
 
 
 class SetFigures:
@@ -98,9 +99,11 @@ def set_figures(raw: bytes, limit: int, produced: bool) -> SetFigures:
         figures.batches += 1
         if batch.codec not in figures.codecs:
             figures.codecs.append(batch.codec)
+        stamps = tuple(record.timestamp for record in data)
         figures.spans.append(BatchSpan(first, last, len(data), None if contiguous else data_offsets,
                                        batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                                       batch.transactional, wire, inflated))
+                                       batch.transactional, wire, inflated,
+                                       None if any(s is None or s < 0 for s in stamps) else stamps))  # type: ignore[arg-type]
     return figures
 
 

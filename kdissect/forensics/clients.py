@@ -156,6 +156,7 @@ def _ahead(a: int, b: int) -> bool:
 
 class ClientTally:
     def __init__(self) -> None:
+        self.error_counts: dict[tuple[str | None, int], int] = {}  # made by `rows`
         # (client id, software name, version) -> stats, in memory up to the spill limit
         self.stats: SpillMap[ClientStats] = SpillMap(ClientStats, ClientStats.merge, client_order)
         self.software: dict[tuple, tuple[str | None, str | None]] = {}  # connection -> (name, version)
@@ -307,7 +308,9 @@ class ClientTally:
         """One row per client; with `release`, each client's stats are
         dropped once its row is made (the tally is then spent), so the
         tallies and the rows of hundreds of thousands of client ids are not
-        held at once."""
+        held at once. `error_counts` is left holding (client id, error code)
+        -> exchanges (the errors_by_client table)."""
+        self.error_counts = {}
         producers = self.producer_rows(names)
         by_client: dict[str | None, list[dict[str, Any]]] = {}
         for row in producers:
@@ -319,6 +322,8 @@ class ClientTally:
             own = [row for row in by_client.get(client_id, [])
                    if (row["producer_id"], row["producer_epoch"]) in stats.producers]
             per_minute = max((stats.metadata_minutes or {}).values(), default=0)
+            for code, n in (stats.errors or {}).items():
+                add_count(self.error_counts, (client_id, code), n)
             rows.append({
                 "client_id": client_id, "software_name": name, "software_version": version,
                 "hosts": sorted(stats.hosts), "brokers": sorted(stats.brokers),
@@ -405,3 +410,22 @@ def _reconnects(connections: dict[tuple, list]) -> int:
                 del ended[min(quiet, key=lambda i: ended[i])]
             ended.append(last)
     return count
+
+
+
+def errors_by_client_rows(counts: dict[tuple[str | None, int], int]) -> list[dict[str, Any]]:
+    """The errors_by_client table from (client id, error code) -> exchanges
+    carrying the code (`ClientTally.error_counts`), as the Spark job's
+    summaries write it (a request without a client id is "(none)"), in
+    `kdissect stats`' order: failures first, then by client id, each
+    client's errors by exchanges."""
+    from kdissect.conn.normal_flow import is_normal_flow_name
+    from kdissect.protocol.errors import error_name
+
+    merged: dict[tuple[str, int], int] = {}
+    for (client_id, code), n in counts.items():
+        add_count(merged, (client_id if client_id is not None else "(none)", code), n)
+    keys = sorted(merged, key=lambda k: (is_normal_flow_name(error_name(k[1])), k[0], -merged[k], error_name(k[1])))
+    return [{"client_id": client_id, "error_code": code, "error_name": error_name(code),
+             "normal_flow": is_normal_flow_name(error_name(code)), "exchanges": merged[(client_id, code)]}
+            for client_id, code in keys]

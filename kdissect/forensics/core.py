@@ -28,9 +28,10 @@ from __future__ import annotations
 from typing import Any
 
 from kdissect.forensics.batches import set_figures, span_offsets
-from kdissect.forensics.clients import ClientTally
-from kdissect.forensics.common import connection_of, topic_label, when
+from kdissect.forensics.clients import ClientTally, errors_by_client_rows
+from kdissect.forensics.common import connection_of, order_key, topic_label, when
 from kdissect.forensics.groups import GROUP_APIS, GroupTally
+from kdissect.forensics.lag_history import LagHistory
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
 from kdissect.protocol.topics import ID_BEARING_APIS, TopicNames
 from kdissect.forensics.share import SHARE_ACK, SHARE_APIS, SHARE_HEARTBEAT, ShareTally
@@ -56,7 +57,9 @@ class ForensicTables:
         self.groups: list[dict[str, Any]] = tables["groups"]
         self.group_commits: list[dict[str, Any]] = tables["group_commits"]
         self.group_lag: list[dict[str, Any]] = tables["group_lag"]
+        self.group_lag_over_time: list[dict[str, Any]] = tables["group_lag_over_time"]
         self.clients: list[dict[str, Any]] = tables["clients"]
+        self.errors_by_client: list[dict[str, Any]] = tables["errors_by_client"]
         self.producers: list[dict[str, Any]] = tables["producers"]
         self.rebalance_storms: list[dict[str, Any]] = tables["rebalance_storms"]
         self.member_rejoins: list[dict[str, Any]] = tables["member_rejoins"]
@@ -72,8 +75,10 @@ class ForensicTables:
         return getattr(self, name)
 
     def to_dict(self) -> dict[str, Any]:
+        """The tables `stats --json` carries (errors_by_client is the stats' own there)."""
         return {name: getattr(self, name) for name in (
-            "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag", "clients", "producers",
+            "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag", "group_lag_over_time",
+            "clients", "producers",
             "transactions", "transaction_markers", "rebalance_storms", "member_rejoins", "metadata_storms",
             "share_groups", "share_group_members", "unresolved_topic_ids", "topic_id_conflicts")}
 
@@ -98,6 +103,7 @@ class Forensics:
         self.latency = LatencyTally()
         self.share = ShareTally()
         self.transactions = TransactionTally()
+        self.history = LagHistory()
         self.ranges = latency_sink if latency_sink is not None else StreamMatcher(self.latency, horizon_ns, slack_ns)
         self.exchanges = 0
 
@@ -120,7 +126,7 @@ class Forensics:
             if key == _SHARE_FETCH:
                 self.share.add(ex)
         elif key in GROUP_APIS:
-            self.groups.add(ex)
+            self.groups.add(ex, self.history)
             if key == SHARE_HEARTBEAT:
                 self.share.add(ex)
         elif key == SHARE_ACK:
@@ -151,6 +157,8 @@ class Forensics:
                 if figures is None:
                     continue
                 self.clients.add_produce(ex, stats, label, partition, figures, transactional_id)
+                if answered and base is not None:
+                    self.history.add_records(label, partition, figures, base, fetched=False)
                 if answered and base is not None and ex.request_ts is not None and ex.response_ts is not None:
                     for span in figures.spans:
                         self.ranges.produced(self.names.name(label), partition, base + span.first, base + span.last,
@@ -175,11 +183,22 @@ class Forensics:
                                       connection, share)
                 if not share:
                     self.transactions.add_fetch(ex, label, partition, entry, raw, figures, self.max_uncompressed)
+                    self._history(ex, label, partition, ts, entry, figures)
                 if figures is not None and ex.response_ts is not None:
                     for span in figures.spans:
                         for first, last in _runs(span_offsets(span)):
                             self.ranges.fetched(self.names.name(label), partition, ex.client_id, range(first, last + 1),
                                                 ex.response_ts)
+
+    def _history(self, ex: Any, label: str | None, partition: int, ts: int | None, entry: Any,
+                 figures: Any) -> None:
+        """A fetched partition's record timestamps and high watermark, for group lag in and over time."""
+        if figures is not None:
+            self.history.add_records(label, partition, figures, None, fetched=True)
+        high_watermark = getattr(entry, "high_watermark", None)
+        if ts is not None and not getattr(entry, "error_code", 0) and isinstance(high_watermark, int) \
+                and high_watermark >= 0:
+            self.history.add_watermark(label, partition, order_key(ex, ts), ts, high_watermark)
 
     def finish(self) -> None:
         """The end of the input: match what still waits (call before `tables`)."""
@@ -198,12 +217,13 @@ class Forensics:
         self.latency.merge(other.latency)
         self.share.merge(other.share)
         self.transactions.merge(other.transactions)
+        self.history.merge(other.history)
 
     def state(self) -> dict[str, Any]:
         """What `merge` needs, picklable (the Spark tasks send it to the driver)."""
         return {"exchanges": self.exchanges, "names": self.names, "topics": self.topics, "groups": self.groups,
                 "clients": self.clients, "latency": self.latency, "share": self.share,
-                "transactions": self.transactions}
+                "transactions": self.transactions, "history": self.history}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Forensics:
@@ -212,6 +232,7 @@ class Forensics:
         made.names, made.topics, made.groups = state["names"], state["topics"], state["groups"]
         made.clients, made.latency, made.share = state["clients"], state["latency"], state["share"]
         made.transactions = state["transactions"]
+        made.history = state["history"]
         return made
 
     def tables(self, release: bool = False) -> ForensicTables:
@@ -220,6 +241,8 @@ class Forensics:
         names = self.names
         topics = self.topics.rows(names)
         groups, commits = self.groups.rows(names, self.topics.high_watermarks(names))
+        markers = self.transactions.marker_offsets(names)
+        times = self.history.sorted_times(names)
         clients = self.clients.rows(names, release=release)
         labels = set(self.topics.labels()) | {label for label, _ in self.latency.histograms}
         labels |= {key[2] for key in self.groups.commits} | self.share.labels()
@@ -228,8 +251,10 @@ class Forensics:
                    for t, _ in parts}
         return ForensicTables(
             topics=topics, topic_lag=self.topics.lag_rows(names), end_to_end=self.latency.rows(names),
-            groups=groups, group_commits=commits, group_lag=self.groups.lag_rows(names, commits, self.transactions.marker_offsets(names)),
-            clients=clients,
+            groups=groups, group_commits=commits,
+            group_lag=self.groups.lag_rows(names, commits, markers, times),
+            group_lag_over_time=self.history.rows(names, times, markers),
+            clients=clients, errors_by_client=errors_by_client_rows(self.clients.error_counts),
             producers=self.clients.producer_rows(names),
             rebalance_storms=self.groups.storms(groups), member_rejoins=self.groups.rejoins(),
             metadata_storms=ClientTally.metadata_storms(clients),

@@ -195,7 +195,9 @@ class GroupTally:
     def _kind(self, group: str, kind: str) -> None:
         self.kinds.setdefault(group, set()).add(kind)
 
-    def add(self, ex: Any) -> None:
+    def add(self, ex: Any, history: Any = None) -> None:
+        """One exchange; `history` (a kdissect.forensics.lag_history.LagHistory)
+        gets the offsets committed."""
         key = ex.api_key
         if key not in GROUP_APIS or ex.request is None:
             return
@@ -220,7 +222,7 @@ class GroupTally:
         elif key == _LEAVE:
             self._leave(ex, group, request, response, host)
         elif key in (_COMMIT, _TXN_COMMIT):
-            self._commit(ex, group, request, response, host)
+            self._commit(ex, group, request, response, host, history)
         else:
             self._heartbeat(ex, group, request, response, host, CONSUMER if key == _CONSUMER_HEARTBEAT else SHARE)
 
@@ -292,7 +294,7 @@ class GroupTally:
         if error:
             self._float(group, ex.request_ts, "error", members[0] if members else "", ex.client_id, host, error)
 
-    def _commit(self, ex: Any, group: str, request: Any, response: Any, host: str | None) -> None:
+    def _commit(self, ex: Any, group: str, request: Any, response: Any, host: str | None, history: Any) -> None:
         generation_id = getattr(request, "generation_id_or_member_epoch", None)
         if generation_id is None:
             generation_id = getattr(request, "generation_id", -1)
@@ -322,6 +324,10 @@ class GroupTally:
                 if (label, partition.partition_index) in errors or response is None:
                     commit.errors += (label, partition.partition_index) in errors
                     continue  # not committed (or not known to be)
+                if history is not None and ex.request_ts is not None and partition.committed_offset is not None \
+                        and partition.committed_offset >= 0:
+                    history.add_commit(group, label, partition.partition_index, order, ex.request_ts,
+                                       partition.committed_offset)
                 if order > commit.order:
                     commit.order, commit.offset, commit.ts = order, partition.committed_offset, ex.request_ts
                     commit.client_id = ex.client_id
@@ -477,7 +483,8 @@ class GroupTally:
         return rows, commit_rows
 
     def lag_rows(self, names: Any, commit_rows: list[dict[str, Any]],
-                 markers: dict[tuple, set[int]] | None = None) -> list[dict[str, Any]]:
+                 markers: dict[tuple, set[int]] | None = None, times: dict[tuple, Any] | None = None
+                 ) -> list[dict[str, Any]]:
         """The group_lag table: one row per group and partition as of the
         capture's end, as `kafka-consumer-groups --describe` shows it: the
         group's last committed offset (whichever member committed it), the
@@ -488,8 +495,13 @@ class GroupTally:
         (topic, partition) -> offsets of the transaction markers seen in
         fetched data; a marker between the committed offset and the high
         watermark is not lag (a read_committed consumer never gets it as a
-        record, and may commit the offset before it)."""
+        record, and may commit the offset before it). `times`: (topic,
+        partition) -> its records' timestamps (kdissect.forensics.lag_history),
+        for the lag in time (lag_ms)."""
+        from kdissect.forensics.lag_history import lag_ms
+
         markers = markers or {}
+        times = times or {}
         current: dict[tuple, dict[str, Any]] = {}
         for row in commit_rows:
             if row["committed_offset"] is None:
@@ -530,6 +542,8 @@ class GroupTally:
             rows.append({
                 "group_id": group, "topic": topic, "partition": partition,
                 "lag": lag,
+                "lag_ms": lag_ms(times.get((topic, partition)), lag, commit["committed_offset"] if commit else None,
+                                 commit["high_watermark"] if commit else None),
                 "committed_offset": commit["committed_offset"] if commit else None,
                 "high_watermark": commit["high_watermark"] if commit else None,
                 "owner_member_id": owner[0] if owner else None, "owner_client_id": owner[1] if owner else None,

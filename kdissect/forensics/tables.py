@@ -45,9 +45,16 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
     # per group and partition as of the capture's end (kafka-consumer-groups --describe)
     "group_lag": [
         ("group_id", "string"), ("topic", "string"), ("partition", "int32"), ("lag", "int64"),
+        ("lag_ms", "float64"),
         ("committed_offset", "int64"), ("high_watermark", "int64"), ("owner_member_id", "string"),
         ("owner_client_id", "string"), ("generation_id", "int32"), ("last_commit_ts", "timestamp"),
         ("committed_by", "string"),
+    ],
+    # the same per interval through the capture (kdissect.forensics.lag_history)
+    "group_lag_over_time": [
+        ("group_id", "string"), ("topic", "string"), ("partition", "int32"), ("window_start", "timestamp"),
+        ("window_end", "timestamp"), ("lag", "int64"), ("lag_ms", "float64"), ("committed_offset", "int64"),
+        ("high_watermark", "int64"),
     ],
     # share groups (kdissect.forensics.share): per partition, and per member
     "share_groups": [
@@ -77,6 +84,12 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("sequence_gaps", "int64"), ("sequence_duplicates", "int64"), ("throttled", "int64"),
         ("throttle_ms", "int64"), ("max_throttle_ms", "int64"), ("errors", "list<string>"),
     ],
+    # exchanges carrying each error code per client id (`kdissect stats`' table of the name, with the
+    # Spark job's columns)
+    "errors_by_client": [
+        ("client_id", "string"), ("error_code", "int16"), ("error_name", "string"), ("normal_flow", "bool"),
+        ("exchanges", "int64"),
+    ],
     "producers": [
         ("producer_id", "int64"), ("producer_epoch", "int16"), ("transactional_id", "string"),
         ("client_ids", "list<string>"), ("topic", "string"), ("partition", "int32"), ("connections", "int64"),
@@ -102,10 +115,13 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
 # which tables each command writes (the first is its default)
 COMMAND_TABLES = {
     "topics": ("topics", "topic_lag", "end_to_end"),
-    "groups": ("groups", "group_commits", "group_lag", "share_groups", "share_group_members"),
-    "clients": ("clients", "producers", "transactions", "transaction_markers"),
+    "groups": ("groups", "group_commits", "group_lag", "group_lag_over_time", "share_groups", "share_group_members"),
+    "clients": ("clients", "errors_by_client", "producers", "transactions", "transaction_markers"),
 }
 TABLE_NAMES = tuple(TABLE_COLUMNS)
+# tables `kdissect stats` makes of its own from the exchange rows (and the Spark job's summaries):
+# the forensic faces write them for the commands' -o, the others keep the stats' one
+STATS_TABLES = frozenset({"errors_by_client"})
 
 
 def column_names(table: str) -> list[str]:

@@ -54,6 +54,9 @@ COLUMN_TYPES: list[tuple[str, str]] = [
     ("request_transfer_ms", "float64"),
     ("wait_reason", "string"),
     ("wait_ms", "float64"),
+    # of wait_ms, the time before the broker could read the request: behind
+    # the previous answer on its connection, or a quota's mute
+    ("socket_wait_ms", "float64"),
     ("service_ms", "float64"),
     ("rtt_ms", "float64"),
     ("capture_side", "string"),
@@ -93,6 +96,7 @@ BROKER_LOG_COLUMNS = ("broker_log", "broker_total_ms", "broker_request_queue_ms"
 COLUMN_NAMES: list[str] = [name for name, _ in COLUMN_TYPES]
 # columns computed from the exchange's times (properties, not stored)
 COMPUTED_COLUMNS = frozenset(("latency_ms", "ttfb_ms", "response_transfer_ms", "request_transfer_ms", "wait_ms",
+                              "socket_wait_ms",
                               "service_ms", "rtt_ms", "broker_ms"))
 LIST_COLUMNS = frozenset(name for name, kind in COLUMN_TYPES if kind.startswith("list<"))
 TIMESTAMP_COLUMNS = frozenset(name for name, kind in COLUMN_TYPES if kind == "timestamp")
@@ -186,6 +190,9 @@ class Exchange(TableRecord):
     wait_hint_frame: bytes | None = None
     wait_reason: str | None = None  # why the protocol asked the broker to wait (kdissect.conn.waits)
     wait_ns: int | None = None
+    # of wait_ns, the part before the broker could read the request (0: none;
+    # None: not timed, no response)
+    socket_wait_ns: int | None = None
     # the connection's network round trip at the capture point, and which
     # side the capture point is near ("client", "broker", "unknown")
     rtt_ns: int | None = None
@@ -203,7 +210,9 @@ class Exchange(TableRecord):
     broker_throttle_ms: float | None = None
     broker_response_queue_ms: float | None = None
     broker_send_ms: float | None = None
-    network_ms: float | None = None  # wire latency minus broker_total_ms, at the capture point
+    # the time to the first response byte outside the broker's account
+    # (kdissect.conn.brokerlog.join.network_ms)
+    network_ms: float | None = None
     principal: str | None = None
     security_protocol: str | None = None
     listener: str | None = None
@@ -239,6 +248,13 @@ class Exchange(TableRecord):
     @property
     def wait_ms(self) -> float | None:
         return None if self.wait_ns is None else self.wait_ns / 1_000_000
+
+    @property
+    def socket_wait_ms(self) -> float | None:
+        """The time the request sat unread in the broker's socket: the broker
+        reads a connection's next request only once it has answered the one
+        before, and not while a quota mutes the connection (kdissect.conn.waits)."""
+        return None if self.socket_wait_ns is None else self.socket_wait_ns / 1_000_000
 
     @property
     def service_ms(self) -> float | None:
@@ -296,6 +312,7 @@ class Exchange(TableRecord):
             "request_transfer_ms": self.request_transfer_ms,
             "wait_reason": self.wait_reason,
             "wait_ms": self.wait_ms,
+            "socket_wait_ms": self.socket_wait_ms,
             "service_ms": self.service_ms,
             "rtt_ms": self.rtt_ms,
             "capture_side": self.capture_side,

@@ -20,7 +20,8 @@ from kdissect.protocol.primitives import DecodeError
 from kdissect.protocol.schema import API_VERSIONS_SLACK, get_schema, header_versions, resolve_version
 
 __all__ = [
-    "api_name", "looks_like_request", "peek_request_header", "read_request_header",
+    "api_name", "client_id_is_text", "looks_like_request", "peek_client_id", "peek_request_header",
+    "read_request_header",
     "read_request_header_layout", "read_response_header", "request_layout", "write_request_header",
 ]
 
@@ -62,11 +63,28 @@ def peek_request_header(frame: bytes) -> tuple[int, int, int] | None:
         return None
 
 
-def looks_like_request(prefix: bytes, frame_size: int) -> bool:
+def peek_client_id(prefix: bytes, api_key: int, api_version: int) -> str | None:
+    """The client id from the captured start of a request header (a frame
+    cut short still has it), or None when absent or not all captured."""
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:  # ControlledShutdown v0: no client id
+        return None
+    if len(prefix) < 10:
+        return None
+    length = _HEAD.unpack_from(prefix, 8)[0]
+    if length < 0 or 10 + length > len(prefix):
+        return None
+    return prefix[10 : 10 + length].decode("utf-8", "replace")
+
+
+def looks_like_request(prefix: bytes, frame_size: int, text_client_id: bool = True) -> bool:
     """Whether `prefix` (the first bytes of a frame of `frame_size` bytes,
     size prefix excluded) plausibly starts a Kafka request: known api key,
     version within the union of its request/response versions, and a client
-    id length that fits in the frame. Never raises."""
+    id length that fits in the frame. With `text_client_id` (the default),
+    the client id's bytes in `prefix` must also be printable: enough to take
+    a header on sight. Without it, a client id with control bytes (a hostile
+    client's, or a binary one) passes too, and the caller must find other
+    evidence (the whole frame decoding). Never raises."""
     try:
         if frame_size < 8 or len(prefix) < 8:
             return False
@@ -82,12 +100,21 @@ def looks_like_request(prefix: bytes, frame_size: int) -> bool:
             (length,) = _HEAD.unpack_from(prefix, 8)
             if length < -1 or length > frame_size - 10:
                 return False
-            shown = prefix[10:10 + max(length, 0)]
-            if any(byte < 0x20 or byte == 0x7F for byte in shown):
-                return False  # client ids are printable text
+            if text_client_id and not client_id_is_text(prefix):
+                return False
         return True
     except Exception:
         return False
+
+
+def client_id_is_text(prefix: bytes) -> bool:
+    """Whether the client id bytes in `prefix` (a request's first bytes, its
+    header v1+ shape assumed) hold no C0 control byte or DEL. Never raises."""
+    if len(prefix) < 10:
+        return True
+    (length,) = _HEAD.unpack_from(prefix, 8)
+    shown = prefix[10:10 + max(length, 0)]
+    return not any(byte < 0x20 or byte == 0x7F for byte in shown)
 
 
 def read_request_header(buf: bytes) -> tuple[RequestHeader, int, int, str | None]:

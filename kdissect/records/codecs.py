@@ -15,6 +15,7 @@ import zlib
 from typing import Any
 
 from kdissect.model.packet import SlotRecord
+from kdissect.protocol.primitives import varint_reader
 from kdissect.records.xxh32 import xxh32
 
 # The codec libraries (python-snappy, lz4, zstandard) load on first use: most
@@ -162,18 +163,16 @@ def _salvage(inflater, piece: bytes, room: int, step: int = 4096) -> bytes:
     return bytes(got)
 
 
+# the length preamble of a raw snappy block: unsigned LEB128, at most 5 bytes
+_read_preamble = varint_reader(5, minimal=False)
+
+
 def _varint_u32(data: bytes, pos: int) -> int | None:
-    """Unsigned LEB128 length preamble of a raw snappy block."""
-    result = 0
-    for shift in range(0, 35, 7):
-        if pos >= len(data):
-            return None
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result
-    return None
+    """The preamble's value, or None when cut short or over-long."""
+    try:
+        return _read_preamble(data, pos)[0]
+    except (IndexError, ValueError):
+        return None
 
 
 def _unsnappy(data: bytes, limit: int) -> Inflated:

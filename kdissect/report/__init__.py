@@ -3,13 +3,16 @@
     from kdissect.report import from_captures, from_spark_outdir, write_page
     data = from_captures(["captures/consume_group.pcap"])   # or from_spark_outdir("report/")
     write_page(data, "report.html")
-    from kdissect.report import charts; charts.latency_over_time(data)   # an altair chart
+    from kdissect.report import charts; charts.latency_over_time(data)   # a chart (shown as altair's in a notebook)
 
 Modules: `collect` (one pass over exchange rows: time series, capped lists),
 `spark_tables` (the same data from a Spark OUTDIR), `data` (the data dict),
-`charts` (altair charts of it), `page` (the self-contained HTML page),
-`bundle` (the inlined Vega JavaScript). Needs the `report` extra (altair,
-vl-convert-python).
+`charts` (Vega-Lite charts of it, written with altair's names and built by
+`vegalite` without altair), `page` (the self-contained HTML page), `bundle`
+(the inlined Vega JavaScript, vendored in `vendor/`). The page needs only
+the base dependencies (no pyarrow, altair or JavaScript engine is loaded
+from captures: issue 23, item 7); notebooks showing the charts need the
+`report` extra (altair, vl-convert-python).
 """
 
 from __future__ import annotations

@@ -1,69 +1,38 @@
 """The JavaScript that draws the charts, to inline into the page: Vega,
-Vega-Lite and vega-embed, bundled by vl-convert (the Vega project's own
-packaging, shipped inside its Python wheel), for the Vega-Lite version altair
-writes specs for.
+Vega-Lite and vega-embed, their browser builds as published on npm, pinned and
+kept in `vendor/` (versions, checksums and licences in vendor/README.md).
 
-Bundling takes vl-convert several seconds, so the bundle is kept on disk
-beside kdissect's other caches (`$KDISSECT_CACHE_DIR`, else
-`$XDG_CACHE_HOME/kdissect`, else `~/.cache/kdissect`; an empty
-`KDISSECT_CACHE_DIR` turns caching off), named by vl-convert's and
-Vega-Lite's versions, so a cached bundle is never stale.
+Read from the package's files, nothing is bundled or fetched at run time (no
+JavaScript engine, no network): the report's renderer costs the page's text
+alone, where vl-convert's in-process bundling cost a V8 engine's memory
+(issue 23, item 7). Vega-Lite's version is the one altair writes specs for
+(`vegalite_version`), so notebooks and the page draw the same specs alike.
 """
 
 from __future__ import annotations
 
-import os
 import re
+from pathlib import Path
 
-# the bundle's one global: vega-embed, as `kdissectEmbed`
+VENDOR = Path(__file__).with_name("vendor")
+# in load order: each build defines a global the next one uses (vega, vegaLite, vegaEmbed)
+FILES = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")
+VEGA_LITE_VERSION = "5.20.1"
+# the bundle's one global the page calls: vega-embed, as `kdissectEmbed`
 _SNIPPET = "window.kdissectEmbed = vegaEmbed;"
 _memo: dict[str, str] = {}
 
 
 def vegalite_version() -> str:
-    """The Vega-Lite version altair writes specs for, as vl-convert names it ("5.20")."""
-    import altair
-
-    major, minor = altair.SCHEMA_VERSION.lstrip("v").split(".")[:2]
-    return f"{major}.{minor}"
-
-
-def _cache_directory() -> str | None:
-    base = os.environ.get("KDISSECT_CACHE_DIR")
-    if base is None:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(xdg, "kdissect")
-    return os.path.join(base, "report") if base else None
+    """The Vega-Lite version of the inlined JavaScript, major.minor ("5.20")."""
+    return ".".join(VEGA_LITE_VERSION.split(".")[:2])
 
 
 def javascript() -> str:
     """The bundle's source, safe to put inside a <script> element."""
-    import vl_convert
-
-    version = vegalite_version()
-    key = f"vega-embed-{vl_convert.__version__}-vl{version}"  # type: ignore[attr-defined]
-    if key in _memo:
-        return _memo[key]
-    directory = _cache_directory()
-    path = os.path.join(directory, key + ".js") if directory else None
-    source = None
-    if path is not None:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                source = handle.read()
-        except OSError:
-            source = None
-    if not source:
-        source = vl_convert.javascript_bundle(snippet=_SNIPPET, vl_version=version)
+    if "source" not in _memo:
+        parts = [(VENDOR / name).read_text(encoding="utf-8") for name in FILES]
+        source = ";\n".join(parts) + ";\n" + _SNIPPET
         # "</script" inside the code would end the element (in JS, "<\/" means "</")
-        source = re.sub(r"</(script)", r"<\\/\1", source, flags=re.IGNORECASE)
-        if path is not None:
-            from kdissect.shared.atomic import OutputError, write_atomically
-
-            try:
-                os.makedirs(directory, exist_ok=True)  # type: ignore[arg-type]
-                write_atomically(path, source)
-            except (OSError, OutputError):
-                pass  # no cache: bundle again next time
-    _memo[key] = source
-    return source
+        _memo["source"] = re.sub(r"</(script)", r"<\\/\1", source, flags=re.IGNORECASE)
+    return _memo["source"]

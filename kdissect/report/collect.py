@@ -3,11 +3,13 @@ stats --json`: time series (traffic and latency per API, errors per API and
 code, throttling per client), errors per API, problems per code, the run's
 time span, and capped lists of the slowest and the failed exchanges.
 
-`Collector.add_batch(table)` takes exchange-table columns as Arrow (any
-timestamp unit), so the same code serves both faces: the capture path feeds it
-batches of `Exchange.to_row()` rows (`RowBatcher`), the Spark path the
-written `exchanges/` dataset batch by batch. Memory is bounded by the time
-buckets and the caps: the capture path keeps each bucket's latencies in a
+`Collector.add_row(row)` takes one exchange-table row (times as int ns), so
+the same code serves both faces: the capture path feeds it
+`Exchange.to_row()` rows (`RowBatcher`), the Spark path the written
+`exchanges/` dataset batch by batch (`add_batch` turns an Arrow batch into
+rows), so both give the same buckets and percentiles. Plain Python: the capture path never imports pyarrow, which costs
+about 48 MB of memory at start (issue 23, item 7). Memory is bounded by the time
+buckets and the caps: each bucket's latencies are kept in a
 `QuantileSketch` (exact percentiles up to its EXACT_LIMIT values, within 1%
 past it, as `Summary` does).
 
@@ -21,10 +23,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from typing import Any, Iterable
+from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from kdissect.model.exchange import NO_RESPONSE, OK
 from kdissect.forensics.sketch import EXACT_LIMIT, QuantileSketch
@@ -49,25 +49,31 @@ COLUMNS = ["capture", "stream", "client", "broker", "correlation_id", "api_key",
            "client_id", "request_ts", "response_ts", "request_frame", "response_frame", "latency_ms",
            "service_ms", "wait_reason", "wait_ms", "request_bytes", "response_bytes", "throttle_time_ms", "error_code", "error_codes", "status",
            "problems", "problem_codes", "records", "record_bytes"]
-_NS = pa.timestamp("ns", tz="UTC")
 
 
-def _ns(column: Any) -> Any:
-    """A timestamp column (any unit) or int ns as int64 nanoseconds."""
-    if pa.types.is_timestamp(column.type):
-        return pc.cast(pc.cast(column, _NS), pa.int64())
-    return pc.cast(column, pa.int64())
+def _has_errors(row: dict[str, Any]) -> bool:
+    """A non-zero top-level error or any error code (as the Spark timeseries counts them)."""
+    return bool(row["error_code"]) or bool(row["error_codes"])
 
 
-def _errors_mask(table: pa.Table) -> Any:
-    """Exchanges with a non-zero top-level error or any error code (as the Spark timeseries counts them)."""
-    return pc.or_(pc.not_equal(pc.fill_null(table["error_code"], 0), 0),
-                  pc.greater(pc.fill_null(pc.list_value_length(table["error_codes"]), 0), 0))
+def failed(row: dict[str, Any]) -> bool:
+    """An exchange that failed: a status other than ok, or an error code."""
+    return (row["status"] or "") != OK or _has_errors(row)
 
 
-def failed_mask(table: pa.Table) -> Any:
-    """Exchanges that failed: a status other than ok, or an error code."""
-    return pc.or_(pc.not_equal(pc.fill_null(table["status"], ""), OK), _errors_mask(table))
+def _slow_order(row: dict[str, Any]) -> tuple:
+    """The slowest list's order: service time descending, then time, stream, correlation id (nulls last)."""
+    return (-row["service_ms"], *_nulls_last(row["_ts"]), *_nulls_last(row["stream"]),
+            *_nulls_last(row["correlation_id"]))
+
+
+def _failed_order(row: dict[str, Any]) -> tuple:
+    return (*_nulls_last(row["_ts"]), *_nulls_last(row["stream"]), *_nulls_last(row["correlation_id"]),
+            *_nulls_last(row["status"]))
+
+
+def _nulls_last(value: Any) -> tuple[bool, Any]:
+    return (True, 0) if value is None else (False, value)
 
 
 def _bucket_of(seconds: int, width: int) -> int:
@@ -129,15 +135,10 @@ def _merge_throttle(a: list, b: list) -> list:
     return [a[0] + b[0], a[1] + b[1], a[2] + b[2], max(a[3], b[3])]
 
 
-def _merge_minutes(a: list, b: list) -> list:
-    p99 = [v for v in (a[3], b[3]) if v is not None]
-    return [a[0] + b[0], a[1] + b[1], a[2] + b[2], max(p99) if p99 else None]
-
-
 class Collector:
-    """See the module's docstring. `min_width`: the narrowest bucket
-    (60 for the Spark path, whose latency time series is per minute);
-    `latency_values`: sketch latencies per bucket for their percentiles."""
+    """See the module's docstring. `min_width`: the narrowest bucket in
+    seconds; `latency_values`: sketch latencies per bucket for their
+    percentiles (both faces do: captures and a Spark OUTDIR's exchanges)."""
 
     def __init__(self, min_width: int = 1, latency_values: bool = True, limit: int = LIST_LIMIT) -> None:
         self.limit = limit
@@ -149,8 +150,6 @@ class Collector:
         self.error_series = self.time.table(lambda a, b: a + b)
         # (bucket, client id) -> [responses with a throttle field, throttled, total ms, max ms]
         self.throttle_series = self.time.table(_merge_throttle)
-        # (bucket, api) -> [exchanges, with errors, bytes, p99]: the Spark path's minute rows
-        self.minute_series: dict[tuple, list] | None = None
         self.errors_by_api: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])  # top level, anywhere
         self.problems: Counter[str] = Counter()  # exchanges carrying each problem code
         self.statuses: Counter[str] = Counter()
@@ -161,169 +160,119 @@ class Collector:
         self.failed = 0
         self.first_ns: int | None = None
         self.last_ns: int | None = None
-        self._slowest: pa.Table | None = None
-        self._failed: pa.Table | None = None
+        self._slowest: list[dict[str, Any]] = []  # at most 2 x limit candidates, cut to `limit` when full
+        self._failed: list[dict[str, Any]] = []
 
     # -- feeding ---------------------------------------------------------------
 
-    def add_batch(self, table: pa.Table | pa.RecordBatch) -> None:
-        if isinstance(table, pa.RecordBatch):
-            table = pa.Table.from_batches([table])
+    def add_batch(self, table: Any) -> None:
+        """The Spark path: an Arrow table or record batch of exchange rows (any timestamp unit)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         if table.num_rows == 0:
             return
-        table = table.select(COLUMNS)
-        request_ns, response_ns = _ns(table["request_ts"]), _ns(table["response_ts"])
-        ts_ns = pc.coalesce(request_ns, response_ns)
-        table = table.append_column("_ts", ts_ns)
-        self.exchanges += table.num_rows
-        self._span(request_ns, response_ns)
-        self._statuses(table)
-        timed = table.filter(pc.is_valid(ts_ns))
-        if timed.num_rows:
-            import numpy as np
+        columns = {}
+        for name in COLUMNS:
+            column = table.column(name)
+            if name in ("request_ts", "response_ts"):
+                if pa.types.is_timestamp(column.type):
+                    column = pc.cast(column, pa.timestamp("ns", tz="UTC"))
+                column = pc.cast(column, pa.int64())
+            columns[name] = column.to_pylist()
+        for values in zip(*columns.values()):
+            self.add_row(dict(zip(COLUMNS, values)))
 
-            seconds = np.floor_divide(timed["_ts"].to_numpy(), 1_000_000_000)
-            self.time.see(int(seconds.min()), int(seconds.max()))
-            width = self.time.width
-            timed = timed.append_column("_bucket", pa.array(np.floor_divide(seconds, width) * width, pa.int64()))
-            self._series(timed)
-            self._errors(timed)
-            self._throttle(timed)
-        self._problems(table)
-        self._keep_lists(table)
+    def add_row(self, row: dict[str, Any]) -> None:
+        """One exchange row (its COLUMNS at least; request_ts and response_ts as int ns)."""
+        row = {name: row.get(name) for name in COLUMNS}
+        request_ns, response_ns = row["request_ts"], row["response_ts"]
+        ts_ns = request_ns if request_ns is not None else response_ns
+        row["_ts"] = ts_ns
+        self.exchanges += 1
+        for value in (request_ns, response_ns):
+            if value is not None:
+                if self.first_ns is None or value < self.first_ns:
+                    self.first_ns = value
+                if self.last_ns is None or value > self.last_ns:
+                    self.last_ns = value
+        status = row["status"]
+        self.statuses[status] += 1
+        if status == NO_RESPONSE:
+            api = row["api_name"] or NO_API
+            version = row["api_version"]
+            self.no_response[f"{api} v{version}" if version is not None else api] += 1
+        if ts_ns is not None:
+            seconds = ts_ns // 1_000_000_000
+            time = self.time
+            if time.low is None or not time.low <= seconds <= time.high:  # type: ignore[operator]
+                time.see(seconds, seconds)
+            bucket = _bucket_of(seconds, time.width)
+            self._series(row, bucket)
+            self._errors(row, bucket)
+            self._throttle(row, bucket)
+        codes = row["problem_codes"]
+        if codes:
+            for code in set(codes):
+                if code is not None:
+                    self.problems[code] += 1
+        self._keep_lists(row)
 
-    def _span(self, request_ns: Any, response_ns: Any) -> None:
-        for column in (request_ns, response_ns):
-            low, high = pc.min(column).as_py(), pc.max(column).as_py()
-            if low is not None:
-                self.first_ns = low if self.first_ns is None else min(self.first_ns, low)
-                self.last_ns = high if self.last_ns is None else max(self.last_ns, high)
+    def _series(self, row: dict[str, Any], bucket: int) -> None:
+        key = (bucket, row["api_name"] or NO_API)
+        entry = self.series.get(key)
+        if entry is None:
+            entry = self.series[key] = [0, 0, 0, QuantileSketch() if self.latency_values else None]
+        entry[0] += 1
+        entry[1] += 1 if _has_errors(row) else 0
+        entry[2] += (row["request_bytes"] or 0) + (row["response_bytes"] or 0)
+        latency = row["latency_ms"]
+        if latency is not None and row["api_key"] is not None:
+            self.answered += 1
+            if entry[3] is not None:
+                entry[3].add(latency)
 
-    def _statuses(self, table: pa.Table) -> None:
-        for item in pc.value_counts(table["status"]).to_pylist():
-            self.statuses[item["values"]] += item["counts"]
-        unanswered = table.filter(pc.equal(table["status"], NO_RESPONSE))
-        if unanswered.num_rows:
-            grouped = unanswered.group_by(["api_name", "api_version"], use_threads=False).aggregate([([], "count_all")])
-            for row in grouped.to_pylist():
-                api = row["api_name"] or NO_API
-                label = f"{api} v{row['api_version']}" if row["api_version"] is not None else api
-                self.no_response[label] += row["count_all"]
+    def _errors(self, row: dict[str, Any], bucket: int) -> None:
+        api = row["api_name"] or NO_API
+        top = row["error_code"]
+        if top:
+            self.errors_by_api[(api, top)][0] += 1
+        # error_codes are distinct per exchange: each is an exchange carrying the code
+        for code in row["error_codes"] or ():
+            if code:
+                self.errors_by_api[(api, code)][1] += 1
+                key = (bucket, api, code)
+                self.error_series[key] = self.error_series.get(key, 0) + 1
 
-    def _series(self, timed: pa.Table) -> None:
-        errors = _errors_mask(timed).cast(pa.int64())
-        size = pc.add(pc.fill_null(timed["request_bytes"], 0), pc.fill_null(timed["response_bytes"], 0))
-        answered = pc.and_(pc.is_valid(timed["latency_ms"]), pc.is_valid(timed["api_key"]))
-        self.answered += pc.sum(answered.cast(pa.int64())).as_py() or 0
-        frame = pa.table({
-            "bucket": timed["_bucket"], "api": pc.fill_null(timed["api_name"], NO_API), "errors": errors,
-            "bytes": size, "latency": pc.if_else(answered, timed["latency_ms"], pa.scalar(None, pa.float64())),
-        })
-        aggregations = [([], "count_all"), ("errors", "sum"), ("bytes", "sum")]
-        if self.latency_values:
-            aggregations.append(("latency", "list"))
-        grouped = frame.group_by(["bucket", "api"], use_threads=False).aggregate(aggregations)
-        lists = grouped["latency_list"].to_pylist() if self.latency_values else [None] * grouped.num_rows
-        for bucket, api, count, n_errors, n_bytes, values in zip(
-                grouped["bucket"].to_pylist(), grouped["api"].to_pylist(), grouped["count_all"].to_pylist(),
-                grouped["errors_sum"].to_pylist(), grouped["bytes_sum"].to_pylist(), lists):
-            key = (bucket, api)
-            entry = self.series.get(key)
-            if entry is None:
-                entry = self.series[key] = [0, 0, 0, QuantileSketch() if self.latency_values else None]
-            entry[0] += count
-            entry[1] += n_errors or 0
-            entry[2] += n_bytes or 0
-            if values is not None:
-                for value in values:
-                    if value is not None:
-                        entry[3].add(value)
-
-    def _errors(self, timed: pa.Table) -> None:
-        api = pc.fill_null(timed["api_name"], NO_API)
-        top = pc.fill_null(timed["error_code"], 0)
-        with_top = pc.not_equal(top, 0)
-        if pc.any(with_top).as_py():
-            grouped = pa.table({"api": api, "code": top}).filter(with_top).group_by(
-                ["api", "code"], use_threads=False).aggregate([([], "count_all")])
-            for row in grouped.to_pylist():
-                self.errors_by_api[(row["api"], row["code"])][0] += row["count_all"]
-        codes = timed["error_codes"].combine_chunks() if isinstance(timed["error_codes"], pa.ChunkedArray) \
-            else timed["error_codes"]
-        flat = pc.list_flatten(codes)
-        if len(flat) == 0:
+    def _throttle(self, row: dict[str, Any], bucket: int) -> None:
+        wait = row["throttle_time_ms"]
+        if wait is None:
             return
-        parents = pc.list_parent_indices(codes)
-        located = pa.table({"bucket": pc.take(timed["_bucket"], parents), "api": pc.take(api, parents),
-                            "code": pc.cast(flat, pa.int64())}).filter(pc.not_equal(flat, 0))
-        # error_codes are distinct per exchange: a row is an exchange carrying the code
-        grouped = located.group_by(["bucket", "api", "code"], use_threads=False).aggregate([([], "count_all")])
-        for row in grouped.to_pylist():
-            self.errors_by_api[(row["api"], row["code"])][1] += row["count_all"]
-            key = (row["bucket"], row["api"], row["code"])
-            self.error_series[key] = self.error_series.get(key, 0) + row["count_all"]
+        wait = int(wait)
+        key = (bucket, row["client_id"] if row["client_id"] is not None else NO_CLIENT_ID)
+        old = self.throttle_series.get(key)
+        value = [1, 1 if wait > 0 else 0, wait, wait]
+        self.throttle_series[key] = value if old is None else _merge_throttle(old, value)
 
-    def _throttle(self, timed: pa.Table) -> None:
-        has_field = pc.is_valid(timed["throttle_time_ms"])
-        if not pc.any(has_field).as_py():
-            return
-        rows = timed.filter(has_field)
-        waits = pc.cast(rows["throttle_time_ms"], pa.int64())
-        frame = pa.table({"bucket": rows["_bucket"], "client": pc.fill_null(rows["client_id"], NO_CLIENT_ID),
-                          "throttled": pc.cast(pc.greater(waits, 0), pa.int64()), "ms": waits})
-        grouped = frame.group_by(["bucket", "client"], use_threads=False).aggregate(
-            [([], "count_all"), ("throttled", "sum"), ("ms", "sum"), ("ms", "max")])
-        for row in grouped.to_pylist():
-            key = (row["bucket"], row["client"])
-            value = [row["count_all"], row["throttled_sum"], row["ms_sum"], row["ms_max"]]
-            old = self.throttle_series.get(key)
-            self.throttle_series[key] = value if old is None else _merge_throttle(old, value)
-
-    def _problems(self, table: pa.Table) -> None:
-        codes = table["problem_codes"].combine_chunks() if isinstance(table["problem_codes"], pa.ChunkedArray) \
-            else table["problem_codes"]
-        flat = pc.list_flatten(codes)
-        if len(flat) == 0:
-            return
-        pairs = pa.table({"row": pc.list_parent_indices(codes), "code": flat})
-        distinct = pairs.group_by(["row", "code"], use_threads=False).aggregate([])
-        for item in pc.value_counts(distinct["code"]).to_pylist():
-            self.problems[item["values"]] += item["counts"]
-
-    def _keep_lists(self, table: pa.Table) -> None:
-        limit = self.limit
+    def _keep_lists(self, row: dict[str, Any]) -> None:
         # slowest: by service time, the waits the protocol asked for set apart
-        answered = table.filter(pc.is_valid(table["service_ms"]))
-        if answered.num_rows:
-            self.serviced += answered.num_rows
-            if self._slowest is not None:
-                answered = pa.concat_tables([self._slowest, answered])
-            self._slowest = answered.sort_by(
-                [("service_ms", "descending"), ("_ts", "ascending"), ("stream", "ascending"),
-                 ("correlation_id", "ascending")]).slice(0, limit)
-        failed = table.filter(failed_mask(table))
-        if failed.num_rows:
-            self.failed += failed.num_rows
-            if self._failed is not None:
-                failed = pa.concat_tables([self._failed, failed])
-            self._failed = failed.sort_by(
-                [("_ts", "ascending"), ("stream", "ascending"), ("correlation_id", "ascending"),
-                 ("status", "ascending")]).slice(0, limit)
+        if row["service_ms"] is not None:
+            self.serviced += 1
+            self._keep(self._slowest, row, _slow_order)
+        if failed(row):
+            self.failed += 1
+            self._keep(self._failed, row, _failed_order)
 
-    def add_minute_rows(self, rows: Iterable[dict[str, Any]]) -> None:
-        """The Spark path: the timeseries table's rows (minute as seconds or a
-        datetime, api_name, exchanges, bytes, errors, p99_latency_ms) replace
-        the traffic and latency series of the scan, merged into the buckets
-        (p99 of a wider bucket: the highest minute p99 in it)."""
-        self.minute_series = {}
-        width = self.time.width
-        for row in rows:
-            minute = row["minute"]
-            seconds = int(minute.timestamp()) if hasattr(minute, "timestamp") else int(minute)
-            key = (_bucket_of(seconds, width), row["api_name"] or NO_API)
-            value = [row["exchanges"], row["errors"], row["bytes"], row["p99_latency_ms"]]
-            old = self.minute_series.get(key)
-            self.minute_series[key] = value if old is None else _merge_minutes(old, value)
+    def _keep(self, kept: list[dict[str, Any]], row: dict[str, Any], order: Any) -> None:
+        kept.append(row)
+        if len(kept) >= 2 * self.limit:
+            kept.sort(key=order)
+            del kept[self.limit:]
+
+    def _list(self, kept: list[dict[str, Any]], order: Any) -> list[dict[str, Any]]:
+        kept.sort(key=order)
+        del kept[self.limit:]
+        return _list_rows(kept)
 
     # -- results ---------------------------------------------------------------
 
@@ -333,20 +282,14 @@ class Collector:
 
         width = self.time.width
         # traffic and latency per bucket and API: the busiest APIs apart, the rest summed
-        if self.minute_series is not None:
-            traffic = {key: (v[0], v[1], v[2]) for key, v in self.minute_series.items()}
-            latency = {key: {"p99": v[3]} for key, v in self.minute_series.items()}
-            basis = ("per-minute p99 from the Spark timeseries table" if width == 60 else
-                     "the highest per-minute p99 in the bucket (from the Spark timeseries table)")
-        else:
-            traffic = {key: (v[0], v[1], v[2]) for key, v in self.series.items()}
-            latency = {}
-            for key, v in self.series.items():
-                sketch = v[3]
-                latency[key] = ({"p50": sketch.percentiles(50)[0], "p99": sketch.percentiles(99)[0], "max": sketch.max}
-                                if sketch is not None and sketch.count else {})
-            basis = ("percentiles of the bucket's answered exchanges (exact up to "
-                     f"{EXACT_LIMIT} exchanges, within 1% past it)")
+        traffic = {key: (v[0], v[1], v[2]) for key, v in self.series.items()}
+        latency = {}
+        for key, v in self.series.items():
+            sketch = v[3]
+            latency[key] = ({"p50": sketch.percentiles(50)[0], "p99": sketch.percentiles(99)[0], "max": sketch.max}
+                            if sketch is not None and sketch.count else {})
+        basis = ("percentiles of the bucket's answered exchanges (exact up to "
+                 f"{EXACT_LIMIT} exchanges, within 1% past it)")
         per_api: Counter[str] = Counter()
         for (_bucket, api), (count, _e, _b) in traffic.items():
             per_api[api] += count
@@ -417,8 +360,8 @@ class Collector:
                          sorted(self.problems.items(), key=lambda item: (-item[1], item[0]))],
             "statuses": dict(self.statuses),
             "no_response": dict(self.no_response.most_common()),
-            "slowest": {"limit": self.limit, "total": self.serviced, "rows": _list_rows(self._slowest)},
-            "failed": {"limit": self.limit, "total": self.failed, "rows": _list_rows(self._failed)},
+            "slowest": {"limit": self.limit, "total": self.serviced, "rows": self._list(self._slowest, _slow_order)},
+            "failed": {"limit": self.limit, "total": self.failed, "rows": self._list(self._failed, _failed_order)},
         }
 
 
@@ -447,14 +390,13 @@ def _iso_ns(ns: int) -> str:
     return f"{stamp}.{rest:09d}Z"
 
 
-def _list_rows(table: pa.Table | None) -> list[dict[str, Any]]:
+def _list_rows(kept: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The kept exchanges as plain rows: times as UTC text, error names."""
-    if table is None:
-        return []
     from kdissect.protocol.errors import error_name
 
     rows = []
-    for row in table.to_pylist():
+    for kept_row in kept:
+        row = dict(kept_row)
         ts = row.pop("_ts")
         del row["request_ts"], row["response_ts"]
         row["time"] = _iso_ns(ts) if ts is not None else None
@@ -467,30 +409,14 @@ def _list_rows(table: pa.Table | None) -> list[dict[str, Any]]:
 
 
 class RowBatcher:
-    """Exchanges -> Arrow tables of their rows (times as int ns), `size` at a time."""
+    """Exchanges -> the collector's rows (times as int ns), as every table stores them."""
 
-    def __init__(self, collector: Collector, size: int = 8192) -> None:
-        from kdissect.model.exchange import arrow_schema
-
+    def __init__(self, collector: Collector) -> None:
         self.collector = collector
-        self.size = size
-        self.schema = arrow_schema("ns")
-        self.rows: list[dict[str, Any]] = []
 
     def add(self, exchange: Any) -> None:
         # captured strings as every table stores them (as the Spark tables do)
-        self.rows.append(lossless_row(exchange.to_row()))
-        if len(self.rows) >= self.size:
-            self.flush()
+        self.collector.add_row(lossless_row(exchange.to_row()))
 
     def flush(self) -> None:
-        if self.rows:
-            from kdissect.shared.output import safe_row
-
-            try:
-                table = pa.Table.from_pylist(self.rows, schema=self.schema)
-            except (UnicodeEncodeError, pa.ArrowException):
-                table = pa.Table.from_pylist([safe_row(r) for r in self.rows], schema=self.schema)
-            self.rows = []
-            self.collector.add_batch(table)
-
+        """Nothing is held (kept for callers that flush at the end)."""

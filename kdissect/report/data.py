@@ -5,7 +5,9 @@ OUTDIR, which the page and the notebooks chart.
      "stats": what `kdissect stats --json` prints (kdissect.stats.tables: the
              Summary's tables, the topic, group and client tables, "accounting"),
      "report": the Collector's entries (time series, errors per API, problems,
-               slowest and failed exchanges, time span; kdissect.report.collect)}
+               slowest and failed exchanges, time span; kdissect.report.collect),
+     "selection": what was selected (-Y, --from/--to, --client ..., --top/--sort)
+                  and how many exchanges of how many were kept}
 
 From captures, `stats` is computed by `kdissect.stats.summary.Summary` in the same
 pass as the collector, so the page's numbers are `stats --json`'s by
@@ -63,7 +65,33 @@ def from_analysis(analysis: Any, min_width: int = 1) -> dict[str, Any]:
     if broker_tables is not None:
         data["stats"]["broker_log"] = payload(analysis, broker_tables)
     data["tls"] = analysis.dissector.tls_stats.to_dict() if analysis.accounting.tls_connections else None
+    # a Selected or Ranked analysis (kdissect.filters.selection) says what it kept
+    applied = analysis.applied() if hasattr(type(analysis), "applied") else []
+    data["selection"] = selection_entry(applied, data["stats"])
     return data
+
+
+def selection_entry(applied: list[dict[str, str]], stats: dict[str, Any]) -> dict[str, Any]:
+    """What the page says of its selection: the options applied
+    (`kdissect.filters.selection.describe_selection`'s items, none for the
+    whole capture) and how many exchanges it kept of how many."""
+    return {"applied": applied, "exchanges": stats.get("exchanges"),
+            "of": (stats.get("accounting") or {}).get("exchanges")}
+
+
+def is_spark_outdir(path: str | Path) -> bool:
+    """A directory the Spark job wrote (it holds manifest.json and exchanges/):
+    a local path, or a store URI (kdissect.wire.stores)."""
+    from kdissect.wire import stores
+
+    if stores.is_uri(str(path)):
+        from kdissect.shared.outdir_tree import Tree
+
+        tree = Tree(str(path))
+        entries = tree.entries()
+        return "manifest.json" in entries and "exchanges" in entries
+    path = Path(path)
+    return (path / "manifest.json").is_file() and (path / "exchanges").is_dir()
 
 
 def from_spark_outdir(outdir: str | Path) -> dict[str, Any]:

@@ -41,7 +41,8 @@ _KNOWN_STATS = {"exchanges", "statuses", "latency_by_api", "latency_by_client", 
                 # errors split by normal flow (kdissect.conn.normal_flow), by client
                 "paired_with_error_codes", "paired_normal_flow_only", "error_codes", "errors_by_client",
                 # the topic, group and client tables and their flags (`_forensics`)
-                "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag", "clients",
+                "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag",
+                "group_lag_over_time", "clients",
                 "producers", "share_groups", "share_group_members", "transactions", "transaction_markers",
                 "rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids",
                 "topic_id_conflicts"}
@@ -86,6 +87,10 @@ td[data-col="meaning"] { white-space: normal; min-width: 24ch; }
 td.list { white-space: normal; min-width: 24ch; }
 td.list span { white-space: nowrap; }
 tr:target { background: #fff3bf; }
+.selection { border: 2px solid #b54708; background: #fffaeb; border-radius: 8px; padding: 0.2rem 1rem 0.4rem; }
+.selection h2 { margin: 0.5rem 0 0.3rem; border: none; color: #b54708; }
+.selection p { color: var(--ink); }
+.selection code.value { overflow-wrap: anywhere; }
 #findings ol { padding-left: 1.3rem; }
 #findings li { margin: 0.35rem 0; }
 .empty { color: var(--muted); font-style: italic; }
@@ -356,11 +361,11 @@ def _quality(data: dict[str, Any], chart: Callable[[str, str], str]) -> str:
             + table("problems", problems) + "</section>")
 
 
-def _forensics(stats: dict[str, Any]) -> str:
+def _forensics(stats: dict[str, Any], chart: Callable[[str, str], str]) -> str:
     """The topic, group and client tables (as `kdissect topics`, `groups` and
     `clients` write them, every column; times as the terminal shows them)."""
     from kdissect.forensics.render import DISPLAY, TITLES, cell
-    from kdissect.forensics.tables import TABLE_COLUMNS
+    from kdissect.forensics.tables import STATS_TABLES, TABLE_COLUMNS
 
     def shown(column: str, value: Any) -> str:  # strings are lossless already: `_e` escapes the rest
         return cell(column, value, escape=str)
@@ -369,6 +374,11 @@ def _forensics(stats: dict[str, Any]) -> str:
              "<p>From the decoded requests and responses: the tables of <code>kdissect topics</code>, "
              "<code>groups</code> and <code>clients</code>, with every column.</p>"]
     for name, columns in TABLE_COLUMNS.items():
+        if name in STATS_TABLES:  # shown with the stats' tables (errors by client: the Errors section)
+            continue
+        if name == "group_lag_over_time":
+            parts.append(chart("group_lag_over_time", "no group committed an offset of a partition whose high "
+                                                      "watermark a fetch showed"))
         # the terminal's columns first (its priority order), then the rest
         ordered = [c for c in DISPLAY.get(name, []) if any(c == n for n, _kind in columns)]
         ordered += [c for c, _kind in columns if c not in ordered]
@@ -403,6 +413,31 @@ def _findings(data: dict[str, Any]) -> str:
                      f'{_e(item["text"])} <span class="links">({_e(item["table"])}: {links})</span></li>')
     return (f'<section id="findings"><h2>What to look at first</h2><ol data-findings="{len(found)}">'
             + "".join(items) + "</ol></section>")
+
+
+def _selection(data: dict[str, Any]) -> str:
+    """What the page covers, at its top: the selection applied (-Y, --from/--to,
+    --client ..., --top/--sort; each value through `_e`, the page's one
+    escaping, since a filter may quote captured strings) and how many
+    exchanges it kept of how many, so a filtered page is never read as the
+    whole capture."""
+    chosen = data.get("selection")
+    if chosen is None:  # data made from exchanges alone (from_exchanges): nothing known of a selection
+        return ""
+    kept, total = chosen.get("exchanges"), chosen.get("of")
+    attributes = f'data-kept="{_json_attr(kept)}" data-of="{_json_attr(total)}"'
+    if not chosen.get("applied"):
+        return (f'<p id="selection" data-selection="none" {attributes}>No selection: every exchange of the '
+                f"captures ({_e(_text(kept))}) is in this page.</p>")
+    items = "".join(f'<li data-option="{_e(item["option"])}">{_e(item["what"])} '
+                    f'(<code>{_e(item["option"])}</code>): <code class="value">{_e(item["value"])}</code></li>'
+                    for item in chosen["applied"])
+    return (f'<section id="selection" class="selection" data-selection="applied" {attributes}>'
+            f"<h2>A selection, not the whole capture</h2>"
+            f"<p><strong>This page shows {_e(_text(kept))} of {_e(_text(total))} exchanges</strong>: "
+            "the tables, charts, findings and lists are computed over these only; the capture quality "
+            "and the accounting are the whole capture's.</p>"
+            f"<ul>{items}</ul></section>")
 
 
 def _list_section(section: str, title: str, entry: dict[str, Any], what: str, order: str) -> str:
@@ -472,7 +507,7 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         "<p>Requests sent while the broker had muted the connection (KIP-219) did not respect the mute.</p>"
         + table("throttle_by_client", stats.get("throttle_by_client", []))
         + "<h3>Per broker</h3>" + table("throttle", stats.get("throttle", [])) + "</section>",
-        _forensics(stats),
+        _forensics(stats, chart),
         _list_section("slowest", "Slowest exchanges (service time)", report["slowest"],
                       "answered exchanges with a service time (the waits the protocol asked for set apart; "
                       "an exchange that was all wait has none)", "slowest"),
@@ -501,7 +536,7 @@ def render(data: dict[str, Any], javascript: str | None = None, title: str = "Ka
         f"<title>{_e(title)}</title><style>{_STYLE}</style><script>{_WATCH}</script></head>"
         f'<body data-charts="pending"><main>'
         f'<pre id="kdissect-errors" data-count="0" hidden></pre>'
-        f"<h1>{_e(title)}</h1><p>{_e(origin)}. Times are UTC.</p><nav>{nav}</nav>"
+        f"<h1>{_e(title)}</h1><p>{_e(origin)}. Times are UTC.</p>{_selection(data)}<nav>{nav}</nav>"
         + "".join(sections)
         + f"<footer>kdissect {_e(version)} report; charts drawn with Vega-Lite (inlined).</footer></main>"
         f"<script>{javascript}</script><script>{_DRAW}</script></body></html>\n"

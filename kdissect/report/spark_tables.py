@@ -10,8 +10,10 @@
 - The report's own entries come from one scan of `exchanges/` with pyarrow,
   batch by batch, through the same `Collector` as the capture path (bounded
   memory: the slowest and failed lists are capped, the rest is per time
-  bucket), except latency over time, which comes from `timeseries/` (per-minute
-  p99; no p50 or max per bucket). So the narrowest time bucket is one minute.
+  bucket), latency over time included: the same buckets (a second for a
+  short capture) and the same p50, p99 and max per bucket as from the
+  captures. (The job's `timeseries/` table is per minute: too coarse for a
+  short capture, so the page does not read it.)
 - The topic, group and client tables are the job's own (`topics/`, `groups/`,
   `clients/`...; times back to int nanoseconds, as `stats --json` gives them),
   their flags from the manifest.
@@ -31,28 +33,13 @@ import pyarrow.dataset as ds
 from kdissect.failures import InputError
 from kdissect.report.collect import COLUMNS, Collector
 
-from kdissect.forensics.tables import TABLE_COLUMNS
+from kdissect.forensics.tables import STATS_TABLES, TABLE_COLUMNS
 
-TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", "timeseries", *TABLE_COLUMNS)
+TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "throttle", *TABLE_COLUMNS)
 # what the manifest's "forensics" entry holds beside the tables (ForensicTables' other entries)
 _FORENSIC_FLAGS = ("rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids",
                    "topic_id_conflicts")
 _BATCH_ROWS = 65536
-
-
-def is_spark_outdir(path: str | Path) -> bool:
-    """A directory the Spark job wrote (it holds manifest.json and exchanges/):
-    a local path, or a store URI (kdissect.wire.stores)."""
-    from kdissect.wire import stores
-
-    if stores.is_uri(str(path)):
-        from kdissect.shared.outdir_tree import Tree
-
-        tree = Tree(str(path))
-        entries = tree.entries()
-        return "manifest.json" in entries and "exchanges" in entries
-    path = Path(path)
-    return (path / "manifest.json").is_file() and (path / "exchanges").is_dir()
 
 
 def _dataset(outdir: Any, name: str) -> ds.Dataset:
@@ -67,19 +54,16 @@ def _rows(outdir: Any, name: str) -> list[dict[str, Any]]:
     return _dataset(outdir, name).to_table().to_pylist()
 
 
-def _minute_seconds(table: pa.Table) -> pa.Table:
-    """The timeseries table with `minute` as int seconds since the epoch (the
-    column is an INT96 timestamp, read as naive UTC)."""
-    minute = table["minute"]
-    ns = pc.cast(pc.cast(minute, pa.timestamp("ns")), pa.int64())
-    return table.set_column(table.schema.get_field_index("minute"), "minute", pc.divide(ns, 1_000_000_000))
-
-
 def forensic_tables(outdir: Any, manifest: dict[str, Any]) -> dict[str, Any]:
     """The topic, group and client tables as `stats --json` gives them (rows in
     the job's order, which is the CLI's; times as int nanoseconds)."""
     found: dict[str, Any] = {}
     for name, columns in TABLE_COLUMNS.items():
+        if name in STATS_TABLES:  # the summaries' table (read with them)
+            continue
+        if not outdir.exists(name):  # an OUTDIR of a job older than the table
+            found[name] = []
+            continue
         table = _dataset(outdir, name).to_table()
         for column, kind in columns:
             if kind == "timestamp":
@@ -186,12 +170,10 @@ def read_outdir(outdir: str | Path) -> dict[str, Any]:
         raise InputError(f"{tree.uri}: the job that wrote it did not finish (no {SUCCESS} marker)")
     for name in TABLES:
         _dataset(tree, name)  # each there, before any work
-    collector = Collector(min_width=60, latency_values=False)
+    collector = Collector()
     exchanges = _dataset(tree, "exchanges")
     for batch in exchanges.to_batches(columns=COLUMNS, batch_size=_BATCH_ROWS, use_threads=False):
         collector.add_batch(batch)
-    series = _minute_seconds(_dataset(tree, "timeseries").to_table())
-    collector.add_minute_rows(series.to_pylist())
     inputs = [item.get("name") or item.get("path") for item in manifest.get("inputs", [])]
     stats = stats_from_tables(tree, collector, manifest)
     if manifest.get("broker_log"):  # the job ran with --broker-log: its tables, as stats --json has them
@@ -199,7 +181,15 @@ def read_outdir(outdir: str | Path) -> dict[str, Any]:
         for key, name in (("latency_decomposition", "broker_latency"), ("principals", "broker_principals"),
                           ("unmatched", "broker_unmatched")):
             stats["broker_log"][key] = _dataset(tree, name).to_table().to_pylist()
+    from kdissect.filters.selection import describe_selection
+    from kdissect.report.data import selection_entry
+
+    chosen = manifest.get("selection") or {}  # what the job was run with (kdissect.spark.job)
+    applied = describe_selection(chosen.get("filter"), chosen.get("from_ns"), chosen.get("to_ns"),
+                                 chosen.get("clients") or (), chosen.get("brokers") or (), chosen.get("topics") or (),
+                                 chosen.get("groups") or ())
     return {
+        "selection": selection_entry(applied, stats),
         "source": {"kind": "spark", "path": tree.uri, "inputs": inputs,
                    "skipped_files": len(manifest.get("skipped_files", []))},
         "stats": stats,

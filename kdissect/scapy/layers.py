@@ -35,10 +35,10 @@ from scapy.fields import ConditionalField, Field, SignedIntField, SignedShortFie
 from scapy.layers.inet import TCP
 from scapy.packet import Packet, Raw, bind_layers, split_layers
 
-from kdissect.model.accounting import Accounting
 from kdissect.model.exchange import Exchange
 from kdissect.conn.framing import Frame
 from kdissect.conn.pairing import ConnectionInfo, Pairer
+from kdissect.conn.pairing_stats import PairingStats
 from kdissect.protocol.apis import ApiKey, api_name
 from kdissect.protocol.errors import error_name
 from kdissect.protocol.headers import request_layout
@@ -625,7 +625,7 @@ def _pairing(session: dict) -> tuple[Pairer, list[Exchange], list[int]]:
     state = session.get("kafka_pairing")
     if state is None:
         emitted: list[Exchange] = []
-        pairer = Pairer(Accounting(), ConnectionInfo((), 0, "", "", (0, 0)), emitted.append, keep_messages=False)
+        pairer = Pairer(PairingStats(), ConnectionInfo((), 0, "", "", (0, 0)), emitted.append, keep_messages=False)
         state = session["kafka_pairing"] = (pairer, emitted, [0, 0])
     return state
 
@@ -653,13 +653,13 @@ def _reassemble(cls: type[_KafkaHeader], data: bytes, metadata: dict, session: d
     # capture times are not needed here: with none (0) nothing is released by time
     frame = Frame(direction, offsets[direction], size, frame_bytes[4:], True, 0, 0, -1)
     offsets[direction] += 4 + size
-    raw_before = pairer.accounting.raw_sasl_frames
+    raw_before = pairer.stats.raw_sasl_frames
     emitted.clear()
     if direction == 0:
         pairer.on_request(frame)
     else:
         pairer.on_response(frame)
-    if pairer.accounting.raw_sasl_frames != raw_before:
+    if pairer.stats.raw_sasl_frames != raw_before:
         return _cut(KafkaSaslToken, data, size)
     if direction == 1:
         for ex in emitted:

@@ -16,7 +16,7 @@ from kdissect.failures import InputError
 EXTRAS: dict[str, tuple[str, ...]] = {
     "spark": ("pyspark", "pandas", "numpy"),
     "scapy": ("scapy",),
-    "report": ("altair", "vl_convert", "numpy"),
+    "report": ("altair", "vl_convert"),  # the charts in notebooks (the page needs neither)
     "webhdfs": ("fsspec", "requests"),  # webhdfs:// URIs (kdissect/wire/webhdfs.py, through kdissect.wire.stores)
 }
 

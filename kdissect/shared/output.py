@@ -182,7 +182,7 @@ _one_str_memo = _Memo(lambda text: "[" + _esc_text(text) + "]")  # JSON of a lis
 # raises for non-ints as before.
 _INT = "{v} if {v}.__class__ is int else _int_repr({v})"
 _JSON_OF_KIND = {"string": "_esc_memo[{v}]", "int64": _INT, "int32": _INT, "timestamp": "_seconds({v})",
-                 "int16": _INT, "float64": "_float_repr({v})",
+                 "int16": _INT, "float64": "(_float_text[{v}] if {v}.__class__ is float and {v} else _float_repr({v}))",
                  "list<int16>": '(_json_ints({v}) if {v} else "[]")',
                  "list<string>": '((_one_str_memo[{v}[0]] if {v}.__class__ is list and len({v}) == 1 '
                                  'else _json_strs({v})) if {v} else "[]")'}
@@ -202,6 +202,7 @@ _COMPUTED_CODE = {
     "request_transfer_ms": ["c = None if request_first_ts is None or request_ts is None else "
                             "request_ts - request_first_ts"],
     "wait_ms": ["c = wait_ns"],
+    "socket_wait_ms": ["c = socket_wait_ns"],
     "service_ms": ["if request_ts is None or response_ts is None:",
                    "    c = None",
                    "elif wait_ns is None:",
@@ -221,7 +222,7 @@ _COMPUTED_CODE = {
                   "    c = None"],
 }
 # stored fields the computed columns read besides columns
-_COMPUTED_INPUTS = ("request_first_ts", "response_first_ts", "wait_ns", "rtt_ns")
+_COMPUTED_INPUTS = ("request_first_ts", "response_first_ts", "wait_ns", "rtt_ns", "socket_wait_ns")
 
 
 class _MillisecondsText(dict):
@@ -240,6 +241,23 @@ class _MillisecondsText(dict):
 
 
 _ms_text = _MillisecondsText()
+
+
+class _FloatText(dict):
+    """float -> its repr, remembered for the first 65536 values: the broker
+    log's times are microseconds in ms and repeat. (Zero is never looked up:
+    0.0 and -0.0 are equal keys with different texts.)"""
+
+    __slots__ = ()
+
+    def __missing__(self, value: float) -> str:
+        text = _float_repr(value)
+        if len(self) < 65536:
+            self[value] = text
+        return text
+
+
+_float_text = _FloatText()
 
 
 def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
@@ -326,7 +344,7 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     namespace: dict[str, Any] = {"_esc": _esc, "_esc_memo": _esc_memo, "_one_str_memo": _one_str_memo,
                                  "_int_repr": _int_repr, "_float_repr": _float_repr, "_seconds": seconds,
                                  "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int, "max": max,
-                                 "_ms_text": _ms_text}
+                                 "_ms_text": _ms_text, "_float_text": _float_text}
     exec(compile("\n".join(lines), "<kdissect exchange_line>", "exec"), namespace)  # noqa: S102
     return namespace["exchange_line"]
 

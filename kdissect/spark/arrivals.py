@@ -14,7 +14,6 @@ exchange rows (`fix_exchanges`, from part_files.finish_part).
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import pyarrow as pa
@@ -22,6 +21,7 @@ import pyarrow as pa
 from kdissect.conn.arrivals import (BY_PRODUCE, MAX_HELD_NS, PRODUCE_WINDOW_NS, FetchArrival, ProduceArrival,
                                apply_wait)
 from kdissect.shared.outdir_tree import Tree, as_tree
+from kdissect.spark.parquet_rows import ParquetRows
 
 ARRIVALS_DIR = "arrivals"
 PRODUCED, FETCHED = 0, 1
@@ -42,7 +42,6 @@ ARRIVAL_SCHEMA = pa.schema([
     ("before_ns", pa.int64()),
     ("before_reason", pa.string()),
 ])
-_FLUSH_ROWS = 65536
 
 # a fix: the connection key and ordinal of an exchange row -> (answer time, start, end, before, before reason)
 Fixes = dict[tuple[int, int, int], tuple[int, int, int, int, Any]]
@@ -57,9 +56,8 @@ class ArrivalSink:
         self.name = f"arrivals-{task_partition:05d}.parquet"
         self.task_partition = task_partition
         self.fetched = 0
-        self.columns: dict[str, list] = {name: [] for name in ARRIVAL_SCHEMA.names}
-        self.writer: Any = None
-        self.output: Any = None  # the Tree.output context while writing
+        # the name is chosen at the end (`arrivals-` or `produced-`): written as `.partial` until then
+        self.rows = ParquetRows(self.directory, f"{self.name}.partial", ARRIVAL_SCHEMA)
 
     def add(self, exchange: Any, row: dict[str, Any]) -> None:
         """Note the arrival facts of an exchange (its row holds its keys)."""
@@ -69,9 +67,9 @@ class ArrivalSink:
         elif isinstance(arrival, FetchArrival) and arrival.end_ns - arrival.start_ns <= MAX_HELD_NS:
             for label, partition, offset in arrival.marks:
                 self.fetched += 1
-                self._add(FETCHED, label, partition, offset, None, None, self.task_partition,
-                          row["stream_capture_index"], row["stream_frame_number"], row["ordinal"], arrival.start_ns,
-                          arrival.end_ns, arrival.before_ns, arrival.before_reason)
+                self.rows.add(FETCHED, label, partition, offset, None, None, self.task_partition,
+                              row["stream_capture_index"], row["stream_frame_number"], row["ordinal"],
+                              arrival.start_ns, arrival.end_ns, arrival.before_ns, arrival.before_reason)
         exchange.arrival = None
 
     def add_produced(self, exchange: Any) -> None:
@@ -80,41 +78,16 @@ class ArrivalSink:
         arrival = exchange.arrival
         if isinstance(arrival, ProduceArrival) and exchange.response_ts is not None:
             for label, partition, first, last in arrival.ranges:
-                self._add(PRODUCED, label, partition, first, last, exchange.response_ts, *([None] * 8))
+                self.rows.add(PRODUCED, label, partition, first, last, exchange.response_ts, *([None] * 8))
         exchange.arrival = None
 
-    def _add(self, *values: Any) -> None:
-        for name, value in zip(ARRIVAL_SCHEMA.names, values):
-            self.columns[name].append(value)
-        if len(self.columns["kind"]) >= _FLUSH_ROWS:
-            self._flush()
-
-    def _flush(self) -> None:
-        import pyarrow.parquet as pq
-
-        if self.writer is None:
-            # the name is chosen at the end (`arrivals-` or `produced-`): written as a temporary file of the tree
-            self.output = self.directory.output(f"{self.name}.partial")
-            self.writer = pq.ParquetWriter(self.output.__enter__(), ARRIVAL_SCHEMA)
-        self.writer.write_table(pa.table(self.columns, schema=ARRIVAL_SCHEMA))
-        self.columns = {name: [] for name in ARRIVAL_SCHEMA.names}
-
     def close(self) -> None:
-        if self.columns["kind"] or self.writer is not None:
-            self._flush()
-            self.writer.close()
-            self.writer = None
-            self.output.__exit__(None, None, None)
+        if self.rows.close():
             target = self.name if self.fetched else self.name.replace("arrivals-", "produced-")
             self.directory.move(f"{self.name}.partial", target)
 
     def abandon(self) -> None:
-        if self.writer is not None:
-            with contextlib.suppress(Exception):
-                self.writer.close()
-            self.writer = None
-            with contextlib.suppress(RuntimeError, OSError):
-                self.output.__exit__(RuntimeError, RuntimeError("task abandoned"), None)  # the temporary is removed
+        self.rows.abandon()
 
 
 def _read_arrivals(directory: Tree) -> Any:

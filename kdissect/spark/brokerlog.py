@@ -28,7 +28,8 @@ from typing import Any, Iterator, Sequence
 
 from kdissect.conn.brokerlog.join import (AFTER_CAPTURE, BEFORE_CAPTURE, CAPTURE_ONLY_REASONS, CONNECTION_NOT_CAPTURED,
                                      CONNECTION_NOT_LOGGED, DEFAULT_TOLERANCE_S, EXCHANGE_NOT_CAPTURED, JOINED,
-                                     LOG_ONLY_REASONS, NOT_LOGGED, OUTSIDE_LOG_TIME, PRE_AUTHENTICATION, UNANSWERED)
+                                     LOG_ONLY_REASONS, NOT_LOGGED, OUTSIDE_LOG_TIME, PRE_AUTHENTICATION, UNANSWERED,
+                                     network_ms)
 from kdissect.stats.brokerlog import COMPONENTS
 from kdissect.shared.outdir_tree import Tree
 
@@ -40,7 +41,7 @@ _LOG_SCHEMA = ("kind int, lid long, client string, correlation_id int, api_key i
                  " counts string")
 _EXCHANGE_SCHEMA = ("part string, row long, client string, correlation_id int, api_key int, t_ns long, "
                     "status string, api_name string, api_version int, client_id string, broker string, "
-                    "latency_ms double, service_ms double")
+                    "latency_ms double, service_ms double, ttfb_ms double, socket_wait_ms double")
 _FILLED_SCHEMA = ("part string, row long, broker_log string, " + ", ".join(f"{name} double" for name in _TIMES)
                   + ", principal string, security_protocol string, listener string")
 
@@ -66,14 +67,24 @@ def _read_part(outdir: Tree, part: str) -> Iterator[tuple]:
     with outdir.open_input("exchanges", part) as stream:
         table = pq.read_table(stream, columns=["client", "correlation_id", "api_key", "request_ts", "response_ts", "status",
                                          "api_name", "api_version", "client_id", "broker", "latency_ms",
-                                         "service_ms"])
+                                         "service_ms", "ttfb_ms", "socket_wait_ms"])
     times = pc.coalesce(table["response_ts"], table["request_ts"])
     ns = pc.cast(pc.cast(times, pa.timestamp("ns", tz="UTC")), pa.int64()).to_pylist()
     columns = [table[name].to_pylist() for name in ("client", "correlation_id", "api_key")]
     rest = [table[name].to_pylist() for name in ("status", "api_name", "api_version", "client_id", "broker",
-                                                  "latency_ms", "service_ms")]
+                                                  "latency_ms", "service_ms", "ttfb_ms", "socket_wait_ms")]
     for i in range(table.num_rows):
         yield (part, i, columns[0][i], columns[1][i], columns[2][i], ns[i], *(column[i] for column in rest))
+
+
+def _network(ttfb_ms: float | None, socket_wait_ms: float | None, total: float | None,
+             send: float | None) -> float | None:
+    """network_ms as the single process computes it (join.network_ms, in
+    whole ns: the columns hold ns / 1e6 exactly enough to round back)."""
+    if ttfb_ms is None or total is None or send is None or total != total or send != send:  # (NaN: no line)
+        return None
+    waited = None if socket_wait_ms is None or socket_wait_ms != socket_wait_ms else round(socket_wait_ms * 1e6)
+    return network_ms(0, round(ttfb_ms * 1_000_000), waited, total, send)
 
 
 def _rewrite(outdir: Tree):
@@ -88,9 +99,9 @@ def _rewrite(outdir: Tree):
         frame = frame.sort_values("row")
         if len(frame) != table.num_rows or list(frame["row"]) != list(range(table.num_rows)):
             raise RuntimeError(f"{part}: {len(frame)} broker-log rows for {table.num_rows} exchanges")
-        latency = table["latency_ms"].to_pylist()
-        total = frame["broker_total_ms"].tolist()
-        network = [None if t is None or t != t or lat is None else lat - t for lat, t in zip(latency, total)]
+        ttfb, socket_wait = table["ttfb_ms"].to_pylist(), table["socket_wait_ms"].to_pylist()
+        network = [_network(*row) for row in zip(ttfb, socket_wait, frame["broker_total_ms"].tolist(),
+                                                  frame["broker_send_ms"].tolist())]
         values = {name: frame[name].tolist() for name in ("broker_log", *_TIMES, "principal", "security_protocol",
                                                           "listener")}
         values["network_ms"] = network
@@ -197,8 +208,9 @@ def join_broker_log(spark: Any, outdir: Tree, inputs: Sequence[str], partitions:
                             .otherwise(F.lit(EXCHANGE_NOT_CAPTURED)))).cache()
 
     # the tables
-    joined_rows = filled.where(F.col("broker_log") == JOINED).withColumn(
-        "network_ms", F.col("latency_ms") - F.col("broker_total_ms"))
+    joined_rows = filled.where(F.col("broker_log") == JOINED).withColumn(  # (network_ms as the rows have it)
+        "network_ms", F.col("ttfb_ms") - F.coalesce(F.col("socket_wait_ms"), F.lit(0.0))
+        - (F.col("broker_total_ms") - F.col("broker_send_ms")))
     measures = []
     for stem, column in COMPONENTS:
         measures += [F.percentile_approx(column, 0.5, 10000).alias(f"{stem}_p50"),

@@ -252,12 +252,10 @@ def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], d
     arrivals = ArrivalSink(work_dir, task_partition)
     try:
         kept = None
-        if selection is not None:  # (text, from ns, to ns, clients, brokers): the driver checked them
-            from kdissect.filters.display_filter import DisplayFilter
+        if selection is not None:  # Selection.task_values: the driver checked them
             from kdissect.filters.selection import Selection
 
-            text, start_ns, end_ns, clients, brokers, groups = selection
-            kept = Selection(DisplayFilter(text) if text else None, start_ns, end_ns, clients, brokers, groups=groups)
+            kept = Selection.from_task_values(selection)
         yield from ConnectionRunner(ports, detect, capture_names, sink, keylog, forensics=forensics,
                                     arrivals=arrivals, selection=kept).run(batches)
     except BaseException:

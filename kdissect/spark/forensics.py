@@ -24,13 +24,13 @@ partition, so a task that runs twice writes the same files again.
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
 from kdissect.shared.outdir_tree import Tree, as_tree
+from kdissect.spark.parquet_rows import ParquetRows
 
 FORENSICS_DIR = "forensics"
 PRODUCED, FETCHED = 0, 1
@@ -45,7 +45,6 @@ RANGE_SCHEMA = pa.schema([
     ("client_id", pa.string()),  # fetched: the consumer
 ])
 TALLY_SCHEMA = pa.schema([("tally", pa.binary())])
-_FLUSH_ROWS = 65536
 
 
 def _directory(work_dir: Tree | str) -> Tree:
@@ -56,53 +55,24 @@ class RangeSink:
     """The `latency_sink` of a task's Forensics: ranges to a Parquet file."""
 
     def __init__(self, work_dir: Tree | str, task_partition: int) -> None:
-        self.directory = _directory(work_dir)
-        self.name = f"ranges-{task_partition:05d}.parquet"
-        self.columns: dict[str, list] = {name: [] for name in RANGE_SCHEMA.names}
-        self.writer: Any = None
-        self.output: Any = None  # the Tree.output context while writing
+        self.rows = ParquetRows(_directory(work_dir), f"ranges-{task_partition:05d}.parquet", RANGE_SCHEMA)
 
     def produced(self, label: str | None, partition: int, first: int, last: int, request_ts: int,
                  response_ts: int) -> None:
-        self._add(PRODUCED, label, partition, first, last, request_ts, response_ts, None)
+        self.rows.add(PRODUCED, label, partition, first, last, request_ts, response_ts, None)
 
     def fetched(self, label: str | None, partition: int, client_id: str | None, offsets: range,
                 fetched_ts: int) -> None:
-        self._add(FETCHED, label, partition, offsets[0], offsets[-1], fetched_ts, None, client_id)
+        self.rows.add(FETCHED, label, partition, offsets[0], offsets[-1], fetched_ts, None, client_id)
 
     def rename(self, old: str, new: str) -> None:
         pass  # the driver resolves every label with the names of the whole archive
 
-    def _add(self, *values: Any) -> None:
-        for name, value in zip(RANGE_SCHEMA.names, values):
-            self.columns[name].append(value)
-        if len(self.columns["kind"]) >= _FLUSH_ROWS:
-            self._flush()
-
-    def _flush(self) -> None:
-        import pyarrow.parquet as pq
-
-        if self.writer is None:
-            self.output = self.directory.output(self.name)
-            self.writer = pq.ParquetWriter(self.output.__enter__(), RANGE_SCHEMA)
-        self.writer.write_table(pa.table(self.columns, schema=RANGE_SCHEMA))
-        self.columns = {name: [] for name in RANGE_SCHEMA.names}
-
     def close(self) -> None:
-        if self.columns["kind"] or self.writer is not None:
-            self._flush()
-            self.writer.close()
-            self.writer = None
-            self.output.__exit__(None, None, None)
+        self.rows.close()
 
     def abandon(self) -> None:
-        if self.writer is not None:
-            with contextlib.suppress(Exception):
-                self.writer.close()
-            self.writer = None
-            problem = RuntimeError("task abandoned")
-            with contextlib.suppress(RuntimeError):
-                self.output.__exit__(RuntimeError, problem, None)  # the temporary file is removed
+        self.rows.abandon()
 
 
 class TaskForensics:
@@ -225,13 +195,15 @@ def write_forensic_tables(tables: Any, outdir: Tree | str, ts_unit: str) -> dict
     in the CLI's order; times at `ts_unit`); rows written per table."""
     import pyarrow.parquet as pq
 
-    from kdissect.forensics.tables import TABLE_COLUMNS, arrow_schema
+    from kdissect.forensics.tables import STATS_TABLES, TABLE_COLUMNS, arrow_schema
     from kdissect.shared.output import lossless_row
 
     outdir = as_tree(outdir)
     divisor = {"s": 10**9, "ms": 10**6, "us": 1000, "ns": 1}[ts_unit]
     written = {}
     for name, columns in TABLE_COLUMNS.items():
+        if name in STATS_TABLES:  # the job's summaries write it (kdissect.spark.summaries)
+            continue
         times = [column for column, kind in columns if kind == "timestamp"]
         rows = [{**lossless_row(row), **{column: None if row[column] is None else row[column] // divisor
                                           for column in times}}

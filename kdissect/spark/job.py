@@ -49,7 +49,8 @@ from kdissect.shared.outdir_tree import RUNNING, SUCCESS, Tree
 DEFAULT_PORTS = (9092,)
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "errors_by_client", "throttle", "timeseries",
           # the forensic tables (kdissect.spark.forensics)
-          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag", "share_groups", "share_group_members",
+          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag",
+          "group_lag_over_time", "share_groups", "share_group_members",
           "clients", "producers", "transactions", "transaction_markers")
 # written with --broker-log (kdissect.spark.brokerlog)
 BROKER_LOG_TABLES = ("broker_latency", "broker_principals", "broker_unmatched")
@@ -75,13 +76,14 @@ class JobOptions:
     broker_logs: tuple[str, ...] = ()  # Kafka request logs joined to the exchanges (kdissect.spark.brokerlog)
     overwrite: bool = False  # replace an earlier output's tables (kdissect.spark.outdir)
     # which exchanges the tables hold (kdissect.filters.selection), as on the command
-    # line: display filter, --from, --to, --client, --broker
+    # line: display filter, --from, --to, --client, --broker, --group, --topic
     display_filter: str | None = None
     time_from: str | None = None
     time_to: str | None = None
     clients: tuple[str, ...] = ()
     brokers: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()
 
 
 @dataclass
@@ -145,10 +147,13 @@ def configure_stores(spark=None) -> stores.StoreSettings:
 
 
 def _selection_values(options: JobOptions, paths: list[str]) -> tuple | None:
-    """(filter text, from ns, to ns, clients, brokers) for the tasks'
-    Selection, checked here; None when nothing is selected."""
+    """The tasks' Selection (`Selection.task_values`), checked here; None
+    when nothing is selected. With --topic, the capture set's topic names
+    are learned first, here (one pass that decodes only the messages naming
+    topic ids): a topic named only by its id on one connection (Fetch v13+
+    ...) is named by Metadata on another, which its task does not see."""
     if not (options.display_filter or options.time_from or options.time_to or options.clients or options.brokers
-            or options.groups):
+            or options.groups or options.topics):
         return None
     from kdissect.filters.selection import Selection
 
@@ -158,8 +163,17 @@ def _selection_values(options: JobOptions, paths: list[str]) -> tuple | None:
 
         start = min((f.first_ts for f in describe_captures(paths) if f.first_ts is not None), default=None)
     checked = Selection.from_options(options, start)
-    return (options.display_filter, checked.start_ns, checked.end_ns, tuple(options.clients), tuple(options.brokers),
-            tuple(options.groups))
+    names = None
+    if options.topics:
+        if any(stores.is_uri(path) for path in paths):
+            from kdissect.failures import InputError
+
+            raise InputError("--topic: the topic names are read on the driver from local captures; "
+                             "give local paths (or select with -Y, --group, --client, --broker)")
+        from kdissect.filters.mentions import capture_topic_names
+
+        names = capture_topic_names(paths, options.ports, options.detect, options.tls_keylogs)
+    return checked.task_values(names)
 
 
 def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None = None) -> JobResult:
@@ -172,7 +186,8 @@ def run_job(options: JobOptions, spark=None, log: Callable[[str], None] | None =
     except Exception as problem:
         import re
 
-        found = re.search(r"kdissect\.atomic\.OutputError: (cannot write [^\n]*)", str(problem))
+        name = re.escape(f"{OutputError.__module__}.{OutputError.__qualname__}")  # as the worker's traceback spells it
+        found = re.search(name + r": (cannot write [^\n]*)", str(problem))
         if found is None:
             raise
         raise OutputError(found.group(1)) from None
@@ -391,7 +406,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         "detect": options.detect,
         "selection": None if selection is None else {
             "filter": options.display_filter, "from_ns": selection[1], "to_ns": selection[2],
-            "clients": list(options.clients), "brokers": list(options.brokers), "groups": list(options.groups)},
+            "clients": list(options.clients), "brokers": list(options.brokers), "groups": list(options.groups),
+            "topics": list(options.topics)},
         "counts": counts,
         "read": reading,
         "accounting": accounting.to_dict(),

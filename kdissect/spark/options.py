@@ -28,14 +28,7 @@ class SparkJobOptions(ForensicSettings):
 
 def job_options(options: SparkJobOptions, master: str | None) -> JobOptions:
     """The job's options from the command line's (both faces: `kdissect spark`, spark-submit)."""
-    from kdissect.failures import InputError
     from kdissect.spark.job import JobOptions
-
-    if options.topics:
-        # a topic named only by id (Produce/Fetch v13+) is named by messages
-        # of other connections, which a task does not see: not the CLI's rows
-        raise InputError("--topic is not supported by kdissect spark: select by columns with -Y, "
-                         "or by --group, --client, --broker")
 
     return JobOptions(inputs=list(options.captures), outdir=options.outdir, ports=options.ports or (9092,),
                       detect=not options.no_detect, master=master, split_size=options.split_size,
@@ -44,4 +37,5 @@ def job_options(options: SparkJobOptions, master: str | None) -> JobOptions:
                       overwrite=options.overwrite, display_filter=options.display_filter,
                       time_from=options.time_from, time_to=options.time_to, clients=tuple(options.clients),
                       brokers=tuple(options.brokers), groups=tuple(options.groups),
+                      topics=tuple(options.topics),
                       **forensic_settings(options))

@@ -17,11 +17,13 @@ from kdissect.forensics.sketch import QuantileSketch
 from kdissect.stats.summary import _table, latency_row
 
 # (column stem, Exchange attribute): wire latency and service time beside the broker's parts
-COMPONENTS = (("latency", "latency_ms"), ("service", "service_ms"), ("network", "network_ms"),
+COMPONENTS = (("latency", "latency_ms"), ("service", "service_ms"), ("socket_wait", "socket_wait_ms"),
+              ("network", "network_ms"),
               ("broker_total", "broker_total_ms"), ("request_queue", "broker_request_queue_ms"),
               ("local", "broker_local_ms"), ("remote", "broker_remote_ms"), ("throttle", "broker_throttle_ms"),
               ("response_queue", "broker_response_queue_ms"), ("send", "broker_send_ms"))
 DIMENSIONS = ("api", "client", "broker")
+_TOTAL = [stem for stem, _ in COMPONENTS].index("broker_total")
 
 
 class _Parts:
@@ -37,7 +39,7 @@ class _Parts:
                 values.add(value)
 
     def row(self) -> dict[str, Any]:
-        row: dict[str, Any] = {"count": self.values[3].count}
+        row: dict[str, Any] = {"count": self.values[_TOTAL].count}  # (every joined exchange has a broker total)
         for values, (stem, _) in zip(self.values, COMPONENTS):
             figures = latency_row(values)
             row[f"{stem}_p50"] = figures["p50"] if values.count else None
@@ -105,8 +107,9 @@ class BrokerLogTables:
                        r["exchanges"], r["logged_only"], r["captured"]] for r in tables["principals"]]
         unmatched = [[r["side"], r["reason"], r["detail"], r["count"]] for r in tables["unmatched"]]
         return "\n\n".join([
-            _table("Broker log: latency decomposition, ms (wire latency, service, network = latency - broker "
-                   "total, then the broker's parts)", header, decomposition, width),
+            _table("Broker log: latency decomposition, ms (wire latency, service, socket wait, network = time to "
+                   "first byte - socket wait - (broker total - send), then the broker's parts)", header,
+                   decomposition, width),
             _table("Broker log: principals per client id and connection",
                    ["client_id", "client", "principal", "protocol", "listener", "exchanges", "logged only",
                     "captured"],

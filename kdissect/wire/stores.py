@@ -260,13 +260,29 @@ def file_system(location: Location) -> Any:
             elif location.scheme in WEBHDFS_SCHEMES:
                 client = _webhdfs(location)
             else:
-                host, _, port = location.authority.partition(":")
-                try:
-                    client = fs.HadoopFileSystem(host, int(port or 8020))
-                except (OSError, RuntimeError) as problem:
-                    raise InputError(f"{location.uri}: cannot reach HDFS ({_first_line(problem)})") from None
+                client = _hdfs(location)
             _clients[key] = client
     return client
+
+
+def _hdfs(location: Location) -> Any:
+    """pyarrow's HadoopFileSystem (libhdfs, which starts a JVM in this process)."""
+    from pyarrow import fs
+
+    if not os.environ.get("CLASSPATH") and not os.environ.get("HADOOP_HOME"):
+        # checked here: libhdfs would print its own lines to stderr before failing
+        raise InputError(f"{location.uri}: hdfs:// needs Hadoop's client jars on CLASSPATH "
+                         "(CLASSPATH=$(hadoop classpath --glob)) or HADOOP_HOME")
+    host, _, port = location.authority.partition(":")
+    try:
+        return fs.HadoopFileSystem(host, int(port or 8020))
+    except (OSError, RuntimeError) as problem:
+        if "libjvm" in str(problem):
+            raise InputError(f"{location.uri}: hdfs:// needs a Java runtime (JAVA_HOME: libjvm not found)") from None
+        if "libhdfs" in str(problem):
+            raise InputError(f"{location.uri}: hdfs:// needs libhdfs.so (in $ARROW_LIBHDFS_DIR or "
+                             "$HADOOP_HOME/lib/native)") from None
+        raise InputError(f"{location.uri}: cannot reach HDFS ({_first_line(problem)})") from None
 
 
 def _webhdfs(location: Location) -> Any:

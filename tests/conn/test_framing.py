@@ -215,3 +215,52 @@ def test_large_frame_collection_agrees_with_plain_buffering(monkeypatch):
             results.append(([(f.offset, f.size, f.complete, f.data, f.ts, f.missing) for f in frames],
                             reader.stats))
         assert results[0] == results[1]
+
+
+# -- the pipeline's hunting rules on a hostile client's real requests ---------------------
+
+def _hostile_requests() -> list[bytes]:
+    """Whole request frames (size prefix included) of captures/hostile_strings_kafka.pcap,
+    one per client packet, whose client id carries control bytes (read with dpkt)."""
+    import dpkt
+
+    from tests.support.paths import REPO
+
+    frames = []
+    with open(REPO / "captures" / "hostile_strings_kafka.pcap", "rb") as handle:
+        for _ts, packet in dpkt.pcap.Reader(handle):
+            tcp = dpkt.ethernet.Ethernet(packet).data.data
+            payload = bytes(getattr(tcp, "data", b""))
+            if not isinstance(tcp, dpkt.tcp.TCP) or tcp.dport != 9092 or len(payload) < 14:
+                continue
+            if struct.unpack_from(">i", payload)[0] + 4 != len(payload):
+                continue
+            length = struct.unpack_from(">h", payload, 12)[0]
+            if any(byte < 0x20 or byte == 0x7F for byte in payload[14:14 + max(length, 0)]):
+                frames.append(payload)
+    return frames
+
+
+def test_hunting_finds_a_request_whose_client_id_has_control_bytes():
+    """After a loss, a hostile client's request (client id `title ESC]0;owned BEL`)
+    that does not start a packet is found once its whole frame decodes; the same
+    header over a body that does not decode, or with a byte after the body, is not
+    taken (a client id with control bytes is weaker evidence than a printable one)."""
+    from kdissect.conn.detect import MIN_REQUEST_SIZE, confirm_request, hunted_request, sure_request
+    from kdissect.protocol.headers import looks_like_request
+
+    frames = _hostile_requests()
+    assert len(frames) >= 10
+    for frame in frames[:10]:
+        assert not looks_like_request(frame[4:68], len(frame) - 4)  # the printable-only rule passes it over
+        lead = b"\x01\x02\x03\x04\x05"  # the end of a frame whose start was lost
+        reader = FrameReader(0, hunted_request, False, MIN_REQUEST_SIZE, None, confirm_request, sure_request)
+        found = feed(reader, [("data", lead + frame)])
+        assert [bytes(f.data) for f in found] == [frame[4:]]
+        assert reader.stats.mid_stream_starts == 1
+        header_end = 14 + struct.unpack_from(">h", frame, 12)[0]
+        junk = frame[:header_end] + b"\xff" * (len(frame) - header_end)  # a body that does not decode
+        padded = struct.pack(">i", len(frame) - 3) + frame[4:] + b"\x00"  # a byte after the body
+        for bad in (junk, padded):
+            reader = FrameReader(0, hunted_request, False, MIN_REQUEST_SIZE, None, confirm_request, sure_request)
+            assert all(found.offset != len(lead) for found in feed(reader, [("data", lead + bad)])), bad

@@ -4,6 +4,7 @@ acks=0, losses, snaplen, raw SASL, detection, per-connection feeding."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -324,3 +325,17 @@ def test_detection_by_shape_with_a_request_split_over_segments():
     exchanges, acc = dissect(conv.segments)
     assert [(ex.broker, ex.status) for ex in exchanges] == [("10.0.0.2:6000", "ok")]
     assert acc.kafka_connections == 1 and acc.non_kafka_connections == 0
+
+
+def test_the_layers_write_their_own_counts_only() -> None:
+    """The connection layer counts into its own stats (the dissector's
+    ConnectionStats, the pairers' PairingStats, each FrameReader's
+    FramingStats, each TLS connection's counts); the Accounting is only
+    folded from them, never written field by field here."""
+    import re
+
+    package = Path(__file__).resolve().parents[2] / "kdissect" / "conn"
+    writes = re.compile(r"accounting\.[a-z_]+\s*[-+]?=(?!=)|setattr\([^,]*accounting")
+    found = [f"{path.name}:{n}" for path in sorted(package.rglob("*.py")) if "brokerlog" not in path.parts
+             for n, line in enumerate(path.read_text().splitlines(), 1) if writes.search(line)]
+    assert found == []

@@ -33,17 +33,9 @@ SEEDS = (1, 2, 3)
 
 # Impairments kdissect does not yet survive on real Apache Kafka captures:
 # (capture, test, seed) -> what goes wrong. Marked as expected failures.
-# (the gaps found on ipv6_kafka, sasl_kafka and forensics_kafka are fixed and now tested)
-_HOSTILE_HUNT = ("after a loss or a reordered start, framing hunts for a request boundary, and the "
-                 "plausibility rule (protocol.headers.looks_like_request) wants a printable client id: a request "
-                 "whose client id carries control bytes is passed over, so its exchange becomes an orphan "
-                 "response (an attacker's client id can evade resynchronisation; open in issue 23's note)")
-KNOWN_GAPS: dict[tuple[str, str, int], str] = {
-    ("hostile_strings_kafka.pcap", "reordered", 2): _HOSTILE_HUNT,
-    ("hostile_strings_kafka.pcap", "reordered", 3): _HOSTILE_HUNT,
-    ("hostile_strings_kafka.pcap", "lost", 1): _HOSTILE_HUNT,
-    ("hostile_strings_kafka.pcap", "lost", 2): _HOSTILE_HUNT,
-}
+# (the gaps found on ipv6_kafka, sasl_kafka, forensics_kafka and hostile_strings_kafka
+# -- a client id with control bytes passed over when hunting -- are fixed and now tested)
+KNOWN_GAPS: dict[tuple[str, str, int], str] = {}
 
 
 def _known_gap(request, path: Path, test: str, seed: int) -> None:

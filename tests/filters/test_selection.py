@@ -344,3 +344,48 @@ def test_topic_and_group_selection_agrees_with_tshark(option, value, fields) -> 
         frames = {r["request_frame"], r["response_frame"]} - {None}
         assert frames & (named | unread), r
     assert all(r["api_name"] != "Produce" for r in rows) if option == "--group" else True
+
+
+@pytest.mark.parametrize("sort, top", [("service_ms", 5), ("wait_ms", 4), ("response_bytes", 20), ("throttle_time_ms", 30), (None, 7),
+                                       ("latency_ms", None)])
+def test_ranked_keeps_the_rows_python_ranks(all_rows, sort, top) -> None:
+    """`Ranked` (the report's --top/--sort) keeps the exchanges ranked here in
+    plain Python over the export's rows (largest first, nulls last, request
+    order among equals), yields them in request order, and reads every
+    exchange (the accounting whole)."""
+    from kdissect.conn.pipeline import Analysis
+    from kdissect.filters.selection import Ranked
+
+    order = list(range(len(all_rows)))  # the export lists rows in request order
+    if sort is not None:
+        valued = [i for i in order if all_rows[i][sort] is not None]
+        valued.sort(key=lambda i: all_rows[i][sort], reverse=True)
+        order = valued + [i for i in order if all_rows[i][sort] is None]
+    wanted = sorted(order[:top] if top is not None else order)
+    analysis = Analysis([str(GROUP)], (9092,))
+    ranked = Ranked(analysis, sort, top)
+    dropped: list[tuple] = []
+    ranked.on_hidden.append(lambda ex: dropped.append((ex.stream, ex.correlation_id)))  # context: topic names ...
+    kept = [(ex.stream, ex.correlation_id) for ex in ranked]
+    assert kept == [(all_rows[i]["stream"], all_rows[i]["correlation_id"]) for i in wanted]
+    assert sorted(dropped) == sorted((r["stream"], r["correlation_id"]) for i, r in enumerate(all_rows)
+                                     if i not in set(wanted))
+    assert ranked.shown == len(wanted) and ranked.shown + ranked.hidden == len(all_rows)
+    assert analysis.accounting.exchanges == len(all_rows)
+
+
+def test_ranked_over_a_selection_hears_what_either_drops(all_rows) -> None:
+    """`report -Y ... --top N`: the hook for context (topic names) hears every
+    exchange the page does not hold, whether the filter or the ranking dropped it."""
+    from kdissect.conn.pipeline import Analysis
+    from kdissect.filters.display_filter import DisplayFilter
+    from kdissect.filters.selection import Ranked, Selected, Selection
+
+    ranked = Ranked(Selected(Analysis([str(GROUP)], (9092,)), Selection(DisplayFilter('api_name != "Metadata"'))),
+                    "latency_ms", 3)
+    heard: list[tuple] = []
+    ranked.on_hidden.append(lambda ex: heard.append((ex.stream, ex.correlation_id)))
+    kept = [(ex.stream, ex.correlation_id) for ex in ranked]
+    assert len(kept) == 3 and len(heard) == len(all_rows) - 3
+    assert set(kept).isdisjoint(heard)
+    assert sum(r["api_name"] == "Metadata" for r in all_rows) > 0

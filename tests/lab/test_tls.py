@@ -32,7 +32,8 @@ import pytest
 
 from kdissect.wire.capture import read_segments
 from kdissect.wire.reassembly import Reassembler
-from kdissect.conn.tls import KeyLog, TlsConnection, TlsStats, read_keylog_file
+from kdissect.conn.tls import KeyLog, TlsStats, read_keylog_file
+from tests.support.tls_sinks import CollectedTls
 from tools.lab.net import free_port, wait_for_listener
 from tools.lab.tansu import tansu_binary
 from tools.lab.tcpdump import tcpdump
@@ -224,7 +225,7 @@ def connection_chunks(pcap: Path, port: int) -> dict[int, list[tuple[int, object
 
 def replay(keylog: KeyLog, chunks: list[tuple[int, object]], client_port: int = 0) -> Decrypted:
     """One connection's chunks through a TlsConnection."""
-    tls = TlsConnection(keylog)
+    tls = CollectedTls(keylog)
     result = Decrypted(client_port, [bytearray(), bytearray()], [0, 0], TlsStats())
 
     def take(direction: int, chunk) -> None:

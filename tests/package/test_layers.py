@@ -29,7 +29,7 @@ PREFIX = "kdissect"
 
 # lowest first; names relative to kdissect
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("failures", "blake2", "native", "ranks", "text_escape")),  # leaves every layer may use: the user-error exception, BLAKE2b, the compiled build's switch
+    ("base", ("failures", "blake2", "native", "ranks", "sketch", "text_escape")),  # leaves every layer may use: the user-error exception, BLAKE2b, the compiled build's switch, percentiles and their sketches
     ("model", ("model",)),  # plain data: the slot-record base and TcpSegment, times, the row, its problems, the counters
     ("protocol", ("protocol",)),  # message tables, codec, skims, topic labels
     ("records", ("records",)),  # message sets and record batches inside messages

@@ -286,7 +286,12 @@ def test_header_helpers() -> None:
     assert not looks_like_request(good, 11)  # client id longer than the frame
     assert not looks_like_request(i16(300) + i16(0) + i32(1) + s16("abc"), 40)  # unknown key
     assert not looks_like_request(i16(3) + i16(40) + i32(1) + s16("abc"), 40)  # version out of range
-    assert not looks_like_request(i16(3) + i16(1) + i32(1) + i16(3) + b"\x01\x02\x03", 40)  # not text
+    binary = i16(3) + i16(1) + i32(1) + i16(3) + b"\x01\x02\x03"
+    assert not looks_like_request(binary, 40)  # not text
+    # when hunting, a client id with control bytes is a candidate (its frame must then decode)
+    assert looks_like_request(binary, 40, text_client_id=False)
+    assert not looks_like_request(binary, 12, text_client_id=False)  # client id longer than the frame
+    assert not looks_like_request(i16(300) + i16(0) + i32(1) + s16("abc"), 40, text_client_id=False)
     assert not looks_like_request(b"\xff" * 20, 100)
     assert looks_like_request(i16(7) + i16(0) + i32(1), 12)  # ControlledShutdown v0
 

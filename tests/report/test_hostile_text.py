@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -140,3 +141,36 @@ def test_a_failing_chart_is_an_error_on_the_page(tmp_path):
     assert page.errors.get("data-count") == str(len(page.figures))
     assert "hidden" not in page.errors
     assert "chart latency_by_client: Error: cannot draw" in result.dom
+
+
+def test_a_selection_quoting_captured_text_is_shown_escaped(tmp_path):
+    """The page says what was selected (-Y, --client) at its top, the
+    filter's quoted client id and the --client value shown as visible
+    escapes (no control, bidi override or tag of theirs reaches the page),
+    and how many exchanges it kept: the rows `kdissect export` keeps with the
+    same options, of every row."""
+    capture = hostile_capture(tmp_path / "hostile.pcap")
+    terminal_id, script_id = "\x1b[2J\u202egpj______", "</script><b>&amp;\u2028___"
+    selection = ["-Y", f'client_id == "{terminal_id}" or client_id == "{script_id}"', "--client", script_id,
+                 "--client", terminal_id]
+    out = tmp_path / "report.html"
+    assert cli_main(["report", str(capture), *selection, "-q", "-o", str(out)]) == 0
+    kept = subprocess.run([sys.executable, "-m", "kdissect", "export", str(capture), "-q", *selection],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    every = subprocess.run([sys.executable, "-m", "kdissect", "export", str(capture), "-q"],
+                           cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert kept.returncode == 0 and every.returncode == 0, kept.stderr
+    n_kept, n_every = len(kept.stdout.splitlines()), len(every.stdout.splitlines())
+    assert 0 < n_kept < n_every
+    page = out.read_text(encoding="utf-8")
+    head = page[:page.index("<nav>")]
+    assert f'data-selection="applied" data-kept="{n_kept}" data-of="{n_every}"' in head
+    assert f"This page shows {n_kept} of {n_every} exchanges" in head
+    shown_filter = ('client_id == &quot;\\x1b[2J\\u202egpj______&quot; or client_id == '
+                    '&quot;&lt;/script&gt;&lt;b&gt;&amp;amp;\\u2028___&quot;')
+    assert f'<code class="value">{shown_filter}</code>' in head
+    assert ('<code class="value">&lt;/script&gt;&lt;b&gt;&amp;amp;\\u2028___, \\x1b[2J\\u202egpj______</code>'
+            in head)
+    for char in ("\u202e", "\u2028", "\x1b"):
+        assert char not in page
+    assert "<b>" not in page

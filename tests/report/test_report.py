@@ -4,7 +4,7 @@ The page must draw every chart without a script error and without any
 request beyond its own file; its numbers must equal `kdissect stats --json`
 for the same input (run as a separate process); its lists and time series
 must equal what the `kdissect export` rows say (counted here in plain Python,
-apart from the report's pyarrow code); and its size must not grow with the
+apart from the report's collector); and its size must not grow with the
 number of exchanges.
 """
 
@@ -32,11 +32,11 @@ CAPTURES = REPO / "captures"
 PORTS = ["-p", "9092", "-p", "19092"]  # port_19092.pcap listens on 19092 (captures/README.md)
 KEYLOGS = [arg for keys in sorted((CAPTURES / "tls").glob("*.keys")) for arg in ("--tls-keylog", str(keys))]
 DONE = "document.body && document.body.getAttribute('data-charts') === 'done'"
-# vl-convert's bundle runs Vega 6, which notes that Vega-Lite 5 (altair 5) compiles to Vega 5 specs
+# the vendored Vega is 6, which notes that Vega-Lite 5 (altair's) compiles to Vega 5 specs
 KNOWN_WARNING = "The compiled spec uses Vega v5, but current version is v6"
 ALL_CHARTS = {"statuses", "problems", "traffic_over_time", "latency_over_time", "latency_by_api",
               "latency_by_client", "latency_by_broker", "error_heatmap", "errors_over_time", "throttle_over_time",
-              "service_by_api", "waits"}
+              "service_by_api", "waits", "group_lag_over_time"}
 
 
 def kdissect(*args: str) -> subprocess.CompletedProcess:
@@ -447,6 +447,50 @@ def test_a_selected_report_shows_the_selected_stats(tmp_path):
     assert expected["accounting"] == everything["accounting"]
     page = numbers_of(out.read_text(encoding="utf-8"))
     assert_numbers_equal_stats(page, expected, 1)
+
+
+def test_the_page_says_what_it_selected(tmp_path):
+    """At its top, before the findings: what was selected (a display filter,
+    a time window, --top/--sort) and how many exchanges of how many, the
+    counts those of `kdissect export` with the same options (another
+    process), the --from time tshark's first packet plus the offset; a page
+    of every exchange says that instead."""
+    from tests.support.pcaps import epoch_ns, tshark_output
+
+    source = CAPTURES / "consume_group_kafka.pcap"
+    every = kdissect("export", str(source), "-q")
+    assert every.returncode == 0, every.stderr
+    n_every = len(every.stdout.splitlines())
+    whole = tmp_path / "whole.html"
+    assert cli_main(["report", str(source), "-q", "-o", str(whole)]) == 0
+    page = whole.read_text(encoding="utf-8")
+    assert (f'<p id="selection" data-selection="none" data-kept="{n_every}" data-of="{n_every}">No selection: '
+            f"every exchange of the captures ({n_every}) is in this page.</p><nav>") in page
+
+    selection = ["-Y", 'api_name != "Metadata"', "--from", "+0.5s", "--top", "3", "--sort", "service_ms"]
+    out = tmp_path / "selected.html"
+    assert cli_main(["report", str(source), *selection, "-q", "-o", str(out)]) == 0
+    kept = kdissect("export", str(source), "-q", *selection)
+    assert kept.returncode == 0, kept.stderr
+    rows = [json.loads(line) for line in kept.stdout.splitlines()]
+    assert len(rows) == 3
+    page = out.read_text(encoding="utf-8")
+    assert page.index('id="selection"') < page.index("<nav>") < page.index('id="findings"')
+    head = page[page.index('<section id="selection"'):page.index("<nav>")]
+    assert f'data-kept="3" data-of="{n_every}"' in head and f"This page shows 3 of {n_every} exchanges" in head
+    first = epoch_ns(tshark_output(source, ["-c", "1", "-T", "fields", "-e", "frame.time_epoch"]).strip())
+    start = first + 500_000_000
+    when = dt.datetime.fromtimestamp(start // 10**9, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    items = re.findall(r'<li data-option="([^"]+)">(.*?)</li>', head)
+    assert [option for option, _text in items] == ["-Y", "--from", "--sort", "--top"]
+    texts = dict(items)
+    assert texts["-Y"].endswith('<code class="value">api_name != &quot;Metadata&quot;</code>')
+    assert texts["--from"].endswith(f'<code class="value">{when}.{start % 10**9:09d}Z</code>')
+    assert texts["--top"].endswith('<code class="value">3 exchanges by largest service_ms</code>')
+    # the page's exchanges are the export's three: the slowest list holds them all
+    listed = numbers_of(page).tables["slowest"]
+    assert sorted((r["stream"][0], r["correlation_id"][0]) for r in listed) == \
+        sorted((r["stream"], r["correlation_id"]) for r in rows)
 
 
 # -- what the charts draw (read from the SVG Chromium rendered) -------------------------

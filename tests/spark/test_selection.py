@@ -76,6 +76,21 @@ def test_spark_keeps_the_rows_and_stats_of_the_cli(spark, tmp_path) -> None:
     normal = {r["error_name"]: r["normal_flow"] for r in table_rows(outdir, "errors")}
     assert normal == {r["error"]: r["normal_flow"] for r in stats["error_codes"]}
 
+    # the report of this OUTDIR says, at its top, what the job selected and how many rows of how many it kept
+    from kdissect.cli import main as cli_main
+
+    page_path = tmp_path / "report.html"
+    assert cli_main(["report", str(outdir), "-q", "-o", str(page_path)]) == 0
+    page = page_path.read_text(encoding="utf-8")
+    head = page[page.index('<section id="selection"'):page.index("<nav>")]
+    assert f'data-kept="{len(kept_cli)}" data-of="{len(everything)}"' in head
+    assert f"This page shows {len(kept_cli)} of {len(everything)} exchanges" in head
+    start_text = dt.datetime.fromtimestamp((start + 200_000_000) // 10**9, dt.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S") + f".{(start + 200_000_000) % 10**9:09d}Z"
+    assert f'<code class="value">{start_text}</code>' in head
+    assert '<code class="value">service_ms &gt; 3 or error_codes contains &quot;MEMBER_ID_REQUIRED&quot; or ' \
+           'status == &quot;no_response&quot;</code>' in head
+
 
 def test_spark_group_selection_keeps_the_cli_rows(spark, tmp_path) -> None:
     outdir = tmp_path / "out"
@@ -89,3 +104,37 @@ def test_spark_group_selection_keeps_the_cli_rows(spark, tmp_path) -> None:
     kept = pq.read_table(tmp_path / "kept.parquet").to_pylist()
     assert kept and {r["api_name"] for r in kept} >= {"JoinGroup", "SyncGroup", "OffsetCommit"}
     assert canonical(table_rows(outdir, "exchanges")) == canonical(kept)
+    from kdissect.report import from_spark_outdir
+
+    said = from_spark_outdir(outdir)["selection"]
+    assert said["applied"] == [{"option": "--group", "what": "groups", "value": "lab-group-ck"}]
+    assert said["exchanges"] == len(kept)
+
+
+TOPIC_BY_ID = [(REPO / "captures" / "java_clients_4_4_kafka.pcap", "java-orders"),
+               (REPO / "captures" / "go_clients_kafka.pcap", "go-orders")]
+
+
+@pytest.mark.parametrize("capture,topic", TOPIC_BY_ID, ids=[c.stem for c, _ in TOPIC_BY_ID])
+def test_spark_topic_selection_keeps_the_cli_rows(spark, tmp_path, capture, topic) -> None:
+    """Kafka 4.4 captures whose Fetch (v17+) names topics by id only: the
+    Spark rows of --topic are the CLI's, the fetches by id among them, and
+    the forensic tables of the selection are the CLI's."""
+    outdir = tmp_path / "out"
+    result = run_job(JobOptions(inputs=[str(capture)], outdir=str(outdir), master=None, topics=(topic,)), spark=spark)
+    cli = subprocess.run([sys.executable, "-m", "kdissect", "export", str(capture), "-o",
+                          str(tmp_path / "kept.parquet"), "-q", "--topic", topic], cwd=REPO)
+    assert cli.returncode == 0
+    import pyarrow.parquet as pq
+
+    kept = pq.read_table(tmp_path / "kept.parquet").to_pylist()
+    everything = export_rows([capture], tmp_path / "all.parquet")
+    fetches = [r for r in kept if r["api_name"] == "Fetch" and r["api_version"] >= 17]
+    assert fetches and 0 < len(kept) < len(everything)
+    # (Fetch v13+ names topics by id only, per the spec: kept because the id was named capture-wide)
+    assert canonical(table_rows(outdir, "exchanges")) == canonical(kept)
+    assert result.manifest["selection"]["topics"] == [topic]
+    groups = json.loads(subprocess.run([sys.executable, "-m", "kdissect", "stats", "--json", str(capture), "--topic",
+                                        topic], cwd=REPO, capture_output=True, text=True).stdout)
+    assert [(r["group_id"], r["topic"], r["partition"], r["committed_offset"]) for r in table_rows(outdir, "group_lag")] \
+        == [(r["group_id"], r["topic"], r["partition"], r["committed_offset"]) for r in groups["group_lag"]]

@@ -85,10 +85,10 @@ def tshark_frame_count(path: Path) -> int:
     return len(done.stdout.split())
 
 
-def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
     """`python -m kdissect ARGS` in a child process with the given environment."""
     return subprocess.run([sys.executable, "-m", "kdissect", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def env_without_java() -> dict[str, str]:

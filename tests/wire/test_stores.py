@@ -141,3 +141,32 @@ def test_tree_output_appears_whole_or_not_at_all(tmp_path):
     assert tree.files("t", suffix=".parquet") == ["part-00000.parquet"]
     tree.delete("t")
     assert not (tmp_path / "out" / "t").exists()
+
+
+@pytest.mark.parametrize("env, message", [
+    ({}, "hdfs:// needs Hadoop's client jars on CLASSPATH"),
+    ({"CLASSPATH": "/nonexistent/hadoop-client-api.jar"}, "hdfs:// needs a Java runtime"),
+    ({"CLASSPATH": "/nonexistent/hadoop-client-api.jar", "JAVA_HOME": "JDK"}, "hdfs:// needs libhdfs.so"),
+])
+def test_hdfs_without_a_hadoop_client_says_what_is_missing(env, message, tmp_path):
+    """hdfs:// on a machine without libhdfs, a JVM or Hadoop's jars: one line
+    naming what to install, status 2, nothing written."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support.paths import REPO
+
+    base = {k: v for k, v in os.environ.items() if k not in ("CLASSPATH", "JAVA_HOME", "HADOOP_HOME",
+                                                             "ARROW_LIBHDFS_DIR")}
+    if env.get("JAVA_HOME") == "JDK":
+        javac = shutil.which("javac")
+        assert javac, "a JDK is part of the project's setup (tools/setup.sh)"
+        env = {**env, "JAVA_HOME": str(Path(os.path.realpath(javac)).parents[1])}
+    out = tmp_path / "x.parquet"
+    done = subprocess.run([sys.executable, "-m", "kdissect", "export", "hdfs://127.0.0.1:1/captures/x.pcap",
+                           "-o", str(out)], cwd=REPO, env={**base, **env}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"kdissect: error: hdfs://127.0.0.1:1/captures/x.pcap: {message}")
+    assert not out.exists()

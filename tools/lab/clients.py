@@ -77,6 +77,21 @@ class Manifest:
     def operation(self, client: str, name: str, result: Any) -> None:
         self.data["operations"].append({"client": client, "operation": name, "result": result})
 
+    def record_helper_output(self, result: dict[str, Any]) -> None:
+        """What a lab helper in another language (the Java and Go clients)
+        printed as JSON: its produced and consumed records (byte fields in
+        base64, stored in the manifest's form) and its operations."""
+        def text(value: str | None) -> str | None:
+            return None if value is None else encode_bytes(base64.b64decode(value))
+
+        for kind, add in (("produced", self.produced), ("consumed", self.consumed)):
+            for row in result.get(kind, []):
+                row.update(key=text(row["key"]), value=text(row["value"]),
+                           headers=[[k, text(v)] for k, v in row["headers"]])
+                add(**row)
+        for op in result["operations"]:
+            self.operation(op["client"], op["operation"], op["result"])
+
     def note(self, text: str) -> None:
         if text not in self.data["notes"]:
             self.data["notes"].append(text)

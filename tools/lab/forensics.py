@@ -292,7 +292,6 @@ def _transactions(m: Manifest, lock: threading.Lock, bootstrap: str) -> None:
 
 
 def _share_group(m: Manifest, bootstrap: str) -> None:
-    import base64
     import json
 
     from tools.lab.java_client import run_java_helper
@@ -300,15 +299,7 @@ def _share_group(m: Manifest, bootstrap: str) -> None:
     result = json.loads(run_java_helper(["share", bootstrap, "fx-share", "fx-share", str(SHARE_RECORDS), "2"],
                                         version=JAVA_CLIENT_VERSION))
     m.data["clients"]["kafka-clients (java)"] = JAVA_CLIENT_VERSION
-
-    def text(value: str | None) -> str | None:
-        return None if value is None else encode_bytes(base64.b64decode(value))
-
-    for row in result["consumed"]:
-        row.update(key=text(row["key"]), value=text(row["value"]), headers=[[k, text(v)] for k, v in row["headers"]])
-        m.consumed(**row)
-    for op in result["operations"]:
-        m.operation(op["client"], op["operation"], op["result"])
+    m.record_helper_output(result)
 
 
 def wl_forensics(m: Manifest, broker: Any) -> None:

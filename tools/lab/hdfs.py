@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import hashlib
 import os
 import shutil
 import subprocess
@@ -52,23 +51,7 @@ def minicluster_jars(version: str | None = None) -> list[Path]:
 
 def compiled_classes(version: str | None = None) -> Path:
     version = version or hadoop_version()
-    jars = minicluster_jars(version)
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    target = maven.cache_dir() / f"hadoop-minicluster-{version}" / f"classes-{digest}"
-    with maven.locked(target.with_name(target.name + ".lock")):
-        if not (target / "MiniHdfs.class").exists():
-            javac = shutil.which("javac")
-            if javac is None:
-                raise LabError("javac is not installed (apt-get install openjdk-17-jdk-headless)")
-            staging = Path(tempfile.mkdtemp(prefix="classes.", dir=target.parent))
-            done = subprocess.run([javac, "-nowarn", "-d", str(staging), "-cp", ":".join(map(str, jars)),
-                                   str(SOURCE)], capture_output=True, text=True)
-            if done.returncode != 0:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise LabError(f"javac failed on {SOURCE.name}:\n{done.stderr.strip()[-2000:]}")
-            shutil.rmtree(target, ignore_errors=True)
-            staging.rename(target)
-    return target
+    return maven.compile_java(SOURCE, minicluster_jars(version), f"hadoop-minicluster-{version}")
 
 
 @dataclass

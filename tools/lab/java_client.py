@@ -5,10 +5,7 @@ compiler runs once per change."""
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from tools.lab import maven
@@ -27,23 +24,7 @@ def client_jars(version: str = HELPER_CLIENT_VERSION) -> list[Path]:
 def compiled_classes(version: str = HELPER_CLIENT_VERSION) -> Path:
     """The directory holding LabClient.class for this kafka-clients version."""
     version = full_version(version)
-    jars = client_jars(version)
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    target = maven.cache_dir() / f"kafka-clients-{version}" / f"classes-{digest}"
-    with maven.locked(target.with_name(target.name + ".lock")):
-        if not (target / "LabClient.class").exists():
-            javac = shutil.which("javac")
-            if javac is None:
-                raise LabError("javac is not installed (apt-get install openjdk-17-jdk-headless)")
-            staging = Path(tempfile.mkdtemp(prefix="classes.", dir=target.parent))
-            done = subprocess.run([javac, "-nowarn", "-d", str(staging), "-cp", ":".join(map(str, jars)),
-                                   str(SOURCE)], capture_output=True, text=True)
-            if done.returncode != 0:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise LabError(f"javac failed on {SOURCE.name}:\n{done.stderr.strip()[-2000:]}")
-            shutil.rmtree(target, ignore_errors=True)
-            staging.rename(target)
-    return target
+    return maven.compile_java(SOURCE, client_jars(version), f"kafka-clients-{version}")
 
 
 def run_java_helper(args: list[str], version: str = HELPER_CLIENT_VERSION, timeout: float = 180.0) -> str:

@@ -5,12 +5,15 @@ small pom naming the artifacts, runs `mvn dependency:copy-dependencies`, and
 keeps the jars in `<cache>/kafka-4.4.0/lib/`; later calls return them
 without running Maven. The cache is `$KDISSECT_LAB_CACHE`, else
 `$XDG_CACHE_HOME/kdissect-lab`, else `~/.cache/kdissect-lab`.
+`compile_java(source, jars, name)` compiles a lab helper against such jars
+once per change of its source.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -84,3 +87,26 @@ def resolve(name: str, artifacts: list[str]) -> list[Path]:
     if not jars:
         raise LabError(f"no jars in {lib}")
     return jars
+
+
+def compile_java(source: Path, jars: list[Path], name: str) -> Path:
+    """The directory of `source`'s classes compiled with javac against `jars`,
+    cached as `<cache>/<name>/classes-<hash of the source>` so the compiler
+    runs once per change of the source."""
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    target = cache_dir() / name / f"classes-{digest}"
+    with locked(target.with_name(target.name + ".lock")):
+        if not (target / (source.stem + ".class")).exists():
+            javac = shutil.which("javac")
+            if javac is None:
+                raise LabError("javac is not installed (apt-get install openjdk-17-jdk-headless)")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix="classes.", dir=target.parent))
+            done = subprocess.run([javac, "-nowarn", "-d", str(staging), "-cp", ":".join(map(str, jars)),
+                                   str(source)], capture_output=True, text=True)
+            if done.returncode != 0:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise LabError(f"javac failed on {source.name}:\n{done.stderr.strip()[-2000:]}")
+            shutil.rmtree(target, ignore_errors=True)
+            staging.rename(target)
+    return target

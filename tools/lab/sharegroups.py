@@ -22,11 +22,10 @@ consumer (tools/lab/go/share.go, `labgo share-acks`) in group
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
-from tools.lab.clients import Manifest, encode_bytes, kp_create_topics, kp_produce, payloads
+from tools.lab.clients import Manifest, kp_create_topics, kp_produce, payloads
 
 SHARE_RECORDS = 12
 TOPIC, GROUP = "share-acks", "lab-share-acks"
@@ -72,7 +71,7 @@ def wl_share_acks_franz_go(m: Manifest, broker: Any) -> None:
                acks=1, client_id="lab-share-producer")
     result = json.loads(run_go_client(["share-acks", broker.bootstrap, GO_GROUP, TOPIC, str(SHARE_RECORDS)]))
     m.data["clients"]["franz-go"] = franz_go_version()
-    _record(m, result)
+    m.record_helper_output(result)
     m.note(f"{SHARE_RECORDS} records in {TOPIC}[0]; franz-go share group {GO_GROUP} (Record.Ack, FlushAcks): "
            f"{GO_GROUP}-releaser releases every third record it gets (by arrival) and accepts the rest, then "
            f"{GO_GROUP}-rejecter gets the released records again and rejects the even offsets, accepting the rest")
@@ -84,19 +83,4 @@ def _java(m: Manifest, args: list[str]) -> None:
 
     result = json.loads(run_java_helper(args, version=VERSIONS["4"]))
     m.data["clients"]["kafka-clients (java)"] = VERSIONS["4"]
-    _record(m, result)
-
-
-def _record(m: Manifest, result: dict[str, Any]) -> None:
-    """The deliveries and operations a share-consumer helper printed (byte
-    fields in base64) into the manifest."""
-
-    def text(value: str | None) -> str | None:
-        return None if value is None else encode_bytes(base64.b64decode(value))
-
-    for row in result["consumed"]:
-        row.update(key=text(row["key"]), value=text(row["value"]),
-                   headers=[[k, text(v)] for k, v in row["headers"]])
-        m.consumed(**row)
-    for op in result["operations"]:
-        m.operation(op["client"], op["operation"], op["result"])
+    m.record_helper_output(result)

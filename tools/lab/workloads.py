@@ -3,7 +3,6 @@ run against a fresh broker) and the WORKLOADS table the recipe records."""
 
 from __future__ import annotations
 
-import base64
 import json
 import random
 import time
@@ -425,20 +424,7 @@ def wl_java_clients(client_version: str) -> Callable[[Manifest, Any], None]:
 
         result = json.loads(run_java_helper(["workload", broker.bootstrap], version=client_version))
         m.data["clients"]["kafka-clients (java)"] = client_version
-
-        def text(value: str | None) -> str | None:
-            return None if value is None else encode_bytes(base64.b64decode(value))
-
-        for row in result["produced"]:
-            row.update(key=text(row["key"]), value=text(row["value"]),
-                       headers=[[k, text(v)] for k, v in row["headers"]])
-            m.produced(**row)
-        for row in result["consumed"]:
-            row.update(key=text(row["key"]), value=text(row["value"]),
-                       headers=[[k, text(v)] for k, v in row["headers"]])
-            m.consumed(**row)
-        for op in result["operations"]:
-            m.operation(op["client"], op["operation"], op["result"])
+        m.record_helper_output(result)
     return run
 
 
@@ -449,20 +435,7 @@ def wl_go_client(m: Manifest, broker: Any) -> None:
 
     result = json.loads(run_go_client(["workload", broker.bootstrap]))
     m.data["clients"]["franz-go"] = franz_go_version()
-
-    def text(value: str | None) -> str | None:
-        return None if value is None else encode_bytes(base64.b64decode(value))
-
-    for row in result["produced"]:
-        row.update(key=text(row["key"]), value=text(row["value"]),
-                   headers=[[k, text(v)] for k, v in row["headers"]])
-        m.produced(**row)
-    for row in result["consumed"]:
-        row.update(key=text(row["key"]), value=text(row["value"]),
-                   headers=[[k, text(v)] for k, v in row["headers"]])
-        m.consumed(**row)
-    for op in result["operations"]:
-        m.operation(op["client"], op["operation"], op["result"])
+    m.record_helper_output(result)
 
 
 def wl_java_transactions(m: Manifest, broker: Any) -> None:
@@ -473,20 +446,7 @@ def wl_java_transactions(m: Manifest, broker: Any) -> None:
 
     result = json.loads(run_java_helper(["transactions", broker.bootstrap], version=KAFKA4))
     m.data["clients"]["kafka-clients (java)"] = KAFKA4
-
-    def text(value: str | None) -> str | None:
-        return None if value is None else encode_bytes(base64.b64decode(value))
-
-    for row in result["produced"]:
-        row.update(key=text(row["key"]), value=text(row["value"]),
-                   headers=[[k, text(v)] for k, v in row["headers"]])
-        m.produced(**row)
-    for row in result["consumed"]:
-        row.update(key=text(row["key"]), value=text(row["value"]),
-                   headers=[[k, text(v)] for k, v in row["headers"]])
-        m.consumed(**row)
-    for op in result["operations"]:
-        m.operation(op["client"], op["operation"], op["result"])
+    m.record_helper_output(result)
 
 
 KAFKA4 = VERSIONS["4"]
@@ -895,6 +855,18 @@ def _forensics_workloads() -> list[Workload]:
 
 
 WORKLOADS += _forensics_workloads()
+
+
+def _group_lag_workloads() -> list[Workload]:
+    from tools.lab.group_lag import wl_group_lag
+
+    return [Workload("group_lag_kafka", STANDARD_PORT,
+                     "A consumer group that falls behind: kafka-python (api_version 2.5, versions tshark decodes) "
+                     "produces lag-events for 7 s while a slow member reads 4 records per poll, commits and stops "
+                     "behind", wl_group_lag, broker="kafka4")]
+
+
+WORKLOADS += _group_lag_workloads()
 
 
 def _longpoll_workloads() -> list[Workload]:

@@ -11,27 +11,33 @@ sent); it is compared with the exchange's response time (its request time
 when there is no response). The clock offset (log clock minus capture clock)
 is first estimated from the identity matches between the first exchanges and
 the log around them, then measured on every joined pair: its median and
-spread go into the accounting.
+spread go into the accounting, from a QuantileSketch (bounded memory).
 
 Memory: log entries wait in an index only while they are within `window`
 (default 60 s, capture clock) of the latest exchange seen; older ones leave
 it as logged-but-not-captured. The log is read ahead only as far as the
 current exchange's time plus the tolerance. The sets of client endpoints seen
-on either side (for the reasons) grow with the connections, not the lines.
+on either side (for the reasons) grow with the connections, not the lines;
+the clock offsets cost at most 4,096 pending counts plus the sketch.
+
+`network_ms` (see `network_ms` below): the time to the first response byte
+that no broker time covers.
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
+from itertools import chain
 from typing import Any, Iterable, Iterator, Sequence
 
 from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_entries, request_log_files
+from kdissect.sketch import QuantileSketch
 from kdissect.model.exchange import INEXACT, OK
 
 DEFAULT_TOLERANCE_S = 5.0
 DEFAULT_WINDOW_S = 60.0
 _BOOTSTRAP_EXCHANGES = 256  # answered exchanges held to estimate the clock offset first
-_OFFSET_SAMPLES = 4096  # the joined pairs' offsets kept: an evenly spaced sample of 4096 to 8191
+_OFFSET_PENDING = 4096  # distinct offsets counted before they go into the sketch
 
 # why a log entry has no exchange
 BEFORE_CAPTURE = "before_capture"  # logged before the capture's first exchange
@@ -65,24 +71,36 @@ class BrokerLogAccounting:
         self.ambiguous = 0  # joined exchanges that had several candidate lines (the nearest was taken)
         self.log_only: Counter[str] = Counter()
         self.capture_only: Counter[str] = Counter()
-        self.offsets: list[float] = []  # ms, an evenly spaced sample of the joined pairs
+        # log time minus capture time of every joined pair: ns -> pairs, then
+        # into the sketch (ms) every _OFFSET_PENDING distinct values
+        self.offset_counts: dict[int, int] = {}
+        self.offset_sketch = QuantileSketch()
         self.offset_pairs = 0
         self.offset_start_ms = 0.0  # the first estimate (from the first exchanges)
         self.tolerance_s = DEFAULT_TOLERANCE_S
         self.window_s = DEFAULT_WINDOW_S
 
+    def flush_offsets(self) -> None:
+        """The counted offsets into the sketch."""
+        sketch = self.offset_sketch
+        for difference, pairs in self.offset_counts.items():
+            sketch.add_repeated(difference / 1e6, pairs)
+        self.offset_counts.clear()
+
     def offset_figures(self) -> dict[str, Any]:
         """Log clock minus capture clock over the joined pairs, ms (log time
-        vs response time: includes the network's last leg, at ms resolution)."""
-        from kdissect.ranks import percentile
-
-        values = sorted(self.offsets)
-        if not values:
+        vs response time: includes the network's last leg, at ms resolution).
+        From a QuantileSketch: exact up to its EXACT_LIMIT pairs, then each
+        percentile within its RELATIVE_ACCURACY (1%) of the exact one; the
+        minimum and maximum are exact."""
+        self.flush_offsets()
+        sketch = self.offset_sketch
+        if not sketch.count:
             return {"pairs": 0, "median_ms": None, "p5_ms": None, "p95_ms": None, "min_ms": None,
                     "max_ms": None, "spread_ms": None}
-        p5, p95 = percentile(values, 5), percentile(values, 95)
-        return {"pairs": self.offset_pairs, "median_ms": percentile(values, 50), "p5_ms": p5, "p95_ms": p95,
-                "min_ms": values[0], "max_ms": values[-1], "spread_ms": p95 - p5}
+        p5, median, p95 = sketch.percentiles(5, 50, 95)
+        return {"pairs": self.offset_pairs, "median_ms": median, "p5_ms": p5, "p95_ms": p95,
+                "min_ms": sketch.min, "max_ms": sketch.max, "spread_ms": p95 - p5}
 
     def balance(self) -> list[str]:
         wrong = []
@@ -127,26 +145,53 @@ def apply_entry(exchange: Any, entry: LogEntry | None, status: str) -> None:
     exchange.broker_log = status
     if entry is None:
         return
-    exchange.broker_total_ms = total = entry.total_ms
-    exchange.broker_request_queue_ms = entry.request_queue_ms
-    exchange.broker_local_ms = entry.local_ms
-    exchange.broker_remote_ms = entry.remote_ms
-    exchange.broker_throttle_ms = entry.throttle_ms
-    exchange.broker_response_queue_ms = entry.response_queue_ms
-    exchange.broker_send_ms = entry.send_ms
-    exchange.principal = entry.principal
-    exchange.security_protocol = entry.security_protocol
-    exchange.listener = entry.listener
-    request_ts, response_ts = exchange.request_ts, exchange.response_ts
-    if total is not None and request_ts is not None and response_ts is not None:
-        exchange.network_ms = (response_ts - request_ts) / 1_000_000 - total
+    total = entry.total_ms
+    (exchange.broker_total_ms, exchange.broker_request_queue_ms, exchange.broker_local_ms,
+     exchange.broker_remote_ms, exchange.broker_throttle_ms, exchange.broker_response_queue_ms,
+     exchange.broker_send_ms, exchange.principal, exchange.security_protocol, exchange.listener) = (
+        total, entry.request_queue_ms, entry.local_ms, entry.remote_ms, entry.throttle_ms,
+        entry.response_queue_ms, entry.send_ms, entry.principal, entry.security_protocol, entry.listener)
+    exchange.network_ms = network_ms(exchange.request_ts, exchange.response_first_ts, exchange.socket_wait_ns,
+                                     total, entry.send_ms)
+
+
+def network_ms(request_ts: int | None, response_first_ts: int | None, socket_wait_ns: int | None,
+               total_ms: float | None, send_ms: float | None) -> float | None:
+    """The time to the first response byte that the broker's account does not
+    cover, ms: ttfb - socket wait - (broker total - broker send).
+
+    Kafka's totalTimeMs runs from when its processor thread has read the
+    whole request to when it notices the response's last byte written; its
+    sendTimeMs from when that thread took the response off its queue. So the
+    broker's time before sending (total - send) starts after the request's
+    last byte reached the broker and, once it ends, the response's first byte
+    is still to be written. What is left of the time to the first byte, once
+    the time the request sat unread (socket_wait_ns: behind the previous
+    answer, a quota's mute) is taken out, is the network both ways between
+    the capture point and the broker plus the processor thread's own lag in
+    reading the request and writing the response (the kernel and its poll
+    loop, which no broker time covers). Captured at the broker it is that lag
+    alone, and never negative (up to the log's microsecond truncation).
+    Computed in integer ns (the log's times are whole microseconds), so the
+    Spark job's rows, made from the same columns, are the same floats."""
+    if request_ts is None or response_first_ts is None or total_ms is None or send_ms is None:
+        return None
+    before_send = (total_ms - send_ms) * 1_000_000
+    if before_send - before_send != 0:  # a log's NaN or infinity (the json path reads them)
+        return None
+    ns = response_first_ts - request_ts - (socket_wait_ns or 0) - round(before_send)
+    return ns / 1_000_000
 
 
 class BrokerLogJoin:
     """Join request-log files to an exchange stream: `join(exchanges)` yields
     the same exchanges with their broker-log columns set; `accounting` holds
     the counts once the stream is exhausted; `observer` (optional) gets each
-    exchange and each logged-only entry (the tables' collector)."""
+    exchange and each logged-only entry (the tables' collector).
+
+    The index maps an identity (`LogEntry.key`: client endpoint, correlation
+    id, api key) to its one waiting entry, or to a list of them in log order
+    when several wait (a reused port, a wrapped correlation id)."""
 
     def __init__(self, inputs: Sequence[str], tolerance_s: float = DEFAULT_TOLERANCE_S,
                  window_s: float = DEFAULT_WINDOW_S) -> None:
@@ -159,14 +204,13 @@ class BrokerLogJoin:
         self.window = int(window_s * 1e9)
         self.observer: Any = None
         self.peak_pending = 0  # the most log entries held at once (bounded by the window, not the log)
-        self._stride = 1
 
     # -- the log side ----------------------------------------------------------
 
     def _start(self) -> None:
         self._entries = read_entries(self.paths, self.read_stats)
         self._next: LogEntry | None = next(self._entries, None)
-        self._index: dict[tuple, list[LogEntry]] = {}
+        self._index: dict[tuple, Any] = {}  # identity -> LogEntry | list[LogEntry]
         self._queue: deque[LogEntry] = deque()
         self._log_clients: dict[str, str] = {}  # client endpoint -> its security protocol
         self._captured_clients: set[str] = set()
@@ -176,23 +220,37 @@ class BrokerLogJoin:
         self._latest_ts: int | None = None
         self.offset = 0  # ns, log minus capture
 
-    def _take(self) -> LogEntry:
-        entry = self._next
-        assert entry is not None
-        self._next = next(self._entries, None)
-        self._last_log_ts = entry.ts
-        self._log_clients[entry.client] = entry.security_protocol or ""
-        self._index.setdefault((entry.client, entry.correlation_id, entry.api_key), []).append(entry)
-        queue = self._queue
-        queue.append(entry)
-        if len(queue) > self.peak_pending:
-            self.peak_pending = len(queue)
-        return entry
-
     def _read_until(self, ts: int) -> None:
         """Index the log up to log time `ts`."""
-        while self._next is not None and self._next.ts <= ts:
-            self._take()
+        entries, index, queue, clients = self._entries, self._index, self._queue, self._log_clients
+        entry = self._next
+        while entry is not None and entry.ts <= ts:
+            self._last_log_ts = entry.ts
+            clients[entry.client] = entry.security_protocol or ""
+            key = entry.key
+            waiting = index.get(key)
+            if waiting is None:
+                index[key] = entry
+            elif waiting.__class__ is list:
+                waiting.append(entry)
+            else:
+                index[key] = [waiting, entry]
+            queue.append(entry)
+            entry = next(entries, None)
+        self._next = entry
+        if len(queue) > self.peak_pending:
+            self.peak_pending = len(queue)
+
+    def _unindex(self, entry: LogEntry) -> None:
+        index = self._index
+        key = entry.key
+        waiting = index.get(key)
+        if waiting is entry:
+            del index[key]
+        elif waiting.__class__ is list:
+            waiting.remove(entry)
+            if len(waiting) == 1:
+                index[key] = waiting[0]
 
     def _evict(self, before: int) -> None:
         """Entries logged before log time `before` leave the index, unjoined."""
@@ -201,12 +259,7 @@ class BrokerLogJoin:
             entry = queue.popleft()
             if entry.matched:
                 continue
-            key = (entry.client, entry.correlation_id, entry.api_key)
-            bucket = self._index.get(key)
-            if bucket is not None:
-                bucket.remove(entry)
-                if not bucket:
-                    del self._index[key]
+            self._unindex(entry)
             self._log_only(entry, at_end=False)
 
     def _log_only(self, entry: LogEntry, at_end: bool) -> None:
@@ -248,75 +301,91 @@ class BrokerLogJoin:
         differences = []
         for ex in held:
             t = self._time(ex)
-            bucket = self._index.get((ex.client, ex.correlation_id, ex.api_key))
-            if t is not None and bucket is not None and len(bucket) == 1:
-                differences.append(bucket[0].ts - t)
+            waiting = self._index.get((ex.client, ex.correlation_id, ex.api_key))
+            if t is not None and waiting is not None and waiting.__class__ is not list:
+                differences.append(waiting.ts - t)
         if differences:
             differences.sort()
             self.offset = differences[len(differences) // 2]
         self.accounting.offset_start_ms = self.offset / 1e6
 
-    def _match(self, exchange: Any) -> None:
-        accounting = self.accounting
-        accounting.exchanges += 1
-        client = exchange.client
-        self._captured_clients.add(client)
-        t = exchange.response_ts
+    def _choose(self, key: tuple, waiting: list[LogEntry], t: int | None) -> LogEntry | None:
+        """Of several entries with one identity, the nearest in time within
+        the tolerance (the first of equals, in log order); out of the index."""
         if t is None:
-            t = exchange.request_ts
-        offset = self.offset
-        if t is not None:
-            if self._first_ts is None or t < self._first_ts:
-                self._first_ts = t
-            if self._latest_ts is None or t > self._latest_ts:
-                self._latest_ts = t
-                queue = self._queue
-                if queue and queue[0].ts < t + offset - self.window:
-                    self._evict(t + offset - self.window)
-            limit = t + offset + self.tolerance
-            following = self._next
-            while following is not None and following.ts <= limit:
-                self._take()
-                following = self._next
-        key = (client, exchange.correlation_id, exchange.api_key)
-        index = self._index
-        bucket = index.get(key)
-        chosen = None
-        if bucket:
-            if len(bucket) == 1:  # the usual case
-                entry = bucket[0]
-                if t is None or abs(entry.ts - offset - t) <= self.tolerance:
-                    chosen = entry
-                    del index[key]
-            else:
+            return None
+        offset, tolerance = self.offset, self.tolerance
+        candidates = [e for e in waiting if abs(e.ts - offset - t) <= tolerance]
+        if not candidates:
+            return None
+        chosen = min(candidates, key=lambda e: abs(e.ts - offset - t))
+        if len(candidates) > 1:
+            self.accounting.ambiguous += 1
+        self._unindex(chosen)
+        return chosen
+
+    def _joined(self, exchanges: Iterable[Any]) -> Iterator[Any]:
+        """Each exchange joined to its entry (or given its reason), in order.
+        (The per-exchange path: the state it reads is held in locals.)"""
+        accounting = self.accounting
+        observer = self.observer
+        index, queue = self._index, self._queue
+        captured = self._captured_clients.add
+        offset, tolerance, window = self.offset, self.tolerance, self.window
+        counts = accounting.offset_counts
+        capture_only = accounting.capture_only
+        latest = -1 if self._latest_ts is None else self._latest_ts
+        total = joined = pairs = 0
+        try:
+            for exchange in exchanges:
+                total += 1
+                client = exchange.client
+                captured(client)
+                t = exchange.response_ts
                 if t is None:
-                    candidates: list[LogEntry] = []
+                    t = exchange.request_ts
+                if t is not None:
+                    if t > latest:
+                        latest = self._latest_ts = t
+                        if self._first_ts is None:
+                            self._first_ts = t
+                        if queue and queue[0].ts < t + offset - window:
+                            self._evict(t + offset - window)
+                    elif t < self._first_ts:  # type: ignore[operator]
+                        self._first_ts = t
+                    following = self._next
+                    if following is not None and following.ts <= t + offset + tolerance:
+                        self._read_until(t + offset + tolerance)
+                key = (client, exchange.correlation_id, exchange.api_key)
+                chosen = index.get(key)
+                if chosen is not None:
+                    if chosen.__class__ is list:
+                        chosen = self._choose(key, chosen, t)
+                    elif t is None or -tolerance <= chosen.ts - offset - t <= tolerance:
+                        del index[key]  # the usual case: the one entry with that identity
+                    else:
+                        chosen = None
+                if chosen is None:
+                    reason = self._capture_only_reason(exchange, t)
+                    capture_only[reason] += 1
+                    exchange.broker_log = reason
                 else:
-                    candidates = [e for e in bucket if abs(e.ts - offset - t) <= self.tolerance]
-                if candidates:
-                    chosen = min(candidates, key=lambda e: abs(e.ts - offset - t))  # type: ignore[operator]
-                    if len(candidates) > 1:
-                        accounting.ambiguous += 1
-                    bucket.remove(chosen)
-                    if not bucket:
-                        del index[key]
-        if chosen is not None:
-            chosen.matched = True
-            accounting.joined += 1
-            apply_entry(exchange, chosen, JOINED)
-            if t is not None:
-                accounting.offset_pairs += 1
-                # a sample of the pairs' offsets: every `stride`-th, thinned by half when full
-                if accounting.offset_pairs % self._stride == 0:
-                    offsets = accounting.offsets
-                    offsets.append((chosen.ts - t) / 1e6)
-                    if len(offsets) >= 2 * _OFFSET_SAMPLES:
-                        del offsets[1::2]
-                        self._stride *= 2
-            return
-        reason = self._capture_only_reason(exchange, t)
-        accounting.capture_only[reason] += 1
-        apply_entry(exchange, None, reason)
+                    chosen.matched = True
+                    joined += 1
+                    apply_entry(exchange, chosen, JOINED)
+                    if t is not None:
+                        pairs += 1
+                        difference = chosen.ts - t
+                        counts[difference] = counts.get(difference, 0) + 1
+                        if len(counts) >= _OFFSET_PENDING:
+                            accounting.flush_offsets()
+                if observer is not None:
+                    observer.exchange(exchange)
+                yield exchange
+        finally:
+            accounting.exchanges += total
+            accounting.joined += joined
+            accounting.offset_pairs += pairs
 
     def _capture_only_reason(self, exchange: Any, t: int | None) -> str:
         if t is None or self._first_log_ts is None:
@@ -339,7 +408,6 @@ class BrokerLogJoin:
     def join(self, exchanges: Iterable[Any]) -> Iterator[Any]:
         """The exchanges, in their order, with their broker-log columns set."""
         self._start()
-        observer = self.observer
         iterator = iter(exchanges)
         held: list[Any] = []
         answered = 0
@@ -353,17 +421,7 @@ class BrokerLogJoin:
             if answered >= _BOOTSTRAP_EXCHANGES or (t is not None and first is not None and abs(t - first) > self.window):
                 break
         self._estimate_offset(held)
-        for exchange in held:
-            self._match(exchange)
-            if observer is not None:
-                observer.exchange(exchange)
-            yield exchange
-        del held
-        for exchange in iterator:
-            self._match(exchange)
-            if observer is not None:
-                observer.exchange(exchange)
-            yield exchange
+        yield from self._joined(chain(held, iterator))
         # what is left in the index, then the rest of the log (counted, not kept)
         for entry in self._queue:
             if not entry.matched:

@@ -1,19 +1,19 @@
-"""One TLS connection: ciphertext chunks in, plaintext chunks out.
+"""One TLS connection: a stream sink that drives stream sinks.
 
-    conn = TlsConnection(keylog)
-    for each reassembled chunk, both directions in capture order:
-        plain_chunks = conn.push(direction, chunk)  # direction 0: the client
-    rest = conn.finish()  # [(direction, chunk)]; conn.stats is final then
+    tls = TlsConnection(keylog, plaintext, client_direction)
+    conn.sinks = tls.ciphertext_sinks()  # ciphertext in, as any DirectionSink hears it
+    ...
+    tls.finish()  # the last plaintext goes on; tls.stats is final then
 
-Input chunks are the reassembler's (kind "data" | "gap" | "truncated",
-offset, length, data, ts, capture_index, frame_number). Output chunks are
-`kdissect.wire.reassembly.Chunk`s of one direction's application data: kind
-"data" (the plaintext of one or more records) or "gap" (application bytes
-lost), offsets counted from 0 per direction, contiguous. A data chunk's
-ts/capture_index/frame_number are those of the input chunk that completed
-its records (delivered their last byte); they are copied, never computed.
+Both sides speak `kdissect.wire.reassembly.DirectionSink`: the ciphertext
+sinks hear the reassembler's calls (`data`, `gap`, `truncated`, with stream
+offsets and a stamp); the decrypted application data goes on as `data` and
+`gap` calls to `plaintext.sinks[direction]` (the direction's FrameReader
+once it is Kafka), offsets counted from 0 per direction, contiguous. A
+plaintext call's stamp is that of the ciphertext call that completed its
+records (delivered their last byte), passed on, never computed.
 
-Lost ciphertext (a "gap" chunk, the cut part of a "truncated" one):
+Lost ciphertext (a `gap`, the cut part of a `truncated`):
   * inside one record whose header was captured: that record is lost, the
     next record boundary is known, the sequence number is one more;
   * across record boundaries: record boundaries are hunted for (a header of
@@ -22,7 +22,7 @@ Lost ciphertext (a "gap" chunk, the cut part of a "truncated" one):
     (at most MAX_SEQ_TRIALS; in TLS 1.3 also the next traffic secret, in
     case a Finished or KeyUpdate was among the lost records). Without keys
     the next header must follow where the candidate's length says.
-When decryption resumes, one "gap" chunk stands for the application bytes
+When decryption resumes, one `gap` call stands for the application bytes
 lost: the ciphertext bytes lost minus the per-record overhead of the records
 the sequence numbers say were lost. That is exact for AEAD suites when the
 lost records held application data without padding (what OpenSSL, Go, Java
@@ -31,7 +31,7 @@ change or a handshake message (NewSessionTicket) fell in the loss. The
 framing layer resynchronises by itself when the length is off.
 
 Memory: per direction at most one incomplete record (or, while hunting, one
-candidate record): below 2^14 + 2048 + 5 bytes plus the chunk being read.
+candidate record): below 2^14 + 2048 + 5 bytes plus the piece being read.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kdissect.wire.reassembly import Chunk
 from kdissect.conn.tls import stats as reasons
 from kdissect.conn.tls.handshake import (
     CLIENT_HELLO,
@@ -124,7 +123,7 @@ class _Direction:
         self.hunt_failures = 0
         self.dead = False  # given up: the rest of this direction is counted, not tried
         self.closed = False  # close_notify seen
-        self.stamp: Any = None  # the chunk being read (or read last)
+        self.stamp: Any = None  # the stamp of the piece being read (or read last)
         self.pieces: list[bytes] = []  # plaintext collected during this push
         self.records_before_keys = 0  # TLS 1.3 0-RTT records before the ServerHello
         self.wire_bytes = 0  # size of the records decrypted in step, to guess how many a loss held
@@ -132,19 +131,29 @@ class _Direction:
 
 
 class TlsConnection:
-    """Decrypts one TLS connection with the secrets of a key log."""
+    """Decrypts one TLS connection with the secrets of a key log.
 
-    def __init__(self, keylog: KeyLog) -> None:
+    `plaintext`: where the decrypted streams go, an object whose `sinks` are
+    the two directions' `DirectionSink`s (read at every call: a sink may
+    replace itself). `client_direction`: the side taken for the client until
+    a ClientHello says (its stream is finished first)."""
+
+    def __init__(self, keylog: KeyLog, plaintext: Any, client_direction: int = 0) -> None:
         self._keylog = keylog
+        self.plaintext = plaintext
         self.stats = TlsStats(connections=1)  # this connection's counts; final after finish()
         self._dirs = (_Direction(0), _Direction(1))
-        self.client_direction = 0  # the ClientHello's sender
+        self.client_direction = client_direction  # the ClientHello's sender
+        self._finish_order = (client_direction, 1 - client_direction)
         self.version: int | None = None  # negotiated: 0x0303, 0x0304
         self.suite_name: str | None = None
         self._client_hello: ClientHello | None = None
         self._reasons: set[str] = set()
         self._lossy = False  # encrypted records were lost or failed
         self._finished = False
+        # captured ciphertext bytes heard, with the snaplen-cut ones (not gaps):
+        # Accounting.tls_bytes, added at close
+        self.ciphertext_bytes = 0
 
     def __repr__(self) -> str:
         version = {TLS12: "TLS 1.2", TLS13: "TLS 1.3"}.get(self.version or 0, "TLS")
@@ -152,59 +161,53 @@ class TlsConnection:
 
     # -- public ----------------------------------------------------------------
 
-    def push(self, direction: int, chunk: Any) -> list[Chunk]:
-        """Feed one ciphertext chunk of `direction`; returns that direction's
-        plaintext chunks completed by it."""
+    def ciphertext_sinks(self) -> tuple[CiphertextSink, CiphertextSink]:
+        """The two directions' ciphertext sinks (the TCP connection's sinks)."""
+        return CiphertextSink(self, 0), CiphertextSink(self, 1)
+
+    def push(self, direction: int, offset: int, length: int, data: bytes, stamp: Any) -> None:
+        """Hear one piece of `direction`'s ciphertext: `length` stream bytes at
+        `offset` of which `data` (all, a prefix or none) were captured; the
+        plaintext it completes goes on to that direction's plaintext sink."""
         d = self._dirs[direction]
-        d.stamp = chunk
-        out: list[Chunk] = []
-        offset, length, kind = chunk.offset, chunk.length, chunk.kind
-        data = chunk.data
-        if offset > d.end:  # bytes skipped without a gap chunk: the same as one
-            self._lose(d, offset - d.end, out)
+        d.stamp = stamp
+        if offset > d.end:  # bytes skipped without a gap: the same as one
+            self._lose(d, offset - d.end)
         elif offset < d.end:  # overlap with bytes already read: trim
             cut = d.end - offset
             if cut >= length:
-                return out
+                return
             length -= cut
-            data = data[cut:] if kind != "gap" else b""
-        if kind == "data":
-            self._take(d, data, out)
-        elif kind == "gap":
-            self._lose(d, length, out)
-        else:  # truncated: the captured prefix, then bytes cut by the snaplen
-            if data:
-                self._take(d, data, out)
-            if length > len(data):
-                self._lose(d, length - len(data), out)
-        self._flush(d, out)
-        return out
+            data = data[cut:]
+        if data:
+            self._take(d, data)
+        if length > len(data):
+            self._lose(d, length - len(data))
+        self._flush(d)
 
-    def finish(self) -> list[tuple[int, Chunk]]:
-        """End of both streams: the last plaintext chunks as (direction, chunk),
-        and `stats` made final (the connection's outcome and reasons)."""
+    def finish(self) -> None:
+        """End of both streams: the last plaintext goes on (the client's
+        stream first), and `stats` is made final (the connection's outcome
+        and reasons)."""
         if self._finished:
-            return []
+            return
         self._finished = True
-        result: list[tuple[int, Chunk]] = []
-        for d in self._dirs:
-            out: list[Chunk] = []
+        for index in self._finish_order:
+            d = self._dirs[index]
             if d.buf and d.encrypted:
                 self._count_undecrypted(len(d.buf))  # an incomplete last record, or hunted bytes
             d.buf = b""
             if d.loss_start is not None and d.cipher is not None and self._loss_may_hold_data(d, d.role):
                 lost = d.end - d.loss_start
                 records = max(1, -(-lost // (HEADER + d.cipher.max_ciphertext)))
-                self._emit_gap(d, lost - records * d.cipher.overhead, out)
+                self._emit_gap(d, lost - records * d.cipher.overhead)
             d.loss_start = None
-            self._flush(d, out)
-            result.extend((d.index, c) for c in out)
+            self._flush(d)
         self._settle()
-        return result
 
     # -- reading records ---------------------------------------------------------
 
-    def _take(self, d: _Direction, data: bytes, out: list[Chunk]) -> None:
+    def _take(self, d: _Direction, data: bytes) -> None:
         start = d.end
         d.end += len(data)
         if d.dead:
@@ -225,7 +228,7 @@ class TlsConnection:
         pos, n = 0, len(buf)
         while not d.dead:
             if not d.synced:
-                pos = self._hunt(d, buf, pos, out)
+                pos = self._hunt(d, buf, pos)
                 if not d.synced:
                     break
                 continue
@@ -238,7 +241,7 @@ class TlsConnection:
             end = pos + HEADER + length
             if end > n:
                 break
-            self._record(d, buf[pos:pos + HEADER], buf[pos + HEADER:end], d.buf_start + pos, out)
+            self._record(d, buf[pos:pos + HEADER], buf[pos + HEADER:end], d.buf_start + pos)
             pos = end
         if d.dead:
             self._count_undecrypted(n - pos)
@@ -251,7 +254,7 @@ class TlsConnection:
         # (rare) plaintext alerts pass in the clear
         return d.encrypted and (self.version != TLS13 or ctype == APPLICATION_DATA)
 
-    def _record(self, d: _Direction, header: bytes, payload: bytes, start: int, out: list[Chunk]) -> None:
+    def _record(self, d: _Direction, header: bytes, payload: bytes, start: int) -> None:
         ctype = header[0]
         if not self._is_protected(d, ctype):
             if ctype == APPLICATION_DATA:
@@ -287,9 +290,9 @@ class TlsConnection:
         d.seq = seq + 1
         d.wire_bytes += HEADER + len(payload)
         d.wire_records += 1
-        self._opened(d, start, seq, opened[0], opened[1], out, switched)
+        self._opened(d, start, seq, opened[0], opened[1], switched)
 
-    def _opened(self, d: _Direction, start: int, seq: int, ctype: int, plaintext: bytes, out: list[Chunk],
+    def _opened(self, d: _Direction, start: int, seq: int, ctype: int, plaintext: bytes,
                 switched: bool = False) -> None:
         """A record decrypted: report a pending loss, then its content."""
         d.failures = 0
@@ -307,7 +310,7 @@ class TlsConnection:
                 estimate = lost - records * cipher.overhead
                 if self.version == TLS12 and d.loss_seq == 0 and not switched:
                     estimate -= 16  # the lost records began with the Finished (4 + 12 bytes)
-                self._emit_gap(d, estimate, out)
+                self._emit_gap(d, estimate)
             d.loss_start = None
         self._content(d, ctype, plaintext)
 
@@ -330,22 +333,20 @@ class TlsConnection:
                 self._change_cipher_spec(d)
         # heartbeat (24): nothing to hand on
 
-    def _flush(self, d: _Direction, out: list[Chunk]) -> None:
+    def _flush(self, d: _Direction) -> None:
         if not d.pieces:
             return
         data = d.pieces[0] if len(d.pieces) == 1 else b"".join(d.pieces)
         d.pieces = []
-        stamp = d.stamp
-        out.append(Chunk("data", d.plain_end, len(data), data, stamp.ts, stamp.capture_index, stamp.frame_number))
+        self.plaintext.sinks[d.index].data(d.plain_end, data, d.stamp)
         d.plain_end += len(data)
         self.stats.plaintext_bytes += len(data)
 
-    def _emit_gap(self, d: _Direction, length: int, out: list[Chunk]) -> None:
+    def _emit_gap(self, d: _Direction, length: int) -> None:
         if length <= 0:
             return
-        self._flush(d, out)
-        stamp = d.stamp
-        out.append(Chunk("gap", d.plain_end, length, b"", stamp.ts, stamp.capture_index, stamp.frame_number))
+        self._flush(d)
+        self.plaintext.sinks[d.index].gap(d.plain_end, length, d.stamp)
         d.plain_end += length
         self.stats.plaintext_gap_bytes += length
 
@@ -487,7 +488,7 @@ class TlsConnection:
 
     # -- losses and resynchronisation --------------------------------------------
 
-    def _lose(self, d: _Direction, length: int, out: list[Chunk]) -> None:
+    def _lose(self, d: _Direction, length: int) -> None:
         """`length` stream bytes the capture lacks."""
         d.end += length
         self.stats.lost_bytes += length
@@ -546,7 +547,7 @@ class TlsConnection:
             return role_now == _APPLICATION or d.loss_role == _APPLICATION
         return True
 
-    def _hunt(self, d: _Direction, buf: bytes, pos: int, out: list[Chunk]) -> int:
+    def _hunt(self, d: _Direction, buf: bytes, pos: int) -> int:
         """Look for a record boundary in buf from pos. Returns where to go on:
         with d.synced set, the boundary (or the end of a record it already
         decrypted); otherwise the first byte to keep for later."""
@@ -573,7 +574,7 @@ class TlsConnection:
                 return p  # wait for the rest of the candidate
             header = buf[p:p + HEADER]
             if cipher is not None and self._is_protected(d, header[0]):
-                if self._resync(d, header, buf[p + HEADER:end], d.buf_start + p, out):
+                if self._resync(d, header, buf[p + HEADER:end], d.buf_start + p):
                     return end
                 self._skip(d, 1)
                 pos = p + 1
@@ -595,7 +596,7 @@ class TlsConnection:
         if count > 0 and d.encrypted:
             self._count_undecrypted(count)
 
-    def _resync(self, d: _Direction, header: bytes, payload: bytes, start: int, out: list[Chunk]) -> bool:
+    def _resync(self, d: _Direction, header: bytes, payload: bytes, start: int) -> bool:
         """Try to open a hunted candidate record with the sequence numbers the
         loss allows (and in TLS 1.3 the next traffic secret too)."""
         cipher = d.cipher
@@ -635,7 +636,7 @@ class TlsConnection:
         d.synced = True
         d.seq = seq + 1
         self.stats.resyncs += 1
-        self._opened(d, start, seq, ctype, plaintext, out, switched)
+        self._opened(d, start, seq, ctype, plaintext, switched)
         return True
 
     def _give_up(self, d: _Direction, reason: str) -> None:
@@ -678,3 +679,26 @@ def _outward(center: int, low: int, high: int) -> list[int]:
             out.append(center - step)
         step += 1
     return out[:MAX_SEQ_TRIALS]
+
+
+class CiphertextSink:
+    """One direction of a TLS connection as a `DirectionSink`: its calls are
+    the TCP stream's, ciphertext; the TLS connection turns them into the
+    same calls, plaintext, on its plaintext sinks."""
+
+    __slots__ = ("tls", "direction")
+
+    def __init__(self, tls: TlsConnection, direction: int) -> None:
+        self.tls = tls
+        self.direction = direction
+
+    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
+        self.tls.ciphertext_bytes += len(payload)
+        self.tls.push(self.direction, offset, len(payload), payload, stamp)
+
+    def gap(self, offset: int, length: int, stamp: Any) -> None:
+        self.tls.push(self.direction, offset, length, b"", stamp)
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
+        self.tls.ciphertext_bytes += length
+        self.tls.push(self.direction, offset, length, prefix, stamp)

@@ -10,7 +10,6 @@ import pytest
 from kdissect.failures import InputError
 from kdissect.conn.tls import (
     KeyLog,
-    TlsConnection,
     TlsStats,
     client_hello_verdict,
     looks_like_client_hello,
@@ -23,6 +22,7 @@ from kdissect.conn.tls import (
 from kdissect.conn.tls.record import Tls12AeadCipher, Tls12CbcCipher, Tls13Cipher
 from kdissect.conn.tls.schedule import key_block12
 from kdissect.conn.tls.suites import SUITES
+from tests.support.tls_sinks import CollectedTls
 from tests.conn.tls.test_vectors import V, rfc8448_keylog, rfc8448_streams
 
 RANDOM = "ab" * 32
@@ -130,7 +130,7 @@ def _texts(*objects) -> str:
 
 def test_no_secret_in_repr_or_str() -> None:
     log = parse_keylog_text(rfc8448_keylog() + f"CLIENT_RANDOM {RANDOM} {MASTER}\nCLIENT_RANDOM {RANDOM} {TRAFFIC}\n")
-    conn = TlsConnection(log)
+    conn = CollectedTls(log)
     pos = [0, 0]
 
     class Chunk:
@@ -143,9 +143,9 @@ def test_no_secret_in_repr_or_str() -> None:
         pos[direction] += len(record)
     suite = SUITES[0xC02F]
     keys = key_block12("sha256", bytes.fromhex(MASTER), bytes(32), bytes(32), 0, 16, 4)
-    objects = [log, conn, conn.stats, keys, Tls13Cipher(SUITES[0x1301], V.client_ap_secret),
+    objects = [log, conn.tls, conn.stats, keys, Tls13Cipher(SUITES[0x1301], V.client_ap_secret),
                Tls12AeadCipher(suite, keys.client_key, keys.client_iv),
-               Tls12CbcCipher(SUITES[0xC027], b"m" * 32, keys.client_key, True), conn._dirs[0], conn._dirs[1]]
+               Tls12CbcCipher(SUITES[0xC027], b"m" * 32, keys.client_key, True), conn.tls._dirs[0], conn.tls._dirs[1]]
     text = _texts(*objects)
     for piece in _secret_pieces() + [keys.client_key.hex()[:16], keys.server_key.hex()[:16]]:
         assert piece not in text
@@ -154,7 +154,7 @@ def test_no_secret_in_repr_or_str() -> None:
 
 def test_wrong_secret_is_a_counted_failure() -> None:
     text = rfc8448_keylog().replace(V.server_ap_secret.hex(), "00" + V.server_ap_secret.hex()[2:])
-    conn = TlsConnection(parse_keylog_text(text))
+    conn = CollectedTls(parse_keylog_text(text))
     pos = [0, 0]
     plain = [b"", b""]
 

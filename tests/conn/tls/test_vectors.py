@@ -18,6 +18,7 @@ from kdissect.conn.tls import TlsConnection, parse_keylog_text
 from kdissect.conn.tls.record import Tls12AeadCipher, Tls12CbcCipher, Tls13Cipher
 from kdissect.conn.tls.schedule import key_block12, next_traffic_secret13, prf12, traffic_keys13
 from kdissect.conn.tls.suites import SUITES
+from tests.support.tls_sinks import CollectedTls
 
 H = bytes.fromhex
 
@@ -261,7 +262,7 @@ def rfc8448_streams() -> list[tuple[int, bytes]]:
 
 
 def test_rfc8448_connection() -> None:
-    conn = TlsConnection(parse_keylog_text(rfc8448_keylog()))
+    conn = CollectedTls(parse_keylog_text(rfc8448_keylog()))
     offsets = [0, 0]
     plain: list[list] = [[], []]
     for frame, (direction, record) in enumerate(rfc8448_streams(), 1):
@@ -280,7 +281,7 @@ def test_rfc8448_connection() -> None:
 
 def test_rfc8448_connection_byte_by_byte() -> None:
     """Records split across segments at every byte, several records in one."""
-    conn = TlsConnection(parse_keylog_text(rfc8448_keylog()))
+    conn = CollectedTls(parse_keylog_text(rfc8448_keylog()))
     streams: list[bytes] = [b"", b""]
     for direction, record in rfc8448_streams():
         streams[direction] += record
@@ -308,7 +309,7 @@ def test_rfc8448_connection_byte_by_byte() -> None:
 def test_rfc8448_lost_record_gives_exact_gap() -> None:
     """The client's Finished lost inside its record (header captured): the
     handshake epoch's loss is no application data, and the next records open."""
-    conn = TlsConnection(parse_keylog_text(rfc8448_keylog()))
+    conn = CollectedTls(parse_keylog_text(rfc8448_keylog()))
     streams = rfc8448_streams()
     offsets = [0, 0]
     out: list = [[], []]
@@ -325,3 +326,46 @@ def test_rfc8448_lost_record_gives_exact_gap() -> None:
     assert [(c.kind, c.length) for c in out[0]] == [("data", 50)]
     assert conn.stats.close_notifies == 2  # the server's alert (seq 2) still opened
     assert conn.stats.partly_decrypted == 1
+
+
+def test_tls_is_a_sink_that_drives_sinks() -> None:
+    """The TLS layer speaks the reassembler's DirectionSink interface on both
+    sides: ciphertext calls in, plaintext `data` calls out on the plaintext's
+    sink of the same direction, read at every call (a sink may replace
+    itself, as a Kafka direction's first bytes make its FrameReader), each
+    with the stamp of the ciphertext call that completed its record."""
+    calls: list[tuple] = []
+
+    class Recording:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def data(self, offset, payload, stamp) -> None:
+            calls.append((self.name, "data", offset, payload, stamp))
+
+        def gap(self, offset, length, stamp) -> None:
+            calls.append((self.name, "gap", offset, length, stamp))
+
+        def truncated(self, offset, length, prefix, stamp) -> None:
+            raise AssertionError("the TLS layer hands on data and gaps only")
+
+    class Plaintext:
+        sinks = (Recording("side 0"), Recording("side 1"))
+
+    plaintext = Plaintext()
+    tls = TlsConnection(parse_keylog_text(rfc8448_keylog()), plaintext, client_direction=1)
+    ciphertext = tls.ciphertext_sinks()
+    offsets = [0, 0]
+    stamps = {}
+    for frame, (direction, record) in enumerate(rfc8448_streams(), 1):
+        side = 1 - direction  # the client on side 1 of the TCP connection this time
+        if record is V.server_data_record:  # the server's sink (side 0) replaced before its data
+            plaintext.sinks = (Recording("side 0, replaced"), plaintext.sinks[1])
+        stamps[frame] = stamp = _Stamp("data", offsets[side], record, frame)
+        ciphertext[side].data(offsets[side], record, stamp)
+        offsets[side] += len(record)
+    tls.finish()
+    # the client's data (record 5 on the wire) and the server's (record 6), each once, at offset 0
+    assert calls == [("side 1", "data", 0, V.application_data, stamps[5]),
+                     ("side 0, replaced", "data", 0, V.application_data, stamps[6])]
+    assert calls[0][4] is stamps[5] and calls[1][4] is stamps[6]

@@ -1,0 +1,64 @@
+"""Rows a task writes to one Parquet file of OUTDIR's tree, in bounded memory.
+
+Rows are kept column-wise and written as a row group every FLUSH_ROWS rows;
+the file is written under a temporary name of the tree (`Tree.output`) and
+appears whole at `close`, or not at all after `abandon`. Used by the task
+side files of kdissect.spark.arrivals and kdissect.spark.forensics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pyarrow as pa
+
+from kdissect.shared.outdir_tree import Tree
+
+FLUSH_ROWS = 65536
+
+
+class ParquetRows:
+    """Rows of `schema` (values in column order) to `directory`/`name`."""
+
+    def __init__(self, directory: Tree, name: str, schema: pa.Schema) -> None:
+        self.directory = directory
+        self.name = name
+        self.schema = schema
+        self.columns: dict[str, list] = {column: [] for column in schema.names}
+        self.writer: Any = None
+        self.output: Any = None  # the Tree.output context while writing
+
+    def add(self, *values: Any) -> None:
+        for column, value in zip(self.schema.names, values):
+            self.columns[column].append(value)
+        if len(self.columns[self.schema.names[0]]) >= FLUSH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow.parquet as pq
+
+        if self.writer is None:
+            self.output = self.directory.output(self.name)
+            self.writer = pq.ParquetWriter(self.output.__enter__(), self.schema)
+        self.writer.write_table(pa.table(self.columns, schema=self.schema))
+        self.columns = {column: [] for column in self.schema.names}
+
+    def close(self) -> bool:
+        """Write what is left and put the file in place; False when no row came (no file)."""
+        if not (self.columns[self.schema.names[0]] or self.writer is not None):
+            return False
+        self._flush()
+        self.writer.close()
+        self.writer = None
+        self.output.__exit__(None, None, None)
+        return True
+
+    def abandon(self) -> None:
+        """Drop the file being written (a failed task): its temporary is removed."""
+        if self.writer is not None:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+            self.writer = None
+            with contextlib.suppress(RuntimeError, OSError):
+                self.output.__exit__(RuntimeError, RuntimeError("task abandoned"), None)
