@@ -73,6 +73,10 @@ _RANK = {OK: 0, INEXACT: 1, NO_RESPONSE: 2, ORPHAN_RESPONSE: 2, TRUNCATED: 3, MA
 _PRODUCE = int(ApiKey.PRODUCE)  # (bound once: an enum member costs a lookup per frame)
 _FETCH = int(ApiKey.FETCH)
 _SHARE_FETCH = int(ApiKey.SHARE_FETCH)
+# the Exchange fields a request's exchange is made with, by position
+assert Exchange.__slots__[:14] == ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
+                                   "api_version", "client_id", "request_ts", "response_ts", "request_frame",
+                                   "response_frame", "request_bytes")
 __all__ = ["EARLY_WINDOW_NS", "MAX_EARLY", "MAX_UNANSWERED"]  # (kdissect.conn.holds: re-exported)
 # orphans per connection tried against every response layout (each costs a
 # few milliseconds); later ones only as ApiVersions responses
@@ -204,6 +208,49 @@ _NO_SASL = SaslTracker()
 _NO_TIMER = WaitTimer()
 
 
+def _header_exchange(conn: ConnectionInfo, frame: Frame, header: tuple[int, int, int] | None,
+                     data: bytes) -> Exchange:
+    """An exchange for a request frame known only by its header (if that)."""
+    capture_index = frame.capture_index
+    ex = Exchange(conn.capture(capture_index), conn.stream, conn.client, conn.broker, None, None, None, None, None,
+                  frame.ts, None, frame.frame_number, None, frame.size)  # (by position: see on_request)
+    ex.request_capture_index = capture_index
+    ex.request_offset = frame.offset
+    ex.request_first_ts = frame.first_ts
+    ex.stream_key = conn.stream_key
+    if header is not None:
+        ex.api_key, ex.api_version, ex.correlation_id = header
+        ex.api_name = api_name(ex.api_key)
+        ex.client_id = peek_client_id(data, ex.api_key, ex.api_version)
+    return ex
+
+
+def lone_request(stats: PairingStats, conn: ConnectionInfo, frame: Frame, reason: str) -> Exchange:
+    """The exchange a new Pairer makes of `frame`, a request cut short (not
+    `complete`), when the connection then closes (`flush(reason)`), counted
+    in `stats` as the Pairer counts it, without making the Pairer: a scan or
+    a reconnect storm closes thousands of connections whose one frame that
+    is (kdissect.conn.pipeline's `close_lone_request`; its test compares the
+    two)."""
+    stats.request_frames += 1
+    stats.truncated_frames += 1
+    data = frame.data
+    header = peek_request_header(data)
+    ex = _header_exchange(conn, frame, header, data)
+    ex.status = TRUNCATED
+    if header is None:
+        ex.add_problem("request-truncated", f"request truncated ({frame.missing}): header not captured")
+    else:
+        ex.add_problem("request-truncated",
+                       f"request truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured")
+        ex.add_problem("no-response", f"no response before {reason}")
+    if conn.timing is not None:
+        ex.rtt_ns, ex.capture_side = conn.network()
+    stats.exchanges += 1
+    stats.truncated += 1
+    return ex
+
+
 class Pairer:
     """Request/response pairing for one Kafka connection.
 
@@ -299,12 +346,16 @@ class Pairer:
             api_key, api_version, cid, client_id = h.api_key, h.api_version, h.correlation_id, h.client_id
             expects_response, starts_raw_sasl = request.expects_response, request.starts_raw_sasl
         acc.decoded_frames += 1
-        ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
-                      broker=conn.broker, correlation_id=cid, api_key=api_key,
-                      api_name=api_name(api_key), api_version=api_version, client_id=client_id,
-                      request_ts=frame.ts, request_frame=frame.frame_number, request_bytes=frame.size,
-                      request_capture_index=frame.capture_index, request_offset=frame.offset,
-                      request_first_ts=frame.first_ts, stream_key=conn.stream_key)
+        # (the leading fields by position: a keyword costs a search of the
+        # 53 parameter names; the order is checked below the imports)
+        capture_index = frame.capture_index
+        ex = Exchange(conn.capture(capture_index), conn.stream, conn.client, conn.broker, cid, api_key,
+                      api_name(api_key), api_version, client_id, frame.ts, None, frame.frame_number, None,
+                      frame.size)
+        ex.request_capture_index = capture_index
+        ex.request_offset = frame.offset
+        ex.request_first_ts = frame.first_ts
+        ex.stream_key = conn.stream_key
         if request is None:  # skimmed: the row's figures only
             assumed = request_layout(api_key, api_version)[2]  # cached; the skim decoded exactly
             if assumed:
@@ -333,16 +384,7 @@ class Pairer:
 
     def _new(self, frame: Frame, header: tuple[int, int, int] | None, data: bytes) -> Exchange:
         """An exchange for a request frame known only by its header (if that)."""
-        conn = self.conn
-        ex = Exchange(capture=conn.capture(frame.capture_index), stream=conn.stream, client=conn.client,
-                      broker=conn.broker, request_ts=frame.ts, request_frame=frame.frame_number,
-                      request_bytes=frame.size, request_capture_index=frame.capture_index,
-                      request_offset=frame.offset, request_first_ts=frame.first_ts, stream_key=conn.stream_key)
-        if header is not None:
-            ex.api_key, ex.api_version, ex.correlation_id = header
-            ex.api_name = api_name(ex.api_key)
-            ex.client_id = peek_client_id(data, ex.api_key, ex.api_version)
-        return ex
+        return _header_exchange(self.conn, frame, header, data)
 
     def _requested(self, ex: Exchange, expects_response: bool, starts_raw_sasl: bool, data: bytes) -> None:
         """A decoded request: wait for its response, or hold it if none is expected."""

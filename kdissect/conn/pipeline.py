@@ -34,6 +34,7 @@ distributed run can rank them the same way.
 from __future__ import annotations
 
 import gc
+from array import array
 from contextlib import contextmanager
 from pathlib import Path
 from struct import Struct
@@ -52,8 +53,10 @@ from kdissect.conn.detect import (
     sure_request,
 )
 from kdissect.model.exchange import Exchange, endpoint
-from kdissect.conn.framing import HUNT_PREFIX, Frame, FrameReader, opens_partial_frame
-from kdissect.conn.pairing import ConnectionInfo, PairedFrame, Pairer
+from kdissect.model.packet import TcpSegment
+from kdissect.conn.framing import HUNT_PREFIX, Frame, FrameReader, FramingStats, opens_partial_frame
+from kdissect.conn.framing import _BIG_FRAME as BIG_FRAME  # (the size from which a reader collects in pieces)
+from kdissect.conn.pairing import ConnectionInfo, PairedFrame, Pairer, lone_request
 from kdissect.conn.pairing_stats import PairingStats
 from kdissect.wire.reassembly import Reassembler, TcpConnection
 
@@ -197,6 +200,19 @@ class _Connection:
         else:
             self.undecided(piece)
 
+    # the initiator's side's sink until its reader is made: what a
+    # _Pending(self, 0) would do (a TCP connection's state is that sink
+    # itself, one object less a connection)
+
+    def data(self, offset: int, payload: bytes, stamp: Any) -> None:
+        self.piece((0, "data", offset, len(payload), payload, stamp))
+
+    def gap(self, offset: int, length: int, stamp: Any) -> None:
+        self.piece((0, "gap", offset, length, b"", stamp))
+
+    def truncated(self, offset: int, length: int, prefix: bytes, stamp: Any) -> None:
+        self.piece((0, "truncated", offset, length, prefix, stamp))
+
     # -- before the connection is known ------------------------------------
 
     def undecided(self, piece: tuple) -> None:
@@ -267,6 +283,9 @@ class _Connection:
             self.start_tls(client_dir, held)
             return
         self.classify(client_dir, stamp)
+        if len(held) == 1:  # (the usual: the client's first piece) what replaying it to its pending sink does
+            self.kafka(held[0])
+            return
         self.replay(held)
 
     def start_tls(self, client_dir: int, held: list[tuple]) -> None:
@@ -291,8 +310,19 @@ class _Connection:
         for piece in held:
             _replay(layer, piece)  # (a sink may replace itself on its first bytes)
 
-    def replay_held(self, held: tuple) -> None:
+    def held_piece(self, held: Any) -> tuple:
+        """The one piece `kafka` held, as a held piece (see _replay): it
+        keeps the tuple, or the segment alone when the piece is that
+        segment's whole payload at the start of its sender's stream."""
+        if held.__class__ is TcpSegment:
+            key = self.conn.key
+            payload = held.payload
+            return (0 if held.sport == key[1] and held.src == key[0] else 1), "data", 0, len(payload), payload, held
+        return held
+
+    def replay_held(self, held: Any) -> None:
         """Hear the one piece `kafka` held."""
+        held = self.held_piece(held)
         self.reader(held[0], True)  # (it started the stream: see `kafka`)
         _replay(self.layer, held)
 
@@ -337,13 +367,22 @@ class _Connection:
         held = self.held
         if held is None:
             if piece[1] == "data" and self.layer.saw_start(direction) and opens_partial_frame(piece[4]):
-                self.held = piece
+                # the segment alone when it tells the whole piece (no memory of
+                # its own: the reassembler keeps it as the connection's last)
+                stamp = piece[5]
+                if (not piece[2] and stamp.__class__ is TcpSegment and piece[4] is stamp.payload
+                        and self.layer is self.conn and direction == (0 if stamp.sport == self.conn.key[1]
+                                                                      and stamp.src == self.conn.key[0] else 1)):
+                    self.held = stamp
+                else:
+                    self.held = piece
                 return
             held = ()
         self.held = ()  # from now on every piece goes to its direction's reader
         if held:
             self.replay_held(held)
-        if type(self.layer.sinks[direction]) is _Pending:
+        sink = self.layer.sinks[direction]
+        if type(sink) is _Pending or sink is self:
             self.reader(direction)
         _replay(self.layer, piece)
 
@@ -390,12 +429,7 @@ class _Connection:
         pairer = self.pairer
         if pairer is None:
             d = self.dissector
-            conn, client_dir = self.conn, self.client_dir
-            ends = (conn.initiator, conn.responder)
-            _, capture_index, frame_number = d.classification_keys[self.stream]
-            info = ConnectionInfo(d.capture_names, self.stream, endpoint(*ends[client_dir]),
-                                  endpoint(*ends[1 - client_dir]), (capture_index, frame_number), conn, client_dir)
-            pairer = self.pairer = Pairer(d.pairing_stats, info, d.out.append, d.keep_messages,
+            pairer = self.pairer = Pairer(d.pairing_stats, self.connection_info(), d.out.append, d.keep_messages,
                                           d.keep_error_responses, d.keep_apis)
             for direction, reader in enumerate(self.layer.sinks):
                 if type(reader) is FrameReader:
@@ -406,6 +440,15 @@ class _Connection:
             pairer.on_request(frame)
         else:
             pairer.on_response(frame)
+
+    def connection_info(self) -> ConnectionInfo:
+        """What every exchange of the connection shares (its pairer's)."""
+        d = self.dissector
+        conn, client_dir = self.conn, self.client_dir
+        ends = (conn.initiator, conn.responder)
+        _, capture_index, frame_number = d.classification_keys[self.stream]
+        return ConnectionInfo(d.capture_names, self.stream, endpoint(*ends[client_dir]),
+                              endpoint(*ends[1 - client_dir]), (capture_index, frame_number), conn, client_dir)
 
     def lost_step(self) -> None:
         self.dissector.stats.gaps += 1
@@ -427,6 +470,36 @@ class _Connection:
 
         used = self.pairer.recent_apis() if self.pairer is not None else ()
         return identify(body, used).verdict != "unknown"
+
+    def close_lone_request(self, held: tuple, reason: str) -> bool:
+        """Close a connection whose one piece, held by `kafka`, opens a
+        request it never finishes (a scan, a reconnect storm): what its reader
+        and pairer would do, without making them (no reader heard anything,
+        so only this piece counts). False, nothing done, when the piece is
+        not of that plain kind; the general close then runs.
+        tests/conn/test_pipeline_fast_paths.py compares the two."""
+        direction, kind, offset, length, data, stamp = held
+        if (direction != self.client_dir or offset or len(data) < 4 or self.layer is not self.conn
+                or self.dissector.frame_hook is not None):
+            return False
+        size = _INT32.unpack_from(data, 0)[0]
+        if size >= BIG_FRAME:  # (the reader collects a big frame in pieces)
+            return False
+        # the in-step reader keeps the bytes (`opens_partial_frame`), then at
+        # the end reports them as an incomplete frame
+        d = self.dissector
+        seen = len(data)
+        stats = d.lone_framing  # (folded into the accounting at the end, with the other layers' counts)
+        stats.seen_bytes += seen
+        stats.incomplete_frames += 1
+        stats.incomplete_frame_bytes += seen
+        ts = stamp.ts
+        frame = Frame(direction, 0, size, bytes(data[4:]), False, ts, stamp.capture_index, stamp.frame_number,
+                      "end", ts)
+        # and its pairer: the exchange of that request, without a response
+        d.out.append(lone_request(d.pairing_stats, self.connection_info(), frame,
+                                  _CLOSE_REASONS.get(reason, "connection close")))
+        return True
 
     def release(self) -> None:
         """Drop what refers back to this state (after `close`)."""
@@ -465,8 +538,10 @@ class _Connection:
         if self.phase != _KAFKA:
             return
         if self.held:  # the connection's one piece: its reader hears it now
-            held = self.held
+            held = self.held_piece(self.held)
             self.held = ()
+            if self.close_lone_request(held, reason):
+                return
             self.replay_held(held)
         for reader in self.layer.sinks:
             if type(reader) is FrameReader:
@@ -476,6 +551,55 @@ class _Connection:
                     counts.tls_plaintext_bytes += reader.stats.seen_bytes
         if self.pairer is not None:
             self.pairer.flush(_CLOSE_REASONS.get(reason, "connection close"))
+
+
+class ClassificationKeys:
+    """A list of (order_ts, capture_index, frame_number), one per Kafka
+    connection, held as three arrays of 64-bit integers: a tuple each would
+    cost about 70 bytes a connection. Values an array cannot hold turn it
+    into a plain list of tuples."""
+
+    __slots__ = ("_columns", "_rows")
+
+    def __init__(self) -> None:
+        self._columns = (array("q"), array("q"), array("q"))
+        self._rows: list[tuple[int, int, int]] | None = None
+
+    def append(self, key: tuple[int, int, int]) -> None:
+        if self._rows is None:
+            ts, capture_index, frame_number = self._columns
+            n = len(ts)
+            try:
+                ts.append(key[0])
+                capture_index.append(key[1])
+                frame_number.append(key[2])
+                return
+            except (OverflowError, TypeError):
+                del ts[n:], capture_index[n:], frame_number[n:]
+                self._rows = list(zip(*self._columns))
+        self._rows.append(key)  # type: ignore[union-attr]
+
+    def __getitem__(self, index: int) -> tuple[int, int, int]:
+        if self._rows is not None:
+            return self._rows[index]
+        ts, capture_index, frame_number = self._columns
+        return ts[index], capture_index[index], frame_number[index]
+
+    def __len__(self) -> int:
+        return len(self._rows) if self._rows is not None else len(self._columns[0])
+
+    def __iter__(self) -> Iterator[tuple[int, int, int]]:
+        return iter(self._rows) if self._rows is not None else zip(*self._columns)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (ClassificationKeys, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ClassificationKeys({list(self)!r})"
 
 
 class Dissector:
@@ -529,8 +653,11 @@ class Dissector:
         # (order_ts, capture_index, frame_number) of the packet at which each
         # Kafka connection was classified, in stream-number order (also for
         # connections without exchanges; a distributed run ranks them)
-        self.classification_keys: list[tuple[int, int, int]] = []
+        self.classification_keys = ClassificationKeys()
         self._reassembler = Reassembler(listener=self)
+        # what the readers of the connections closed by `close_lone_request`
+        # would have counted, summed (no reader is made for them)
+        self.lone_framing = FramingStats()
 
     @property
     def keylog(self) -> Any:
@@ -572,7 +699,7 @@ class Dissector:
     def opened(self, conn: TcpConnection) -> None:
         state = _Connection(self, conn)
         conn.user = state
-        conn.sinks = (_Pending(state, 0), _Pending(state, 1))
+        conn.sinks = (state, _Pending(state, 1))  # (the state is its initiator's side's pending sink)
         self.stats.connections += 1
         if self._reassembler.open_connection_count > self.max_open_connections:
             self.stats.evicted_connections += self._reassembler.evict(self.max_open_connections // 8)
@@ -636,6 +763,8 @@ class Dissector:
                 yield from out
                 out.clear()
         acc = self.accounting
+        acc.add_framing_stats(self.lone_framing)
+        self.lone_framing = FramingStats()
         acc.add_reassembly_stats(self._reassembler.stats)
         acc.add_counts(self.stats)
         acc.add_counts(self.pairing_stats)

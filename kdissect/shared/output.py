@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Sequence
 
 from kdissect.shared.atomic import AtomicFile, cannot_write
-from kdissect.model.exchange import COLUMN_NAMES, COLUMN_TYPES, LIST_COLUMNS, TIMESTAMP_COLUMNS, arrow_schema
+from kdissect.model.exchange import (
+    BROKER_LOG_COLUMNS,
+    COLUMN_NAMES,
+    COLUMN_TYPES,
+    LIST_COLUMNS,
+    TIMESTAMP_COLUMNS,
+    arrow_schema,
+)
 from kdissect.model.times import digits, seconds_text
 from kdissect.failures import InputError
 from kdissect.model.packet import SlotRecord
@@ -265,9 +272,18 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     stored = [name for name, _ in COLUMN_TYPES if name not in _COMPUTED_CODE]
     for name in (*stored, *_COMPUTED_INPUTS):
         lines.append(f"    {name} = ex.{name}")
-    parts = []
+    parts: list[str] = []
+    head_lines: list[str] = []
+    head_parts: list[str] = []
     places = digits(ts_unit)
+    # the broker-log columns, last in the table, are all null unless a log
+    # joined the row: their code is written apart, under a test that gives
+    # their null text at once (as one constant)
+    head = len(COLUMN_TYPES) - len(BROKER_LOG_COLUMNS)
+    assert tuple(name for name, _ in COLUMN_TYPES[head:]) == BROKER_LOG_COLUMNS
     for i, (name, kind) in enumerate(COLUMN_TYPES):
+        if i == head:
+            head_lines, head_parts, lines, parts = lines, parts, [], []
         if name in _COMPUTED_CODE:
             # an int of ns -> its remembered text; anything else (floats in odd
             # rows) as the property computes it, checked finite
@@ -307,7 +323,18 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
             text = _JSON_OF_KIND[kind].format(v=f"v{i}")
         key = _esc(name).replace("{", "{{").replace("}", "}}")  # as json.dumps writes a str
         parts.append(f'{key}:{{"null" if v{i} is None else {text}}}')
-    lines.append("    return f'{{" + ",".join(parts) + "}}\\n'")
+    tail_lines, tail_parts, lines, parts = lines, parts, head_lines, head_parts
+    lines.append(f"    if {' and '.join(name + ' is None' for name in BROKER_LOG_COLUMNS)}:")
+    lines.append(f"        tail = {''.join(',' + _esc(name) + ':null' for name in BROKER_LOG_COLUMNS)!r}")
+    lines.append("    else:")
+    lines.extend("    " + line for line in tail_lines)
+    lines.append("        tail = f'," + ",".join(tail_parts) + "'")
+    # (an f-string of more than 30 pieces is built as a list and joined:
+    # pieces of 14 columns each are built on the stack)
+    chunks = [",".join(parts[at : at + 14]) for at in range(0, len(parts), 14)]
+    for n, chunk in enumerate(chunks):
+        lines.append(f"    p{n} = f'{chunk}'")
+    lines.append("    return f'{{" + ",".join(f"{{p{n}}}" for n in range(len(chunks))) + "{tail}}}\\n'")
 
     def seconds(value: Any) -> str:
         if value.__class__ is not int:

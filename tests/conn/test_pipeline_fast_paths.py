@@ -382,7 +382,8 @@ def test_held_first_piece_on_many_connections(tmp_path: Path, monkeypatch) -> No
     d = Dissector((9092,), True, [path.name], keep_messages=False)
     assert list(d.feed_many(read_segments([path]))) == []
     states = [conn.user for conn in d._reassembler.open_connections]
-    assert len(states) == 300 and all(type(s.held) is tuple and s.held for s in states)
+    # (each held piece is its segment's whole payload: the segment alone is kept)
+    assert len(states) == 300 and all(type(s.held) is TcpSegment for s in states)
     assert not any(type(sink) is FrameReader for conn in d._reassembler.open_connections for sink in conn.sinks)
     held = _dissect(path, (9092,))
     assert len(held[0]) == 300 and held[1]["truncated"] == 300
@@ -421,3 +422,89 @@ def test_open_connections_come_in_the_order_they_opened(lab, tmp_path: Path) -> 
             if seg.frame_number % 7 == 0:
                 unique = {c.id: c for c in r._conns.values()}
                 assert r.open_connections == [unique[i] for i in sorted(unique)]
+
+
+# -- a connection closed with its one held piece -----------------------------------
+
+
+def _first_pieces_capture(path: Path) -> Path:
+    """Connections that each send one first piece and nothing else, of every
+    kind the held-piece close must tell apart: partial requests (the
+    many-connections shapes), a bare size field, fewer than 4 bytes, a
+    frame too big for one buffer, a header cut inside the correlation id,
+    a client id longer than the frame, and a broker that speaks first."""
+    import importlib.util
+    import struct
+
+    from tests.support.pcaps import REPO
+
+    spec = importlib.util.spec_from_file_location("manyconn", REPO / "benchmarks" / "manyconn.py")
+    manyconn = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(manyconn)  # type: ignore[union-attr]
+    header = struct.pack(">hhi", 3, 12, 7)
+    pieces = [
+        (0, struct.pack(">i", 40) + header + struct.pack(">h", 6) + b"client"),  # the benchmark's 20 bytes
+        (0, struct.pack(">i", 40)),
+        (0, struct.pack(">i", 40)[:3]),
+        (0, struct.pack(">i", 300 << 10) + header),  # collected in pieces by a reader
+        (0, struct.pack(">i", (256 << 10) - 1) + header),
+        (0, struct.pack(">i", 40) + header[:6]),
+        (0, struct.pack(">i", 40) + header + struct.pack(">h", 200) + b"cl"),
+        (0, struct.pack(">i", 40) + header + struct.pack(">h", -1)),
+        (1, struct.pack(">i", 40) + header),  # the broker's side
+    ]
+    ts = 1_700_000_000 * 10**6
+    broker = bytes([10, 0, 0, 1])
+    with open(path, "wb") as out:
+        out.write(manyconn._PCAP_HEADER)
+        for i, (direction, payload) in enumerate(pieces * 3):
+            client = bytes([10, 1, 0, 1 + i])
+            port, isn, peer_isn = 40000 + i, 1000 + i, 5000 + i
+            packets = [(client, port, broker, 9092, isn, 0, 0x02, b"")]
+            if i >= len(pieces):  # the second and third rounds: the handshake too
+                packets += [(broker, 9092, client, port, peer_isn, isn + 1, 0x12, b""),
+                            (client, port, broker, 9092, isn + 1, peer_isn + 1, 0x10, b"")]
+            if direction == 0:
+                packets.append((client, port, broker, 9092, isn + 1, peer_isn + 1, 0x18, payload))
+            else:
+                packets.append((broker, 9092, client, port, peer_isn + 1, isn + 1, 0x18, payload))
+            if i >= 2 * len(pieces):  # the third round: each closed by a FIN from both sides
+                end = len(payload) if direction == 0 else 0
+                packets += [(client, port, broker, 9092, isn + 1 + end, peer_isn + 1, 0x11, b""),
+                            (broker, 9092, client, port, peer_isn + 1 + (len(payload) - end), isn + 2 + end, 0x11,
+                             b"")]
+            for packet in packets:
+                out.write(manyconn._packet(ts, *packet))
+                ts += 3
+    return path
+
+
+@pytest.mark.parametrize("shape", ["handshake", "syn-data", "pieces"])
+def test_lone_request_close_equals_the_reader_and_pairer(tmp_path: Path, monkeypatch, shape: str) -> None:
+    """`_Connection.close_lone_request`, which closes a connection whose one
+    held piece opens a request it never finishes without making its reader
+    and pairer, gives the same exchanges, accounting and stream keys as
+    making them; and it is taken on the many-connections shapes."""
+    from kdissect.conn import pipeline
+
+    if shape == "pieces":
+        path = _first_pieces_capture(tmp_path / "pieces.pcap")
+    else:
+        path = many_connections_capture(tmp_path / f"{shape}.pcap", 200, shape)
+    taken = []
+    general = pipeline._Connection.close_lone_request
+
+    def counted(self, held, reason):
+        done = general(self, held, reason)
+        taken.append(done)
+        return done
+
+    for ports in ((9092,), (1,)):
+        monkeypatch.setattr(pipeline._Connection, "close_lone_request", counted)
+        fast = _dissect(path, ports)
+        monkeypatch.setattr(pipeline._Connection, "close_lone_request", lambda self, held, reason: False)
+        assert _dissect(path, ports) == fast
+        monkeypatch.setattr(pipeline, "opens_partial_frame", lambda data: False)
+        assert _dissect(path, ports) == fast, "holding the first piece changed the result"
+        monkeypatch.undo()
+    assert any(taken) and (shape == "pieces") == (not all(taken))

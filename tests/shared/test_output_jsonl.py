@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kdissect.model.exchange import COLUMN_TYPES, COMPUTED_COLUMNS, Exchange
+from kdissect.model.exchange import BROKER_LOG_COLUMNS, COLUMN_TYPES, COMPUTED_COLUMNS, Exchange
 from kdissect.shared.output import JsonlWriter
 from tests.support.jsonl import reference_line
 from kdissect.conn.pipeline import Analysis
@@ -48,6 +48,19 @@ def test_any_field_values(values: dict) -> None:
         values["status"] = "ok"
     exchange = Exchange(**values)
     assert _fast(exchange) == _reference(exchange)
+
+
+def test_the_broker_log_columns_null_or_one_of_them_set() -> None:
+    """The broker-log columns are written as one constant when all are
+    null: each one set alone (to a value, and to a value it cannot take)
+    takes the per-column path instead."""
+    assert _fast(Exchange(stream=1)) == _reference(Exchange(stream=1))
+    samples = {"string": ["joined", "é\u2028\"x"], "float64": [0.25, 3.0, float("nan")]}
+    for name in BROKER_LOG_COLUMNS:
+        kind = dict(COLUMN_TYPES)[name]
+        for value in [*samples[kind], 7]:
+            exchange = Exchange(stream=1, **{name: value})
+            assert _fast(exchange) == _reference(exchange), (name, value)
 
 
 def test_unexpected_types_fall_back_to_the_json_module() -> None:
