@@ -141,21 +141,6 @@ class BrokerLogAccounting:
         ]
 
 
-def apply_entry(exchange: Any, entry: LogEntry | None, status: str) -> None:
-    """Set the exchange's broker-log columns from `entry` (None: unmatched, `status` says why)."""
-    exchange.broker_log = status
-    if entry is None:
-        return
-    total = entry.total_ms
-    (exchange.broker_total_ms, exchange.broker_request_queue_ms, exchange.broker_local_ms,
-     exchange.broker_remote_ms, exchange.broker_throttle_ms, exchange.broker_response_queue_ms,
-     exchange.broker_send_ms, exchange.principal, exchange.security_protocol, exchange.listener) = (
-        total, entry.request_queue_ms, entry.local_ms, entry.remote_ms, entry.throttle_ms,
-        entry.response_queue_ms, entry.send_ms, entry.principal, entry.security_protocol, entry.listener)
-    exchange.network_ms = network_ms(exchange.request_ts, exchange.response_first_ts, exchange.socket_wait_ns,
-                                     total, entry.send_ms)
-
-
 def network_ms(request_ts: int | None, response_first_ts: int | None, socket_wait_ns: int | None,
                total_ms: float | None, send_ms: float | None) -> float | None:
     """The time to the first response byte that the broker's account does not
@@ -416,7 +401,7 @@ class BrokerLogJoin:
                 else:
                     chosen.matched = True
                     joined += 1
-                    # apply_entry, inline
+                    # the entry's columns; network_ms as `network_ms` computes it, inline
                     exchange.broker_log = JOINED
                     exchange.broker_total_ms = total_ms = chosen.total_ms
                     exchange.broker_request_queue_ms = chosen.request_queue_ms
@@ -428,7 +413,6 @@ class BrokerLogJoin:
                     exchange.principal = chosen.principal
                     exchange.security_protocol = chosen.security_protocol
                     exchange.listener = chosen.listener
-                    # network_ms, inline
                     request_ts, first_ts = exchange.request_ts, exchange.response_first_ts
                     if request_ts is None or first_ts is None or total_ms is None or send_ms is None:
                         exchange.network_ms = None
