@@ -208,21 +208,24 @@ class BrokerLogJoin:
 
     def _read_until(self, ts: int) -> None:
         """Index the log up to log time `ts`."""
-        entries, index, queue, clients = self._entries, self._index, self._queue, self._log_clients
-        entry = self._next
+        entries, queue, clients = self._entries, self._queue, self._log_clients
+        index = self._index
+        add = index.setdefault
+        entry = first = self._next
+        read_ts = 0
         while entry is not None and entry.ts <= ts:
-            self._last_log_ts = entry.ts
             clients[entry.client] = entry.security_protocol or ""
-            key = entry.key
-            waiting = index.get(key)
-            if waiting is None:
-                index[key] = entry
-            elif waiting.__class__ is list:
-                waiting.append(entry)
-            else:
-                index[key] = [waiting, entry]
+            waiting = add(entry.key, entry)
+            if waiting is not entry:
+                if waiting.__class__ is list:
+                    waiting.append(entry)
+                else:
+                    index[entry.key] = [waiting, entry]
             queue.append(entry)
+            read_ts = entry.ts
             entry = next(entries, None)
+        if entry is not first:
+            self._last_log_ts = read_ts
         self._next = entry
         if len(queue) > self.peak_pending:
             self.peak_pending = len(queue)
@@ -324,7 +327,7 @@ class BrokerLogJoin:
         accounting = self.accounting
         observer = self.observer
         index, queue = self._index, self._queue
-        pop = index.pop
+        pop, add = index.pop, index.setdefault
         captured = self._captured_clients.add
         clients = self._log_clients
         entries = self._entries
@@ -364,16 +367,15 @@ class BrokerLogJoin:
                         bound = t + offset + tolerance
                         was_empty = not queue
                         entry = following
+                        read_ts = 0
                         while entry is not None and entry.ts <= bound:
                             clients[entry.client] = entry.security_protocol or ""
-                            key = entry.key
-                            waiting = index.get(key)
-                            if waiting is None:
-                                index[key] = entry
-                            elif waiting.__class__ is list:
-                                waiting.append(entry)
-                            else:
-                                index[key] = [waiting, entry]
+                            waiting = add(entry.key, entry)
+                            if waiting is not entry:
+                                if waiting.__class__ is list:
+                                    waiting.append(entry)
+                                else:
+                                    index[entry.key] = [waiting, entry]
                             queue.append(entry)
                             read_ts = entry.ts
                             entry = next(entries, None)
