@@ -12,7 +12,10 @@ tcpdump on its client port, and a confluent-kafka producer sending
 
 Each round runs both commands as child processes (order alternating) and
 measures wall and CPU time with wait4; the figure is the median over rounds
-of the per-round ratio (with the log / without), with its range.
+of the per-round ratio (with the log / without), with its range. kdissect
+runs as installed, as in bench_pipeline.py: its bytecode compiled (into
+benchmarks/out/pycache; PYTHONDONTWRITEBYTECODE is dropped for the children)
+by the unmeasured warm-up runs; `--cold` keeps the caller's environment.
 """
 
 from __future__ import annotations
@@ -61,9 +64,17 @@ def record(exchanges: int) -> None:
         (OUT / "port").write_text(str(broker.port))
 
 
-def timed(command: list[str]) -> tuple[float, float]:
+def warm_env() -> dict[str, str]:
+    """The children's environment: bytecode written and read, as an installed package has it."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(OUT.parent / "pycache")
+    return env
+
+
+def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     started = time.monotonic()
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(process.pid, 0)
     if status != 0:
         raise SystemExit(f"{' '.join(command)} failed ({status})")
@@ -76,19 +87,21 @@ def main() -> int:
     parser.add_argument("--exchanges", type=int, default=20000)
     parser.add_argument("--regenerate", action="store_true")
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--cold", action="store_true", help="the caller's environment (bytecode as it sets)")
     args = parser.parse_args()
     if args.regenerate or not (OUT / "capture.pcap").exists():
         record(args.exchanges)
     port = (OUT / "port").read_text().strip()
     base = [args.python, "-m", "kdissect", "export", str(OUT / "capture.pcap"), "-p", port, "-q", "-o", os.devnull]
     joined = [*base, "--broker-log", str(OUT)]
-    timed(base), timed(joined)  # warm: bytecode, page cache
+    env = None if args.cold else warm_env()
+    timed(base, env), timed(joined, env)  # warm: bytecode, page cache
     walls, cpus = [], []
     for round_ in range(args.rounds):
         pair = [(base, "plain"), (joined, "joined")]
         if round_ % 2:
             pair.reverse()
-        result = {name: timed(command) for command, name in pair}
+        result = {name: timed(command, env) for command, name in pair}
         walls.append(result["joined"][0] / result["plain"][0])
         cpus.append(result["joined"][1] / result["plain"][1])
         print(f"round {round_ + 1}: plain {result['plain'][0]:.3f}s wall {result['plain'][1]:.3f}s cpu; "
@@ -98,7 +111,7 @@ def main() -> int:
                "log_bytes": sum(p.stat().st_size for p in OUT.glob("request.log*")), "rounds": args.rounds,
                "wall_ratio_median": statistics.median(walls), "wall_ratio_range": [min(walls), max(walls)],
                "cpu_ratio_median": statistics.median(cpus), "cpu_ratio_range": [min(cpus), max(cpus)],
-               "load_average": os.getloadavg()}
+               "load_average": os.getloadavg(), "bytecode": "caller's environment" if args.cold else "compiled"}
     print(json.dumps(summary, indent=1))
     (OUT.parent / "brokerlog.json").write_text(json.dumps(summary, indent=1) + "\n")
     return 0

@@ -260,6 +260,32 @@ class _FloatText(dict):
 _float_text = _FloatText()
 
 
+class _BrokerFloatText(dict):
+    """A non-zero float -> its JSON text, remembered for the first 65536
+    values (the broker log's times repeat); NaN and infinities raise
+    ValueError (never kept), as the json module's path is taken for them."""
+
+    __slots__ = ()
+
+    def __missing__(self, value: float) -> str:
+        if value - value:
+            raise ValueError("not finite")
+        text = _float_repr(value)
+        if len(self) < 65536:
+            self[value] = text
+        return text
+
+
+_broker_float = _BrokerFloatText()
+
+
+def _checked_float(value: Any) -> str:
+    """The JSON text of a float subclass; raises for anything else or a non-finite value."""
+    if value - value:
+        raise ValueError("not finite")
+    return _float_repr(value)
+
+
 def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     """exchange -> its JSONL line, without building the row dict: one f-string
     written from COLUMN_TYPES. The output is byte for byte what the json
@@ -299,6 +325,18 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
             lines.append(f"        v{i} = _float_repr(c)")
             key = _esc(name).replace("{", "{{").replace("}", "}}")
             parts.append(f'{key}:{{"null" if v{i} is None else v{i}}}')
+            continue
+        if kind == "float64" and name in BROKER_LOG_COLUMNS:
+            # the broker log's times: the text already, for the for-loop's f-string
+            # (a zero, 2 of the 8 in a usual line, by repr: 0.0 and -0.0 are one key)
+            lines.append(f"    if {name} is None:")
+            lines.append(f"        v{i} = 'null'")
+            lines.append(f"    elif {name}.__class__ is float:")
+            lines.append(f"        v{i} = _broker_float[{name}] if {name} else f'{{{name}!r}}'")
+            lines.append("    else:")
+            lines.append(f"        v{i} = _checked_float({name})")
+            key = _esc(name).replace("{", "{{").replace("}", "}}")
+            parts.append(f'{key}:{{v{i}}}')
             continue
         lines.append(f"    v{i} = {name}")
         if kind == "float64":
@@ -344,7 +382,8 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     namespace: dict[str, Any] = {"_esc": _esc, "_esc_memo": _esc_memo, "_one_str_memo": _one_str_memo,
                                  "_int_repr": _int_repr, "_float_repr": _float_repr, "_seconds": seconds,
                                  "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int, "max": max,
-                                 "_ms_text": _ms_text, "_float_text": _float_text}
+                                 "_ms_text": _ms_text, "_float_text": _float_text,
+                                 "_broker_float": _broker_float, "_checked_float": _checked_float}
     exec(compile("\n".join(lines), "<kdissect exchange_line>", "exec"), namespace)  # noqa: S102
     return namespace["exchange_line"]
 

@@ -89,3 +89,24 @@ def test_timestamps_around_the_edges_of_the_digit_cut() -> None:
             JsonlWriter(out, ts_unit=unit).write_exchange(Exchange(request_ts=ts))
             row = out.getvalue()
             assert f'"request_ts":{seconds_text(ts, places)},' in row, (unit, ts, row)
+
+
+def test_broker_log_times_of_every_kind() -> None:
+    """The broker log's float columns go through a memo of their text: zeros
+    of both signs, repeats, non-finite values, ints, bools, float subclasses
+    and strings are still written as the json module writes them (or make
+    the line take its path)."""
+    from kdissect.model.exchange import BROKER_LOG_COLUMNS
+
+    class Subclass(float):
+        pass
+
+    nan = float("nan")
+    values = [0.0, -0.0, 0.0, 0.159, 0.159, 1e-7, 1e22, 123456.789, nan, nan, float("inf"), -float("inf"), 5, 0,
+              True, Subclass(0.5), Subclass(-0.0), Subclass("nan"), "0.5", None]
+    floats = [name for name, kind in COLUMN_TYPES if name in BROKER_LOG_COLUMNS and kind == "float64"]
+    assert len(floats) == 8
+    for value in values:
+        for name in floats:
+            exchange = Exchange(broker_log="joined", principal="User:x", **{name: value})
+            assert _fast(exchange) == _reference(exchange), (name, value)

@@ -38,6 +38,7 @@ DEFAULT_TOLERANCE_S = 5.0
 DEFAULT_WINDOW_S = 60.0
 _BOOTSTRAP_EXCHANGES = 256  # answered exchanges held to estimate the clock offset first
 _OFFSET_PENDING = 4096  # distinct offsets counted before they go into the sketch
+_NO_CLIENT = object()
 
 # why a log entry has no exchange
 BEFORE_CAPTURE = "before_capture"  # logged before the capture's first exchange
@@ -140,21 +141,6 @@ class BrokerLogAccounting:
         ]
 
 
-def apply_entry(exchange: Any, entry: LogEntry | None, status: str) -> None:
-    """Set the exchange's broker-log columns from `entry` (None: unmatched, `status` says why)."""
-    exchange.broker_log = status
-    if entry is None:
-        return
-    total = entry.total_ms
-    (exchange.broker_total_ms, exchange.broker_request_queue_ms, exchange.broker_local_ms,
-     exchange.broker_remote_ms, exchange.broker_throttle_ms, exchange.broker_response_queue_ms,
-     exchange.broker_send_ms, exchange.principal, exchange.security_protocol, exchange.listener) = (
-        total, entry.request_queue_ms, entry.local_ms, entry.remote_ms, entry.throttle_ms,
-        entry.response_queue_ms, entry.send_ms, entry.principal, entry.security_protocol, entry.listener)
-    exchange.network_ms = network_ms(exchange.request_ts, exchange.response_first_ts, exchange.socket_wait_ns,
-                                     total, entry.send_ms)
-
-
 def network_ms(request_ts: int | None, response_first_ts: int | None, socket_wait_ns: int | None,
                total_ms: float | None, send_ms: float | None) -> float | None:
     """The time to the first response byte that the broker's account does not
@@ -222,21 +208,24 @@ class BrokerLogJoin:
 
     def _read_until(self, ts: int) -> None:
         """Index the log up to log time `ts`."""
-        entries, index, queue, clients = self._entries, self._index, self._queue, self._log_clients
-        entry = self._next
+        entries, queue, clients = self._entries, self._queue, self._log_clients
+        index = self._index
+        add = index.setdefault
+        entry = first = self._next
+        read_ts = 0
         while entry is not None and entry.ts <= ts:
-            self._last_log_ts = entry.ts
             clients[entry.client] = entry.security_protocol or ""
-            key = entry.key
-            waiting = index.get(key)
-            if waiting is None:
-                index[key] = entry
-            elif waiting.__class__ is list:
-                waiting.append(entry)
-            else:
-                index[key] = [waiting, entry]
+            waiting = add(entry.key, entry)
+            if waiting is not entry:
+                if waiting.__class__ is list:
+                    waiting.append(entry)
+                else:
+                    index[entry.key] = [waiting, entry]
             queue.append(entry)
+            read_ts = entry.ts
             entry = next(entries, None)
+        if entry is not first:
+            self._last_log_ts = read_ts
         self._next = entry
         if len(queue) > self.peak_pending:
             self.peak_pending = len(queue)
@@ -326,21 +315,41 @@ class BrokerLogJoin:
 
     def _joined(self, exchanges: Iterable[Any]) -> Iterator[Any]:
         """Each exchange joined to its entry (or given its reason), in order.
-        (The per-exchange path: the state it reads is held in locals.)"""
+
+        The per-exchange path, written out over locals (it runs once per
+        exchange, so its calls and arithmetic are most of the join's cost):
+        the log is read ahead (`_read_until`, inline) once an exchange's time
+        reaches `read_at`, the capture time at which the next unread entry
+        comes within the tolerance; the index is evicted once a new latest
+        time passes `evict_at`, the capture time at which the oldest waiting
+        entry leaves the window. Both are worked out once per entry, not per
+        exchange, and decide exactly as the comparisons they stand for."""
         accounting = self.accounting
         observer = self.observer
         index, queue = self._index, self._queue
+        pop, add = index.pop, index.setdefault
         captured = self._captured_clients.add
+        clients = self._log_clients
+        entries = self._entries
         offset, tolerance, window = self.offset, self.tolerance, self.window
         counts = accounting.offset_counts
         capture_only = accounting.capture_only
         latest = -1 if self._latest_ts is None else self._latest_ts
+        never = float("inf")
+        following = self._next
+        # t >= read_at  <=>  following.ts <= t + offset + tolerance
+        read_at = never if following is None else following.ts - offset - tolerance
+        # t > evict_at  <=>  queue[0].ts < t + offset - window
+        evict_at = queue[0].ts - offset + window if queue else never
+        last_client: object = _NO_CLIENT
         total = joined = pairs = 0
         try:
             for exchange in exchanges:
                 total += 1
                 client = exchange.client
-                captured(client)
+                if client is not last_client:  # (a connection's exchanges share one endpoint string)
+                    captured(client)
+                    last_client = client
                 t = exchange.response_ts
                 if t is None:
                     t = exchange.request_ts
@@ -349,21 +358,43 @@ class BrokerLogJoin:
                         latest = self._latest_ts = t
                         if self._first_ts is None:
                             self._first_ts = t
-                        if queue and queue[0].ts < t + offset - window:
+                        if t > evict_at:
                             self._evict(t + offset - window)
+                            evict_at = queue[0].ts - offset + window if queue else never
                     elif t < self._first_ts:  # type: ignore[operator]
                         self._first_ts = t
-                    following = self._next
-                    if following is not None and following.ts <= t + offset + tolerance:
-                        self._read_until(t + offset + tolerance)
+                    if t >= read_at:  # index the log up to t + offset + tolerance (_read_until)
+                        bound = t + offset + tolerance
+                        was_empty = not queue
+                        entry = following
+                        read_ts = 0
+                        while entry is not None and entry.ts <= bound:
+                            clients[entry.client] = entry.security_protocol or ""
+                            waiting = add(entry.key, entry)
+                            if waiting is not entry:
+                                if waiting.__class__ is list:
+                                    waiting.append(entry)
+                                else:
+                                    index[entry.key] = [waiting, entry]
+                            queue.append(entry)
+                            read_ts = entry.ts
+                            entry = next(entries, None)
+                        if entry is not following:
+                            self._last_log_ts = read_ts
+                        self._next = following = entry
+                        read_at = never if entry is None else entry.ts - offset - tolerance
+                        if was_empty and queue:
+                            evict_at = queue[0].ts - offset + window
+                        if len(queue) > self.peak_pending:
+                            self.peak_pending = len(queue)
                 key = (client, exchange.correlation_id, exchange.api_key)
-                chosen = index.get(key)
+                chosen = pop(key, None)  # the usual case: the one entry with that identity
                 if chosen is not None:
                     if chosen.__class__ is list:
+                        index[key] = chosen
                         chosen = self._choose(key, chosen, t)
-                    elif t is None or -tolerance <= chosen.ts - offset - t <= tolerance:
-                        del index[key]  # the usual case: the one entry with that identity
-                    else:
+                    elif t is not None and not -tolerance <= chosen.ts - offset - t <= tolerance:
+                        index[key] = chosen
                         chosen = None
                 if chosen is None:
                     reason = self._capture_only_reason(exchange, t)
@@ -372,7 +403,25 @@ class BrokerLogJoin:
                 else:
                     chosen.matched = True
                     joined += 1
-                    apply_entry(exchange, chosen, JOINED)
+                    # the entry's columns; network_ms as `network_ms` computes it, inline
+                    exchange.broker_log = JOINED
+                    exchange.broker_total_ms = total_ms = chosen.total_ms
+                    exchange.broker_request_queue_ms = chosen.request_queue_ms
+                    exchange.broker_local_ms = chosen.local_ms
+                    exchange.broker_remote_ms = chosen.remote_ms
+                    exchange.broker_throttle_ms = chosen.throttle_ms
+                    exchange.broker_response_queue_ms = chosen.response_queue_ms
+                    exchange.broker_send_ms = send_ms = chosen.send_ms
+                    exchange.principal = chosen.principal
+                    exchange.security_protocol = chosen.security_protocol
+                    exchange.listener = chosen.listener
+                    request_ts, first_ts = exchange.request_ts, exchange.response_first_ts
+                    if request_ts is None or first_ts is None or total_ms is None or send_ms is None:
+                        exchange.network_ms = None
+                    else:
+                        before_send = (total_ms - send_ms) * 1_000_000
+                        exchange.network_ms = None if before_send - before_send != 0 else (
+                            first_ts - request_ts - (exchange.socket_wait_ns or 0) - round(before_send)) / 1_000_000
                     if t is not None:
                         pairs += 1
                         difference = chosen.ts - t
