@@ -318,7 +318,7 @@ class BrokerLogJoin:
 
         The per-exchange path, written out over locals (it runs once per
         exchange, so its calls and arithmetic are most of the join's cost):
-        the log is read ahead (`_read_until`, inline) once an exchange's time
+        the log is read ahead (`_read_until`) once an exchange's time
         reaches `read_at`, the capture time at which the next unread entry
         comes within the tolerance; the index is evicted once a new latest
         time passes `evict_at`, the capture time at which the oldest waiting
@@ -327,10 +327,8 @@ class BrokerLogJoin:
         accounting = self.accounting
         observer = self.observer
         index, queue = self._index, self._queue
-        pop, add = index.pop, index.setdefault
+        pop = index.pop
         captured = self._captured_clients.add
-        clients = self._log_clients
-        entries = self._entries
         offset, tolerance, window = self.offset, self.tolerance, self.window
         counts = accounting.offset_counts
         capture_only = accounting.capture_only
@@ -363,30 +361,13 @@ class BrokerLogJoin:
                             evict_at = queue[0].ts - offset + window if queue else never
                     elif t < self._first_ts:  # type: ignore[operator]
                         self._first_ts = t
-                    if t >= read_at:  # index the log up to t + offset + tolerance (_read_until)
-                        bound = t + offset + tolerance
+                    if t >= read_at:  # index the log up to t + offset + tolerance (once per batch of lines)
                         was_empty = not queue
-                        entry = following
-                        read_ts = 0
-                        while entry is not None and entry.ts <= bound:
-                            clients[entry.client] = entry.security_protocol or ""
-                            waiting = add(entry.key, entry)
-                            if waiting is not entry:
-                                if waiting.__class__ is list:
-                                    waiting.append(entry)
-                                else:
-                                    index[entry.key] = [waiting, entry]
-                            queue.append(entry)
-                            read_ts = entry.ts
-                            entry = next(entries, None)
-                        if entry is not following:
-                            self._last_log_ts = read_ts
-                        self._next = following = entry
-                        read_at = never if entry is None else entry.ts - offset - tolerance
+                        self._read_until(t + offset + tolerance)
+                        following = self._next
+                        read_at = never if following is None else following.ts - offset - tolerance
                         if was_empty and queue:
                             evict_at = queue[0].ts - offset + window
-                        if len(queue) > self.peak_pending:
-                            self.peak_pending = len(queue)
                 key = (client, exchange.correlation_id, exchange.api_key)
                 chosen = pop(key, None)  # the usual case: the one entry with that identity
                 if chosen is not None:
