@@ -19,12 +19,18 @@ measured with py-spy on `local[1]`:
   again (about a quarter of the worker's CPU time on the bench's
   many-small archive). They are moved out of the collector's sight with
   `gc.freeze()` before the fork; what a task allocates is collected as before.
+- Within tasks the collector runs as in `kdissect export` while it
+  dissects (kdissect.conn.pipeline.fewer_collections): every 70,000 new
+  containers instead of 700, as a worker does nothing but dissect and write.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+# new containers between two young collections in a worker (as export's fewer_collections)
+FEWER_COLLECTIONS = 70_000
 
 
 def _installed_twin(zip_path: str) -> bool:
@@ -66,12 +72,15 @@ def prefer_installed_pyspark() -> None:
 def _preload() -> None:
     import pandas  # noqa: F401  (pyarrow imports it on the first pa.array of a task)
     import pyarrow  # noqa: F401
+    import pyarrow.compute  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
     import pyspark.worker  # noqa: F401
 
-    import kdissect.spark.dissect  # noqa: F401
-    import kdissect.spark.inrange  # noqa: F401
-    import kdissect.spark.forensics  # noqa: F401
     import kdissect.spark.arrivals  # noqa: F401
+    import kdissect.spark.dissect  # noqa: F401
+    import kdissect.spark.forensics  # noqa: F401
+    import kdissect.spark.inrange  # noqa: F401
+    import kdissect.spark.summaries  # noqa: F401
 
 
 if __name__ == "__main__":
@@ -83,5 +92,7 @@ if __name__ == "__main__":
 
     gc.collect()
     gc.freeze()
+    threshold = gc.get_threshold()
+    gc.set_threshold(max(threshold[0], FEWER_COLLECTIONS), threshold[1], threshold[2])
 
     manager()

@@ -50,9 +50,11 @@ def test_local_workers_use_the_installed_pyspark_with_frozen_modules():
 
         import pyspark as worker_pyspark
 
-        return str(Path(worker_pyspark.__file__).resolve()), gc.get_freeze_count(), "kdissect.spark.dissect" in sys.modules
+        return (str(Path(worker_pyspark.__file__).resolve()), gc.get_freeze_count(),
+                "kdissect.spark.dissect" in sys.modules, gc.get_threshold()[0])
 
     with local_session(cores=1, shuffle_partitions=1) as spark:
-        where, frozen, preloaded = spark.sparkContext.parallelize([0], 1).map(probe).collect()[0]
+        where, frozen, preloaded, threshold = spark.sparkContext.parallelize([0], 1).map(probe).collect()[0]
     assert where == installed
     assert frozen > 10_000 and preloaded
+    assert threshold == worker_daemon.FEWER_COLLECTIONS
