@@ -179,6 +179,10 @@ def start_session(master: str | None, app_name: str = "kdissect", extra_conf: di
             builder = (
                 builder.config("spark.shuffle.compress", "false")
                 .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
+                # workers import the installed pyspark (not Spark's zip) and
+                # fork with their modules loaded (kdissect/spark/worker_daemon.py);
+                # local only: a cluster's executors get kdissect by addPyFile
+                .config("spark.python.daemon.module", "kdissect.spark.worker_daemon")
             )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)

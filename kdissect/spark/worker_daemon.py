@@ -1,0 +1,98 @@
+"""The Python workers' daemon in local mode (`spark.python.daemon.module`).
+
+Spark starts one daemon per executor and forks a worker from it for each
+Python task slot (reused from task to task). Two costs of the stock daemon,
+measured with py-spy on `local[1]`:
+
+- Spark puts its `pyspark.zip` and py4j zip first on the workers' path.
+  Modules imported from a zip are compiled from source on every import (a
+  zip holds no bytecode cache), and each task's `importlib.invalidate_caches()`
+  re-reads both zips' directories. When the pip-installed pyspark (and py4j)
+  of the same version sits beside them, the zips are dropped from the path
+  and the installed packages, with their cached bytecode, are used.
+- Every forked worker imported pyspark's worker, pandas, pyarrow and the
+  dissector again. They are imported here once, before the fork, so every
+  worker starts with them (importing them starts no thread, which the
+  daemon requires before forking).
+- A reused worker runs `gc.collect()` after every task, which walks every
+  tracked object the worker holds: all those modules' objects, again and
+  again (about a quarter of the worker's CPU time on the bench's
+  many-small archive). They are moved out of the collector's sight with
+  `gc.freeze()` before the fork; what a task allocates is collected as before.
+- Within tasks the collector runs as in `kdissect export` while it
+  dissects (kdissect.conn.pipeline.fewer_collections): every 70,000 new
+  containers instead of 700, as a worker does nothing but dissect and write.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# new containers between two young collections in a worker (as export's fewer_collections)
+FEWER_COLLECTIONS = 70_000
+
+
+def _installed_twin(zip_path: str) -> bool:
+    """Whether a zip Spark put on the path (SPARK_HOME/python/lib/X.zip) has
+    the same package installed as a directory, of the same version (pyspark)."""
+    path = Path(zip_path)
+    if path.suffix != ".zip" or len(path.parents) < 4 or path.parents[1].name != "python":
+        return False
+    spark_home = path.parents[2]
+    site = spark_home.parent
+    if path.name == "pyspark.zip":
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(path) as archive:
+                zipped = archive.read("pyspark/version.py")
+            installed = (spark_home / "version.py").read_bytes()
+        except (OSError, KeyError, zipfile.BadZipFile):
+            return False
+        return zipped == installed and (spark_home / "__init__.py").is_file()
+    if path.name.startswith("py4j-"):
+        return (site / "py4j" / "__init__.py").is_file()
+    return False
+
+
+def prefer_installed_pyspark() -> None:
+    """Drop Spark's zips from sys.path where the same packages are installed."""
+    dropped = [entry for entry in sys.path if _installed_twin(entry)]
+    if not dropped or not any(Path(entry).name == "pyspark.zip" for entry in dropped):
+        return
+    sys.path[:] = [entry for entry in sys.path if entry not in dropped]
+    for entry in dropped:
+        sys.path_importer_cache.pop(entry, None)
+    for name in [name for name, module in sys.modules.items()
+                 if name.split(".")[0] in ("pyspark", "py4j") and ".zip" in (getattr(module, "__file__", "") or "")]:
+        del sys.modules[name]  # imported from a zip before this ran (none expected with `-m` of this module)
+
+
+def _preload() -> None:
+    import pandas  # noqa: F401  (pyarrow imports it on the first pa.array of a task)
+    import pyarrow  # noqa: F401
+    import pyarrow.compute  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+    import pyspark.worker  # noqa: F401
+
+    import kdissect.spark.arrivals  # noqa: F401
+    import kdissect.spark.dissect  # noqa: F401
+    import kdissect.spark.forensics  # noqa: F401
+    import kdissect.spark.inrange  # noqa: F401
+    import kdissect.spark.summaries  # noqa: F401
+
+
+if __name__ == "__main__":
+    prefer_installed_pyspark()
+    _preload()
+    from pyspark.daemon import manager
+
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    threshold = gc.get_threshold()
+    gc.set_threshold(max(threshold[0], FEWER_COLLECTIONS), threshold[1], threshold[2])
+
+    manager()

@@ -1,0 +1,60 @@
+"""The local workers' daemon (kdissect/spark/worker_daemon.py): installed pyspark, frozen preloaded objects."""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from kdissect.spark import worker_daemon
+from tests.support.spark import local_session
+
+
+def _spark_zips() -> list[str]:
+    import pyspark
+
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    return sorted(str(path) for path in lib.glob("*.zip"))
+
+
+def test_the_zips_of_an_installed_pyspark_leave_the_path(monkeypatch):
+    zips = _spark_zips()
+    assert any(path.endswith("pyspark.zip") for path in zips), "pip-installed pyspark ships its zip"
+    monkeypatch.setattr(sys, "path", [*zips, *sys.path])
+    worker_daemon.prefer_installed_pyspark()
+    assert not set(zips) & set(sys.path)
+
+
+def test_a_zip_of_another_pyspark_stays(tmp_path, monkeypatch):
+    # SPARK_HOME/python/lib/pyspark.zip of a Spark whose pyspark is not the installed one
+    lib = tmp_path / "spark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    other = lib / "pyspark.zip"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("pyspark/version.py", "__version__: str = '0.0.1'\n")
+    monkeypatch.setattr(sys, "path", [str(other), *sys.path])
+    worker_daemon.prefer_installed_pyspark()
+    assert sys.path[0] == str(other)
+
+
+@pytest.mark.slow
+def test_local_workers_use_the_installed_pyspark_with_frozen_modules():
+    import pyspark
+
+    installed = str(Path(pyspark.__file__).resolve())
+
+    def probe(_):
+        import gc
+
+        import pyspark as worker_pyspark
+
+        return (str(Path(worker_pyspark.__file__).resolve()), gc.get_freeze_count(),
+                "kdissect.spark.dissect" in sys.modules, gc.get_threshold()[0])
+
+    with local_session(cores=1, shuffle_partitions=1) as spark:
+        where, frozen, preloaded, threshold = spark.sparkContext.parallelize([0], 1).map(probe).collect()[0]
+    assert where == installed
+    assert frozen > 10_000 and preloaded
+    assert threshold == worker_daemon.FEWER_COLLECTIONS
