@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import posixpath
 import time
 from dataclasses import dataclass, field
@@ -167,12 +166,7 @@ def _selection_values(options: JobOptions, paths: list[str]) -> tuple | None:
         start = min((f.first_ts for f in describe_captures(paths) if f.first_ts is not None), default=None)
     checked = Selection.from_options(options, start)
     names = None
-    if options.topics:
-        if any(stores.is_uri(path) for path in paths):
-            from kdissect.failures import InputError
-
-            raise InputError("--topic: the topic names are read on the driver from local captures; "
-                             "give local paths (or select with -Y, --group, --client, --broker)")
+    if options.topics:  # (paths may be store URIs: the capture reader reads them as the tasks do)
         from kdissect.filters.mentions import capture_topic_names
 
         names = capture_topic_names(paths, options.ports, options.detect, options.tls_keylogs)

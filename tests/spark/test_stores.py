@@ -332,3 +332,22 @@ def test_the_outdir_rule_in_a_store_is_the_local_one(s3, archive, tmp_path):
     assert after["notes.txt"] == b"my notes\n" and "_SUCCESS" in after and "_KDISSECT_RUNNING" not in after
     assert "exchanges/capture_date=2020-01-01/part-00007.parquet" not in after
     assert any(key.startswith("exchanges/capture_date=") and key.endswith(".parquet") for key in after)
+
+
+def test_spark_topic_selection_over_s3_keeps_the_cli_rows(spark, s3, captures_dir, s3_env, tmp_path):
+    """--topic on captures only in a store: the driver learns the topic id ->
+    name pairs through the store as the tasks read it, so a Kafka 4.4 capture
+    whose Fetch (v17+) names topics by id only keeps the CLI's rows."""
+    capture, topic = captures_dir / "java_clients_4_4_kafka.pcap", "java-orders"
+    s3.upload(capture, f"{BUCKET}/topics/{capture.name}")
+    outdir = tmp_path / "out"
+    run_job(JobOptions(inputs=[f"s3://{BUCKET}/topics/{capture.name}"], outdir=str(outdir), master=None,
+                       topics=(topic,)), spark=spark)
+    cli = subprocess.run([sys.executable, "-m", "kdissect", "export", str(capture), "-o",
+                          str(tmp_path / "kept.parquet"), "-q", "--topic", topic], cwd=REPO)
+    assert cli.returncode == 0
+    import pyarrow.parquet as pq
+
+    kept = pq.read_table(tmp_path / "kept.parquet").to_pylist()
+    assert [r for r in kept if r["api_name"] == "Fetch" and r["api_version"] >= 17]
+    assert canonical(table_rows(outdir, "exchanges")) == canonical(kept)
