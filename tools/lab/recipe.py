@@ -150,6 +150,20 @@ def oversized_api_versions_requests(pcap: Path, port: int) -> list[tuple[int, in
 
 # -------------------------------------------------------------- benchmarks --
 
+def consume(consumer: Any, topic: str, count: int, seconds: float) -> int:
+    """Poll `count` records of `topic` (or until `seconds` pass), commit and
+    close; how many records arrived."""
+    consumer.subscribe([topic])
+    got, deadline = 0, time.monotonic() + seconds
+    while got < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            got += 1
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    return got
+
+
 def bench_bulk(out: Path, megabytes: int, port: int) -> None:
     """Large produce batches then fetches of them: about `megabytes` on the wire."""
     topic = "bulk"
@@ -183,14 +197,7 @@ def bench_bulk(out: Path, megabytes: int, port: int) -> None:
                 "fetch.max.bytes": 8_000_000, "max.partition.fetch.bytes": 4_000_000,
                 "session.timeout.ms": 6000, "max.poll.interval.ms": 6000,
             })
-            consumer.subscribe([topic])
-            got, deadline = 0, time.monotonic() + 120
-            while got < count and time.monotonic() < deadline:
-                msg = consumer.poll(0.5)
-                if msg is not None and not msg.error():
-                    got += 1
-            consumer.commit(asynchronous=False)
-            consumer.close()
+            got = consume(consumer, topic, count, seconds=120)
     print(f"{out}: {out.stat().st_size} bytes, {count} records of {value_size} B produced, {got} fetched")
 
 
@@ -272,14 +279,7 @@ def bench_records(out: Path, exchanges: int, port: int) -> None:
                     "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 64, "session.timeout.ms": 6000,
                     "max.poll.interval.ms": 600000, "log.connection.close": False,
                 })
-                consumer.subscribe([topic])
-                got, deadline = 0, time.monotonic() + 600
-                while got < count and time.monotonic() < deadline:
-                    msg = consumer.poll(0.5)
-                    if msg is not None and not msg.error():
-                        got += 1
-                consumer.commit(asynchronous=False)
-                consumer.close()
+                got = consume(consumer, topic, count, seconds=600)
                 total_produced += count
                 total_got += got
     print(f"{out}: {out.stat().st_size} bytes, {total_produced} records produced in batches of {per_batch} "
