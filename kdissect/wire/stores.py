@@ -31,11 +31,11 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import threading
-from dataclasses import dataclass, field
+from _thread import allocate_lock  # (threading.Lock: the same lock, without importing threading at start)
 from typing import Any, Iterator
 
 from kdissect.failures import InputError
+from kdissect.model.packet import FrozenSlotRecord
 from kdissect.wire.webhdfs import webhdfs_file_system  # (imports fsspec only when called)
 
 # schemes and the client serving them
@@ -53,16 +53,24 @@ BLOCK_SIZE = 4 << 20  # bytes per ranged read from a remote store
 # chunks) read the same blocks once.
 KEPT_BYTES = 16 << 20
 _blocks: dict[tuple[str, int, int], bytes] = {}  # (URI, block size, index) -> bytes
-_blocks_lock = threading.Lock()
+_blocks_lock = allocate_lock()
 
 
-@dataclass(frozen=True)
-class Location:
+# (the records below are FrozenSlotRecords, not frozen dataclasses: capture.py
+# imports this module on every run, and the dataclasses module costs a
+# start-up more than all of this one)
+
+
+class Location(FrozenSlotRecord):
     """A parsed URI: scheme, authority (bucket or namenode) and path in the store."""
 
+    __slots__ = ("scheme", "authority", "path")
     scheme: str
     authority: str
     path: str  # as the pyarrow file system names it: "bucket/key" for S3, "/dir/file" for HDFS and local
+
+    def __init__(self, scheme: str, authority: str, path: str) -> None:
+        self._set_fields(scheme, authority, path)
 
     @property
     def uri(self) -> str:
@@ -112,19 +120,27 @@ def parse(text: str) -> Location:
 # -- settings ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class S3Settings:
+class S3Settings(FrozenSlotRecord):
     """How to reach S3: a Hadoop/Spark configuration's fs.s3a.* keys, else
     the AWS variables (AWS_ENDPOINT_URL[_S3], AWS_REGION, AWS_ACCESS_KEY_ID,
     ...), else the AWS SDK's own chain (profiles, instance roles) on each
     node. `repr` hides the keys."""
 
-    endpoint: str | None = None
-    region: str | None = None
-    access_key: str | None = field(default=None, repr=False)
-    secret_key: str | None = field(default=None, repr=False)
-    session_token: str | None = field(default=None, repr=False)
-    path_style: bool | None = None
+    __slots__ = ("endpoint", "region", "access_key", "secret_key", "session_token", "path_style")
+    endpoint: str | None
+    region: str | None
+    access_key: str | None
+    secret_key: str | None
+    session_token: str | None
+    path_style: bool | None
+
+    def __init__(self, endpoint: str | None = None, region: str | None = None, access_key: str | None = None,
+                 secret_key: str | None = None, session_token: str | None = None,
+                 path_style: bool | None = None) -> None:
+        self._set_fields(endpoint, region, access_key, secret_key, session_token, path_style)
+
+    def __repr__(self) -> str:  # the keys never
+        return f"S3Settings(endpoint={self.endpoint!r}, region={self.region!r}, path_style={self.path_style!r})"
 
     @classmethod
     def from_conf(cls, conf: dict[str, str]) -> S3Settings:
@@ -196,14 +212,17 @@ def hadoop_conf() -> dict[str, str]:
     return found
 
 
-@dataclass(frozen=True)
-class StoreSettings:
+class StoreSettings(FrozenSlotRecord):
     """What the driver hands the tasks (in their closure) to reach the stores."""
 
-    s3: S3Settings = field(default_factory=S3Settings)
+    __slots__ = ("s3", "hadoop_user")
+    s3: S3Settings
     # the HDFS user of WebHDFS requests (simple authentication): the driver's
     # $HADOOP_USER_NAME, as Hadoop clients take it; None: each process's own user
-    hadoop_user: str | None = None
+    hadoop_user: str | None
+
+    def __init__(self, s3: S3Settings | None = None, hadoop_user: str | None = None) -> None:
+        self._set_fields(S3Settings() if s3 is None else s3, hadoop_user)
 
     @classmethod
     def from_conf(cls, conf: dict[str, str] | None = None) -> StoreSettings:
@@ -215,7 +234,7 @@ class StoreSettings:
 
 _settings: StoreSettings | None = None  # None: from this process's configuration, on first use
 _clients: dict[tuple, Any] = {}
-_lock = threading.Lock()
+_lock = allocate_lock()
 
 
 def configure(settings: StoreSettings) -> None:

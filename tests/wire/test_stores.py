@@ -54,6 +54,30 @@ def test_s3a_settings_come_first_then_the_aws_variables(monkeypatch):
     assert "confsecret" not in repr(settings) and "CONFKEY" not in repr(settings)
 
 
+def test_settings_travel_whole_and_stay_as_made():
+    """What the Spark driver pickles into its tasks' closures comes back
+    equal (the keys too), hashes alike, cannot be changed, and its repr
+    still hides the keys; a Location likewise."""
+    import copy
+    import pickle
+
+    settings = stores.StoreSettings(stores.S3Settings(endpoint="http://127.0.0.1:1", access_key="AKEY",
+                                                      secret_key="sekrit", session_token="tok"), "hdfs")
+    back = pickle.loads(pickle.dumps(settings))
+    assert back == settings and hash(back) == hash(settings) and back.s3.secret_key == "sekrit"
+    assert copy.deepcopy(settings) == settings and settings != stores.StoreSettings()
+    assert stores.StoreSettings().s3 == stores.S3Settings() and stores.StoreSettings().hadoop_user is None
+    for text in ("AKEY", "sekrit", "tok"):
+        assert text not in repr(settings)
+    assert repr(stores.S3Settings(region="eu")) == "S3Settings(endpoint=None, region='eu', path_style=None)"
+    with pytest.raises(AttributeError):
+        settings.s3.secret_key = "other"  # type: ignore[misc]
+    location = stores.parse("hdfs://nn:8020/x/y")
+    assert pickle.loads(pickle.dumps(location)) == location and {location, stores.parse("hdfs://nn:8020/x/y")} == {location}
+    with pytest.raises(AttributeError):
+        location.path = "/z"  # type: ignore[misc]
+
+
 def test_hadoop_core_site_is_read(tmp_path, monkeypatch):
     (tmp_path / "core-site.xml").write_text(
         "<configuration><property><name>fs.s3a.endpoint</name><value>http://minio:9000</value></property>"
