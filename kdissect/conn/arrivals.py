@@ -120,7 +120,7 @@ class FetchArrival:
 
     __slots__ = ("marks", "start_ns", "end_ns", "before_ns", "before_reason", "how")
 
-    def __init__(self, marks: tuple, start_ns: int, end_ns: int, before_ns: int, before_reason: str | None,
+    def __init__(self, marks: tuple[Any, ...], start_ns: int, end_ns: int, before_ns: int, before_reason: str | None,
                  how: str | None) -> None:
         self.marks = marks  # ((topic label, partition, first fetched offset), ...)
         self.start_ns = start_ns
@@ -135,7 +135,7 @@ class ProduceArrival:
 
     __slots__ = ("ranges",)
 
-    def __init__(self, ranges: tuple) -> None:
+    def __init__(self, ranges: tuple[Any, ...]) -> None:
         self.ranges = ranges
 
 
@@ -150,7 +150,7 @@ class ProduceAnswer(ProduceArrival):
 
     __slots__ = ("spans", "frame", "version", "_bases")
 
-    def __init__(self, spans: tuple, frame: bytes, version: int) -> None:
+    def __init__(self, spans: tuple[Any, ...], frame: bytes, version: int) -> None:
         self.spans = spans
         self.frame = frame
         self.version = version
@@ -166,7 +166,7 @@ class ProduceAnswer(ProduceArrival):
         return None if bases is None else bases.get((label, partition))
 
     @property
-    def ranges(self) -> tuple:  # type: ignore[override]
+    def ranges(self) -> tuple[Any, ...]:  # type: ignore[override]
         self.base(None, None)  # (reads the bases, once)
         placed = None if self._bases is None else produce_ranges(self.spans, self._bases)
         return () if placed is None else placed.ranges
@@ -212,7 +212,9 @@ class ArrivalResolver:
 
     def __init__(self) -> None:
         self.held: deque[Any] = deque()
-        self.produced: dict[tuple[Any, Any], list[tuple[int, int, int]]] = {}
+        # (label, partition) -> [(first offset, last offset, answer ts), ...]; for a
+        # ProduceAnswer: (the answer, last offset relative to its base, answer ts)
+        self.produced: dict[tuple[Any, Any], list[tuple[Any, int, int]]] = {}
         # the earliest answer time in `produced` (None: empty): a prune whose
         # cutoff is before it has nothing to drop and skips the walk
         self.oldest_produced: int | None = None
@@ -224,7 +226,7 @@ class ArrivalResolver:
             yield from self.add(ex)
         yield from self.finish()
 
-    def add(self, ex: Any) -> tuple | list:
+    def add(self, ex: Any) -> tuple[Any, ...] | list[Any]:
         """The exchanges released by adding `ex`, in order (none while a
         fetch ahead of them is held)."""
         arrival = ex.arrival
@@ -236,7 +238,7 @@ class ArrivalResolver:
                     # a ProduceAnswer's entries are (answer, last relative offset, ts),
                     # placed when a fetch looks (_resolve); others' (first, last, ts)
                     if arrival.__class__ is ProduceAnswer:
-                        entries: Iterable[tuple] = [(label, partition, arrival, last)
+                        entries: Iterable[tuple[Any, ...]] = [(label, partition, arrival, last)
                                                     for label, partition, last in arrival.spans]  # type: ignore[attr-defined]
                     else:
                         entries = arrival.ranges
@@ -268,7 +270,7 @@ class ArrivalResolver:
             return self._release()
         return (ex,)
 
-    def _release(self) -> list:
+    def _release(self) -> list[Any]:
         held, out = self.held, []
         while held:
             head = held[0]
@@ -323,7 +325,7 @@ class ArrivalResolver:
         yield from self._release()
 
 
-def produce_spans(sets: Iterable[tuple[Any, Any, Any]]) -> tuple | None:
+def produce_spans(sets: Iterable[tuple[Any, Any, Any]]) -> tuple[Any, ...] | None:
     """((label, partition, last relative offset), ...) of a Produce request's
     record sets (offsets in a produce request count from 0); None if none."""
     spans = []
@@ -449,7 +451,7 @@ def _skip_tags(data: bytes, at: int) -> int:
     return at
 
 
-def produce_ranges(spans: tuple, bases: dict[tuple[Any, Any], int]) -> ProduceArrival | None:
+def produce_ranges(spans: tuple[Any, ...], bases: dict[tuple[Any, Any], int]) -> ProduceArrival | None:
     """The offsets a Produce wrote: its request's spans placed at its
     answer's base offsets (`produce_bases`); partitions answered with an
     error or no base offset are left out."""
@@ -458,7 +460,7 @@ def produce_ranges(spans: tuple, bases: dict[tuple[Any, Any], int]) -> ProduceAr
     return ProduceArrival(ranges) if ranges else None
 
 
-def fetch_arrival(sets: list, hint: tuple | None, start_ns: int, end_ns: int, before_ns: int,
+def fetch_arrival(sets: list[Any], hint: tuple[Any, ...] | None, start_ns: int, end_ns: int, before_ns: int,
                   before_reason: str | None) -> FetchArrival | None:
     """What the rules need of a held fetch with records (`sets`: its
     response's (label, partition, raw)): a FetchArrival whose marks hold,

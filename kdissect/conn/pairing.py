@@ -54,7 +54,7 @@ from kdissect.model.exchange import INEXACT, MALFORMED, NO_RESPONSE, OK, ORPHAN_
 from kdissect.conn.framing import Frame
 from kdissect.conn.normal_flow import failure_codes
 from kdissect.conn.pairing_stats import PairingStats
-from kdissect.model.packet import SlotRecord
+from kdissect.model.packet import SlotRecord, fields_of
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
 from kdissect.conn.arrivals import DATA_WAIT_MIN_NS, ProduceAnswer, produce_bases, produce_ranges, produce_spans
@@ -74,7 +74,7 @@ _PRODUCE = int(ApiKey.PRODUCE)  # (bound once: an enum member costs a lookup per
 _FETCH = int(ApiKey.FETCH)
 _SHARE_FETCH = int(ApiKey.SHARE_FETCH)
 # the Exchange fields a request's exchange is made with, by position
-assert Exchange.__slots__[:14] == ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
+assert fields_of(Exchange)[:14] == ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
                                    "api_version", "client_id", "request_ts", "response_ts", "request_frame",
                                    "response_frame", "request_bytes")
 __all__ = ["EARLY_WINDOW_NS", "MAX_EARLY", "MAX_UNANSWERED"]  # (kdissect.conn.holds: re-exported)
@@ -570,7 +570,7 @@ class Pairer:
             ex.add_problem("assumed-version", assumed)
 
     @staticmethod
-    def _held_sets(ex: Exchange, sets: list) -> None:
+    def _held_sets(ex: Exchange, sets: list[Any]) -> None:
         """Keep a fetch's record sets until the WaitTimer when the broker held it
         long enough to have waited for them (kdissect.conn.arrivals)."""
         first_byte = ex.response_first_ts if ex.response_first_ts is not None else ex.response_ts
@@ -644,7 +644,7 @@ class Pairer:
             exchange.status = status
 
     @staticmethod
-    def _add_records(ex: Exchange, figures: tuple | None) -> None:
+    def _add_records(ex: Exchange, figures: tuple[Any, ...] | None) -> None:
         """The records/record_bytes/codecs columns (kdissect.records)."""
         if figures is None:
             return

@@ -84,7 +84,7 @@ REASONS = (LONG_POLL, GROUP_BARRIER, THROTTLE, QUEUED, LONG_POLL_UNKNOWN)
 HINT_APIS = frozenset((FETCH, JOIN_GROUP, SYNC_GROUP, SHARE_FETCH))
 
 
-def request_hint(api_key: int, body: Any) -> tuple | None:
+def request_hint(api_key: int, body: Any) -> tuple[Any, ...] | None:
     """What the wait rules need from a request body: (max_wait_ms, min_bytes,
     {(topic label, partition): fetch offset}) of a fetch (no offsets for a
     ShareFetch), (rebalance_timeout_ms,) of a JoinGroup, (is_leader,) of a
@@ -106,7 +106,7 @@ def request_hint(api_key: int, body: Any) -> tuple | None:
     return None
 
 
-def classify(api_key: int | None, api_version: int | None, hint: tuple | None, latency_ns: int,
+def classify(api_key: int | None, api_version: int | None, hint: tuple[Any, ...] | None, latency_ns: int,
              records: int | None, error_code: int | None, throttle_time_ms: int | None,
              throttle_delays_response: bool) -> tuple[str, int] | None:
     """(reason, wait in ns) of an answered exchange (its latency, or what is
@@ -136,7 +136,7 @@ def throttle_holds_response(api_key: int | None, api_version: int | None) -> boo
     return cut is not None and api_version is not None and api_version < cut
 
 
-def decoded_hint(api_key: int, frame: bytes) -> tuple | None:
+def decoded_hint(api_key: int, frame: bytes) -> tuple[Any, ...] | None:
     """The wait hint of a request frame (None when it does not decode)."""
     request = decode_tolerant(decode_request, frame)[0]
     return None if request is None else request_hint(api_key, request.body)

@@ -13,6 +13,10 @@ Public API (see docs/architecture.md):
 Decoding never raises for any input bytes; problems are text on each batch.
 """
 
+from kdissect import native as _native
+
+_native.extend(__path__, __name__)  # this package's compiled modules, when in use
+
 from kdissect.records.access import (
     TopicRecord,
     exchange_columns,

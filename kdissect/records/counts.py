@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 
 from kdissect.records import crc as _crc32c
 
@@ -36,7 +37,7 @@ _V2_COUNT = struct.Struct(">i")
 _V2_HEADER = 61
 
 
-def _entries(data: bytes):
+def _entries(data: bytes) -> Iterator[tuple[int, int, int]]:
     """(pos, end, magic) of each complete top-level entry."""
     pos, total = 0, len(data)
     while total - pos >= 17:

@@ -119,11 +119,9 @@ def _eager_answer(spans: tuple, frame: bytes, version: int) -> ProduceArrival | 
     return None if bases is None else produce_ranges(spans, bases)
 
 
-def test_produce_bases_read_late_give_the_rows_of_bases_read_at_once(monkeypatch) -> None:
-    """The resolver places a Produce's offsets only when a fetch looks for
-    them (ProduceAnswer): every row of every capture is the same as with the
-    offsets placed as the answer is paired, the waits the Produce rule ends
-    among them."""
+def compare_late_and_at_once() -> None:
+    """The comparison below, in this process (on the plain Python modules:
+    a compiled pairing calls ProduceAnswer directly, past any patch)."""
     import kdissect.conn.pairing as pairing
     from kdissect.conn.pipeline import Analysis
 
@@ -132,8 +130,36 @@ def test_produce_bases_read_late_give_the_rows_of_bases_read_at_once(monkeypatch
                 for capture in CAPTURES}
 
     late = rows()
-    monkeypatch.setattr(pairing, "ProduceAnswer", _eager_answer)
-    at_once = rows()
+    made = []
+
+    def eager(spans: tuple, frame: bytes, version: int) -> ProduceArrival | None:
+        made.append(spans)
+        return _eager_answer(spans, frame, version)
+
+    kept = pairing.ProduceAnswer
+    pairing.ProduceAnswer = eager  # type: ignore[assignment,misc]
+    try:
+        at_once = rows()
+    finally:
+        pairing.ProduceAnswer = kept  # type: ignore[misc]
+    assert made  # the patch was what ran
     assert late == at_once
     by_produce = sum(1 for name in late for row in late[name] if row["wait_reason"] == "long_poll")
     assert by_produce > 0  # the captures hold waits the rule ends
+
+
+def test_produce_bases_read_late_give_the_rows_of_bases_read_at_once() -> None:
+    """The resolver places a Produce's offsets only when a fetch looks for
+    them (ProduceAnswer): every row of every capture is the same as with the
+    offsets placed as the answer is paired, the waits the Produce rule ends
+    among them. Run on the plain Python modules, in a fresh interpreter
+    (tests/package/test_native.py: the compiled build gives the same rows)."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from tests.conn.test_arrivals import compare_late_and_at_once; compare_late_and_at_once()"
+    env = dict(os.environ, KDISSECT_PURE_PYTHON="1")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
