@@ -134,8 +134,8 @@ def plan_splits(ordered: list[tuple[str, str]], split_size: int,
 
 # -- the probe: a small window at each split point -------------------------------------
 
-PROBE_WINDOW = 32 << 10  # bytes looked at a time from a split point for the first record
-PROBE_BLOCK = 64 << 10  # bytes per ranged read from a store while probing
+PROBE_WINDOW = 8 << 10  # bytes looked at a time from a split point for the first record
+PROBE_BLOCK = 16 << 10  # bytes per ranged read from a store while probing
 PROBE_THREADS = 16  # files probed at once (a store's latency, not its bandwidth, bounds one after another)
 
 

@@ -77,6 +77,8 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
+_FIRST_READ = 64 << 10  # bytes of a whole file's first read
+_RANGE_TAIL = 16 << 10  # bytes read at a time past a byte range's end (the rest of its last record)
 # Wireshark refuses records larger than this unless the snaplen says otherwise;
 # a bigger length field means the record header is damaged.
 _MAX_RECORD = 262144
@@ -594,14 +596,6 @@ def open_raw(path: str | Path) -> BinaryIO:
     return open(path, "rb")
 
 
-def _file_head(path: str, count: int) -> bytes:
-    """The first `count` bytes of a plain file (one small ranged read from a store)."""
-    if stores.is_uri(path):
-        return stores.read_head(path, count)
-    with open(path, "rb") as head:
-        return head.read(count)
-
-
 def _open(path: Path) -> BinaryIO:
     """Open a capture, transparently decompressing gzip (detected by magic)."""
     try:
@@ -680,7 +674,9 @@ _STREAM_ERRORS = (OSError, EOFError, zlib.error)
 
 def _read_head(path: Path, stream: BinaryIO) -> bytes:
     try:
-        head = stream.read(max(_CHUNK, 64))  # (at least the pcap header, whatever the chunk size)
+        # a first look of the size a store's driver keeps of each file's head
+        # (stores.HEAD_BYTES): finding the first packet reads no more, most often
+        head = stream.read(_FIRST_READ)
     except _STREAM_ERRORS as exc:
         raise InputError(f"{path}: unreadable or corrupt compressed data ({exc})") from None
     if len(head) < 4:
@@ -981,6 +977,9 @@ class FileRange(FrozenSlotRecord):
 
 
 class _RangeStream:
+    """A byte range's bytes, chunk by chunk: up to its end, then (the last
+    record's rest) in small pieces, so no range reads far into the next."""
+
     def __init__(self, path: str, offset: int, end: int | None = None) -> None:
         if stores.is_uri(path):  # blocks counted from the range's start, the last one cut at its end
             self.stream = stores.open_input(path, origin=offset, until=end)  # type: ignore[assignment]
@@ -989,9 +988,21 @@ class _RangeStream:
         self.stream.seek(offset)
         self.size = self.stream.seek(0, 2)
         self.stream.seek(offset)
+        self.position = offset
+        self.end = self.size if end is None else min(end, self.size)
 
     def more(self) -> bytes:
-        return self.stream.read(_CHUNK)
+        left = self.end - self.position
+        chunk = self.stream.read(min(_CHUNK, left) if left > 0 else _RANGE_TAIL)
+        self.position += len(chunk)
+        return chunk
+
+    def file_head(self, count: int) -> bytes:
+        """The file's first `count` bytes (the pcap header), the position kept."""
+        self.stream.seek(0)
+        head = self.stream.read(count)
+        self.stream.seek(self.position)
+        return head
 
 
 def _range_loop(part: FileRange, stream: _RangeStream, walk: Walk, mode: int, stats: ReadStats,
@@ -999,7 +1010,7 @@ def _range_loop(part: FileRange, stream: _RangeStream, walk: Walk, mode: int, st
     name = part.path.rsplit("/", 1)[-1]
     head = stream.more()
     if part.format == "pcap":
-        header = parse_pcap_header(_file_head(part.path, 24))
+        header = parse_pcap_header(stream.file_head(24))
         return _pcap_records(stream.more, header, head, 0, part.start, part.end, walk, mode, part.capture_index,
                              stats)
     if mode == SCAN:  # a scan lists only the interfaces it meets (its part 0 inherits the rest)
@@ -1024,7 +1035,7 @@ def read_range(part: FileRange, stats: ReadStats, secrets: SecretSink | None = N
         if part.start == 0:
             stats.files += 1
         if (mode == SEGMENTS and part.format == "pcap" and part.start == 0):
-            linktype = parse_pcap_header(_file_head(part.path, 24)).linktype
+            linktype = parse_pcap_header(stream.file_head(24)).linktype
             if linktype not in SUPPORTED_LINKTYPES:
                 stats.problems.append(f"{name}: unsupported link type {linktype}")
         yield from _range_loop(part, stream, walk, mode, stats, secrets)

@@ -55,7 +55,7 @@ KEPT_BYTES = 16 << 20
 _blocks: dict[tuple[str, int, int], bytes] = {}  # (URI, offset, length) -> bytes
 _kept_bytes = 0
 _blocks_lock = threading.Lock()
-TAIL_BLOCK = 64 << 10  # bytes per ranged read past a byte range's end (its last record's rest)
+TAIL_BLOCK = 16 << 10  # bytes per ranged read outside a byte range (its last record's rest, the file's header)
 
 
 @dataclass(frozen=True)
@@ -407,8 +407,8 @@ class RangedFile:
                  origin: int = 0, until: int | None = None) -> None:
         """`origin` and `until`: a byte range read from `origin` on (blocks
         counted from there, so a range's first block holds no bytes before
-        it), whose last block stops at `until`; past `until` (the last
-        record running over the range's end) blocks of TAIL_BLOCK bytes."""
+        it), whose last block stops at `until`; outside the range (the last
+        record running over its end, the file's header) blocks of TAIL_BLOCK bytes."""
         self.origin = origin
         self.until = until
         self.location = parse(uri)
@@ -443,13 +443,13 @@ class RangedFile:
         if until is not None and position >= until:
             start = until + (position - until) // TAIL_BLOCK * TAIL_BLOCK
             return start, min(TAIL_BLOCK, self.size - start)
-        origin = self.origin if position >= self.origin else 0
-        start = origin + (position - origin) // self.block_size * self.block_size
+        if position < self.origin:  # before the range (a look at the file's head): small blocks
+            start = position // TAIL_BLOCK * TAIL_BLOCK
+            return start, min(TAIL_BLOCK, self.origin - start, self.size - start)
+        start = self.origin + (position - self.origin) // self.block_size * self.block_size
         end = start + self.block_size
         if until is not None and start < until < end:
             end = until
-        if origin == 0 and self.origin > 0 and start < self.origin < end:
-            end = self.origin  # (before the range: a look at the file's head)
         return start, min(end, self.size) - start
 
     def _block(self, start: int, length: int) -> bytes:
@@ -480,6 +480,11 @@ class RangedFile:
         n = max(0, min(n, self.size - self.position))
         if self._whole is not None:
             piece = self._whole[self.position:self.position + n]
+            self.position += len(piece)
+            return piece
+        head = _heads.get(self.name)
+        if head is not None and self.position + n <= len(head):  # inside the head the driver read already
+            piece = head[self.position:self.position + n]
             self.position += len(piece)
             return piece
         pieces: list[bytes] = []
