@@ -18,12 +18,13 @@ section is tried: a range inside a section of the other byte order finds no
 boundary, and the file is read by one task (see below).
 
 A range owns the records or blocks that *start* inside it; its last one may
-run past its end. The pre-pass (`kdissect.spark.plan`) walks every range
-from its boundary with the capture reader's own loop and notes where the walk
-stopped (the first start at or past its end). Walking from the true first
-record only ever lands on true boundaries, so if each range's walk stops
-exactly at the next range's boundary, every boundary was true; otherwise
-the file is read by one task instead.
+run past its end. The driver looks for each range's boundary in a small
+window at the split point (`kdissect.spark.plan`); the task reading a range
+walks it from there with the capture reader's own loop and reports where
+the walk stopped (the first start at or past its end). Walking from the true
+first record only ever lands on true boundaries, so if each range's walk
+stops exactly at the next range's boundary, every boundary was true;
+otherwise the file is read again the safe way (see plan.py).
 """
 
 from __future__ import annotations

@@ -676,7 +676,7 @@ def _read_head(path: Path, stream: BinaryIO) -> bytes:
     try:
         # a first look of the size a store's driver keeps of each file's head
         # (stores.HEAD_BYTES): finding the first packet reads no more, most often
-        head = stream.read(_FIRST_READ)
+        head = stream.read(min(_FIRST_READ, max(_CHUNK, 64)))  # (at least the pcap header, whatever the chunk size)
     except _STREAM_ERRORS as exc:
         raise InputError(f"{path}: unreadable or corrupt compressed data ({exc})") from None
     if len(head) < 4:

@@ -19,11 +19,11 @@ of a Spark or Hadoop configuration (`fs.s3a.endpoint`, `fs.s3a.access.key`,
 ...; see `S3Settings`). A URI holding a user or password is refused, so none
 can end up in an output, log or error; errors name the URI as given.
 
-Reads go through `RangedFile`: a seekable file that fetches aligned blocks
-with ranged reads (S3 ranged GET, HDFS positional read) and keeps the last
-few (per process), so the split finder's many small reads near one offset
-cost one request and a range is read once, from its start to its end, never
-the whole file.
+Reads go through `RangedFile`: a seekable file that fetches blocks with
+ranged reads (S3 ranged GET, HDFS positional read) and keeps the last few
+(per process), so the split finder's many small reads near one offset cost
+one request, and a byte range is read once, in blocks counted from its start
+and cut at its end, never the whole file.
 """
 
 from __future__ import annotations
@@ -47,10 +47,9 @@ SCHEMES = S3_SCHEMES + HDFS_SCHEMES + WEBHDFS_SCHEMES + LOCAL_SCHEMES
 # "s3://b/k" written through pathlib loses a slash ("s3:/b/k"): both are accepted
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(/+)(.*)$", re.DOTALL)
 BLOCK_SIZE = 4 << 20  # bytes per ranged read from a remote store
-# Blocks kept per process, least recently used dropped, shared by the files
-# open on one URI: the split finder's window (1 MiB, whose chain checks seek
-# back into it) and then the pre-pass walk from the boundary it found (1 MiB
-# chunks) read the same blocks once.
+# Bytes of blocks kept per process, least recently used dropped, shared by
+# the files open on one URI (the split finder's chain checks seek back and
+# forth near one offset).
 KEPT_BYTES = 16 << 20
 _blocks: dict[tuple[str, int, int], bytes] = {}  # (URI, offset, length) -> bytes
 _kept_bytes = 0
@@ -277,8 +276,10 @@ def _hdfs(location: Location) -> Any:
         raise InputError(f"{location.uri}: hdfs:// needs Hadoop's client jars on CLASSPATH "
                          "(CLASSPATH=$(hadoop classpath --glob)) or HADOOP_HOME")
     host, _, port = location.authority.partition(":")
+    # the driver's $HADOOP_USER_NAME, handed to the tasks (simple authentication)
+    user = settings().hadoop_user or os.environ.get("HADOOP_USER_NAME")
     try:
-        return fs.HadoopFileSystem(host, int(port or 8020))
+        return fs.HadoopFileSystem(host, int(port or 8020), **({"user": user} if user else {}))
     except (OSError, RuntimeError) as problem:
         if "libjvm" in str(problem):
             raise InputError(f"{location.uri}: hdfs:// needs a Java runtime (JAVA_HOME: libjvm not found)") from None
