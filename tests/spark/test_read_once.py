@@ -235,3 +235,46 @@ def test_local_frame_numbers_are_made_global():
     assert renumber_text(f"a.pcap: packet {local_first_frame(3) + 1} is malformed", offsets) == \
         "a.pcap: packet 1502 is malformed"
     assert renumber_text("a.pcap: packet 12 is malformed", offsets) == "a.pcap: packet 12 is malformed"
+
+
+def _pcapng_block(block_type: int, body: bytes) -> bytes:
+    body += bytes(-len(body) % 4)
+    return struct.pack("<II", block_type, len(body) + 12) + body + struct.pack("<I", len(body) + 12)
+
+
+def _pcapng_with_a_late_interface(source: Path, target: Path) -> None:
+    """`source`'s packets as pcapng: the first half on interface 0
+    (microseconds), then a second interface description (nanoseconds) and
+    the second half on it, so a range after that block that did not know the
+    interface would read its packets as malformed."""
+    records = _records(source.read_bytes())
+    nanoseconds = struct.pack("<HH", 9, 1) + b"\x09\x00\x00\x00" + struct.pack("<HH", 0, 0)
+    out = bytearray(_pcapng_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)))
+    out += _pcapng_block(1, struct.pack("<HHI", 1, 0, 262144))
+    half = len(records) // 2
+    for index, record in enumerate(records):
+        if index == half:
+            out += _pcapng_block(1, struct.pack("<HHI", 1, 0, 262144) + nanoseconds)
+        sec, usec, caplen, wirelen = struct.unpack_from("<IIII", record)
+        ticks = (sec * 10**6 + usec) * (1000 if index >= half else 1)
+        out += _pcapng_block(6, struct.pack("<IIIII", int(index >= half), ticks >> 32, ticks & 0xFFFFFFFF, caplen,
+                                            wirelen) + record[16:])
+    target.write_bytes(bytes(out))
+
+
+def test_a_pcapng_interface_described_mid_file_reads_the_file_again(spark, captures_dir, tmp_path):
+    """The ranges know only the interfaces of the file's head: a range that
+    meets another one (not the file's last range) sends the file to the
+    whole-range pre-pass, which hands later ranges the interfaces in force."""
+    late = tmp_path / "late.pcapng"
+    _pcapng_with_a_late_interface(captures_dir / "forensics_kafka.pcap", late)
+    split_size = late.stat().st_size // 5
+    outdir = tmp_path / "out"
+    run_job(JobOptions(inputs=[str(late)], outdir=str(outdir), master=None, split_size=split_size), spark=spark)
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    assert manifest["files_read_again_after_range_check"] == [str(late)]
+    assert manifest["files_read_whole_after_boundary_check"] == []
+    assert manifest["inputs"][0]["read_tasks"] >= 4
+    assert manifest["read"]["packets"] == tshark_frame_count(late)
+    assert manifest["read"]["undecodable"] == 0
+    assert canonical(table_rows(outdir, "exchanges")) == canonical(export_rows([late], tmp_path / "e.parquet"))
