@@ -981,6 +981,7 @@ class _RangeStream:
     record's rest) in small pieces, so no range reads far into the next."""
 
     def __init__(self, path: str, offset: int, end: int | None = None) -> None:
+        self.stream: BinaryIO
         if stores.is_uri(path):  # blocks counted from the range's start, the last one cut at its end
             self.stream = stores.open_input(path, origin=offset, until=end)  # type: ignore[assignment]
         else:
