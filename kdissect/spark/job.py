@@ -323,7 +323,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         # a range's guessed boundary, feed times or pcapng interfaces were not
         # what the ranges before it held: those files are planned again from a
         # whole-range pre-pass, and everything is read again
-        say(f"{len(failed)} files whose ranges did not chain: reading them again after a pre-pass")
+        say(f"{len(failed)} cut files failed the range check after the read: reading again after a pre-pass of them")
         work_frame.unpersist()
         outdir.delete(WORK_DIR)
         to_scan = planning.ranges_to_scan([split for split in planned if split.capture_index in failed])
