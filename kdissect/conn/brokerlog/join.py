@@ -30,7 +30,7 @@ from collections import Counter, deque
 from itertools import chain
 from typing import Any, Iterable, Iterator, Sequence
 
-from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_entries, request_log_files
+from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_batches, request_log_files
 from kdissect.sketch import QuantileSketch
 from kdissect.model.exchange import INEXACT, OK
 
@@ -194,7 +194,7 @@ class BrokerLogJoin:
     # -- the log side ----------------------------------------------------------
 
     def _start(self) -> None:
-        self._entries = read_entries(self.paths, self.read_stats)
+        self._entries = chain.from_iterable(read_batches(self.paths, self.read_stats))
         self._next: LogEntry | None = next(self._entries, None)
         self._index: dict[tuple, Any] = {}  # identity -> LogEntry | list[LogEntry]
         self._queue: deque[LogEntry] = deque()
