@@ -460,6 +460,7 @@ def read_batches(paths: Sequence[str], stats: LogReadStats | None = None) -> Ite
         except OSError as problem:
             raise InputError(f"cannot read {path}: {problem.strerror or problem}") from None
         lines = size = requests = others = bad = cut = 0
+        last_stamp, last_ts = b"", None  # (a line with the marker is longer than b"")
         batch: list[LogEntry] = []
         append = batch.append
         try:
@@ -472,15 +473,22 @@ def read_batches(paths: Sequence[str], stats: LogReadStats | None = None) -> Ite
                         if at < 0:
                             others += 1
                             continue
-                        # the time: log4j's default "[yyyy-MM-dd HH:mm:ss,SSS]" first (_fast_time, inline)
+                        # the time: log4j's default "[yyyy-MM-dd HH:mm:ss,SSS]" first (_fast_time, inline),
+                        # read from the line's first 25 bytes alone: the previous line's when they are
+                        # the same (most lines of a busy log share their millisecond with the one before)
                         ts: int | None
-                        seconds = seconds_of.get(line[1:20])
-                        millis = millis_of.get(line[21:24])
-                        if seconds is not None and millis is not None and line[0] == 91 and line[20] == 44 \
-                                and line[24] == 93:
-                            ts = seconds * 1_000_000_000 + millis
+                        stamp = line[:25]
+                        if stamp == last_stamp:
+                            ts = last_ts
                         else:
-                            ts = _fast_time(line)
+                            seconds = seconds_of.get(line[1:20])
+                            millis = millis_of.get(line[21:24])
+                            if seconds is not None and millis is not None and line[0] == 91 and line[20] == 44 \
+                                    and line[24] == 93:
+                                ts = seconds * 1_000_000_000 + millis
+                            else:
+                                ts = _fast_time(line)
+                            last_stamp, last_ts = stamp, ts
                         end = line.rfind(b"}")
                         entry = None
                         if ts is not None and end > at:
