@@ -13,6 +13,10 @@
    capture) in S3 and on disk: `expand_inputs` (listing and the format check
    of each file) and `describe_captures` (first packet of each file), the
    driver's work before any task runs.
+4. The driver's planning of the archive's files cut into --split-mb ranges,
+   in S3: the probe of each split point the job runs (`plan.probe_ranges`)
+   against the whole-range pre-pass it keeps for files that fail the check
+   after the read (`plan.scan_range` of every range); seconds and bytes fetched.
 
 Results go to benchmarks/out/bench_spark_stores.json. The machine may be
 shared: run it when it is otherwise quiet, or expect noise.
@@ -76,6 +80,38 @@ def _prepass(inputs: list[str]) -> tuple[float, int]:
     return time.monotonic() - started, len(files)
 
 
+def _planning(uris: list[str], split_size: int) -> dict:
+    """Seconds and bytes fetched of the probe and of the whole-range pre-pass
+    over the same ranges (each after dropping the blocks kept in this process)."""
+    from kdissect.spark import plan
+    from kdissect.wire import stores
+
+    fetched = [0]
+    real_block = stores.RangedFile._block
+
+    def counting(self, *where):
+        before = self.bytes_fetched
+        data = real_block(self, *where)
+        fetched[0] += self.bytes_fetched - before
+        return data
+
+    stores.RangedFile._block = counting  # type: ignore[method-assign]
+    try:
+        planned = plan.plan_splits([(uri, "pcap") for uri in uris], split_size)
+        figures = {"ranges": len(planned), "bytes": sum(stores.size(uri) for uri in uris)}
+        for name, step in (("probe", lambda: plan.probe_ranges(planned)),
+                           ("whole_range_pre_pass", lambda: [plan.scan_range(split)
+                                                              for split in plan.ranges_to_scan(planned)])):
+            stores.configure(stores.StoreSettings.from_conf())
+            fetched[0] = 0
+            started = time.monotonic()
+            step()
+            figures[name] = {"seconds": round(time.monotonic() - started, 2), "bytes_fetched": fetched[0]}
+        return figures
+    finally:
+        stores.RangedFile._block = real_block  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=float, default=200)
@@ -83,6 +119,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--small-files", type=int, default=2000)
     parser.add_argument("--skip-job", action="store_true", help="only the listing of the small files")
+    parser.add_argument("--split-mb", type=float, default=16, help="range size of the planning figures")
     args = parser.parse_args()
 
     from bench_spark import build_archive
@@ -126,6 +163,8 @@ def main() -> None:
                                   "s3_seconds": round(s3_seconds, 2)}
         print(f"listing + first look at {len(small)} small files: local {local_seconds:.2f} s, "
               f"S3 {s3_seconds:.2f} s", flush=True)
+        results["planning"] = _planning([f"s3://bench/archive/{f.name}" for f in files], int(args.split_mb * 2**20))
+        print(f"planning {len(files)} files cut into {args.split_mb:g} MiB ranges: {results['planning']}", flush=True)
     (OUT / ("bench_spark_stores_listing.json" if args.skip_job else "bench_spark_stores.json")).write_text(json.dumps(results, indent=2) + "\n")
 
 

@@ -44,6 +44,7 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
                     analysis.ts_unit)
     else:
         from kdissect.commands.runtime import echo_pieces
+        from kdissect.stats.text_table import joined_pieces
         from kdissect.forensics.render import METADATA_STORM_COLUMNS, render_flags, render_lines, table_lines
 
         width = table_width(options.wide)
@@ -56,22 +57,12 @@ def run_forensics(options: ForensicOptions, command: str) -> None:
         elif command == "clients" and not options.table:
             parts.append(render_lines("metadata storms (60+ Metadata requests in a minute)",
                                       METADATA_STORM_COLUMNS, tables.metadata_storms, width))
-        echo_pieces(_joined(parts))
+        echo_pieces(joined_pieces(parts))
     if not options.quiet:
         if tables.unresolved_topic_ids:
             say(f"kdissect: {len(tables.unresolved_topic_ids)} topic ids that no response in the capture "
                 "names are shown as ids")
         print_accounting(analysis)
-
-
-def _joined(parts: list[Any]) -> Any:
-    """The parts' lines as `"\\n\\n".join(part texts) + "\\n"` gives them, piece by piece."""
-    for at, part in enumerate(parts):
-        if at:
-            yield "\n\n"
-        for number, line in enumerate(part):
-            yield ("\n" if number else "") + line
-    yield "\n"
 
 
 def filter_rows(tables: Any, options: Any) -> Any:

@@ -316,16 +316,17 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
     4-tuples written to `_work/tuples/` for the driver's check."""
     from kdissect.shared.outdir_tree import as_tree
     from kdissect.spark.inrange import TUPLES_DIR, SplitReader
-    from kdissect.spark.segments import read_stats_batch
+    from kdissect.spark.segments import RangeWatch, read_stats_batch
     from kdissect.wire.capture import ReadStats
 
     for batch in batches:
         for split in batch.to_pylist():
             stats = ReadStats()
             split_id = split["split_id"]
-            reader = SplitReader(split, stats, in_place=in_place, last_range=split_id == last_split_id)
+            watch = RangeWatch(split) if split["checked"] else None
+            reader = SplitReader(split, stats, in_place=in_place, last_range=split_id == last_split_id, watch=watch)
             yield from reader.shipped_runs()
-            yield read_stats_batch(stats, split["capture_index"])
+            yield read_stats_batch(stats, split["capture_index"], watch)
             if not in_place:
                 continue
             runner = _runner(first_task_partition + split_id, ports, detect, capture_names, work_dir, keylog,

@@ -101,8 +101,10 @@ class SplitReader:
     """One split's segments: shipped runs as they are read (`shipped_runs`),
     then the 4-tuples to dissect in place (`in_place_rows`)."""
 
-    def __init__(self, split: dict[str, Any], stats: Any, in_place: bool = True, last_range: bool = False) -> None:
+    def __init__(self, split: dict[str, Any], stats: Any, in_place: bool = True, last_range: bool = False,
+                 watch: Any = None) -> None:
         self.split = split
+        self.watch = watch  # a checked range's segments.RangeWatch, or None
         self.stats = stats
         self.in_place = in_place
         self.last_range = last_range
@@ -127,7 +129,7 @@ class SplitReader:
         chunk_segments, chunk_bytes = _segments.CHUNK_SEGMENTS, _segments.CHUNK_PAYLOAD_BYTES
         latest = 0
         segment: TcpSegment
-        for segment in split_segments(self.split, self.stats):
+        for segment in split_segments(self.split, self.stats, self.watch):
             src, sport, dst, dport = segment.src, segment.sport, segment.dst, segment.dport
             if (src, sport) <= (dst, dport):
                 key, direction = (src, sport, dst, dport), 0

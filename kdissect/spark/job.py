@@ -7,9 +7,11 @@ counts, one accounting row per task, a few summary rows):
    timestamp resolution); claim OUTDIR (kdissect.spark.outdir: refused
    unless new, empty or, with --overwrite, an earlier output, whose files it
    removes); plan byte-range splits;
-2. pre-pass over split files: first record and record count of each range,
-   so every range knows its first frame number (a Spark job; with a local
-   master, driver processes started before the JVM);
+2. probe each cut file's ranges for their first record from a small window
+   at each split point (driver threads, while the JVM starts); the tasks
+   number packets locally, and after the read the driver checks that the
+   ranges chained and makes frame numbers global (kdissect.spark.plan),
+   reading a file again after a whole-range pre-pass if they did not;
 3. read splits into rows of segment runs, shuffle by 4-tuple, sort each
    partition by 4-tuple then capture order, and run one `Dissector` per 4-tuple
    (`mapInArrow`); each task writes its exchange and partition error rows to
@@ -238,36 +240,25 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     total_bytes = sum(sizes)
     say(f"{len(ordered)} capture files, {total_bytes / 1e6:.1f} MB, {len(splits)} planned splits")
 
-    # -- 2. pre-pass over files cut into several ranges -----------------------
-    to_scan = planning.ranges_to_scan(splits)
-    slots = planning.local_task_slots(options.master if spark is None else spark.sparkContext.master)
-    local_scan = planning.LocalScan(to_scan, slots) if to_scan and slots else None
+    # -- 2. probe: each cut file's ranges' first records, from small windows --
+    probe = planning.Probe(splits)
     if spark is None:
         try:
             spark = start_session(options.master)
         except BaseException:
-            if local_scan is not None:
-                local_scan.abandon()
+            probe.abandon()
             raise
     sc = spark.sparkContext
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
-
-    scans: dict[int, planning.RangeScan] = {}
-    if local_scan is not None:
-        scans = local_scan.result()
-    elif to_scan:
-        scans = planning.scan_with_spark(sc, to_scan)
-    splits, fallbacks = planning.apply_scans(splits, scans)
-    say(f"{len(splits)} read tasks" + (f" ({len(fallbacks)} files read whole after a boundary check failed)"
-                                       if fallbacks else ""), "planned")
+    planned = splits
+    ranges = planning.number_tasks(probe.result())
+    splits = planning.read_tasks(ranges)
+    say(f"{len(splits)} read tasks", "planned")
 
     # -- 3. read; dissect in place or shuffle by connection -------------------
     from kdissect.spark.dissect import OUTPUT_SCHEMA, dissect_partition, read_partition
-    from kdissect.spark.segments import KEY_COLUMNS, ORDER_COLUMNS, RUN_SCHEMA, add_read_stats
+    from kdissect.spark.segments import KEY_COLUMNS, ORDER_COLUMNS, RANGES_KEY, RUN_SCHEMA, add_read_stats
 
-    split_rows = [split.as_row() for split in splits]
-    split_frame = spark.createDataFrame(sc.parallelize(split_rows, max(1, len(split_rows))),
-                                        schema=planning.split_schema())
     partitions = options.partitions or shuffle_partitions(total_bytes, sc.defaultParallelism)
     ports = list(options.ports)
     detect = options.detect
@@ -280,7 +271,6 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     begin_output(outdir)
 
     max_uncompressed = options.max_uncompressed
-    last_split_id = splits[-1].split_id if splits else -1
 
     def dissect(batches):
         from kdissect.shared.allocator import keep_freed_memory
@@ -291,10 +281,15 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    def read_and_dissect(in_place: bool):
+    def read_and_dissect(splits: list[planning.Split], in_place: bool):
         """The read stage (4-tuples wholly inside a split dissected there, see
         kdissect.spark.inrange) and the shuffle of the rest by 4-tuple; what
         comes back is small (a row per Kafka connection and one per task)."""
+        split_rows = [split.as_row() for split in splits]
+        split_frame = spark.createDataFrame(sc.parallelize(split_rows, max(1, len(split_rows))),
+                                            schema=planning.split_schema())
+        last_split_id = splits[-1].split_id if splits else -1
+
         def read(batches):
             from kdissect.shared.allocator import keep_freed_memory
 
@@ -314,7 +309,33 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         frame = dissected.cache()
         return frame, frame.where("kind = 2").select("accounting").collect()  # one small row per task
 
-    work_frame, task_accountings = read_and_dissect(options.in_place)
+    def range_ends(accountings) -> list[dict[str, Any]]:
+        ends: list[dict[str, Any]] = []
+        for row in accountings:
+            ends.extend(json.loads(row["accounting"]).get("read", {}).get(RANGES_KEY, []))
+        return ends
+
+    work_frame, task_accountings = read_and_dissect(splits, options.in_place)
+    failed, frame_offsets = planning.check_ranges(ranges, range_ends(task_accountings))
+    fallbacks: list[str] = []
+    redone = [path for index, (path, _) in enumerate(ordered) if index in failed]
+    if failed:
+        # a range's guessed boundary, feed times or pcapng interfaces were not
+        # what the ranges before it held: those files are planned again from a
+        # whole-range pre-pass, and everything is read again
+        say(f"{len(failed)} cut files failed the range check after the read: reading again after a pre-pass of them")
+        work_frame.unpersist()
+        outdir.delete(WORK_DIR)
+        to_scan = planning.ranges_to_scan([split for split in planned if split.capture_index in failed])
+        slots = planning.local_task_slots(sc.master)
+        scans = (planning.LocalScan(to_scan, slots).result() if slots
+                 else planning.scan_with_spark(sc, to_scan))
+        ranges, fallbacks = planning.safe_ranges(planned, ranges, failed, scans)
+        splits = planning.read_tasks(ranges)
+        work_frame, task_accountings = read_and_dissect(splits, options.in_place)
+        failed, frame_offsets = planning.check_ranges(ranges, range_ends(task_accountings))
+        if failed:
+            raise RuntimeError(f"ranges of {[ordered[index][0] for index in failed]} did not chain on a second read")
     in_place_conflicts = _in_place_conflicts(work_dir)
     if in_place_conflicts:
         # a 4-tuple dissected in place was seen in another range too: its rows
@@ -323,7 +344,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             "reading again with every connection shuffled")
         work_frame.unpersist()
         outdir.delete(WORK_DIR)
-        work_frame, task_accountings = read_and_dissect(False)
+        work_frame, task_accountings = read_and_dissect(splits, False)
     say("packets read and dissected", "dissected")
 
     # -- 4. stream numbers, then every table ----------------------------------
@@ -351,13 +372,18 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             in_range[name] += count
         tls.add(TlsStats.from_dict(values.pop("tls", {})))
         accounting.add(Accounting.from_dict(values))
+    reading.pop(RANGES_KEY, None)
+    if reading.get("problems"):
+        from kdissect.spark.frames import renumber_text
+
+        reading["problems"] = [renumber_text(text, frame_offsets) for text in reading["problems"]]
     accounting.add_read_stats(_ReadTotals(reading))
     from kdissect.spark.arrivals import produce_answers
 
     # long polls that a Produce on another connection ended (kdissect.conn.arrivals): one join
     fixes = produce_answers(spark, work_dir)
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
-                                                  ts_unit, fixes)
+                                                  ts_unit, fixes, frame_offsets)
     for table, count in rows_written.items():
         if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
@@ -409,6 +435,9 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         "split_size": options.split_size,
         "read_tasks": len(splits),
         "byte_range_tasks": sum(1 for split in splits if split.kind in planning.RANGE_KINDS),
+        # cut files whose ranges failed the check after the read (kdissect.spark.plan)
+        # and were read again after a whole-range pre-pass; of those, the ones read by one task
+        "files_read_again_after_range_check": redone,
         "files_read_whole_after_boundary_check": fallbacks,
         "shuffle_partitions": partitions,
         # 4-tuples dissected by the task that read them, and those shuffled (kdissect.spark.inrange);

@@ -183,11 +183,13 @@ class PartSink:
 
 def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
                 streams: dict[tuple[int, int], int], ts_unit: str = "us",
-                fixes: dict | None = None) -> tuple[dict[str, int], pa.Table]:
+                fixes: dict | None = None, frame_offsets: list[int] | None = None
+                ) -> tuple[dict[str, int], pa.Table]:
     """Rewrite one task partition's Arrow files as final Parquet parts: stream
     numbers from `streams` ((capture index, frame number) -> stream), rows
     sorted by stream and exchange order, the waits of long polls a captured
-    Produce ended from `fixes` (kdissect.spark.arrivals). Returns the rows
+    Produce ended from `fixes` (kdissect.spark.arrivals), frame numbers made
+    global with `frame_offsets` (kdissect.spark.frames). Returns the rows
     written per table and the partition's exchanges, times in int
     nanoseconds (for the summary tables)."""
     import pyarrow.compute as pc
@@ -207,6 +209,10 @@ def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
             from kdissect.spark.arrivals import fix_exchanges
 
             rows = fix_exchanges(rows, fixes)
+        if table == EXCHANGES and frame_offsets:
+            from kdissect.spark.frames import renumber_frames
+
+            rows = renumber_frames(rows, frame_offsets)
         keys = zip(rows.column("stream_capture_index").to_pylist(), rows.column("stream_frame_number").to_pylist())
         numbered = rows.set_column(schema.get_field_index("stream"), "stream",
                                    pa.array([streams.get(key) for key in keys], pa.int64()))
@@ -255,7 +261,8 @@ SUMMARY_BATCH_ROWS = 1 << 19
 
 
 def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: Tree, outdir: Tree,
-                      ts_unit: str = "us", fixes: dict | None = None) -> Iterator[pa.RecordBatch]:
+                      ts_unit: str = "us", fixes: dict | None = None,
+                      frame_offsets: list[int] | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: RANK_SCHEMA rows sorted by task partition (every task
     partition has one marker row with null keys) -> the finished task
     partitions' contributions to the summary tables and the rows they wrote
@@ -270,7 +277,7 @@ def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: Tree, outdir:
 
     def finish() -> Iterator[pa.RecordBatch]:
         counts, exchanges = finish_part(work_dir, outdir, current, streams, ts_unit,  # type: ignore[arg-type]
-                                        (fixes or {}).get(current))
+                                        (fixes or {}).get(current), frame_offsets)
         for table, count in counts.items():
             written[table] += count
         pending.append(exchanges)

@@ -18,12 +18,13 @@ section is tried: a range inside a section of the other byte order finds no
 boundary, and the file is read by one task (see below).
 
 A range owns the records or blocks that *start* inside it; its last one may
-run past its end. The pre-pass (`kdissect.spark.plan`) walks every range
-from its boundary with the capture reader's own loop and notes where the walk
-stopped (the first start at or past its end). Walking from the true first
-record only ever lands on true boundaries, so if each range's walk stops
-exactly at the next range's boundary, every boundary was true; otherwise
-the file is read by one task instead.
+run past its end. The driver looks for each range's boundary in a small
+window at the split point (`kdissect.spark.plan`); the task reading a range
+walks it from there with the capture reader's own loop and reports where
+the walk stopped (the first start at or past its end). Walking from the true
+first record only ever lands on true boundaries, so if each range's walk
+stops exactly at the next range's boundary, every boundary was true;
+otherwise the file is read again the safe way (see plan.py).
 """
 
 from __future__ import annotations
@@ -125,8 +126,10 @@ def _chain_holds(stream: BinaryIO, fmt: PcapFormat, offset: int, file_size: int)
     return True
 
 
-def find_boundary(stream: BinaryIO, fmt: PcapFormat, start: int, end: int, file_size: int) -> int | None:
-    """First offset in [start, end) where a valid pcap header chain begins, or None."""
+def find_boundary(stream: BinaryIO, fmt: PcapFormat, start: int, end: int, file_size: int,
+                  window: int = _WINDOW) -> int | None:
+    """First offset in [start, end) where a valid pcap header chain begins, or
+    None; the range is read `window` bytes at a time from `start`."""
     if start <= GLOBAL_HEADER_LEN:
         return GLOBAL_HEADER_LEN if GLOBAL_HEADER_LEN < min(end, file_size) else None
     limit = min(end, file_size)
@@ -136,7 +139,7 @@ def find_boundary(stream: BinaryIO, fmt: PcapFormat, start: int, end: int, file_
     position = start
     while position < limit:
         stream.seek(position)
-        chunk = stream.read(min(_WINDOW, limit - position) + 16)
+        chunk = stream.read(min(window, limit - position) + 16)
         last = min(len(chunk) - 16, limit - position - 1)
         for index in range(0, last + 1):
             sec, frac, caplen, wirelen = header.unpack_from(chunk, index)
@@ -211,9 +214,11 @@ def _block_chain_holds(stream: BinaryIO, order: str, offset: int, file_size: int
     return True
 
 
-def find_block_boundary(stream: BinaryIO, order: str, start: int, end: int, file_size: int) -> int | None:
+def find_block_boundary(stream: BinaryIO, order: str, start: int, end: int, file_size: int,
+                        window: int = _WINDOW) -> int | None:
     """First 4-byte aligned offset in [start, end) where a chain of plausible
-    pcapng blocks begins, or None. Offset 0 (the section header) for the first range."""
+    pcapng blocks begins, or None (read `window` bytes at a time). Offset 0
+    (the section header) for the first range."""
     if start == 0:
         return 0 if file_size > 0 and end > 0 else None
     limit = min(end, file_size)
@@ -221,7 +226,7 @@ def find_block_boundary(stream: BinaryIO, order: str, start: int, end: int, file
     head = struct.Struct(order + "II")
     while position < limit:
         stream.seek(position)
-        chunk = stream.read(min(_WINDOW, limit - position) + 12)
+        chunk = stream.read(min(window, limit - position) + 12)
         last = min(len(chunk) - 12, limit - position - 1)
         for index in range(0, last + 1, 4):
             block_type, length = head.unpack_from(chunk, index)

@@ -1,17 +1,35 @@
 """Cut the capture set into read tasks ("splits").
 
 Plain pcap and pcapng files larger than the split size are cut into byte
-ranges (see `pcapsplit`); gzip files are read whole by one task each. A
-pre-pass walks each range with the capture reader's own loop (`scan_range`,
-reading without decoding): it finds the range's first record or block, counts
-its packets, notes where the walk stopped, the latest packet time, and for
-pcapng the section and interface blocks it met and each interface's latest
-ticks. The driver checks that the ranges chain together and hands every
-range what a reader must know at its start and cannot see from there: the
-frame number of its first packet, the latest packet time of the file before
-it (the feed order, see kdissect.wire.captureset), and for pcapng the section in
-force (byte order and interfaces, which a section header later in the file
-resets). A file whose ranges do not chain is read by one task.
+ranges (see `pcapsplit`); gzip files are read whole by one task each.
+
+Each byte of a cut file is read once. The driver only probes: for each
+range after the first it reads a small window at the split point and finds
+the range's first record or block there (`probe_ranges`: a chain of
+plausible record headers, or of pcapng blocks, from that offset), and for
+pcapng it reads the file's head, the section header and the interface
+descriptions right after it, which every later range is handed. The tasks
+then read their ranges numbering packets locally (kdissect.spark.frames),
+with feed times counted from the range's start, and each reports how its
+read ended (`RangeEnd`): its packet count, where its walk stopped, its
+latest packet time, the feed time of its first segment and the last
+section or interface block it met.
+
+After the job the driver checks what the probe could only guess
+(`check_ranges`): each range must start exactly where the previous one's
+walk stopped (so every boundary was a true record start, as walking from
+the file's true first record only lands on true ones), no range may start
+with a packet earlier than the file's latest time before it (so the feed
+times counted from the range's start are the file's), and for pcapng no
+range but the last may meet a section header or an interface description
+after the head (which the later ranges did not know). The packet counts
+give every range its frame offset (global = local + packets of the file's
+earlier ranges), applied where the tables are finished. A file that fails
+the check is read again the safe way: the whole-range pre-pass below
+(`scan_range` for each range, chained by `apply_scans`, which hands every
+range its first frame number, the file's latest time before it and the
+pcapng section in force, or falls back to one task for the file), and the
+job's read stage runs again.
 """
 
 from __future__ import annotations
@@ -20,12 +38,14 @@ import json
 import multiprocessing
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
-from kdissect.wire.capture import FileRange, interface_from_description, open_raw
+from kdissect.wire.capture import FileRange, interface_from_description, pcapng_head
 from kdissect.wire.capture import scan_range as scan_file_range
 from kdissect.spark import pcapsplit
+from kdissect.spark.frames import local_first_frame
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
 RANGE_KINDS = ("pcap", "pcapng")  # read as byte ranges; anything else ("whole") by one task from the start
@@ -45,6 +65,10 @@ class Split:
     order_ts: int = 0  # latest packet time (ns) of the file before the range
     byte_order: str = "<"  # pcapng: the section in force at the boundary ...
     interfaces: str = "[]"  # ... and its interface descriptions, JSON
+    # a range of a cut file whose read is checked after the job (see the
+    # module comment): numbered locally unless it starts the file
+    checked: bool = False
+    head_end: int = 0  # checked pcapng: where the file's head (section header, interfaces) ends
 
     def as_row(self) -> dict:
         return asdict(self)
@@ -52,7 +76,7 @@ class Split:
 
 def split_schema():
     """The Spark schema of Split rows."""
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+    from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
     return StructType([
         StructField("split_id", IntegerType()),
@@ -67,6 +91,8 @@ def split_schema():
         StructField("order_ts", LongType()),
         StructField("byte_order", StringType()),
         StructField("interfaces", StringType()),
+        StructField("checked", BooleanType()),
+        StructField("head_end", LongType()),
     ])
 
 
@@ -106,6 +132,215 @@ def plan_splits(ordered: list[tuple[str, str]], split_size: int,
     return splits
 
 
+# -- the probe: a small window at each split point -------------------------------------
+
+PROBE_WINDOW = 8 << 10  # bytes looked at a time from a split point for the first record
+PROBE_BLOCK = 16 << 10  # bytes per ranged read from a store while probing
+PROBE_THREADS = 16  # files probed at once (a store's latency, not its bandwidth, bounds one after another)
+
+
+def _probe_stream(path: str, size: int) -> Any:
+    from kdissect.wire import stores
+
+    if stores.is_uri(path):
+        return stores.RangedFile(path, size, block_size=PROBE_BLOCK)
+    return open(path, "rb")
+
+
+def probe_file(group: list[Split]) -> list[Split]:
+    """The ranges of one cut file with the first record or block each owns
+    (boundary -1: none), found from a small window at each split point; for
+    pcapng the byte order of the file's first section, and for each range the
+    interfaces of the file's head described before its boundary. A file that
+    does not start as its format should is left to one task."""
+    first = group[0]
+    whole = [replace(first, kind="whole", end=first.file_size, boundary=0)]
+    with _probe_stream(first.path, first.file_size) as stream:
+        described: list[tuple[int, Any]] = []
+        if first.kind == "pcap":
+            fmt = pcapsplit.read_format(stream)
+            if fmt is None:
+                return whole
+            order, head_end = "<", pcapsplit.GLOBAL_HEADER_LEN
+
+            def find(split: Split) -> int | None:
+                return pcapsplit.find_boundary(stream, fmt, split.start, split.end, split.file_size, PROBE_WINDOW)
+        else:
+            head = pcapng_head(stream)
+            if head is None:
+                return whole
+            order, described, head_end = head
+
+            def find(split: Split) -> int | None:
+                return pcapsplit.find_block_boundary(stream, order, split.start, split.end, split.file_size,
+                                                     PROBE_WINDOW)
+        probed = []
+        for split in group:
+            boundary = split.boundary if split.start == 0 else find(split)
+            known = [description for offset, description in described if split.start > 0
+                     and boundary is not None and offset < boundary]
+            probed.append(replace(split, boundary=-1 if boundary is None else boundary, byte_order=order,
+                                  interfaces=json.dumps(known), checked=True, head_end=head_end))
+    return probed
+
+
+class Probe:
+    """`probe_ranges` run by driver threads, started before the Spark session
+    (the probe waits on the store, the session on the JVM)."""
+
+    def __init__(self, splits: list[Split], threads: int = PROBE_THREADS) -> None:
+        self._splits = splits
+        groups = _cut_files(splits)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(threads, len(groups)))) if groups else None
+        self._futures = {capture_index: self._pool.submit(probe_file, group)  # type: ignore[union-attr]
+                         for capture_index, group in groups.items()}
+
+    def abandon(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def result(self) -> list[Split]:
+        """Every planned range, probed (see `number_tasks`)."""
+        try:
+            probed = {capture_index: future.result() for capture_index, future in self._futures.items()}
+        finally:
+            self.abandon()
+        ranges: list[Split] = []
+        for split in self._splits:
+            if split.capture_index in probed:
+                ranges.extend(probed.pop(split.capture_index))
+            elif split.capture_index not in self._futures:
+                ranges.append(split)
+        return ranges
+
+
+def probe_ranges(splits: list[Split]) -> list[Split]:
+    """The planned splits with each cut file's ranges probed (`probe_file`)."""
+    return Probe(splits).result()
+
+
+def _cut_files(splits: list[Split]) -> dict[int, list[Split]]:
+    by_file: dict[int, list[Split]] = {}
+    for split in splits:
+        if split.kind in RANGE_KINDS:
+            by_file.setdefault(split.capture_index, []).append(split)
+    return {capture_index: group for capture_index, group in by_file.items() if len(group) > 1}
+
+
+def number_tasks(ranges: list[Split]) -> list[Split]:
+    """Split ids for the ranges that own records (-1 for the others), and
+    the locally numbered ranges' marked first frame numbers (kdissect.spark.frames)."""
+    numbered = []
+    split_id = 0
+    for split in ranges:
+        if split.boundary < 0:
+            numbered.append(replace(split, split_id=-1))
+            continue
+        if split.checked and split.start > 0:
+            numbered.append(replace(split, split_id=split_id, first_frame=local_first_frame(split_id), order_ts=0))
+        else:
+            numbered.append(replace(split, split_id=split_id))
+        split_id += 1
+    return numbered
+
+
+def read_tasks(ranges: list[Split]) -> list[Split]:
+    """The numbered ranges that a task reads."""
+    return [split for split in ranges if split.split_id >= 0]
+
+
+@dataclass(frozen=True)
+class RangeEnd:
+    """How a checked range's read ended, as its task reports it."""
+
+    split_id: int
+    records: int  # packets read
+    stop: int  # as RangeScan.stop
+    latest: int  # latest packet time in the range (ns)
+    first_order: int | None  # feed time of its first TCP segment (counted from the range's start); None: none
+    last_block: int  # offset of the last section header or interface description met, -1: none
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_ranges(ranges: list[Split], ends: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """The capture indexes of cut files whose ranges failed the check after
+    the job (see the module comment), and each task's frame offset (by split id)."""
+    reported = {end["split_id"]: end for end in ends}
+    offsets = [0] * (1 + max((split.split_id for split in ranges), default=-1))
+    failed = []
+    by_file: dict[int, list[Split]] = {}
+    for split in ranges:
+        if split.checked:
+            by_file.setdefault(split.capture_index, []).append(split)
+    for capture_index, group in by_file.items():
+        read = [split for split in group if split.split_id >= 0]
+        missing = [split.split_id for split in read if split.split_id not in reported]
+        if missing:
+            raise RuntimeError(f"ranges {missing} of {group[0].path} were read but not reported")
+        if not _chained(group, reported) or not _consistent(read, reported):
+            failed.append(capture_index)
+            continue
+        records = 0
+        for split in read:
+            offsets[split.split_id] = records
+            records += reported[split.split_id]["records"]
+    return failed, offsets
+
+
+def _chained(group: list[Split], reported: dict[int, dict[str, Any]]) -> bool:
+    """True if each range starts exactly where the previous range's read stopped."""
+    expected = reported[group[0].split_id]["stop"]
+    for split in group[1:]:
+        if expected < 0 or expected >= split.end or expected >= split.file_size:
+            # the previous read ended (damage, a cut, the file's end) or
+            # stopped beyond this whole range: it must own no record
+            if split.boundary != -1:
+                return False
+            continue
+        if split.boundary != expected:
+            return False
+        expected = reported[split.split_id]["stop"]
+    return True
+
+
+def _consistent(read: list[Split], reported: dict[int, dict[str, Any]]) -> bool:
+    """True if every range read with what the ranges before it turned out to hold."""
+    latest = 0
+    for split in read:
+        end = reported[split.split_id]
+        first = end["first_order"]
+        if split.start > 0 and first is not None and first < latest:
+            return False  # the file's clock went back across the split point: its feed times differ
+        if split is not read[-1] and end["last_block"] >= split.head_end:
+            return False  # a section or interface the later ranges did not know
+        latest = max(latest, end["latest"])
+    return True
+
+
+def safe_ranges(planned: list[Split], ranges: list[Split], failed: list[int], scans: dict[int, RangeScan]
+                ) -> tuple[list[Split], list[str]]:
+    """`ranges` with the failed files' ranges planned again from a whole-range
+    pre-pass (`scans` of `ranges_to_scan` of their planned splits), numbered
+    again (`number_tasks`); and the paths of files that fell back to one task."""
+    again = [split for split in planned if split.capture_index in failed]
+    chained, fallbacks = apply_scans(again, scans)
+    by_file: dict[int, list[Split]] = {}
+    for split in chained:
+        by_file.setdefault(split.capture_index, []).append(split)
+    merged: list[Split] = []
+    for split in ranges:
+        if split.capture_index not in failed:
+            merged.append(split)
+        elif split.capture_index in by_file:
+            merged.extend(by_file.pop(split.capture_index))
+    return number_tasks(merged), fallbacks
+
+
+# -- the whole-range pre-pass (the safe way, for files that failed the check) -----------
+
+
 @dataclass(frozen=True)
 class RangeScan:
     """What the pre-pass learned about one byte range."""
@@ -122,18 +357,19 @@ class RangeScan:
 
 def scan_range(split: Split) -> RangeScan:
     """Pre-pass for one range: find its first record, walk the range."""
-    with open_raw(split.path) as stream:
+    with _probe_stream(split.path, split.file_size) as stream:
         if split.kind == "pcap":
             fmt = pcapsplit.read_format(stream)
             if fmt is None:
                 return RangeScan(split.split_id, -1, 0, split.file_size)
-            boundary = pcapsplit.find_boundary(stream, fmt, split.start, split.end, split.file_size)
+            boundary = pcapsplit.find_boundary(stream, fmt, split.start, split.end, split.file_size, PROBE_WINDOW)
             order = "<"
         else:
             order = pcapsplit.pcapng_byte_order(stream)  # type: ignore[assignment]
             if order is None:
                 return RangeScan(split.split_id, -1, 0, split.file_size)
-            boundary = pcapsplit.find_block_boundary(stream, order, split.start, split.end, split.file_size)
+            boundary = pcapsplit.find_block_boundary(stream, order, split.start, split.end, split.file_size,
+                                                     PROBE_WINDOW)
     if boundary is None:
         return RangeScan(split.split_id, -1, 0, -1)
     walk = scan_file_range(FileRange(split.path, split.capture_index, split.kind, boundary, split.end,

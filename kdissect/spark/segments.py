@@ -16,9 +16,9 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from kdissect.wire.capture import ReadStats, read_file, read_range
+from kdissect.wire.capture import ReadStats, Walk, read_file, read_range
 from kdissect.model.packet import TcpSegment
-from kdissect.spark.plan import RANGE_KINDS, file_range
+from kdissect.spark.plan import RANGE_KINDS, RangeEnd, file_range
 
 RUN_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("addr_a", pa.string()),  # canonical key: (addr_a, port_a) <= (addr_b, port_b)
@@ -46,12 +46,40 @@ CHUNK_SEGMENTS = 4096
 CHUNK_PAYLOAD_BYTES = 1 << 20
 
 
-def split_segments(split: dict[str, Any], stats: ReadStats) -> Iterator[TcpSegment]:
+def split_segments(split: dict[str, Any], stats: ReadStats, watch: RangeWatch | None = None
+                   ) -> Iterator[TcpSegment]:
     """TCP segments of one split (a plan.Split row), counted into `stats` as
-    the capture reader counts them: the same loops as `kdissect export`."""
+    the capture reader counts them: the same loops as `kdissect export`;
+    `watch` notes how a checked range's read ended."""
+    if watch is not None:
+        return watch.segments(read_range(file_range(split), stats, walk=watch.walk))
     if split["kind"] in RANGE_KINDS:
         return read_range(file_range(split), stats)
     return read_file(split["path"], split["capture_index"], stats)
+
+
+class RangeWatch:
+    """What the driver's check after the job needs of a checked range's read
+    (kdissect.spark.plan.RangeEnd)."""
+
+    def __init__(self, split: dict[str, Any]) -> None:
+        self.split_id = split["split_id"]
+        self.first_frame = split["first_frame"]
+        self.walk = Walk()
+        self.first_order: int | None = None
+
+    def segments(self, items: Iterator[TcpSegment]) -> Iterator[TcpSegment]:
+        for segment in items:
+            self.first_order = segment.order_ts
+            yield segment
+            break
+        yield from items
+
+    def end(self) -> dict[str, Any]:
+        walk = self.walk
+        last_block = max((event[1] for event in walk.events), default=-1)
+        return RangeEnd(self.split_id, walk.number - self.first_frame + 1, walk.stop, walk.order_ts,
+                        self.first_order, last_block).as_dict()
 
 
 def split_runs(split: dict[str, Any], stats: ReadStats) -> Iterator[pa.RecordBatch]:
@@ -95,24 +123,31 @@ def run_segments(capture_index: int, addr_a: str, port_a: int, addr_b: str, port
 # connection has (an empty address), so they are counted exactly once even if
 # Spark re-runs a read task (an accumulator would count a retried task twice).
 READ_STATS_KEY = ("", -1, "", -1)
+RANGES_KEY = "ranges"  # the checked ranges' RangeEnd dicts, summed up as a list (never capped)
 _MAX_PROBLEMS = 100
 
 
-def read_stats_batch(stats: ReadStats, capture_index: int) -> pa.RecordBatch:
-    """One RUN_SCHEMA row carrying a split's ReadStats as JSON."""
+def read_stats_batch(stats: ReadStats, capture_index: int, watch: RangeWatch | None = None) -> pa.RecordBatch:
+    """One RUN_SCHEMA row carrying a split's ReadStats as JSON (and, for a
+    checked range, how its read ended: under "ranges")."""
     addr_a, port_a, addr_b, port_b = READ_STATS_KEY
+    values = stats.to_dict()
+    if watch is not None:
+        values[RANGES_KEY] = [watch.end()]
     return pa.RecordBatch.from_arrays([
         pa.array([addr_a], pa.string()), pa.array([port_a], pa.int32()),
         pa.array([addr_b], pa.string()), pa.array([port_b], pa.int32()),
         pa.array([-1], pa.int64()), pa.array([capture_index], pa.int32()), pa.array([-1], pa.int64()),
-        pa.array([json.dumps(stats.to_dict()).encode()], pa.binary()),
+        pa.array([json.dumps(values).encode()], pa.binary()),
     ], schema=RUN_SCHEMA)
 
 
 def add_read_stats(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     """Sum ReadStats dicts into `total` (problem texts kept up to a cap)."""
     for key, value in more.items():
-        if key == "problems":
+        if key == RANGES_KEY:
+            total.setdefault(RANGES_KEY, []).extend(value)
+        elif key == "problems":
             kept = total.setdefault("problems", [])
             kept.extend(value[: max(0, _MAX_PROBLEMS - len(kept))])
         else:

@@ -36,7 +36,7 @@ def stream_ranks(work):
 
 
 def finish_tables(work, partitions: int, slots: int, work_dir: Any, outdir: Any,
-                  ts_unit: str = "us", fixes: dict | None = None
+                  ts_unit: str = "us", fixes: dict | None = None, frame_offsets: list[int] | None = None
                   ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Number the streams of the rows the dissecting tasks wrote, turn their
     files into the exchanges/ and partition_errors/ tables (part_files.py),
@@ -47,7 +47,9 @@ def finish_tables(work, partitions: int, slots: int, work_dir: Any, outdir: Any,
     finished too. One task per task slot finishes several task partitions,
     summing up their exchanges together (see part_files.finish_partitions):
     fewer tasks, fewer contribution rows. `fixes`: per task partition, the
-    long polls a captured Produce ended (kdissect.spark.arrivals). (`coalesce` rather than a shuffle
+    long polls a captured Produce ended (kdissect.spark.arrivals); `frame_offsets`:
+    per split id, the frame offset of a locally numbered range
+    (kdissect.spark.frames). (`coalesce` rather than a shuffle
     into `slots` partitions: hashing a few partition numbers into as few
     partitions can put several on one task and leave another idle.)
     Returns the rows of each summary table (a row per API, client, broker or
@@ -69,7 +71,7 @@ def finish_tables(work, partitions: int, slots: int, work_dir: Any, outdir: Any,
         .sortWithinPartitions("task_partition")
         .coalesce(slots)
         .select(*RANK_SCHEMA.names)
-        .mapInArrow(lambda batches: finish_partitions(batches, work_dir, outdir, ts_unit, fixes),
+        .mapInArrow(lambda batches: finish_partitions(batches, work_dir, outdir, ts_unit, fixes, frame_offsets),
                     from_arrow_schema(CONTRIBUTION_SCHEMA))
         .repartition(slots, *GROUP_COLUMNS)
         .sortWithinPartitions(*GROUP_COLUMNS)

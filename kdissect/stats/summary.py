@@ -236,7 +236,7 @@ class Summary:
     def render_lines(self, accounting: Any = None, width: int | None = None) -> Iterator[str]:
         """`render`'s text in pieces (a table may have a row per client id:
         made line by line, its rows read twice, never held as text)."""
-        from kdissect.stats.text_table import wrap_line
+        from kdissect.stats.text_table import joined_pieces, wrap_line
 
         d = self.to_dict()
         # service times first: "is the broker slow" is answered without the waits
@@ -281,12 +281,7 @@ class Summary:
         if accounting is not None:
             parts.append(iter(["accounting\n" + "\n".join(wrap_line("  " + line, width, "      ")
                                                             for line in accounting.summary_lines())]))
-        for at, part in enumerate(parts):
-            if at:
-                yield "\n\n"
-            for number, line in enumerate(part):
-                yield ("\n" if number else "") + line
-        yield "\n"
+        yield from joined_pieces(parts)
 
 
 def _throttle_row() -> list[int]:

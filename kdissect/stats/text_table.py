@@ -75,6 +75,17 @@ def _lines(title: str, header: Sequence[str], cells: Callable[[], Iterable[Seque
         yield _fit_line(f"  ({len(hidden)} more columns with --wide: {', '.join(hidden)})", width)
 
 
+def joined_pieces(parts: Iterable[Iterable[str]]) -> Iterator[str]:
+    """The parts' lines as `"\\n\\n".join(part texts) + "\\n"` gives them, piece by piece
+    (a part is an iterable of lines, consumed only when its turn comes)."""
+    for at, part in enumerate(parts):
+        if at:
+            yield "\n\n"
+        for number, line in enumerate(part):
+            yield ("\n" if number else "") + line
+    yield "\n"
+
+
 def wrap_line(text: str, width: int | None, indent: str = "    ") -> str:
     """A line of prose wrapped at word boundaries to `width` (None: as is),
     continuation lines indented."""

@@ -68,6 +68,7 @@ __all__ = [
     "interface_from_description",
     "iter_frames",
     "parse_pcap_header",
+    "pcapng_head",
     "read_file",
     "read_range",
     "read_segments",
@@ -76,6 +77,8 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
+_FIRST_READ = 64 << 10  # bytes of a whole file's first read
+_RANGE_TAIL = 16 << 10  # bytes read at a time past a byte range's end (the rest of its last record)
 # Wireshark refuses records larger than this unless the snaplen says otherwise;
 # a bigger length field means the record header is damaged.
 _MAX_RECORD = 262144
@@ -288,8 +291,8 @@ class Walk(SlotRecord):
         self.damage = damage  # what was damaged
         self.leftover = leftover  # bytes already read from the damage on
         self.cut_bytes = cut_bytes  # bytes of a last packet cut short by the end of the file
-        # SCAN of pcapng: ("section", offset, byte order) / ("interface", offset,
-        # description) in file order, and the largest ticks per (part, interface
+        # pcapng: ("section", offset, byte order) / ("interface", offset,
+        # description) in file order, and (SCAN) the largest ticks per (part, interface
         # id, interfaces described in the part so far), part 0 being the section
         # in force at the walk's start and part n the n-th section header met
         self.events = [] if events is None else events
@@ -541,17 +544,17 @@ def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos:
                     walk.damaged(base + pos, f"damaged interface description after packet {number}", left)
                     return
                 description = _interface_description(buf, body, body_end, order)
+                walk.events.append(("interface", base + pos, description))
                 if mode == SCAN:
-                    walk.events.append(("interface", base + pos, description))
                     interfaces.append(description)
                 else:
                     interfaces.append(interface_from_description(description))
             elif block_type == PCAPNG_SHB:
                 section.order = order
                 section.interfaces = interfaces = []
+                walk.events.append(("section", base + pos, order))
                 if mode == SCAN:
                     part += 1
-                    walk.events.append(("section", base + pos, order))
             elif block_type == _SECRETS and mode != SCAN:
                 if body_end - body >= 8:
                     kind, size = _U32_PAIR[order](buf, body)
@@ -591,14 +594,6 @@ def open_raw(path: str | Path) -> BinaryIO:
         if stores.is_uri(text):
             return stores.open_input(text)  # type: ignore[return-value]
     return open(path, "rb")
-
-
-def _file_head(path: str, count: int) -> bytes:
-    """The first `count` bytes of a plain file (one small ranged read from a store)."""
-    if stores.is_uri(path):
-        return stores.read_head(path, count)
-    with open(path, "rb") as head:
-        return head.read(count)
 
 
 def _open(path: Path) -> BinaryIO:
@@ -679,7 +674,9 @@ _STREAM_ERRORS = (OSError, EOFError, zlib.error)
 
 def _read_head(path: Path, stream: BinaryIO) -> bytes:
     try:
-        head = stream.read(max(_CHUNK, 64))  # (at least the pcap header, whatever the chunk size)
+        # a first look of the size a store's driver keeps of each file's head
+        # (stores.HEAD_BYTES): finding the first packet reads no more, most often
+        head = stream.read(min(_FIRST_READ, max(_CHUNK, 64)))  # (at least the pcap header, whatever the chunk size)
     except _STREAM_ERRORS as exc:
         raise InputError(f"{path}: unreadable or corrupt compressed data ({exc})") from None
     if len(head) < 4:
@@ -913,6 +910,37 @@ def leading_secrets(path: str | Path) -> list[Secret]:
 # -- byte ranges (the Spark job) ---------------------------------------------------------
 
 
+def pcapng_head(stream: BinaryIO) -> tuple[str, list[tuple[int, InterfaceDescription]], int] | None:
+    """The head of a pcapng file: its first section's byte order, the
+    interface descriptions that directly follow the section header (with
+    their offsets), and the offset of the first block after them; None if
+    the file does not start with a section header."""
+    stream.seek(0)
+    first = stream.read(12)
+    if len(first) < 12 or int.from_bytes(first[:4], "little") != PCAPNG_SHB:
+        return None
+    order = PCAPNG_BYTE_ORDER.get(first[8:12])
+    if order is None:
+        return None
+    head = struct.Struct(order + "II")
+    position = head.unpack_from(first)[1]
+    described: list[tuple[int, InterfaceDescription]] = []
+    while True:
+        stream.seek(position)
+        prefix = stream.read(8)
+        if len(prefix) < 8:
+            break
+        block_type, length = head.unpack(prefix)
+        if block_type != _IDB or length < 20 or length % 4 or length > MAX_PCAPNG_BLOCK:
+            break
+        block = prefix + stream.read(length - 8)
+        if len(block) < length:
+            break
+        described.append((position, _interface_description(block, 8, length - 4, order)))
+        position += length
+    return order, described, position
+
+
 class FileRange(FrozenSlotRecord):
     """The packets of a plain (uncompressed) file that start in [start, end),
     `start` being a true record or block boundary, with what a reader needs
@@ -949,14 +977,33 @@ class FileRange(FrozenSlotRecord):
 
 
 class _RangeStream:
-    def __init__(self, path: str, offset: int) -> None:
-        self.stream = open_raw(path)
+    """A byte range's bytes, chunk by chunk: up to its end, then (the last
+    record's rest) in small pieces, so no range reads far into the next."""
+
+    def __init__(self, path: str, offset: int, end: int | None = None) -> None:
+        self.stream: BinaryIO
+        if stores.is_uri(path):  # blocks counted from the range's start, the last one cut at its end
+            self.stream = stores.open_input(path, origin=offset, until=end)  # type: ignore[assignment]
+        else:
+            self.stream = open_raw(path)
         self.stream.seek(offset)
         self.size = self.stream.seek(0, 2)
         self.stream.seek(offset)
+        self.position = offset
+        self.end = self.size if end is None else min(end, self.size)
 
     def more(self) -> bytes:
-        return self.stream.read(_CHUNK)
+        left = self.end - self.position
+        chunk = self.stream.read(min(_CHUNK, left) if left > 0 else _RANGE_TAIL)
+        self.position += len(chunk)
+        return chunk
+
+    def file_head(self, count: int) -> bytes:
+        """The file's first `count` bytes (the pcap header), the position kept."""
+        self.stream.seek(0)
+        head = self.stream.read(count)
+        self.stream.seek(self.position)
+        return head
 
 
 def _range_loop(part: FileRange, stream: _RangeStream, walk: Walk, mode: int, stats: ReadStats,
@@ -964,7 +1011,7 @@ def _range_loop(part: FileRange, stream: _RangeStream, walk: Walk, mode: int, st
     name = part.path.rsplit("/", 1)[-1]
     head = stream.more()
     if part.format == "pcap":
-        header = parse_pcap_header(_file_head(part.path, 24))
+        header = parse_pcap_header(stream.file_head(24))
         return _pcap_records(stream.more, header, head, 0, part.start, part.end, walk, mode, part.capture_index,
                              stats)
     if mode == SCAN:  # a scan lists only the interfaces it meets (its part 0 inherits the rest)
@@ -976,17 +1023,20 @@ def _range_loop(part: FileRange, stream: _RangeStream, walk: Walk, mode: int, st
 
 
 def read_range(part: FileRange, stats: ReadStats, secrets: SecretSink | None = None,
-               mode: int = SEGMENTS) -> Iterator[Any]:
+               mode: int = SEGMENTS, walk: Walk | None = None) -> Iterator[Any]:
     """The TCP segments (or frames) of a byte range, counted into `stats` as
-    the whole-file reader counts them."""
-    stream = _RangeStream(part.path, part.start)
-    walk = Walk(part.first_frame - 1, part.order_ts)
+    the whole-file reader counts them; `walk`, if given, is left holding how
+    the read ended (its number and order_ts are set from `part`)."""
+    stream = _RangeStream(part.path, part.start, part.end)
+    if walk is None:
+        walk = Walk()
+    walk.number, walk.order_ts = part.first_frame - 1, part.order_ts
     name = part.path.rsplit("/", 1)[-1]
     try:
         if part.start == 0:
             stats.files += 1
         if (mode == SEGMENTS and part.format == "pcap" and part.start == 0):
-            linktype = parse_pcap_header(_file_head(part.path, 24)).linktype
+            linktype = parse_pcap_header(stream.file_head(24)).linktype
             if linktype not in SUPPORTED_LINKTYPES:
                 stats.problems.append(f"{name}: unsupported link type {linktype}")
         yield from _range_loop(part, stream, walk, mode, stats, secrets)
@@ -1006,7 +1056,7 @@ def scan_range(part: FileRange) -> Walk:
     (`walk.number` - first_frame + 1), where it stops, damage or a cut, the
     running maximum time, and for pcapng the section and interface blocks and
     the largest ticks per interface (see Walk)."""
-    stream = _RangeStream(part.path, part.start)
+    stream = _RangeStream(part.path, part.start, part.end)
     walk = Walk(part.first_frame - 1, part.order_ts)
     try:
         for _ in _range_loop(part, stream, walk, SCAN, ReadStats(), None):

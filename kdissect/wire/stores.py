@@ -19,11 +19,11 @@ of a Spark or Hadoop configuration (`fs.s3a.endpoint`, `fs.s3a.access.key`,
 ...; see `S3Settings`). A URI holding a user or password is refused, so none
 can end up in an output, log or error; errors name the URI as given.
 
-Reads go through `RangedFile`: a seekable file that fetches aligned blocks
-with ranged reads (S3 ranged GET, HDFS positional read) and keeps the last
-few (per process), so the split finder's many small reads near one offset
-cost one request and a range is read once, from its start to its end, never
-the whole file.
+Reads go through `RangedFile`: a seekable file that fetches blocks with
+ranged reads (S3 ranged GET, HDFS positional read) and keeps the last few
+(per process), so the split finder's many small reads near one offset cost
+one request, and a byte range is read once, in blocks counted from its start
+and cut at its end, never the whole file.
 """
 
 from __future__ import annotations
@@ -47,13 +47,14 @@ SCHEMES = S3_SCHEMES + HDFS_SCHEMES + WEBHDFS_SCHEMES + LOCAL_SCHEMES
 # "s3://b/k" written through pathlib loses a slash ("s3:/b/k"): both are accepted
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(/+)(.*)$", re.DOTALL)
 BLOCK_SIZE = 4 << 20  # bytes per ranged read from a remote store
-# Blocks kept per process, least recently used dropped, shared by the files
-# open on one URI: the split finder's window (1 MiB, whose chain checks seek
-# back into it) and then the pre-pass walk from the boundary it found (1 MiB
-# chunks) read the same blocks once.
+# Bytes of blocks kept per process, least recently used dropped, shared by
+# the files open on one URI (the split finder's chain checks seek back and
+# forth near one offset).
 KEPT_BYTES = 16 << 20
-_blocks: dict[tuple[str, int, int], bytes] = {}  # (URI, block size, index) -> bytes
+_blocks: dict[tuple[str, int, int], bytes] = {}  # (URI, offset, length) -> bytes
+_kept_bytes = 0
 _blocks_lock = allocate_lock()
+TAIL_BLOCK = 16 << 10  # bytes per ranged read outside a byte range (its last record's rest, the file's header)
 
 
 # (the records below are FrozenSlotRecords, not frozen dataclasses: capture.py
@@ -239,12 +240,13 @@ _lock = allocate_lock()
 
 def configure(settings: StoreSettings) -> None:
     """Use `settings` for the stores opened from now on in this process."""
-    global _settings
+    global _settings, _kept_bytes
     with _lock:
         _settings = settings
         _clients.clear()
         _known_sizes.clear()
         _blocks.clear()
+        _kept_bytes = 0
         for name in list(_heads):
             _forget_head(name)
 
@@ -293,8 +295,10 @@ def _hdfs(location: Location) -> Any:
         raise InputError(f"{location.uri}: hdfs:// needs Hadoop's client jars on CLASSPATH "
                          "(CLASSPATH=$(hadoop classpath --glob)) or HADOOP_HOME")
     host, _, port = location.authority.partition(":")
+    # the driver's $HADOOP_USER_NAME, handed to the tasks (simple authentication)
+    user = settings().hadoop_user or os.environ.get("HADOOP_USER_NAME")
     try:
-        return fs.HadoopFileSystem(host, int(port or 8020))
+        return fs.HadoopFileSystem(host, int(port or 8020), **({"user": user} if user else {}))
     except (OSError, RuntimeError) as problem:
         if "libjvm" in str(problem):
             raise InputError(f"{location.uri}: hdfs:// needs a Java runtime (JAVA_HOME: libjvm not found)") from None
@@ -419,7 +423,14 @@ def any_size(path: str) -> int:
 class RangedFile:
     """A read-only, seekable file of a store read in aligned blocks (see the module comment)."""
 
-    def __init__(self, uri: str, file_size: int | None = None, block_size: int | None = None) -> None:
+    def __init__(self, uri: str, file_size: int | None = None, block_size: int | None = None,
+                 origin: int = 0, until: int | None = None) -> None:
+        """`origin` and `until`: a byte range read from `origin` on (blocks
+        counted from there, so a range's first block holds no bytes before
+        it), whose last block stops at `until`; outside the range (the last
+        record running over its end, the file's header) blocks of TAIL_BLOCK bytes."""
+        self.origin = origin
+        self.until = until
         self.location = parse(uri)
         self.name = self.location.uri
         self._client = file_system(self.location)
@@ -446,25 +457,41 @@ class RangedFile:
         self.position = 0
         self.bytes_fetched = 0
 
-    def _block(self, index: int) -> bytes:
-        key = (self.name, self.block_size, index)
+    def _span(self, position: int) -> tuple[int, int]:
+        """(offset, length) of the block holding `position`."""
+        until = self.until
+        if until is not None and position >= until:
+            start = until + (position - until) // TAIL_BLOCK * TAIL_BLOCK
+            return start, min(TAIL_BLOCK, self.size - start)
+        if position < self.origin:  # before the range (a look at the file's head): small blocks
+            start = position // TAIL_BLOCK * TAIL_BLOCK
+            return start, min(TAIL_BLOCK, self.origin - start, self.size - start)
+        start = self.origin + (position - self.origin) // self.block_size * self.block_size
+        end = start + self.block_size
+        if until is not None and start < until < end:
+            end = until
+        return start, min(end, self.size) - start
+
+    def _block(self, start: int, length: int) -> bytes:
+        global _kept_bytes
+        key = (self.name, start, length)
         with _blocks_lock:
             block = _blocks.pop(key, None)
             if block is not None:
                 _blocks[key] = block  # most recently used last
         if block is None:
-            start = index * self.block_size
             try:
                 if self._handle is None:  # opened on the first read (pyarrow asks the store for the size)
                     self._handle = self._client.open_input_file(self.location.path)
-                block = self._handle.read_at(min(self.block_size, self.size - start), start)
+                block = self._handle.read_at(length, start)
             except (OSError, RuntimeError, ValueError) as problem:
                 raise store_error(self.location.uri, problem) from None
             self.bytes_fetched += len(block)
             with _blocks_lock:
-                while len(_blocks) >= max(2, KEPT_BYTES // self.block_size):
-                    del _blocks[next(iter(_blocks))]
+                while _blocks and _kept_bytes + len(block) > KEPT_BYTES:
+                    _kept_bytes -= len(_blocks.pop(next(iter(_blocks))))
                 _blocks[key] = block
+                _kept_bytes += len(block)
         return block
 
     def read(self, n: int = -1) -> bytes:
@@ -475,10 +502,16 @@ class RangedFile:
             piece = self._whole[self.position:self.position + n]
             self.position += len(piece)
             return piece
+        head = _heads.get(self.name)
+        if head is not None and self.position + n <= len(head):  # inside the head the driver read already
+            piece = head[self.position:self.position + n]
+            self.position += len(piece)
+            return piece
         pieces: list[bytes] = []
         while n > 0:
-            index, offset = divmod(self.position, self.block_size)
-            block = self._block(index)
+            start, length = self._span(self.position)
+            block = self._block(start, length)
+            offset = self.position - start
             piece = block[offset:offset + n]
             if not piece:
                 break
@@ -506,8 +539,8 @@ class RangedFile:
         self.close()
 
 
-def open_input(uri: str, file_size: int | None = None) -> RangedFile:
-    return RangedFile(uri, file_size)
+def open_input(uri: str, file_size: int | None = None, origin: int = 0, until: int | None = None) -> RangedFile:
+    return RangedFile(uri, file_size, origin=origin, until=until)
 
 
 def prefetch_heads(uris: list[str], threads: int = 16) -> None:

@@ -404,3 +404,38 @@ def test_output_over_a_broker_log_is_refused(tmp_path: Path) -> None:
                     str(tmp_path), "-o", str(log), check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert log.read_bytes() == original
+
+
+def test_reader_batches_keep_every_line_and_its_own_time(tmp_path):
+    """More lines than one batch holds, in runs sharing their millisecond
+    (the reader reuses the previous line's time when the first 25 bytes are
+    the same) broken by the same time written with a "T": every entry in
+    order, each with its own line's time as datetime reads the stamp and
+    its correlation id as the json module reads the line."""
+    from datetime import datetime, timezone
+
+    from kdissect.conn.brokerlog.parse import LogReadStats, read_batches, read_entries
+
+    template = (REPO / "captures/brokerlog/plain_quota/request.log").read_text().splitlines()[0]
+    json_part = template.split(" DEBUG Completed request:", 1)[1]
+    json_part, trailer = json_part[:json_part.rindex("}") + 1], json_part[json_part.rindex("}") + 1:]
+    lines, expected = [], []
+    for n in range(700):
+        stamp = f"2026-11-26 07:19:{16 + n // 300:02d},{(n // 3) % 1000:03d}"  # three lines a millisecond
+        if n % 50 == 49:
+            stamp = stamp.replace(" ", "T")
+        body = json.loads(json_part)
+        body["requestHeader"]["correlationId"] = n
+        lines.append(f"[{stamp}] DEBUG Completed request:{json.dumps(body, separators=(',', ':'))}{trailer}")
+        if n == 400:
+            lines.append("[2026-11-26 07:19:17,100] INFO something else")
+        when = datetime.strptime(stamp.replace("T", " "), "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc)
+        expected.append((n, round(when.timestamp() * 1000) * 1_000_000))
+    log = tmp_path / "request.log"
+    log.write_text("\n".join(lines) + "\n")
+    stats = LogReadStats()
+    batches = list(read_batches([str(log)], stats))
+    assert all(batches) and max(len(batch) for batch in batches) <= 256 and len(batches) == 3
+    assert [(e.correlation_id, e.ts) for batch in batches for e in batch] == expected
+    assert [(e.correlation_id, e.ts) for e in read_entries([str(log)])] == expected
+    assert (stats.lines, stats.request_lines, stats.other_lines, stats.bad_lines) == (701, 700, 1, 0)

@@ -58,8 +58,8 @@ from typing import Any, Iterator
 
 from tools.lab import maven
 from tools.lab.java_client import run_java_helper
-from tools.lab.kafka_versions import SLF4J_BINDING, VERSIONS, full_version, java_binary
-from tools.lab.net import LabError, address, free_port, port_is_free, stop_process, wait_for_listener
+from tools.lab.kafka_versions import SLF4J_BINDING, full_version, java_binary
+from tools.lab.net import LabError, address, free_port, port_is_free, send_frame, stop_process, wait_for_listener
 from tools.lab.tls import Certificate, self_signed
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -314,20 +314,9 @@ def metadata_brokers(port: int, host: str = "127.0.0.1", timeout: float = 2.0) -
     header = struct.pack(">hhih", 3, 1, 1, 9) + b"lab-ready"
     frame = header + struct.pack(">i", 0)  # no topics
     with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(struct.pack(">i", len(frame)) + frame)
-        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-        body = _recv_exact(sock, size)
+        body = send_frame(sock, frame)
     return struct.unpack_from(">i", body, 4)[0]
 
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        buf += chunk
-    return bytes(buf)
 
 
 def _wait_ready(proc: subprocess.Popen, plan: _Plan, log_path: Path, timeout: float) -> None:

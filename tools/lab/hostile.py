@@ -26,6 +26,7 @@ import struct
 from typing import Any
 
 from tools.lab.clients import Manifest, Payload, kp_consume, kp_create_topics, kp_produce
+from tools.lab.net import send_frame
 
 TOPIC = "hostile"
 
@@ -76,23 +77,12 @@ def _raw_metadata(m: Manifest, bootstrap: str) -> None:
         body = struct.pack(">ih", 1, len(topic)) + topic
         frame = header + body
         with socket.create_connection((host, int(port)), timeout=10) as sock:
-            sock.sendall(struct.pack(">i", len(frame)) + frame)
-            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-            response = _recv_exact(sock, size)
+            response = send_frame(sock, frame)
         m.operation("raw-socket", f"Metadata v1 correlation_id={7000 + i}",
                     {"client_id_hex": client_id.hex(), "topic_hex": topic.hex(), "response_bytes": len(response)})
         m.data["hostile"].append(_entry("client_id", "raw-socket", client_id))
         m.data["hostile"].append(_entry("topic", "raw-socket", topic))
 
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        buf += chunk
-    return buf
 
 
 def wl_hostile(m: Manifest, broker: Any) -> None:

@@ -117,6 +117,27 @@ def client_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def node_install(directory: Path) -> dict[str, str]:
+    """A node's Hadoop client install for another user: libhdfs.so and the
+    client jars copied into `directory` (made readable by everyone; the lab
+    cache lives in the driver user's home), and the variables a process
+    there needs (ARROW_LIBHDFS_DIR, CLASSPATH, JAVA_HOME; the JDK is the
+    system's, readable by all)."""
+    native = directory / "lib" / "native"
+    jars = directory / "share" / "hadoop" / "client"
+    for where in (native, jars):
+        where.mkdir(parents=True, exist_ok=True)
+    shutil.copy(build() / "libhdfs.so", native / "libhdfs.so")
+    copied = []
+    for jar in client_jars():
+        shutil.copy(jar, jars / jar.name)
+        copied.append(jars / jar.name)
+    for path in [directory, *directory.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return {"ARROW_LIBHDFS_DIR": str(native), "CLASSPATH": ":".join(map(str, copied)),
+            "JAVA_HOME": str(java_home())}
+
+
 def client_jars() -> list[Path]:
     """Hadoop's client jars, pyspark's Hadoop version, and a silent SLF4J
     binding (without one the JVM that libhdfs starts prints SLF4J's warning

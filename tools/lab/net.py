@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -103,6 +104,23 @@ def stop_process(proc: subprocess.Popen, sig: int, timeout: float) -> None:
 def address(host: str, port: int) -> str:
     """host:port, with brackets around an IPv6 host."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def send_frame(sock: socket.socket, frame: bytes) -> bytes:
+    """Send one size-prefixed Kafka frame and return the size-prefixed answer's body."""
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+    size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+    return _recv_exact(sock, size)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        buf += chunk
+    return bytes(buf)
 
 
 @dataclass(frozen=True)

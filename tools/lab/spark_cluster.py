@@ -60,7 +60,10 @@ def _alive_workers(web_ui: str) -> int:
 
 @contextlib.contextmanager
 def standalone_cluster(workers: int = 2, cores: int = 1, memory: str = "1g", user: str | None = "nobody",
-                       timeout: float = 120.0) -> Iterator[Cluster]:
+                       timeout: float = 120.0, node_env: dict[str, str] | None = None) -> Iterator[Cluster]:
+    """`node_env`: variables of the workers' nodes (what is installed there,
+    e.g. a Hadoop client: tools.lab.libhdfs.node_install), which their
+    executors and Python workers inherit."""
     home = spark_home()
     spark_class = home / "bin" / "spark-class"
     if not spark_class.exists():
@@ -93,7 +96,7 @@ def standalone_cluster(workers: int = 2, cores: int = 1, memory: str = "1g", use
                 entry = pwd.getpwnam(user)
                 os.chown(work, entry.pw_uid, entry.pw_gid)
             worker_env = dict(env, HOME=str(work), SPARK_LOG_DIR=str(work), XDG_CACHE_HOME=str(work / "cache"),
-                              SPARK_WORKER_DIR=str(work / "apps"), TMPDIR=str(work))
+                              SPARK_WORKER_DIR=str(work / "apps"), TMPDIR=str(work), **(node_env or {}))
             with open(directory / f"worker-{index}.log", "wb") as log:
                 processes.append(subprocess.Popen(
                     [*switch, str(spark_class), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",

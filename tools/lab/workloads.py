@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from tools.lab.kafka_versions import JAVA_CLIENT_VERSION, VERSIONS
+from tools.lab.net import send_frame
 from tools.lab.clients import (
     CODECS,
     OLD_CODECS,
@@ -159,9 +160,7 @@ def raw_produce_missing(m: Manifest, bootstrap: str) -> None:
     frame = header + body
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(struct.pack(">i", len(frame)) + frame)
-        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-        response = _recv_exact(sock, size)
+        response = send_frame(sock, frame)
     # Produce v3 response: correlation id, [topics: name, [partition, error_code, base_offset, ...]]
     n_topics = struct.unpack_from(">i", response, 4)[0]
     name_len = struct.unpack_from(">h", response, 8)[0]
@@ -178,15 +177,6 @@ def raw_produce_missing(m: Manifest, bootstrap: str) -> None:
         m.note("Tansu accepts a Produce to a topic it does not know (error_code 0): only the "
                "Metadata and DeleteTopics responses here carry UNKNOWN_TOPIC_OR_PARTITION (DescribeConfigs returns no error)")
 
-
-def _recv_exact(sock: Any, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        buf += chunk
-    return buf
 
 
 def wl_old(api_version: tuple[int, ...]) -> Callable[[Manifest, Any], None]:
@@ -632,9 +622,7 @@ def _rude_producer(m: Manifest, bootstrap: str, topic: str, client_id: str, send
             body += struct.pack(">i", 1) + struct.pack(">ii", 0, len(batch)) + batch
             header = struct.pack(">hhih", 0, 7, cid, len(client_id)) + client_id.encode()
             frame = header + body
-            sock.sendall(struct.pack(">i", len(frame)) + frame)
-            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-            response = _recv_exact(sock, size)
+            response = send_frame(sock, frame)
             answers.append(struct.unpack_from(">i", response, len(response) - 4)[0])  # throttle_time_ms, last
     finally:
         sock.close()

@@ -30,7 +30,7 @@ from collections import Counter, deque
 from itertools import chain
 from typing import Any, Iterable, Iterator, Sequence
 
-from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_entries, request_log_files
+from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_batches, request_log_files
 from kdissect.sketch import QuantileSketch
 from kdissect.model.exchange import INEXACT, OK
 
@@ -194,7 +194,7 @@ class BrokerLogJoin:
     # -- the log side ----------------------------------------------------------
 
     def _start(self) -> None:
-        self._entries = read_entries(self.paths, self.read_stats)
+        self._entries = chain.from_iterable(read_batches(self.paths, self.read_stats))
         self._next: LogEntry | None = next(self._entries, None)
         self._index: dict[tuple, Any] = {}  # identity -> LogEntry | list[LogEntry]
         self._queue: deque[LogEntry] = deque()
@@ -323,7 +323,11 @@ class BrokerLogJoin:
         comes within the tolerance; the index is evicted once a new latest
         time passes `evict_at`, the capture time at which the oldest waiting
         entry leaves the window. Both are worked out once per entry, not per
-        exchange, and decide exactly as the comparisons they stand for."""
+        exchange, and decide exactly as the comparisons they stand for. An
+        entry is within the tolerance when its log time minus the exchange's
+        time (`difference`, what the offsets count) lies in [low, high]; the
+        latest time is kept in a local and stored when the loop stops (the
+        methods called from the loop read the first time, never the latest)."""
         accounting = self.accounting
         observer = self.observer
         index, queue = self._index, self._queue
@@ -332,7 +336,10 @@ class BrokerLogJoin:
         offset, tolerance, window = self.offset, self.tolerance, self.window
         counts = accounting.offset_counts
         capture_only = accounting.capture_only
-        latest = -1 if self._latest_ts is None else self._latest_ts
+        latest = started = -1 if self._latest_ts is None else self._latest_ts
+        # -tolerance <= entry.ts - offset - t <= tolerance  <=>  low <= entry.ts - t <= high
+        low, high = offset - tolerance, offset + tolerance
+        difference = 0
         never = float("inf")
         following = self._next
         # t >= read_at  <=>  following.ts <= t + offset + tolerance
@@ -353,7 +360,7 @@ class BrokerLogJoin:
                     t = exchange.request_ts
                 if t is not None:
                     if t > latest:
-                        latest = self._latest_ts = t
+                        latest = t
                         if self._first_ts is None:
                             self._first_ts = t
                         if t > evict_at:
@@ -374,9 +381,13 @@ class BrokerLogJoin:
                     if chosen.__class__ is list:
                         index[key] = chosen
                         chosen = self._choose(key, chosen, t)
-                    elif t is not None and not -tolerance <= chosen.ts - offset - t <= tolerance:
-                        index[key] = chosen
-                        chosen = None
+                        if chosen is not None and t is not None:
+                            difference = chosen.ts - t
+                    elif t is not None:
+                        difference = chosen.ts - t
+                        if not low <= difference <= high:
+                            index[key] = chosen
+                            chosen = None
                 if chosen is None:
                     reason = self._capture_only_reason(exchange, t)
                     capture_only[reason] += 1
@@ -405,7 +416,6 @@ class BrokerLogJoin:
                             first_ts - request_ts - (exchange.socket_wait_ns or 0) - round(before_send)) / 1_000_000
                     if t is not None:
                         pairs += 1
-                        difference = chosen.ts - t
                         counts[difference] = counts.get(difference, 0) + 1
                         if len(counts) >= _OFFSET_PENDING:
                             accounting.flush_offsets()
@@ -413,6 +423,8 @@ class BrokerLogJoin:
                     observer.exchange(exchange)
                 yield exchange
         finally:
+            if latest != started:
+                self._latest_ts = latest
             accounting.exchanges += total
             accounting.joined += joined
             accounting.offset_pairs += pairs
