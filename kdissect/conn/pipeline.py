@@ -179,6 +179,12 @@ class _Connection:
         self.verdicts: list[bool | None] | None = None  # first-bytes verdicts, when no port decides
         self.stream = -1  # once Kafka: its stream number (its classification key's index)
 
+    def saw_start(self, direction: int) -> bool:
+        """The layer's `saw_start`: the TcpConnection's (a call to compiled
+        code), or for the plaintext inside TLS, always."""
+        conn = self.conn
+        return conn.saw_start(direction) if self.layer is conn else True
+
     def piece(self, piece: Piece) -> None:
         """A piece of a direction that has no sink of its own yet (a held
         piece: see _replay)."""
@@ -265,7 +271,7 @@ class _Connection:
             if piece[0] == client_dir:
                 first = piece
                 break
-        if (first is not None and first[1] != "gap" and self.layer.saw_start(client_dir)
+        if (first is not None and first[1] != "gap" and self.saw_start(client_dir)
                 and self.layer is self.conn and starts_like_tls(first[4])):
             self.start_tls(client_dir, held)
             return
@@ -354,7 +360,7 @@ class _Connection:
         direction = piece[0]
         held = self.held
         if held is None:
-            if (piece[1] == "data" and self.dissector.hold_first_pieces and self.layer.saw_start(direction)
+            if (piece[1] == "data" and self.dissector.hold_first_pieces and self.saw_start(direction)
                     and opens_partial_frame(piece[4])):
                 # the segment alone when it tells the whole piece (no memory of
                 # its own: the reassembler keeps it as the connection's last)
@@ -380,7 +386,7 @@ class _Connection:
         the place of the direction's _Pending sink). `aligned`: whether
         those bytes start the stream (default: as the connection says now)."""
         if aligned is None:
-            aligned = self.layer.saw_start(direction)
+            aligned = self.saw_start(direction)
         if direction == self.client_dir:
             reader = FrameReader(direction, hunted_request, aligned, MIN_REQUEST_SIZE,
                                  self.frame_sink(direction), confirm_request, sure_request)
@@ -436,8 +442,16 @@ class _Connection:
         conn, client_dir = self.conn, self.client_dir
         ends = (conn.initiator, conn.responder)
         _, capture_index, frame_number = d.classification_keys[self.stream]
-        return ConnectionInfo(d.capture_names, self.stream, endpoint(*ends[client_dir]),
-                              endpoint(*ends[1 - client_dir]), (capture_index, frame_number), conn, client_dir)
+        # the broker's text is remembered: the same few brokers serve every connection
+        broker = ends[1 - client_dir]
+        known = d.broker_endpoints
+        broker_text = known.get(broker)
+        if broker_text is None:
+            if len(known) >= 4096:
+                known.clear()
+            broker_text = known[broker] = endpoint(*broker)
+        return ConnectionInfo(d.capture_names, self.stream, endpoint(*ends[client_dir]), broker_text,
+                              (capture_index, frame_number), conn, client_dir)
 
     def lost_step(self) -> None:
         self.dissector.stats.gaps += 1
@@ -649,6 +663,7 @@ class Dissector:
         # would have counted, summed (no reader is made for them)
         self.lone_framing = FramingStats()
         self.lone_closes = 0  # connections closed by `close_lone_request`
+        self.broker_endpoints: dict[tuple[str, int], str] = {}  # (address, port) -> "address:port"
         # the short cuts of a connection whose first piece only opens a frame
         # (`_Connection.kafka` holds the piece, `close_lone_request` closes the
         # connection with it); off, the general path runs (tests compare the
