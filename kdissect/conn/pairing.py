@@ -55,6 +55,7 @@ from kdissect.conn.framing import Frame
 from kdissect.conn.normal_flow import failure_codes
 from kdissect.conn.pairing_stats import PairingStats
 from kdissect.model.packet import SlotRecord, fields_of
+from kdissect.model.problems import code_of
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
 from kdissect.conn.arrivals import DATA_WAIT_MIN_NS, ProduceAnswer, produce_bases, produce_ranges, produce_spans
@@ -225,6 +226,10 @@ def _header_exchange(conn: ConnectionInfo, frame: Frame, header: tuple[int, int,
     return ex
 
 
+_REQUEST_TRUNCATED = code_of("request-truncated")
+_NO_RESPONSE = code_of("no-response")
+
+
 def lone_request(stats: PairingStats, conn: ConnectionInfo, frame: Frame, reason: str) -> Exchange:
     """The exchange a new Pairer makes of `frame`, a request cut short (not
     `complete`), when the connection then closes (`flush(reason)`), counted
@@ -238,12 +243,15 @@ def lone_request(stats: PairingStats, conn: ConnectionInfo, frame: Frame, reason
     header = peek_request_header(data)
     ex = _header_exchange(conn, frame, header, data)
     ex.status = TRUNCATED
+    # its problems, as add_problem would note them on the new exchange (the
+    # lists whole: one connection of a scan or a storm costs microseconds)
     if header is None:
-        ex.add_problem("request-truncated", f"request truncated ({frame.missing}): header not captured")
+        ex.problems = [f"request truncated ({frame.missing}): header not captured"]
+        ex.problem_codes = [_REQUEST_TRUNCATED]
     else:
-        ex.add_problem("request-truncated",
-                       f"request truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured")
-        ex.add_problem("no-response", f"no response before {reason}")
+        ex.problems = [f"request truncated ({frame.missing}): {len(data)} of {frame.size} bytes captured",
+                       f"no response before {reason}"]
+        ex.problem_codes = [_REQUEST_TRUNCATED, _NO_RESPONSE]
     if conn.timing is not None:
         ex.rtt_ns, ex.capture_side = conn.network()
     stats.exchanges += 1

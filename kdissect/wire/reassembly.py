@@ -374,6 +374,10 @@ class Reassembler:
         the reassembler keeps no reference to it, so a caller that lets it go
         frees it before the next closes."""
         conns = self.open_connections
+        # the table goes at once (no segment can come any more): a removal
+        # of each connection's two keys would cost two hashed lookups in a
+        # table as large as the open connections
+        self._conns.clear()
         self._timers.clear()
         for i, conn in enumerate(conns):
             conns[i] = None  # type: ignore[call-overload]
@@ -587,9 +591,7 @@ class Reassembler:
         conn.closed = True
         self.stats.closed[reason] = self.stats.closed.get(reason, 0) + 1
         self.listener.closed(conn, reason)
-        if not remember:  # the end: no straggler can come
-            for key in conn.keys:
-                self._conns.pop(key, None)
+        if not remember:  # the end (`closing`, which emptied the table): no straggler can come
             return
         when = seg.ts if seg is not None else conn.last.ts
         ends, syns = {}, {}

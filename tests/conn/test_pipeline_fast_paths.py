@@ -308,10 +308,17 @@ DISSECTOR_VARIANTS = ["clean", "messy", "reordered-wide", "lossy", "late", "snap
                       "repeated-long"]
 
 
-def _dissect(path: Path, ports: tuple[int, ...], segments=None, way: str = "feed_many") -> tuple:
+def _dissect(path: Path, ports: tuple[int, ...], segments=None, way: str = "feed_many", hold: bool = True,
+             lone: bool = True, dissectors: list | None = None) -> tuple:
     """Exchanges (with what the table does not show), accounting and stream
-    keys of one run; `way` "feed" hands the segments over one at a time."""
+    keys of one run; `way` "feed" hands the segments over one at a time;
+    `hold`, `lone`: the Dissector's short cuts of a connection whose first
+    piece only opens a frame (off: the general path); `dissectors` gets the
+    Dissector."""
     d = Dissector(ports, True, [path.name], keep_messages=False)
+    d.hold_first_pieces, d.close_lone_requests = hold, lone
+    if dissectors is not None:
+        dissectors.append(d)
     if segments is None:
         segments = read_segments([path])
     if way == "feed_many":
@@ -344,7 +351,7 @@ DISSECTOR_RUNS = [
 
 
 @pytest.mark.parametrize("lab,variant,by_port", DISSECTOR_RUNS, indirect=["lab"])
-def test_dissector_short_cuts_equal_the_general_paths(lab, monkeypatch, variant: str, by_port: bool) -> None:
+def test_dissector_short_cuts_equal_the_general_paths(lab, variant: str, by_port: bool) -> None:
     """Two short cuts of the Dissector, each against the general path on the
     same segments, with one reference run (feed_many, first pieces held):
 
@@ -352,8 +359,6 @@ def test_dissector_short_cuts_equal_the_general_paths(lab, monkeypatch, variant:
     * a Kafka connection's first piece, when it only opens a frame, is held
       instead of making a FrameReader (`_Connection.kafka`); making the reader
       at once gives the same exchanges, accounting and stream keys."""
-    from kdissect.conn import pipeline
-
     path = lab.variant(variant)
     # port 1 is nobody's: every connection is then classified by its shape
     # (its first segments are held undecided)
@@ -361,8 +366,7 @@ def test_dissector_short_cuts_equal_the_general_paths(lab, monkeypatch, variant:
     segments = list(read_segments([path]))
     reference = _dissect(path, ports, segments)
     assert _dissect(path, ports, segments, way="feed") == reference, "feed_many differs from feed"
-    monkeypatch.setattr(pipeline, "opens_partial_frame", lambda data: False)
-    assert _dissect(path, ports, segments) == reference, "holding the first piece changed the result"
+    assert _dissect(path, ports, segments, hold=False) == reference, "holding the first piece changed the result"
     if by_port and variant != "snaplen60":  # (60 bytes leave no TCP payload at all)
         assert reference[0], "no exchanges"
 
@@ -372,12 +376,10 @@ def test_dissector_short_cuts_equal_the_general_paths(lab, monkeypatch, variant:
 
 
 
-def test_held_first_piece_on_many_connections(tmp_path: Path, monkeypatch) -> None:
+def test_held_first_piece_on_many_connections(tmp_path: Path) -> None:
     """The many-connections shape: every connection's one piece is held until
     the end, where each makes its reader; the same as making them at once,
     and no reader exists before the end."""
-    from kdissect.conn import pipeline
-
     path = many_connections_capture(tmp_path / "many.pcap", 300)
     d = Dissector((9092,), True, [path.name], keep_messages=False)
     assert list(d.feed_many(read_segments([path]))) == []
@@ -387,8 +389,7 @@ def test_held_first_piece_on_many_connections(tmp_path: Path, monkeypatch) -> No
     assert not any(type(sink) is FrameReader for conn in d._reassembler.open_connections for sink in conn.sinks)
     held = _dissect(path, (9092,))
     assert len(held[0]) == 300 and held[1]["truncated"] == 300
-    monkeypatch.setattr(pipeline, "opens_partial_frame", lambda data: False)
-    assert held == _dissect(path, (9092,))
+    assert held == _dissect(path, (9092,), hold=False)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -480,31 +481,21 @@ def _first_pieces_capture(path: Path) -> Path:
 
 
 @pytest.mark.parametrize("shape", ["handshake", "syn-data", "pieces"])
-def test_lone_request_close_equals_the_reader_and_pairer(tmp_path: Path, monkeypatch, shape: str) -> None:
+def test_lone_request_close_equals_the_reader_and_pairer(tmp_path: Path, shape: str) -> None:
     """`_Connection.close_lone_request`, which closes a connection whose one
     held piece opens a request it never finishes without making its reader
     and pairer, gives the same exchanges, accounting and stream keys as
     making them; and it is taken on the many-connections shapes."""
-    from kdissect.conn import pipeline
-
     if shape == "pieces":
         path = _first_pieces_capture(tmp_path / "pieces.pcap")
     else:
         path = many_connections_capture(tmp_path / f"{shape}.pcap", 200, shape)
-    taken = []
-    general = pipeline._Connection.close_lone_request
-
-    def counted(self, held, reason):
-        done = general(self, held, reason)
-        taken.append(done)
-        return done
-
     for ports in ((9092,), (1,)):
-        monkeypatch.setattr(pipeline._Connection, "close_lone_request", counted)
-        fast = _dissect(path, ports)
-        monkeypatch.setattr(pipeline._Connection, "close_lone_request", lambda self, held, reason: False)
-        assert _dissect(path, ports) == fast
-        monkeypatch.setattr(pipeline, "opens_partial_frame", lambda data: False)
-        assert _dissect(path, ports) == fast, "holding the first piece changed the result"
-        monkeypatch.undo()
-    assert any(taken) and (shape == "pieces") == (not all(taken))
+        dissectors: list = []
+        fast = _dissect(path, ports, dissectors=dissectors)
+        assert _dissect(path, ports, lone=False) == fast
+        assert _dissect(path, ports, hold=False) == fast, "holding the first piece changed the result"
+        taken, kafka = dissectors[0].lone_closes, fast[1]["kafka_connections"]
+        # every connection of the benchmark's shapes; of the pieces, not those
+        # whose piece is of another kind (a bare size field, a big frame, the broker's)
+        assert (taken == kafka == 200) if shape != "pieces" else (0 < taken < kafka)
