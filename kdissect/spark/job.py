@@ -98,8 +98,10 @@ class JobResult:
 def shuffle_partitions(total_bytes: int, slots: int) -> int:
     """Partitions of the connection shuffle: about 32 MiB of capture each and
     at least four per task slot, rounded up to a multiple of the slots, so the
-    last wave of tasks keeps every slot busy (connections hash evenly enough)."""
-    wanted = max(4 * slots, math.ceil(total_bytes / (32 << 20)))
+    last wave of tasks keeps every slot busy (connections hash evenly enough).
+    One slot has no wave to balance: each partition is a task in every later
+    stage and a set of files to finish, so only the 32 MiB rule applies."""
+    wanted = max(4 * slots if slots > 1 else 1, math.ceil(total_bytes / (32 << 20)))
     return math.ceil(wanted / slots) * slots
 
 
