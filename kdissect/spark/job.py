@@ -368,11 +368,13 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
 
     # long polls that a Produce on another connection ended (kdissect.conn.arrivals): one join
     fixes = produce_answers(spark, work_dir)
+    say("long polls a Produce ended found", "arrivals")
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
                                                   ts_unit, fixes)
     for table, count in rows_written.items():
         if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
+    say("exchange parts and summary contributions written", "parts_written")
     write_empty_parts(outdir, ts_unit)
     from kdissect.spark.forensics import finish_forensics
 
