@@ -106,7 +106,7 @@ def set_figures(raw: bytes, limit: int, produced: bool) -> SetFigures:
         figures.spans.append(BatchSpan(first, last, len(data), None if contiguous else data_offsets,
                                        batch.producer_id, batch.producer_epoch, batch.base_sequence,
                                        batch.transactional, wire, inflated,
-                                       None if None in stamps or min(stamps) < 0 else stamps))  # type: ignore[type-var]
+                                       None if None in stamps or min(stamps) < 0 else stamps))  # type: ignore[arg-type, type-var, operator]
     return figures
 
 
