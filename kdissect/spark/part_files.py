@@ -193,9 +193,9 @@ def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    work_dir, outdir = as_tree(work_dir), as_tree(outdir)
     from kdissect.spark.summaries import SUMMARY_COLUMNS
 
+    work_dir, outdir = as_tree(work_dir), as_tree(outdir)
     written: dict[str, int] = {}
     summary_schema = pa.schema([EXCHANGE_WORK_SCHEMA.field(name) for name in SUMMARY_COLUMNS])
     exchanges = summary_schema.empty_table()
