@@ -82,15 +82,18 @@ def set_figures(raw: bytes, limit: int, produced: bool) -> SetFigures:
         if batch.control or not data:
             position += count
             continue
-        if produced:
-            offsets_list = list(range(position, position + count))
-            data_offsets = [offsets_list[i] for i, record in enumerate(records) if record.control is None]
+        data_offsets: Any
+        if produced and len(data) == count:  # no control record among them: positions without holes
+            data_offsets = range(position, position + count)
+        elif produced:
+            data_offsets = [position + i for i, record in enumerate(records) if record.control is None]
         else:
             data_offsets = [record.offset for record in data]
         position += count
         first, last = data_offsets[0], data_offsets[-1]
-        contiguous = last - first + 1 == len(data_offsets) and all(
-            b > a for a, b in zip(data_offsets, data_offsets[1:]))
+        # strictly increasing, from first to last without a hole: exactly first..last
+        contiguous = last - first + 1 == len(data_offsets) and (
+            type(data_offsets) is range or data_offsets == list(range(first, last + 1)))
         wire = 12 + batch.length
         inflated = batch.uncompressed_bytes or 0
         figures.records += len(data)
@@ -99,11 +102,11 @@ def set_figures(raw: bytes, limit: int, produced: bool) -> SetFigures:
         figures.batches += 1
         if batch.codec not in figures.codecs:
             figures.codecs.append(batch.codec)
-        stamps = tuple(record.timestamp for record in data)
+        stamps = tuple([record.timestamp for record in data])
         figures.spans.append(BatchSpan(first, last, len(data), None if contiguous else data_offsets,
                                        batch.producer_id, batch.producer_epoch, batch.base_sequence,
                                        batch.transactional, wire, inflated,
-                                       None if any(s is None or s < 0 for s in stamps) else stamps))  # type: ignore[arg-type]
+                                       None if None in stamps or min(stamps) < 0 else stamps))  # type: ignore[arg-type, type-var, operator]
     return figures
 
 

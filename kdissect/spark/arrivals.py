@@ -90,15 +90,19 @@ class ArrivalSink:
         self.rows.abandon()
 
 
-def _read_arrivals(directory: Tree) -> Any:
-    """mapInArrow body: file names -> the rows of those arrival files (read through the tree: any store)."""
+def _read_arrivals(directory: Tree, kind: int) -> Any:
+    """mapInArrow body: file names -> the rows of one kind (PRODUCED or
+    FETCHED) of those arrival files (read through the tree: any store). Each
+    side of the join reads the files itself, so only its own rows cross to the JVM."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     def read(batches: Any) -> Any:
         for batch in batches:
             for name in batch.column(0).to_pylist():
                 with directory.open_input(name) as stream:
-                    yield from pq.read_table(stream, schema=ARRIVAL_SCHEMA).to_batches()
+                    table = pq.read_table(stream, schema=ARRIVAL_SCHEMA)
+                yield from table.filter(pc.equal(table["kind"], kind)).to_batches()
 
     return read
 
@@ -116,9 +120,9 @@ def produce_answers(spark: Any, work_dir: Tree | str) -> dict[int, Fixes]:
     names = directory.files(suffix=".parquet")
     listing = spark.createDataFrame([(name,) for name in names], "name string").repartition(
         max(1, min(len(names), spark.sparkContext.defaultParallelism)))
-    rows = listing.mapInArrow(_read_arrivals(directory), _spark_schema())
-    fetched = rows.where(F.col("kind") == FETCHED).alias("f")
-    produced = rows.where(F.col("kind") == PRODUCED).select("topic", "partition", "first", "last", "answer_ts")
+    fetched = listing.mapInArrow(_read_arrivals(directory, FETCHED), _spark_schema()).alias("f")
+    produced = listing.mapInArrow(_read_arrivals(directory, PRODUCED), _spark_schema()).select(
+        "topic", "partition", "first", "last", "answer_ts")
     produced = produced.alias("p")
     f, p = F.col, F.col
     joined = fetched.join(produced, f("f.topic").eqNullSafe(p("p.topic")) & (f("f.partition") == p("p.partition"))

@@ -178,10 +178,11 @@ def match_ranges(spark: Any, work_dir: Tree | str, forensics: Any, partitions: i
     horizon_ns, slack_ns = forensics.horizon_ns, forensics.slack_ns
     listing = spark.createDataFrame([(name,) for name in files], "name string").repartition(
         max(1, min(len(files), spark.sparkContext.defaultParallelism)))
-    frame = listing.mapInArrow(lambda batches: _read_ranges(batches, directory), from_arrow_schema(RANGE_SCHEMA))
+    # read and resolved in one Python function: the rows cross to the JVM once
+    frame = listing.mapInArrow(lambda batches: _resolve(_read_ranges(batches, directory), names),
+                               from_arrow_schema(RANGE_SCHEMA))
     tallies = (
-        frame.mapInArrow(lambda batches: _resolve(batches, names), from_arrow_schema(RANGE_SCHEMA))
-        .repartition(partitions, "topic", "partition")
+        frame.repartition(partitions, "topic", "partition")
         .sortWithinPartitions("topic", "partition", "kind")
         .mapInArrow(lambda batches: _match(batches, horizon_ns, slack_ns), from_arrow_schema(TALLY_SCHEMA))
         .collect()

@@ -100,9 +100,21 @@ class JobResult:
 def shuffle_partitions(total_bytes: int, slots: int) -> int:
     """Partitions of the connection shuffle: about 32 MiB of capture each and
     at least four per task slot, rounded up to a multiple of the slots, so the
-    last wave of tasks keeps every slot busy (connections hash evenly enough)."""
-    wanted = max(4 * slots, math.ceil(total_bytes / (32 << 20)))
+    last wave of tasks keeps every slot busy (connections hash evenly enough).
+    One slot has no wave to balance: each partition is a task in every later
+    stage and a set of files to finish, so only the 32 MiB rule applies."""
+    wanted = max(4 * slots if slots > 1 else 1, math.ceil(total_bytes / (32 << 20)))
     return math.ceil(wanted / slots) * slots
+
+
+def read_task_count(splits: int, slots: int) -> int:
+    """Tasks of the read stage: one per split up to four per task slot, then
+    consecutive splits share a task. Each task costs the JVM's scheduling and
+    a Python task's set-up, and a worker's collection after it: on one core,
+    22 splits of 3 MB read by 4 tasks instead of 22 (bench_spark.py's many-small
+    archive). Four per slot keeps the last wave short on several cores;
+    a cluster's many slots keep one split a task."""
+    return max(1, min(splits, 4 * max(1, slots)))
 
 
 def _with_carried_secrets(keylog: Any, pcapngs: list[str]) -> Any:
@@ -286,8 +298,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         kdissect.spark.inrange) and the shuffle of the rest by 4-tuple; what
         comes back is small (a row per Kafka connection and one per task)."""
         split_rows = [split.as_row() for split in splits]
-        split_frame = spark.createDataFrame(sc.parallelize(split_rows, max(1, len(split_rows))),
-                                            schema=planning.split_schema())
+        tasks = read_task_count(len(split_rows), sc.defaultParallelism)
+        split_frame = spark.createDataFrame(sc.parallelize(split_rows, tasks), schema=planning.split_schema())
         last_split_id = splits[-1].split_id if splits else -1
 
         def read(batches):
@@ -382,11 +394,13 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
 
     # long polls that a Produce on another connection ended (kdissect.conn.arrivals): one join
     fixes = produce_answers(spark, work_dir)
+    say("long polls a Produce ended found", "arrivals")
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
                                                   ts_unit, fixes, frame_offsets)
     for table, count in rows_written.items():
         if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
+    say("exchange parts and summary contributions written", "parts_written")
     write_empty_parts(outdir, ts_unit)
     from kdissect.spark.forensics import finish_forensics
 

@@ -190,14 +190,17 @@ def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
     sorted by stream and exchange order, the waits of long polls a captured
     Produce ended from `fixes` (kdissect.spark.arrivals), frame numbers made
     global with `frame_offsets` (kdissect.spark.frames). Returns the rows
-    written per table and the partition's exchanges, times in int
-    nanoseconds (for the summary tables)."""
+    written per table and the partition's exchanges' summaries.SUMMARY_COLUMNS,
+    times in int nanoseconds (for the summary tables)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from kdissect.spark.summaries import SUMMARY_COLUMNS
+
     work_dir, outdir = as_tree(work_dir), as_tree(outdir)
     written: dict[str, int] = {}
-    exchanges = EXCHANGE_WORK_SCHEMA.empty_table()
+    summary_schema = pa.schema([EXCHANGE_WORK_SCHEMA.field(name) for name in SUMMARY_COLUMNS])
+    exchanges = summary_schema.empty_table()
     for table, schema in final_schemas(ts_unit).items():
         source = _part_name(task_partition, "arrow")
         if not work_dir.exists(table, source):  # the task had no rows of this table
@@ -225,7 +228,7 @@ def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
                 pq.write_table(rows_of_day, stream)
         written[table] = final.num_rows
         if table == EXCHANGES:
-            exchanges = selected.cast(EXCHANGE_WORK_SCHEMA)
+            exchanges = selected.select(list(SUMMARY_COLUMNS)).cast(summary_schema)
     return written, exchanges
 
 
@@ -248,9 +251,32 @@ def _lake_partitions(table: str, final: pa.Table) -> Iterator[tuple[tuple[str, .
         yield (table,), final
         return
     when = pc.coalesce(final.column("request_ts"), final.column("response_ts"))
+    day = _single_day(when)
+    if day is not None:  # the usual case: one day's rows, no per-row formatting
+        yield (table, f"{PARTITION_COLUMN}={day}"), final
+        return
     days = pc.fill_null(pc.strftime(when, format="%Y-%m-%d"), NO_DATE)
     for day in sorted(set(days.to_pylist())):
         yield (table, f"{PARTITION_COLUMN}={day}"), final.filter(pc.equal(days, day))
+
+
+def _single_day(when: pa.ChunkedArray) -> str | None:
+    """The UTC date (YYYY-MM-DD, as pc.strftime writes it) when every time in
+    `when` falls on the same day and none is null; else None."""
+    import pyarrow.compute as pc
+
+    if when.null_count:
+        return None
+    try:
+        bounds = pc.min_max(when)
+        first, last = bounds["min"].as_py(), bounds["max"].as_py()
+    except (ValueError, OverflowError, ArithmeticError):  # out of Python's datetime range
+        return None
+    if first is None or (first.year, first.month, first.day) != (last.year, last.month, last.day):
+        return None
+    if not 1000 <= first.year <= 9999:
+        return None
+    return f"{first.year:04d}-{first.month:02d}-{first.day:02d}"
 
 
 # exchanges summed up together for the summary tables: more per batch, fewer

@@ -114,9 +114,17 @@ def _grouped(table: pa.Table, keys: list[str], aggregations: list) -> pa.Table:
     return table.group_by(keys, use_threads=False).aggregate(aggregations)
 
 
+# the exchange columns the summary tables read: a task keeps only these for
+# `contributions` (every filter below copies the columns it is given)
+SUMMARY_COLUMNS = ("api_key", "api_name", "api_version", "client_id", "broker", "request_ts", "response_ts",
+                   "latency_ms", "service_ms", "wait_reason", "wait_ms", "throttle_time_ms", "error_code",
+                   "error_codes", "problem_codes", "request_bytes", "response_bytes")
+
+
 def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
     """CONTRIBUTION_SCHEMA rows of one task partition's exchanges (exchange
-    table columns), plus the rows it wrote per table (`written`)."""
+    table columns, at least SUMMARY_COLUMNS), plus the rows it wrote per table (`written`)."""
+    exchanges = exchanges.select(list(SUMMARY_COLUMNS))
     parts = [_rows(len(written), table=WRITTEN, dimension=pa.array(list(written)),
                    count=pa.array(list(written.values()), pa.int64()))]
 

@@ -58,3 +58,16 @@ def test_local_workers_use_the_installed_pyspark_with_frozen_modules():
     assert where == installed
     assert frozen > 10_000 and preloaded
     assert threshold == worker_daemon.FEWER_COLLECTIONS
+
+
+def test_what_survives_a_collection_after_a_task_is_frozen():
+    import gc
+
+    survivors = [[index] for index in range(1000)]  # containers the collector tracks
+    before = gc.get_freeze_count()
+    try:
+        worker_daemon._CollectThenFreeze().collect()
+        assert gc.get_freeze_count() >= before + len(survivors)
+        assert gc.get_threshold() == worker_daemon._CollectThenFreeze().get_threshold()  # the rest is gc's
+    finally:
+        gc.unfreeze()
