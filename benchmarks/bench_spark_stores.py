@@ -143,7 +143,7 @@ def main() -> None:
             for name, source in (("local", str(archive_dir)), ("s3", "s3://bench/archive")):
                 outdir = OUT / f"stores-{name}"
                 seconds = _timed([sys.executable, "-m", "kdissect", "spark", source, "-o", str(outdir),
-                                  "--master", "local[2]"], env, OUT / f"bench_stores_{name}.log")
+                                  "--master", "local[2]", "--overwrite"], env, OUT / f"bench_stores_{name}.log")
                 times[name].append(round(seconds, 2))
                 print(f"{name}: {seconds:.1f} s ({total / 1e6 / seconds:.1f} MB/s)", flush=True)
         if not args.skip_job:
