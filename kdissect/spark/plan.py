@@ -40,7 +40,7 @@ import os
 import re
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from kdissect.wire.capture import FileRange, interface_from_description, pcapng_head
 from kdissect.wire.capture import scan_range as scan_file_range
@@ -291,17 +291,26 @@ def check_ranges(ranges: list[Split], ends: list[dict[str, Any]]) -> tuple[list[
 
 def _chained(group: list[Split], reported: dict[int, dict[str, Any]]) -> bool:
     """True if each range starts exactly where the previous range's read stopped."""
-    expected = reported[group[0].split_id]["stop"]
-    for split in group[1:]:
+    return _stops_chain(reported[group[0].split_id]["stop"], ((split, split.boundary) for split in group[1:]),
+                        lambda split: reported[split.split_id]["stop"])
+
+
+def _stops_chain(expected: int, later: Iterable[tuple[Split, int]], stop_of: Callable[[Split], int]) -> bool:
+    """True if each later range's first record (its boundary) is where the
+    range before it stopped (`expected` for the first of them); `stop_of` a
+    range where its read stopped, asked only of a range that owns records.
+    The one chain rule of the check after the read and of the whole-range
+    pre-pass."""
+    for split, boundary in later:
         if expected < 0 or expected >= split.end or expected >= split.file_size:
             # the previous read ended (damage, a cut, the file's end) or
             # stopped beyond this whole range: it must own no record
-            if split.boundary != -1:
+            if boundary != -1:
                 return False
             continue
-        if split.boundary != expected:
+        if boundary != expected:
             return False
-        expected = reported[split.split_id]["stop"]
+        expected = stop_of(split)
     return True
 
 
@@ -449,19 +458,8 @@ def ranges_chain(file_splits: list[Split], scans: dict[int, RangeScan]) -> bool:
     expected_start = pcapsplit.GLOBAL_HEADER_LEN if head.kind == "pcap" else 0
     if first.boundary != expected_start and head.file_size > expected_start:
         return False
-    expected = first.stop
-    for split in file_splits[1:]:
-        scan = scans[split.split_id]
-        if expected < 0 or expected >= split.end or expected >= split.file_size:
-            # The previous walk ended (damage, a cut, the file's end) or
-            # stopped beyond this whole range: it must hold no record start.
-            if scan.boundary != -1:
-                return False
-            continue
-        if scan.boundary != expected:
-            return False
-        expected = scan.stop
-    return True
+    return _stops_chain(first.stop, ((split, scans[split.split_id].boundary) for split in file_splits[1:]),
+                        lambda split: scans[split.split_id].stop)
 
 
 class _SectionReplay:
