@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.test_cluster_stores import WORKER_USER, _check, _run_on_cluster, archive  # noqa: F401 (a fixture)
+from tests.spark.test_cluster_stores import WORKER_USER, archive, run_in_hdfs  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.slow]
 
@@ -49,22 +49,11 @@ def cluster(node_client):
 
 
 def test_captures_only_in_hdfs_read_through_libhdfs(cluster, archive, tmp_path):  # noqa: F811
-    from kdissect.shared.outdir_tree import Tree
-    from tools.lab.hdfs import hdfs_cluster, upload
     from tools.lab.libhdfs import build, client_env
 
-    local, captures, expected = archive
     lab_cache = build()  # (not readable by the workers' user)
     assert subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
                            "test", "-r", str(lab_cache / "libhdfs.so")]).returncode != 0
-    with hdfs_cluster() as hdfs:
-        for path in captures:
-            upload(hdfs, path, f"/captures/{path.relative_to(local)}")
-        # the driver (this machine's user) has its own client: the lab's
-        env = client_env(dict(os.environ, HADOOP_USER_NAME="root"))
-        _run_on_cluster(cluster, f"{hdfs.rpc}/captures", f"{hdfs.rpc}/lake", env, tmp_path / "lake")
-        os.environ["HADOOP_USER_NAME"] = "root"
-        try:
-            _check(Tree(f"{hdfs.webhdfs}/lake"), captures, expected)
-        finally:
-            del os.environ["HADOOP_USER_NAME"]
+    # the driver (this machine's user) has its own client: the lab's
+    env = client_env(dict(os.environ, HADOOP_USER_NAME="root"))
+    run_in_hdfs(cluster, archive, tmp_path, "rpc", env)

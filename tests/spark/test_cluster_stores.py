@@ -81,7 +81,10 @@ def _check(tree, captures, expected) -> None:
     assert manifest["counts"]["exchanges"] == manifest["accounting"]["exchanges"] == len(expected)
 
 
-def test_captures_only_in_hdfs(cluster, archive, tmp_path):
+def run_in_hdfs(cluster, archive, tmp_path, scheme: str, env: dict[str, str]) -> None:
+    """The archive uploaded to a fresh HDFS, the job run on the cluster from
+    and to `scheme` ("webhdfs" or "rpc": the HDFS address the job is given),
+    the tables read back through WebHDFS (a second client) and checked."""
     from kdissect.shared.outdir_tree import Tree
     from tools.lab.hdfs import hdfs_cluster, upload
 
@@ -89,13 +92,17 @@ def test_captures_only_in_hdfs(cluster, archive, tmp_path):
     with hdfs_cluster() as hdfs:
         for path in captures:
             upload(hdfs, path, f"/captures/{path.relative_to(local)}")
-        env = dict(os.environ, HADOOP_USER_NAME="root")
-        _run_on_cluster(cluster, f"{hdfs.webhdfs}/captures", f"{hdfs.webhdfs}/lake", env, tmp_path / "lake")
+        address = getattr(hdfs, scheme)
+        _run_on_cluster(cluster, f"{address}/captures", f"{address}/lake", env, tmp_path / "lake")
         os.environ["HADOOP_USER_NAME"] = "root"
         try:
             _check(Tree(f"{hdfs.webhdfs}/lake"), captures, expected)
         finally:
             del os.environ["HADOOP_USER_NAME"]
+
+
+def test_captures_only_in_hdfs(cluster, archive, tmp_path):
+    run_in_hdfs(cluster, archive, tmp_path, "webhdfs", dict(os.environ, HADOOP_USER_NAME="root"))
 
 
 def test_captures_only_in_s3(cluster, archive, tmp_path):
