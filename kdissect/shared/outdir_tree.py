@@ -1,4 +1,4 @@
-"""OUTDIR as a tree of files in any store: a local path, file://, s3://, hdfs://.
+"""OUTDIR as a tree of files in any store: a local path, file://, s3://, gs://, abfs://, hdfs://.
 
 The driver and the tasks write the tables, the manifest and their work files
 through a `Tree`, never with plain file operations, so OUTDIR may be a
@@ -7,8 +7,9 @@ the store settings (kdissect.wire.stores), so a task gets it in its closure and
 opens its own client.
 
 Every file is written under a temporary name beside its final one and
-moved into place when complete (a rename on local disks and HDFS; a
-server-side copy on S3), so no reader ever sees a half-written file.
+moved into place when complete (a rename on local disks, HDFS and Azure
+with a hierarchical namespace; a server-side copy on S3, GCS and flat Azure
+Blob storage), so no reader ever sees a half-written file.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class Tree:
                 yield stream
             finally:
                 stream.close()
-            self.fs.move(temporary, final)
+            self._rename(temporary, final)
         except BaseException:
             with contextlib.suppress(OSError):
                 self.fs.delete_file(temporary)
@@ -107,9 +108,18 @@ class Tree:
     def move(self, source: str, target: str) -> None:
         """Rename the file `source` to `target` (both below the root)."""
         try:
-            self.fs.move(self.path(source), self.path(target))
+            self._rename(self.path(source), self.path(target))
         except OSError as problem:
             raise self._error(problem) from None
+
+    def _rename(self, source: str, target: str) -> None:
+        """Move a file; where the store has no rename (Azure Blob storage without a
+        hierarchical namespace), a server-side copy, then the source deleted."""
+        try:
+            self.fs.move(source, target)
+        except NotImplementedError:  # (pyarrow's ArrowNotImplementedError)
+            self.fs.copy_file(source, target)
+            self.fs.delete_file(source)
 
     def delete(self, *parts: str) -> None:
         """Remove the file or directory `parts`, if there is one."""
@@ -126,16 +136,17 @@ class Tree:
             raise self._error(problem) from None
 
     def check_store(self) -> None:
-        """InputError unless the store answers and its bucket (S3) or root (HDFS) exists."""
+        """InputError unless the store answers and its bucket (S3, GCS), container (Azure) or root (HDFS) exists."""
         from pyarrow.fs import FileType
 
-        top = self._base.split("/", 1)[0] if self.uri.startswith(("s3", "S3")) else "/"
+        scheme = stores.parse(self.uri).scheme if stores.is_uri(self.uri) else "file"
+        top = self._base.split("/", 1)[0] if scheme in stores.BUCKET_SCHEMES else "/"
         try:
             info = self.fs.get_file_info(top)
         except OSError as problem:
             raise self._error(problem) from None
         if info.type == FileType.NotFound:
-            raise InputError(f"{self.uri}: no such bucket")
+            raise InputError(f"{self.uri}: no such {'container' if scheme in stores.AZURE_SCHEMES else 'bucket'}")
 
     # -- reading -------------------------------------------------------------------------
 

@@ -120,6 +120,10 @@ def _store_key(uri: str) -> str:
     location = stores.parse(uri)
     if location.scheme in stores.S3_SCHEMES:
         return f"s3://{location.path}".rstrip("/")
+    if location.scheme in stores.AZURE_SCHEMES:  # abfs and abfss name the same container
+        return f"abfs://{location.account or ''}/{location.path}".rstrip("/")
+    if location.scheme in stores.BUCKET_SCHEMES:
+        return f"{location.scheme}://{location.path}".rstrip("/")
     return f"{location.scheme}://{location.authority}{location.path}".rstrip("/")
 
 

@@ -3,6 +3,9 @@
 A CAPTURE argument (or the Spark job's OUTDIR) may be a URI:
 
     s3://bucket/key, s3a://bucket/key   S3 or an S3-compatible server (pyarrow's S3FileSystem)
+    gs://bucket/key                     Google Cloud Storage (pyarrow's GcsFileSystem)
+    abfs://container@account.dfs.core.windows.net/key, abfs://container/key
+                                        Azure Blob Storage / ADLS Gen2 (pyarrow's AzureFileSystem)
     hdfs://namenode:port/path           HDFS (pyarrow's HadoopFileSystem: libhdfs and a JVM)
     file:///path                        the local file system, as a plain path is
 
@@ -16,8 +19,10 @@ hadoop-aws jars.
 Credentials and endpoints come from the usual places and never from the URI:
 the AWS variables and profiles (read by the SDK itself), and the s3a settings
 of a Spark or Hadoop configuration (`fs.s3a.endpoint`, `fs.s3a.access.key`,
-...; see `S3Settings`). A URI holding a user or password is refused, so none
-can end up in an output, log or error; errors name the URI as given.
+...; see `S3Settings`), Google's default credentials (`GcsSettings`) and the
+Azure storage variables (`AzureSettings`). A URI holding a user or password
+is refused, so none can end up in an output, log or error; errors name the
+URI as given (an abfs:// URI's `container@account` is a name, not a secret).
 
 Reads go through `RangedFile`: a seekable file that fetches blocks with
 ranged reads (S3 ranged GET, HDFS positional read) and keeps the last few
@@ -40,10 +45,14 @@ from kdissect.wire.webhdfs import webhdfs_file_system  # (imports fsspec only wh
 
 # schemes and the client serving them
 S3_SCHEMES = ("s3", "s3a", "s3n")
+GCS_SCHEMES = ("gs",)
+AZURE_SCHEMES = ("abfs", "abfss")
+# stores whose pyarrow paths are "bucket/key" ("container/key"), not "/dir/file"
+BUCKET_SCHEMES = S3_SCHEMES + GCS_SCHEMES + AZURE_SCHEMES
 HDFS_SCHEMES = ("hdfs", "viewfs")
 WEBHDFS_SCHEMES = ("webhdfs",)  # HDFS's REST face: fsspec's WebHDFS (no JVM, no libhdfs on the node)
 LOCAL_SCHEMES = ("file",)
-SCHEMES = S3_SCHEMES + HDFS_SCHEMES + WEBHDFS_SCHEMES + LOCAL_SCHEMES
+SCHEMES = BUCKET_SCHEMES + HDFS_SCHEMES + WEBHDFS_SCHEMES + LOCAL_SCHEMES
 # "s3://b/k" written through pathlib loses a slash ("s3:/b/k"): both are accepted
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(/+)(.*)$", re.DOTALL)
 BLOCK_SIZE = 4 << 20  # bytes per ranged read from a remote store
@@ -68,7 +77,9 @@ class Location(FrozenSlotRecord):
     __slots__ = ("scheme", "authority", "path")
     scheme: str
     authority: str
-    path: str  # as the pyarrow file system names it: "bucket/key" for S3, "/dir/file" for HDFS and local
+    # as the pyarrow file system names it: "bucket/key" for S3 and GCS,
+    # "container/key" for Azure, "/dir/file" for HDFS and local
+    path: str
 
     def __init__(self, scheme: str, authority: str, path: str) -> None:
         self._set_fields(scheme, authority, path)
@@ -77,13 +88,26 @@ class Location(FrozenSlotRecord):
     def uri(self) -> str:
         if self.scheme in LOCAL_SCHEMES:
             return f"file://{self.path}"
-        if self.scheme in S3_SCHEMES:
+        if self.scheme in AZURE_SCHEMES:  # the authority may name the account: container@account...
+            return f"{self.scheme}://{self.authority}{self.path[len(self.container):]}"
+        if self.scheme in BUCKET_SCHEMES:
             return f"{self.scheme}://{self.path}"
         return f"{self.scheme}://{self.authority}{self.path}"
 
     @property
     def name(self) -> str:
         return posixpath.basename(self.path.rstrip("/"))
+
+    @property
+    def container(self) -> str:
+        """The bucket or container (the path's first part) of a bucket store."""
+        return self.path.split("/", 1)[0]
+
+    @property
+    def account(self) -> str | None:
+        """The Azure storage account an abfs:// URI names (container@ACCOUNT.dfs...), if it names one."""
+        _, at, host = self.authority.partition("@")
+        return host.split(".", 1)[0] or None if at else None
 
     def child(self, store_path: str) -> Location:
         """The location of `store_path` (a path as the file system lists it) in this store."""
@@ -103,17 +127,24 @@ def parse(text: str) -> Location:
         raise InputError(f"{text}: not a URI")
     scheme, rest = match.group(1).lower(), match.group(3)
     if scheme not in SCHEMES:
-        raise InputError(f"{scheme}://: unsupported store (kdissect reads s3://, s3a://, hdfs://, file://)")
+        raise InputError(f"{scheme}://: unsupported store "
+                         f"(kdissect reads s3://, s3a://, gs://, abfs://, hdfs://, webhdfs://, file://)")
     if scheme in LOCAL_SCHEMES:
         return Location(scheme, "", "/" + rest)
     authority, _, path = rest.partition("/")
+    if scheme in AZURE_SCHEMES and "@" in authority and ":" not in authority.rsplit("@", 1)[0]:
+        # abfs://container@account.dfs.core.windows.net/key: a container and an account, no secret
+        container = authority.split("@", 1)[0]
+        if not container:
+            raise InputError(f"{text}: no container in the URI")
+        return Location(scheme, authority, f"{container}/{path}".rstrip("/") if path else container)
     if "@" in authority:
         # never keep (or print) what may be a secret: name the store without it
         raise InputError(f"{scheme}://{authority.rsplit('@', 1)[1]}/{path}: credentials in a URI are refused "
-                         f"(use the AWS variables or profiles, or the fs.s3a.* settings)")
+                         f"(see the README's lake section for where each store's credentials are read)")
     if not authority:
         raise InputError(f"{text}: no bucket or namenode in the URI")
-    if scheme in S3_SCHEMES:
+    if scheme in BUCKET_SCHEMES:
         return Location(scheme, authority, f"{authority}/{path}".rstrip("/") if path else authority)
     return Location(scheme, authority, "/" + path)
 
@@ -186,6 +217,95 @@ class S3Settings(FrozenSlotRecord):
         return options
 
 
+def _endpoint_parts(endpoint: str) -> tuple[str, str]:
+    """("http", "host:port") of "http://host:port/" (https when no scheme is given)."""
+    scheme, _, host = endpoint.rpartition("://")
+    return scheme or "https", host.rstrip("/")
+
+
+class GcsSettings(FrozenSlotRecord):
+    """How to reach Google Cloud Storage. Credentials are never carried: each
+    node's GcsFileSystem finds Google's default credentials itself
+    (GOOGLE_APPLICATION_CREDENTIALS, gcloud's application-default login, the
+    metadata server). `endpoint`: an emulator's URL (fs.gs.storage.root.url,
+    else $STORAGE_EMULATOR_HOST, the variable Google's clients read), which
+    is reached anonymously, as the clients do; `anonymous` also for
+    fs.gs.auth.type=UNAUTHENTICATED (public buckets)."""
+
+    __slots__ = ("endpoint", "anonymous", "project_id")
+    endpoint: str | None
+    anonymous: bool
+    project_id: str | None
+
+    def __init__(self, endpoint: str | None = None, anonymous: bool = False, project_id: str | None = None) -> None:
+        self._set_fields(endpoint, anonymous, project_id)
+
+    @classmethod
+    def from_conf(cls, conf: dict[str, str]) -> GcsSettings:
+        """From fs.gs.* keys (the GCS connector's names) and the environment."""
+        keys = {key.removeprefix("spark.hadoop."): value.strip() for key, value in conf.items()}
+        endpoint = keys.get("fs.gs.storage.root.url") or os.environ.get("STORAGE_EMULATOR_HOST") or None
+        anonymous = bool(endpoint) or keys.get("fs.gs.auth.type", "").upper() == "UNAUTHENTICATED"
+        project = keys.get("fs.gs.project.id") or os.environ.get("GOOGLE_CLOUD_PROJECT") or None
+        return cls(endpoint, anonymous, project)
+
+    def pyarrow_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"anonymous": self.anonymous}
+        if self.endpoint:
+            options["scheme"], options["endpoint_override"] = _endpoint_parts(self.endpoint)
+        if self.project_id:
+            options["project_id"] = self.project_id
+        return options
+
+
+class AzureSettings(FrozenSlotRecord):
+    """How to reach Azure Blob Storage / ADLS Gen2: the account
+    ($AZURE_STORAGE_ACCOUNT_NAME, unless the URI names one), its key
+    ($AZURE_STORAGE_ACCOUNT_KEY or fs.azure.account.key.ACCOUNT.dfs.core.windows.net;
+    handed only to that account), else Azure's default credential chain
+    (environment service principal, managed identity, az login) on each node.
+    `endpoint`: an emulator's URL, e.g. Azurite's http://127.0.0.1:10000
+    ($AZURE_STORAGE_ENDPOINT). `repr` hides the key."""
+
+    __slots__ = ("account_name", "account_key", "endpoint")
+    account_name: str | None
+    account_key: str | None
+    endpoint: str | None
+
+    def __init__(self, account_name: str | None = None, account_key: str | None = None,
+                 endpoint: str | None = None) -> None:
+        self._set_fields(account_name, account_key, endpoint)
+
+    def __repr__(self) -> str:  # the key never
+        return f"AzureSettings(account_name={self.account_name!r}, endpoint={self.endpoint!r})"
+
+    @classmethod
+    def from_conf(cls, conf: dict[str, str]) -> AzureSettings:
+        keys = {key.removeprefix("spark.hadoop."): value.strip() for key, value in conf.items()}
+        account = os.environ.get("AZURE_STORAGE_ACCOUNT_NAME") or os.environ.get("AZURE_STORAGE_ACCOUNT") or None
+        key = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY") or os.environ.get("AZURE_STORAGE_KEY") or None
+        if account and not key:
+            key = keys.get(f"fs.azure.account.key.{account}.dfs.core.windows.net") \
+                or keys.get(f"fs.azure.account.key.{account}.blob.core.windows.net") or None
+        return cls(account, key, os.environ.get("AZURE_STORAGE_ENDPOINT") or None)
+
+    def pyarrow_options(self, account: str | None) -> dict[str, Any]:
+        """Options for the account `account` (None: the configured one)."""
+        name = account or self.account_name
+        if not name:
+            raise InputError("abfs://: no storage account (name it in the URI, container@ACCOUNT.dfs.core.windows.net, "
+                             "or set AZURE_STORAGE_ACCOUNT_NAME)")
+        options: dict[str, Any] = {"account_name": name}
+        if self.account_key and name == self.account_name:
+            options["account_key"] = self.account_key
+        if self.endpoint:
+            # an emulator (Azurite) serves both APIs on one address, the account in the path
+            scheme, host = _endpoint_parts(self.endpoint)
+            options.update(blob_storage_authority=host, dfs_storage_authority=host,
+                           blob_storage_scheme=scheme, dfs_storage_scheme=scheme)
+        return options
+
+
 def hadoop_conf() -> dict[str, str]:
     """fs.* settings of the Hadoop configuration ($HADOOP_CONF_DIR/core-site.xml)
     and of Spark's defaults ($SPARK_CONF_DIR/spark-defaults.conf, spark.hadoop.*)."""
@@ -216,21 +336,26 @@ def hadoop_conf() -> dict[str, str]:
 class StoreSettings(FrozenSlotRecord):
     """What the driver hands the tasks (in their closure) to reach the stores."""
 
-    __slots__ = ("s3", "hadoop_user")
+    __slots__ = ("s3", "hadoop_user", "gcs", "azure")
     s3: S3Settings
     # the HDFS user of WebHDFS requests (simple authentication): the driver's
     # $HADOOP_USER_NAME, as Hadoop clients take it; None: each process's own user
     hadoop_user: str | None
+    gcs: GcsSettings
+    azure: AzureSettings
 
-    def __init__(self, s3: S3Settings | None = None, hadoop_user: str | None = None) -> None:
-        self._set_fields(S3Settings() if s3 is None else s3, hadoop_user)
+    def __init__(self, s3: S3Settings | None = None, hadoop_user: str | None = None,
+                 gcs: GcsSettings | None = None, azure: AzureSettings | None = None) -> None:
+        self._set_fields(S3Settings() if s3 is None else s3, hadoop_user,
+                         GcsSettings() if gcs is None else gcs, AzureSettings() if azure is None else azure)
 
     @classmethod
     def from_conf(cls, conf: dict[str, str] | None = None) -> StoreSettings:
         merged = hadoop_conf()
         merged.update({key.removeprefix("spark.hadoop."): value for key, value in (conf or {}).items()
                        if key.startswith(("spark.hadoop.fs.", "fs."))})
-        return cls(S3Settings.from_conf(merged), os.environ.get("HADOOP_USER_NAME") or None)
+        return cls(S3Settings.from_conf(merged), os.environ.get("HADOOP_USER_NAME") or None,
+                   GcsSettings.from_conf(merged), AzureSettings.from_conf(merged))
 
 
 _settings: StoreSettings | None = None  # None: from this process's configuration, on first use
@@ -272,18 +397,35 @@ def file_system(location: Location) -> Any:
     if location.scheme in LOCAL_SCHEMES:
         return fs.LocalFileSystem()
     current = settings()
-    key = (location.scheme, location.authority if location.scheme not in S3_SCHEMES else "", current)
+    # one client per S3 or GCS (any bucket), per Azure account, per namenode
+    if location.scheme in AZURE_SCHEMES:
+        store = location.account or ""
+    else:
+        store = "" if location.scheme in BUCKET_SCHEMES else location.authority
+    key = (location.scheme, store, current)
     with _lock:
         client = _clients.get(key)
         if client is None:
             if location.scheme in S3_SCHEMES:
                 client = fs.S3FileSystem(**current.s3.pyarrow_options())
+            elif location.scheme in GCS_SCHEMES:
+                client = _client(location, fs.GcsFileSystem, current.gcs.pyarrow_options())
+            elif location.scheme in AZURE_SCHEMES:
+                client = _client(location, fs.AzureFileSystem, current.azure.pyarrow_options(location.account))
             elif location.scheme in WEBHDFS_SCHEMES:
                 client = _webhdfs(location)
             else:
                 client = _hdfs(location)
             _clients[key] = client
     return client
+
+
+def _client(location: Location, factory: Any, options: dict[str, Any]) -> Any:
+    """factory(**options); one line (no key, no SDK text) if the client cannot be made."""
+    try:
+        return factory(**options)
+    except (OSError, RuntimeError, ValueError, TypeError) as problem:
+        raise store_error(location.uri, problem) from None
 
 
 def _hdfs(location: Location) -> Any:
@@ -327,7 +469,9 @@ def _first_line(problem: BaseException) -> str:
     text = str(problem).strip().splitlines()
     line = text[0] if text else type(problem).__name__
     # the SDK's messages never hold the secret, but may hold a signature or the key id
-    line = re.sub(r"(?i)(signature|credential|access.?key(?:.?id)?|secret[^=:\s]*)\s*[=:]\s*\S+", r"\1=…", line)
+    line = re.sub(r"(?i)(signature|credential|access.?key(?:.?id)?|account.?key|secret[^=:\s]*|sig)\s*[=:]\s*[^\s&]+",
+                  r"\1=…", line)
+    line = re.sub(r"(?i)(sharedkey(?:lite)?)\s+\S+", r"\1 …", line)  # an Azure Authorization header's value
     return line[:240]
 
 
@@ -336,7 +480,8 @@ def store_error(uri: str, problem: BaseException) -> InputError:
     message is not repeated: it may name the key id or a signature)."""
     lowered = str(problem).lower()
     if "invalidaccesskeyid" in lowered or "signaturedoesnotmatch" in lowered or "invalid_access_key" in lowered \
-            or "signature_does_not_match" in lowered or "credentials" in lowered:
+            or "signature_does_not_match" in lowered or "credentials" in lowered \
+            or "failed to authenticate" in lowered or "authenticationfailed" in lowered:
         reason = "the store refused the credentials"
     elif "accessdenied" in lowered or "access_denied" in lowered or "access denied" in lowered \
             or "forbidden" in lowered or "permission denied" in lowered or isinstance(problem, PermissionError):
@@ -592,9 +737,10 @@ def list_files(uri: str) -> list[tuple[str, int]]:
                 _remember_size(location.child(info.path).uri, int(info.size))
                 return [(location.child(info.path).uri, int(info.size))]
             if info.type == FileType.NotFound:
-                if location.scheme in S3_SCHEMES and \
-                        client.get_file_info(location.authority).type == FileType.NotFound:
-                    raise InputError(f"{location.uri}: no such bucket")
+                if location.scheme in BUCKET_SCHEMES and \
+                        client.get_file_info(location.container).type == FileType.NotFound:
+                    what = "container" if location.scheme in AZURE_SCHEMES else "bucket"
+                    raise InputError(f"{location.uri}: no such {what}")
                 raise InputError(f"{location.uri}: no such file or directory")
             infos = client.get_file_info(FileSelector(path, recursive=True))
             listed = sorted((location.child(i.path).uri, int(i.size)) for i in infos if i.type == FileType.File)
