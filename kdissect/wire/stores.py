@@ -297,6 +297,14 @@ class AzureSettings(FrozenSlotRecord):
                              "or set AZURE_STORAGE_ACCOUNT_NAME)")
         options: dict[str, Any] = {"account_name": name}
         if self.account_key and name == self.account_name:
+            import binascii
+            from base64 import b64decode
+
+            try:  # checked here: the SDK's own complaint comes as an untyped error at the first request
+                b64decode(self.account_key, validate=True)
+            except (binascii.Error, ValueError):
+                raise InputError(f"abfs://: the account key of {name} is not base64 "
+                                 "(AZURE_STORAGE_ACCOUNT_KEY or fs.azure.account.key.*)") from None
             options["account_key"] = self.account_key
         if self.endpoint:
             # an emulator (Azurite) serves both APIs on one address, the account in the path

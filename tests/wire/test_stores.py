@@ -25,7 +25,66 @@ def test_uris_parse_to_the_store_and_path():
     assert stores.parse("hdfs://nn:8020/x/y").path == "/x/y"
     assert stores.parse("file:///tmp/x").path == "/tmp/x"
     assert not stores.is_uri("/tmp/x") and not stores.is_uri("relative/s3:/x")
-    assert not stores.is_uri("gs://bucket/x")
+    assert not stores.is_uri("ftp://host/x")
+
+
+def test_cloud_uris_parse_to_bucket_or_container_paths():
+    assert stores.parse("gs://bucket/a/b.pcap") == stores.Location("gs", "bucket", "bucket/a/b.pcap")
+    assert stores.parse("gs://bucket/a/").uri == "gs://bucket/a"
+    full = stores.parse("abfs://caps@acct.dfs.core.windows.net/a/b.pcap")
+    assert (full.path, full.container, full.account) == ("caps/a/b.pcap", "caps", "acct")
+    assert full.uri == "abfs://caps@acct.dfs.core.windows.net/a/b.pcap"
+    # a listed path maps back to a URI naming the same account
+    assert full.child("caps/c.pcap").uri == "abfs://caps@acct.dfs.core.windows.net/c.pcap"
+    short = stores.parse("abfss://caps/a.pcap")
+    assert (short.path, short.account, short.uri) == ("caps/a.pcap", None, "abfss://caps/a.pcap")
+
+
+def test_an_abfs_uri_with_a_key_is_refused_without_echoing_it():
+    for uri in ("abfs://caps:c2VjcmV0a2V5@acct.dfs.core.windows.net/x.pcap",
+                "abfs://:c2VjcmV0a2V5@acct.blob.core.windows.net/caps/x.pcap"):
+        with pytest.raises(InputError) as caught:
+            stores.parse(uri)
+        assert "c2VjcmV0a2V5" not in str(caught.value) and "credentials in a URI are refused" in str(caught.value)
+    with pytest.raises(InputError, match="no container"):
+        stores.parse("abfs://@acct.dfs.core.windows.net/x")
+
+
+def test_gcs_and_azure_settings_from_the_environment_hide_the_key(monkeypatch):
+    for name in ("HADOOP_CONF_DIR", "HADOOP_HOME", "SPARK_CONF_DIR", "GOOGLE_CLOUD_PROJECT", "AZURE_STORAGE_KEY",
+                 "AZURE_STORAGE_ACCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:4443")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "acct")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", "c2VjcmV0a2V5")
+    monkeypatch.setenv("AZURE_STORAGE_ENDPOINT", "http://127.0.0.1:10000")
+    settings = stores.StoreSettings.from_conf({"spark.hadoop.fs.gs.project.id": "proj"})
+    assert settings.gcs.pyarrow_options() == {"anonymous": True, "scheme": "http",
+                                              "endpoint_override": "127.0.0.1:4443", "project_id": "proj"}
+    options = settings.azure.pyarrow_options(None)
+    assert options["account_name"] == "acct" and options["account_key"] == "c2VjcmV0a2V5"
+    assert options["blob_storage_authority"] == options["dfs_storage_authority"] == "127.0.0.1:10000"
+    assert options["blob_storage_scheme"] == "http"
+    # the key goes to its own account only
+    assert "account_key" not in settings.azure.pyarrow_options("otheraccount")
+    assert "c2VjcmV0a2V5" not in repr(settings) and "c2VjcmV0a2V5" not in str(settings)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(settings)) == settings
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST")
+    assert stores.StoreSettings.from_conf({}).gcs.pyarrow_options() == {"anonymous": False}
+    assert stores.StoreSettings.from_conf({"fs.gs.auth.type": "UNAUTHENTICATED"}).gcs.anonymous
+
+
+def test_abfs_without_an_account_is_one_line(monkeypatch):
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT_NAME", raising=False)
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT", raising=False)
+    stores.configure(stores.StoreSettings.from_conf({}))
+    try:
+        with pytest.raises(InputError, match="no storage account"):
+            stores.file_system(stores.parse("abfs://caps/x.pcap"))
+    finally:
+        stores.configure(stores.StoreSettings())
 
 
 def test_a_uri_with_credentials_is_refused_without_echoing_them():
