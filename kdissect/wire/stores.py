@@ -63,6 +63,7 @@ KEPT_BYTES = 16 << 20
 _blocks: dict[tuple[str, int, int], bytes] = {}  # (URI, offset, length) -> bytes
 _kept_bytes = 0
 _blocks_lock = allocate_lock()
+GCS_RETRY_SECONDS = 20  # how long the GCS client retries a failing request
 TAIL_BLOCK = 16 << 10  # bytes per ranged read outside a byte range (its last record's rest, the file's header)
 
 
@@ -417,7 +418,11 @@ def file_system(location: Location) -> Any:
             if location.scheme in S3_SCHEMES:
                 client = fs.S3FileSystem(**current.s3.pyarrow_options())
             elif location.scheme in GCS_SCHEMES:
-                client = _client(location, fs.GcsFileSystem, current.gcs.pyarrow_options())
+                from datetime import timedelta
+
+                # google-cloud-cpp retries a refused connection for 15 minutes by default
+                client = _client(location, fs.GcsFileSystem, {**current.gcs.pyarrow_options(),
+                                                              "retry_time_limit": timedelta(seconds=GCS_RETRY_SECONDS)})
             elif location.scheme in AZURE_SCHEMES:
                 client = _client(location, fs.AzureFileSystem, current.azure.pyarrow_options(location.account))
             elif location.scheme in WEBHDFS_SCHEMES:
