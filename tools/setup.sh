@@ -33,6 +33,8 @@ command -v mvn >/dev/null || missing+=(maven)
 command -v openssl >/dev/null || missing+=(openssl)
 # chromium: the tests open `kdissect report`'s page in it, headless
 command -v chromium >/dev/null || missing+=(chromium)
+# node and npm: tools/lab/azurite.py installs Azurite (the Azure Blob emulator of the abfs:// tests) from npm
+command -v npm >/dev/null || missing+=(nodejs npm)
 # a C compiler and the interpreter's headers: tools/build_native.py compiles the per-packet modules
 command -v gcc >/dev/null || missing+=(gcc)
 "$python" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
