@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kdissect.conn import pairing
+from kdissect.conn import pairing, pipeline
 from kdissect.conn.pipeline import analyze
 from kdissect.protocol import DecodeError, decode_request, decode_response
 from kdissect.protocol.summary import response_figures
@@ -18,7 +18,38 @@ INT32 = __import__("struct").Struct(">i")
 def capture_frames(path: Path, ports: tuple[int, ...]) -> list[tuple[str, bytes, int | None, int | None]]:
     """Every complete frame the pipeline hands to pairing, in order:
     ("request", data, None, None) or ("response", data, api_key, api_version)
-    (the key/version of the waiting request; None when there is none)."""
+    (the key/version of the waiting request; None when there is none).
+
+    They are gathered by wrapping the Pairer's methods, which compiled code
+    calls past any patch: with a compiled pairing or pipeline loaded, a
+    child process with the plain Python modules gathers them."""
+    if _compiled(pairing) or _compiled(pipeline):
+        return _frames_from_plain_child(path, ports)
+    return _frames_here(path, ports)
+
+
+def _compiled(module: Any) -> bool:
+    return not str(getattr(module, "__file__", "")).endswith(".py")
+
+
+def _frames_from_plain_child(path: Path, ports: tuple[int, ...]) -> list[tuple[str, bytes, int | None, int | None]]:
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    code = ("import pickle, sys\n"
+            "from tests.support.skim import _frames_here\n"
+            f"sys.stdout.buffer.write(pickle.dumps(_frames_here({str(path)!r}, {tuple(ports)!r})))\n")
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, KDISSECT_PURE_PYTHON="1")
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo, env=env, capture_output=True, check=True)
+    frames: list[tuple[str, bytes, int | None, int | None]] = pickle.loads(done.stdout)
+    return frames
+
+
+def _frames_here(path: Path | str, ports: tuple[int, ...]) -> list[tuple[str, bytes, int | None, int | None]]:
+    assert not _compiled(pairing) and not _compiled(pipeline), "patches of compiled code do not take"
     frames: list[tuple[str, bytes, int | None, int | None]] = []
     on_request = pairing.Pairer.on_request
     on_response = pairing.Pairer.on_response
