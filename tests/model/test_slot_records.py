@@ -170,7 +170,7 @@ def test_frozen_records_refuse_changes_and_hash_by_fields():
 def test_frozen_records_are_only_frozen_ones():
     frozen = {c.__qualname__ for c in RECORDS if issubclass(c, FrozenSlotRecord)}
     assert frozen == {"FieldSchema", "MessageSchema", "ResponseSummary", "PcapHeader", "CaptureFile", "FileRange",
-                      "Location", "S3Settings", "StoreSettings"}
+                      "Location", "S3Settings", "GcsSettings", "AzureSettings", "StoreSettings"}
 
 
 def test_records_of_the_compiled_modules_compare_and_show_their_fields():
