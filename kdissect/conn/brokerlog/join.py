@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from itertools import chain
+from operator import attrgetter
 from typing import Any, Iterable, Iterator, Sequence
 
 from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_batches, request_log_files
@@ -39,6 +40,8 @@ DEFAULT_WINDOW_S = 60.0
 _BOOTSTRAP_EXCHANGES = 256  # answered exchanges held to estimate the clock offset first
 _OFFSET_PENDING = 4096  # distinct offsets counted before they go into the sketch
 _NO_CLIENT = object()
+_ts_of, _key_of, _client_of = attrgetter("ts"), attrgetter("key"), attrgetter("client")
+_protocol_of = attrgetter("security_protocol")
 
 # why a log entry has no exchange
 BEFORE_CAPTURE = "before_capture"  # logged before the capture's first exchange
@@ -194,8 +197,14 @@ class BrokerLogJoin:
     # -- the log side ----------------------------------------------------------
 
     def _start(self) -> None:
-        self._entries = chain.from_iterable(read_batches(self.paths, self.read_stats))
-        self._next: LogEntry | None = next(self._entries, None)
+        self._batches = read_batches(self.paths, self.read_stats)
+        # the log is read a batch at a time: `_next` is the first entry not
+        # indexed yet, at `_at` in `_batch` (None at the log's end)
+        self._batch: list[LogEntry] = []
+        self._at = 0
+        self._batch_last = 0  # the latest log time in `_batch`
+        self._next: LogEntry | None = None
+        self._load_batch()
         self._index: dict[tuple, Any] = {}  # identity -> LogEntry | list[LogEntry]
         self._queue: deque[LogEntry] = deque()
         self._log_clients: dict[str, str] = {}  # client endpoint -> its security protocol
@@ -206,29 +215,89 @@ class BrokerLogJoin:
         self._latest_ts: int | None = None
         self.offset = 0  # ns, log minus capture
 
+    def _load_batch(self) -> None:
+        """The next batch of the log (or its end) as `_batch`, from its start."""
+        batch = next(self._batches, None)
+        self._batch = batch = [] if batch is None else batch
+        self._at = 0
+        self._next = batch[0] if batch else None
+        self._batch_last = max(map(_ts_of, batch)) if batch else 0
+
+    def _step(self) -> None:
+        """`_next` read (and not indexed): the one after it becomes `_next`."""
+        self._at += 1
+        if self._at < len(self._batch):
+            self._next = self._batch[self._at]
+        else:
+            self._load_batch()
+
     def _read_until(self, ts: int) -> None:
-        """Index the log up to log time `ts`."""
-        entries, queue, clients = self._entries, self._queue, self._log_clients
-        index = self._index
-        add = index.setdefault
-        entry = first = self._next
-        read_ts = 0
-        while entry is not None and entry.ts <= ts:
-            clients[entry.client] = entry.security_protocol or ""
-            waiting = add(entry.key, entry)
-            if waiting is not entry:
-                if waiting.__class__ is list:
-                    waiting.append(entry)
-                else:
-                    index[entry.key] = [waiting, entry]
-            queue.append(entry)
-            read_ts = entry.ts
-            entry = next(entries, None)
-        if entry is not first:
+        """Index the log up to log time `ts` (up to the first entry after it).
+        A whole batch whose entries are all at `ts` or before is indexed by a
+        few calls over the batch (`_index_batch`), any other entry by entry."""
+        queue = self._queue
+        read_ts = None
+        while self._next is not None and self._next.ts <= ts:
+            batch, at = self._batch, self._at
+            if at == 0 and self._batch_last <= ts:
+                self._index_batch(batch)
+                read_ts = batch[-1].ts
+                self._load_batch()
+                continue
+            clients, index = self._log_clients, self._index
+            add = index.setdefault
+            end = len(batch)
+            entry = batch[at]
+            while True:
+                clients[entry.client] = entry.security_protocol or ""
+                waiting = add(entry.key, entry)
+                if waiting is not entry:
+                    if waiting.__class__ is list:
+                        waiting.append(entry)
+                    else:
+                        index[entry.key] = [waiting, entry]
+                queue.append(entry)
+                read_ts = entry.ts
+                at += 1
+                if at == end:
+                    break
+                entry = batch[at]
+                if entry.ts > ts:
+                    break
+            if at == end:
+                self._load_batch()
+            else:
+                self._at = at
+                self._next = entry
+        if read_ts is not None:
             self._last_log_ts = read_ts
-        self._next = entry
         if len(queue) > self.peak_pending:
             self.peak_pending = len(queue)
+
+    def _index_batch(self, batch: list[LogEntry]) -> None:
+        """The batch's entries into the index, the queue and the log's
+        clients, as `_read_until` puts them one by one: in one update of the
+        index when none of their identities is waiting already nor repeats
+        in the batch (the usual case), else one by one."""
+        index = self._index
+        keys = list(map(_key_of, batch))
+        fresh = dict(zip(keys, batch))
+        if len(fresh) == len(batch) and index.keys().isdisjoint(fresh.keys()):
+            index.update(fresh)
+        else:
+            add = index.setdefault
+            for key, entry in zip(keys, batch):
+                waiting = add(key, entry)
+                if waiting is not entry:
+                    if waiting.__class__ is list:
+                        waiting.append(entry)
+                    else:
+                        index[key] = [waiting, entry]
+        protocols = list(map(_protocol_of, batch))
+        if None in protocols:
+            protocols = [protocol or "" for protocol in protocols]
+        self._log_clients.update(zip(map(_client_of, batch), protocols))
+        self._queue.extend(batch)
 
     def _unindex(self, entry: LogEntry) -> None:
         index = self._index
@@ -282,7 +351,7 @@ class BrokerLogJoin:
         # (this look assumes the clocks are within the window of each other)
         while self._next is not None and self._next.ts < low:
             entry = self._next
-            self._next = next(self._entries, None)
+            self._step()
             self._last_log_ts = entry.ts
             self._log_clients[entry.client] = entry.security_protocol or ""
             self._log_only(entry, at_end=False)
@@ -472,6 +541,6 @@ class BrokerLogJoin:
         self._index.clear()
         while self._next is not None:
             entry = self._next
-            self._next = next(self._entries, None)
+            self._step()
             self._last_log_ts = entry.ts
             self._log_only(entry, at_end=True)
