@@ -542,8 +542,8 @@ def _block_entries(data: bytes, lines: list[bytes]) -> list[LogEntry] | None:
     ends = list(map(_connection_cache.__getitem__, map(_connection_of, entries)))
     if None in ends:
         return None
-    for entry, ts, (client, broker) in zip(entries, times, ends):
-        entry.ts = ts
+    for entry, ts, (client, broker) in zip(entries, times, ends):  # type: ignore[misc]  # (no None: checked)
+        entry.ts = ts  # type: ignore[assignment]
         entry.client = client
         entry.broker = broker
         header = entry.header
