@@ -16,7 +16,10 @@ spread go into the accounting, from a QuantileSketch (bounded memory).
 Memory: log entries wait in an index only while they are within `window`
 (default 60 s, capture clock) of the latest exchange seen; older ones leave
 it as logged-but-not-captured. The log is read ahead only as far as the
-current exchange's time plus the tolerance. The sets of client endpoints seen
+current exchange's time plus the tolerance (a batch of lines indexed at
+once when all of it is within that). The exchanges are joined a chunk at a
+time, by a few calls over the chunk when nothing in it depends on their
+order (`_joined`). The sets of client endpoints seen
 on either side (for the reasons) grow with the connections, not the lines;
 the clock offsets cost at most 4,096 pending counts plus the sketch.
 
