@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kdissect.conn.brokerlog import join as join_module
+from kdissect.conn.brokerlog import parse
 from kdissect.conn.brokerlog.join import BrokerLogJoin
 from kdissect.conn.pipeline import Analysis
 from tests.conn.test_brokerlog_join import PLAIN, TLS, manifest
@@ -65,3 +66,36 @@ def test_chunks_join_as_exchange_by_exchange(tmp_path: Path, monkeypatch: pytest
         assert tried                                           # a lost or a repeated line)
     if case == "damaged":
         assert accounting["capture_only"]["not_logged"] > 0 and accounting["ambiguous"] > 0
+
+
+@pytest.mark.parametrize("case", ["plain", "damaged"])
+def test_small_window_reads_ahead_and_evicts_as_entry_by_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               case: str) -> None:
+    """A window of 2 s and a tolerance of 1 s: the log is read ahead and
+    evicted all along the run (not read whole at the start). Batches indexed
+    at once and chunks joined at once give the rows and the accounting of
+    the entry-by-entry and exchange-by-exchange paths."""
+    log = damaged_log(tmp_path) if case == "damaged" else PLAIN
+
+    def run() -> tuple[list[dict], dict, int]:
+        analysis = Analysis([PLAIN / "capture.pcap"], ports=(manifest(PLAIN)["port"],))
+        join = BrokerLogJoin([str(log)], tolerance_s=1.0, window_s=2.0)
+        rows = [exchange.to_row() for exchange in join.join(analysis)]
+        assert join.accounting.balance() == []
+        return rows, join.accounting.to_dict(), join.peak_pending
+
+    monkeypatch.setattr(join_module, "_CHUNK", 8)
+    monkeypatch.setattr(parse, "_BLOCK_BYTES", 4096)  # batches of a few lines: many wholly within the read-ahead
+    in_bulk = run()
+    original = BrokerLogJoin._load_batch
+
+    def never_whole(self: BrokerLogJoin) -> None:
+        original(self)
+        self._batch_last = float("inf")  # type: ignore[assignment]  # no batch is ever within the read-ahead
+
+    monkeypatch.setattr(BrokerLogJoin, "_load_batch", never_whole)
+    monkeypatch.setattr(join_module, "_CHUNK_TYPES", frozenset())
+    one_by_one = run()
+    assert in_bulk == one_by_one
+    rows, accounting, peak = in_bulk
+    assert accounting["joined"] > 0 and peak < accounting["request_lines"]  # (read ahead, not whole)
