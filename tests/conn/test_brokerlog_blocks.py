@@ -118,3 +118,15 @@ def test_block_path_and_line_path_agree(tmp_path: Path) -> None:
     assert from_blocks[0] == from_lines[0] and len(from_blocks[0]) == len(lines)
     assert not any(e[-1] for e in from_blocks[0])  # matched: False, whatever the line held
     assert from_blocks[1] == {**from_lines[1], "bytes": len(text)}
+
+
+def test_more_stamps_than_the_memo_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stamps' memo emptied when full: every line keeps its own time."""
+    monkeypatch.setattr(parse, "_stamp_times", parse._StampTimes())
+    monkeypatch.setattr(parse, "_STAMPS_KEPT", 5)
+    lines = real_lines()
+    log = tmp_path / "request.log"
+    log.write_text("\n".join(lines) + "\n")
+    entries, _ = read(log)
+    assert entries == [expected_of(line) for line in lines]
+    assert 0 < len(parse._stamp_times) <= 5

@@ -504,18 +504,21 @@ _connection_of = attrgetter("connection")
 
 class _StampTimes(dict):
     """b"[yyyy-MM-dd HH:mm:ss,SSS" -> ns since the epoch as `_fast_time`
-    reads it (None: not a time), remembered for the first 100,000 stamps
-    (lines share their millisecond)."""
+    reads it (None: not a time), remembered (lines share their millisecond);
+    emptied at `_STAMPS_KEPT` stamps, so that a long log keeps the stamps of
+    its latest lines (they come in time order)."""
 
     __slots__ = ()
 
     def __missing__(self, stamp: bytes) -> int | None:
         ts = _fast_time(stamp + b"]")
-        if len(self) < 100_000:
-            self[stamp] = ts
+        if len(self) >= _STAMPS_KEPT:
+            self.clear()
+        self[stamp] = ts
         return ts
 
 
+_STAMPS_KEPT = 100_000
 _stamp_times = _StampTimes()
 
 
