@@ -435,7 +435,7 @@ def test_reader_batches_keep_every_line_and_its_own_time(tmp_path):
     log.write_text("\n".join(lines) + "\n")
     stats = LogReadStats()
     batches = list(read_batches([str(log)], stats))
-    assert all(batches) and max(len(batch) for batch in batches) <= 256 and len(batches) == 3
+    assert all(batches) and max(len(batch) for batch in batches) <= 256 and len(batches) >= 3
     assert [(e.correlation_id, e.ts) for batch in batches for e in batch] == expected
     assert [(e.correlation_id, e.ts) for e in read_entries([str(log)])] == expected
     assert (stats.lines, stats.request_lines, stats.other_lines, stats.bad_lines) == (701, 700, 1, 0)

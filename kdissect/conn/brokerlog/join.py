@@ -16,7 +16,10 @@ spread go into the accounting, from a QuantileSketch (bounded memory).
 Memory: log entries wait in an index only while they are within `window`
 (default 60 s, capture clock) of the latest exchange seen; older ones leave
 it as logged-but-not-captured. The log is read ahead only as far as the
-current exchange's time plus the tolerance. The sets of client endpoints seen
+current exchange's time plus the tolerance (a batch of lines indexed at
+once when all of it is within that). The exchanges are joined a chunk at a
+time, by a few calls over the chunk when nothing in it depends on their
+order (`_joined`). The sets of client endpoints seen
 on either side (for the reasons) grow with the connections, not the lines;
 the clock offsets cost at most 4,096 pending counts plus the sketch.
 
@@ -27,7 +30,8 @@ that no broker time covers.
 from __future__ import annotations
 
 from collections import Counter, deque
-from itertools import chain
+from itertools import chain, islice, repeat
+from operator import attrgetter, sub
 from typing import Any, Iterable, Iterator, Sequence
 
 from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_batches, request_log_files
@@ -39,6 +43,13 @@ DEFAULT_WINDOW_S = 60.0
 _BOOTSTRAP_EXCHANGES = 256  # answered exchanges held to estimate the clock offset first
 _OFFSET_PENDING = 4096  # distinct offsets counted before they go into the sketch
 _NO_CLIENT = object()
+_ts_of, _key_of, _client_of = attrgetter("ts"), attrgetter("key"), attrgetter("client")
+_protocol_of = attrgetter("security_protocol")
+_response_ts_of = attrgetter("response_ts")
+_correlation_id_of, _api_key_of = attrgetter("correlation_id"), attrgetter("api_key")
+_CHUNK = 256  # exchanges joined at a time
+_CHUNK_TYPES = frozenset((LogEntry,))
+_drain: Any = deque(maxlen=0).extend  # consumes an iterator in C
 
 # why a log entry has no exchange
 BEFORE_CAPTURE = "before_capture"  # logged before the capture's first exchange
@@ -194,8 +205,14 @@ class BrokerLogJoin:
     # -- the log side ----------------------------------------------------------
 
     def _start(self) -> None:
-        self._entries = chain.from_iterable(read_batches(self.paths, self.read_stats))
-        self._next: LogEntry | None = next(self._entries, None)
+        self._batches = read_batches(self.paths, self.read_stats)
+        # the log is read a batch at a time: `_next` is the first entry not
+        # indexed yet, at `_at` in `_batch` (None at the log's end)
+        self._batch: list[LogEntry] = []
+        self._at = 0
+        self._batch_last = 0  # the latest log time in `_batch`
+        self._next: LogEntry | None = None
+        self._load_batch()
         self._index: dict[tuple, Any] = {}  # identity -> LogEntry | list[LogEntry]
         self._queue: deque[LogEntry] = deque()
         self._log_clients: dict[str, str] = {}  # client endpoint -> its security protocol
@@ -206,29 +223,89 @@ class BrokerLogJoin:
         self._latest_ts: int | None = None
         self.offset = 0  # ns, log minus capture
 
+    def _load_batch(self) -> None:
+        """The next batch of the log (or its end) as `_batch`, from its start."""
+        batch = next(self._batches, None)
+        self._batch = batch = [] if batch is None else batch
+        self._at = 0
+        self._next = batch[0] if batch else None
+        self._batch_last = max(map(_ts_of, batch)) if batch else 0
+
+    def _step(self) -> None:
+        """`_next` read (and not indexed): the one after it becomes `_next`."""
+        self._at += 1
+        if self._at < len(self._batch):
+            self._next = self._batch[self._at]
+        else:
+            self._load_batch()
+
     def _read_until(self, ts: int) -> None:
-        """Index the log up to log time `ts`."""
-        entries, queue, clients = self._entries, self._queue, self._log_clients
-        index = self._index
-        add = index.setdefault
-        entry = first = self._next
-        read_ts = 0
-        while entry is not None and entry.ts <= ts:
-            clients[entry.client] = entry.security_protocol or ""
-            waiting = add(entry.key, entry)
-            if waiting is not entry:
-                if waiting.__class__ is list:
-                    waiting.append(entry)
-                else:
-                    index[entry.key] = [waiting, entry]
-            queue.append(entry)
-            read_ts = entry.ts
-            entry = next(entries, None)
-        if entry is not first:
+        """Index the log up to log time `ts` (up to the first entry after it).
+        A whole batch whose entries are all at `ts` or before is indexed by a
+        few calls over the batch (`_index_batch`), any other entry by entry."""
+        queue = self._queue
+        read_ts = None
+        while self._next is not None and self._next.ts <= ts:
+            batch, at = self._batch, self._at
+            if at == 0 and self._batch_last <= ts:
+                self._index_batch(batch)
+                read_ts = batch[-1].ts
+                self._load_batch()
+                continue
+            clients, index = self._log_clients, self._index
+            add = index.setdefault
+            end = len(batch)
+            entry = batch[at]
+            while True:
+                clients[entry.client] = entry.security_protocol or ""
+                waiting = add(entry.key, entry)
+                if waiting is not entry:
+                    if waiting.__class__ is list:
+                        waiting.append(entry)
+                    else:
+                        index[entry.key] = [waiting, entry]
+                queue.append(entry)
+                read_ts = entry.ts
+                at += 1
+                if at == end:
+                    break
+                entry = batch[at]
+                if entry.ts > ts:
+                    break
+            if at == end:
+                self._load_batch()
+            else:
+                self._at = at
+                self._next = entry
+        if read_ts is not None:
             self._last_log_ts = read_ts
-        self._next = entry
         if len(queue) > self.peak_pending:
             self.peak_pending = len(queue)
+
+    def _index_batch(self, batch: list[LogEntry]) -> None:
+        """The batch's entries into the index, the queue and the log's
+        clients, as `_read_until` puts them one by one: in one update of the
+        index when none of their identities is waiting already nor repeats
+        in the batch (the usual case), else one by one."""
+        index = self._index
+        keys = list(map(_key_of, batch))
+        fresh = dict(zip(keys, batch))
+        if len(fresh) == len(batch) and index.keys().isdisjoint(fresh.keys()):
+            index.update(fresh)
+        else:
+            add = index.setdefault
+            for key, entry in zip(keys, batch):
+                waiting = add(key, entry)
+                if waiting is not entry:
+                    if waiting.__class__ is list:
+                        waiting.append(entry)
+                    else:
+                        index[key] = [waiting, entry]
+        protocols = list(map(_protocol_of, batch))
+        if None in protocols:
+            protocols = [protocol or "" for protocol in protocols]
+        self._log_clients.update(zip(map(_client_of, batch), protocols))
+        self._queue.extend(batch)
 
     def _unindex(self, entry: LogEntry) -> None:
         index = self._index
@@ -282,7 +359,7 @@ class BrokerLogJoin:
         # (this look assumes the clocks are within the window of each other)
         while self._next is not None and self._next.ts < low:
             entry = self._next
-            self._next = next(self._entries, None)
+            self._step()
             self._last_log_ts = entry.ts
             self._log_clients[entry.client] = entry.security_protocol or ""
             self._log_only(entry, at_end=False)
@@ -313,16 +390,22 @@ class BrokerLogJoin:
         self._unindex(chosen)
         return chosen
 
-    def _joined(self, exchanges: Iterable[Any]) -> Iterator[Any]:
-        """Each exchange joined to its entry (or given its reason), in order.
+    def _joined(self, exchanges: Iterable[Any]) -> Iterator[list[Any]]:
+        """The exchanges in lists of up to `_CHUNK` (in order), each joined
+        to its entry or given its reason.
 
-        The per-exchange path, written out over locals (it runs once per
-        exchange, so its calls and arithmetic are most of the join's cost):
-        the log is read ahead (`_read_until`) once an exchange's time
-        reaches `read_at`, the capture time at which the next unread entry
-        comes within the tolerance; the index is evicted once a new latest
-        time passes `evict_at`, the capture time at which the oldest waiting
-        entry leaves the window. Both are worked out once per entry, not per
+        A chunk is joined by a few calls over it (`fast` below) when nothing
+        in it can depend on the order within it: every exchange has a time,
+        none reads the log ahead or evicts, and every identity finds one
+        waiting entry within the tolerance. Otherwise (the entries taken out
+        of the index put back first) the chunk goes exchange by exchange.
+
+        The per-exchange path, written out over locals: the log is read
+        ahead (`_read_until`) once an exchange's time reaches `read_at`, the
+        capture time at which the next unread entry comes within the
+        tolerance; the index is evicted once a new latest time passes
+        `evict_at`, the capture time at which the oldest waiting entry
+        leaves the window. Both are worked out once per entry, not per
         exchange, and decide exactly as the comparisons they stand for. An
         entry is within the tolerance when its log time minus the exchange's
         time (`difference`, what the offsets count) lies in [low, high]; the
@@ -332,7 +415,8 @@ class BrokerLogJoin:
         observer = self.observer
         index, queue = self._index, self._queue
         pop = index.pop
-        captured = self._captured_clients.add
+        captured_clients = self._captured_clients
+        captured = captured_clients.add
         offset, tolerance, window = self.offset, self.tolerance, self.window
         counts = accounting.offset_counts
         capture_only = accounting.capture_only
@@ -348,80 +432,150 @@ class BrokerLogJoin:
         evict_at = queue[0].ts - offset + window if queue else never
         last_client: object = _NO_CLIENT
         total = joined = pairs = 0
+        iterator = iter(exchanges)
         try:
-            for exchange in exchanges:
-                total += 1
-                client = exchange.client
-                if client is not last_client:  # (a connection's exchanges share one endpoint string)
-                    captured(client)
-                    last_client = client
-                t = exchange.response_ts
-                if t is None:
-                    t = exchange.request_ts
-                if t is not None:
-                    if t > latest:
-                        latest = t
-                        if self._first_ts is None:
-                            self._first_ts = t
-                        if t > evict_at:
-                            self._evict(t + offset - window)
-                            evict_at = queue[0].ts - offset + window if queue else never
-                    elif t < self._first_ts:  # type: ignore[operator]
-                        self._first_ts = t
-                    if t >= read_at:  # index the log up to t + offset + tolerance (once per batch of lines)
-                        was_empty = not queue
-                        self._read_until(t + offset + tolerance)
-                        following = self._next
-                        read_at = never if following is None else following.ts - offset - tolerance
-                        if was_empty and queue:
-                            evict_at = queue[0].ts - offset + window
-                key = (client, exchange.correlation_id, exchange.api_key)
-                chosen = pop(key, None)  # the usual case: the one entry with that identity
-                if chosen is not None:
-                    if chosen.__class__ is list:
-                        index[key] = chosen
-                        chosen = self._choose(key, chosen, t)
-                        if chosen is not None and t is not None:
-                            difference = chosen.ts - t
-                    elif t is not None:
-                        difference = chosen.ts - t
-                        if not low <= difference <= high:
-                            index[key] = chosen
-                            chosen = None
-                if chosen is None:
-                    reason = self._capture_only_reason(exchange, t)
-                    capture_only[reason] += 1
-                    exchange.broker_log = reason
-                else:
-                    chosen.matched = True
-                    joined += 1
-                    # the entry's columns; network_ms as `network_ms` computes it, inline
-                    exchange.broker_log = JOINED
-                    exchange.broker_total_ms = total_ms = chosen.total_ms
-                    exchange.broker_request_queue_ms = chosen.request_queue_ms
-                    exchange.broker_local_ms = chosen.local_ms
-                    exchange.broker_remote_ms = chosen.remote_ms
-                    exchange.broker_throttle_ms = chosen.throttle_ms
-                    exchange.broker_response_queue_ms = chosen.response_queue_ms
-                    exchange.broker_send_ms = send_ms = chosen.send_ms
-                    exchange.principal = chosen.principal
-                    exchange.security_protocol = chosen.security_protocol
-                    exchange.listener = chosen.listener
-                    request_ts, first_ts = exchange.request_ts, exchange.response_first_ts
-                    if request_ts is None or first_ts is None or total_ms is None or send_ms is None:
-                        exchange.network_ms = None
-                    else:
-                        before_send = (total_ms - send_ms) * 1_000_000
-                        exchange.network_ms = None if before_send - before_send != 0 else (
-                            first_ts - request_ts - (exchange.socket_wait_ns or 0) - round(before_send)) / 1_000_000
-                    if t is not None:
-                        pairs += 1
+            while True:
+                chunk: list[Any] = []
+                failure = None
+                try:
+                    _drain(map(chunk.append, islice(iterator, _CHUNK)))
+                except Exception as problem:  # (what came before it is joined and handed on first)
+                    failure = problem
+                if not chunk:
+                    if failure is not None:
+                        raise failure
+                    break
+                total += len(chunk)
+                fast = False
+                times = list(map(_response_ts_of, chunk))
+                if None in times:
+                    times = [t if t is not None else ex.request_ts for t, ex in zip(times, chunk)]
+                if None not in times:
+                    newest = max(times)
+                    # (t > latest and t > evict_at for some t  <=>  newest > max(latest, evict_at))
+                    if newest < read_at and not (newest > latest and newest > evict_at):
+                        clients = list(map(_client_of, chunk))
+                        keys = list(zip(clients, map(_correlation_id_of, chunk), map(_api_key_of, chunk)))
+                        chosen = list(map(pop, keys, repeat(None)))
+                        if _CHUNK_TYPES.issuperset(map(type, chosen)):  # (no None, no list)
+                            differences = list(map(sub, map(_ts_of, chosen), times))
+                            fast = low <= min(differences) and max(differences) <= high
+                        if not fast:  # the chunk exchange by exchange, from the index as it was
+                            index.update((key, entry) for key, entry in zip(keys, chosen) if entry is not None)
+                if fast:
+                    captured_clients.update(clients)
+                    last_client = clients[-1]
+                    oldest = min(times)
+                    if newest > latest:
+                        latest = newest
+                    if self._first_ts is None or oldest < self._first_ts:
+                        self._first_ts = oldest
+                    joined += len(chunk)
+                    pairs += len(chunk)
+                    for exchange, chosen_entry, difference in zip(chunk, chosen, differences):
+                        chosen_entry.matched = True
+                        exchange.broker_log = JOINED
+                        exchange.broker_total_ms = total_ms = chosen_entry.total_ms
+                        exchange.broker_request_queue_ms = chosen_entry.request_queue_ms
+                        exchange.broker_local_ms = chosen_entry.local_ms
+                        exchange.broker_remote_ms = chosen_entry.remote_ms
+                        exchange.broker_throttle_ms = chosen_entry.throttle_ms
+                        exchange.broker_response_queue_ms = chosen_entry.response_queue_ms
+                        exchange.broker_send_ms = send_ms = chosen_entry.send_ms
+                        exchange.principal = chosen_entry.principal
+                        exchange.security_protocol = chosen_entry.security_protocol
+                        exchange.listener = chosen_entry.listener
+                        request_ts, first_ts = exchange.request_ts, exchange.response_first_ts
+                        if request_ts is None or first_ts is None or total_ms is None or send_ms is None:
+                            exchange.network_ms = None
+                        else:
+                            before_send = (total_ms - send_ms) * 1_000_000
+                            exchange.network_ms = None if before_send - before_send != 0 else (
+                                first_ts - request_ts - (exchange.socket_wait_ns or 0) - round(before_send)) / 1_000_000
                         counts[difference] = counts.get(difference, 0) + 1
                         if len(counts) >= _OFFSET_PENDING:
                             accounting.flush_offsets()
-                if observer is not None:
-                    observer.exchange(exchange)
-                yield exchange
+                    if observer is not None:
+                        for exchange in chunk:
+                            observer.exchange(exchange)
+                    yield chunk
+                    if failure is not None:
+                        raise failure
+                    continue
+                for exchange in chunk:
+                    client = exchange.client
+                    if client is not last_client:  # (a connection's exchanges share one endpoint string)
+                        captured(client)
+                        last_client = client
+                    t = exchange.response_ts
+                    if t is None:
+                        t = exchange.request_ts
+                    if t is not None:
+                        if t > latest:
+                            latest = t
+                            if self._first_ts is None:
+                                self._first_ts = t
+                            if t > evict_at:
+                                self._evict(t + offset - window)
+                                evict_at = queue[0].ts - offset + window if queue else never
+                        elif t < self._first_ts:  # type: ignore[operator]
+                            self._first_ts = t
+                        if t >= read_at:  # index the log up to t + offset + tolerance (once per batch of lines)
+                            was_empty = not queue
+                            self._read_until(t + offset + tolerance)
+                            following = self._next
+                            read_at = never if following is None else following.ts - offset - tolerance
+                            if was_empty and queue:
+                                evict_at = queue[0].ts - offset + window
+                    key = (client, exchange.correlation_id, exchange.api_key)
+                    chosen_one = pop(key, None)  # the usual case: the one entry with that identity
+                    if chosen_one is not None:
+                        if chosen_one.__class__ is list:
+                            index[key] = chosen_one
+                            chosen_one = self._choose(key, chosen_one, t)
+                            if chosen_one is not None and t is not None:
+                                difference = chosen_one.ts - t
+                        elif t is not None:
+                            difference = chosen_one.ts - t
+                            if not low <= difference <= high:
+                                index[key] = chosen_one
+                                chosen_one = None
+                    if chosen_one is None:
+                        reason = self._capture_only_reason(exchange, t)
+                        capture_only[reason] += 1
+                        exchange.broker_log = reason
+                    else:
+                        chosen_one.matched = True
+                        joined += 1
+                        # the entry's columns; network_ms as `network_ms` computes it, inline
+                        exchange.broker_log = JOINED
+                        exchange.broker_total_ms = total_ms = chosen_one.total_ms
+                        exchange.broker_request_queue_ms = chosen_one.request_queue_ms
+                        exchange.broker_local_ms = chosen_one.local_ms
+                        exchange.broker_remote_ms = chosen_one.remote_ms
+                        exchange.broker_throttle_ms = chosen_one.throttle_ms
+                        exchange.broker_response_queue_ms = chosen_one.response_queue_ms
+                        exchange.broker_send_ms = send_ms = chosen_one.send_ms
+                        exchange.principal = chosen_one.principal
+                        exchange.security_protocol = chosen_one.security_protocol
+                        exchange.listener = chosen_one.listener
+                        request_ts, first_ts = exchange.request_ts, exchange.response_first_ts
+                        if request_ts is None or first_ts is None or total_ms is None or send_ms is None:
+                            exchange.network_ms = None
+                        else:
+                            before_send = (total_ms - send_ms) * 1_000_000
+                            exchange.network_ms = None if before_send - before_send != 0 else (
+                                first_ts - request_ts - (exchange.socket_wait_ns or 0) - round(before_send)) / 1_000_000
+                        if t is not None:
+                            pairs += 1
+                            counts[difference] = counts.get(difference, 0) + 1
+                            if len(counts) >= _OFFSET_PENDING:
+                                accounting.flush_offsets()
+                    if observer is not None:
+                        observer.exchange(exchange)
+                yield chunk
+                if failure is not None:
+                    raise failure
         finally:
             if latest != started:
                 self._latest_ts = latest
@@ -463,7 +617,7 @@ class BrokerLogJoin:
             if answered >= _BOOTSTRAP_EXCHANGES or (t is not None and first is not None and abs(t - first) > self.window):
                 break
         self._estimate_offset(held)
-        yield from self._joined(chain(held, iterator))
+        yield from chain.from_iterable(self._joined(chain(held, iterator)))
         # what is left in the index, then the rest of the log (counted, not kept)
         for entry in self._queue:
             if not entry.matched:
@@ -472,6 +626,6 @@ class BrokerLogJoin:
         self._index.clear()
         while self._next is not None:
             entry = self._next
-            self._next = next(self._entries, None)
+            self._step()
             self._last_log_ts = entry.ts
             self._log_only(entry, at_end=True)

@@ -1,0 +1,101 @@
+"""The join a chunk of exchanges at a time (kdissect.conn.brokerlog.join:
+`BrokerLogJoin._joined`): a chunk is joined by a few calls over it only when
+nothing in it depends on the order within it, else exchange by exchange.
+
+Both ways must give the same rows and the same accounting, on the bundled
+runs of Apache Kafka 4.4.0 and on their logs damaged so that chunks fall back
+(lines lost: exchanges without a line; lines repeated later: identities with
+several lines, chosen by time). The exchange-by-exchange path is the one the
+tshark-checked tests of test_brokerlog_join.py measure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kdissect.conn.brokerlog import join as join_module
+from kdissect.conn.brokerlog import parse
+from kdissect.conn.brokerlog.join import BrokerLogJoin
+from kdissect.conn.pipeline import Analysis
+from tests.conn.test_brokerlog_join import PLAIN, TLS, manifest
+
+
+def joined(run: Path, log: Path) -> tuple[list[dict], dict]:
+    keylogs = [run / "keys"] if (run / "keys").exists() else []
+    analysis = Analysis([run / "capture.pcap"], ports=(manifest(run)["port"],), tls_keylogs=keylogs)
+    join = BrokerLogJoin([str(log)])
+    rows = [exchange.to_row() for exchange in join.join(analysis)]
+    assert join.accounting.balance() == []
+    return rows, join.accounting.to_dict()
+
+
+def damaged_log(tmp_path: Path) -> Path:
+    """The plain run's log with every 7th line lost and every 5th repeated
+    at the end with its time moved 3 s later (within the tolerance)."""
+    lines = [line for name in ("request.log.2", "request.log.1", "request.log")
+             for line in (PLAIN / name).read_text().splitlines(keepends=True)]
+    kept = [line for n, line in enumerate(lines) if n % 7 != 3]
+    later = []
+    for line in lines[::5]:
+        seconds = int(line[18:20]) + 3
+        minute = int(line[15:17]) + seconds // 60
+        later.append(f"{line[:15]}{minute:02d}:{seconds % 60:02d}{line[20:]}")
+    log = tmp_path / "request.log"
+    log.write_text("".join(kept + later))
+    return log
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 16, 256])
+@pytest.mark.parametrize("case", ["plain", "tls", "damaged"])
+def test_chunks_join_as_exchange_by_exchange(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int,
+                                             case: str) -> None:
+    run = TLS if case == "tls" else PLAIN
+    log = damaged_log(tmp_path) if case == "damaged" else run
+    monkeypatch.setattr(join_module, "_CHUNK", chunk)
+    tried = []  # the chunks whose every identity found one entry (then checked for the tolerance)
+    monkeypatch.setattr(join_module, "sub", lambda a, b: tried.append(1) or a - b)
+    by_chunks = joined(run, log)
+    monkeypatch.setattr(join_module, "_CHUNK_TYPES", frozenset())  # no chunk joined at once
+    one_by_one = joined(run, log)
+    assert by_chunks == one_by_one
+    rows, accounting = by_chunks
+    assert accounting["joined"] == sum(row["broker_log"] == "joined" for row in rows) > 0
+    if case == "plain" or (case == "damaged" and chunk <= 3):  # (larger chunks of the damaged log all hold
+        assert tried                                           # a lost or a repeated line)
+    if case == "damaged":
+        assert accounting["capture_only"]["not_logged"] > 0 and accounting["ambiguous"] > 0
+
+
+@pytest.mark.parametrize("case", ["plain", "damaged"])
+def test_small_window_reads_ahead_and_evicts_as_entry_by_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               case: str) -> None:
+    """A window of 2 s and a tolerance of 1 s: the log is read ahead and
+    evicted all along the run (not read whole at the start). Batches indexed
+    at once and chunks joined at once give the rows and the accounting of
+    the entry-by-entry and exchange-by-exchange paths."""
+    log = damaged_log(tmp_path) if case == "damaged" else PLAIN
+
+    def run() -> tuple[list[dict], dict, int]:
+        analysis = Analysis([PLAIN / "capture.pcap"], ports=(manifest(PLAIN)["port"],))
+        join = BrokerLogJoin([str(log)], tolerance_s=1.0, window_s=2.0)
+        rows = [exchange.to_row() for exchange in join.join(analysis)]
+        assert join.accounting.balance() == []
+        return rows, join.accounting.to_dict(), join.peak_pending
+
+    monkeypatch.setattr(join_module, "_CHUNK", 8)
+    monkeypatch.setattr(parse, "_BLOCK_BYTES", 4096)  # batches of a few lines: many wholly within the read-ahead
+    in_bulk = run()
+    original = BrokerLogJoin._load_batch
+
+    def never_whole(self: BrokerLogJoin) -> None:
+        original(self)
+        self._batch_last = float("inf")  # type: ignore[assignment]  # no batch is ever within the read-ahead
+
+    monkeypatch.setattr(BrokerLogJoin, "_load_batch", never_whole)
+    monkeypatch.setattr(join_module, "_CHUNK_TYPES", frozenset())
+    one_by_one = run()
+    assert in_bulk == one_by_one
+    rows, accounting, peak = in_bulk
+    assert accounting["joined"] > 0 and peak < accounting["request_lines"]  # (read ahead, not whole)
