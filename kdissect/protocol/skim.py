@@ -35,19 +35,22 @@ the exact DecodeError. Neither function raises.
 
 from __future__ import annotations
 
+import re
 import struct as _struct
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 from kdissect.protocol import primitives as prim
-from kdissect.protocol.apis import ApiKey
+from kdissect.protocol._generated.skims import REQUEST_SKIMS, RESPONSE_SKIMS
+from kdissect.protocol.apis import ApiKey, api_name
 from kdissect.protocol.generator import EmitStrategy, Level, ReadWalk, Source, indent
 from kdissect.protocol.headers import request_layout
 from kdissect.protocol.schema import (
     UNSUPPORTED_VERSION,
     FieldSchema,
     MessageSchema,
+    defined_versions,
     get_schema,
     header_versions,
     resolve_version,
@@ -102,8 +105,11 @@ class _FigureLevel(Level):
             self._read.add(f.attr)
             if scalar and (codes or f.attr in wanted):
                 self.kept[f.attr] = f"_v{d}_{f.attr}"
+                if f.element == "string":
+                    strategy.declare(self.kept[f.attr], "str | None")
         if role == "partition":
             self.kept["records"] = f"_rec{d}"  # stays None when absent
+            strategy.declare(f"_rec{d}", "bytes | None")
         if role == "topic":
             self.label = self._label_expression([f for f in fields if not f.tagged])
 
@@ -188,10 +194,26 @@ class CollectFigures(EmitStrategy):
 
     uuid_objects = False  # a topic id is kept as its 16 bytes (text only when needed)
 
-    def __init__(self, label: str, direction: str, record_path: tuple[str, str, str, str] | None) -> None:
+    def __init__(self, label: str, direction: str, record_path: tuple[str, str, str, str] | None,
+                 native: bool = False) -> None:
         self.label = label
         self.codes = direction == "response"
         self.record_path = record_path
+        self.native = native
+        self.declared: dict[str, str] = {}  # local -> its type, when not obvious (native)
+
+    def declare(self, local: str, annotation: str) -> None:
+        self.declared[local] = annotation
+
+    def declarations(self) -> list[str]:
+        """Native: the frame function's locals that hold None or a value, typed."""
+        return [f"{local}: {kind} = None" for local, kind in self.declared.items()] if self.native else []
+
+    def tag_signature(self, name: str) -> str:
+        if not self.native:
+            return f"{name}(b, p, L, e, r)"
+        errors = "list[int]" if self.codes else "list[int] | None"
+        return f"{name}(b: bytes, p: int, L: int, e: {errors}, r: RecordSets) -> int"
 
     def struct_value(self, walk: ReadWalk, f: FieldSchema, flexible: bool, level: Level,
                      target: str | None) -> list[str]:
@@ -217,23 +239,32 @@ def _request_frame(src: Source, walk: ReadWalk, schema: MessageSchema, header_ve
     """fn(b) -> (api_key, api_version, correlation_id, client_id,
     expects_response, starts_raw_sasl, record_sets) | None."""
     fn = src.name("_frame")
-    lines = ["L = len(b)", "if L < 8: return None", "_k, _ver, _cid = _KVC(b, 0)", "p = 8", "_cl = None"]
+    strategy: CollectFigures = walk.strategy  # type: ignore[assignment]
+    native = strategy.native
+    lines = ["L = len(b)", "if L < 8: return None"]
+    if native:
+        lines += ["_k = _int16(b, 0)", "_ver = _int16(b, 2)", "_cid = _int32(b, 4)", "p = 8",
+                  "_cl: str | None = None"]
+    else:
+        lines += ["_k, _ver, _cid = _KVC(b, 0)", "p = 8", "_cl = None"]
     if header_version >= 1:  # the client id: never a compact string
-        lines += ["if L < 10: return None", "_n, = _I16(b, 8)", "p = 10", "if _n >= 0:",
-                  "    if p + _n > L: return None",
-                  "    _cl = _str(b[p:p + _n], 'utf-8', 'surrogateescape')", "    p += _n",
+        client_id = "b[p:p + _n].decode('utf-8', 'surrogateescape')" if native \
+            else "_str(b[p:p + _n], 'utf-8', 'surrogateescape')"
+        lines += ["if L < 10: return None", "_n = _int16(b, 8)" if native else "_n, = _I16(b, 8)", "p = 10",
+                  "if _n >= 0:", "    if p + _n > L: return None", f"    _cl = {client_id}", "    p += _n",
                   "elif _n != -1: return None"]
     if header_version >= 2:
         lines += ["if p < L and b[p] == 0:", "    p += 1", "else:", "    p = _rutags(b, p, L)[1]"]
-    lines += ["e = None", "r = []"]
-    top = _FigureLevel(walk.strategy, schema.fields, "top", 0, ("acks",))  # type: ignore[arg-type]
-    lines += walk.struct(schema.fields, schema.flexible, top)
+    lines += ["e: list[int] | None = None", "r: RecordSets = []"] if native else ["e = None", "r = []"]
+    top = _FigureLevel(strategy, schema.fields, "top", 0, ("acks",))
+    body = walk.struct(schema.fields, schema.flexible, top)
+    lines += strategy.declarations() + body
     lines.append("if p != L: return None")
     acks = top.kept.get("acks")
     expects = f"{acks} != 0" if schema.api_key == ApiKey.PRODUCE and acks else "True"
     sasl = "_ver == 0" if schema.api_key == ApiKey.SASL_HANDSHAKE else "False"
     lines.append(f"return _k, _ver, _cid, _cl, {expects}, {sasl}, r")
-    src.function(f"{fn}(b)", lines)
+    src.function(f"{fn}(b: bytes) -> RequestFigures | None" if native else f"{fn}(b)", lines)
     return fn
 
 
@@ -241,44 +272,58 @@ def _response_frame(src: Source, walk: ReadWalk, schema: MessageSchema, header_v
     """fn(b, assumed) -> (throttle_time_ms, error_code, error_codes, assumed,
     record_sets) | None."""
     fn = src.name("_frame")
+    strategy: CollectFigures = walk.strategy  # type: ignore[assignment]
+    native = strategy.native
     lines = ["L = len(b)", "if L < 4: return None"]
     if header_version >= 1:
         lines += ["if b[4] == 0:", "    p = 5", "else:", "    p = _rutags(b, 4, L)[1]"]
     else:
         lines.append("p = 4")
-    lines += ["e = []", "r = []"]
-    top = _FigureLevel(walk.strategy, schema.fields, "top", 0,  # type: ignore[arg-type]
-                       ("throttle_time_ms", "error_code"))
-    lines += walk.struct(schema.fields, schema.flexible, top)
+    lines += ["e: list[int] = []", "r: RecordSets = []"] if native else ["e = []", "r = []"]
+    top = _FigureLevel(strategy, schema.fields, "top", 0, ("throttle_time_ms", "error_code"))
+    body = walk.struct(schema.fields, schema.flexible, top)
+    lines += strategy.declarations() + body
     throttle, error_code = top.kept.get("throttle_time_ms", "None"), top.kept.get("error_code", "None")
-    lines += ["if p != L: return None", "if e: e = _sorted(_set(e))",
+    lines += ["if p != L: return None", "if e: e = sorted(set(e))" if native else "if e: e = _sorted(_set(e))",
               f"return {throttle}, {error_code}, e, assumed, r"]
-    src.function(f"{fn}(b, assumed)", lines)
+    src.function(f"{fn}(b: bytes, assumed: str | None) -> ResponseFigures | None" if native
+                 else f"{fn}(b, assumed)", lines)
     return fn
 
 
-_FRAMES: dict[tuple[int, int, str, int], tuple[Callable, str]] = {}
+def _layout_source(api_key: int, version: int, direction: str, header_version: int, native: bool = False,
+                   stem: str = "") -> tuple[Source, str]:
+    """(the source, the name of its frame function) of one layout; raises
+    NotImplementedError for a layout rows cannot skim."""
+    schema = get_schema(api_key, version, direction)
+    label = f"{schema.name} v{version} header v{header_version}"
+    src = Source("skim", label, _NAMESPACE, stem)
+    walk = ReadWalk(src, CollectFigures(label, direction, RECORD_PATHS.get((api_key, direction)), native))
+    if direction == "request":
+        return src, _request_frame(src, walk, schema, header_version)
+    return src, _response_frame(src, walk, schema, header_version)
 
 
-def frame_skim(api_key: int, version: int, direction: str, header_version: int) -> tuple[Callable, str]:
-    """(skim function, its source) of a defined body version with a given
-    header version; KeyError if undefined. Requests: fn(frame); responses:
-    fn(frame, assumed) (see skim_request / skim_response for the results)."""
+_FRAMES: dict[tuple[int, int, str, int], Callable] = {}
+
+
+def frame_skim(api_key: int, version: int, direction: str, header_version: int) -> Callable:
+    """The skim function of a defined body version with a given header
+    version; KeyError if undefined. Requests: fn(frame); responses:
+    fn(frame, assumed) (see skim_request / skim_response for the results).
+    The layouts of `AHEAD_APIS` come compiled from `_generated.skims`, the
+    others are generated and compiled here on first use."""
     key = (api_key, version, direction, header_version)
     found = _FRAMES.get(key)
     if found is None:
-        schema = get_schema(api_key, version, direction)
-        label = f"{schema.name} v{version} header v{header_version}"
-        src = Source("skim", label, _NAMESPACE)
-        walk = ReadWalk(src, CollectFigures(label, direction, RECORD_PATHS.get((api_key, direction))))
-        try:
-            if direction == "request":
-                fn = _request_frame(src, walk, schema, header_version)
-            else:
-                fn = _response_frame(src, walk, schema, header_version)
-            found = (src.compile()[fn], src.text)
-        except NotImplementedError as problem:  # a layout rows cannot skim: always decode fully
-            found = (_decline, f"# {problem}")
+        ahead = REQUEST_SKIMS if direction == "request" else RESPONSE_SKIMS
+        found = ahead.get((api_key, version, header_version))
+        if found is None:
+            try:
+                src, fn = _layout_source(api_key, version, direction, header_version)
+                found = src.compile()[fn]
+            except NotImplementedError:  # a layout rows cannot skim: always decode fully
+                found = _decline
         _FRAMES[key] = found
     return found
 
@@ -288,11 +333,144 @@ def _decline(b: bytes, assumed: str | None = None) -> None:
     return None
 
 
-def skim_source(api_key: int, version: int, direction: str) -> str:
-    """The generated source of a version with its usual header (for reading and debugging)."""
+def _usual_header(api_key: int, version: int, direction: str) -> int:
     flexible = get_schema(api_key, version, direction).flexible
-    header_version = header_versions(api_key, version, flexible)[0 if direction == "request" else 1]
-    return frame_skim(api_key, version, direction, header_version)[1]
+    return header_versions(api_key, version, flexible)[0 if direction == "request" else 1]
+
+
+def skim_source(api_key: int, version: int, direction: str) -> str:
+    """The generated source of a version with its usual header, as it runs
+    (written ahead of time for `AHEAD_APIS`), for reading and debugging."""
+    header_version = _usual_header(api_key, version, direction)
+    try:
+        return _layout_source(api_key, version, direction, header_version, native=api_key in AHEAD_APIS)[0].text
+    except NotImplementedError as problem:
+        return f"# {problem}"
+
+
+# ------------------------------------------------------- written ahead of time
+
+# the messages whose skims are written into _generated/skims.py (every
+# defined version, with its usual header) and compiled with mypyc: those of
+# the record-carrying exchanges, which make most frames of busy captures
+AHEAD_APIS = (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH)
+
+_AHEAD_PREAMBLE = '''\
+# Generated by tools/gen_skims.py from the message schemas (kdissect.protocol.skim). Do not edit.
+"""Skim decoders of {apis}, written ahead of time so that mypyc compiles
+them (kdissect/native.py): one function per frame layout, as
+`kdissect.protocol.skim` generates them, with integers read by the readers
+below. REQUEST_SKIMS and RESPONSE_SKIMS map (api key, body version, header
+version) to them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+{imports}
+
+RecordSets = list[tuple[str | None, int, bytes]]
+# api_key, api_version, correlation_id, client_id, expects_response, starts_raw_sasl, record sets
+RequestFigures = tuple[int, int, int, str | None, bool, bool, RecordSets]
+# throttle_time_ms, error_code, error codes, assumed version, record sets
+ResponseFigures = tuple[int | None, int | None, list[int], str | None, RecordSets]
+TagReaders = dict[int, tuple[str, Callable[..., int]]]
+
+
+# big-endian integers at p (IndexError past the end, like bytes indexing)
+def _int8(b: bytes, p: int) -> int:
+    v = b[p]
+    return v - 0x100 if v & 0x80 else v
+
+
+def _uint16(b: bytes, p: int) -> int:
+    return b[p] << 8 | b[p + 1]
+
+
+def _int16(b: bytes, p: int) -> int:
+    v = b[p] << 8 | b[p + 1]
+    return v - 0x10000 if v & 0x8000 else v
+
+
+def _uint32(b: bytes, p: int) -> int:
+    return b[p] << 24 | b[p + 1] << 16 | b[p + 2] << 8 | b[p + 3]
+
+
+def _int32(b: bytes, p: int) -> int:
+    v = b[p] << 24 | b[p + 1] << 16 | b[p + 2] << 8 | b[p + 3]
+    return v - 0x100000000 if v & 0x80000000 else v
+
+
+def _int64(b: bytes, p: int) -> int:
+    v = _uint32(b, p) << 32 | _uint32(b, p + 4)
+    return v - 0x10000000000000000 if v & 0x8000000000000000 else v
+
+
+def _uvar(b: bytes, p: int) -> tuple[int, int]:
+    """primitives.read_uvarint: at most 5 bytes, minimal encodings only."""
+    value = 0
+    shift = 0
+    start = p
+    while True:
+        byte = b[p]
+        p += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if byte == 0 and p - start > 1:
+                raise ValueError("non-minimal varint")
+            return value, p
+        shift += 7
+        if p - start >= 5:
+            raise ValueError("varint too long")
+'''
+
+# names the generated code may use from primitives and topics (imported when used)
+_AHEAD_IMPORTS = (("kdissect.protocol.primitives", (
+    ("Short", "_Short"), ("read_tag_section", "_rtags"), ("read_unknown_tags", "_rutags"),
+    ("skip_array", "_svar"), ("read_fixed_array", "_rfix"), ("read_string", "_rstr"),
+    ("read_compact_string", "_rcstr"), ("read_bytes", "_rbytes"), ("read_compact_bytes", "_rcbytes"))),
+    ("kdissect.protocol.topics", (("topic_label", "_label"),)))
+
+
+def ahead_layouts() -> list[tuple[int, int, str, int]]:
+    """(api key, body version, direction, header version) of every layout
+    written ahead of time: each defined version of `AHEAD_APIS` with its usual header."""
+    return [(api_key, version, direction, _usual_header(api_key, version, direction))
+            for api_key in AHEAD_APIS for direction in ("request", "response")
+            for version in defined_versions(api_key, direction)]
+
+
+def ahead_of_time_module() -> str:
+    """The text of kdissect/protocol/_generated/skims.py (tools/gen_skims.py
+    writes it; a test checks the committed copy is current). Layouts whose
+    code is the same are written once."""
+    written: dict[str, str] = {}  # code with plain names -> the function written for it
+    parts: list[str] = []
+    tables: dict[str, list[str]] = {"request": [], "response": []}
+    for api_key, version, direction, header_version in ahead_layouts():
+        try:
+            plain = _layout_source(api_key, version, direction, header_version, native=True)[0].text
+        except NotImplementedError:  # rows never skim it: not in the table, the skim declines
+            continue
+        fn = written.get(plain)
+        if fn is None:
+            stem = f"_{api_key}{direction[:3]}{version}h{header_version}_"
+            src, fn = _layout_source(api_key, version, direction, header_version, native=True, stem=stem)
+            written[plain] = fn
+            code = src.text.rstrip("\n").replace("\n\ndef ", "\n\n\ndef ")
+            parts.append("\n".join([f"# {src.label}", code, *src.tag_table_lines("TagReaders")]))
+        tables[direction].append(f"    ({api_key}, {version}, {header_version}): {fn},")
+    code = "\n\n\n".join(parts)
+    used = [(module, [(name, alias) for name, alias in names if re.search(rf"\b{alias}\b", code)])
+            for module, names in _AHEAD_IMPORTS]
+    imports = [f"from {module} import {', '.join(f'{name} as {alias}' for name, alias in found)}"
+               for module, found in used if found]
+    names = ", ".join(api_name(key) for key in AHEAD_APIS)
+    return "\n".join([_AHEAD_PREAMBLE.format(apis=names, imports="\n".join(imports)), "", code, "", "",
+                      "REQUEST_SKIMS: dict[tuple[int, int, int], Callable[[bytes], RequestFigures | None]] = {",
+                      *tables["request"], "}",
+                      "RESPONSE_SKIMS: dict[tuple[int, int, int], Callable[[bytes, str | None], ResponseFigures | None]] = {",
+                      *tables["response"], "}", ""])
 
 
 # ------------------------------------------------------------------ requests
@@ -311,7 +489,7 @@ def skim_request(frame: Any) -> tuple | None:
         if skim is None:
             api_key, api_version, _cid = _KEY_VERSION_CORR(b, 0)
             header_version, body_version, _problem = request_layout(api_key, api_version)
-            skim = _REQUEST_PLANS[b[:4]] = frame_skim(api_key, body_version, "request", header_version)[0]
+            skim = _REQUEST_PLANS[b[:4]] = frame_skim(api_key, body_version, "request", header_version)
         return skim(b)
     except Exception:  # rejected (or a bug): the full decoder decides and explains
         return None
@@ -328,9 +506,9 @@ def _response_plan(api_key: int, api_version: int) -> tuple[Callable, str | None
     body_version, assumed = resolve_version(api_key, api_version, "response")
     flexible = get_schema(api_key, body_version, "response").flexible
     header_version = header_versions(api_key, body_version, flexible)[1]
-    skim = frame_skim(api_key, body_version, "response", header_version)[0]
+    skim = frame_skim(api_key, body_version, "response", header_version)
     if api_key == ApiKey.API_VERSIONS and body_version > 0:
-        v0 = frame_skim(ApiKey.API_VERSIONS, 0, "response", header_version)[0]
+        v0 = frame_skim(ApiKey.API_VERSIONS, 0, "response", header_version)
         return partial(_api_versions, skim, v0, api_version), assumed
     return skim, assumed
 

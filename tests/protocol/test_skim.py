@@ -18,7 +18,14 @@ import pytest
 from kdissect import encode_request, encode_response
 from kdissect.protocol.codec import body_class
 from kdissect.protocol.schema import api_keys, defined_versions
-from kdissect.protocol.skim import skim_request, skim_response, skim_source
+from kdissect.protocol.skim import (
+    ahead_layouts,
+    ahead_of_time_module,
+    frame_skim,
+    skim_request,
+    skim_response,
+    skim_source,
+)
 from tests.support.pipeline import ports_of
 from tests.support.protocol import frame_fixtures, random_struct
 from tests.support.skim import (
@@ -219,13 +226,14 @@ def counting(source, filename, *args, **kwargs):
 builtins.compile = counting
 from kdissect import encode_request
 from kdissect.protocol.skim import skim_request
-frame = encode_request(0, 10, 1, "c", {"acks": 1, "timeout_ms": 5, "topic_data": []})
+frame = encode_request(18, 3, 1, "c", {"client_software_name": "x", "client_software_version": "1"})
 assert skim_request(frame) is not None
 print(sum(name.startswith("<kdissect skim") for name in compiled))
 """
 
 
 def test_skim_code_is_kept_in_the_codec_cache(tmp_path: Path) -> None:
+    """A layout not written ahead of time is compiled once, then loaded from the cache."""
     import marshal
     import os
     import subprocess
@@ -237,7 +245,7 @@ def test_skim_code_is_kept_in_the_codec_cache(tmp_path: Path) -> None:
                            text=True, check=True).stdout.split() for _ in range(2)]
     assert runs == [["1"], ["0"]]  # compiled once, then loaded
     names = [marshal.loads(p.read_bytes()).co_filename for p in tmp_path.rglob("*.marshal")]
-    assert "<kdissect skim ProduceRequest v10 header v2>" in names
+    assert "<kdissect skim ApiVersionsRequest v3 header v2>" in names
 
 
 def test_versions_decoded_with_an_assumed_layout() -> None:
@@ -257,3 +265,20 @@ def test_versions_decoded_with_an_assumed_layout() -> None:
         assert (full is not None) == (version <= newest + 4)
         if full is not None:
             assert "newer than the spec" in skim[3]
+
+
+def test_skims_written_ahead_of_time_are_current() -> None:
+    """kdissect/protocol/_generated/skims.py is what tools/gen_skims.py writes now."""
+    committed = (REPO / "kdissect" / "protocol" / "_generated" / "skims.py").read_text()
+    assert committed == ahead_of_time_module(), "rerun tools/gen_skims.py"
+
+
+def test_hot_layouts_run_the_code_written_ahead() -> None:
+    """Every layout of AHEAD_APIS runs from _generated.skims (compiled when the
+    native build is in use), none is generated at run time."""
+    from kdissect.protocol._generated import skims
+
+    for api_key, version, direction, header_version in ahead_layouts():
+        table = skims.REQUEST_SKIMS if direction == "request" else skims.RESPONSE_SKIMS
+        assert frame_skim(api_key, version, direction, header_version) is table[(api_key, version, header_version)]
+    assert {key for key, _v, _d, _h in ahead_layouts()} == {0, 1, 78}
