@@ -4,7 +4,7 @@
 Usage:
     python3 tools/gen_skims.py [--out FILE]
 
-The skims of `kdissect.protocol.skim.AHEAD_APIS` (every defined version,
+The skims of `kdissect.protocol.skim_code.AHEAD_APIS` (every defined version,
 with its usual header) are written as a module that mypyc compiles (it is
 in `kdissect.native.NATIVE_MODULES`); the other layouts are generated when
 first met. Run it after tools/gen_protocol.py (the skims follow the tables
@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from kdissect.protocol.skim import ahead_of_time_module  # noqa: E402
+from kdissect.protocol.skim_code import ahead_of_time_module  # noqa: E402
 
 DEFAULT_OUT = REPO / "kdissect" / "protocol" / "_generated" / "skims.py"
 

@@ -18,14 +18,8 @@ import pytest
 from kdissect import encode_request, encode_response
 from kdissect.protocol.codec import body_class
 from kdissect.protocol.schema import api_keys, defined_versions
-from kdissect.protocol.skim import (
-    ahead_layouts,
-    ahead_of_time_module,
-    frame_skim,
-    skim_request,
-    skim_response,
-    skim_source,
-)
+from kdissect.protocol.skim import frame_skim, skim_request, skim_response
+from kdissect.protocol.skim_code import ahead_layouts, ahead_of_time_module, skim_source
 from tests.support.pipeline import ports_of
 from tests.support.protocol import frame_fixtures, random_struct
 from tests.support.skim import (
