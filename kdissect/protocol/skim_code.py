@@ -113,11 +113,11 @@ class _FigureLevel(Level):
                 raise NotImplementedError(f"{self.strategy.label}: {attr} does not precede {parts_attr}")
         name, topic_id = self.kept.get(name_attr), self.kept.get("topic_id")
         if name and topic_id:
-            return f"({name} or _label(None, {topic_id}))"
+            return f"({name} or {self.strategy.topic_id_label(topic_id)})"
         if name:
             return f"({name} or None)"
         if topic_id:
-            return f"_label(None, {topic_id})"
+            return self.strategy.topic_id_label(topic_id)
         return "None"
 
     def open(self) -> list[str]:
@@ -133,7 +133,7 @@ class _FigureLevel(Level):
         return []
 
     def tags(self, table: str) -> list[str]:
-        return [f"p = _rtags(b, p, L, {table}, e, r, False)"]
+        return [self.strategy.tags_line(table)]
 
     def close(self) -> list[str]:
         if self.role != "partition":
@@ -169,7 +169,7 @@ class _TagValueLevel(Level):
         return [f"if {target}: e.append({target})"]
 
     def tags(self, table: str) -> list[str]:
-        return [f"p = _rtags(b, p, L, {table}, e, r, False)"]
+        return [self.strategy.tags_line(table)]
 
     def child(self, f: FieldSchema) -> _FigureLevel:
         return _FigureLevel(self.strategy, f.fields, "", 1)  # type: ignore[arg-type]
@@ -196,6 +196,16 @@ class CollectFigures(EmitStrategy):
     def declarations(self) -> list[str]:
         """Native: the frame function's locals that hold None or a value, typed."""
         return [f"{local}: {kind} = None" for local, kind in self.declared.items()] if self.native else []
+
+    def tags_line(self, table: str) -> str:
+        """The line reading a non-empty tagged-field section, nothing kept."""
+        if self.native:
+            return f"p = _tag_section(b, p, L, {table}, e, r)"
+        return f"p = _rtags(b, p, L, {table}, e, r, False)"
+
+    def topic_id_label(self, local: str) -> str:
+        """protocol.topics.topic_label of a topic id (16 raw bytes)."""
+        return f"_id_label({local})" if self.native else f"_label(None, {local})"
 
     def tag_signature(self, name: str) -> str:
         if not self.native:
@@ -398,6 +408,56 @@ def _uvar(b: bytes, p: int) -> tuple[int, int]:
         shift += 7
         if p - start >= 5:
             raise ValueError("varint too long")
+
+
+def _tag_section(b: bytes, p: int, L: int, known: TagReaders, e: list[int] | None, r: RecordSets) -> int:
+    """primitives.read_tag_section with nothing kept: each known tag read
+    once, by its reader, which must use exactly its declared size; unknown
+    tags stepped over."""
+    count = b[p]
+    if count < 0x80:
+        p += 1
+    else:
+        count, p = _uvar(b, p)
+    if count > L - p:
+        raise _Short("tag count %d exceeds the %d bytes left" % (count, L - p))
+    seen: list[int] = []
+    for _ in range(count):
+        tag = b[p]
+        if tag < 0x80:
+            p += 1
+        else:
+            tag, p = _uvar(b, p)
+        size = b[p]
+        if size < 0x80:
+            p += 1
+        else:
+            size, p = _uvar(b, p)
+        if size > L - p:
+            raise _Short("tagged field size %d exceeds the %d bytes left" % (size, L - p))
+        stop = p + size
+        entry = known.get(tag)
+        if entry is not None:
+            if tag in seen:
+                raise ValueError("tag %d repeated" % tag)
+            seen.append(tag)
+            if entry[1](b, p, stop, e, r) != stop:
+                raise ValueError("tagged field %d is %d bytes but its value used another size" % (tag, size))
+        p = stop
+    return p
+
+
+# topic id (16 raw bytes) -> protocol.topics.topic_label of it, for the few topics of a capture
+_ID_LABELS: dict[bytes, str | None] = {{}}
+
+
+def _id_label(raw: bytes) -> str | None:
+    label = _ID_LABELS.get(raw)
+    if label is None:
+        label = _label(None, raw)
+        if len(_ID_LABELS) < 4096:
+            _ID_LABELS[raw] = label
+    return label
 '''
 
 # names the generated code may use from primitives and topics (imported when used)
@@ -437,7 +497,8 @@ def ahead_of_time_module() -> str:
             parts.append("\n".join([f"# {src.label}", code, *src.tag_table_lines("TagReaders")]))
         tables[direction].append(f"    ({api_key}, {version}, {header_version}): {fn},")
     code = "\n\n\n".join(parts)
-    used = [(module, [(name, alias) for name, alias in names if re.search(rf"\b{alias}\b", code)])
+    code_and_readers = code + _AHEAD_PREAMBLE  # the readers above use some too
+    used = [(module, [(name, alias) for name, alias in names if re.search(rf"\b{alias}\b", code_and_readers)])
             for module, names in _AHEAD_IMPORTS]
     imports = [f"from {module} import {', '.join(f'{name} as {alias}' for name, alias in found)}"
                for module, found in used if found]

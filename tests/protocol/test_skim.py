@@ -210,6 +210,38 @@ def test_tagged_field_rules(entries: list[tuple[int, bytes]], accepted: bool) ->
     assert skim == full
 
 
+def _fetch_v16_with_tags(entries: list[tuple[int, bytes]]) -> bytes:
+    """A Fetch v16 response (written ahead of time) whose top-level tag
+    section holds `entries` (tag 0: NodeEndpoints, an array)."""
+    frame = encode_response(1, 16, 7, {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": []})
+    assert frame.endswith(b"\x00")  # the empty top-level tag section
+    tags = bytes((len(entries),))
+    for tag, value in entries:
+        size = len(value)  # an unsigned varint of one or two bytes
+        tags += bytes((tag,)) + (bytes((size,)) if size < 128 else bytes((size & 0x7F | 0x80, size >> 7))) + value
+    return frame[:-1] + tags
+
+
+_ENDPOINT = struct.pack(">i", 3) + b"\x02h" + struct.pack(">i", 9092) + b"\x00" + b"\x00"  # id, host, port, rack, tags
+
+
+@pytest.mark.parametrize("entries, accepted", [
+    ([(0, b"\x01")], True),  # NodeEndpoints: no endpoint
+    ([(0, b"\x02" + _ENDPOINT)], True),
+    ([(0, b"\x01"), (0, b"\x01")], False),  # a known tag repeated
+    ([(0, b"\x01\x00")], False),  # value shorter than its declared size
+    ([(0, b"\x02" + _ENDPOINT[:-1])], False),  # value longer than its declared size
+    ([(9, b"x"), (9, b"yz")], True),  # unknown tags may repeat
+    ([(0, b"\x01"), (9, b"x" * 200)], True),  # a size past 127: a two-byte varint
+])
+def test_tag_rules_of_the_skims_written_ahead(entries: list[tuple[int, bytes]], accepted: bool) -> None:
+    """The compiled tag-section reader of _generated.skims follows primitives.read_tag_section."""
+    frame = _fetch_v16_with_tags(entries)
+    full, skim = _both("response", frame, 1, 16)
+    assert (full is not None) == accepted
+    assert skim == full
+
+
 _CACHE_PROBE = """
 import builtins, sys
 compiled = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kdissect.protocol.primitives import Short as _Short, read_tag_section as _rtags, read_unknown_tags as _rutags
+from kdissect.protocol.primitives import Short as _Short, read_unknown_tags as _rutags
 from kdissect.protocol.topics import topic_label as _label
 
 RecordSets = list[tuple[str | None, int, bytes]]
@@ -65,6 +65,56 @@ def _uvar(b: bytes, p: int) -> tuple[int, int]:
         shift += 7
         if p - start >= 5:
             raise ValueError("varint too long")
+
+
+def _tag_section(b: bytes, p: int, L: int, known: TagReaders, e: list[int] | None, r: RecordSets) -> int:
+    """primitives.read_tag_section with nothing kept: each known tag read
+    once, by its reader, which must use exactly its declared size; unknown
+    tags stepped over."""
+    count = b[p]
+    if count < 0x80:
+        p += 1
+    else:
+        count, p = _uvar(b, p)
+    if count > L - p:
+        raise _Short("tag count %d exceeds the %d bytes left" % (count, L - p))
+    seen: list[int] = []
+    for _ in range(count):
+        tag = b[p]
+        if tag < 0x80:
+            p += 1
+        else:
+            tag, p = _uvar(b, p)
+        size = b[p]
+        if size < 0x80:
+            p += 1
+        else:
+            size, p = _uvar(b, p)
+        if size > L - p:
+            raise _Short("tagged field size %d exceeds the %d bytes left" % (size, L - p))
+        stop = p + size
+        entry = known.get(tag)
+        if entry is not None:
+            if tag in seen:
+                raise ValueError("tag %d repeated" % tag)
+            seen.append(tag)
+            if entry[1](b, p, stop, e, r) != stop:
+                raise ValueError("tagged field %d is %d bytes but its value used another size" % (tag, size))
+        p = stop
+    return p
+
+
+# topic id (16 raw bytes) -> protocol.topics.topic_label of it, for the few topics of a capture
+_ID_LABELS: dict[bytes, str | None] = {}
+
+
+def _id_label(raw: bytes) -> str | None:
+    label = _ID_LABELS.get(raw)
+    if label is None:
+        label = _label(None, raw)
+        if len(_ID_LABELS) < 4096:
+            _ID_LABELS[raw] = label
+    return label
 
 
 # ProduceRequest v0 header v1
@@ -287,17 +337,17 @@ def _frame_0req9h2_1(b: bytes) -> RequestFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_0req9h2_2, e, r, False)
+                        p = _tag_section(b, p, L, _tags_0req9h2_2, e, r)
                     if _rec2:
                         r.append(((_v1_name or None), _v2_index, _rec2))
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_0req9h2_3, e, r, False)
+                p = _tag_section(b, p, L, _tags_0req9h2_3, e, r)
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_0req9h2_4, e, r, False)
+        p = _tag_section(b, p, L, _tags_0req9h2_4, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, _v0_acks != 0, False, r
 _tags_0req9h2_2: TagReaders = {}
@@ -380,17 +430,17 @@ def _frame_0req13h2_1(b: bytes) -> RequestFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_0req13h2_2, e, r, False)
+                        p = _tag_section(b, p, L, _tags_0req13h2_2, e, r)
                     if _rec2:
-                        r.append((_label(None, _v1_topic_id), _v2_index, _rec2))
+                        r.append((_id_label(_v1_topic_id), _v2_index, _rec2))
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_0req13h2_3, e, r, False)
+                p = _tag_section(b, p, L, _tags_0req13h2_3, e, r)
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_0req13h2_4, e, r, False)
+        p = _tag_section(b, p, L, _tags_0req13h2_4, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, _v0_acks != 0, False, r
 _tags_0req13h2_2: TagReaders = {}
@@ -666,7 +716,7 @@ def _frame_0res9h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                             if b[p] == 0:
                                 p += 1
                             else:
-                                p = _rtags(b, p, L, _tags_0res9h1_2, e, r, False)
+                                p = _tag_section(b, p, L, _tags_0res9h1_2, e, r)
                     _n2 = b[p]
                     if _n2 < 128:
                         p += 1
@@ -679,17 +729,17 @@ def _frame_0res9h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_0res9h1_3, e, r, False)
+                        p = _tag_section(b, p, L, _tags_0res9h1_3, e, r)
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_0res9h1_4, e, r, False)
+                p = _tag_section(b, p, L, _tags_0res9h1_4, e, r)
     _v0_throttle_time_ms = _int32(b, p)
     p += 4
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_0res9h1_5, e, r, False)
+        p = _tag_section(b, p, L, _tags_0res9h1_5, e, r)
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, None, e, assumed, r
@@ -705,7 +755,7 @@ def _t_0res10h1_3(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_0res10h1_4, e, r, False)
+        p = _tag_section(b, p, L, _tags_0res10h1_4, e, r)
     return p
 
 
@@ -742,7 +792,7 @@ def _t_0res10h1_7(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_0res10h1_8, e, r, False)
+                p = _tag_section(b, p, L, _tags_0res10h1_8, e, r)
     return p
 
 
@@ -807,7 +857,7 @@ def _frame_0res10h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                             if b[p] == 0:
                                 p += 1
                             else:
-                                p = _rtags(b, p, L, _tags_0res10h1_2, e, r, False)
+                                p = _tag_section(b, p, L, _tags_0res10h1_2, e, r)
                     _n2 = b[p]
                     if _n2 < 128:
                         p += 1
@@ -820,17 +870,17 @@ def _frame_0res10h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_0res10h1_5, e, r, False)
+                        p = _tag_section(b, p, L, _tags_0res10h1_5, e, r)
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_0res10h1_6, e, r, False)
+                p = _tag_section(b, p, L, _tags_0res10h1_6, e, r)
     _v0_throttle_time_ms = _int32(b, p)
     p += 4
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_0res10h1_9, e, r, False)
+        p = _tag_section(b, p, L, _tags_0res10h1_9, e, r)
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, None, e, assumed, r
@@ -848,7 +898,7 @@ def _t_0res13h1_3(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_0res13h1_4, e, r, False)
+        p = _tag_section(b, p, L, _tags_0res13h1_4, e, r)
     return p
 
 
@@ -885,7 +935,7 @@ def _t_0res13h1_7(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_0res13h1_8, e, r, False)
+                p = _tag_section(b, p, L, _tags_0res13h1_8, e, r)
     return p
 
 
@@ -942,7 +992,7 @@ def _frame_0res13h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                             if b[p] == 0:
                                 p += 1
                             else:
-                                p = _rtags(b, p, L, _tags_0res13h1_2, e, r, False)
+                                p = _tag_section(b, p, L, _tags_0res13h1_2, e, r)
                     _n2 = b[p]
                     if _n2 < 128:
                         p += 1
@@ -955,17 +1005,17 @@ def _frame_0res13h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_0res13h1_5, e, r, False)
+                        p = _tag_section(b, p, L, _tags_0res13h1_5, e, r)
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_0res13h1_6, e, r, False)
+                p = _tag_section(b, p, L, _tags_0res13h1_6, e, r)
     _v0_throttle_time_ms = _int32(b, p)
     p += 4
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_0res13h1_9, e, r, False)
+        p = _tag_section(b, p, L, _tags_0res13h1_9, e, r)
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, None, e, assumed, r
@@ -1428,11 +1478,11 @@ def _frame_1req12h2_1(b: bytes) -> RequestFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_1req12h2_2, e, r, False)
+                        p = _tag_section(b, p, L, _tags_1req12h2_2, e, r)
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1req12h2_3, e, r, False)
+                p = _tag_section(b, p, L, _tags_1req12h2_3, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -1463,7 +1513,7 @@ def _frame_1req12h2_1(b: bytes) -> RequestFigures | None:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1req12h2_4, e, r, False)
+                p = _tag_section(b, p, L, _tags_1req12h2_4, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -1476,7 +1526,7 @@ def _frame_1req12h2_1(b: bytes) -> RequestFigures | None:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1req12h2_6, e, r, False)
+        p = _tag_section(b, p, L, _tags_1req12h2_6, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
 _tags_1req12h2_2: TagReaders = {}
@@ -1545,11 +1595,11 @@ def _frame_1req13h2_1(b: bytes) -> RequestFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_1req13h2_2, e, r, False)
+                        p = _tag_section(b, p, L, _tags_1req13h2_2, e, r)
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1req13h2_3, e, r, False)
+                p = _tag_section(b, p, L, _tags_1req13h2_3, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -1572,7 +1622,7 @@ def _frame_1req13h2_1(b: bytes) -> RequestFigures | None:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1req13h2_4, e, r, False)
+                p = _tag_section(b, p, L, _tags_1req13h2_4, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -1585,7 +1635,7 @@ def _frame_1req13h2_1(b: bytes) -> RequestFigures | None:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1req13h2_6, e, r, False)
+        p = _tag_section(b, p, L, _tags_1req13h2_6, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
 _tags_1req13h2_2: TagReaders = {}
@@ -1613,7 +1663,7 @@ def _t_1req15h2_6(b: bytes, p: int, L: int, e: list[int] | None, r: RecordSets) 
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1req15h2_7, e, r, False)
+        p = _tag_section(b, p, L, _tags_1req15h2_7, e, r)
     return p
 
 
@@ -1663,11 +1713,11 @@ def _frame_1req15h2_1(b: bytes) -> RequestFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_1req15h2_2, e, r, False)
+                        p = _tag_section(b, p, L, _tags_1req15h2_2, e, r)
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1req15h2_3, e, r, False)
+                p = _tag_section(b, p, L, _tags_1req15h2_3, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -1690,7 +1740,7 @@ def _frame_1req15h2_1(b: bytes) -> RequestFigures | None:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1req15h2_4, e, r, False)
+                p = _tag_section(b, p, L, _tags_1req15h2_4, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -1703,7 +1753,7 @@ def _frame_1req15h2_1(b: bytes) -> RequestFigures | None:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1req15h2_8, e, r, False)
+        p = _tag_section(b, p, L, _tags_1req15h2_8, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
 _tags_1req15h2_2: TagReaders = {}
@@ -1737,7 +1787,7 @@ def _t_1req17h2_7(b: bytes, p: int, L: int, e: list[int] | None, r: RecordSets) 
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1req17h2_8, e, r, False)
+        p = _tag_section(b, p, L, _tags_1req17h2_8, e, r)
     return p
 
 
@@ -1787,11 +1837,11 @@ def _frame_1req17h2_1(b: bytes) -> RequestFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_1req17h2_3, e, r, False)
+                        p = _tag_section(b, p, L, _tags_1req17h2_3, e, r)
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1req17h2_4, e, r, False)
+                p = _tag_section(b, p, L, _tags_1req17h2_4, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -1814,7 +1864,7 @@ def _frame_1req17h2_1(b: bytes) -> RequestFigures | None:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1req17h2_5, e, r, False)
+                p = _tag_section(b, p, L, _tags_1req17h2_5, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -1827,7 +1877,7 @@ def _frame_1req17h2_1(b: bytes) -> RequestFigures | None:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1req17h2_9, e, r, False)
+        p = _tag_section(b, p, L, _tags_1req17h2_9, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
 _tags_1req17h2_3: TagReaders = {0: ('replica_directory_id', _t_1req17h2_2)}
@@ -1866,7 +1916,7 @@ def _t_1req18h2_8(b: bytes, p: int, L: int, e: list[int] | None, r: RecordSets) 
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1req18h2_9, e, r, False)
+        p = _tag_section(b, p, L, _tags_1req18h2_9, e, r)
     return p
 
 
@@ -1916,11 +1966,11 @@ def _frame_1req18h2_1(b: bytes) -> RequestFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_1req18h2_4, e, r, False)
+                        p = _tag_section(b, p, L, _tags_1req18h2_4, e, r)
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1req18h2_5, e, r, False)
+                p = _tag_section(b, p, L, _tags_1req18h2_5, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -1943,7 +1993,7 @@ def _frame_1req18h2_1(b: bytes) -> RequestFigures | None:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1req18h2_6, e, r, False)
+                p = _tag_section(b, p, L, _tags_1req18h2_6, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -1956,7 +2006,7 @@ def _frame_1req18h2_1(b: bytes) -> RequestFigures | None:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1req18h2_10, e, r, False)
+        p = _tag_section(b, p, L, _tags_1req18h2_10, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
 _tags_1req18h2_4: TagReaders = {0: ('replica_directory_id', _t_1req18h2_2), 1: ('high_watermark', _t_1req18h2_3)}
@@ -2333,7 +2383,7 @@ def _t_1res12h1_3(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res12h1_4, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res12h1_4, e, r)
     return p
 
 
@@ -2342,7 +2392,7 @@ def _t_1res12h1_5(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res12h1_6, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res12h1_6, e, r)
     return p
 
 
@@ -2351,7 +2401,7 @@ def _t_1res12h1_7(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res12h1_8, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res12h1_8, e, r)
     return p
 
 
@@ -2417,7 +2467,7 @@ def _frame_1res12h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                             if b[p] == 0:
                                 p += 1
                             else:
-                                p = _rtags(b, p, L, _tags_1res12h1_2, e, r, False)
+                                p = _tag_section(b, p, L, _tags_1res12h1_2, e, r)
                     p += 4
                     _n2 = b[p]
                     if _n2 < 128:
@@ -2435,17 +2485,17 @@ def _frame_1res12h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_1res12h1_9, e, r, False)
+                        p = _tag_section(b, p, L, _tags_1res12h1_9, e, r)
                     if _rec2:
                         r.append(((_v1_topic or None), _v2_partition_index, _rec2))
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1res12h1_10, e, r, False)
+                p = _tag_section(b, p, L, _tags_1res12h1_10, e, r)
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res12h1_11, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res12h1_11, e, r)
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, _v0_error_code, e, assumed, r
@@ -2464,7 +2514,7 @@ def _t_1res13h1_3(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res13h1_4, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res13h1_4, e, r)
     return p
 
 
@@ -2473,7 +2523,7 @@ def _t_1res13h1_5(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res13h1_6, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res13h1_6, e, r)
     return p
 
 
@@ -2482,7 +2532,7 @@ def _t_1res13h1_7(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res13h1_8, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res13h1_8, e, r)
     return p
 
 
@@ -2539,7 +2589,7 @@ def _frame_1res13h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                             if b[p] == 0:
                                 p += 1
                             else:
-                                p = _rtags(b, p, L, _tags_1res13h1_2, e, r, False)
+                                p = _tag_section(b, p, L, _tags_1res13h1_2, e, r)
                     p += 4
                     _n2 = b[p]
                     if _n2 < 128:
@@ -2557,17 +2607,17 @@ def _frame_1res13h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_1res13h1_9, e, r, False)
+                        p = _tag_section(b, p, L, _tags_1res13h1_9, e, r)
                     if _rec2:
-                        r.append((_label(None, _v1_topic_id), _v2_partition_index, _rec2))
+                        r.append((_id_label(_v1_topic_id), _v2_partition_index, _rec2))
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1res13h1_10, e, r, False)
+                p = _tag_section(b, p, L, _tags_1res13h1_10, e, r)
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res13h1_11, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res13h1_11, e, r)
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, _v0_error_code, e, assumed, r
@@ -2586,7 +2636,7 @@ def _t_1res16h1_3(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res16h1_4, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res16h1_4, e, r)
     return p
 
 
@@ -2595,7 +2645,7 @@ def _t_1res16h1_5(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res16h1_6, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res16h1_6, e, r)
     return p
 
 
@@ -2604,7 +2654,7 @@ def _t_1res16h1_7(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int:
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res16h1_8, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res16h1_8, e, r)
     return p
 
 
@@ -2641,7 +2691,7 @@ def _t_1res16h1_11(b: bytes, p: int, L: int, e: list[int], r: RecordSets) -> int
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1res16h1_12, e, r, False)
+                p = _tag_section(b, p, L, _tags_1res16h1_12, e, r)
     return p
 
 
@@ -2698,7 +2748,7 @@ def _frame_1res16h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                             if b[p] == 0:
                                 p += 1
                             else:
-                                p = _rtags(b, p, L, _tags_1res16h1_2, e, r, False)
+                                p = _tag_section(b, p, L, _tags_1res16h1_2, e, r)
                     p += 4
                     _n2 = b[p]
                     if _n2 < 128:
@@ -2716,17 +2766,17 @@ def _frame_1res16h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_1res16h1_9, e, r, False)
+                        p = _tag_section(b, p, L, _tags_1res16h1_9, e, r)
                     if _rec2:
-                        r.append((_label(None, _v1_topic_id), _v2_partition_index, _rec2))
+                        r.append((_id_label(_v1_topic_id), _v2_partition_index, _rec2))
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_1res16h1_10, e, r, False)
+                p = _tag_section(b, p, L, _tags_1res16h1_10, e, r)
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_1res16h1_13, e, r, False)
+        p = _tag_section(b, p, L, _tags_1res16h1_13, e, r)
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, _v0_error_code, e, assumed, r
@@ -2824,15 +2874,15 @@ def _frame_78req0h2_1(b: bytes) -> RequestFigures | None:
                             if b[p] == 0:
                                 p += 1
                             else:
-                                p = _rtags(b, p, L, _tags_78req0h2_2, e, r, False)
+                                p = _tag_section(b, p, L, _tags_78req0h2_2, e, r)
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_78req0h2_3, e, r, False)
+                        p = _tag_section(b, p, L, _tags_78req0h2_3, e, r)
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_78req0h2_4, e, r, False)
+                p = _tag_section(b, p, L, _tags_78req0h2_4, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -2855,11 +2905,11 @@ def _frame_78req0h2_1(b: bytes) -> RequestFigures | None:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_78req0h2_5, e, r, False)
+                p = _tag_section(b, p, L, _tags_78req0h2_5, e, r)
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_78req0h2_6, e, r, False)
+        p = _tag_section(b, p, L, _tags_78req0h2_6, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
 _tags_78req0h2_2: TagReaders = {}
@@ -2953,15 +3003,15 @@ def _frame_78req1h2_1(b: bytes) -> RequestFigures | None:
                             if b[p] == 0:
                                 p += 1
                             else:
-                                p = _rtags(b, p, L, _tags_78req1h2_2, e, r, False)
+                                p = _tag_section(b, p, L, _tags_78req1h2_2, e, r)
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_78req1h2_3, e, r, False)
+                        p = _tag_section(b, p, L, _tags_78req1h2_3, e, r)
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_78req1h2_4, e, r, False)
+                p = _tag_section(b, p, L, _tags_78req1h2_4, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -2984,11 +3034,11 @@ def _frame_78req1h2_1(b: bytes) -> RequestFigures | None:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_78req1h2_5, e, r, False)
+                p = _tag_section(b, p, L, _tags_78req1h2_5, e, r)
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_78req1h2_6, e, r, False)
+        p = _tag_section(b, p, L, _tags_78req1h2_6, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
 _tags_78req1h2_2: TagReaders = {}
@@ -3083,15 +3133,15 @@ def _frame_78req2h2_1(b: bytes) -> RequestFigures | None:
                             if b[p] == 0:
                                 p += 1
                             else:
-                                p = _rtags(b, p, L, _tags_78req2h2_2, e, r, False)
+                                p = _tag_section(b, p, L, _tags_78req2h2_2, e, r)
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_78req2h2_3, e, r, False)
+                        p = _tag_section(b, p, L, _tags_78req2h2_3, e, r)
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_78req2h2_4, e, r, False)
+                p = _tag_section(b, p, L, _tags_78req2h2_4, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -3114,11 +3164,11 @@ def _frame_78req2h2_1(b: bytes) -> RequestFigures | None:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_78req2h2_5, e, r, False)
+                p = _tag_section(b, p, L, _tags_78req2h2_5, e, r)
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_78req2h2_6, e, r, False)
+        p = _tag_section(b, p, L, _tags_78req2h2_6, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
 _tags_78req2h2_2: TagReaders = {}
@@ -3203,7 +3253,7 @@ def _frame_78res0h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_78res0h1_2, e, r, False)
+                        p = _tag_section(b, p, L, _tags_78res0h1_2, e, r)
                     _n2 = b[p]
                     if _n2 < 128:
                         _q2 = p + 1
@@ -3230,17 +3280,17 @@ def _frame_78res0h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                             if b[p] == 0:
                                 p += 1
                             else:
-                                p = _rtags(b, p, L, _tags_78res0h1_3, e, r, False)
+                                p = _tag_section(b, p, L, _tags_78res0h1_3, e, r)
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_78res0h1_4, e, r, False)
+                        p = _tag_section(b, p, L, _tags_78res0h1_4, e, r)
                     if _rec2:
-                        r.append((_label(None, _v1_topic_id), _v2_partition_index, _rec2))
+                        r.append((_id_label(_v1_topic_id), _v2_partition_index, _rec2))
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_78res0h1_5, e, r, False)
+                p = _tag_section(b, p, L, _tags_78res0h1_5, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -3273,11 +3323,11 @@ def _frame_78res0h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_78res0h1_6, e, r, False)
+                p = _tag_section(b, p, L, _tags_78res0h1_6, e, r)
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_78res0h1_7, e, r, False)
+        p = _tag_section(b, p, L, _tags_78res0h1_7, e, r)
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, _v0_error_code, e, assumed, r
@@ -3365,7 +3415,7 @@ def _frame_78res1h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_78res1h1_2, e, r, False)
+                        p = _tag_section(b, p, L, _tags_78res1h1_2, e, r)
                     _n2 = b[p]
                     if _n2 < 128:
                         _q2 = p + 1
@@ -3392,17 +3442,17 @@ def _frame_78res1h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
                             if b[p] == 0:
                                 p += 1
                             else:
-                                p = _rtags(b, p, L, _tags_78res1h1_3, e, r, False)
+                                p = _tag_section(b, p, L, _tags_78res1h1_3, e, r)
                     if b[p] == 0:
                         p += 1
                     else:
-                        p = _rtags(b, p, L, _tags_78res1h1_4, e, r, False)
+                        p = _tag_section(b, p, L, _tags_78res1h1_4, e, r)
                     if _rec2:
-                        r.append((_label(None, _v1_topic_id), _v2_partition_index, _rec2))
+                        r.append((_id_label(_v1_topic_id), _v2_partition_index, _rec2))
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_78res1h1_5, e, r, False)
+                p = _tag_section(b, p, L, _tags_78res1h1_5, e, r)
     _n0 = b[p]
     if _n0 < 128:
         p += 1
@@ -3435,11 +3485,11 @@ def _frame_78res1h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
             if b[p] == 0:
                 p += 1
             else:
-                p = _rtags(b, p, L, _tags_78res1h1_6, e, r, False)
+                p = _tag_section(b, p, L, _tags_78res1h1_6, e, r)
     if b[p] == 0:
         p += 1
     else:
-        p = _rtags(b, p, L, _tags_78res1h1_7, e, r, False)
+        p = _tag_section(b, p, L, _tags_78res1h1_7, e, r)
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, _v0_error_code, e, assumed, r
