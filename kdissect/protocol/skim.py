@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from kdissect.protocol import primitives as prim
 from kdissect.protocol._generated.skims import REQUEST_SKIMS, RESPONSE_SKIMS, RequestFigures, ResponseFigures
@@ -37,7 +37,8 @@ __all__ = ["frame_skim", "skim_request", "skim_response"]
 RequestSkim = Callable[[bytes], RequestFigures | None]
 ResponseSkim = Callable[[bytes, str | None], ResponseFigures | None]
 
-_FRAMES: dict[tuple[int, int, str, int], Callable[..., Any]] = {}
+# (the tables are Final: the compiled module holds them, no lookup by name)
+_FRAMES: Final[dict[tuple[int, int, str, int], Callable[..., Any]]] = {}
 
 
 def frame_skim(api_key: int, version: int, direction: str, header_version: int) -> Callable[..., Any]:
@@ -61,7 +62,7 @@ def frame_skim(api_key: int, version: int, direction: str, header_version: int) 
 # ------------------------------------------------------------------ requests
 
 # first 4 bytes of a request (api key, api version) -> frame skim
-_REQUEST_PLANS: dict[bytes, RequestSkim] = {}
+_REQUEST_PLANS: Final[dict[bytes, RequestSkim]] = {}
 
 
 def skim_request(frame: Any) -> RequestFigures | None:
@@ -84,7 +85,7 @@ def skim_request(frame: Any) -> RequestFigures | None:
 # ------------------------------------------------------------------ responses
 
 # (api key, api version of the request) -> (frame skim, assumed-version text)
-_RESPONSE_PLANS: dict[tuple[int, int], tuple[ResponseSkim, str | None]] = {}
+_RESPONSE_PLANS: Final[dict[tuple[int, int], tuple[ResponseSkim, str | None]]] = {}
 
 
 def _response_plan(api_key: int, api_version: int) -> tuple[ResponseSkim, str | None]:

@@ -352,6 +352,7 @@ version) to them."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 {imports}
 
@@ -448,7 +449,7 @@ def _tag_section(b: bytes, p: int, L: int, known: TagReaders, e: list[int] | Non
 
 
 # topic id (16 raw bytes) -> protocol.topics.topic_label of it, for the few topics of a capture
-_ID_LABELS: dict[bytes, str | None] = {{}}
+_ID_LABELS: Final[dict[bytes, str | None]] = {{}}
 
 
 def _id_label(raw: bytes) -> str | None:
@@ -494,7 +495,7 @@ def ahead_of_time_module() -> str:
             src, fn = layout_source(api_key, version, direction, header_version, native=True, stem=stem)
             written[plain] = fn
             code = src.text.rstrip("\n").replace("\n\ndef ", "\n\n\ndef ")
-            parts.append("\n".join([f"# {src.label}", code, *src.tag_table_lines("TagReaders")]))
+            parts.append("\n".join([f"# {src.label}", code, *src.tag_table_lines("Final[TagReaders]")]))
         tables[direction].append(f"    ({api_key}, {version}, {header_version}): {fn},")
     code = "\n\n\n".join(parts)
     code_and_readers = code + _AHEAD_PREAMBLE  # the readers above use some too

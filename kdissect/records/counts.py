@@ -26,6 +26,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
+from typing import Final
 
 from kdissect.records import crc as _crc32c
 
@@ -33,7 +34,12 @@ from kdissect.records import codecs as _codecs
 from kdissect.records.codecs import LZ4_MAGIC, XERIAL_MAGIC
 from kdissect.records.model import codec_name
 
-_GZIP, _SNAPPY, _LZ4, _ZSTD = _codecs.GZIP, _codecs.SNAPPY, _codecs.LZ4, _codecs.ZSTD
+# the codec ids, as constants of the compiled module (no lookup per batch)
+_GZIP: Final = 1
+_SNAPPY: Final = 2
+_LZ4: Final = 3
+_ZSTD: Final = 4
+assert (_GZIP, _SNAPPY, _LZ4, _ZSTD) == (_codecs.GZIP, _codecs.SNAPPY, _codecs.LZ4, _codecs.ZSTD)
 _ENTRY = struct.Struct(">qi")
 _V2_COUNT = struct.Struct(">i")
 _V2_HEADER = 61

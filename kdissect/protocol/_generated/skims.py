@@ -8,6 +8,7 @@ version) to them."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from kdissect.protocol.primitives import Short as _Short, read_unknown_tags as _rutags
 from kdissect.protocol.topics import topic_label as _label
@@ -105,7 +106,7 @@ def _tag_section(b: bytes, p: int, L: int, known: TagReaders, e: list[int] | Non
 
 
 # topic id (16 raw bytes) -> protocol.topics.topic_label of it, for the few topics of a capture
-_ID_LABELS: dict[bytes, str | None] = {}
+_ID_LABELS: Final[dict[bytes, str | None]] = {}
 
 
 def _id_label(raw: bytes) -> str | None:
@@ -350,9 +351,9 @@ def _frame_0req9h2_1(b: bytes) -> RequestFigures | None:
         p = _tag_section(b, p, L, _tags_0req9h2_4, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, _v0_acks != 0, False, r
-_tags_0req9h2_2: TagReaders = {}
-_tags_0req9h2_3: TagReaders = {}
-_tags_0req9h2_4: TagReaders = {}
+_tags_0req9h2_2: Final[TagReaders] = {}
+_tags_0req9h2_3: Final[TagReaders] = {}
+_tags_0req9h2_4: Final[TagReaders] = {}
 
 
 # ProduceRequest v13 header v2
@@ -443,9 +444,9 @@ def _frame_0req13h2_1(b: bytes) -> RequestFigures | None:
         p = _tag_section(b, p, L, _tags_0req13h2_4, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, _v0_acks != 0, False, r
-_tags_0req13h2_2: TagReaders = {}
-_tags_0req13h2_3: TagReaders = {}
-_tags_0req13h2_4: TagReaders = {}
+_tags_0req13h2_2: Final[TagReaders] = {}
+_tags_0req13h2_3: Final[TagReaders] = {}
+_tags_0req13h2_4: Final[TagReaders] = {}
 
 
 # ProduceResponse v0 header v0
@@ -743,10 +744,10 @@ def _frame_0res9h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, None, e, assumed, r
-_tags_0res9h1_2: TagReaders = {}
-_tags_0res9h1_3: TagReaders = {}
-_tags_0res9h1_4: TagReaders = {}
-_tags_0res9h1_5: TagReaders = {}
+_tags_0res9h1_2: Final[TagReaders] = {}
+_tags_0res9h1_3: Final[TagReaders] = {}
+_tags_0res9h1_4: Final[TagReaders] = {}
+_tags_0res9h1_5: Final[TagReaders] = {}
 
 
 # ProduceResponse v10 header v1
@@ -884,12 +885,12 @@ def _frame_0res10h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, None, e, assumed, r
-_tags_0res10h1_2: TagReaders = {}
-_tags_0res10h1_4: TagReaders = {}
-_tags_0res10h1_5: TagReaders = {0: ('current_leader', _t_0res10h1_3)}
-_tags_0res10h1_6: TagReaders = {}
-_tags_0res10h1_8: TagReaders = {}
-_tags_0res10h1_9: TagReaders = {0: ('node_endpoints', _t_0res10h1_7)}
+_tags_0res10h1_2: Final[TagReaders] = {}
+_tags_0res10h1_4: Final[TagReaders] = {}
+_tags_0res10h1_5: Final[TagReaders] = {0: ('current_leader', _t_0res10h1_3)}
+_tags_0res10h1_6: Final[TagReaders] = {}
+_tags_0res10h1_8: Final[TagReaders] = {}
+_tags_0res10h1_9: Final[TagReaders] = {0: ('node_endpoints', _t_0res10h1_7)}
 
 
 # ProduceResponse v13 header v1
@@ -1019,12 +1020,12 @@ def _frame_0res13h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, None, e, assumed, r
-_tags_0res13h1_2: TagReaders = {}
-_tags_0res13h1_4: TagReaders = {}
-_tags_0res13h1_5: TagReaders = {0: ('current_leader', _t_0res13h1_3)}
-_tags_0res13h1_6: TagReaders = {}
-_tags_0res13h1_8: TagReaders = {}
-_tags_0res13h1_9: TagReaders = {0: ('node_endpoints', _t_0res13h1_7)}
+_tags_0res13h1_2: Final[TagReaders] = {}
+_tags_0res13h1_4: Final[TagReaders] = {}
+_tags_0res13h1_5: Final[TagReaders] = {0: ('current_leader', _t_0res13h1_3)}
+_tags_0res13h1_6: Final[TagReaders] = {}
+_tags_0res13h1_8: Final[TagReaders] = {}
+_tags_0res13h1_9: Final[TagReaders] = {0: ('node_endpoints', _t_0res13h1_7)}
 
 
 # FetchRequest v0 header v1
@@ -1529,10 +1530,10 @@ def _frame_1req12h2_1(b: bytes) -> RequestFigures | None:
         p = _tag_section(b, p, L, _tags_1req12h2_6, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
-_tags_1req12h2_2: TagReaders = {}
-_tags_1req12h2_3: TagReaders = {}
-_tags_1req12h2_4: TagReaders = {}
-_tags_1req12h2_6: TagReaders = {0: ('cluster_id', _t_1req12h2_5)}
+_tags_1req12h2_2: Final[TagReaders] = {}
+_tags_1req12h2_3: Final[TagReaders] = {}
+_tags_1req12h2_4: Final[TagReaders] = {}
+_tags_1req12h2_6: Final[TagReaders] = {0: ('cluster_id', _t_1req12h2_5)}
 
 
 # FetchRequest v13 header v2
@@ -1638,10 +1639,10 @@ def _frame_1req13h2_1(b: bytes) -> RequestFigures | None:
         p = _tag_section(b, p, L, _tags_1req13h2_6, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
-_tags_1req13h2_2: TagReaders = {}
-_tags_1req13h2_3: TagReaders = {}
-_tags_1req13h2_4: TagReaders = {}
-_tags_1req13h2_6: TagReaders = {0: ('cluster_id', _t_1req13h2_5)}
+_tags_1req13h2_2: Final[TagReaders] = {}
+_tags_1req13h2_3: Final[TagReaders] = {}
+_tags_1req13h2_4: Final[TagReaders] = {}
+_tags_1req13h2_6: Final[TagReaders] = {0: ('cluster_id', _t_1req13h2_5)}
 
 
 # FetchRequest v15 header v2
@@ -1756,11 +1757,11 @@ def _frame_1req15h2_1(b: bytes) -> RequestFigures | None:
         p = _tag_section(b, p, L, _tags_1req15h2_8, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
-_tags_1req15h2_2: TagReaders = {}
-_tags_1req15h2_3: TagReaders = {}
-_tags_1req15h2_4: TagReaders = {}
-_tags_1req15h2_7: TagReaders = {}
-_tags_1req15h2_8: TagReaders = {0: ('cluster_id', _t_1req15h2_5), 1: ('replica_state', _t_1req15h2_6)}
+_tags_1req15h2_2: Final[TagReaders] = {}
+_tags_1req15h2_3: Final[TagReaders] = {}
+_tags_1req15h2_4: Final[TagReaders] = {}
+_tags_1req15h2_7: Final[TagReaders] = {}
+_tags_1req15h2_8: Final[TagReaders] = {0: ('cluster_id', _t_1req15h2_5), 1: ('replica_state', _t_1req15h2_6)}
 
 
 # FetchRequest v17 header v2
@@ -1880,11 +1881,11 @@ def _frame_1req17h2_1(b: bytes) -> RequestFigures | None:
         p = _tag_section(b, p, L, _tags_1req17h2_9, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
-_tags_1req17h2_3: TagReaders = {0: ('replica_directory_id', _t_1req17h2_2)}
-_tags_1req17h2_4: TagReaders = {}
-_tags_1req17h2_5: TagReaders = {}
-_tags_1req17h2_8: TagReaders = {}
-_tags_1req17h2_9: TagReaders = {0: ('cluster_id', _t_1req17h2_6), 1: ('replica_state', _t_1req17h2_7)}
+_tags_1req17h2_3: Final[TagReaders] = {0: ('replica_directory_id', _t_1req17h2_2)}
+_tags_1req17h2_4: Final[TagReaders] = {}
+_tags_1req17h2_5: Final[TagReaders] = {}
+_tags_1req17h2_8: Final[TagReaders] = {}
+_tags_1req17h2_9: Final[TagReaders] = {0: ('cluster_id', _t_1req17h2_6), 1: ('replica_state', _t_1req17h2_7)}
 
 
 # FetchRequest v18 header v2
@@ -2009,11 +2010,11 @@ def _frame_1req18h2_1(b: bytes) -> RequestFigures | None:
         p = _tag_section(b, p, L, _tags_1req18h2_10, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
-_tags_1req18h2_4: TagReaders = {0: ('replica_directory_id', _t_1req18h2_2), 1: ('high_watermark', _t_1req18h2_3)}
-_tags_1req18h2_5: TagReaders = {}
-_tags_1req18h2_6: TagReaders = {}
-_tags_1req18h2_9: TagReaders = {}
-_tags_1req18h2_10: TagReaders = {0: ('cluster_id', _t_1req18h2_7), 1: ('replica_state', _t_1req18h2_8)}
+_tags_1req18h2_4: Final[TagReaders] = {0: ('replica_directory_id', _t_1req18h2_2), 1: ('high_watermark', _t_1req18h2_3)}
+_tags_1req18h2_5: Final[TagReaders] = {}
+_tags_1req18h2_6: Final[TagReaders] = {}
+_tags_1req18h2_9: Final[TagReaders] = {}
+_tags_1req18h2_10: Final[TagReaders] = {0: ('cluster_id', _t_1req18h2_7), 1: ('replica_state', _t_1req18h2_8)}
 
 
 # FetchResponse v0 header v0
@@ -2499,13 +2500,13 @@ def _frame_1res12h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, _v0_error_code, e, assumed, r
-_tags_1res12h1_2: TagReaders = {}
-_tags_1res12h1_4: TagReaders = {}
-_tags_1res12h1_6: TagReaders = {}
-_tags_1res12h1_8: TagReaders = {}
-_tags_1res12h1_9: TagReaders = {0: ('diverging_epoch', _t_1res12h1_3), 1: ('current_leader', _t_1res12h1_5), 2: ('snapshot_id', _t_1res12h1_7)}
-_tags_1res12h1_10: TagReaders = {}
-_tags_1res12h1_11: TagReaders = {}
+_tags_1res12h1_2: Final[TagReaders] = {}
+_tags_1res12h1_4: Final[TagReaders] = {}
+_tags_1res12h1_6: Final[TagReaders] = {}
+_tags_1res12h1_8: Final[TagReaders] = {}
+_tags_1res12h1_9: Final[TagReaders] = {0: ('diverging_epoch', _t_1res12h1_3), 1: ('current_leader', _t_1res12h1_5), 2: ('snapshot_id', _t_1res12h1_7)}
+_tags_1res12h1_10: Final[TagReaders] = {}
+_tags_1res12h1_11: Final[TagReaders] = {}
 
 
 # FetchResponse v13 header v1
@@ -2621,13 +2622,13 @@ def _frame_1res13h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, _v0_error_code, e, assumed, r
-_tags_1res13h1_2: TagReaders = {}
-_tags_1res13h1_4: TagReaders = {}
-_tags_1res13h1_6: TagReaders = {}
-_tags_1res13h1_8: TagReaders = {}
-_tags_1res13h1_9: TagReaders = {0: ('diverging_epoch', _t_1res13h1_3), 1: ('current_leader', _t_1res13h1_5), 2: ('snapshot_id', _t_1res13h1_7)}
-_tags_1res13h1_10: TagReaders = {}
-_tags_1res13h1_11: TagReaders = {}
+_tags_1res13h1_2: Final[TagReaders] = {}
+_tags_1res13h1_4: Final[TagReaders] = {}
+_tags_1res13h1_6: Final[TagReaders] = {}
+_tags_1res13h1_8: Final[TagReaders] = {}
+_tags_1res13h1_9: Final[TagReaders] = {0: ('diverging_epoch', _t_1res13h1_3), 1: ('current_leader', _t_1res13h1_5), 2: ('snapshot_id', _t_1res13h1_7)}
+_tags_1res13h1_10: Final[TagReaders] = {}
+_tags_1res13h1_11: Final[TagReaders] = {}
 
 
 # FetchResponse v16 header v1
@@ -2780,14 +2781,14 @@ def _frame_1res16h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, _v0_error_code, e, assumed, r
-_tags_1res16h1_2: TagReaders = {}
-_tags_1res16h1_4: TagReaders = {}
-_tags_1res16h1_6: TagReaders = {}
-_tags_1res16h1_8: TagReaders = {}
-_tags_1res16h1_9: TagReaders = {0: ('diverging_epoch', _t_1res16h1_3), 1: ('current_leader', _t_1res16h1_5), 2: ('snapshot_id', _t_1res16h1_7)}
-_tags_1res16h1_10: TagReaders = {}
-_tags_1res16h1_12: TagReaders = {}
-_tags_1res16h1_13: TagReaders = {0: ('node_endpoints', _t_1res16h1_11)}
+_tags_1res16h1_2: Final[TagReaders] = {}
+_tags_1res16h1_4: Final[TagReaders] = {}
+_tags_1res16h1_6: Final[TagReaders] = {}
+_tags_1res16h1_8: Final[TagReaders] = {}
+_tags_1res16h1_9: Final[TagReaders] = {0: ('diverging_epoch', _t_1res16h1_3), 1: ('current_leader', _t_1res16h1_5), 2: ('snapshot_id', _t_1res16h1_7)}
+_tags_1res16h1_10: Final[TagReaders] = {}
+_tags_1res16h1_12: Final[TagReaders] = {}
+_tags_1res16h1_13: Final[TagReaders] = {0: ('node_endpoints', _t_1res16h1_11)}
 
 
 # ShareFetchRequest v0 header v2
@@ -2912,11 +2913,11 @@ def _frame_78req0h2_1(b: bytes) -> RequestFigures | None:
         p = _tag_section(b, p, L, _tags_78req0h2_6, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
-_tags_78req0h2_2: TagReaders = {}
-_tags_78req0h2_3: TagReaders = {}
-_tags_78req0h2_4: TagReaders = {}
-_tags_78req0h2_5: TagReaders = {}
-_tags_78req0h2_6: TagReaders = {}
+_tags_78req0h2_2: Final[TagReaders] = {}
+_tags_78req0h2_3: Final[TagReaders] = {}
+_tags_78req0h2_4: Final[TagReaders] = {}
+_tags_78req0h2_5: Final[TagReaders] = {}
+_tags_78req0h2_6: Final[TagReaders] = {}
 
 
 # ShareFetchRequest v1 header v2
@@ -3041,11 +3042,11 @@ def _frame_78req1h2_1(b: bytes) -> RequestFigures | None:
         p = _tag_section(b, p, L, _tags_78req1h2_6, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
-_tags_78req1h2_2: TagReaders = {}
-_tags_78req1h2_3: TagReaders = {}
-_tags_78req1h2_4: TagReaders = {}
-_tags_78req1h2_5: TagReaders = {}
-_tags_78req1h2_6: TagReaders = {}
+_tags_78req1h2_2: Final[TagReaders] = {}
+_tags_78req1h2_3: Final[TagReaders] = {}
+_tags_78req1h2_4: Final[TagReaders] = {}
+_tags_78req1h2_5: Final[TagReaders] = {}
+_tags_78req1h2_6: Final[TagReaders] = {}
 
 
 # ShareFetchRequest v2 header v2
@@ -3171,11 +3172,11 @@ def _frame_78req2h2_1(b: bytes) -> RequestFigures | None:
         p = _tag_section(b, p, L, _tags_78req2h2_6, e, r)
     if p != L: return None
     return _k, _ver, _cid, _cl, True, False, r
-_tags_78req2h2_2: TagReaders = {}
-_tags_78req2h2_3: TagReaders = {}
-_tags_78req2h2_4: TagReaders = {}
-_tags_78req2h2_5: TagReaders = {}
-_tags_78req2h2_6: TagReaders = {}
+_tags_78req2h2_2: Final[TagReaders] = {}
+_tags_78req2h2_3: Final[TagReaders] = {}
+_tags_78req2h2_4: Final[TagReaders] = {}
+_tags_78req2h2_5: Final[TagReaders] = {}
+_tags_78req2h2_6: Final[TagReaders] = {}
 
 
 # ShareFetchResponse v0 header v1
@@ -3331,12 +3332,12 @@ def _frame_78res0h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, _v0_error_code, e, assumed, r
-_tags_78res0h1_2: TagReaders = {}
-_tags_78res0h1_3: TagReaders = {}
-_tags_78res0h1_4: TagReaders = {}
-_tags_78res0h1_5: TagReaders = {}
-_tags_78res0h1_6: TagReaders = {}
-_tags_78res0h1_7: TagReaders = {}
+_tags_78res0h1_2: Final[TagReaders] = {}
+_tags_78res0h1_3: Final[TagReaders] = {}
+_tags_78res0h1_4: Final[TagReaders] = {}
+_tags_78res0h1_5: Final[TagReaders] = {}
+_tags_78res0h1_6: Final[TagReaders] = {}
+_tags_78res0h1_7: Final[TagReaders] = {}
 
 
 # ShareFetchResponse v1 header v1
@@ -3493,12 +3494,12 @@ def _frame_78res1h1_1(b: bytes, assumed: str | None) -> ResponseFigures | None:
     if p != L: return None
     if e: e = sorted(set(e))
     return _v0_throttle_time_ms, _v0_error_code, e, assumed, r
-_tags_78res1h1_2: TagReaders = {}
-_tags_78res1h1_3: TagReaders = {}
-_tags_78res1h1_4: TagReaders = {}
-_tags_78res1h1_5: TagReaders = {}
-_tags_78res1h1_6: TagReaders = {}
-_tags_78res1h1_7: TagReaders = {}
+_tags_78res1h1_2: Final[TagReaders] = {}
+_tags_78res1h1_3: Final[TagReaders] = {}
+_tags_78res1h1_4: Final[TagReaders] = {}
+_tags_78res1h1_5: Final[TagReaders] = {}
+_tags_78res1h1_6: Final[TagReaders] = {}
+_tags_78res1h1_7: Final[TagReaders] = {}
 
 
 REQUEST_SKIMS: dict[tuple[int, int, int], Callable[[bytes], RequestFigures | None]] = {
