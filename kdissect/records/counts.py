@@ -40,9 +40,9 @@ _SNAPPY: Final = 2
 _LZ4: Final = 3
 _ZSTD: Final = 4
 assert (_GZIP, _SNAPPY, _LZ4, _ZSTD) == (_codecs.GZIP, _codecs.SNAPPY, _codecs.LZ4, _codecs.ZSTD)
-_ENTRY = struct.Struct(">qi")
-_V2_COUNT = struct.Struct(">i")
-_V2_HEADER = 61
+_ENTRY: Final = struct.Struct(">qi")
+_V2_COUNT: Final = struct.Struct(">i")
+_V2_HEADER: Final = 61
 
 
 def _entries(data: bytes) -> Iterator[tuple[int, int, int]]:
@@ -187,27 +187,28 @@ def batch_figures(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIM
     problems: list[str] = []
     crc32c = _crc32c.crc32c
     try:
+        # a magic 2 batch header, big-endian: base offset int64 at 0, batch
+        # length int32 at 8, (leader epoch), magic int8 at 16, crc uint32 at
+        # 17, attributes int16 at 21, (offset delta, timestamps, producer id
+        # and epoch, base sequence), record count int32 at 57; 61 bytes
         while total - pos >= 17:
-            if total - pos >= _V2_HEADER:
-                offset, size, magic, crc, attributes, count = _V2_FIELDS.unpack_from(data, pos)
-            else:  # too short for a batch header: whole entries here are unusual
-                offset, size = _ENTRY.unpack_from(data, pos)
-                magic = -1
+            size = _int32(data, pos + 8)
             end = pos + 12 + size
             if size < 0 or end > total:
                 break
-            if magic != 2 or end - pos < _V2_HEADER:
+            if end - pos < _V2_HEADER or data[pos + 16] != 2:  # short, or not magic 2: unusual
                 raise _Unusual
-            if crc32c(view[pos + 21 : end]) != crc:
-                problems.append(f"record batch at offset {offset}: CRC32C mismatch")
-            codec_id = attributes & 0x07
+            if crc32c(view[pos + 21 : end]) != _uint32(data, pos + 17):
+                problems.append(f"record batch at offset {_int64(data, pos)}: CRC32C mismatch")
+            codec_id = data[pos + 22] & 0x07  # the low byte of the int16 attributes
             if codec_id:
                 declared = declared_size(codec_id, data, pos + _V2_HEADER, end)
                 if declared is not None and declared > max_uncompressed:
-                    problems.append(f"batch at offset {offset} declares {declared} uncompressed bytes, "
+                    problems.append(f"batch at offset {_int64(data, pos)} declares {declared} uncompressed bytes, "
                                     f"over the {max_uncompressed}-byte decompression limit")
             else:
                 declared = end - pos - _V2_HEADER
+            count = _int32(data, pos + 57)
             name = _CODEC_NAMES[codec_id]
             if name not in names:
                 names.append(name)
@@ -279,12 +280,22 @@ def _preamble(data: bytes, pos: int, end: int) -> int | None:
 
 
 
+def _uint32(data: bytes, pos: int) -> int:
+    return data[pos] << 24 | data[pos + 1] << 16 | data[pos + 2] << 8 | data[pos + 3]
+
+
+def _int32(data: bytes, pos: int) -> int:
+    value = _uint32(data, pos)
+    return value - 0x100000000 if value & 0x80000000 else value
+
+
+def _int64(data: bytes, pos: int) -> int:
+    value = _uint32(data, pos) << 32 | _uint32(data, pos + 4)
+    return value - (1 << 64) if value & (1 << 63) else value
+
+
 class _Unusual(Exception):
     """An entry the one-pass reading leaves to batch_counts/batch_checks."""
 
 
-# base offset, batch length, (leader epoch), magic, crc, attributes, (offset
-# delta, timestamps, producer id/epoch, base sequence), record count
-_V2_FIELDS = struct.Struct(">qi4xbIh34xi")
-assert _V2_FIELDS.size == _V2_HEADER
-_CODEC_NAMES = tuple(codec_name(codec_id) for codec_id in range(8))
+_CODEC_NAMES: Final = tuple(codec_name(codec_id) for codec_id in range(8))
