@@ -10,10 +10,13 @@ to each value is decided by an emit strategy (`EmitStrategy`); there are two:
 - build objects (`objects.BuildObjects`, the codec): one function per
   struct, every value stored into a slotted object, errors turned into
   `DecodeError(offset, field path)`;
-- collect the row's figures (`skim.CollectFigures`, the skim): nested structs
-  inlined into one function per frame, only the values an exchange row needs
-  kept in locals (header values, throttle time, error codes, record sets),
-  everything else stepped over with the same checks.
+- collect the row's figures (`skim_code.CollectFigures`, the skim): nested
+  structs inlined into one function per frame, only the values an exchange
+  row needs kept in locals (header values, throttle time, error codes, record
+  sets), everything else stepped over with the same checks. Its busiest
+  layouts are written ahead of time, typed for mypyc (`EmitStrategy.native`),
+  into a module that is compiled (`Source.tag_table_lines` writes their tag
+  tables as literals).
 
 Because both run the same walk, the skim accepts exactly the frames the
 codec accepts (tests/protocol/test_skim.py checks it on random, mutated and captured
@@ -262,7 +265,7 @@ class Level:
 
 class EmitStrategy:
     """What the read walk does with values. Subclasses: objects.BuildObjects,
-    skim.CollectFigures."""
+    skim_code.CollectFigures."""
 
     uuid_objects = True  # uuid values as uuid.UUID (else the raw 16 bytes)
     # written ahead of time for mypyc: integers read by the module's own
