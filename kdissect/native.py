@@ -3,7 +3,9 @@
 The modules in `NATIVE_MODULES` (capture reading, link layers, TCP
 reassembly, Kafka framing) run once per packet or per piece of a stream;
 pairing and its per-exchange collaborators (the Produce-arrival rule, the
-wait timer, the record-batch counting) once or twice per exchange.
+wait timer, the record-batch counting, the skim decoders: the lookup of a
+frame's skim and the skims of Produce and Fetch written ahead of time) once
+or twice per exchange.
 `tools/build_native.py` compiles them with mypyc, unchanged, into C
 extension modules under `build/native/kdissect/`, and writes there a stamp
 (`STAMP`, last, so a failed build has none) naming what the build was made
@@ -40,7 +42,7 @@ from pathlib import Path
 
 # the modules compiled (dotted names below the package: a module of a
 # subpackage is found by that subpackage's `__init__`, which calls `extend`)
-NATIVE_MODULES = ("wire.linklayers", "wire.capture", "wire.reassembly", "conn.framing", "conn.pairing", "conn.arrivals", "conn.waits", "records.counts", "records.access", "conn.detect", "conn.pipeline")
+NATIVE_MODULES = ("wire.linklayers", "wire.capture", "wire.reassembly", "conn.framing", "conn.pairing", "conn.arrivals", "conn.waits", "records.counts", "records.access", "conn.detect", "conn.pipeline", "protocol._generated.skims", "protocol.skim", "protocol.apis")
 # where the build goes, relative to the checkout (the parent of the package)
 NATIVE_SUBDIR = ("build", "native", "kdissect")
 STAMP_FILE = "STAMP"

@@ -18,6 +18,8 @@ Only facts are kept: names, types, version ranges, nullability, tags,
 defaults. The `about` prose and licence comments are dropped. The table
 format is documented in the generated package's docstring (written below).
 
+tools/gen_skims.py then writes skims.py there from these tables.
+
 Besides the tables it writes the `ApiKey` enum (api_keys.py) and, in
 bodies_NNN.py (and bodies_embedded.py), typed classes of the message bodies:
 every field of every version with its Python type, so editors and type
@@ -113,6 +115,9 @@ Layout
   ``bodies.py`` maps each typed class name to its module (for
   ``kdissect.protocol.bodies``). Kept apart from the tables: only building
   decoded objects loads them.
+- ``skims.py``, written by tools/gen_skims.py (not this tool) from these
+  tables: the skim decoders of the busiest messages, compiled with mypyc
+  (``kdissect.native``), hence this package's call to ``native.extend``.
 
 Ranges
 ------
@@ -146,7 +151,14 @@ tagged-field section; otherwise int16 (strings) / int32 (bytes, records,
 arrays) lengths with -1 = null. A non-array struct that is nullable is
 preceded by an int8 (-1 null, 1 present).
 """
+
+from kdissect import native as _native
+
+_native.extend(__path__, __name__)  # the compiled skims.py, when in use
 '''
+
+# files of the package another tool writes (kept by `write`)
+WRITTEN_ELSEWHERE = {"skims.py": "tools/gen_skims.py"}
 
 
 def load_spec(path: Path) -> dict:
@@ -571,7 +583,7 @@ def generate(spec_dir: Path) -> dict[str, str]:
 def write(files: dict[str, str], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*.py"):
-        if stale.name not in files:
+        if stale.name not in files and stale.name not in WRITTEN_ELSEWHERE:
             stale.unlink()
     for name, text in sorted(files.items()):
         (out / name).write_text(text)

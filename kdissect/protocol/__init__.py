@@ -18,6 +18,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from kdissect import native as _native
+
+_native.extend(__path__, __name__)  # the compiled skim.py, when in use
+
 if TYPE_CHECKING:
     from kdissect.protocol.apis import ApiKey, api_name
     from kdissect.protocol.codec import (

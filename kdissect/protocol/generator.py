@@ -10,10 +10,13 @@ to each value is decided by an emit strategy (`EmitStrategy`); there are two:
 - build objects (`objects.BuildObjects`, the codec): one function per
   struct, every value stored into a slotted object, errors turned into
   `DecodeError(offset, field path)`;
-- collect the row's figures (`skim.CollectFigures`, the skim): nested structs
-  inlined into one function per frame, only the values an exchange row needs
-  kept in locals (header values, throttle time, error codes, record sets),
-  everything else stepped over with the same checks.
+- collect the row's figures (`skim_code.CollectFigures`, the skim): nested
+  structs inlined into one function per frame, only the values an exchange
+  row needs kept in locals (header values, throttle time, error codes, record
+  sets), everything else stepped over with the same checks. Its busiest
+  layouts are written ahead of time, typed for mypyc (`EmitStrategy.native`),
+  into a module that is compiled (`Source.tag_table_lines` writes their tag
+  tables as literals).
 
 Because both run the same walk, the skim accepts exactly the frames the
 codec accepts (tests/protocol/test_skim.py checks it on random, mutated and captured
@@ -115,6 +118,14 @@ def element_reader(kind: str, flexible: bool) -> str:
     return "_rcbytes" if flexible else "_rbytes"
 
 
+def native_reader(kind: str) -> str:
+    """Name of the reader of a fixed-width integer in code written ahead of
+    time (`EmitStrategy.native`): fn(b, p) -> int, IndexError past the end."""
+    if kind not in ("int8", "int16", "uint16", "int32", "uint32", "int64"):
+        raise NotImplementedError(f"no native reader of {kind}")
+    return f"_{kind}"
+
+
 def indent(lines: list[str], by: str = "    ") -> list[str]:
     return [by + line for line in lines]
 
@@ -160,20 +171,22 @@ class Source:
     name; the names become the functions once the source is compiled.
     """
 
-    def __init__(self, kind: str, label: str, namespace: dict[str, Any] | None = None) -> None:
+    def __init__(self, kind: str, label: str, namespace: dict[str, Any] | None = None, stem: str = "") -> None:
         self.kind = kind  # "codec" or "skim": part of the compiled file name
         self.label = label  # e.g. "ProduceRequest v9"
+        self.stem = stem  # in every name: sources written into one module stay apart
         self.lines: list[str] = []
         self.ns: dict[str, Any] = dict(_NAMESPACE)
         if namespace:
             self.ns.update(namespace)
+        self._base = set(self.ns)  # the names every source has (not written by this one)
         self.counter = 0
-        self._tag_tables: list[dict] = []
+        self._tag_tables: list[tuple[str, dict]] = []
         self._encoder_tables: list[str] = []
 
     def name(self, prefix: str) -> str:
         self.counter += 1
-        return f"{prefix}{self.counter}"
+        return f"{prefix}{self.stem}{self.counter}"
 
     def add(self, obj: Any, prefix: str = "_k") -> str:
         """Put obj in the namespace; returns its name."""
@@ -183,8 +196,9 @@ class Source:
 
     def tag_table(self, table: dict[int, tuple[str, str]]) -> str:
         """Readers of tagged values: {tag: (attr, function name)}."""
-        self._tag_tables.append(table)
-        return self.add(table, "_tags")
+        key = self.add(table, "_tags")
+        self._tag_tables.append((key, table))
+        return key
 
     def encoder_table(self, table: tuple[tuple[int, str, str, Any], ...]) -> str:
         """Writers of tagged values: ((tag, attr, function name, default), ...)."""
@@ -199,10 +213,19 @@ class Source:
     def text(self) -> str:
         return "\n".join(self.lines)
 
+    def tag_table_lines(self, annotation: str) -> list[str]:
+        """The tag tables as module-level literals (a source written ahead of
+        time, whose namespace holds nothing else: see EmitStrategy.native)."""
+        added = set(self.ns) - self._base - {key for key, _table in self._tag_tables}
+        if added:
+            raise NotImplementedError(f"{self.label}: {sorted(added)} have no literal")
+        return [f"{key}: {annotation} = {{{', '.join(f'{tag}: ({attr!r}, {fn})' for tag, (attr, fn) in table.items())}}}"
+                for key, table in self._tag_tables]
+
     def compile(self) -> dict[str, Any]:
         """Run the source (compiled once, then from the disk cache); returns the namespace."""
         exec(compile_cached(self.text, f"<kdissect {self.kind} {self.label}>"), self.ns)  # noqa: S102
-        for table in self._tag_tables:
+        for _key, table in self._tag_tables:
             for tag, (attr, fn_name) in list(table.items()):
                 table[tag] = (attr, self.ns[fn_name])
         for key in self._encoder_tables:
@@ -242,9 +265,13 @@ class Level:
 
 class EmitStrategy:
     """What the read walk does with values. Subclasses: objects.BuildObjects,
-    skim.CollectFigures."""
+    skim_code.CollectFigures."""
 
     uuid_objects = True  # uuid values as uuid.UUID (else the raw 16 bytes)
+    # written ahead of time for mypyc: integers read by the module's own
+    # readers (`_int16(b, p)`, `_uvar`), strings by bytes.decode, no struct
+    # layouts in the namespace, so every value has a type the compiler knows
+    native = False
 
     def struct_value(self, walk: ReadWalk, f: FieldSchema, flexible: bool, level: Level,
                      target: str | None) -> list[str]:
@@ -263,6 +290,10 @@ class EmitStrategy:
     def tag_function(self, f: FieldSchema, body: list[str], level: Level) -> list[str]:
         """The body of that function around the lines reading the value."""
         return body
+
+    def tag_signature(self, name: str) -> str:
+        """The signature of a function reading a tagged value."""
+        return f"{name}(b, p, L, e, r)"
 
 
 class ReadWalk:
@@ -295,8 +326,8 @@ class ReadWalk:
         of a tagged field)."""
         target = level.target(f)
         if is_fixed(f):
-            if target is None:
-                return self._fixed_some([f], [None])
+            if target is None or self.strategy.native:
+                return self._fixed_some([f], [target]) + ([] if target is None else level.after(f, target))
             return self._fixed_one(f, target) + level.after(f, target)
         if f.is_array:
             lines = self.array(f, flexible, level, target)
@@ -315,7 +346,7 @@ class ReadWalk:
         position past the end is rejected by whatever reads next: the position
         only grows, and the frame ends with the leftover-bytes check)."""
         targets = [level.target(f) for f in group]
-        if all(t is not None for t in targets):
+        if all(t is not None for t in targets) and not self.strategy.native:
             lines = self._fixed_all(group, targets)  # type: ignore[arg-type]
         else:
             lines = self._fixed_some(group, targets)
@@ -367,6 +398,8 @@ class ReadWalk:
                 elif f.element == "uuid":
                     lines += [f"_g0 = b[{at}:{at} + 16]", "if len(_g0) != 16: raise _Short('uuid truncated')",
                               f"{target} = {self._uuid_value('_g0')}"]
+                elif self.strategy.native:
+                    lines.append(f"{target} = {native_reader(f.element)}(b, {at})")
                 else:
                     reader = self.src.add(layout(">" + FIXED[f.element][0]).unpack_from, "_S")
                     lines.append(f"{target} = {reader}(b, {at})[0]")
@@ -381,15 +414,17 @@ class ReadWalk:
         bytes stay a slice of the frame. A string's errors point after its
         length, a bytes value's at its start (as primitives.read_bytes)."""
         n, e = f"_n{d}", f"_e{d}"
+        native = self.strategy.native
         if f.element == "string":
-            keep = [f"    {target} = _str(b[p:{e}], 'utf-8', 'surrogateescape')"] if target else []
+            text = f"b[p:{e}].decode('utf-8', 'surrogateescape')" if native else f"_str(b[p:{e}], 'utf-8', 'surrogateescape')"
+            keep = [f"    {target} = {text}"] if target else []
             null = [f"    {target} = None"] if target else []
             if flexible:
                 return [f"{n} = b[p]", f"if {n} < 128:", "    p += 1", "else:", f"    {n}, p = _uvar(b, p)",
                         f"if {n}:", f"    {e} = p + {n} - 1",
                         f"    if {e} > L: raise _Short('string length %d exceeds the %d bytes left' % ({n} - 1, L - p))",
                         *keep, f"    p = {e}", *(["else:", *null] if target else [])]
-            return [f"{n}, = _I16(b, p)", "p += 2", f"if {n} < 0:",
+            return [f"{n} = _int16(b, p)" if native else f"{n}, = _I16(b, p)", "p += 2", f"if {n} < 0:",
                     f"    if {n} != -1: raise ValueError('negative string length %d' % {n})", *null,
                     "else:", f"    {e} = p + {n}",
                     f"    if {e} > L: raise _Short('string length %d exceeds the %d bytes left' % ({n}, L - p))",
@@ -402,7 +437,7 @@ class ReadWalk:
                     f"if {n}:", f"    {e} = {q} + {n} - 1",
                     f"    if {e} > L: raise _Short('length %d exceeds the %d bytes left' % ({n} - 1, L - {q}))",
                     *keep, f"    p = {e}", "else:", *null, f"    p = {q}"]
-        return [f"{n}, = _I32(b, p)", f"if {n} < 0:",
+        return [f"{n} = _int32(b, p)" if native else f"{n}, = _I32(b, p)", f"if {n} < 0:",
                 f"    if {n} != -1: raise ValueError('negative length %d' % {n})", *null, "    p += 4",
                 "else:", f"    {q} = p + 4", f"    {e} = {q} + {n}",
                 f"    if {e} > L: raise _Short('length %d exceeds the %d bytes left' % ({n}, L - {q}))",
@@ -425,7 +460,7 @@ class ReadWalk:
             lines += [f"{n} = b[p]", f"if {n} < 128:", "    p += 1", "else:", f"    {n}, p = _uvar(b, p)",
                       f"{n} -= 1"]
         else:
-            lines += [f"{n}, = _I32(b, p)", "p += 4",
+            lines += [f"{n} = _int32(b, p)" if self.strategy.native else f"{n}, = _I32(b, p)", "p += 4",
                       f"if {n} < -1: raise ValueError('negative array count %d' % {n})"]
         if target is not None:
             lines += [f"if {n} < 0:", f"    {target} = None", "else:"]
@@ -462,7 +497,7 @@ class ReadWalk:
         name = self.src.name("_t")
         inner = self.strategy.tag_level(f, level)
         body = self.value(f, flexible, inner)
-        self.src.function(f"{name}(b, p, L, e, r)", self.strategy.tag_function(f, body, inner))
+        self.src.function(self.strategy.tag_signature(name), self.strategy.tag_function(f, body, inner))
         return name
 
 

@@ -1,33 +1,19 @@
 """Skim decoders: validate a frame like the full decoder, keep only row figures.
 
 The exchange table needs a handful of values per frame (header fields, acks,
-throttle time, error codes, record sets), not the decoded objects. The skim
-is the generator's second emit strategy (`CollectFigures`, beside the
-codec's `objects.BuildObjects`): for each (api key, version, direction) the
-same read walk (`generator.ReadWalk`) writes one straight-line function per
-frame layout, header included and nested structs inlined, with the same
-length, count, varint, presence-byte, bool and tagged-field checks and the
-same leftover-bytes rule, so it accepts exactly the frames the full decoder
-accepts. It builds no objects and keeps only:
-
-- error codes: every non-zero int16 field named ``ErrorCode`` /
-  ``...ErrorCode`` at any depth, sorted and distinct at the end (what
-  `summary.response_figures` collects);
-- the top-level values a row uses (``acks`` / ``throttle_time_ms`` and
-  ``error_code``);
-- record sets ``(topic, partition, raw)`` of Produce requests and Fetch /
-  ShareFetch responses (what `records.access.record_figures` finds).
-
-Fixed-width fields nobody needs are stepped over without reading them (see
-`generator.ReadWalk.fixed`). Strings are not decoded (the full decoder's
-surrogateescape decoding cannot fail), except the client id and topic names,
-which rows use.
+throttle time, error codes, record sets), not the decoded objects. A skim
+decoder checks a frame exactly as the full decoder does and keeps only
+those (`skim_code` writes them: one function per frame layout). This module
+finds the skim of a frame and runs it; it is compiled with mypyc
+(kdissect/native.py), as are the skims of Produce, Fetch and ShareFetch
+(`_generated.skims`), so pairing's calls stay C calls down to them.
 
 Public:
     skim_request(frame) -> (api_key, api_version, correlation_id, client_id,
                             expects_response, starts_raw_sasl, record_sets) | None
     skim_response(frame, api_key, api_version) -> (throttle_time_ms, error_code,
                             error_codes, assumed_version, record_sets) | None
+    frame_skim(api_key, version, direction, header_version) -> the skim of one layout
 
 None means "rejected": the caller decodes with the full decoder, which raises
 the exact DecodeError. Neither function raises.
@@ -35,283 +21,62 @@ the exact DecodeError. Neither function raises.
 
 from __future__ import annotations
 
-import struct as _struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, Final, cast
 
 from kdissect.protocol import primitives as prim
+from kdissect.protocol._generated.skims import REQUEST_SKIMS, RESPONSE_SKIMS, RequestFigures, ResponseFigures
 from kdissect.protocol.apis import ApiKey
-from kdissect.protocol.generator import EmitStrategy, Level, ReadWalk, Source, indent
 from kdissect.protocol.headers import request_layout
-from kdissect.protocol.schema import (
-    UNSUPPORTED_VERSION,
-    FieldSchema,
-    MessageSchema,
-    get_schema,
-    header_versions,
-    resolve_version,
-)
-from kdissect.protocol.topics import topic_label
+from kdissect.protocol.schema import UNSUPPORTED_VERSION, get_schema, header_versions, resolve_version
+from kdissect.protocol.skim_code import compiled_skim
 
-__all__ = ["CollectFigures", "frame_skim", "skim_request", "skim_response", "skim_source"]
+__all__ = ["frame_skim", "skim_request", "skim_response"]
 
-_KEY_VERSION_CORR = _struct.Struct(">hhi").unpack_from
+RequestSkim = Callable[[bytes], RequestFigures | None]
+ResponseSkim = Callable[[bytes, str | None], ResponseFigures | None]
 
-# Where record sets live: (top-level topics array, partitions array in a
-# topic, partition index field, topic name field); records are in "records".
-RECORD_PATHS: dict[tuple[int, str], tuple[str, str, str, str]] = {
-    (ApiKey.PRODUCE, "request"): ("topic_data", "partition_data", "index", "name"),
-    (ApiKey.FETCH, "response"): ("responses", "partitions", "partition_index", "topic"),
-    (ApiKey.SHARE_FETCH, "response"): ("responses", "partitions", "partition_index", "topic"),
-}
+# (the tables are Final: the compiled module holds them, no lookup by name)
+_FRAMES: Final[dict[tuple[int, int, str, int], Callable[..., Any]]] = {}
 
 
-def is_error_code(f: FieldSchema) -> bool:
-    """The fields summary.response_figures reads error codes from."""
-    return f.element == "int16" and not f.is_array and f.name.endswith("ErrorCode")
-
-
-class _FigureLevel(Level):
-    """One struct level, inlined at nesting depth d. role: "top", "topic",
-    "partition" (levels of the record path) or ""."""
-
-    def __init__(self, strategy: CollectFigures, fields: Sequence[FieldSchema], role: str, d: int,
-                 top_values: tuple[str, ...] = (), topic_label: str = "None") -> None:
-        self.strategy = strategy
-        self.role = role
-        self.depth = d
-        self.topic_label = topic_label  # label expression of the enclosing topic level
-        path = strategy.record_path
-        wanted: set[str] = set(top_values)
-        if role == "partition":
-            wanted.update((path[2], "records"))  # type: ignore[index]
-        elif role == "topic":
-            wanted.update((path[3], "topic_id"))  # type: ignore[index]
-        self.kept: dict[str, str] = {}  # attr -> local holding its value
-        self._read: set[str] = set()  # assigned whenever the struct is read
-        for f in fields:
-            scalar = not f.is_array and not f.is_struct
-            codes = strategy.codes and scalar and is_error_code(f)  # every error code is read
-            if f.tagged:
-                if scalar and f.attr in wanted:
-                    raise NotImplementedError(f"{strategy.label}: tagged {f.attr} is needed by rows")
-                if codes and f.default:
-                    raise NotImplementedError(f"{strategy.label}: tagged {f.attr} with a non-zero default")
-                continue
-            self._read.add(f.attr)
-            if scalar and (codes or f.attr in wanted):
-                self.kept[f.attr] = f"_v{d}_{f.attr}"
-        if role == "partition":
-            self.kept["records"] = f"_rec{d}"  # stays None when absent
-        if role == "topic":
-            self.label = self._label_expression([f for f in fields if not f.tagged])
-
-    def _label_expression(self, plain: list[FieldSchema]) -> str:
-        """protocol.topics.topic_label as an expression on this topic level's
-        locals; they must be read before the partitions array."""
-        path = self.strategy.record_path
-        name_attr, parts_attr = path[3], path[1]  # type: ignore[index]
-        order = [f.attr for f in plain]
-        for attr in (name_attr, "topic_id"):
-            if attr in self.kept and (attr not in order or parts_attr not in order
-                                      or order.index(attr) > order.index(parts_attr)):
-                raise NotImplementedError(f"{self.strategy.label}: {attr} does not precede {parts_attr}")
-        name, topic_id = self.kept.get(name_attr), self.kept.get("topic_id")
-        if name and topic_id:
-            return f"({name} or _label(None, {topic_id}))"
-        if name:
-            return f"({name} or None)"
-        if topic_id:
-            return f"_label(None, {topic_id})"
-        return "None"
-
-    def open(self) -> list[str]:
-        # values this version does not have (records of a partition) are None
-        return [f"{local} = None" for attr, local in self.kept.items() if attr not in self._read]
-
-    def target(self, f: FieldSchema) -> str | None:
-        return None if f.tagged else self.kept.get(f.attr)
-
-    def after(self, f: FieldSchema, target: str) -> list[str]:
-        if self.strategy.codes and is_error_code(f):
-            return [f"if {target}: e.append({target})"]
-        return []
-
-    def tags(self, table: str) -> list[str]:
-        return [f"p = _rtags(b, p, L, {table}, e, r, False)"]
-
-    def close(self) -> list[str]:
-        if self.role != "partition":
-            return []
-        # inlined inside its topic's loop: the topic's locals are in scope
-        index = self.kept.get(self.strategy.record_path[2], "None")  # type: ignore[index]
-        return [f"if _rec{self.depth}:", f"    r.append(({self.topic_label}, {index}, _rec{self.depth}))"]
-
-    def child(self, f: FieldSchema) -> _FigureLevel:
-        """The level of struct field f, inlined one deeper."""
-        role = ""
-        path = self.strategy.record_path
-        if path is not None and f.is_array and not f.tagged:
-            if self.role == "top" and f.attr == path[0]:
-                role = "topic"
-            elif self.role == "topic" and f.attr == path[1]:
-                role = "partition"
-        label = self.label if self.role == "topic" else self.topic_label
-        return _FigureLevel(self.strategy, f.fields, role, self.depth + 1, topic_label=label)  # type: ignore[arg-type]
-
-
-class _TagValueLevel(Level):
-    """The function reading a tagged value: nothing kept but error codes."""
-
-    def __init__(self, strategy: CollectFigures, f: FieldSchema) -> None:
-        self.strategy = strategy
-        self.error_code = strategy.codes and is_error_code(f)
-
-    def target(self, f: FieldSchema) -> str | None:
-        return "_c" if self.error_code else None
-
-    def after(self, f: FieldSchema, target: str) -> list[str]:
-        return [f"if {target}: e.append({target})"]
-
-    def tags(self, table: str) -> list[str]:
-        return [f"p = _rtags(b, p, L, {table}, e, r, False)"]
-
-    def child(self, f: FieldSchema) -> _FigureLevel:
-        return _FigureLevel(self.strategy, f.fields, "", 1)  # type: ignore[arg-type]
-
-
-class CollectFigures(EmitStrategy):
-    """Emit strategy of the skim: structs inlined, only a row's figures kept.
-
-    Locals: `e` the error codes (responses), `r` the record sets."""
-
-    uuid_objects = False  # a topic id is kept as its 16 bytes (text only when needed)
-
-    def __init__(self, label: str, direction: str, record_path: tuple[str, str, str, str] | None) -> None:
-        self.label = label
-        self.codes = direction == "response"
-        self.record_path = record_path
-
-    def struct_value(self, walk: ReadWalk, f: FieldSchema, flexible: bool, level: Level,
-                     target: str | None) -> list[str]:
-        return walk.struct(f.fields, flexible, level.child(f))  # type: ignore[arg-type, attr-defined]
-
-    def struct_elements(self, walk: ReadWalk, f: FieldSchema, flexible: bool, level: Level,
-                        target: str | None, count: str) -> list[str]:
-        inner = walk.struct(f.fields, flexible, level.child(f))  # type: ignore[arg-type, attr-defined]
-        return [f"for _i{level.depth} in range({count}):", *indent(inner or ["pass"])]
-
-    def tag_level(self, f: FieldSchema, level: Level) -> Level:
-        return _TagValueLevel(self, f)
-
-    def tag_function(self, f: FieldSchema, body: list[str], level: Level) -> list[str]:
-        return [*body, "return p"]  # nothing kept: primitives.read_tag_section(keep=False)
-
-
-_NAMESPACE = {"_KVC": _struct.Struct(">hhi").unpack_from, "_rutags": prim.read_unknown_tags, "_set": set,
-              "_sorted": sorted, "_label": topic_label}
-
-
-def _request_frame(src: Source, walk: ReadWalk, schema: MessageSchema, header_version: int) -> str:
-    """fn(b) -> (api_key, api_version, correlation_id, client_id,
-    expects_response, starts_raw_sasl, record_sets) | None."""
-    fn = src.name("_frame")
-    lines = ["L = len(b)", "if L < 8: return None", "_k, _ver, _cid = _KVC(b, 0)", "p = 8", "_cl = None"]
-    if header_version >= 1:  # the client id: never a compact string
-        lines += ["if L < 10: return None", "_n, = _I16(b, 8)", "p = 10", "if _n >= 0:",
-                  "    if p + _n > L: return None",
-                  "    _cl = _str(b[p:p + _n], 'utf-8', 'surrogateescape')", "    p += _n",
-                  "elif _n != -1: return None"]
-    if header_version >= 2:
-        lines += ["if p < L and b[p] == 0:", "    p += 1", "else:", "    p = _rutags(b, p, L)[1]"]
-    lines += ["e = None", "r = []"]
-    top = _FigureLevel(walk.strategy, schema.fields, "top", 0, ("acks",))  # type: ignore[arg-type]
-    lines += walk.struct(schema.fields, schema.flexible, top)
-    lines.append("if p != L: return None")
-    acks = top.kept.get("acks")
-    expects = f"{acks} != 0" if schema.api_key == ApiKey.PRODUCE and acks else "True"
-    sasl = "_ver == 0" if schema.api_key == ApiKey.SASL_HANDSHAKE else "False"
-    lines.append(f"return _k, _ver, _cid, _cl, {expects}, {sasl}, r")
-    src.function(f"{fn}(b)", lines)
-    return fn
-
-
-def _response_frame(src: Source, walk: ReadWalk, schema: MessageSchema, header_version: int) -> str:
-    """fn(b, assumed) -> (throttle_time_ms, error_code, error_codes, assumed,
-    record_sets) | None."""
-    fn = src.name("_frame")
-    lines = ["L = len(b)", "if L < 4: return None"]
-    if header_version >= 1:
-        lines += ["if b[4] == 0:", "    p = 5", "else:", "    p = _rutags(b, 4, L)[1]"]
-    else:
-        lines.append("p = 4")
-    lines += ["e = []", "r = []"]
-    top = _FigureLevel(walk.strategy, schema.fields, "top", 0,  # type: ignore[arg-type]
-                       ("throttle_time_ms", "error_code"))
-    lines += walk.struct(schema.fields, schema.flexible, top)
-    throttle, error_code = top.kept.get("throttle_time_ms", "None"), top.kept.get("error_code", "None")
-    lines += ["if p != L: return None", "if e: e = _sorted(_set(e))",
-              f"return {throttle}, {error_code}, e, assumed, r"]
-    src.function(f"{fn}(b, assumed)", lines)
-    return fn
-
-
-_FRAMES: dict[tuple[int, int, str, int], tuple[Callable, str]] = {}
-
-
-def frame_skim(api_key: int, version: int, direction: str, header_version: int) -> tuple[Callable, str]:
-    """(skim function, its source) of a defined body version with a given
-    header version; KeyError if undefined. Requests: fn(frame); responses:
-    fn(frame, assumed) (see skim_request / skim_response for the results)."""
+def frame_skim(api_key: int, version: int, direction: str, header_version: int) -> Callable[..., Any]:
+    """The skim function of a defined body version with a given header
+    version; KeyError if undefined. Requests: fn(frame); responses:
+    fn(frame, assumed) (see skim_request / skim_response for the results).
+    The layouts of `skim_code.AHEAD_APIS` come compiled from
+    `_generated.skims`, the others are written and compiled on first use."""
     key = (api_key, version, direction, header_version)
     found = _FRAMES.get(key)
     if found is None:
-        schema = get_schema(api_key, version, direction)
-        label = f"{schema.name} v{version} header v{header_version}"
-        src = Source("skim", label, _NAMESPACE)
-        walk = ReadWalk(src, CollectFigures(label, direction, RECORD_PATHS.get((api_key, direction))))
-        try:
-            if direction == "request":
-                fn = _request_frame(src, walk, schema, header_version)
-            else:
-                fn = _response_frame(src, walk, schema, header_version)
-            found = (src.compile()[fn], src.text)
-        except NotImplementedError as problem:  # a layout rows cannot skim: always decode fully
-            found = (_decline, f"# {problem}")
+        ahead: dict[tuple[int, int, int], Callable[..., Any]] = \
+            REQUEST_SKIMS if direction == "request" else RESPONSE_SKIMS  # type: ignore[assignment]
+        found = ahead.get((api_key, version, header_version))
+        if found is None:
+            found = compiled_skim(api_key, version, direction, header_version)
         _FRAMES[key] = found
     return found
-
-
-def _decline(b: bytes, assumed: str | None = None) -> None:
-    """The skim of a layout the generator does not handle: the full decoder decides."""
-    return None
-
-
-def skim_source(api_key: int, version: int, direction: str) -> str:
-    """The generated source of a version with its usual header (for reading and debugging)."""
-    flexible = get_schema(api_key, version, direction).flexible
-    header_version = header_versions(api_key, version, flexible)[0 if direction == "request" else 1]
-    return frame_skim(api_key, version, direction, header_version)[1]
 
 
 # ------------------------------------------------------------------ requests
 
 # first 4 bytes of a request (api key, api version) -> frame skim
-_REQUEST_PLANS: dict[bytes, Callable] = {}
+_REQUEST_PLANS: Final[dict[bytes, RequestSkim]] = {}
 
 
-def skim_request(frame: Any) -> tuple | None:
+def skim_request(frame: Any) -> RequestFigures | None:
     """(api_key, api_version, correlation_id, client_id, expects_response,
     starts_raw_sasl, record_sets) of a request frame the full decoder accepts;
     None when it would reject it (or anything unexpected happens)."""
     try:
-        b = frame if type(frame) is bytes else bytes(frame)
+        b: bytes = frame if type(frame) is bytes else bytes(frame)
         skim = _REQUEST_PLANS.get(b[:4])
         if skim is None:
-            api_key, api_version, _cid = _KEY_VERSION_CORR(b, 0)
+            api_key, api_version = prim.INT16.unpack_from(b, 0)[0], prim.INT16.unpack_from(b, 2)[0]
             header_version, body_version, _problem = request_layout(api_key, api_version)
-            skim = _REQUEST_PLANS[b[:4]] = frame_skim(api_key, body_version, "request", header_version)[0]
+            skim = cast(RequestSkim, frame_skim(api_key, body_version, "request", header_version))
+            _REQUEST_PLANS[b[:4]] = skim
         return skim(b)
     except Exception:  # rejected (or a bug): the full decoder decides and explains
         return None
@@ -320,22 +85,23 @@ def skim_request(frame: Any) -> tuple | None:
 # ------------------------------------------------------------------ responses
 
 # (api key, api version of the request) -> (frame skim, assumed-version text)
-_RESPONSE_PLANS: dict[tuple[int, int], tuple[Callable, str | None]] = {}
+_RESPONSE_PLANS: Final[dict[tuple[int, int], tuple[ResponseSkim, str | None]]] = {}
 
 
-def _response_plan(api_key: int, api_version: int) -> tuple[Callable, str | None]:
+def _response_plan(api_key: int, api_version: int) -> tuple[ResponseSkim, str | None]:
     """As codec._response_plan, with the skim in place of the codec."""
     body_version, assumed = resolve_version(api_key, api_version, "response")
     flexible = get_schema(api_key, body_version, "response").flexible
     header_version = header_versions(api_key, body_version, flexible)[1]
-    skim = frame_skim(api_key, body_version, "response", header_version)[0]
+    skim = cast(ResponseSkim, frame_skim(api_key, body_version, "response", header_version))
     if api_key == ApiKey.API_VERSIONS and body_version > 0:
-        v0 = frame_skim(ApiKey.API_VERSIONS, 0, "response", header_version)[0]
+        v0 = cast(ResponseSkim, frame_skim(ApiKey.API_VERSIONS, 0, "response", header_version))
         return partial(_api_versions, skim, v0, api_version), assumed
     return skim, assumed
 
 
-def _api_versions(skim: Callable, v0: Callable, api_version: int, b: bytes, assumed: str | None) -> tuple | None:
+def _api_versions(skim: ResponseSkim, v0: ResponseSkim, api_version: int, b: bytes,
+                  assumed: str | None) -> ResponseFigures | None:
     """codec.decode_response: an UNSUPPORTED_VERSION answer may be laid out as v0."""
     if len(b) >= 6 and prim.INT16.unpack_from(b, 4)[0] == UNSUPPORTED_VERSION:
         try:
@@ -347,7 +113,7 @@ def _api_versions(skim: Callable, v0: Callable, api_version: int, b: bytes, assu
     return skim(b, assumed)
 
 
-def skim_response(frame: Any, api_key: int, api_version: int) -> tuple | None:
+def skim_response(frame: Any, api_key: int, api_version: int) -> ResponseFigures | None:
     """(throttle_time_ms, error_code, error_codes, assumed_version, record_sets)
     of a response frame the full decoder accepts, with the values of
     summary.response_figures; None when it would reject it."""

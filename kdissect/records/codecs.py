@@ -300,36 +300,13 @@ def _unzstd(data: bytes, limit: int) -> Inflated:
     return Inflated(bytes(out))
 
 
-def declared_size(codec_id: int, data: bytes) -> int | None:
-    """Uncompressed size announced by the compressed data itself, cheaply, or None.
-
-    gzip: ISIZE trailer (mod 2**32, last member); snappy: length preambles;
-    lz4 / zstd: frame content size when the writer stored it.
-    """
+def zstd_content_size(header: bytes) -> int | None:
+    """The content size a zstd frame header declares (the frame's first 18
+    bytes hold all of it), or None: not stored, damaged, no zstd library."""
+    if _load("_zstd") is None:
+        return None
     try:
-        if codec_id == GZIP:
-            if len(data) >= 18 and data.startswith(b"\x1f\x8b"):
-                return struct.unpack_from("<I", data, len(data) - 4)[0]
-            return None
-        if codec_id == SNAPPY:
-            if not data.startswith(XERIAL_MAGIC):
-                return _varint_u32(data, 0)
-            total, pos = 0, len(XERIAL_MAGIC) + 8
-            while pos + 4 <= len(data):
-                (size,) = struct.unpack_from(">i", data, pos)
-                block_len = _varint_u32(data, pos + 4)
-                if size < 0 or block_len is None:
-                    return None
-                total += block_len
-                pos += 4 + size
-            return total
-        if codec_id == LZ4:
-            if not data.startswith(LZ4_MAGIC) or len(data) < 15 or not data[4] & 0x08:
-                return None
-            return struct.unpack_from("<Q", data, 6)[0]
-        if codec_id == ZSTD and _load("_zstd") is not None:
-            size = _zstd.frame_content_size(data)
-            return size if size >= 0 else None
+        size: int = _zstd.frame_content_size(header)
     except Exception:
         return None
-    return None
+    return size if size >= 0 else None

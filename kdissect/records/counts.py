@@ -12,7 +12,7 @@
   batch: the records section; uncompressed message: its entry (offset, size
   and message); compressed data: the size the compressed stream itself
   declares (gzip ISIZE trailer, snappy length preambles, lz4/zstd frame content
-  size). None when any batch leaves it unknown.
+  size: `declared_size`, read in place). None when any batch leaves it unknown.
 - codecs: distinct codec names in first-seen order.
 
 A partial entry cut off at the end (Fetch responses) is not counted.
@@ -26,15 +26,23 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
+from typing import Final
 
 from kdissect.records import crc as _crc32c
 
 from kdissect.records import codecs as _codecs
+from kdissect.records.codecs import LZ4_MAGIC, XERIAL_MAGIC
 from kdissect.records.model import codec_name
 
-_ENTRY = struct.Struct(">qi")
-_V2_COUNT = struct.Struct(">i")
-_V2_HEADER = 61
+# the codec ids, as constants of the compiled module (no lookup per batch)
+_GZIP: Final = 1
+_SNAPPY: Final = 2
+_LZ4: Final = 3
+_ZSTD: Final = 4
+assert (_GZIP, _SNAPPY, _LZ4, _ZSTD) == (_codecs.GZIP, _codecs.SNAPPY, _codecs.LZ4, _codecs.ZSTD)
+_ENTRY: Final = struct.Struct(">qi")
+_V2_COUNT: Final = struct.Struct(">i")
+_V2_HEADER: Final = 61
 
 
 def _entries(data: bytes) -> Iterator[tuple[int, int, int]]:
@@ -64,7 +72,7 @@ def batch_counts(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIMI
             if magic == 2 and end - pos >= _V2_HEADER:
                 codec_id = struct.unpack_from(">h", data, pos + 21)[0] & 0x07
                 count = _V2_COUNT.unpack_from(data, pos + 57)[0]
-                size = end - pos - _V2_HEADER if codec_id == 0 else _codecs.declared_size(codec_id, data[pos + _V2_HEADER : end])
+                size = end - pos - _V2_HEADER if codec_id == 0 else declared_size(codec_id, data, pos + _V2_HEADER, end)
             elif magic in (0, 1) and end - pos >= 18:
                 codec_id = data[pos + 17] & 0x07
                 if codec_id == 0:
@@ -127,7 +135,7 @@ def _wrapper_count(data: bytes, pos: int, end: int, magic: int, codec_id: int, l
 
 def _declared_legacy(data: bytes, pos: int, end: int, magic: int, codec_id: int) -> int | None:
     value = _legacy_value(data, pos, end, magic)
-    return None if value is None else _codecs.declared_size(codec_id, value)
+    return None if value is None else declared_size(codec_id, value, 0, len(value))
 
 
 def batch_checks(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIMIT) -> list[str]:
@@ -144,7 +152,7 @@ def batch_checks(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIMI
                 if _crc32c.crc32c(data[pos + 21 : end]) != crc:
                     problems.append(f"record batch at offset {offset}: CRC32C mismatch")
                 codec_id = struct.unpack_from(">h", data, pos + 21)[0] & 0x07
-                declared = _codecs.declared_size(codec_id, data[pos + _V2_HEADER : end]) if codec_id else None
+                declared = declared_size(codec_id, data, pos + _V2_HEADER, end) if codec_id else None
             elif magic in (0, 1) and end - pos >= 18:
                 (crc,) = struct.unpack_from(">I", data, pos + 12)
                 if zlib.crc32(data[pos + 16 : end]) != crc:
@@ -179,27 +187,28 @@ def batch_figures(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIM
     problems: list[str] = []
     crc32c = _crc32c.crc32c
     try:
+        # a magic 2 batch header, big-endian: base offset int64 at 0, batch
+        # length int32 at 8, (leader epoch), magic int8 at 16, crc uint32 at
+        # 17, attributes int16 at 21, (offset delta, timestamps, producer id
+        # and epoch, base sequence), record count int32 at 57; 61 bytes
         while total - pos >= 17:
-            if total - pos >= _V2_HEADER:
-                offset, size, magic, crc, attributes, count = _V2_FIELDS.unpack_from(data, pos)
-            else:  # too short for a batch header: whole entries here are unusual
-                offset, size = _ENTRY.unpack_from(data, pos)
-                magic = -1
+            size = _int32(data, pos + 8)
             end = pos + 12 + size
             if size < 0 or end > total:
                 break
-            if magic != 2 or end - pos < _V2_HEADER:
+            if end - pos < _V2_HEADER or data[pos + 16] != 2:  # short, or not magic 2: unusual
                 raise _Unusual
-            if crc32c(view[pos + 21 : end]) != crc:
-                problems.append(f"record batch at offset {offset}: CRC32C mismatch")
-            codec_id = attributes & 0x07
+            if crc32c(view[pos + 21 : end]) != _uint32(data, pos + 17):
+                problems.append(f"record batch at offset {_int64(data, pos)}: CRC32C mismatch")
+            codec_id = data[pos + 22] & 0x07  # the low byte of the int16 attributes
             if codec_id:
-                declared = _codecs.declared_size(codec_id, data[pos + _V2_HEADER : end])
+                declared = declared_size(codec_id, data, pos + _V2_HEADER, end)
                 if declared is not None and declared > max_uncompressed:
-                    problems.append(f"batch at offset {offset} declares {declared} uncompressed bytes, "
+                    problems.append(f"batch at offset {_int64(data, pos)} declares {declared} uncompressed bytes, "
                                     f"over the {max_uncompressed}-byte decompression limit")
             else:
                 declared = end - pos - _V2_HEADER
+            count = _int32(data, pos + 57)
             name = _CODEC_NAMES[codec_id]
             if name not in names:
                 names.append(name)
@@ -214,12 +223,79 @@ def batch_figures(raw: bytes | None, max_uncompressed: int = _codecs.DEFAULT_LIM
     return records, record_bytes, names, problems
 
 
+def declared_size(codec_id: int, data: bytes, start: int, end: int) -> int | None:
+    """Uncompressed size announced by the compressed data data[start:end]
+    itself, cheaply (read in place: batches are not copied), or None; never
+    raises. gzip: ISIZE trailer (mod 2**32, last member); snappy: length
+    preambles (xerial framing: summed over its blocks); lz4 / zstd: frame
+    content size when the writer stored it."""
+    try:
+        if codec_id == _GZIP:
+            if end - start >= 18 and data[start] == 0x1F and data[start + 1] == 0x8B:
+                return data[end - 4] | data[end - 3] << 8 | data[end - 2] << 16 | data[end - 1] << 24
+            return None
+        if codec_id == _SNAPPY:
+            if data[start : min(start + 8, end)] != XERIAL_MAGIC:
+                return _preamble(data, start, end)
+            total = 0
+            pos = start + 16  # magic, version, compatible version; then [int32 size][block]...
+            while pos + 4 <= end:
+                size = data[pos] << 24 | data[pos + 1] << 16 | data[pos + 2] << 8 | data[pos + 3]
+                block = _preamble(data, pos + 4, end)
+                if size & 0x80000000 or block is None:  # a negative size
+                    return None
+                total += block
+                pos += 4 + size
+            return total
+        if codec_id == _LZ4:
+            if end - start < 15 or data[start : start + 4] != LZ4_MAGIC or not data[start + 4] & 0x08:
+                return None
+            value = 0
+            for at in range(start + 13, start + 5, -1):  # 8 bytes, little-endian
+                value = value << 8 | data[at]
+            return value
+        if codec_id == _ZSTD:
+            return _codecs.zstd_content_size(data[start : min(start + 18, end)])
+    except Exception:
+        return None
+    return None
+
+
+def _preamble(data: bytes, pos: int, end: int) -> int | None:
+    """A raw snappy block's length preamble at pos (LEB128, at most 5 bytes,
+    not necessarily minimal), or None when cut short by end or over-long."""
+    value = 0
+    shift = 0
+    first = pos
+    while pos < end:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value
+        shift += 7
+        if pos - first >= 5:
+            return None
+    return None
+
+
+
+def _uint32(data: bytes, pos: int) -> int:
+    return data[pos] << 24 | data[pos + 1] << 16 | data[pos + 2] << 8 | data[pos + 3]
+
+
+def _int32(data: bytes, pos: int) -> int:
+    value = _uint32(data, pos)
+    return value - 0x100000000 if value & 0x80000000 else value
+
+
+def _int64(data: bytes, pos: int) -> int:
+    value = _uint32(data, pos) << 32 | _uint32(data, pos + 4)
+    return value - (1 << 64) if value & (1 << 63) else value
+
+
 class _Unusual(Exception):
     """An entry the one-pass reading leaves to batch_counts/batch_checks."""
 
 
-# base offset, batch length, (leader epoch), magic, crc, attributes, (offset
-# delta, timestamps, producer id/epoch, base sequence), record count
-_V2_FIELDS = struct.Struct(">qi4xbIh34xi")
-assert _V2_FIELDS.size == _V2_HEADER
-_CODEC_NAMES = tuple(codec_name(codec_id) for codec_id in range(8))
+_CODEC_NAMES: Final = tuple(codec_name(codec_id) for codec_id in range(8))

@@ -18,7 +18,8 @@ import pytest
 from kdissect import encode_request, encode_response
 from kdissect.protocol.codec import body_class
 from kdissect.protocol.schema import api_keys, defined_versions
-from kdissect.protocol.skim import skim_request, skim_response, skim_source
+from kdissect.protocol.skim import frame_skim, skim_request, skim_response
+from kdissect.protocol.skim_code import ahead_layouts, ahead_of_time_module, skim_source
 from tests.support.pipeline import ports_of
 from tests.support.protocol import frame_fixtures, random_struct
 from tests.support.skim import (
@@ -209,6 +210,38 @@ def test_tagged_field_rules(entries: list[tuple[int, bytes]], accepted: bool) ->
     assert skim == full
 
 
+def _fetch_v16_with_tags(entries: list[tuple[int, bytes]]) -> bytes:
+    """A Fetch v16 response (written ahead of time) whose top-level tag
+    section holds `entries` (tag 0: NodeEndpoints, an array)."""
+    frame = encode_response(1, 16, 7, {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": []})
+    assert frame.endswith(b"\x00")  # the empty top-level tag section
+    tags = bytes((len(entries),))
+    for tag, value in entries:
+        size = len(value)  # an unsigned varint of one or two bytes
+        tags += bytes((tag,)) + (bytes((size,)) if size < 128 else bytes((size & 0x7F | 0x80, size >> 7))) + value
+    return frame[:-1] + tags
+
+
+_ENDPOINT = struct.pack(">i", 3) + b"\x02h" + struct.pack(">i", 9092) + b"\x00" + b"\x00"  # id, host, port, rack, tags
+
+
+@pytest.mark.parametrize("entries, accepted", [
+    ([(0, b"\x01")], True),  # NodeEndpoints: no endpoint
+    ([(0, b"\x02" + _ENDPOINT)], True),
+    ([(0, b"\x01"), (0, b"\x01")], False),  # a known tag repeated
+    ([(0, b"\x01\x00")], False),  # value shorter than its declared size
+    ([(0, b"\x02" + _ENDPOINT[:-1])], False),  # value longer than its declared size
+    ([(9, b"x"), (9, b"yz")], True),  # unknown tags may repeat
+    ([(0, b"\x01"), (9, b"x" * 200)], True),  # a size past 127: a two-byte varint
+])
+def test_tag_rules_of_the_skims_written_ahead(entries: list[tuple[int, bytes]], accepted: bool) -> None:
+    """The compiled tag-section reader of _generated.skims follows primitives.read_tag_section."""
+    frame = _fetch_v16_with_tags(entries)
+    full, skim = _both("response", frame, 1, 16)
+    assert (full is not None) == accepted
+    assert skim == full
+
+
 _CACHE_PROBE = """
 import builtins, sys
 compiled = []
@@ -219,13 +252,14 @@ def counting(source, filename, *args, **kwargs):
 builtins.compile = counting
 from kdissect import encode_request
 from kdissect.protocol.skim import skim_request
-frame = encode_request(0, 10, 1, "c", {"acks": 1, "timeout_ms": 5, "topic_data": []})
+frame = encode_request(18, 3, 1, "c", {"client_software_name": "x", "client_software_version": "1"})
 assert skim_request(frame) is not None
 print(sum(name.startswith("<kdissect skim") for name in compiled))
 """
 
 
 def test_skim_code_is_kept_in_the_codec_cache(tmp_path: Path) -> None:
+    """A layout not written ahead of time is compiled once, then loaded from the cache."""
     import marshal
     import os
     import subprocess
@@ -237,7 +271,7 @@ def test_skim_code_is_kept_in_the_codec_cache(tmp_path: Path) -> None:
                            text=True, check=True).stdout.split() for _ in range(2)]
     assert runs == [["1"], ["0"]]  # compiled once, then loaded
     names = [marshal.loads(p.read_bytes()).co_filename for p in tmp_path.rglob("*.marshal")]
-    assert "<kdissect skim ProduceRequest v10 header v2>" in names
+    assert "<kdissect skim ApiVersionsRequest v3 header v2>" in names
 
 
 def test_versions_decoded_with_an_assumed_layout() -> None:
@@ -257,3 +291,20 @@ def test_versions_decoded_with_an_assumed_layout() -> None:
         assert (full is not None) == (version <= newest + 4)
         if full is not None:
             assert "newer than the spec" in skim[3]
+
+
+def test_skims_written_ahead_of_time_are_current() -> None:
+    """kdissect/protocol/_generated/skims.py is what tools/gen_skims.py writes now."""
+    committed = (REPO / "kdissect" / "protocol" / "_generated" / "skims.py").read_text()
+    assert committed == ahead_of_time_module(), "rerun tools/gen_skims.py"
+
+
+def test_hot_layouts_run_the_code_written_ahead() -> None:
+    """Every layout of AHEAD_APIS runs from _generated.skims (compiled when the
+    native build is in use), none is generated at run time."""
+    from kdissect.protocol._generated import skims
+
+    for api_key, version, direction, header_version in ahead_layouts():
+        table = skims.REQUEST_SKIMS if direction == "request" else skims.RESPONSE_SKIMS
+        assert frame_skim(api_key, version, direction, header_version) is table[(api_key, version, header_version)]
+    assert {key for key, _v, _d, _h in ahead_layouts()} == {0, 1, 78}

@@ -36,7 +36,7 @@ def test_committed_tables_are_not_stale(tmp_path: Path) -> None:
     gen.write(gen.generate(SPEC_DIR), tmp_path)
     committed = REPO / "kdissect" / "protocol" / "_generated"
     fresh = sorted(p.name for p in tmp_path.glob("*.py"))
-    assert fresh == sorted(p.name for p in committed.glob("*.py"))
+    assert fresh == sorted(p.name for p in committed.glob("*.py") if p.name not in gen.WRITTEN_ELSEWHERE)
     stale = [name for name in fresh if (tmp_path / name).read_text() != (committed / name).read_text()]
     assert not stale, f"rerun tools/gen_protocol.py: stale {stale}"
 

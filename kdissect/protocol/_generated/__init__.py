@@ -30,6 +30,9 @@ Layout
   ``bodies.py`` maps each typed class name to its module (for
   ``kdissect.protocol.bodies``). Kept apart from the tables: only building
   decoded objects loads them.
+- ``skims.py``, written by tools/gen_skims.py (not this tool) from these
+  tables: the skim decoders of the busiest messages, compiled with mypyc
+  (``kdissect.native``), hence this package's call to ``native.extend``.
 
 Ranges
 ------
@@ -63,3 +66,7 @@ tagged-field section; otherwise int16 (strings) / int32 (bytes, records,
 arrays) lengths with -1 = null. A non-array struct that is nullable is
 preceded by an int8 (-1 null, 1 present).
 """
+
+from kdissect import native as _native
+
+_native.extend(__path__, __name__)  # the compiled skims.py, when in use
