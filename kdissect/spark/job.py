@@ -397,7 +397,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     from kdissect.spark.arrivals import produce_answers
 
     # long polls that a Produce on another connection ended (kdissect.conn.arrivals): one join
-    fixes = produce_answers(spark, work_dir)
+    fixes = produce_answers(spark, work_dir, on_driver=planning.local_task_slots(sc.master) is not None)
     say("long polls a Produce ended found", "arrivals")
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
                                                   ts_unit, fixes, frame_offsets)
