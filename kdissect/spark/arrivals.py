@@ -202,10 +202,10 @@ def join_here(directory: Tree, names: list[str]) -> dict[int, Fixes]:
             position -= 1
         if best is None:
             continue
-        key = (row["task_partition"], row["stream_capture_index"], row["stream_frame_number"], row["ordinal"],
-               row["start_ns"], row["end_ns"], row["before_ns"], row["before_reason"])
-        if key not in answers or best < answers[key]:
-            answers[key] = best
+        fetch = (row["task_partition"], row["stream_capture_index"], row["stream_frame_number"], row["ordinal"],
+                 row["start_ns"], row["end_ns"], row["before_ns"], row["before_reason"])
+        if fetch not in answers or best < answers[fetch]:
+            answers[fetch] = best
     fixes: dict[int, Fixes] = {}
     for (task_partition, capture_index, frame_number, ordinal, start, end, before, reason), answer in answers.items():
         fixes.setdefault(task_partition, {})[(capture_index, frame_number, ordinal)] = (answer, start, end, before,
