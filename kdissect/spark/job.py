@@ -397,7 +397,9 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     from kdissect.spark.arrivals import produce_answers
 
     # long polls that a Produce on another connection ended (kdissect.conn.arrivals): one join
-    fixes = produce_answers(spark, work_dir, on_driver=planning.local_task_slots(sc.master) is not None)
+    # in local mode the small capture-wide joins run in this process (no Spark job to plan)
+    local_mode = planning.local_task_slots(sc.master) is not None
+    fixes = produce_answers(spark, work_dir, on_driver=local_mode)
     say("long polls a Produce ended found", "arrivals")
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
                                                   ts_unit, fixes, frame_offsets)
@@ -410,7 +412,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     if options.forensic_tables:
         from kdissect.spark.forensics import finish_forensics
 
-        forensic_summary = finish_forensics(spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns)
+        forensic_summary = finish_forensics(spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns,
+                                            on_driver=local_mode)
         say("forensic tables written", "forensic_tables")
     outdir.delete(WORK_DIR)
     work_frame.unpersist()

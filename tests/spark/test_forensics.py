@@ -154,3 +154,30 @@ def test_without_the_forensic_tables(spark, captures_dir, tmp_path) -> None:
     for table in TABLES:
         if table not in FORENSIC_TABLES and table != "exchanges":
             assert canonical(table_rows(lean, table)) == canonical(table_rows(full, table)), table
+
+
+def test_end_to_end_matched_on_the_driver_equals_the_spark_job(spark, captures_dir, tmp_path) -> None:
+    """In local mode the ranges are matched in the driver's process
+    (forensics.match_here): the same end_to_end rows as the Spark job from
+    the same task files. (The job's tables against the CLI's, driver side
+    included: the tests above, whose session is local.)"""
+    import pyarrow as pa
+
+    from kdissect.spark.dissect import read_partition
+    from kdissect.spark.forensics import match_ranges, merged_forensics
+    from kdissect.spark.plan import number_tasks, plan_splits
+
+    paths = [str(captures_dir / name) for name in ("forensics_kafka.pcap", "consume_group_kafka.pcap")]
+    splits = [split.as_row() for split in number_tasks(plan_splits([(path, "pcap") for path in paths], 1 << 40))]
+    work = str(tmp_path / "_work")
+    for split in splits:  # each file its own task (and ranges file), every connection dissected in place
+        for _ in read_partition([pa.RecordBatch.from_pylist([split])], True, split["split_id"], 4, [9092],
+                                True, [Path(p).name for p in paths], work):
+            pass
+    tables = []
+    for on_driver in (False, True):
+        forensics = merged_forensics(work)
+        match_ranges(spark, work, forensics, 4, on_driver)
+        tables.append(forensics.tables().to_dict()["end_to_end"])
+    assert sum(row["records"] for row in tables[0] if row["dimension"] == "topic") > 100
+    assert tables[1] == tables[0]
