@@ -2,6 +2,7 @@
 
     python3 benchmarks/bench_spark.py --shape many-small --format pcap --rounds 3
     python3 benchmarks/bench_spark.py --shape few-large --format pcapng --rounds 3
+    python3 benchmarks/bench_spark.py --shape many-small --format pcap --rounds 3 --no-forensic-tables
     python3 benchmarks/bench_spark.py --size-mb 1000 --files 7 --split-size 128m --rounds 2   # the older 1 GB archive
 
 1. Builds (once; kept in benchmarks/out/, not committed) an archive of
@@ -37,6 +38,9 @@
    over the rounds and their range; a spread (max - min) over a quarter of
    the median is flagged as too wide to trust. Results go to
    benchmarks/out/bench_spark_SHAPE_FORMAT.json.
+   With --no-forensic-tables the Spark runs leave out the topic, group and
+   client tables (`kdissect spark --no-forensic-tables`): they then write
+   what export writes (the exchanges) plus their small summary tables.
 
    Why the confined run: `local[1]` means one task slot, not one CPU. Beside
    its one Python worker, the driver JVM runs the shuffle, Arrow conversion,
@@ -242,6 +246,9 @@ def main() -> None:
                         help="run only this Spark configuration (repeatable)")
     parser.add_argument("--format", choices=["pcap", "pcapng"], default="pcap",
                         help="pcapng: the same archive rewritten by editcap -F pcapng")
+    parser.add_argument("--no-forensic-tables", action="store_true",
+                        help="run kdissect spark with --no-forensic-tables (the tables export writes, and the "
+                             "summaries; not the topic, group and client tables)")
     args = parser.parse_args()
     configurations = {name: CONFIGURATIONS[name] for name in (args.only or CONFIGURATIONS)}
     size_mb, file_count, split_size = SHAPES[args.shape]
@@ -261,9 +268,11 @@ def main() -> None:
     print(f"archive: {len(files)} files, {total / 1e6:.0f} MB in {archive_dir} "
           f"(built/reused in {time.monotonic() - started:.0f}s); split size {split_size}", flush=True)
     python = sys.executable
-    slug = f"{args.shape}_{args.format}"
+    slug = f"{args.shape}_{args.format}" + ("_no-forensic-tables" if args.no_forensic_tables else "")
+    spark_options = ["--no-forensic-tables"] if args.no_forensic_tables else []
     results: dict = {"shape": args.shape, "format": args.format, "archive_bytes": total, "archive_files": len(files),
-                     "split_size": split_size, "cpu_count": os.cpu_count(), "rounds": []}
+                     "split_size": split_size, "cpu_count": os.cpu_count(), "spark_options": spark_options,
+                     "rounds": []}
     # unmeasured warm-up on the tiny capture: writes the JVM's class-data archive
     # (a cache, like bytecode; see kdissect/spark/session.py) if there is none yet
     _timed([python, "-m", "kdissect", "spark", str(TINY), "-o", str(OUT / f"spark_warmup_{slug}"),
@@ -275,7 +284,7 @@ def main() -> None:
 
     def spark(inputs: list[str], master: str, cpus: set[int] | None, outdir: Path) -> tuple[float, float]:
         return _measured([python, "-m", "kdissect", "spark", *inputs, "-o", str(outdir), "--master", master,
-                          "--overwrite", "--split-size", split_size], OUT / f"{outdir.name}.log", cpus)
+                          "--overwrite", "--split-size", split_size, *spark_options], OUT / f"{outdir.name}.log", cpus)
 
     ratios: dict[str, list[float]] = {config: [] for config in configurations}
     cpu_ratios: dict[str, list[float]] = {config: [] for config in configurations}

@@ -168,8 +168,11 @@ def read_outdir(outdir: str | Path) -> dict[str, Any]:
         raise InputError(f"{tree.uri}: cannot read manifest.json ({problem})") from None
     if not tree.exists(SUCCESS):
         raise InputError(f"{tree.uri}: the job that wrote it did not finish (no {SUCCESS} marker)")
+    # a job run with --no-forensic-tables wrote no topic, group or client table
+    left_out = set() if manifest.get("forensic_tables", True) else set(TABLE_COLUMNS) - set(STATS_TABLES)
     for name in TABLES:
-        _dataset(tree, name)  # each there, before any work
+        if name not in left_out:
+            _dataset(tree, name)  # each there, before any work
     collector = Collector()
     exchanges = _dataset(tree, "exchanges")
     for batch in exchanges.to_batches(columns=COLUMNS, batch_size=_BATCH_ROWS, use_threads=False):

@@ -107,10 +107,17 @@ def _read_arrivals(directory: Tree, kind: int) -> Any:
     return read
 
 
-def produce_answers(spark: Any, work_dir: Tree | str) -> dict[int, Fixes]:
+# arrival files up to this size (Parquet bytes, ~10 bytes a row) are joined on the
+# driver in local mode, where a Spark job's planning and code generation cost
+# more than the join itself (its rows are a few per Produce and held fetch)
+DRIVER_JOIN_BYTES = 64 << 20
+
+
+def produce_answers(spark: Any, work_dir: Tree | str, on_driver: bool = False) -> dict[int, Fixes]:
     """{task partition: fixes}: the held fetches whose data a captured
     Produce wrote, with the earliest qualifying answer (one Spark job; the
-    result holds a row per such fetch)."""
+    result holds a row per such fetch). `on_driver` (local mode): joined
+    here (`join_here`) when the files are at most DRIVER_JOIN_BYTES."""
     from pyspark.sql import functions as F
 
     directory = as_tree(work_dir).sub(ARRIVALS_DIR)
@@ -118,6 +125,8 @@ def produce_answers(spark: Any, work_dir: Tree | str) -> dict[int, Fixes]:
         return {}  # no held fetch anywhere: nothing to join
     # the tasks read the files through the tree, so the work directory may be in any store
     names = directory.files(suffix=".parquet")
+    if on_driver and _total_bytes(directory, names) <= DRIVER_JOIN_BYTES:
+        return join_here(directory, names)
     listing = spark.createDataFrame([(name,) for name in names], "name string").repartition(
         max(1, min(len(names), spark.sparkContext.defaultParallelism)))
     fetched = listing.mapInArrow(_read_arrivals(directory, FETCHED), _spark_schema()).alias("f")
@@ -137,6 +146,70 @@ def produce_answers(spark: Any, work_dir: Tree | str) -> dict[int, Fixes]:
         fixes.setdefault(row["task_partition"], {})[
             (row["stream_capture_index"], row["stream_frame_number"], row["ordinal"])] = (
             row["answer"], row["start_ns"], row["end_ns"], row["before_ns"], row["before_reason"])
+    return fixes
+
+
+def _total_bytes(directory: Tree, names: list[str]) -> int:
+    return sum(info.size for info in directory.fs.get_file_info([directory.path(name) for name in names]))
+
+
+def join_here(directory: Tree, names: list[str]) -> dict[int, Fixes]:
+    """`produce_answers`' join in this process, with the same rule: a fetch
+    is answered by the earliest answer of a Produce range on its topic and
+    partition that holds its first fetched offset, within PRODUCE_WINDOW_NS
+    of its hold; over the marks of one fetch, the earliest of all."""
+    import bisect
+
+    import pyarrow.parquet as pq
+
+    produced: dict[tuple[Any, Any], list[tuple[int, int, int]]] = {}
+    fetched: list[dict[str, Any]] = []
+    for name in names:
+        with directory.open_input(name) as stream:
+            table = pq.read_table(stream, schema=ARRIVAL_SCHEMA)
+        for row in table.to_pylist():
+            if row["partition"] is None or row["first"] is None:
+                continue  # (no match in the Spark job's join either: null never equals)
+            if row["kind"] == PRODUCED:
+                if row["last"] is None or row["answer_ts"] is None:
+                    continue
+                produced.setdefault((row["topic"], row["partition"]), []).append(
+                    (row["first"], row["last"], row["answer_ts"]))
+            else:
+                fetched.append(row)
+    # per topic-partition: ranges by first offset, and the highest last offset up to each
+    index: dict[tuple[Any, Any], tuple[list[int], list[tuple[int, int, int]], list[int]]] = {}
+    for key, ranges in produced.items():
+        ranges.sort()
+        reach, highest = [], None
+        for _, last, _ in ranges:
+            highest = last if highest is None or last > highest else highest
+            reach.append(highest)
+        index[key] = ([first for first, _, _ in ranges], ranges, reach)
+    answers: dict[tuple, int] = {}
+    for row in fetched:
+        found = index.get((row["topic"], row["partition"]))
+        if found is None or row["start_ns"] is None or row["end_ns"] is None:
+            continue
+        firsts, ranges, reach = found
+        offset, earliest, latest = row["first"], row["start_ns"] - PRODUCE_WINDOW_NS, row["end_ns"] + PRODUCE_WINDOW_NS
+        best = None
+        position = bisect.bisect_right(firsts, offset) - 1
+        while position >= 0 and reach[position] >= offset:  # ranges further back end before the offset
+            _, last, answer = ranges[position]
+            if last >= offset and earliest <= answer <= latest and (best is None or answer < best):
+                best = answer
+            position -= 1
+        if best is None:
+            continue
+        fetch = (row["task_partition"], row["stream_capture_index"], row["stream_frame_number"], row["ordinal"],
+                 row["start_ns"], row["end_ns"], row["before_ns"], row["before_reason"])
+        if fetch not in answers or best < answers[fetch]:
+            answers[fetch] = best
+    fixes: dict[int, Fixes] = {}
+    for (task_partition, capture_index, frame_number, ordinal, start, end, before, reason), answer in answers.items():
+        fixes.setdefault(task_partition, {})[(capture_index, frame_number, ordinal)] = (answer, start, end, before,
+                                                                                        reason)
     return fixes
 
 

@@ -269,12 +269,14 @@ def _selection(values: tuple | None) -> Any:
 
 def _runner(task_partition: int, ports: Sequence[int], detect: bool, capture_names: Sequence[str], work_dir: Any,
             keylog: Any, max_uncompressed: int | None, selection: tuple | None,
-            several_files: bool | None = None) -> ConnectionRunner:
+            several_files: bool | None = None, forensic_tables: bool = True) -> ConnectionRunner:
     from kdissect.spark.arrivals import ArrivalSink
     from kdissect.spark.forensics import TaskForensics
 
     sink = PartSink(work_dir, task_partition)
-    forensics = TaskForensics(work_dir, task_partition, max_uncompressed)
+    # without the forensic tables nothing is tallied and the dissector skims
+    # every message, as `kdissect export` does
+    forensics = TaskForensics(work_dir, task_partition, max_uncompressed) if forensic_tables else None
     arrivals = ArrivalSink(work_dir, task_partition)
     return ConnectionRunner(ports, detect, capture_names, sink, keylog, several_files=several_files,
                             forensics=forensics, arrivals=arrivals, selection=_selection(selection))
@@ -282,7 +284,8 @@ def _runner(task_partition: int, ports: Sequence[int], detect: bool, capture_nam
 
 def _abandon(runner: ConnectionRunner) -> None:
     runner.sink.abandon()
-    runner.forensics.abandon()
+    if runner.forensics is not None:
+        runner.forensics.abandon()
     runner.arrivals.abandon()
 
 
@@ -306,7 +309,7 @@ def _carried(batch: pa.RecordBatch, split_id: int, capture_index: int) -> pa.Rec
 def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split_id: int, first_task_partition: int,
                    ports: Sequence[int], detect: bool, capture_names: Sequence[str], work_dir: Any,
                    keylog: Any = None, max_uncompressed: int | None = None,
-                   selection: tuple | None = None) -> Iterator[pa.RecordBatch]:
+                   selection: tuple | None = None, forensic_tables: bool = True) -> Iterator[pa.RecordBatch]:
     """mapInArrow body of the read stage: Split rows -> RUN_SCHEMA batches.
 
     Each split's shipped runs and read counts go to the shuffle; with
@@ -330,7 +333,7 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
             if not in_place:
                 continue
             runner = _runner(first_task_partition + split_id, ports, detect, capture_names, work_dir, keylog,
-                             max_uncompressed, selection, several_files=False)
+                             max_uncompressed, selection, several_files=False, forensic_tables=forensic_tables)
             runner.in_range = reader.counts
             try:
                 for output in runner.run_rows(reader.in_place_rows()):
@@ -347,13 +350,15 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
 
 def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], detect: bool,
                       capture_names: Sequence[str], work_dir: Any, keylog: Any = None,
-                      max_uncompressed: int | None = None, selection: tuple | None = None) -> Iterator[pa.RecordBatch]:
+                      max_uncompressed: int | None = None, selection: tuple | None = None,
+                      forensic_tables: bool = True) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: sorted segment batches of one partition -> OUTPUT_SCHEMA
     batches; the exchange rows go to this task partition's files in `work_dir`."""
     from pyspark import TaskContext
 
     task_partition = TaskContext.get().partitionId()  # type: ignore[union-attr]
-    runner = _runner(task_partition, ports, detect, capture_names, work_dir, keylog, max_uncompressed, selection)
+    runner = _runner(task_partition, ports, detect, capture_names, work_dir, keylog, max_uncompressed, selection,
+                     forensic_tables=forensic_tables)
     try:
         yield from runner.run(batches)
     except BaseException:

@@ -166,8 +166,16 @@ def _read_ranges(batches: Iterable[pa.RecordBatch], directory: Tree) -> Iterator
                 yield from pq.ParquetFile(stream).iter_batches()
 
 
-def match_ranges(spark: Any, work_dir: Tree | str, forensics: Any, partitions: int) -> None:
-    """The end-to-end latency of the whole archive into `forensics.latency`."""
+# range files up to this size (Parquet bytes) are matched in the driver's process
+# in local mode, where the Spark job's planning and code generation cost more
+# than the matching (as kdissect.spark.arrivals.DRIVER_JOIN_BYTES)
+DRIVER_MATCH_BYTES = 64 << 20
+
+
+def match_ranges(spark: Any, work_dir: Tree | str, forensics: Any, partitions: int, on_driver: bool = False) -> None:
+    """The end-to-end latency of the whole archive into `forensics.latency`
+    (one Spark job; `on_driver`, local mode: `match_here` when the range
+    files are at most DRIVER_MATCH_BYTES)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     directory = _directory(work_dir)
@@ -176,6 +184,10 @@ def match_ranges(spark: Any, work_dir: Tree | str, forensics: Any, partitions: i
         return
     names = dict(forensics.names.names)
     horizon_ns, slack_ns = forensics.horizon_ns, forensics.slack_ns
+    if on_driver and sum(info.size for info in directory.fs.get_file_info(
+            [directory.path(name) for name in files])) <= DRIVER_MATCH_BYTES:
+        forensics.latency.merge(match_here(directory, files, names, horizon_ns, slack_ns))
+        return
     listing = spark.createDataFrame([(name,) for name in files], "name string").repartition(
         max(1, min(len(files), spark.sparkContext.defaultParallelism)))
     # read and resolved in one Python function: the rows cross to the JVM once
@@ -189,6 +201,17 @@ def match_ranges(spark: Any, work_dir: Tree | str, forensics: Any, partitions: i
     )
     for row in tallies:
         forensics.latency.merge(pickle.loads(row["tally"]))
+
+
+def match_here(directory: Tree, files: list[str], names: dict[str, str], horizon_ns: int, slack_ns: int) -> Any:
+    """`match_ranges`' job in this process: the same rows, resolved and
+    grouped by topic-partition (produced before fetched) as the job's shuffle
+    and sort bring them to `_match`; the latency tally."""
+    listing = pa.RecordBatch.from_pylist([{"name": name} for name in files], schema=pa.schema([("name", pa.string())]))
+    table = pa.Table.from_batches(list(_resolve(_read_ranges([listing], directory), names)), schema=RANGE_SCHEMA)
+    table = table.sort_by([("topic", "ascending"), ("partition", "ascending"), ("kind", "ascending")])
+    (row,) = _match(table.to_batches(), horizon_ns, slack_ns)
+    return pickle.loads(row.column("tally")[0].as_py())
 
 
 def write_forensic_tables(tables: Any, outdir: Tree | str, ts_unit: str) -> dict[str, int]:
@@ -217,14 +240,14 @@ def write_forensic_tables(tables: Any, outdir: Tree | str, ts_unit: str) -> dict
 
 
 def finish_forensics(spark: Any, work_dir: Tree | str, outdir: Tree | str, ts_unit: str, partitions: int,
-                     horizon_ns: int | None = None) -> dict[str, Any]:
+                     horizon_ns: int | None = None, on_driver: bool = False) -> dict[str, Any]:
     """Merge the tasks' tallies, match the ranges (within `horizon_ns`, by
-    default Forensics'), write the tables; what the manifest records (rows
-    per table, flags, unnamed topic ids)."""
+    default Forensics'; `on_driver`: see match_ranges), write the tables;
+    what the manifest records (rows per table, flags, unnamed topic ids)."""
     forensics = merged_forensics(work_dir)
     if horizon_ns is not None:
         forensics.horizon_ns = horizon_ns
-    match_ranges(spark, work_dir, forensics, partitions)
+    match_ranges(spark, work_dir, forensics, partitions, on_driver)
     tables = forensics.tables()
     written = write_forensic_tables(tables, outdir, ts_unit)
     return {"rows": written, "rebalance_storms": tables.rebalance_storms, "member_rejoins": tables.member_rejoins,

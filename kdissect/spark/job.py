@@ -48,11 +48,12 @@ from kdissect.spark.outdir import MANIFEST, claim_outdir
 from kdissect.shared.outdir_tree import RUNNING, SUCCESS, Tree
 
 DEFAULT_PORTS = (9092,)
+# the forensic tables (kdissect.spark.forensics), left out with --no-forensic-tables
+FORENSIC_TABLES = ("topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag",
+                   "group_lag_over_time", "share_groups", "share_group_members",
+                   "clients", "producers", "transactions", "transaction_markers")
 TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "errors_by_client", "throttle", "timeseries",
-          # the forensic tables (kdissect.spark.forensics)
-          "topics", "topic_lag", "end_to_end", "groups", "group_commits", "group_lag",
-          "group_lag_over_time", "share_groups", "share_group_members",
-          "clients", "producers", "transactions", "transaction_markers")
+          *FORENSIC_TABLES)
 # written with --broker-log (kdissect.spark.brokerlog)
 BROKER_LOG_TABLES = ("broker_latency", "broker_principals", "broker_unmatched")
 WORK_DIR = "_work"  # the tasks' Arrow files before stream numbering (see part_files.py)
@@ -88,6 +89,8 @@ class JobOptions:
     # dissect the connections wholly inside one split where they are read
     # (kdissect.spark.inrange); False shuffles every connection (tests, A/B)
     in_place: bool = True
+    # the topic, group and client tables (FORENSIC_TABLES); False: not tallied, not written
+    forensic_tables: bool = True
 
 
 @dataclass
@@ -283,13 +286,14 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     begin_output(outdir)
 
     max_uncompressed = options.max_uncompressed
+    forensic_tables = options.forensic_tables  # False: the tasks tally nothing for them
 
     def dissect(batches):
         from kdissect.shared.allocator import keep_freed_memory
 
         keep_freed_memory()
         return dissect_partition(batches, ports, detect, capture_names, work_dir, keylog, max_uncompressed,
-                                 selection)
+                                 selection, forensic_tables)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -309,7 +313,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             stores.configure_once(store_settings)
             # read tasks' partitions are numbered after the shuffle's
             return read_partition(batches, in_place, last_split_id, partitions, ports, detect, capture_names,
-                                  work_dir, keylog, max_uncompressed, selection)
+                                  work_dir, keylog, max_uncompressed, selection, forensic_tables)
 
         runs = split_frame.mapInArrow(read, from_arrow_schema(RUN_SCHEMA))
         dissected = (
@@ -393,7 +397,9 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     from kdissect.spark.arrivals import produce_answers
 
     # long polls that a Produce on another connection ended (kdissect.conn.arrivals): one join
-    fixes = produce_answers(spark, work_dir)
+    # in local mode the small capture-wide joins run in this process (no Spark job to plan)
+    local_mode = planning.local_task_slots(sc.master) is not None
+    fixes = produce_answers(spark, work_dir, on_driver=local_mode)
     say("long polls a Produce ended found", "arrivals")
     summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
                                                   ts_unit, fixes, frame_offsets)
@@ -402,10 +408,13 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
     say("exchange parts and summary contributions written", "parts_written")
     write_empty_parts(outdir, ts_unit)
-    from kdissect.spark.forensics import finish_forensics
+    forensic_summary = None
+    if options.forensic_tables:
+        from kdissect.spark.forensics import finish_forensics
 
-    forensic_summary = finish_forensics(spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns)
-    say("forensic tables written", "forensic_tables")
+        forensic_summary = finish_forensics(spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns,
+                                            on_driver=local_mode)
+        say("forensic tables written", "forensic_tables")
     outdir.delete(WORK_DIR)
     work_frame.unpersist()
     say("exchange tables written", "exchange_tables")
@@ -419,7 +428,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         say(f"broker log joined: {broker_log['joined']} of {broker_log['exchanges']} exchanges", "broker_log")
     # Row counts and the printed summary come from the Parquet footers and the
     # small summary tables read on the driver: no further Spark jobs.
-    counts: dict[str, int] = {name: tables.parquet_rows(outdir, name) for name in TABLES}
+    written_tables = [name for name in TABLES if options.forensic_tables or name not in FORENSIC_TABLES]
+    counts: dict[str, int] = {name: tables.parquet_rows(outdir, name) for name in written_tables}
     counts["kafka_connections"] = connections
     summary = tables.render_summary(outdir, accounting)
     if broker_log is not None:
@@ -468,7 +478,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         "accounting": accounting.to_dict(),
         "tls": tls.to_dict(),
         "partition_error_failures": partition_error_failures,
-        "forensics": forensic_summary,
+        "forensics": forensic_summary,  # None: the forensic tables were not asked for
+        "forensic_tables": options.forensic_tables,
         "broker_log": broker_log,
         "seconds": round(time.monotonic() - started, 3),
         "seconds_since_start_at": timings,

@@ -134,3 +134,31 @@ def test_a_short_capture_is_charted_per_second_from_both_paths(short_outdir, tmp
     direct, tables = from_captures([SHORT]), from_spark_outdir(short_outdir)
     assert direct["report"]["bucket_seconds"] == tables["report"]["bucket_seconds"] == 1
     assert tables["report"]["timeline"] == direct["report"]["timeline"]
+
+
+def test_an_outdir_without_the_forensic_tables(tmp_path):
+    """A job run with --no-forensic-tables: the report reads it, with empty
+    topic, group and client tables, and its other data is the capture
+    path's (a 20 s capture with producers, consumers and groups)."""
+    from kdissect.forensics.tables import STATS_TABLES, TABLE_COLUMNS
+    from kdissect.report import from_captures, from_spark_outdir
+    from kdissect.spark.job import JobOptions, run_job
+
+    outdir = tmp_path / "tables"
+    with local_session(cores=1, shuffle_partitions=2) as spark:
+        run_job(JobOptions(inputs=[str(SHORT)], outdir=str(outdir), master=None, forensic_tables=False), spark=spark)
+    tables = from_spark_outdir(outdir)
+    direct = from_captures([str(SHORT)], (9092,))
+    forensic = set(TABLE_COLUMNS) - set(STATS_TABLES)
+    assert any(direct["stats"][name] for name in forensic)  # the capture has rows the job left out
+    for key, value in direct["stats"].items():
+        if key in forensic:
+            assert tables["stats"][key] == [], key
+        elif key == "partition_errors":
+            assert Counter(json.dumps(r, sort_keys=True) for r in tables["stats"][key]) == \
+                Counter(json.dumps(r, sort_keys=True) for r in value)
+        elif key not in ("rebalance_storms", "member_rejoins", "metadata_storms", "unresolved_topic_ids",
+                         "topic_id_conflicts"):  # the forensic tables' flags
+            assert tables["stats"][key] == value, key
+    out = tmp_path / "report.html"
+    assert cli_main(["report", str(outdir), "-q", "-o", str(out)]) == 0

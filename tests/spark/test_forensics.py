@@ -127,3 +127,57 @@ def test_forensic_settings_reach_the_job(spark, captures_dir, tmp_path) -> None:
     default = tmp_path / "default.parquet"
     assert main(["topics", *inputs, "--table", "end_to_end", "-o", str(default), "-q"]) == 0
     assert sum(r["unmatched"] for r in short) > sum(r["unmatched"] for r in pq.read_table(default).to_pylist())
+
+
+def test_without_the_forensic_tables(spark, captures_dir, tmp_path) -> None:
+    """`--no-forensic-tables` (parsed as `kdissect spark` parses it): none of
+    the forensic tables is written or counted, and the exchange rows are
+    still `kdissect export`'s, on rotated files and with byte ranges
+    (connections dissected in place and shuffled); the other tables are the
+    full job's."""
+    from kdissect.shared.options import parse_plain
+    from kdissect.spark.job import FORENSIC_TABLES, TABLES
+    from kdissect.spark.options import SparkJobOptions, job_options
+    from tests.support.spark import canonical, export_rows
+
+    parts = [str(p) for p in editcap_split(captures_dir / "forensics_kafka.pcap", 700, tmp_path / "rotated")]
+    lean, full = tmp_path / "lean", tmp_path / "full"
+    options = parse_plain(SparkJobOptions, [*parts, "-o", str(lean), "--split-size", "64k", "--no-forensic-tables"])
+    manifest = run_job(job_options(options, None), spark=spark).manifest
+    assert manifest["forensic_tables"] is False and manifest["forensics"] is None
+    assert manifest["in_range"]["tuples_in_place"] > 0 and manifest["in_range"]["tuples_shipped"] > 0
+    assert not set(manifest["counts"]) & set(FORENSIC_TABLES)
+    assert not any((lean / table).exists() for table in FORENSIC_TABLES)
+    expected = export_rows([Path(p) for p in parts], tmp_path / "export.parquet")
+    assert canonical(table_rows(lean, "exchanges")) == canonical(expected)
+    run_job(JobOptions(inputs=parts, outdir=str(full), master=None, split_size=64 << 10), spark=spark)
+    for table in TABLES:
+        if table not in FORENSIC_TABLES and table != "exchanges":
+            assert canonical(table_rows(lean, table)) == canonical(table_rows(full, table)), table
+
+
+def test_end_to_end_matched_on_the_driver_equals_the_spark_job(spark, captures_dir, tmp_path) -> None:
+    """In local mode the ranges are matched in the driver's process
+    (forensics.match_here): the same end_to_end rows as the Spark job from
+    the same task files. (The job's tables against the CLI's, driver side
+    included: the tests above, whose session is local.)"""
+    import pyarrow as pa
+
+    from kdissect.spark.dissect import read_partition
+    from kdissect.spark.forensics import match_ranges, merged_forensics
+    from kdissect.spark.plan import number_tasks, plan_splits
+
+    paths = [str(captures_dir / name) for name in ("forensics_kafka.pcap", "consume_group_kafka.pcap")]
+    splits = [split.as_row() for split in number_tasks(plan_splits([(path, "pcap") for path in paths], 1 << 40))]
+    work = str(tmp_path / "_work")
+    for split in splits:  # each file its own task (and ranges file), every connection dissected in place
+        for _ in read_partition([pa.RecordBatch.from_pylist([split])], True, split["split_id"], 4, [9092],
+                                True, [Path(p).name for p in paths], work):
+            pass
+    tables = []
+    for on_driver in (False, True):
+        forensics = merged_forensics(work)
+        match_ranges(spark, work, forensics, 4, on_driver)
+        tables.append(forensics.tables().to_dict()["end_to_end"])
+    assert sum(row["records"] for row in tables[0] if row["dimension"] == "topic") > 100
+    assert tables[1] == tables[0]
