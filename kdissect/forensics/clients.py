@@ -36,7 +36,7 @@ from typing import Any, Iterable, Iterator
 from kdissect.forensics.batches import SetFigures
 from kdissect.forensics.spill import RowSpool, SpillMap
 from kdissect.forensics.common import (MINUTE_NS, add_count, connection_of, error_list, host_of, max_of,
-                                       merge_counts, min_of, when)
+                                       merge_counts, min_of)
 from kdissect.protocol.apis import ApiKey
 
 _API_VERSIONS, _METADATA = int(ApiKey.API_VERSIONS), int(ApiKey.METADATA)
@@ -177,22 +177,29 @@ class ClientTally:
             if name:
                 self.software[connection] = (name, getattr(body, "client_software_version", None))
         name, version = self.software.get(connection, (None, None))
-        stats = self._stats((ex.client_id, name, version))
-        ts = when(ex)
-        stats.first_ts = min_of(stats.first_ts, ts)
-        stats.last_ts = max_of(stats.last_ts, when(ex, response_first=True))
+        stats = self.stats[(ex.client_id, name, version)]
+        request_ts, response_ts = ex.request_ts, ex.response_ts
+        ts = request_ts if request_ts is not None else response_ts  # when(ex)
+        last = response_ts if response_ts is not None else request_ts  # when(ex, response_first=True)
+        if ts is not None and (stats.first_ts is None or ts < stats.first_ts):
+            stats.first_ts = ts
+        if last is not None and (stats.last_ts is None or last > stats.last_ts):
+            stats.last_ts = last
         host = host_of(ex.client)
         if host is not None and host not in stats.hosts:
             stats.hosts += (self.texts.setdefault(host, host),)
-        if ex.broker and ex.broker not in stats.brokers:
-            stats.brokers += (self.texts.setdefault(ex.broker, ex.broker),)
+        broker = ex.broker
+        if broker and broker not in stats.brokers:
+            stats.brokers += (self.texts.setdefault(broker, broker),)
         seen = stats.connections.get(connection)
         if seen is None:
-            stats.connections[connection] = [ts, when(ex, response_first=True), host or "", ex.broker or ""]
+            stats.connections[connection] = [ts, last, host or "", broker or ""]
         else:
-            seen[0], seen[1] = min_of(seen[0], ts), max_of(seen[1], when(ex, response_first=True))
-        if ex.api_name:
-            add_count(stats.requests, ex.api_name)
+            seen[0], seen[1] = min_of(seen[0], ts), max_of(seen[1], last)
+        api_name = ex.api_name
+        if api_name:
+            requests = stats.requests
+            requests[api_name] = requests.get(api_name, 0) + 1
         if ex.api_key == _METADATA and ts is not None:
             if stats.metadata_minutes is None:
                 stats.metadata_minutes = {}
@@ -202,10 +209,11 @@ class ClientTally:
             stats.throttled += 1
             stats.throttle_ms += throttle
             stats.throttle_ms_max = max(stats.throttle_ms_max, throttle)
-        for code in set(ex.error_codes or ()) | ({ex.error_code} if ex.error_code else set()):
-            if stats.errors is None:
-                stats.errors = {}
-            add_count(stats.errors, code)
+        if ex.error_codes or ex.error_code:
+            for code in set(ex.error_codes or ()) | ({ex.error_code} if ex.error_code else set()):
+                if stats.errors is None:
+                    stats.errors = {}
+                add_count(stats.errors, code)
         if ex.api_key == _INIT_PRODUCER_ID and ex.request is not None and ex.response is not None:
             txn = getattr(ex.request.body, "transactional_id", None)
             response = ex.response.body

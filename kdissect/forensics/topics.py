@@ -46,8 +46,11 @@ class PartitionStats:
 
     def add(self, ts: int | None, figures: SetFigures | None, error: int, last_offset: int | None) -> None:
         self.requests += 1
-        self.first_ts = min_of(self.first_ts, ts)
-        self.last_ts = max_of(self.last_ts, ts)
+        if ts is not None:
+            if self.first_ts is None or ts < self.first_ts:
+                self.first_ts = ts
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts = ts
         if error:
             add_count(self.errors, error)
         if figures is not None:
@@ -56,7 +59,8 @@ class PartitionStats:
             self.batch_bytes += figures.batch_bytes
             self.batches += figures.batches
             self.codecs.update(figures.codecs)
-        self.last_offset = max_of(self.last_offset, last_offset)
+        if last_offset is not None and (self.last_offset is None or last_offset > self.last_offset):
+            self.last_offset = last_offset
 
     def merge(self, other: PartitionStats) -> None:
         self.requests += other.requests

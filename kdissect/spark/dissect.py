@@ -55,7 +55,10 @@ _PARTITION_ERROR_EXCHANGE_COLUMNS = ("capture", "correlation_id", "api_key", "ap
 def _partition_errors(exchange: Exchange) -> list[dict[str, Any]]:
     """The non-zero errors per topic-partition of the exchange's response."""
     response = exchange.response
-    if response is None or exchange.api_key is None:
+    # error_codes holds every non-zero code the response carries, those of
+    # its partitions included: without one there is nothing to walk (a kept
+    # message, as the forensic tallies keep Produce and Fetch, mostly has none)
+    if response is None or exchange.api_key is None or not exchange.error_codes:
         return []
     from kdissect.protocol.errors import error_name
     from kdissect.protocol.summary import partition_errors

@@ -25,14 +25,16 @@ class ParquetRows:
         self.directory = directory
         self.name = name
         self.schema = schema
-        self.columns: dict[str, list] = {column: [] for column in schema.names}
+        self.names: list[str] = schema.names  # (pyarrow makes this list anew at each read)
+        self.columns: dict[str, list] = {column: [] for column in self.names}
         self.writer: Any = None
         self.output: Any = None  # the Tree.output context while writing
 
     def add(self, *values: Any) -> None:
-        for column, value in zip(self.schema.names, values):
-            self.columns[column].append(value)
-        if len(self.columns[self.schema.names[0]]) >= FLUSH_ROWS:
+        columns = self.columns
+        for column, value in zip(self.names, values):
+            columns[column].append(value)
+        if len(columns[self.names[0]]) >= FLUSH_ROWS:
             self._flush()
 
     def _flush(self) -> None:

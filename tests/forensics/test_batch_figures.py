@@ -1,0 +1,76 @@
+"""The forensic tallies' quick walk of record sets (forensics.batches
+`_plain_figures`) gives exactly the figures of the records decoder's walk
+(`_decoded_figures`, the path `kdissect records` lists from), and leaves to
+the decoder every set it cannot answer for: control batches, damage, cut or
+over-limit batches. Record sets from real captures, every codec."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from kdissect.conn.pipeline import Analysis
+from kdissect.forensics import FORENSIC_APIS
+from kdissect.forensics.batches import _decoded_figures, _plain_figures, set_figures
+from kdissect.records.codecs import DEFAULT_LIMIT
+
+CAPTURES = ("forensics_kafka.pcap", "java_clients_kafka.pcap", "java_transactions_kafka.pcap",
+            "consume_group_kafka.pcap", "transactions_kafka.pcap")
+
+
+def _record_sets(path: Path) -> list[tuple[bytes, bool]]:
+    """(records field, produced) of every Produce request and Fetch response partition."""
+    sets = []
+    for ex in Analysis([path], keep_apis=FORENSIC_APIS):
+        if ex.api_key == 0 and ex.request is not None:
+            sets += [(bytes(entry.records), True) for topic in ex.request.body.topic_data or ()
+                     for entry in topic.partition_data or () if entry.records]
+        elif ex.api_key == 1 and ex.response is not None:
+            sets += [(bytes(entry.records), False) for topic in ex.response.body.responses or ()
+                     for entry in topic.partitions or () if entry.records]
+    return sets
+
+
+def _figures(figures) -> tuple:
+    return (figures.records, figures.control_records, figures.record_bytes, figures.batch_bytes, figures.batches,
+            figures.codecs, figures.next_offset, figures.problems,
+            [tuple(getattr(span, name) for name in span.__slots__) for span in figures.spans])
+
+
+def test_quick_walk_equals_the_decoders(captures_dir):
+    sets = [item for name in CAPTURES for item in _record_sets(captures_dir / name)]
+    rng = random.Random(29)
+    damaged = []
+    for raw, produced in sets:
+        flipped = bytearray(raw)
+        flipped[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)
+        damaged += [(bytes(flipped), produced), (raw[:rng.randrange(len(raw))], produced)]
+    answered = declined = 0
+    codecs = set()
+    for raw, produced in sets + damaged:
+        for limit in (DEFAULT_LIMIT, 100):  # 100 bytes: most compressed batches go over the limit
+            decoded = _decoded_figures(raw, limit, produced)
+            quick = _plain_figures(raw, limit, produced)
+            assert _figures(set_figures(raw, limit, produced)) == _figures(decoded)
+            if quick is None:
+                declined += 1
+                continue
+            answered += 1
+            codecs.update(quick.codecs)
+            assert _figures(quick) == _figures(decoded)
+    assert answered > len(sets) and declined > 100  # both paths ran
+    assert codecs >= {"none", "gzip", "snappy", "lz4", "zstd"}
+
+
+def test_control_and_damaged_sets_go_to_the_decoder(captures_dir):
+    sets = _record_sets(captures_dir / "java_transactions_kafka.pcap")
+    with_markers = [(raw, produced) for raw, produced in sets
+                    if _decoded_figures(raw, DEFAULT_LIMIT, produced).control_records]
+    assert with_markers  # the transactions' commit markers, as fetched
+    for raw, produced in with_markers:
+        assert _plain_figures(raw, DEFAULT_LIMIT, produced) is None
+    raw, produced = sets[0]
+    bad_crc = bytearray(raw)
+    bad_crc[-1] ^= 0xFF  # the last record's last byte: the CRC no longer matches
+    assert _plain_figures(bytes(bad_crc), DEFAULT_LIMIT, produced) is None
+    assert set_figures(bytes(bad_crc), DEFAULT_LIMIT, produced).problems == 1
