@@ -180,6 +180,23 @@ def network_ms(request_ts: int | None, response_first_ts: int | None, socket_wai
     return ns / 1_000_000
 
 
+def _take(exchange: Any, entry: LogEntry) -> None:
+    """Give the exchange the joined log entry's columns and its network_ms."""
+    exchange.broker_log = JOINED
+    exchange.broker_total_ms = entry.total_ms
+    exchange.broker_request_queue_ms = entry.request_queue_ms
+    exchange.broker_local_ms = entry.local_ms
+    exchange.broker_remote_ms = entry.remote_ms
+    exchange.broker_throttle_ms = entry.throttle_ms
+    exchange.broker_response_queue_ms = entry.response_queue_ms
+    exchange.broker_send_ms = entry.send_ms
+    exchange.principal = entry.principal
+    exchange.security_protocol = entry.security_protocol
+    exchange.listener = entry.listener
+    exchange.network_ms = network_ms(exchange.request_ts, exchange.response_first_ts, exchange.socket_wait_ns,
+                                     entry.total_ms, entry.send_ms)
+
+
 class BrokerLogJoin:
     """Join request-log files to an exchange stream: `join(exchanges)` yields
     the same exchanges with their broker-log columns set; `accounting` holds
@@ -474,24 +491,7 @@ class BrokerLogJoin:
                     pairs += len(chunk)
                     for exchange, chosen_entry, difference in zip(chunk, chosen, differences):
                         chosen_entry.matched = True
-                        exchange.broker_log = JOINED
-                        exchange.broker_total_ms = total_ms = chosen_entry.total_ms
-                        exchange.broker_request_queue_ms = chosen_entry.request_queue_ms
-                        exchange.broker_local_ms = chosen_entry.local_ms
-                        exchange.broker_remote_ms = chosen_entry.remote_ms
-                        exchange.broker_throttle_ms = chosen_entry.throttle_ms
-                        exchange.broker_response_queue_ms = chosen_entry.response_queue_ms
-                        exchange.broker_send_ms = send_ms = chosen_entry.send_ms
-                        exchange.principal = chosen_entry.principal
-                        exchange.security_protocol = chosen_entry.security_protocol
-                        exchange.listener = chosen_entry.listener
-                        request_ts, first_ts = exchange.request_ts, exchange.response_first_ts
-                        if request_ts is None or first_ts is None or total_ms is None or send_ms is None:
-                            exchange.network_ms = None
-                        else:
-                            before_send = (total_ms - send_ms) * 1_000_000
-                            exchange.network_ms = None if before_send - before_send != 0 else (
-                                first_ts - request_ts - (exchange.socket_wait_ns or 0) - round(before_send)) / 1_000_000
+                        _take(exchange, chosen_entry)
                         counts[difference] = counts.get(difference, 0) + 1
                         if len(counts) >= _OFFSET_PENDING:
                             accounting.flush_offsets()
@@ -547,25 +547,7 @@ class BrokerLogJoin:
                     else:
                         chosen_one.matched = True
                         joined += 1
-                        # the entry's columns; network_ms as `network_ms` computes it, inline
-                        exchange.broker_log = JOINED
-                        exchange.broker_total_ms = total_ms = chosen_one.total_ms
-                        exchange.broker_request_queue_ms = chosen_one.request_queue_ms
-                        exchange.broker_local_ms = chosen_one.local_ms
-                        exchange.broker_remote_ms = chosen_one.remote_ms
-                        exchange.broker_throttle_ms = chosen_one.throttle_ms
-                        exchange.broker_response_queue_ms = chosen_one.response_queue_ms
-                        exchange.broker_send_ms = send_ms = chosen_one.send_ms
-                        exchange.principal = chosen_one.principal
-                        exchange.security_protocol = chosen_one.security_protocol
-                        exchange.listener = chosen_one.listener
-                        request_ts, first_ts = exchange.request_ts, exchange.response_first_ts
-                        if request_ts is None or first_ts is None or total_ms is None or send_ms is None:
-                            exchange.network_ms = None
-                        else:
-                            before_send = (total_ms - send_ms) * 1_000_000
-                            exchange.network_ms = None if before_send - before_send != 0 else (
-                                first_ts - request_ts - (exchange.socket_wait_ns or 0) - round(before_send)) / 1_000_000
+                        _take(exchange, chosen_one)
                         if t is not None:
                             pairs += 1
                             counts[difference] = counts.get(difference, 0) + 1
