@@ -215,6 +215,10 @@ class ArrivalResolver:
         # (label, partition) -> [(first offset, last offset, answer ts), ...]; for a
         # ProduceAnswer: (the answer, last offset relative to its base, answer ts)
         self.produced: dict[tuple[Any, Any], list[tuple[Any, int, int]]] = {}
+        # Produce answers not placed in `produced` yet, in order: (arrival,
+        # answer ts). They are placed only when a fetch looks or a prune
+        # runs (most captures' Produce answers are never looked for).
+        self.unplaced: list[tuple[Any, int]] = []
         # the earliest answer time in `produced` (None: empty): a prune whose
         # cutoff is before it has nothing to drop and skips the walk
         self.oldest_produced: int | None = None
@@ -234,20 +238,7 @@ class ArrivalResolver:
         if arrival is not None:
             if isinstance(arrival, ProduceArrival):
                 if ts is not None:
-                    produced = self.produced
-                    # a ProduceAnswer's entries are (answer, last relative offset, ts),
-                    # placed when a fetch looks (_resolve); others' (first, last, ts)
-                    if arrival.__class__ is ProduceAnswer:
-                        entries: Iterable[tuple[Any, ...]] = [(label, partition, arrival, last)
-                                                    for label, partition, last in arrival.spans]  # type: ignore[attr-defined]
-                    else:
-                        entries = arrival.ranges
-                    for label, partition, first, last in entries:
-                        kept = produced.get((label, partition))
-                        if kept is None:
-                            produced[(label, partition)] = [(first, last, ts)]
-                        else:
-                            kept.append((first, last, ts))
+                    self.unplaced.append((arrival, ts))
                     if self.oldest_produced is None or ts < self.oldest_produced:
                         self.oldest_produced = ts
                 ex.arrival = None
@@ -284,7 +275,28 @@ class ArrivalResolver:
             self._prune()
         return out
 
+    def _place(self) -> None:
+        """Put the unplaced Produce answers' entries in `produced`, in order."""
+        produced = self.produced
+        for arrival, ts in self.unplaced:
+            # a ProduceAnswer's entries are (answer, last relative offset, ts),
+            # its base read when a fetch looks (_resolve); others' (first, last, ts)
+            if arrival.__class__ is ProduceAnswer:
+                entries: Iterable[tuple[Any, ...]] = [(label, partition, arrival, last)
+                                                      for label, partition, last in arrival.spans]
+            else:
+                entries = arrival.ranges
+            for label, partition, first, last in entries:
+                kept = produced.get((label, partition))
+                if kept is None:
+                    produced[(label, partition)] = [(first, last, ts)]
+                else:
+                    kept.append((first, last, ts))
+        self.unplaced.clear()
+
     def _resolve(self, ex: Any) -> None:
+        if self.unplaced:
+            self._place()
         arrival = ex.arrival
         best = None
         for label, partition, offset in arrival.marks:
@@ -307,6 +319,8 @@ class ArrivalResolver:
         cutoff = min(oldest, self.now - MAX_HELD_NS) - 2 * PRODUCE_WINDOW_NS
         if self.oldest_produced is None or self.oldest_produced >= cutoff:
             return  # nothing to drop
+        if self.unplaced:
+            self._place()
         remaining = None
         for key in list(self.produced):
             kept = [entry for entry in self.produced[key] if entry[2] >= cutoff]

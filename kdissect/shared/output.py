@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Sequence
 
@@ -286,6 +287,44 @@ def _checked_float(value: Any) -> str:
     return _float_repr(value)
 
 
+# Runs of columns that repeat row after row (one connection's endpoints and
+# file; its api and client id; the usual "no error" columns): the line
+# function keeps the text of each run for the values it last wrote, and
+# writes it again while every value is the same object (or an equal exact
+# str or int: a client id is decoded anew for each request; a list column
+# only while empty). A run's text is kept only from exact types, so a hit
+# writes what the run's code would. One text per run, not a table: a
+# capture's rows come mostly a connection at a time.
+_LINE_RUNS = (("capture", "stream", "client", "broker"),
+              ("api_key", "api_name", "api_version", "client_id"),
+              ("throttle_time_ms", "error_code", "error_codes", "status", "problems", "problem_codes"))
+_RUN_TESTS = {"string": ("({v} is {k} or {v}.__class__ is str and {v} == {k})", "({v} is None or {v}.__class__ is str)"),
+              "int": ("({v} is {k} or {v}.__class__ is int and {v} == {k})", "({v} is None or {v}.__class__ is int)"),
+              "list": ("({v} is not None and not {v})", "({v} is not None and not {v})")}
+
+
+def _run_block(n: int, run: list[tuple[str, str]], lines: list[str], parts: list[str]) -> list[str]:
+    """The code of run `n` (its columns' code `lines` and f-string `parts`):
+    sets g{n} to the run's text, from the one kept when the values match."""
+    hits, keeps, keys = [], [], []
+    for name, kind in run:
+        family = "list" if kind.startswith("list<") else "int" if kind.startswith("int") else kind
+        hit, keep = _RUN_TESTS[family]
+        key = f"h[{len(keys)}]"
+        hits.append(hit.format(v=name, k=key))
+        keeps.append(keep.format(v=name))
+        if family != "list":
+            keys.append(name)
+    return [f"    h = _run{n}",
+            f"    if {' and '.join(hits)}:",
+            f"        g{n} = h[{len(keys)}]",
+            "    else:",
+            *("    " + line for line in lines),
+            f"        g{n} = f'{','.join(parts)}'",
+            f"        if {' and '.join(keeps)}:",
+            f"            _run{n} = ({''.join(key + ', ' for key in keys)}g{n})"]
+
+
 def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     """exchange -> its JSONL line, without building the row dict: one f-string
     written from COLUMN_TYPES. The output is byte for byte what the json
@@ -294,7 +333,7 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     value of an unexpected type raises (TypeError/ValueError) and the caller
     falls back to the json module. Bools are not told apart from ints: no
     column holds one."""
-    lines = ["def exchange_line(ex):"]
+    lines = ["def exchange_line(ex):", f"    global {', '.join(f'_run{n}' for n in range(len(_LINE_RUNS)))}"]
     stored = [name for name, _ in COLUMN_TYPES if name not in _COMPUTED_CODE]
     for name in (*stored, *_COMPUTED_INPUTS):
         lines.append(f"    {name} = ex.{name}")
@@ -307,7 +346,20 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     # their null text at once (as one constant)
     head = len(COLUMN_TYPES) - len(BROKER_LOG_COLUMNS)
     assert tuple(name for name, _ in COLUMN_TYPES[head:]) == BROKER_LOG_COLUMNS
+    run_of = {name: n for n, run in enumerate(_LINE_RUNS) for name in run}
+    run: list[tuple[str, str]] = []  # the run being written, its columns
     for i, (name, kind) in enumerate(COLUMN_TYPES):
+        if run and run_of.get(name) != run_of[run[0][0]]:  # a run ends: its code in place of its columns'
+            n = run_of[run[0][0]]
+            assert tuple(column for column, _ in run) == _LINE_RUNS[n]
+            run_lines, run_parts, lines, parts = lines, parts, outer_lines, outer_parts
+            lines.extend(_run_block(n, run, run_lines, run_parts))
+            parts.append(f"{{g{n}}}")
+            run = []
+        if name in run_of and not run:  # a run starts
+            outer_lines, outer_parts, lines, parts = lines, parts, [], []
+        if name in run_of:
+            run.append((name, kind))
         if i == head:
             head_lines, head_parts, lines, parts = lines, parts, [], []
         if name in _COMPUTED_CODE:
@@ -384,6 +436,8 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
                                  "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int, "max": max,
                                  "_ms_text": _ms_text, "_float_text": _float_text,
                                  "_broker_float": _broker_float, "_checked_float": _checked_float}
+    for n, run in enumerate(_LINE_RUNS):  # kept texts no value matches at first
+        namespace[f"_run{n}"] = (*(object() for name in run if name not in LIST_COLUMNS), "")
     exec(compile("\n".join(lines), "<kdissect exchange_line>", "exec"), namespace)  # noqa: S102
     return namespace["exchange_line"]
 
@@ -461,25 +515,28 @@ class JsonlWriter:
     def write_exchanges(self, exchanges: Iterable[Any]) -> None:
         """`write_exchange` for each, the lines written to the stream in
         batches (one write per few hundred rows)."""
+        # (the lines of a batch are made by map() and joined at once: no
+        # interpreted loop per row; a row the line function refuses sends
+        # its batch through write_exchange, row by row)
         write = self._stream.write
         line_of = self._line
-        batch: list[str] = []
-        append = batch.append
-        try:
-            for exchange in exchanges:
-                try:
-                    append(line_of(exchange))
-                except (TypeError, ValueError):
-                    write("".join(batch))
-                    batch.clear()
-                    self.write(exchange.to_row())
-                    continue
-                if len(batch) >= 256:
-                    write("".join(batch))
-                    batch.clear()
-        finally:
-            if batch:  # also what came before a failure in `exchanges`
-                write("".join(batch))
+        rows = iter(exchanges)
+        batch: list[Any] = []
+        while True:
+            try:
+                batch.extend(islice(rows, 256))  # (keeps what came before a failure in `exchanges`)
+            finally:
+                if batch:
+                    try:
+                        text = "".join(map(line_of, batch))
+                    except Exception:  # (anything: row by row, the rows before it written, as it raises)
+                        for exchange in batch:
+                            self.write_exchange(exchange)
+                    else:
+                        write(text)
+            if not batch:
+                return
+            batch.clear()
 
     def close(self) -> None:
         self._stream.flush()
