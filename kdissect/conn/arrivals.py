@@ -55,6 +55,8 @@ BY_PRODUCE, BY_APPEND_TIME, BY_CREATE_TIME = "produce", "log_append_time", "crea
 
 _V2_TIMES = struct.Struct(">qi4xb4xhiqq")  # base offset, size, magic, attributes, last delta, first/max ts
 _LEGACY = struct.Struct(">qi4xbbq")  # offset, size, magic, attributes, timestamp (magic 1)
+_V2_LAST = struct.Struct(">qi4xb4x2xi")  # base offset, size, magic, last offset delta
+_ENTRY = struct.Struct(">qi")  # offset, size
 
 
 def batch_time(raw: Any, offset: int | None) -> tuple[int, int | None, int | None] | None:
@@ -348,11 +350,15 @@ def produce_spans(sets: Iterable[tuple[Any, Any, Any]]) -> tuple[Any, ...] | Non
         pos, total, last = 0, len(data), -1
         try:
             while total - pos >= 17:
-                base, size = struct.unpack_from(">qi", data, pos)
+                if total - pos >= _V2_LAST.size:  # (one read for the usual whole v2 header)
+                    base, size, magic, last_delta = _V2_LAST.unpack_from(data, pos)
+                else:
+                    base, size = _ENTRY.unpack_from(data, pos)
+                    magic = last_delta = -1
                 if size < 0 or pos + 12 + size > total:
                     break
-                if data[pos + 16] == 2 and total - pos >= _V2_TIMES.size:
-                    last = max(last, base + _V2_TIMES.unpack_from(data, pos)[4])
+                if magic == 2 and total - pos >= _V2_TIMES.size:
+                    last = max(last, base + last_delta)
                 else:
                     last = max(last, base)
                 pos += 12 + size

@@ -71,6 +71,18 @@ _TIMEOUT = Struct(">hi")
 # Status precedence: a worse status is never overwritten by a better one.
 _RANK = {OK: 0, INEXACT: 1, NO_RESPONSE: 2, ORPHAN_RESPONSE: 2, TRUNCATED: 3, MALFORMED: 4}
 
+_API_NAMES: dict[int, str] = {}  # api key -> its name (api_name), as met: a lookup, not a call per request
+
+
+def _api_name(api_key: int) -> str:
+    name = _API_NAMES.get(api_key)
+    if name is None:
+        name = api_name(api_key)
+        if len(_API_NAMES) < 1024:  # (keys are int16 from the wire: bounded anyway)
+            _API_NAMES[api_key] = name
+    return name
+
+
 _PRODUCE = int(ApiKey.PRODUCE)  # (bound once: an enum member costs a lookup per frame)
 _FETCH = int(ApiKey.FETCH)
 _SHARE_FETCH = int(ApiKey.SHARE_FETCH)
@@ -220,9 +232,10 @@ def _header_exchange(conn: ConnectionInfo, frame: Frame, header: tuple[int, int,
     ex.request_first_ts = frame.first_ts
     ex.stream_key = conn.stream_key
     if header is not None:
-        ex.api_key, ex.api_version, ex.correlation_id = header
-        ex.api_name = api_name(ex.api_key)
-        ex.client_id = peek_client_id(data, ex.api_key, ex.api_version)
+        api_key, api_version, ex.correlation_id = header
+        ex.api_key, ex.api_version = api_key, api_version
+        ex.api_name = _api_name(api_key)
+        ex.client_id = peek_client_id(data, api_key, api_version)
     return ex
 
 
@@ -358,7 +371,7 @@ class Pairer:
         # 53 parameter names; the order is checked below the imports)
         capture_index = frame.capture_index
         ex = Exchange(conn.capture(capture_index), conn.stream, conn.client, conn.broker, cid, api_key,
-                      api_name(api_key), api_version, client_id, frame.ts, None, frame.frame_number, None,
+                      _api_name(api_key), api_version, client_id, frame.ts, None, frame.frame_number, None,
                       frame.size)
         ex.request_capture_index = capture_index
         ex.request_offset = frame.offset

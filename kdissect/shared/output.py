@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import re
 import sys
-from itertools import islice
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Sequence
 
@@ -32,6 +31,7 @@ from kdissect.model.exchange import (
 from kdissect.model.times import digits, seconds_text
 from kdissect.failures import InputError
 from kdissect.model.packet import SlotRecord
+from kdissect.protocol.codecache import compile_cached
 from kdissect.text_escape import lossless_text
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -301,27 +301,31 @@ _LINE_RUNS = (("capture", "stream", "client", "broker"),
 _RUN_TESTS = {"string": ("({v} is {k} or {v}.__class__ is str and {v} == {k})", "({v} is None or {v}.__class__ is str)"),
               "int": ("({v} is {k} or {v}.__class__ is int and {v} == {k})", "({v} is None or {v}.__class__ is int)"),
               "list": ("({v} is not None and not {v})", "({v} is not None and not {v})")}
+# the tests' order: the quickest to fail first (a list that is not empty, a
+# connection's stream number: where rows of many connections or problems
+# interleave, a run's text is given up after one test)
+_RUN_ORDER = {"list": 0, "int": 1, "string": 2}
 
 
 def _run_block(n: int, run: list[tuple[str, str]], lines: list[str], parts: list[str]) -> list[str]:
     """The code of run `n` (its columns' code `lines` and f-string `parts`):
     sets g{n} to the run's text, from the one kept when the values match."""
-    hits, keeps, keys = [], [], []
+    tests: list[tuple[int, str, str]] = []  # (rank, hit test, keep test)
+    keys: list[str] = []
     for name, kind in run:
         family = "list" if kind.startswith("list<") else "int" if kind.startswith("int") else kind
         hit, keep = _RUN_TESTS[family]
-        key = f"h[{len(keys)}]"
-        hits.append(hit.format(v=name, k=key))
-        keeps.append(keep.format(v=name))
+        tests.append((_RUN_ORDER[family], hit.format(v=name, k=f"h[{len(keys)}]"), keep.format(v=name)))
         if family != "list":
             keys.append(name)
+    tests.sort(key=lambda test: test[0])  # (stable: the table's order within a family)
     return [f"    h = _run{n}",
-            f"    if {' and '.join(hits)}:",
+            f"    if {' and '.join(hit for _, hit, _ in tests)}:",
             f"        g{n} = h[{len(keys)}]",
             "    else:",
             *("    " + line for line in lines),
             f"        g{n} = f'{','.join(parts)}'",
-            f"        if {' and '.join(keeps)}:",
+            f"        if {' and '.join(keep for _, _, keep in tests)}:",
             f"            _run{n} = ({''.join(key + ', ' for key in keys)}g{n})"]
 
 
@@ -438,7 +442,8 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
                                  "_broker_float": _broker_float, "_checked_float": _checked_float}
     for n, run in enumerate(_LINE_RUNS):  # kept texts no value matches at first
         namespace[f"_run{n}"] = (*(object() for name in run if name not in LIST_COLUMNS), "")
-    exec(compile("\n".join(lines), "<kdissect exchange_line>", "exec"), namespace)  # noqa: S102
+    # (compiled once per source: kept in the codec cache, kdissect.protocol.codecache)
+    exec(compile_cached("\n".join(lines), "<kdissect exchange_line>"), namespace)  # noqa: S102
     return namespace["exchange_line"]
 
 
@@ -515,28 +520,25 @@ class JsonlWriter:
     def write_exchanges(self, exchanges: Iterable[Any]) -> None:
         """`write_exchange` for each, the lines written to the stream in
         batches (one write per few hundred rows)."""
-        # (the lines of a batch are made by map() and joined at once: no
-        # interpreted loop per row; a row the line function refuses sends
-        # its batch through write_exchange, row by row)
         write = self._stream.write
         line_of = self._line
-        rows = iter(exchanges)
-        batch: list[Any] = []
-        while True:
-            try:
-                batch.extend(islice(rows, 256))  # (keeps what came before a failure in `exchanges`)
-            finally:
-                if batch:
-                    try:
-                        text = "".join(map(line_of, batch))
-                    except Exception:  # (anything: row by row, the rows before it written, as it raises)
-                        for exchange in batch:
-                            self.write_exchange(exchange)
-                    else:
-                        write(text)
-            if not batch:
-                return
-            batch.clear()
+        batch: list[str] = []
+        append = batch.append
+        try:
+            for exchange in exchanges:
+                try:
+                    append(line_of(exchange))
+                except (TypeError, ValueError):
+                    write("".join(batch))
+                    batch.clear()
+                    self.write(exchange.to_row())
+                    continue
+                if len(batch) >= 256:
+                    write("".join(batch))
+                    batch.clear()
+        finally:
+            if batch:  # also what came before a failure in `exchanges`
+                write("".join(batch))
 
     def close(self) -> None:
         self._stream.flush()
