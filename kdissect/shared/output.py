@@ -352,6 +352,8 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     assert tuple(name for name, _ in COLUMN_TYPES[head:]) == BROKER_LOG_COLUMNS
     run_of = {name: n for n, run in enumerate(_LINE_RUNS) for name in run}
     run: list[tuple[str, str]] = []  # the run being written, its columns
+    outer_lines: list[str] = []  # (while a run is written: the code and parts around it)
+    outer_parts: list[str] = []
     for i, (name, kind) in enumerate(COLUMN_TYPES):
         if run and run_of.get(name) != run_of[run[0][0]]:  # a run ends: its code in place of its columns'
             n = run_of[run[0][0]]
@@ -440,8 +442,8 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
                                  "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int, "max": max,
                                  "_ms_text": _ms_text, "_float_text": _float_text,
                                  "_broker_float": _broker_float, "_checked_float": _checked_float}
-    for n, run in enumerate(_LINE_RUNS):  # kept texts no value matches at first
-        namespace[f"_run{n}"] = (*(object() for name in run if name not in LIST_COLUMNS), "")
+    for n, names in enumerate(_LINE_RUNS):  # kept texts no value matches at first
+        namespace[f"_run{n}"] = (*(object() for name in names if name not in LIST_COLUMNS), "")
     # (compiled once per source: kept in the codec cache, kdissect.protocol.codecache)
     exec(compile_cached("\n".join(lines), "<kdissect exchange_line>"), namespace)  # noqa: S102
     return namespace["exchange_line"]
