@@ -682,10 +682,11 @@ class Pairer:
         acc = self.stats
         if self.conn.timing is not None:
             exchange.rtt_ns, exchange.capture_side = self.conn.network()
-        if exchange.response_ts is not None and exchange.request_ts is not None:
+        response_ts, request_ts = exchange.response_ts, exchange.request_ts
+        if response_ts is not None and request_ts is not None:
             if self.timer is _NO_TIMER:
                 self.timer = WaitTimer()
-            self.timer.time(exchange)
+            self.timer.time(exchange, request_ts, response_ts)
         acc.exchanges += 1
         status = exchange.status
         if status == OK:
