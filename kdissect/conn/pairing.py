@@ -374,18 +374,27 @@ class Pairer:
         # (the leading fields by position: a keyword costs a search of the
         # 53 parameter names; the order is checked below the imports)
         capture_index = frame.capture_index
-        # (the request side's placement too, by position: an attribute set
-        # from compiled code on this Python class costs more than an argument)
+        # a skimmed Produce's record figures, given to the exchange as it is made
+        records: int | None = None
+        record_bytes: int | None = None
+        codecs: list[str] | None = None
+        record_problems: list[str] = []
+        if request is None and api_key == _PRODUCE:
+            records, record_bytes, codecs, record_problems = set_figures(sets)
+        # (the request side's placement and figures too, by position: an
+        # attribute set from compiled code on this Python class costs more
+        # than an argument)
         ex = Exchange(conn.capture(capture_index), conn.stream, conn.client, conn.broker, cid, api_key,
                       _api_name(api_key), api_version, client_id, frame.ts, None, frame.frame_number, None,
-                      frame.size, None, None, None, [], OK, [], [], None, None, None, None, None,
+                      frame.size, None, None, None, [], OK, [], [], records, record_bytes, codecs, None, None,
                       capture_index, None, frame.offset, None, frame.first_ts, None, True, conn.stream_key)
         if request is None:  # skimmed: the row's figures only
             assumed = request_layout(api_key, api_version)[2]  # cached; the skim decoded exactly
             if assumed:
                 self._assumed(ex, "request", assumed, 0)
             if api_key == _PRODUCE:
-                self._add_records(ex, set_figures(sets))
+                for text in record_problems:  # (after the layout's, as _add_records notes them)
+                    ex.add_problem("records", text)
                 if expects_response and sets:
                     ex.arrival = produce_spans(sets)  # placed at the answer's base offsets
             elif api_key in HINT_APIS:
