@@ -71,18 +71,6 @@ _TIMEOUT = Struct(">hi")
 # Status precedence: a worse status is never overwritten by a better one.
 _RANK = {OK: 0, INEXACT: 1, NO_RESPONSE: 2, ORPHAN_RESPONSE: 2, TRUNCATED: 3, MALFORMED: 4}
 
-_API_NAMES: dict[int, str] = {}  # api key -> its name (api_name), as met: a lookup, not a call per request
-
-
-def _api_name(api_key: int) -> str:
-    name = _API_NAMES.get(api_key)
-    if name is None:
-        name = api_name(api_key)
-        if len(_API_NAMES) < 1024:  # (keys are int16 from the wire: bounded anyway)
-            _API_NAMES[api_key] = name
-    return name
-
-
 _PRODUCE = int(ApiKey.PRODUCE)  # (bound once: an enum member costs a lookup per frame)
 _FETCH = int(ApiKey.FETCH)
 _SHARE_FETCH = int(ApiKey.SHARE_FETCH)
@@ -238,7 +226,7 @@ def _header_exchange(conn: ConnectionInfo, frame: Frame, header: tuple[int, int,
     if header is not None:
         api_key, api_version, ex.correlation_id = header
         ex.api_key, ex.api_version = api_key, api_version
-        ex.api_name = _api_name(api_key)
+        ex.api_name = api_name(api_key)
         ex.client_id = peek_client_id(data, api_key, api_version)
     return ex
 
@@ -385,7 +373,7 @@ class Pairer:
         # attribute set from compiled code on this Python class costs more
         # than an argument)
         ex = Exchange(conn.capture(capture_index), conn.stream, conn.client, conn.broker, cid, api_key,
-                      _api_name(api_key), api_version, client_id, frame.ts, None, frame.frame_number, None,
+                      api_name(api_key), api_version, client_id, frame.ts, None, frame.frame_number, None,
                       frame.size, None, None, None, [], OK, [], [], records, record_bytes, codecs, None, None,
                       capture_index, None, frame.offset, None, frame.first_ts, None, True, conn.stream_key)
         if request is None:  # skimmed: the row's figures only
