@@ -290,16 +290,18 @@ def _checked_float(value: Any) -> str:
 # Runs of columns that repeat row after row (one connection's endpoints and
 # file; its api and client id; the usual "no error" columns): the line
 # function keeps the text of each run for the values it last wrote, and
-# writes it again while every value is the same object (or an equal exact
-# str or int: a client id is decoded anew for each request; a list column
-# only while empty). A run's text is kept only from exact types, so a hit
-# writes what the run's code would. One text per run, not a table: a
-# capture's rows come mostly a connection at a time.
+# writes it again while every value is the same object (a str also an
+# equal exact str: a client id is decoded anew for each request; a list
+# column only while empty). A run's text is kept only from exact strs, so
+# a hit writes what the run's code would. One text per run, not a table: a
+# capture's rows come mostly a connection at a time. (The tests that give
+# up a run cost the rows of many connections, one row each, a little:
+# the quickest to fail come first, and an int is tested by identity only.)
 _LINE_RUNS = (("capture", "stream", "client", "broker"),
               ("api_key", "api_name", "api_version", "client_id"),
               ("throttle_time_ms", "error_code", "error_codes", "status", "problems", "problem_codes"))
-_RUN_TESTS = {"string": ("({v} is {k} or {v}.__class__ is str and {v} == {k})", "({v} is None or {v}.__class__ is str)"),
-              "int": ("({v} is {k} or {v}.__class__ is int and {v} == {k})", "({v} is None or {v}.__class__ is int)"),
+_RUN_TESTS = {"string": ("({v} is {k} or {v}.__class__ is str and {v} == {k})", "({v}.__class__ is str or {v} is None)"),
+              "int": ("{v} is {k}", ""),  # (an int's text is its value's: the same object, the same text)
               "list": ("({v} is not None and not {v})", "({v} is not None and not {v})")}
 # the tests' order: the quickest to fail first (a list that is not empty, a
 # connection's stream number: where rows of many connections or problems
@@ -319,13 +321,14 @@ def _run_block(n: int, run: list[tuple[str, str]], lines: list[str], parts: list
         if family != "list":
             keys.append(name)
     tests.sort(key=lambda test: test[0])  # (stable: the table's order within a family)
+    keeps = [keep for _, _, keep in tests if keep]
     return [f"    h = _run{n}",
             f"    if {' and '.join(hit for _, hit, _ in tests)}:",
             f"        g{n} = h[{len(keys)}]",
             "    else:",
             *("    " + line for line in lines),
             f"        g{n} = f'{','.join(parts)}'",
-            f"        if {' and '.join(keep for _, _, keep in tests)}:",
+            f"        if {' and '.join(keeps) or 'True'}:",
             f"            _run{n} = ({''.join(key + ', ' for key in keys)}g{n})"]
 
 
