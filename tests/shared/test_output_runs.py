@@ -1,6 +1,6 @@
 """The JSONL line function keeps the text of each run of repeating columns
-(output._LINE_RUNS: endpoints, api and client id, the "no error" columns)
-and writes it again while the values match. Every line must still be what
+(output._LINE_RUNS: the api and client id) and writes it again while the
+values match. Every line must still be what
 the json module writes for the row (tests/support/jsonl.reference_line),
 whatever changed since the row before: one value, an equal string that is
 another object, a str or int subclass, None, a list column that filled."""
