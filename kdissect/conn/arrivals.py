@@ -55,6 +55,8 @@ BY_PRODUCE, BY_APPEND_TIME, BY_CREATE_TIME = "produce", "log_append_time", "crea
 
 _V2_TIMES = struct.Struct(">qi4xb4xhiqq")  # base offset, size, magic, attributes, last delta, first/max ts
 _LEGACY = struct.Struct(">qi4xbbq")  # offset, size, magic, attributes, timestamp (magic 1)
+_V2_LAST = struct.Struct(">qi4xb4x2xi")  # base offset, size, magic, last offset delta
+_ENTRY = struct.Struct(">qi")  # offset, size
 
 
 def batch_time(raw: Any, offset: int | None) -> tuple[int, int | None, int | None] | None:
@@ -215,6 +217,10 @@ class ArrivalResolver:
         # (label, partition) -> [(first offset, last offset, answer ts), ...]; for a
         # ProduceAnswer: (the answer, last offset relative to its base, answer ts)
         self.produced: dict[tuple[Any, Any], list[tuple[Any, int, int]]] = {}
+        # Produce answers not placed in `produced` yet, in order: (arrival,
+        # answer ts). They are placed only when a fetch looks or a prune
+        # runs (most captures' Produce answers are never looked for).
+        self.unplaced: list[tuple[Any, int]] = []
         # the earliest answer time in `produced` (None: empty): a prune whose
         # cutoff is before it has nothing to drop and skips the walk
         self.oldest_produced: int | None = None
@@ -234,20 +240,7 @@ class ArrivalResolver:
         if arrival is not None:
             if isinstance(arrival, ProduceArrival):
                 if ts is not None:
-                    produced = self.produced
-                    # a ProduceAnswer's entries are (answer, last relative offset, ts),
-                    # placed when a fetch looks (_resolve); others' (first, last, ts)
-                    if arrival.__class__ is ProduceAnswer:
-                        entries: Iterable[tuple[Any, ...]] = [(label, partition, arrival, last)
-                                                    for label, partition, last in arrival.spans]  # type: ignore[attr-defined]
-                    else:
-                        entries = arrival.ranges
-                    for label, partition, first, last in entries:
-                        kept = produced.get((label, partition))
-                        if kept is None:
-                            produced[(label, partition)] = [(first, last, ts)]
-                        else:
-                            kept.append((first, last, ts))
+                    self.unplaced.append((arrival, ts))
                     if self.oldest_produced is None or ts < self.oldest_produced:
                         self.oldest_produced = ts
                 ex.arrival = None
@@ -284,7 +277,28 @@ class ArrivalResolver:
             self._prune()
         return out
 
+    def _place(self) -> None:
+        """Put the unplaced Produce answers' entries in `produced`, in order."""
+        produced = self.produced
+        for arrival, ts in self.unplaced:
+            # a ProduceAnswer's entries are (answer, last relative offset, ts),
+            # its base read when a fetch looks (_resolve); others' (first, last, ts)
+            if arrival.__class__ is ProduceAnswer:
+                entries: Iterable[tuple[Any, ...]] = [(label, partition, arrival, last)
+                                                      for label, partition, last in arrival.spans]
+            else:
+                entries = arrival.ranges
+            for label, partition, first, last in entries:
+                kept = produced.get((label, partition))
+                if kept is None:
+                    produced[(label, partition)] = [(first, last, ts)]
+                else:
+                    kept.append((first, last, ts))
+        self.unplaced.clear()
+
     def _resolve(self, ex: Any) -> None:
+        if self.unplaced:
+            self._place()
         arrival = ex.arrival
         best = None
         for label, partition, offset in arrival.marks:
@@ -307,6 +321,8 @@ class ArrivalResolver:
         cutoff = min(oldest, self.now - MAX_HELD_NS) - 2 * PRODUCE_WINDOW_NS
         if self.oldest_produced is None or self.oldest_produced >= cutoff:
             return  # nothing to drop
+        if self.unplaced:
+            self._place()
         remaining = None
         for key in list(self.produced):
             kept = [entry for entry in self.produced[key] if entry[2] >= cutoff]
@@ -334,11 +350,15 @@ def produce_spans(sets: Iterable[tuple[Any, Any, Any]]) -> tuple[Any, ...] | Non
         pos, total, last = 0, len(data), -1
         try:
             while total - pos >= 17:
-                base, size = struct.unpack_from(">qi", data, pos)
+                if total - pos >= _V2_LAST.size:  # (one read for the usual whole v2 header)
+                    base, size, magic, last_delta = _V2_LAST.unpack_from(data, pos)
+                else:
+                    base, size = _ENTRY.unpack_from(data, pos)
+                    magic = last_delta = -1
                 if size < 0 or pos + 12 + size > total:
                     break
-                if data[pos + 16] == 2 and total - pos >= _V2_TIMES.size:
-                    last = max(last, base + _V2_TIMES.unpack_from(data, pos)[4])
+                if magic == 2 and total - pos >= _V2_TIMES.size:
+                    last = max(last, base + last_delta)
                 else:
                     last = max(last, base)
                 pos += 12 + size

@@ -75,9 +75,13 @@ _PRODUCE = int(ApiKey.PRODUCE)  # (bound once: an enum member costs a lookup per
 _FETCH = int(ApiKey.FETCH)
 _SHARE_FETCH = int(ApiKey.SHARE_FETCH)
 # the Exchange fields a request's exchange is made with, by position
-assert fields_of(Exchange)[:14] == ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
+assert fields_of(Exchange)[:34] == ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
                                    "api_version", "client_id", "request_ts", "response_ts", "request_frame",
-                                   "response_frame", "request_bytes")
+                                   "response_frame", "request_bytes", "response_bytes", "throttle_time_ms",
+                                   "error_code", "error_codes", "status", "problems", "problem_codes", "records",
+                                   "record_bytes", "codecs", "request", "response", "request_capture_index",
+                                   "response_capture_index", "request_offset", "response_offset",
+                                   "request_first_ts", "response_first_ts", "expects_response", "stream_key")
 __all__ = ["EARLY_WINDOW_NS", "MAX_EARLY", "MAX_UNANSWERED"]  # (kdissect.conn.holds: re-exported)
 # orphans per connection tried against every response layout (each costs a
 # few milliseconds); later ones only as ApiVersions responses
@@ -220,9 +224,10 @@ def _header_exchange(conn: ConnectionInfo, frame: Frame, header: tuple[int, int,
     ex.request_first_ts = frame.first_ts
     ex.stream_key = conn.stream_key
     if header is not None:
-        ex.api_key, ex.api_version, ex.correlation_id = header
-        ex.api_name = api_name(ex.api_key)
-        ex.client_id = peek_client_id(data, ex.api_key, ex.api_version)
+        api_key, api_version, ex.correlation_id = header
+        ex.api_key, ex.api_version = api_key, api_version
+        ex.api_name = api_name(api_key)
+        ex.client_id = peek_client_id(data, api_key, api_version)
     return ex
 
 
@@ -357,19 +362,27 @@ class Pairer:
         # (the leading fields by position: a keyword costs a search of the
         # 53 parameter names; the order is checked below the imports)
         capture_index = frame.capture_index
+        # a skimmed Produce's record figures, given to the exchange as it is made
+        records: int | None = None
+        record_bytes: int | None = None
+        codecs: list[str] | None = None
+        record_problems: list[str] = []
+        if request is None and api_key == _PRODUCE:
+            records, record_bytes, codecs, record_problems = set_figures(sets)
+        # (the request side's placement and figures too, by position: an
+        # attribute set from compiled code on this Python class costs more
+        # than an argument)
         ex = Exchange(conn.capture(capture_index), conn.stream, conn.client, conn.broker, cid, api_key,
                       api_name(api_key), api_version, client_id, frame.ts, None, frame.frame_number, None,
-                      frame.size)
-        ex.request_capture_index = capture_index
-        ex.request_offset = frame.offset
-        ex.request_first_ts = frame.first_ts
-        ex.stream_key = conn.stream_key
+                      frame.size, None, None, None, [], OK, [], [], records, record_bytes, codecs, None, None,
+                      capture_index, None, frame.offset, None, frame.first_ts, None, True, conn.stream_key)
         if request is None:  # skimmed: the row's figures only
             assumed = request_layout(api_key, api_version)[2]  # cached; the skim decoded exactly
             if assumed:
                 self._assumed(ex, "request", assumed, 0)
             if api_key == _PRODUCE:
-                self._add_records(ex, set_figures(sets))
+                for text in record_problems:  # (after the layout's, as _add_records notes them)
+                    ex.add_problem("records", text)
                 if expects_response and sets:
                     ex.arrival = produce_spans(sets)  # placed at the answer's base offsets
             elif api_key in HINT_APIS:
@@ -387,25 +400,25 @@ class Pairer:
                     ex.arrival = produce_spans(record_sets(api_key, api_version, request.body, "request"))
             elif api_key in HINT_APIS:
                 ex.wait_hint = request_hint(api_key, request.body)
-        self._requested(ex, expects_response, starts_raw_sasl, data)
+        self._requested(ex, api_key, api_version, cid, expects_response, starts_raw_sasl, data)
         return ex
 
     def _new(self, frame: Frame, header: tuple[int, int, int] | None, data: bytes) -> Exchange:
         """An exchange for a request frame known only by its header (if that)."""
         return _header_exchange(self.conn, frame, header, data)
 
-    def _requested(self, ex: Exchange, expects_response: bool, starts_raw_sasl: bool, data: bytes) -> None:
-        """A decoded request: wait for its response, or hold it if none is expected."""
-        # (a request's exchange has all three)
-        assert ex.api_key is not None and ex.api_version is not None and ex.correlation_id is not None
+    def _requested(self, ex: Exchange, api_key: int, api_version: int, cid: int, expects_response: bool,
+                   starts_raw_sasl: bool, data: bytes) -> None:
+        """A decoded request (`ex`, of those api key, version and correlation
+        id, passed as read): wait for its response, or hold it if none is expected."""
         if self.timer.muted_until and self.timer.sent_while_muted(ex):
             self.stats.sent_while_muted += 1
-        self.used.pop((ex.api_key, ex.api_version), None)
-        self.used[(ex.api_key, ex.api_version)] = None
+        used = (api_key, api_version)
+        self.used.pop(used, None)
+        self.used[used] = None
         if not expects_response:
             ex.expects_response = False
-            cid = ex.correlation_id
-            timeout = produce_timeout_ns(data, ex.api_version) or DEFAULT_TIMEOUT_NS
+            timeout = produce_timeout_ns(data, api_version) or DEFAULT_TIMEOUT_NS
             if self.acks0 is _NO_ACKS0:
                 self.acks0 = Acks0Holds(self.stats, self._emit)
             self.acks0.hold(ex, cid, ex.request_ts + timeout)  # type: ignore[operator]
@@ -415,12 +428,14 @@ class Pairer:
         if starts_raw_sasl:
             if self.sasl is _NO_SASL:
                 self.sasl = SaslTracker()
-            self.sasl.handshake_sent(ex.correlation_id)
-        self._wait(ex)
+            self.sasl.handshake_sent(cid)
+        self._wait(ex, cid)
 
-    def _wait(self, ex: Exchange) -> None:
-        cid = ex.correlation_id
-        assert cid is not None  # (a request's)
+    def _wait(self, ex: Exchange, cid: int | None = None) -> None:
+        """Wait for the answer to `ex` (`cid`: its correlation id, when read already)."""
+        if cid is None:
+            cid = ex.correlation_id
+            assert cid is not None  # (a request's)
         earlier = self.pending.pop(cid, None)
         if earlier is not None:
             # a client reused a correlation id before the answer came
@@ -664,10 +679,11 @@ class Pairer:
         acc = self.stats
         if self.conn.timing is not None:
             exchange.rtt_ns, exchange.capture_side = self.conn.network()
-        if exchange.response_ts is not None and exchange.request_ts is not None:
+        response_ts, request_ts = exchange.response_ts, exchange.request_ts
+        if response_ts is not None and request_ts is not None:
             if self.timer is _NO_TIMER:
                 self.timer = WaitTimer()
-            self.timer.time(exchange)
+            self.timer.time(exchange, request_ts, response_ts)
         acc.exchanges += 1
         status = exchange.status
         if status == OK:

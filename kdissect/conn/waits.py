@@ -169,17 +169,20 @@ class WaitTimer:
                                            f"({ex.wait_ns / 1_000_000:g} ms left)")
         return True
 
-    def time(self, ex: Exchange) -> None:
+    def time(self, ex: Exchange, request_ts: int, response_ts: int) -> None:
         """The waits before the broker could serve an answered request (a
         mute, the answer to an earlier request), the wait the protocol asked
-        for, and the mute a throttled answer starts (KIP-219)."""
-        request_ts, response_ts = ex.request_ts, ex.response_ts
-        latency = response_ts - request_ts  # type: ignore[operator]
+        for, and the mute a throttled answer starts (KIP-219). `request_ts`
+        and `response_ts` are the exchange's, as the caller read them."""
+        latency = response_ts - request_ts
         # a request sent while muted waited for the mute first (noted at request time);
         # so did one sent before an answer that started a mute (KIP-219): the
         # broker had not read it yet (one request per connection in hand) and
         # reads nothing on a muted connection
-        muted = min(latency, ex.wait_ns) if ex.wait_ns else 0
+        # (the exchange's fields are read and set once each: from compiled code
+        # an attribute of this Python class costs a lookup)
+        asked = ex.wait_ns
+        muted = min(latency, asked) if asked else 0
         if self.muted_until > request_ts:  # type: ignore[operator]
             muted = max(muted, min(latency, self.muted_until - request_ts))  # type: ignore[operator]
         # a request sent before the previous answer waited for it (in order: answers come in order)
@@ -190,23 +193,26 @@ class WaitTimer:
         before = max(muted, queued)
         before_reason = (THROTTLE if muted >= queued else QUEUED) if before else None
         ex.socket_wait_ns = before  # (the broker's own account starts after it: kdissect.conn.brokerlog)
-        ex.wait_reason = ex.wait_ns = None
+        decided = False  # (the waits set by the batch timestamps' rule; else set below)
         throttle = ex.throttle_time_ms
-        old_version = bool(throttle) and throttle_holds_response(ex.api_key, ex.api_version)
+        api_key = ex.api_key
+        old_version = bool(throttle) and throttle_holds_response(api_key, ex.api_version)
         found = None
-        held_sets = ex.arrival if ex.arrival.__class__ is list else None  # a held fetch's records (pairing)
-        if held_sets is not None:
+        held_sets = ex.arrival
+        if held_sets.__class__ is list:  # a held fetch's records (pairing)
             ex.arrival = None
-        if ex.api_key in HINT_APIS or old_version:
+        else:
+            held_sets = None
+        if api_key in HINT_APIS or old_version:
             hint = ex.wait_hint
             frame = ex.wait_hint_frame
             if frame is not None:  # the request frame (skim path), decoded only where a rule reads it
-                if ex.records and held_sets is None and (ex.api_key == FETCH or ex.api_key == SHARE_FETCH):
+                if ex.records and held_sets is None and (api_key == FETCH or api_key == SHARE_FETCH):
                     pass  # a fetch that brought records at once is no wait: no rule reads its hint
                 else:
-                    hint = ex.wait_hint = decoded_hint(ex.api_key, frame)  # type: ignore[arg-type]
+                    hint = ex.wait_hint = decoded_hint(api_key, frame)  # type: ignore[arg-type]
                     ex.wait_hint_frame = None
-            found = classify(ex.api_key, ex.api_version, hint, latency - before, ex.records, ex.error_code,
+            found = classify(api_key, ex.api_version, hint, latency - before, ex.records, ex.error_code,
                              throttle, old_version)
             if found is None and held_sets is not None:
                 # held with records: the wait, if any, ended when they arrived (kdissect.conn.arrivals)
@@ -214,7 +220,9 @@ class WaitTimer:
                 start = request_ts + before  # type: ignore[operator]
                 arrival = fetch_arrival(held_sets, hint, start, first_byte, before, before_reason)  # type: ignore[arg-type]
                 if arrival is not None and first_byte - start >= DATA_WAIT_MIN_NS:  # type: ignore[operator]
+                    ex.wait_reason = ex.wait_ns = None
                     decide(ex, arrival)  # sets the waits, the one before included
+                    decided = True
                     ex.arrival = arrival  # for the Produce rule across connections
                     before = 0
         if found is not None:
@@ -223,6 +231,8 @@ class WaitTimer:
             ex.wait_reason, ex.wait_ns = (THROTTLE if before_reason == THROTTLE else found[0]), before + found[1]
         elif before:
             ex.wait_reason, ex.wait_ns = before_reason, before
+        elif not decided:
+            ex.wait_reason = ex.wait_ns = None
         held = found is not None and found[0] == THROTTLE
         if throttle and throttle > 0 and not held:
             # answered at once: the broker will not read this connection until then

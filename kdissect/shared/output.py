@@ -31,6 +31,7 @@ from kdissect.model.exchange import (
 from kdissect.model.times import digits, seconds_text
 from kdissect.failures import InputError
 from kdissect.model.packet import SlotRecord
+from kdissect.protocol.codecache import compile_cached
 from kdissect.text_escape import lossless_text
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -286,6 +287,49 @@ def _checked_float(value: Any) -> str:
     return _float_repr(value)
 
 
+# Runs of columns that repeat row after row: the line function keeps the
+# text of each run for the values it last wrote, and writes it again while
+# every value is the same object (a str also an equal exact str: a client
+# id is decoded anew for each request; a list column only while empty). A
+# run's text is kept only from exact strs, so a hit writes what the run's
+# code would. One text per run, not a table: a capture's rows come mostly
+# a connection at a time. Only the api and client id are a run: they
+# repeat on the rows of many connections too, where the connection's
+# endpoints and the "no error" columns (a cut request's problems) do not,
+# and giving a run up on every row cost those shapes 1-3% (A/B, 2026-11-26).
+_LINE_RUNS = (("api_key", "api_name", "api_version", "client_id"),)
+_RUN_TESTS = {"string": ("({v} is {k} or {v}.__class__ is str and {v} == {k})", "({v}.__class__ is str or {v} is None)"),
+              "int": ("{v} is {k}", ""),  # (an int's text is its value's: the same object, the same text)
+              "list": ("({v} is not None and not {v})", "({v} is not None and not {v})")}
+# the tests' order: the quickest to fail first (a list that is not empty, a
+# connection's stream number: where rows of many connections or problems
+# interleave, a run's text is given up after one test)
+_RUN_ORDER = {"list": 0, "int": 1, "string": 2}
+
+
+def _run_block(n: int, run: list[tuple[str, str]], lines: list[str], parts: list[str]) -> list[str]:
+    """The code of run `n` (its columns' code `lines` and f-string `parts`):
+    sets g{n} to the run's text, from the one kept when the values match."""
+    tests: list[tuple[int, str, str]] = []  # (rank, hit test, keep test)
+    keys: list[str] = []
+    for name, kind in run:
+        family = "list" if kind.startswith("list<") else "int" if kind.startswith("int") else kind
+        hit, keep = _RUN_TESTS[family]
+        tests.append((_RUN_ORDER[family], hit.format(v=name, k=f"h[{len(keys)}]"), keep.format(v=name)))
+        if family != "list":
+            keys.append(name)
+    tests.sort(key=lambda test: test[0])  # (stable: the table's order within a family)
+    keeps = [keep for _, _, keep in tests if keep]
+    return [f"    h = _run{n}",
+            f"    if {' and '.join(hit for _, hit, _ in tests)}:",
+            f"        g{n} = h[{len(keys)}]",
+            "    else:",
+            *("    " + line for line in lines),
+            f"        g{n} = f'{','.join(parts)}'",
+            f"        if {' and '.join(keeps) or 'True'}:",
+            f"            _run{n} = ({''.join(key + ', ' for key in keys)}g{n})"]
+
+
 def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     """exchange -> its JSONL line, without building the row dict: one f-string
     written from COLUMN_TYPES. The output is byte for byte what the json
@@ -294,7 +338,7 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     value of an unexpected type raises (TypeError/ValueError) and the caller
     falls back to the json module. Bools are not told apart from ints: no
     column holds one."""
-    lines = ["def exchange_line(ex):"]
+    lines = ["def exchange_line(ex):", f"    global {', '.join(f'_run{n}' for n in range(len(_LINE_RUNS)))}"]
     stored = [name for name, _ in COLUMN_TYPES if name not in _COMPUTED_CODE]
     for name in (*stored, *_COMPUTED_INPUTS):
         lines.append(f"    {name} = ex.{name}")
@@ -307,7 +351,22 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     # their null text at once (as one constant)
     head = len(COLUMN_TYPES) - len(BROKER_LOG_COLUMNS)
     assert tuple(name for name, _ in COLUMN_TYPES[head:]) == BROKER_LOG_COLUMNS
+    run_of = {name: n for n, run in enumerate(_LINE_RUNS) for name in run}
+    run: list[tuple[str, str]] = []  # the run being written, its columns
+    outer_lines: list[str] = []  # (while a run is written: the code and parts around it)
+    outer_parts: list[str] = []
     for i, (name, kind) in enumerate(COLUMN_TYPES):
+        if run and run_of.get(name) != run_of[run[0][0]]:  # a run ends: its code in place of its columns'
+            n = run_of[run[0][0]]
+            assert tuple(column for column, _ in run) == _LINE_RUNS[n]
+            run_lines, run_parts, lines, parts = lines, parts, outer_lines, outer_parts
+            lines.extend(_run_block(n, run, run_lines, run_parts))
+            parts.append(f"{{g{n}}}")
+            run = []
+        if name in run_of and not run:  # a run starts
+            outer_lines, outer_parts, lines, parts = lines, parts, [], []
+        if name in run_of:
+            run.append((name, kind))
         if i == head:
             head_lines, head_parts, lines, parts = lines, parts, [], []
         if name in _COMPUTED_CODE:
@@ -384,7 +443,10 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
                                  "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int, "max": max,
                                  "_ms_text": _ms_text, "_float_text": _float_text,
                                  "_broker_float": _broker_float, "_checked_float": _checked_float}
-    exec(compile("\n".join(lines), "<kdissect exchange_line>", "exec"), namespace)  # noqa: S102
+    for n, names in enumerate(_LINE_RUNS):  # kept texts no value matches at first
+        namespace[f"_run{n}"] = (*(object() for name in names if name not in LIST_COLUMNS), "")
+    # (compiled once per source: kept in the codec cache, kdissect.protocol.codecache)
+    exec(compile_cached("\n".join(lines), "<kdissect exchange_line>"), namespace)  # noqa: S102
     return namespace["exchange_line"]
 
 

@@ -62,6 +62,17 @@ def test_rows_before_a_failure_are_written() -> None:
     assert out.getvalue() == _one_by_one(exchanges[:600])
 
 
+def test_rows_before_a_row_that_cannot_be_written_are_written() -> None:
+    # not an exchange at all: the line function and the json path both fail
+    # on it; what came before it (in its batch too) is written, then it raises
+    exchanges = _mixed(300)
+    rows = [*exchanges[:280], object(), *exchanges[280:]]
+    out = io.StringIO()
+    with pytest.raises(AttributeError):
+        JsonlWriter(out).write_exchanges(rows)
+    assert out.getvalue() == _one_by_one(exchanges[:280])
+
+
 def test_other_writers_take_exchanges_one_by_one(tmp_path) -> None:
     exchanges = _mixed(300)
     for suffix in (".csv", ".jsonl"):
