@@ -254,16 +254,23 @@ class QuantileSketch:
         archive, 0.6 s one by one."""
         values = list(values)
         made = cls()
-        zero = values.count(0)
-        positive = [value for value in values if value > 0]
-        negative = [-value for value in values if value < 0]
-        if len(values) <= EXACT_LIMIT or zero + len(positive) + len(negative) != len(values):
-            for value in values:  # (a NaN raises in `add`, as it does one by one)
-                made.add(value)
+        if not values:
             return made
         total = 0.0
         for value in values:
             total += value
+        if len(values) <= EXACT_LIMIT:  # kept as they are
+            made.count, made.total, made.values = len(values), total, values
+            # (min and max compare as `add` does: `<` against the best so far, from infinity)
+            made.min, made.max = min(math.inf, *values), max(-math.inf, *values)
+            return made
+        zero = values.count(0)
+        positive = [value for value in values if value > 0]
+        negative = [-value for value in values if value < 0]
+        if zero + len(positive) + len(negative) != len(values):
+            for value in values:  # a NaN: it raises in `add`, as it does one by one
+                made.add(value)
+            return made
         made.count, made.total, made.values = len(values), total, None
         made.min, made.max = min(math.inf, *values), max(-math.inf, *values)
         index = _LOG_GAMMA.__rtruediv__  # x -> x / _LOG_GAMMA, as in _float_bucket

@@ -405,8 +405,10 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     local_mode = planning.local_task_slots(sc.master) is not None
     fixes = produce_answers(spark, work_dir, on_driver=local_mode)
     say("long polls a Produce ended found", "arrivals")
-    kafka_connections = [(row["task_partition"], row["stream_capture_index"], row["stream_frame_number"],
-                          row["stream_order_ts"]) for row in dissected if row["kind"] == CONNECTION]
+    # (rows are tuples of the columns selected in read_and_dissect: unpacked, not looked up by name)
+    kafka_connections = [(task_partition, capture_index, frame_number, order_ts)
+                         for kind, task_partition, capture_index, frame_number, order_ts, _ in dissected
+                         if kind == CONNECTION]
     summary_rows, finished = tables.finish_tables(sc, kafka_connections, exchange_rows, work_dir, outdir, ts_unit,
                                                   fixes, frame_offsets)
     for table, count in rows_written.items():
