@@ -337,7 +337,9 @@ def merge_contributions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Record
         sketches.setdefault(int(group_of_row[row]), []).append(table["sketch"][row].as_py())
     out = []
     for group, key in enumerate(keys):
-        values = QuantileSketch.of(flat_values[bounds[group]:bounds[group + 1]].tolist())
+        # sorted: the sum behind the mean is then the same however the
+        # exchanges were spread over tasks (in place or shipped, one slot or several)
+        values = QuantileSketch.of(np.sort(flat_values[bounds[group]:bounds[group + 1]]).tolist())
         for state in sketches.get(group, ()):
             values.merge(QuantileSketch.from_state(json.loads(state)))
         group_sums = {name: int(sums[name][group]) for name in _SUMMED}
