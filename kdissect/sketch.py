@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections import Counter
 from typing import Any
 
 RELATIVE_ACCURACY = 0.01
@@ -246,9 +247,39 @@ class QuantileSketch:
 
     @classmethod
     def of(cls, values: Any) -> QuantileSketch:
+        """The sketch of `values`: the one `add` makes of them one by one
+        (same count, sum in the same order, min, max, kept values or
+        buckets), with the buckets of many values counted at C speed: a
+        Spark task sketches some 400,000 latencies of a 100k-exchange
+        archive, 0.6 s one by one."""
+        values = list(values)
         made = cls()
+        if not values:
+            return made
+        total = 0.0
         for value in values:
-            made.add(value)
+            total += value
+        if len(values) <= EXACT_LIMIT:  # kept as they are
+            made.count, made.total, made.values = len(values), total, values
+            # (min and max compare as `add` does: `<` against the best so far, from infinity)
+            made.min, made.max = min(math.inf, *values), max(-math.inf, *values)
+            return made
+        zero = values.count(0)
+        positive = [value for value in values if value > 0]
+        negative = [-value for value in values if value < 0]
+        if zero + len(positive) + len(negative) != len(values):
+            for value in values:  # a NaN: it raises in `add`, as it does one by one
+                made.add(value)
+            return made
+        made.count, made.total, made.values = len(values), total, None
+        made.min, made.max = min(math.inf, *values), max(-math.inf, *values)
+        index = _LOG_GAMMA.__rtruediv__  # x -> x / _LOG_GAMMA, as in _float_bucket
+        buckets = made.buckets
+        for sign, magnitudes in ((1, positive), (-1, negative)):
+            for key, n in Counter(map(math.ceil, map(index, map(math.log, magnitudes)))).items():
+                buckets[sign * (_POSITIVE + key)] = n
+        if zero:
+            buckets[_ZERO] = zero
         return made
 
 

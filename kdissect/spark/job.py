@@ -1,7 +1,8 @@
 """The batch job: capture archive -> Parquet tables under OUTDIR.
 
 Driver steps (nothing large is collected: split plans, per-range record
-counts, one accounting row per task, a few summary rows):
+counts, one accounting row per task, a key per Kafka connection, the summary
+tables' contributions):
 
 1. expand the inputs, order them as one capture set (noting each file's
    timestamp resolution); claim OUTDIR (kdissect.spark.outdir: refused
@@ -17,11 +18,11 @@ counts, one accounting row per task, a few summary rows):
    (`mapInArrow`); each task writes its exchange and partition error rows to
    its own Arrow files (see part_files.py) and hands back only a row per Kafka
    connection and its accounting;
-4. number streams by ranking the connections' classification keys, and have
-   each task partition rewrite its files as the final Parquet parts of
-   `exchanges/` and `partition_errors/` and hand back its contributions to
-   the summary tables, which a shuffle by group merges (`tables.finish_tables`,
-   one job); the driver writes the four small summary tables;
+4. number streams by ranking the connections' classification keys (on the
+   driver), and have each task partition rewrite its files as the final
+   Parquet parts of `exchanges/` and `partition_errors/` and hand back its
+   contributions to the summary tables, which the driver merges
+   (`tables.finish_tables`, one job); the driver writes the small summary tables;
 5. write `manifest.json` and print a short summary.
 """
 
@@ -271,7 +272,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     say(f"{len(splits)} read tasks", "planned")
 
     # -- 3. read; dissect in place or shuffle by connection -------------------
-    from kdissect.spark.dissect import OUTPUT_SCHEMA, dissect_partition, read_partition
+    from kdissect.spark.dissect import ACCOUNTING, CONNECTION, OUTPUT_SCHEMA, dissect_partition, read_partition
     from kdissect.spark.segments import KEY_COLUMNS, ORDER_COLUMNS, RANGES_KEY, RUN_SCHEMA, add_read_stats
 
     partitions = options.partitions or shuffle_partitions(total_bytes, sc.defaultParallelism)
@@ -321,18 +322,21 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             .sortWithinPartitions(*KEY_COLUMNS, *ORDER_COLUMNS)
             .mapInArrow(dissect, from_arrow_schema(OUTPUT_SCHEMA))
         )
-        # kept for the stream numbering below; the first action computes it all
-        frame = dissected.cache()
-        return frame, frame.where("kind = 2").select("accounting").collect()  # one small row per task
+        # small: a row per Kafka connection (its key, for the stream numbering) and one per task
+        return dissected.select("kind", "task_partition", "stream_capture_index", "stream_frame_number",
+                                "stream_order_ts", "accounting").collect()
+
+    def task_rows(dissected: list) -> list:
+        return [row for row in dissected if row["kind"] == ACCOUNTING]
 
     def range_ends(accountings) -> list[dict[str, Any]]:
         ends: list[dict[str, Any]] = []
-        for row in accountings:
+        for row in task_rows(accountings):
             ends.extend(json.loads(row["accounting"]).get("read", {}).get(RANGES_KEY, []))
         return ends
 
-    work_frame, task_accountings = read_and_dissect(splits, options.in_place)
-    failed, frame_offsets = planning.check_ranges(ranges, range_ends(task_accountings))
+    dissected = read_and_dissect(splits, options.in_place)
+    failed, frame_offsets = planning.check_ranges(ranges, range_ends(dissected))
     fallbacks: list[str] = []
     redone = [path for index, (path, _) in enumerate(ordered) if index in failed]
     if failed:
@@ -340,7 +344,6 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         # what the ranges before it held: those files are planned again from a
         # whole-range pre-pass, and everything is read again
         say(f"{len(failed)} cut files failed the range check after the read: reading again after a pre-pass of them")
-        work_frame.unpersist()
         outdir.delete(WORK_DIR)
         to_scan = planning.ranges_to_scan([split for split in planned if split.capture_index in failed])
         slots = planning.local_task_slots(sc.master)
@@ -348,8 +351,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
                  else planning.scan_with_spark(sc, to_scan))
         ranges, fallbacks = planning.safe_ranges(planned, ranges, failed, scans)
         splits = planning.read_tasks(ranges)
-        work_frame, task_accountings = read_and_dissect(splits, options.in_place)
-        failed, frame_offsets = planning.check_ranges(ranges, range_ends(task_accountings))
+        dissected = read_and_dissect(splits, options.in_place)
+        failed, frame_offsets = planning.check_ranges(ranges, range_ends(dissected))
         if failed:
             raise RuntimeError(f"ranges of {[ordered[index][0] for index in failed]} did not chain on a second read")
     in_place_conflicts = _in_place_conflicts(work_dir)
@@ -358,9 +361,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         # may differ from the CLI's, so everything is done again, shipped
         say(f"{in_place_conflicts} connections dissected in place met again in another range: "
             "reading again with every connection shuffled")
-        work_frame.unpersist()
         outdir.delete(WORK_DIR)
-        work_frame, task_accountings = read_and_dissect(splits, False)
+        dissected = read_and_dissect(splits, False)
     say("packets read and dissected", "dissected")
 
     # -- 4. stream numbers, then every table ----------------------------------
@@ -377,8 +379,10 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     in_range = {"tuples_in_place": 0, "tuples_shipped": 0, "bytes_in_place": 0, "bytes_shipped": 0}
     connections = 0  # classified as Kafka: each one gets a stream number
     rows_written = {"exchanges": 0, "partition_errors": 0}
-    for row in task_accountings:
+    exchange_rows: dict[int, int] = {}  # per task partition
+    for row in task_rows(dissected):
         values = json.loads(row["accounting"])
+        exchange_rows[row["task_partition"]] = values.get("rows_written", {}).get("exchanges", 0)
         connections += values.pop("classified_connections", 0)
         partition_error_failures += values.pop("partition_error_failures", 0)
         for table, count in values.pop("rows_written", {}).items():
@@ -401,8 +405,12 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     local_mode = planning.local_task_slots(sc.master) is not None
     fixes = produce_answers(spark, work_dir, on_driver=local_mode)
     say("long polls a Produce ended found", "arrivals")
-    summary_rows, finished = tables.finish_tables(work_frame, partitions, sc.defaultParallelism, work_dir, outdir,
-                                                  ts_unit, fixes, frame_offsets)
+    # (rows are tuples of the columns selected in read_and_dissect: unpacked, not looked up by name)
+    kafka_connections = [(task_partition, capture_index, frame_number, order_ts)
+                         for kind, task_partition, capture_index, frame_number, order_ts, _ in dissected
+                         if kind == CONNECTION]
+    summary_rows, finished = tables.finish_tables(sc, kafka_connections, exchange_rows, work_dir, outdir, ts_unit,
+                                                  fixes, frame_offsets)
     for table, count in rows_written.items():
         if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
@@ -416,7 +424,6 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
                                             on_driver=local_mode)
         say("forensic tables written", "forensic_tables")
     outdir.delete(WORK_DIR)
-    work_frame.unpersist()
     say("exchange tables written", "exchange_tables")
     write_tables(summary_rows, outdir)
     say("summary tables written", "summary_tables")

@@ -8,11 +8,12 @@ partition, under OUTDIR/_work; OUTDIR is a `Tree` (kdissect.shared.outdir_tree):
 local or mounted path, or a store (S3, HDFS) every executor reaches.
 
 Stream numbers are global (the order in which the CLI would have classified
-each connection), so they are only known once every task has finished. A
-second, small Spark job hands each task partition the stream numbers of its
-own connections (`finish_partitions`), and that task rewrites its Arrow files
-as the final Parquet parts, sorted by stream and exchange order, and sums up
-its exchanges for the summary tables (summaries.py).
+each connection), so they are only known once every task has finished. The
+driver numbers them (kdissect.spark.tables) and a second, small Spark job
+hands each task partition the stream numbers of its own connections
+(`finish_partitions`); that task rewrites its Arrow files as the final
+Parquet parts, sorted by stream and exchange order, and sums up its
+exchanges for the summary tables (summaries.py).
 
 Files are written under a temporary name and renamed, and named by task
 partition, so a task that runs twice (a retry, speculation) writes the same
@@ -82,13 +83,6 @@ def _timestamps_in(table: pa.Table, ts_unit: str) -> pa.Table:
                                  column.cast(pa.timestamp(ts_unit, tz="UTC")))
     return table
 
-# the mapInArrow input and output of `finish_partitions`
-RANK_SCHEMA = pa.schema([
-    ("task_partition", pa.int32()),
-    ("stream_capture_index", pa.int32()),  # null: a marker row, one per task partition
-    ("stream_frame_number", pa.int64()),
-    ("global_stream", pa.int64()),
-])
 BATCH_ROWS = 4096
 
 
@@ -286,47 +280,33 @@ def _single_day(when: pa.ChunkedArray) -> str | None:
 SUMMARY_BATCH_ROWS = 1 << 19
 
 
-def finish_partitions(batches: Iterable[pa.RecordBatch], work_dir: Tree, outdir: Tree,
-                      ts_unit: str = "us", fixes: dict | None = None,
-                      frame_offsets: list[int] | None = None) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: RANK_SCHEMA rows sorted by task partition (every task
-    partition has one marker row with null keys) -> the finished task
-    partitions' contributions to the summary tables and the rows they wrote
-    (summaries.CONTRIBUTION_SCHEMA). Exchanges of consecutive task partitions
-    are summed up together, up to SUMMARY_BATCH_ROWS at a time."""
+def finish_partitions(parts: Iterable[tuple[int, dict[tuple[int, int], int], dict | None]], work_dir: Tree,
+                      outdir: Tree, ts_unit: str = "us",
+                      frame_offsets: list[int] | None = None) -> Iterator[pa.Table]:
+    """A finishing task's body: (task partition, its streams, its arrivals
+    fixes) items -> the finished task partitions' contributions to the
+    summary tables and the rows they wrote (summaries.CONTRIBUTION_SCHEMA).
+    Exchanges of consecutive task partitions are summed up together, up to
+    SUMMARY_BATCH_ROWS at a time."""
     from kdissect.spark.summaries import contributions
 
-    current: int | None = None
-    streams: dict[tuple[int, int], int] = {}
     pending: list[pa.Table] = []
     written = {table: 0 for table in TABLES}
 
-    def finish() -> Iterator[pa.RecordBatch]:
-        counts, exchanges = finish_part(work_dir, outdir, current, streams, ts_unit,  # type: ignore[arg-type]
-                                        (fixes or {}).get(current), frame_offsets)
+    def summarise(counts: dict[str, int] | None = None) -> pa.Table:
+        summed = contributions(pa.concat_tables(pending) if pending else EXCHANGE_WORK_SCHEMA.empty_table(),
+                               counts or {})
+        pending.clear()
+        return summed
+
+    for task_partition, streams, fixes in parts:
+        counts, exchanges = finish_part(work_dir, outdir, task_partition, streams, ts_unit, fixes, frame_offsets)
         for table, count in counts.items():
             written[table] += count
         pending.append(exchanges)
         if sum(table.num_rows for table in pending) >= SUMMARY_BATCH_ROWS:
-            yield from summarise()
-
-    def summarise(counts: dict[str, int] | None = None) -> Iterator[pa.RecordBatch]:
-        yield from contributions(pa.concat_tables(pending) if pending else EXCHANGE_WORK_SCHEMA.empty_table(),
-                                 counts or {}).to_batches()
-        pending.clear()
-
-    for batch in batches:
-        columns = [batch.column(name).to_pylist() for name in RANK_SCHEMA.names]
-        for task_partition, capture_index, frame_number, stream in zip(*columns):
-            if task_partition != current:
-                if current is not None:
-                    yield from finish()
-                current, streams = task_partition, {}
-            if capture_index is not None:
-                streams[(capture_index, frame_number)] = stream
-    if current is not None:
-        yield from finish()
-    yield from summarise(written)
+            yield summarise()
+    yield summarise(written)
 
 
 def write_empty_parts(outdir: Tree | str, ts_unit: str = "us") -> None:

@@ -233,14 +233,14 @@ def _sketched(table: pa.Table) -> pa.Table:
     large = [int(i) for i in (lengths > EXACT_LIMIT).nonzero()[0]]
     if not large:
         return table
-    values = table["values"].to_pylist()
+    lists = table["values"].combine_chunks()
     sketches: list[str | None] = [None] * table.num_rows
-    for i in large:
-        sketch = QuantileSketch.of(v for v in values[i] if v is not None)
+    for i in large:  # (only these lists become Python floats)
+        sketch = QuantileSketch.of(pc.drop_null(lists[i].values).to_pylist())
         sketches[i] = json.dumps(sketch.state())
-        values[i] = None
+    replaced = pa.array(lengths > EXACT_LIMIT)
     table = table.set_column(table.schema.get_field_index("values"), "values",
-                             pa.array(values, pa.list_(pa.float64())))
+                             pc.if_else(replaced, pa.scalar(None, lists.type), lists))
     return table.set_column(table.schema.get_field_index("sketch"), "sketch", pa.array(sketches, pa.string()))
 
 
@@ -337,7 +337,9 @@ def merge_contributions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Record
         sketches.setdefault(int(group_of_row[row]), []).append(table["sketch"][row].as_py())
     out = []
     for group, key in enumerate(keys):
-        values = QuantileSketch.of(flat_values[bounds[group]:bounds[group + 1]].tolist())
+        # sorted: the sum behind the mean is then the same however the
+        # exchanges were spread over tasks (in place or shipped, one slot or several)
+        values = QuantileSketch.of(np.sort(flat_values[bounds[group]:bounds[group + 1]]).tolist())
         for state in sketches.get(group, ()):
             values.merge(QuantileSketch.from_state(json.loads(state)))
         group_sums = {name: int(sums[name][group]) for name in _SUMMED}

@@ -2,83 +2,102 @@
 the task tables and computes the summary tables; row counts and the printed
 summary, read from the written files.
 
-Nothing here collects more than the summary tables' rows to the driver.
+What reaches the driver is small: a classification key per Kafka
+connection, and the finishing tasks' contributions to the summary tables
+(a row per group and task).
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 
-def stream_ranks(work):
-    """(task_partition, stream_capture_index, stream_frame_number, global_stream)
-    of every connection classified as Kafka, numbered as the CLI numbers them.
+def stream_numbers(connections: Iterable[tuple[int, int, int, int | None]]) -> dict[int, dict[tuple[int, int], int]]:
+    """{task partition: {(capture index, frame number): global stream}} of
+    the connections classified as Kafka, given as (task partition, capture
+    index, frame number, order_ts) each, numbered as the CLI numbers them.
 
     The CLI numbers connections in the order they are classified as Kafka,
     which is the feed order of the classifying packet: (its order_ts, its
     file, its frame number; kdissect.wire.captureset). Each connection's key
-    (capture_index, frame_number) is unique, so ranking by the feed order
+    (capture index, frame number) is unique, so ranking by the feed order
     reproduces the CLI's numbers. The keys are a few dozen bytes per
-    connection, so one window over all of them is cheap.
+    connection and ranking them needs all of them in one place (as a Spark
+    window without partitions would put them in one task), so the driver
+    ranks them. (A missing order_ts sorts first, as in Spark.)
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    order = Window.orderBy("stream_order_ts", "stream_capture_index", "stream_frame_number")
-    return (
-        work.where("kind = 1")
-        .select("task_partition", "stream_capture_index", "stream_frame_number", "stream_order_ts")
-        .withColumn("global_stream", F.row_number().over(order).cast("long") - 1)
-        .drop("stream_order_ts")
-    )
+    ordered = sorted(connections, key=lambda c: (c[3] is not None, c[3] or 0, c[1], c[2]))
+    streams: dict[int, dict[tuple[int, int], int]] = {}
+    for number, (task_partition, capture_index, frame_number, _) in enumerate(ordered):
+        streams.setdefault(task_partition, {})[(capture_index, frame_number)] = number
+    return streams
 
 
-def finish_tables(work, partitions: int, slots: int, work_dir: Any, outdir: Any,
-                  ts_unit: str = "us", fixes: dict | None = None, frame_offsets: list[int] | None = None
+def finishing_tasks(rows: dict[int, int], slots: int) -> list[list[int]]:
+    """The task partitions (keys of `rows`, their exchange rows) cut into at
+    most `slots` runs of consecutive partitions with about as many rows each:
+    one finishing task per run, so every slot finishes about the same work
+    and sums up its partitions' exchanges together (fewer contribution rows)."""
+    ordered = sorted(rows)
+    tasks = max(1, min(slots, len(ordered)))
+    share = max(1, sum(rows.values())) / tasks
+    runs: list[list[int]] = [[] for _ in range(tasks)]
+    done = 0
+    for task_partition in ordered:
+        # the run this partition's middle row falls in
+        runs[min(tasks - 1, int((done + rows[task_partition] / 2) / share))].append(task_partition)
+        done += rows[task_partition]
+    return [run for run in runs if run]
+
+
+def finish_tables(sc: Any, connections: Iterable[tuple[int, int, int, int | None]], rows: dict[int, int],
+                  work_dir: Any, outdir: Any, ts_unit: str = "us", fixes: dict | None = None,
+                  frame_offsets: list[int] | None = None
                   ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Number the streams of the rows the dissecting tasks wrote, turn their
     files into the exchanges/ and partition_errors/ tables (part_files.py),
-    and compute the summary tables (summaries.py): one Spark job.
+    and compute the summary tables (summaries.py): one Spark job of at most
+    one task per task slot.
 
-    Each task partition gets its connections' stream numbers, plus one marker
-    row (from its accounting row) so a partition with no Kafka connection is
-    finished too. One task per task slot finishes several task partitions,
-    summing up their exchanges together (see part_files.finish_partitions):
-    fewer tasks, fewer contribution rows. `fixes`: per task partition, the
-    long polls a captured Produce ended (kdissect.spark.arrivals); `frame_offsets`:
-    per split id, the frame offset of a locally numbered range
-    (kdissect.spark.frames). (`coalesce` rather than a shuffle
-    into `slots` partitions: hashing a few partition numbers into as few
-    partitions can put several on one task and leave another idle.)
+    `connections`: (task partition, capture index, frame number, order_ts)
+    of every connection classified as Kafka; `rows`: every task partition
+    (one with no Kafka connection is finished too) and its exchange rows.
+    Each finishing task gets consecutive task partitions with their stream
+    numbers and `fixes` (per task partition, the long polls a captured
+    Produce ended: kdissect.spark.arrivals), rewrites their files and hands
+    back its contributions to the summary tables, which the driver merges
+    (a row per group and finishing task: small). `frame_offsets`: per split
+    id, the frame offset of a locally numbered range (kdissect.spark.frames).
     Returns the rows of each summary table (a row per API, client, broker or
     minute: small) and the rows written per task table.
+    (An RDD job: the DataFrame job it replaced, a window, three shuffles
+    and their query planning, cost the JVM more than the finishing itself.)
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
+    import pyarrow as pa
 
-    from kdissect.spark.part_files import RANK_SCHEMA, finish_partitions
-    from kdissect.spark.summaries import (CONTRIBUTION_SCHEMA, GROUP_COLUMNS, MERGED_SCHEMA, merge_contributions,
-                                          split_merged)
+    from kdissect.spark.part_files import finish_partitions
+    from kdissect.spark.summaries import CONTRIBUTION_SCHEMA, GROUP_COLUMNS, merge_contributions, split_merged
 
-    markers = work.where("kind = 2").select(
-        "task_partition", F.lit(None).cast("int").alias("stream_capture_index"),
-        F.lit(None).cast("long").alias("stream_frame_number"), F.lit(None).cast("long").alias("global_stream"))
-    ranks = stream_ranks(work).unionByName(markers)
-    merged = (
-        ranks.repartition(partitions, "task_partition")
-        .sortWithinPartitions("task_partition")
-        .coalesce(slots)
-        .select(*RANK_SCHEMA.names)
-        .mapInArrow(lambda batches: finish_partitions(batches, work_dir, outdir, ts_unit, fixes, frame_offsets),
-                    from_arrow_schema(CONTRIBUTION_SCHEMA))
-        .repartition(slots, *GROUP_COLUMNS)
-        .sortWithinPartitions(*GROUP_COLUMNS)
-        .mapInArrow(merge_contributions, from_arrow_schema(MERGED_SCHEMA))
-        .collect()  # the summary tables' rows
-    )
-    return split_merged(merged)
+    streams = stream_numbers(connections)
+    fixes = fixes or {}
+    runs = [[(task_partition, streams.get(task_partition, {}), fixes.get(task_partition)) for task_partition in run]
+            for run in finishing_tasks(rows, sc.defaultParallelism)]
+
+    def finish(parts: Iterable[tuple]) -> Iterator[bytes]:
+        for summed in finish_partitions(parts, work_dir, outdir, ts_unit, frame_offsets):
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, summed.schema) as writer:
+                writer.write_table(summed)
+            yield sink.getvalue().to_pybytes()
+
+    # one slice per run: the items are a run's parts, flattened in order
+    parts = sc.parallelize(runs, len(runs)).flatMap(lambda run: run) if runs else None
+    found = [pa.ipc.open_stream(data).read_all() for data in parts.mapPartitions(finish).collect()] if parts else []
+    summed = pa.concat_tables(found) if found else CONTRIBUTION_SCHEMA.empty_table()
+    ordered = summed.sort_by([(name, "ascending") for name in GROUP_COLUMNS])
+    return split_merged(row for batch in merge_contributions(ordered.to_batches()) for row in batch.to_pylist())
 
 
 def parquet_rows(where: Any, name: str) -> int:

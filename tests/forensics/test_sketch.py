@@ -171,3 +171,38 @@ def test_stats_agrees_with_spark_summaries_past_the_limit(tmp_path):
     for client in cli:
         values = [r["latency_ms"] for r in rows if r["client_id"] == client] * 2
         assert doubled[client]["p99"] == QuantileSketch.of(values).percentiles(99)[0]
+
+
+def _one_by_one(values: list) -> QuantileSketch:
+    sketch = QuantileSketch()
+    for value in values:
+        sketch.add(value)
+    return sketch
+
+
+@pytest.mark.parametrize("name", [*adversarial(), "mixed signs, ints and zeros", "at the limit", "past the limit",
+                                  "a few", "one", "none"])
+def test_of_equals_adding_one_by_one(name):
+    """`of` counts many values' buckets at once: the same sketch, sum and
+    all, as `add` makes one value at a time."""
+    rng = np.random.default_rng(5)
+    values = {
+        "mixed signs, ints and zeros": [0, -0.0, 3, -7, 0.0, *rng.normal(0, 50, 3_000).tolist(), 12, -2],
+        "at the limit": rng.exponential(4.0, EXACT_LIMIT).tolist(),
+        "past the limit": rng.exponential(4.0, EXACT_LIMIT + 1).tolist(),
+        "a few": [3, 0.5, -1.0, 0.0, 2.5],
+        "one": [7.25],
+        "none": [],
+    }.get(name, adversarial().get(name))
+    assert QuantileSketch.of(values).state() == _one_by_one(values).state()
+    assert QuantileSketch.of(iter(values)).state() == _one_by_one(values).state()
+
+
+def test_of_refuses_nan_as_adding_does():
+    kept = [2.0, math.nan, 1.0]  # under the limit a NaN is kept as it is, one by one or not
+    assert repr(QuantileSketch.of(kept).state()) == repr(_one_by_one(kept).state())  # (nan != nan)
+    values = [1.0] * EXACT_LIMIT + [math.nan]
+    with pytest.raises(ValueError):
+        _one_by_one(values)
+    with pytest.raises(ValueError):
+        QuantileSketch.of(values)

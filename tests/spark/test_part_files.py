@@ -13,7 +13,6 @@ import pyarrow.parquet as pq
 from kdissect.spark.part_files import (
     EXCHANGES,
     PARTITION_ERRORS,
-    RANK_SCHEMA,
     PartSink,
     finish_part,
     finish_partitions,
@@ -66,17 +65,13 @@ def test_a_task_that_runs_twice_leaves_one_file_with_the_second_runs_rows(tmp_pa
     assert finish_part(str(work), str(tmp_path / "out"), 0, {(0, 1): 0})[0][EXCHANGES] == 2
 
 
-def test_a_partition_with_only_its_marker_is_finished_with_no_rows(tmp_path):
+def test_a_partition_without_rows_is_finished_with_none(tmp_path):
     from kdissect.spark.summaries import WRITTEN
 
     work, out = tmp_path / "work", tmp_path / "out"
     _write(work, 1, [_exchange((2, 9), 0, 5)])
-    ranks = pa.RecordBatch.from_pylist([
-        {"task_partition": 0, "stream_capture_index": None, "stream_frame_number": None, "global_stream": None},
-        {"task_partition": 1, "stream_capture_index": 2, "stream_frame_number": 9, "global_stream": 3},
-        {"task_partition": 1, "stream_capture_index": None, "stream_frame_number": None, "global_stream": None},
-    ], schema=RANK_SCHEMA)
-    rows = pa.Table.from_batches(list(finish_partitions([ranks], str(work), str(out)))).to_pylist()
+    parts = [(0, {}, None), (1, {(2, 9): 3}, None)]  # partition 0 wrote nothing
+    rows = pa.concat_tables(finish_partitions(parts, str(work), str(out))).to_pylist()
     written = {row["dimension"]: row["count"] for row in rows if row["table"] == WRITTEN}
     assert written == {EXCHANGES: 1, PARTITION_ERRORS: 0}
     # the one exchange has a request time, so it counts in the time series
