@@ -75,6 +75,10 @@ _RANK = {OK: 0, INEXACT: 1, NO_RESPONSE: 2, ORPHAN_RESPONSE: 2, TRUNCATED: 3, MA
 _PRODUCE = int(ApiKey.PRODUCE)  # (bound once: an enum member costs a lookup per frame)
 _FETCH = int(ApiKey.FETCH)
 _SHARE_FETCH = int(ApiKey.SHARE_FETCH)
+# of an ApiVersions exchange in keep_apis only the request is kept: its answer
+# (the broker's version ranges, the longest of the small answers to decode)
+# is read by no table
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
 # the Exchange fields a request's exchange is made with, by position
 assert fields_of(Exchange)[:34] == ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
                                    "api_version", "client_id", "request_ts", "response_ts", "request_frame",
@@ -273,7 +277,8 @@ class Pairer:
     keeps only the decoded responses that carry error codes (for tables of
     per-partition errors); `keep_apis` keeps both decoded messages of the
     exchanges of those api keys (for tables that read them), a Produce's as
-    its frames where the skim read them (kdissect.conn.kept_produce).
+    its frames where the skim read them (kdissect.conn.kept_produce), of an
+    ApiVersions only the request.
 
     The Pairer keeps the requests waiting by correlation id and runs the
     steps; its collaborators each do one job: `acks0` and `early` hold
@@ -545,7 +550,7 @@ class Pairer:
             # a request known only by a damaged header: nothing to decode with
             acc.decoded_frames += 1
             return
-        kept = api_key in self.keep_apis
+        kept = api_key in self.keep_apis and api_key != _API_VERSIONS
         # (a kept Produce answer is skimmed too: kdissect.conn.kept_produce)
         keep = self.keep_messages or (kept and api_key != _PRODUCE)
         skim = None if keep else skim_response(data, api_key, api_version)
