@@ -17,7 +17,7 @@ bundled capture).
 from __future__ import annotations
 
 from struct import Struct
-from typing import Any
+from typing import Any, Final
 
 from kdissect.conn.arrivals import read_produce_bases
 from kdissect.protocol.headers import request_layout
@@ -27,6 +27,8 @@ from kdissect.protocol.topics import topic_label
 
 _INT16 = Struct(">h").unpack_from
 _INT32 = Struct(">i").unpack_from
+# a Produce answer's api version -> the body version it is read as
+_BODY_VERSIONS: Final[dict[int, int]] = {}
 # (label, partition index, raw record set or None)
 Part = tuple[Any, Any, Any]
 
@@ -169,7 +171,10 @@ def produce_answers(ex: Any, decoded_results: Any) -> Any:
     response = ex.response
     if type(response) is not ProduceResponseFrame:
         return decoded_results(ex)
-    bases = read_produce_bases(response.frame, resolve_version(0, response.version, "response")[0])
+    version = _BODY_VERSIONS.get(response.version)
+    if version is None:
+        version = _BODY_VERSIONS[response.version] = resolve_version(0, response.version, "response")[0]
+    bases = read_produce_bases(response.frame, version)
     if bases is None:  # (the skim read it: not expected)
         raise ValueError("a kept Produce answer does not read")
     # no error code anywhere in it: every partition answered without error;
