@@ -153,7 +153,8 @@ def _tables(path: str, ports: tuple[int, ...], keep_messages: bool) -> str:
 
 @pytest.mark.parametrize("capture", [p for p in CAPTURES if p.stem in (
     "forensics_kafka", "java_transactions_kafka", "acks0_flood_kafka", "hostile_strings_kafka", "produce_pipelined",
-    "old_v0_10_1", "large_records_kafka", "java_clients_4_4_kafka")], ids=lambda p: p.stem)
+    "old_v0_10_1", "large_records_kafka", "java_clients_4_4_kafka", "unknown_topic_kafka", "go_clients_kafka",
+    "consume_group_kafka")], ids=lambda p: p.stem)
 def test_tables_equal_either_way(capture: Path) -> None:
     assert _tables(str(capture), ports_of(capture), False) == _tables(str(capture), ports_of(capture), True)
 
@@ -165,3 +166,28 @@ def test_tables_equal_either_way_on_damaged_copies(tmp_path: Path) -> None:
     for path in (impair.write_pcap(dropped, tmp_path / "dropped.pcap"),
                  impair.write_pcap(impair.with_snaplen(trace, 200), tmp_path / "snap.pcap")):
         assert _tables(str(path), ports_of(capture), False) == _tables(str(path), ports_of(capture), True)
+
+
+def test_what_keep_apis_keeps_of_produce_and_api_versions() -> None:
+    """With the forensic APIs kept: a Produce's request as its frame, its
+    answer as its frame unless it carries an error code (then decoded); an
+    ApiVersions' request decoded and its answer not kept; both as the rows
+    of an export (the skims ran)."""
+    capture = REPO / "captures" / "forensics_kafka.pcap"
+    kinds: dict[str, set[str]] = {"produce_request": set(), "produce_response": set(), "versions": set()}
+    exported = [ex.to_row() for ex in Analysis([str(capture)], ports_of(capture), keep_messages=False)]
+    kept = list(Analysis([str(capture)], ports_of(capture), keep_messages=False, keep_apis=FORENSIC_APIS))
+    assert [ex.to_row() for ex in kept] == exported
+    for ex in kept:
+        if ex.api_key == PRODUCE and ex.status == "ok":
+            kinds["produce_request"].add(type(ex.request).__name__)
+            if ex.response is not None:
+                errors = bool(ex.error_codes or ex.error_code)
+                kinds["produce_response"].add(f"{type(ex.response).__name__} errors={errors}")
+        elif ex.api_key == 18 and ex.status == "ok":
+            kinds["versions"].add(f"{type(ex.request).__name__} {ex.response is None}")
+    assert kinds["produce_request"] == {"ProduceRequestFrame"}
+    assert "ProduceResponseFrame errors=False" in kinds["produce_response"]
+    assert all(kind in ("ProduceResponseFrame errors=False", "Response errors=True")
+               for kind in kinds["produce_response"])
+    assert kinds["versions"] == {"Request True"}
