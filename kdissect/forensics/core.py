@@ -11,7 +11,8 @@
 
 `add` reads the decoded messages of the APIs in FORENSIC_APIS (the others
 only through their exchange rows), so a pipeline keeping just those
-(`keep_apis=FORENSIC_APIS`) is enough. Tallies are keyed by topic label (a
+(`keep_apis=FORENSIC_APIS`) is enough; there a Produce's messages are kept
+as their skimmed frames (kdissect.conn.kept_produce), read alike. Tallies are keyed by topic label (a
 name, or an id's text where the wire gives only the id) and resolved with
 every id -> name pair the capture set holds when the tables are made.
 
