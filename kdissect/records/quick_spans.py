@@ -114,10 +114,15 @@ def _walk(data: bytes, limit: int, produced: bool) -> tuple[list[SpanRow], int |
 
 
 def _varint(body: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint (one-byte ones, most of them, read inline, as records.batch does)."""
+    """A zigzag varint (one- and two-byte ones, most of them, read here;
+    longer ones by records.wire.read_varint)."""
     byte = body[pos]
     if byte < 0x80:
         return (byte >> 1) ^ -(byte & 1), pos + 1
+    second = body[pos + 1]
+    if second < 0x80:
+        raw = (byte & 0x7F) | second << 7
+        return (raw >> 1) ^ -(raw & 1), pos + 2
     value: tuple[int, int] = read_varint(body, pos)
     return value
 
