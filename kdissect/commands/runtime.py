@@ -120,7 +120,7 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
     """An iterable Analysis over the captures the options name (exchanges;
     `.accounting`). Files under a directory or glob that are not captures are
     skipped and, unless `quiet`, named in one line on stderr. `keep_apis`:
-    api keys whose exchanges keep their decoded messages. `output`: the
+    api keys whose exchanges keep their decoded messages (kdissect.conn.pipeline.analyze). `output`: the
     command's output file, refused if it is one of the captures, key logs or
     broker logs."""
     from kdissect.shared.inputs import expand_inputs

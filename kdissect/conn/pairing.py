@@ -59,6 +59,7 @@ from kdissect.model.problems import code_of
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
 from kdissect.conn.arrivals import DATA_WAIT_MIN_NS, ProduceAnswer, produce_bases, produce_ranges, produce_spans
+from kdissect.conn.kept_produce import ProduceRequestFrame, ProduceResponseFrame
 from kdissect.conn.holds import EARLY_WINDOW_NS, MAX_EARLY, MAX_UNANSWERED, Acks0Holds, EarlyResponses
 from kdissect.records.access import record_figures, record_sets, set_figures
 from kdissect.conn.sasl import SaslTracker
@@ -74,6 +75,10 @@ _RANK = {OK: 0, INEXACT: 1, NO_RESPONSE: 2, ORPHAN_RESPONSE: 2, TRUNCATED: 3, MA
 _PRODUCE = int(ApiKey.PRODUCE)  # (bound once: an enum member costs a lookup per frame)
 _FETCH = int(ApiKey.FETCH)
 _SHARE_FETCH = int(ApiKey.SHARE_FETCH)
+# of an ApiVersions exchange in keep_apis only the request is kept: its answer
+# (the broker's version ranges, the longest of the small answers to decode)
+# is read by no table
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
 # the Exchange fields a request's exchange is made with, by position
 assert fields_of(Exchange)[:34] == ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
                                    "api_version", "client_id", "request_ts", "response_ts", "request_frame",
@@ -271,7 +276,9 @@ class Pairer:
     decoded request and response on each exchange; `keep_error_responses`
     keeps only the decoded responses that carry error codes (for tables of
     per-partition errors); `keep_apis` keeps both decoded messages of the
-    exchanges of those api keys (for tables that read them).
+    exchanges of those api keys (for tables that read them), a Produce's as
+    its frames where the skim read them (kdissect.conn.kept_produce), of an
+    ApiVersions only the request.
 
     The Pairer keeps the requests waiting by correlation id and runs the
     steps; its collaborators each do one job: `acks0` and `early` hold
@@ -333,7 +340,9 @@ class Pairer:
             self._wait(ex)
             return ex
         keep_apis = self.keep_apis
-        skim = None if self.keep_messages or (keep_apis and len(data) >= 2 and (data[0] << 8 | data[1]) in keep_apis) \
+        # (a kept Produce is skimmed too, and kept as its frame: kdissect.conn.kept_produce)
+        skim = None if self.keep_messages or (keep_apis and len(data) >= 2 and (data[0] << 8 | data[1]) in keep_apis
+                                              and (data[0] << 8 | data[1]) != _PRODUCE) \
             else skim_request(data)
         if skim is not None:
             api_key, api_version, cid, client_id, expects_response, starts_raw_sasl, sets = skim
@@ -385,6 +394,8 @@ class Pairer:
                     ex.add_problem("records", text)
                 if expects_response and sets:
                     ex.arrival = produce_spans(sets)  # placed at the answer's base offsets
+                if keep_apis and _PRODUCE in keep_apis:
+                    ex.request = ProduceRequestFrame(data if type(data) is bytes else bytes(data))
             elif api_key in HINT_APIS:
                 ex.wait_hint_frame = data  # decoded only when a wait rule reads it (kdissect.conn.waits)
         else:
@@ -539,7 +550,9 @@ class Pairer:
             # a request known only by a damaged header: nothing to decode with
             acc.decoded_frames += 1
             return
-        keep = self.keep_messages or api_key in self.keep_apis
+        kept = api_key in self.keep_apis and api_key != _API_VERSIONS
+        # (a kept Produce answer is skimmed too: kdissect.conn.kept_produce)
+        keep = self.keep_messages or (kept and api_key != _PRODUCE)
         skim = None if keep else skim_response(data, api_key, api_version)
         if skim is not None:
             acc.decoded_frames += 1
@@ -551,9 +564,11 @@ class Pairer:
             elif ex.arrival is not None:  # a Produce: the answer's base offsets place what it wrote
                 # its base offsets are read if a fetch looks for what it wrote
                 ex.arrival = ProduceAnswer(ex.arrival, data if type(data) is bytes else bytes(data), api_version)
-            if error_codes and self.keep_error_responses:
+            if error_codes and (self.keep_error_responses or kept):
                 ex.response, _, _ = decode_tolerant(
                     lambda b: decode_response(b, api_key, api_version), data)
+            elif kept:  # a Produce answer without an error code
+                ex.response = ProduceResponseFrame(data if type(data) is bytes else bytes(data), api_version)
         else:
             response, trailing, error = decode_tolerant(
                 lambda b: decode_response(b, api_key, api_version), data)
@@ -578,7 +593,7 @@ class Pairer:
                 error_codes = []
                 ex.add_problem("decoder-failed", f"response figures failed ({type(problem).__name__})")
             assumed = response.assumed_version
-            if keep or (error_codes and self.keep_error_responses):
+            if keep or kept or (error_codes and self.keep_error_responses):
                 ex.response = response
             if api_key in (_FETCH, _SHARE_FETCH):
                 self._add_records(ex, record_figures(api_key, api_version, response.body))

@@ -631,7 +631,8 @@ class Dissector:
         # without kept messages, still keep the decoded response of exchanges
         # with error codes (for per-partition error tables: Spark, stats)
         self.keep_error_responses = keep_error_responses
-        # keep both decoded messages of these api keys (tables that read them)
+        # keep both decoded messages of these api keys (tables that read them;
+        # a Produce's as frames, an ApiVersions' request only: conn.pairing)
         self.keep_apis = frozenset(int(key) for key in keep_apis)
         # filled in by finish(): the layers' counts below, the reassembler's,
         # each framing reader's (at its connection's close)
@@ -950,6 +951,8 @@ def analyze(
     """(exchanges, accounting) for a capture set; the accounting is complete
     once the iterator is exhausted. `tls_keylogs`: key log files (NSS format)
     to decrypt TLS connections with. `keep_apis`: api keys whose exchanges
-    keep their decoded messages even without `keep_messages`."""
+    keep their decoded messages even without `keep_messages` (a Produce's
+    as its frames, kdissect.conn.kept_produce; an ApiVersions' request
+    only)."""
     run = Analysis(paths, ports, detect, keep_messages, progress, tls_keylogs, keep_apis)
     return iter(run), run.accounting

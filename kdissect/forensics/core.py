@@ -11,7 +11,8 @@
 
 `add` reads the decoded messages of the APIs in FORENSIC_APIS (the others
 only through their exchange rows), so a pipeline keeping just those
-(`keep_apis=FORENSIC_APIS`) is enough. Tallies are keyed by topic label (a
+(`keep_apis=FORENSIC_APIS`) is enough; there a Produce's messages are kept
+as their skimmed frames (kdissect.conn.kept_produce), read alike. Tallies are keyed by topic label (a
 name, or an id's text where the wire gives only the id) and resolved with
 every id -> name pair the capture set holds when the tables are made.
 
@@ -40,6 +41,7 @@ from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.access import produce_results  # not records.table: pyarrow
+from kdissect.conn.kept_produce import produce_answers, produce_parts
 
 _PRODUCE, _FETCH, _SHARE_FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)
 FORENSIC_APIS = frozenset({_PRODUCE, _FETCH, _SHARE_FETCH, int(ApiKey.API_VERSIONS), int(ApiKey.INIT_PRODUCER_ID)}
@@ -135,34 +137,30 @@ class Forensics:
             self.transactions.add(ex)
 
     def _produce(self, ex: Any, stats: Any) -> None:
-        body = ex.request.body
-        results = produce_results(ex)
-        transactional_id = getattr(body, "transactional_id", None)
+        # (decoded, or kept as frames: kdissect.conn.kept_produce)
+        transactional_id, parts = produce_parts(ex)
+        results = produce_answers(ex, produce_results)
         ts = when(ex)
-        for topic in getattr(body, "topic_data", None) or ():
-            label = topic_label(topic, "name")
-            for entry in getattr(topic, "partition_data", None) or ():
-                partition = entry.index
-                raw = getattr(entry, "records", None)
-                figures = set_figures(bytes(raw), self.max_uncompressed, produced=True) if raw else None
-                base, error = None, 0
-                if isinstance(results, dict):
-                    base, error = results.get((label, partition), (None, 0))
-                answered = base is not None and base >= 0 and not error
-                last_offset = None
-                if figures is not None and figures.spans and answered and base is not None:
-                    last_offset = base + max(span.last for span in figures.spans)
-                self.topics.add_produce(ex, label, partition, ts, figures, error, last_offset)
-                self.transactions.add_produce(ex, transactional_id, label, partition, figures, error)
-                if figures is None:
-                    continue
-                self.clients.add_produce(ex, stats, label, partition, figures, transactional_id)
-                if answered and base is not None:
-                    self.history.add_records(label, partition, figures, base, fetched=False)
-                if answered and base is not None and ex.request_ts is not None and ex.response_ts is not None:
-                    for span in figures.spans:
-                        self.ranges.produced(self.names.name(label), partition, base + span.first, base + span.last,
-                                             ex.request_ts, ex.response_ts)
+        for label, partition, raw in parts:
+            figures = set_figures(bytes(raw), self.max_uncompressed, produced=True) if raw else None
+            base, error = None, 0
+            if isinstance(results, dict):
+                base, error = results.get((label, partition), (None, 0))
+            answered = base is not None and base >= 0 and not error
+            last_offset = None
+            if figures is not None and figures.spans and answered and base is not None:
+                last_offset = base + max(span.last for span in figures.spans)
+            self.topics.add_produce(ex, label, partition, ts, figures, error, last_offset)
+            self.transactions.add_produce(ex, transactional_id, label, partition, figures, error)
+            if figures is None:
+                continue
+            self.clients.add_produce(ex, stats, label, partition, figures, transactional_id)
+            if answered and base is not None:
+                self.history.add_records(label, partition, figures, base, fetched=False)
+            if answered and base is not None and ex.request_ts is not None and ex.response_ts is not None:
+                for span in figures.spans:
+                    self.ranges.produced(self.names.name(label), partition, base + span.first, base + span.last,
+                                         ex.request_ts, ex.response_ts)
 
     def _fetch(self, ex: Any, share: bool) -> None:
         asked: dict[tuple[str | None, int], int] = {}

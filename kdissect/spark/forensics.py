@@ -1,8 +1,9 @@
 """The forensic tables (kdissect.forensics) in the Spark job.
 
 Each dissecting task tallies the exchanges of its connections with its own
-`Forensics` (the decoded messages of FORENSIC_APIS are kept for it:
-`Dissector(keep_apis=...)`) and leaves two files under OUTDIR/_work/forensics:
+`Forensics` (the messages of FORENSIC_APIS are kept for it:
+`Dissector(keep_apis=...)`, a Produce's as its skimmed frames,
+kdissect.conn.kept_produce) and leaves two files under OUTDIR/_work/forensics:
 
   state-NNNNN.pickle   the task's tallies (bounded by its topic-partitions,
                        groups, clients and connections, not its exchanges)

@@ -9,22 +9,22 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from kdissect.conn.kept_produce import produce_parts
 from kdissect.conn.pipeline import Analysis
 from kdissect.forensics import FORENSIC_APIS
 from kdissect.forensics.batches import _decoded_figures, _plain_figures, set_figures
 from kdissect.records.codecs import DEFAULT_LIMIT
 
 CAPTURES = ("forensics_kafka.pcap", "java_clients_kafka.pcap", "java_transactions_kafka.pcap",
-            "consume_group_kafka.pcap", "transactions_kafka.pcap")
+            "consume_group_kafka.pcap", "transactions_kafka.pcap", "large_records_kafka.pcap")
 
 
 def _record_sets(path: Path) -> list[tuple[bytes, bool]]:
     """(records field, produced) of every Produce request and Fetch response partition."""
     sets = []
     for ex in Analysis([path], keep_apis=FORENSIC_APIS):
-        if ex.api_key == 0 and ex.request is not None:
-            sets += [(bytes(entry.records), True) for topic in ex.request.body.topic_data or ()
-                     for entry in topic.partition_data or () if entry.records]
+        if ex.api_key == 0 and ex.request is not None:  # (kept as its frame: kdissect.conn.kept_produce)
+            sets += [(bytes(raw), True) for _label, _partition, raw in produce_parts(ex)[1] if raw]
         elif ex.api_key == 1 and ex.response is not None:
             sets += [(bytes(entry.records), False) for topic in ex.response.body.responses or ()
                      for entry in topic.partitions or () if entry.records]
@@ -74,3 +74,26 @@ def test_control_and_damaged_sets_go_to_the_decoder(captures_dir):
     bad_crc[-1] ^= 0xFF  # the last record's last byte: the CRC no longer matches
     assert _plain_figures(bytes(bad_crc), DEFAULT_LIMIT, produced) is None
     assert set_figures(bytes(bad_crc), DEFAULT_LIMIT, produced).problems == 1
+
+
+def test_quick_walk_equals_the_decoders_on_long_varints():
+    """Records whose sizes, lengths and deltas take one, two and three varint
+    bytes (batches built by kafka-python, an independent encoder), every codec."""
+    import pytest
+
+    from kdissect.records.model import Record
+    from tests.support.records import CODECS, kafka_python_batch
+
+    pytest.importorskip("kafka")
+    records = [Record(offset=0, timestamp=1_700_000_000_000 + 7919 * i, key=b"k" * (i * 37 % 300),
+                      value=None if i == 5 else bytes(range(256)) * (size // 256) + b"v" * (size % 256),
+                      headers=[("h" * (i * 29 % 200), b"x" * (i * 53 % 9000))] if i % 3 else [])
+               for i, size in enumerate((0, 1, 63, 64, 65, 200, 8191, 8192, 9000, 20000, 127, 128))]
+    for codec in CODECS:
+        raw = kafka_python_batch(records, 2, codec, base_offset=41)
+        raw = raw + kafka_python_batch(records[:3], 2, codec, base_offset=41 + len(records))
+        for produced in (True, False):
+            quick = _plain_figures(raw, DEFAULT_LIMIT, produced)
+            assert quick is not None, codec
+            assert _figures(quick) == _figures(_decoded_figures(raw, DEFAULT_LIMIT, produced))
+            assert quick.records == len(records) + 3

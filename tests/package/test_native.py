@@ -35,6 +35,11 @@ from kdissect.shared.output import JsonlWriter
 from kdissect.conn.pipeline import Analysis
 
 for job in json.loads(sys.argv[1]):
+    if job.get("forensic"):  # the forensic tables (kept Produce frames, the quick walk of record sets)
+        from kdissect.forensics import forensic_tables
+        tables, _accounting = forensic_tables(job["paths"], (9092,))
+        sys.stdout.write(json.dumps(tables.to_dict(), sort_keys=True, default=str) + "\\n")
+        continue
     analysis = Analysis(job["paths"], (9092,), True, job["kept"], tls_keylogs=job["keys"])
     out = io.StringIO()
     if job["kept"]:  # the decoded messages kept: their reprs too
@@ -241,7 +246,8 @@ def test_the_checkout_runs_the_compiled_modules_where_they_can_be_built() -> Non
         pytest.skip("no C compiler, Python headers or mypy here: kdissect runs its plain Python modules")
     # tools/setup.sh builds them; a stale or missing build is a setup that did not run
     assert native.is_current(PACKAGE), "run tools/build_native.py (tools/setup.sh does)"
-    code = ("import kdissect.conn.pipeline, kdissect.wire.capture, json; from kdissect import native; "
+    code = ("import kdissect.conn.pipeline, kdissect.wire.capture, kdissect.records.quick_spans, json; "
+            "from kdissect import native; "
             "print(json.dumps(native.running_native()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert json.loads(out.stdout) == list(native.NATIVE_MODULES)
@@ -266,6 +272,10 @@ def test_compiled_and_plain_modules_give_the_same_output(tmp_path: Path) -> None
             path = made.rename(tmp_path / f"{name}.{variant}.pcap")
             jobs.append({"paths": [str(path)], "keys": [], "kept": False})
     jobs.append({"paths": [str(REPO / "captures" / "consume_group_kafka.pcap")], "keys": [], "kept": True})
+    jobs += [{"paths": [str(REPO / "captures" / name)], "forensic": True}
+             for name in ("forensics_kafka.pcap", "java_transactions_kafka.pcap", "large_records_kafka.pcap",
+                          "old_v0_10_1.pcap", "acks0_flood_kafka.pcap")]
+    jobs += [{**job, "forensic": True} for job in jobs if "consume_group_kafka.pcap." in job["paths"][0]]
     compiled, used = _export_all(jobs, pure=False)
     plain, none = _export_all(jobs, pure=True)
     assert used == list(native.NATIVE_MODULES) and none == []

@@ -1,0 +1,172 @@
+"""The forensic tallies' quick walk of a record set, compiled with mypyc.
+
+`quick_spans(data, limit, produced)` reads the common case without building
+Batch and Record objects: complete magic-2 data batches (a cut tail
+skipped) whose CRC matches, whose codec inflates without a problem and
+whose records parse exactly as declared. It gives one row per batch and the
+offset after the last one the data covers; None for anything else (control
+batches, older formats, damage), which the records decoder's walk answers,
+problems included (kdissect.forensics.batches, whose `set_figures` wraps
+the rows; tests/forensics/test_batch_figures.py checks both walks agree).
+
+A row: (first, last, count, offsets or None when they run first..last
+without holes, producer id, producer epoch, base sequence, transactional,
+wire bytes, record bytes, timestamps or None when one is negative, codec).
+Offsets are wire offsets, or with `produced` positions within the set (a
+Produce request carries placeholders), as `kdissect records` numbers them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kdissect.records import codecs
+from kdissect.records import crc as _crc32c
+from kdissect.records.batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, CRC_START,
+                                    HEADER, HEADER_SIZE)
+from kdissect.records.model import codec_name
+from kdissect.records.wire import read_varint
+
+SpanRow = tuple[int, int, int, list[int] | None, int, int, int, bool, int, int, tuple[int, ...] | None, str]
+
+_HEADER: Final = HEADER
+_HEADER_SIZE: Final = HEADER_SIZE
+_CRC_START: Final = CRC_START
+
+
+class _Irregular(Exception):
+    """A record set the quick walk leaves to the decoder."""
+
+
+def quick_spans(data: bytes, limit: int, produced: bool) -> tuple[list[SpanRow], int | None] | None:
+    """(rows, next offset) of a record set, or None: see the module docstring. Never raises."""
+    try:
+        return _walk(data, limit, produced)
+    except Exception:  # _Irregular, or bytes a varint or struct read chokes on
+        return None
+
+
+def _int32(b: bytes, p: int) -> int:
+    value = b[p] << 24 | b[p + 1] << 16 | b[p + 2] << 8 | b[p + 3]
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _walk(data: bytes, limit: int, produced: bool) -> tuple[list[SpanRow], int | None]:
+    rows: list[SpanRow] = []
+    next_offset: int | None = None
+    position = 0
+    pos = 0
+    total = len(data)
+    crc32c = _crc32c.crc32c
+    while pos < total:
+        if total - pos < 17:
+            break  # a cut tail (partial): skipped, as the decoder's walk skips it
+        length = _int32(data, pos + 8)
+        if length < 0:
+            raise _Irregular
+        end = pos + 12 + length
+        if end > total:
+            break  # a cut tail
+        if data[pos + 16] != 2 or length < _HEADER_SIZE - 12:
+            raise _Irregular
+        header: tuple[Any, ...] = _HEADER.unpack_from(data, pos)
+        base_offset: int = header[0]
+        crc: int = header[4]
+        attributes: int = header[5]
+        last_delta: int = header[6]
+        base_ts: int = header[7]
+        max_ts: int = header[8]
+        producer_id: int = header[9]
+        producer_epoch: int = header[10]
+        base_sequence: int = header[11]
+        declared: int = header[12]
+        if attributes & ATTR_CONTROL or declared <= 0:
+            raise _Irregular
+        if crc32c(data[pos + _CRC_START:end]) != crc:
+            raise _Irregular
+        codec_id = attributes & ATTR_CODEC
+        body = data[pos + _HEADER_SIZE:end]
+        if codec_id:
+            inflated = codecs.decompress(codec_id, body, limit, magic=2)
+            if inflated.problems or inflated.over_limit:
+                raise _Irregular
+            body = inflated.data
+        offsets, stamps = _records(body, declared, base_offset, base_ts,
+                                   max_ts if attributes & ATTR_LOG_APPEND_TIME else None)
+        count = len(offsets)
+        if not produced:
+            top = max(base_offset + last_delta, offsets[-1])
+            if next_offset is None or top + 1 > next_offset:
+                next_offset = top + 1
+        holes: list[int] | None = None
+        if produced:
+            first, last = position, position + count - 1
+        else:
+            first, last = offsets[0], offsets[-1]
+            if last - first + 1 != count or offsets != list(range(first, last + 1)):
+                holes = offsets
+        position += count
+        rows.append((first, last, count, holes, producer_id, producer_epoch, base_sequence,
+                     bool(attributes & ATTR_TRANSACTIONAL), 12 + length, len(body),
+                     None if min(stamps) < 0 else tuple(stamps), codec_name(codec_id)))
+        pos = end
+    return rows, next_offset
+
+
+def _varint(body: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint (one- and two-byte ones, most of them, read here;
+    longer ones by records.wire.read_varint)."""
+    byte = body[pos]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), pos + 1
+    second = body[pos + 1]
+    if second < 0x80:
+        raw = (byte & 0x7F) | second << 7
+        return (raw >> 1) ^ -(raw & 1), pos + 2
+    value: tuple[int, int] = read_varint(body, pos)
+    return value
+
+
+def _records(body: bytes, declared: int, base_offset: int, base_ts: int,
+             log_append_ts: int | None) -> tuple[list[int], list[int]]:
+    """The offsets and timestamps of exactly `declared` well-formed records
+    filling `body` (else _Irregular), read as records.batch reads them."""
+    offsets: list[int] = []
+    stamps: list[int] = []
+    pos = 0
+    end = len(body)
+    for _ in range(declared):
+        size, start = _varint(body, pos)
+        stop = start + size
+        if size < 6 or stop > end:
+            raise _Irregular
+        pos = start + 1  # after the record's attributes
+        ts_delta, pos = _varint(body, pos)
+        offset_delta, pos = _varint(body, pos)
+        for _field in range(2):  # key, value
+            length, pos = _varint(body, pos)
+            if length > 0:
+                pos += length
+            elif length < -1:
+                raise _Irregular
+        headers, pos = _varint(body, pos)
+        if headers:
+            if headers < 0 or headers > stop - pos:
+                raise _Irregular
+            for _header in range(headers):
+                length, pos = _varint(body, pos)
+                if length < 0:  # a null header key
+                    raise _Irregular
+                pos += length
+                length, pos = _varint(body, pos)
+                if length > 0:
+                    pos += length
+                elif length < -1:
+                    raise _Irregular
+        if pos != stop:
+            raise _Irregular
+        offsets.append(base_offset + offset_delta)
+        stamps.append(base_ts + ts_delta if log_append_ts is None else log_append_ts)
+    if pos != end:
+        raise _Irregular
+    return offsets, stamps
