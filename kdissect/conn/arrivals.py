@@ -401,8 +401,8 @@ def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int]
     try:
         at = 4  # correlation id
         if flexible:
-            at = _skip_tags(frame, at)
-            topics, at = _uvarint(frame, at)
+            at = skip_tags_at(frame, at)
+            topics, at = uvarint_at(frame, at)
             topics -= 1
         else:
             topics = _INT32(frame, at)[0]
@@ -412,7 +412,7 @@ def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int]
                 label: Any = str(uuid_from(frame[at:at + 16]))
                 at += 16
             elif flexible:
-                size, at = _uvarint(frame, at)
+                size, at = uvarint_at(frame, at)
                 label = str(frame[at:at + size - 1], "utf-8", "surrogateescape")
                 at += size - 1
             else:
@@ -420,7 +420,7 @@ def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int]
                 label = str(frame[at + 2:at + 2 + size], "utf-8", "surrogateescape")
                 at += 2 + size
             if flexible:
-                partitions, at = _uvarint(frame, at)
+                partitions, at = uvarint_at(frame, at)
                 partitions -= 1
             else:
                 partitions = _INT32(frame, at)[0]
@@ -430,11 +430,11 @@ def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int]
                 at += 14 + skip
                 if version >= 8:  # record errors (batch index, message), then the error message
                     if flexible:
-                        errors, at = _uvarint(frame, at)
+                        errors, at = uvarint_at(frame, at)
                         for _ in range(errors - 1):
-                            size, at = _uvarint(frame, at + 4)
-                            at = _skip_tags(frame, at + max(size - 1, 0))
-                        size, at = _uvarint(frame, at)
+                            size, at = uvarint_at(frame, at + 4)
+                            at = skip_tags_at(frame, at + max(size - 1, 0))
+                        size, at = uvarint_at(frame, at)
                         at += max(size - 1, 0)
                     else:
                         errors = _INT32(frame, at)[0]
@@ -443,24 +443,27 @@ def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int]
                             at += 6 + max(_INT16(frame, at + 4)[0], 0)
                         at += 2 + max(_INT16(frame, at)[0], 0)
                 if flexible:
-                    at = _skip_tags(frame, at)
+                    at = skip_tags_at(frame, at)
                 if not error and base >= 0:
                     bases[(label, index)] = base
             if flexible:
-                at = _skip_tags(frame, at)
+                at = skip_tags_at(frame, at)
     except (struct.error, IndexError, ValueError):
         return None
     return bases if at <= len(frame) else None
 
 
-def _uvarint(data: bytes, at: int) -> tuple[int, int]:
+def uvarint_at(data: bytes, at: int) -> tuple[int, int]:
+    """An unsigned varint at `at` and the offset after it (the one-byte
+    case inline; compiled readers of frames share it)."""
     byte = data[at]
     if byte < 0x80:  # the usual one-byte count or length
         return byte, at + 1
     return read_uvarint(data, at)
 
 
-def _skip_tags(data: bytes, at: int) -> int:
+def skip_tags_at(data: bytes, at: int) -> int:
+    """The offset after a tagged-fields section at `at`."""
     if data[at] == 0:  # no tagged fields, the usual case
         return at + 1
     count, at = read_uvarint(data, at)

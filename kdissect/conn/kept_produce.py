@@ -19,9 +19,8 @@ from __future__ import annotations
 from struct import Struct
 from typing import Any, Final
 
-from kdissect.conn.arrivals import read_produce_bases
+from kdissect.conn.arrivals import read_produce_bases, skip_tags_at, uvarint_at
 from kdissect.protocol.headers import request_layout
-from kdissect.protocol.primitives import read_uvarint
 from kdissect.protocol.schema import resolve_version
 from kdissect.protocol.topics import topic_label
 
@@ -59,22 +58,16 @@ class ProduceResponseFrame:
         self.version = version
 
 
-def _uvarint(b: bytes, at: int) -> tuple[int, int]:
-    byte = b[at]
-    if byte < 0x80:
-        return byte, at + 1
-    return read_uvarint(b, at)
-
-
-def _skip_tags(b: bytes, at: int) -> int:
-    if b[at] == 0:
-        return at + 1
-    count, at = read_uvarint(b, at)
-    for _ in range(count):
-        _tag, at = read_uvarint(b, at)
-        size, at = read_uvarint(b, at)
-        at += size
-    return at
+def length_at(b: bytes, at: int, flexible: bool, wide: bool) -> tuple[int, int]:
+    """A length or count at `at` (-1 for null) and the offset after it:
+    compact (a varint of n + 1) in flexible versions, else INT32 if `wide`,
+    INT16 if not."""
+    if flexible:
+        size, at = uvarint_at(b, at)
+        return size - 1, at
+    if wide:
+        return _INT32(b, at)[0], at + 4
+    return _INT16(b, at)[0], at + 2
 
 
 def read_produce_request(b: bytes) -> tuple[str | None, list[Part]]:
@@ -83,65 +76,40 @@ def read_produce_request(b: bytes) -> tuple[str | None, list[Part]]:
     header_version, version, _assumed = request_layout(0, _INT16(b, 2)[0])
     at = 10 + max(_INT16(b, 8)[0], 0)  # api key, version, correlation id, client id
     if header_version >= 2:
-        at = _skip_tags(b, at)
+        at = skip_tags_at(b, at)
     flexible = version >= 9
     transactional_id = None
     if version >= 3:
-        if flexible:
-            size, at = _uvarint(b, at)
-            size -= 1
-        else:
-            size = _INT16(b, at)[0]
-            at += 2
+        size, at = length_at(b, at, flexible, False)
         if size >= 0:
             transactional_id = str(b[at:at + size], "utf-8", "surrogateescape")
             at += size
     at += 6  # acks, timeout
-    if flexible:
-        topics, at = _uvarint(b, at)
-        topics -= 1
-    else:
-        topics = _INT32(b, at)[0]
-        at += 4
+    topics, at = length_at(b, at, flexible, True)
     parts: list[Part] = []
     for _ in range(max(topics, 0)):
         if version >= 13:
             label = topic_label(None, b[at:at + 16])
             at += 16
         else:
-            if flexible:
-                size, at = _uvarint(b, at)
-                size -= 1
-            else:
-                size = _INT16(b, at)[0]
-                at += 2
+            size, at = length_at(b, at, flexible, False)
             name = str(b[at:at + size], "utf-8", "surrogateescape") if size > 0 else None
             at += max(size, 0)
             label = name or None
-        if flexible:
-            count, at = _uvarint(b, at)
-            count -= 1
-        else:
-            count = _INT32(b, at)[0]
-            at += 4
+        count, at = length_at(b, at, flexible, True)
         for _ in range(max(count, 0)):
             index = _INT32(b, at)[0]
             at += 4
-            if flexible:
-                size, at = _uvarint(b, at)
-                size -= 1
-            else:
-                size = _INT32(b, at)[0]
-                at += 4
+            size, at = length_at(b, at, flexible, True)
             raw = None
             if size >= 0:
                 raw = b[at:at + size]
                 at += size
             if flexible:
-                at = _skip_tags(b, at)
+                at = skip_tags_at(b, at)
             parts.append((label, index, raw))
         if flexible:
-            at = _skip_tags(b, at)
+            at = skip_tags_at(b, at)
     return transactional_id, parts
 
 
