@@ -560,8 +560,9 @@ def _block_entries(lines: list[bytes]) -> list[LogEntry] | None:
     times = list(map(_stamp_times.__getitem__, map(_stamp_of, lines)))
     if None in times:
         return None
+    views: Iterator[memoryview] = map(memoryview, lines)  # type: ignore[arg-type]  # (its generic constructor)
     try:  # (views of the lines' bytes: the JSON is not copied out first; 8% of the decoding)
-        entries = list(map(_decode_entry, map(_json_of, map(memoryview, lines))))
+        entries = list(map(_decode_entry, map(_json_of, views)))
     except _REFUSED:
         return None
     ends = list(map(_connection_cache.__getitem__, map(_connection_of, entries)))
