@@ -99,3 +99,66 @@ def test_small_window_reads_ahead_and_evicts_as_entry_by_entry(tmp_path: Path, m
     assert in_bulk == one_by_one
     rows, accounting, peak = in_bulk
     assert accounting["joined"] > 0 and peak < accounting["request_lines"]  # (read ahead, not whole)
+
+
+@pytest.mark.parametrize("pending", [3, 40, 4096])
+def test_offsets_counted_per_chunk_flush_where_exchange_by_exchange_does(monkeypatch: pytest.MonkeyPatch,
+                                                                         pending: int) -> None:
+    """A chunk joined at once counts its offsets in one call when no flush
+    into the sketch can fall within it, else one by one: the sketch gets the
+    counts at the same points as on the exchange-by-exchange path, so the
+    clock offset figures are the same."""
+    updates = []
+
+    class Counts(join_module.Counter):  # type: ignore[name-defined]
+        def update(self, *args: object, **kwargs: object) -> None:
+            updates.append(1)
+            super().update(*args, **kwargs)
+
+    flushes = []
+    original_flush = join_module.BrokerLogAccounting.flush_offsets
+
+    def flush(self: join_module.BrokerLogAccounting) -> None:
+        flushes.append(dict(self.offset_counts))
+        original_flush(self)
+
+    monkeypatch.setattr(join_module, "Counter", Counts)
+    monkeypatch.setattr(join_module.BrokerLogAccounting, "flush_offsets", flush)
+    monkeypatch.setattr(join_module, "_OFFSET_PENDING", pending)
+    monkeypatch.setattr(join_module, "_CHUNK", 16)
+    by_chunks, by_chunks_flushes = joined(PLAIN, PLAIN), flushes[:]
+    chunk_updates = len(updates)
+    flushes.clear()
+    monkeypatch.setattr(join_module, "_CHUNK_TYPES", frozenset())
+    one_by_one = joined(PLAIN, PLAIN)
+    assert by_chunks == one_by_one
+    assert by_chunks_flushes == flushes  # (the same counts at each flush)
+    assert by_chunks[1]["clock_offset"]["pairs"] > 0
+    if pending == 3:  # (a chunk of 16 never fits: full chunks counted one by one, flushing in between)
+        assert len(flushes) > 10
+    else:
+        assert chunk_updates > 0
+
+
+def test_nothing_is_read_before_the_first_exchange_is_asked_for() -> None:
+    """`join` hands the exchanges on through chains, not a generator of its
+    own: still, neither the capture's exchanges nor the log are read until
+    the first joined exchange is asked for; once all are through, the
+    accounting is complete."""
+    analysis = Analysis([PLAIN / "capture.pcap"], ports=(manifest(PLAIN)["port"],))
+    pulled = []
+
+    def exchanges():  # type: ignore[no-untyped-def]
+        for exchange in analysis:
+            pulled.append(exchange)
+            yield exchange
+
+    join = BrokerLogJoin([str(PLAIN)])
+    joined_exchanges = join.join(exchanges())
+    assert pulled == [] and join.read_stats.lines == 0 and not hasattr(join, "_index")
+    first = next(joined_exchanges)
+    assert pulled[0] is first and join.accounting.exchanges == 0  # (counted as chunks finish)
+    rest = list(joined_exchanges)
+    assert [first, *rest] == pulled
+    assert join.accounting.exchanges == len(pulled) and join.accounting.balance() == []
+    assert join.read_stats.request_lines == join.accounting.joined + sum(join.accounting.log_only.values()) > 0
