@@ -39,32 +39,14 @@ from __future__ import annotations
 import io
 import os
 import re
-import sys
 from datetime import date
 from operator import attrgetter, itemgetter
 from typing import IO, Iterable, Iterator, Sequence
 
+import msgspec
 
-# msgspec, imported without typing_extensions: its type helper takes
-# `get_type_hints` (and Required, NotRequired) from there when it can, and
-# typing_extensions imports inspect (with ast, dis, tokenize): 5-6 ms of the
-# join's start for nothing, as from Python 3.11 the typing module has all
-# of them (msgspec's own fallback). Only when typing_extensions is not
-# imported yet; it stays importable by anything else. (msgspec keeps
-# typing's helper for the whole process: a program that imports this module
-# before its first import of msgspec and typing_extensions, and gives
-# msgspec typing_extensions-only constructs, would see them as typing does.)
-_HIDDEN = sys.version_info >= (3, 11) and "typing_extensions" not in sys.modules
-if _HIDDEN:
-    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # (an import of it raises ImportError)
-try:
-    import msgspec
-finally:
-    if _HIDDEN and sys.modules.get("typing_extensions", 0) is None:
-        del sys.modules["typing_extensions"]
-
-from kdissect.model.exchange import endpoint  # noqa: E402
-from kdissect.failures import InputError  # noqa: E402
+from kdissect.model.exchange import endpoint
+from kdissect.failures import InputError
 
 MARKER = "Completed request:"
 _MARKER_BYTES = MARKER.encode()
