@@ -205,24 +205,29 @@ class ConnectionRunner:
         """OUTPUT_SCHEMA batches of RUN_SCHEMA batches sorted by 4-tuple."""
         def rows() -> Iterator[tuple]:
             for batch in batches:
-                yield from zip(*[batch.column(name).to_pylist() for name in (
-                    "capture_index", "addr_a", "port_a", "addr_b", "port_b", "segments")])
+                for capture_index, addr_a, port_a, addr_b, port_b, packed in zip(*[
+                        batch.column(name).to_pylist()
+                        for name in ("capture_index", "addr_a", "port_a", "addr_b", "port_b", "segments")]):
+                    # a connection's run is unpacked as it is fed; rows under an empty address are not runs
+                    yield (addr_a, port_a, addr_b, port_b,
+                           run_segments(capture_index, addr_a, port_a, addr_b, port_b, packed) if addr_a else packed)
 
         return self.run_rows(rows())
 
     def run_rows(self, rows: Iterable[tuple]) -> Iterator[pa.RecordBatch]:
-        """OUTPUT_SCHEMA batches of (capture index, addr_a, port_a, addr_b,
-        port_b, packed segments) rows, each 4-tuple's rows consecutive; rows
-        under an empty address carry a split's read counts or the outputs
-        of a read task's in-place dissection (passed on as they are)."""
+        """OUTPUT_SCHEMA batches of (addr_a, port_a, addr_b, port_b, segments)
+        rows, each 4-tuple's rows consecutive, its segments (TcpSegments in
+        capture order) a run's or all of an in-place 4-tuple's; rows under an
+        empty address carry bytes instead: a split's read counts or the
+        outputs of a read task's in-place dissection (passed on as they are)."""
         current = None
-        for capture_index, addr_a, port_a, addr_b, port_b, packed in rows:
+        for addr_a, port_a, addr_b, port_b, segments in rows:
             key = (addr_a, port_a, addr_b, port_b)
             if not addr_a:
                 if key == READ_STATS_KEY:  # a split's read counts, not a connection
-                    add_read_stats(self.read_totals, json.loads(packed))
+                    add_read_stats(self.read_totals, json.loads(segments))
                 elif port_a == IN_PLACE_PORT:
-                    yield from pa.ipc.open_stream(packed)
+                    yield from pa.ipc.open_stream(segments)
                 continue
             if key != current:
                 self.finish_connection()
@@ -231,7 +236,6 @@ class ConnectionRunner:
                 if self.several_files:
                     self.merge = ConnectionMerge()
             feed = self._dissector.feed  # type: ignore[union-attr]
-            segments = run_segments(capture_index, addr_a, port_a, addr_b, port_b, packed)
             if self.merge is not None:
                 segments = self.merge.add_run(segments)
             for segment in segments:

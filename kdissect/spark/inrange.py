@@ -45,6 +45,9 @@ _FIN, _SYN, _RST, _ACK = 0x01, 0x02, 0x04, 0x10
 # its final ACK (or a FIN retransmitted after an initial RTO of 1 s) ships it
 CLOSE_GRACE_NS = 2 * 10**9
 BUFFER_BUDGET = 256 << 20  # bytes of undecided connections one task holds at most
+# what a held segment costs beyond its payload: the TcpSegment and its payload's
+# bytes object (measured with tracemalloc on the benchmark archive: ~300 bytes)
+HELD_SEGMENT_BYTES = 320
 
 Key = tuple[str, int, str, int]
 TUPLES_DIR = "tuples"  # under _work: one file per read task, for the driver's check
@@ -58,16 +61,19 @@ TUPLE_SCHEMA = pa.schema([("addr_a", pa.string()), ("port_a", pa.int32()), ("add
 
 
 class _Candidate:
-    """A 4-tuple whose opening the range holds: its packed segments and whether it closed."""
+    """A 4-tuple whose opening the range holds: its segments, as read (a
+    connection dissected in place is never packed), and whether it closed."""
 
-    __slots__ = ("order_ts", "frame_number", "packed", "fins", "closed", "first_ts", "last_ts", "syn")
+    __slots__ = ("order_ts", "frame_number", "segments", "packed_size", "fins", "closed", "first_ts", "last_ts",
+                 "syn")
 
     def __init__(self, order_ts: int, frame_number: int, ts: int, syn: tuple[bool, int]) -> None:
         self.order_ts = order_ts
         self.first_ts = ts
         self.syn = syn
         self.frame_number = frame_number
-        self.packed = bytearray()
+        self.segments: list[TcpSegment] = []
+        self.packed_size = 0  # the bytes its segments would take packed (the manifest's counts)
         self.fins = 0  # directions that sent a FIN (bit 0: a -> b, bit 1: b -> a)
         self.closed = False
         self.last_ts = 0
@@ -90,7 +96,7 @@ class InRangeCounts:
 
     tuples_in_place: int = 0
     tuples_shipped: int = 0
-    bytes_in_place: int = 0  # packed segment bytes (headers and captured payload)
+    bytes_in_place: int = 0  # segment bytes as packed (headers and captured payload)
     bytes_shipped: int = 0
 
     def to_dict(self) -> dict[str, int]:
@@ -149,17 +155,16 @@ class SplitReader:
                     shipped.add(key)
             elif not in_place:
                 shipped.add(key)
-            header = pack(segment.frame_number, ts, segment.order_ts, direction, segment.seq, segment.ack,
-                          flags, segment.payload_len, len(payload))
             if candidate is not None:
-                buffer = candidate.packed
-                buffer += header
-                buffer += payload
+                candidate.segments.append(segment)
+                candidate.packed_size += header_size + len(payload)
                 candidate.follow(flags, direction, ts)
-                self._buffered += header_size + len(payload)
+                self._buffered += HELD_SEGMENT_BYTES + len(payload)
                 if self._buffered > BUFFER_BUDGET:
                     yield from self._ship_some()
                 continue
+            header = pack(segment.frame_number, ts, segment.order_ts, direction, segment.seq, segment.ack,
+                          flags, segment.payload_len, len(payload))
             run = runs.get(key)
             if run is None:
                 run = runs[key] = (segment.order_ts, segment.frame_number, bytearray())
@@ -200,28 +205,29 @@ class SplitReader:
         for key in keys:
             candidate = self.candidates.pop(key)
             self.shipped.add(key)
-            self._buffered -= len(candidate.packed)
-            self.counts.bytes_shipped += len(candidate.packed)
-            rows[key] = list(_cut_runs(candidate.packed))
-            held += len(candidate.packed)
+            self._buffered -= _held_bytes(candidate.segments)
+            self.counts.bytes_shipped += candidate.packed_size
+            rows[key] = list(_cut_runs(candidate.segments))
+            held += candidate.packed_size
             if held >= _segments.CHUNK_PAYLOAD_BYTES * 8:
                 yield from _run_batches(rows, self.capture_index)
                 rows, held = {}, 0
         if rows:
             yield from _run_batches(rows, self.capture_index)
 
-    def in_place_rows(self) -> Iterator[tuple[int, str, int, str, int, bytes]]:
-        """(capture index, 4-tuple, packed segments) of each 4-tuple dissected
-        in place, once `shipped_runs` is exhausted; buffers are let go as they are handed out."""
+    def in_place_rows(self) -> Iterator[tuple[str, int, str, int, list[TcpSegment]]]:
+        """(4-tuple, its segments in capture order) of each
+        4-tuple dissected in place, once `shipped_runs` is exhausted; each is
+        let go as it is handed out."""
         self.counts.tuples_shipped = len(self.shipped)
         for key in list(self.candidates):
             candidate = self.candidates.pop(key)
             self.in_place_keys.append(key)
             self._spans.append((candidate.first_ts, candidate.last_ts, candidate.syn))
             self.counts.tuples_in_place += 1
-            self.counts.bytes_in_place += len(candidate.packed)
-            yield (self.capture_index, *key, bytes(candidate.packed))
-            candidate.packed = bytearray()
+            self.counts.bytes_in_place += candidate.packed_size
+            yield (*key, candidate.segments)
+            candidate.segments = []
 
     def tuple_table(self, left_open: set[Key] | frozenset = frozenset()) -> pa.Table:
         """Every 4-tuple of the split and whether it was dissected in place
@@ -247,27 +253,32 @@ class SplitReader:
                           [bytes(value[2]) for value in runs.values()], self.capture_index)
 
 
-def _cut_runs(packed: bytearray) -> Iterator[tuple[int, int, bytes]]:
+def _held_bytes(segments: list[TcpSegment]) -> int:
+    return sum(HELD_SEGMENT_BYTES + len(segment.payload) for segment in segments)
+
+
+def _cut_runs(segments: list[TcpSegment]) -> Iterator[tuple[int, int, bytes]]:
     """(order_ts, frame number of its first segment, packed) of runs of at most
-    CHUNK_SEGMENTS segments or CHUNK_PAYLOAD_BYTES, cut at segment boundaries."""
-    unpack = SEGMENT_HEADER.unpack_from
-    header_size = SEGMENT_HEADER.size
-    view = memoryview(packed)
-    start = pos = 0
+    CHUNK_SEGMENTS segments or CHUNK_PAYLOAD_BYTES of one 4-tuple's segments,
+    packed as `shipped_runs` packs them (the direction along the canonical 4-tuple)."""
+    pack = SEGMENT_HEADER.pack
+    packed = bytearray()
     count = 0
     first: tuple[int, int] | None = None
-    end = len(packed)
-    while pos < end:
-        frame_number, _ts, order_ts, _direction, _seq, _ack, _flags, _payload_len, captured = unpack(packed, pos)
+    for segment in segments:
         if first is None:
-            first = (order_ts, frame_number)
-        pos += header_size + captured
+            first = (segment.order_ts, segment.frame_number)
+        payload = segment.payload
+        direction = 0 if (segment.src, segment.sport) <= (segment.dst, segment.dport) else 1
+        packed += pack(segment.frame_number, segment.ts, segment.order_ts, direction, segment.seq, segment.ack,
+                       segment.flags, segment.payload_len, len(payload))
+        packed += payload
         count += 1
-        if count >= _segments.CHUNK_SEGMENTS or pos - start >= _segments.CHUNK_PAYLOAD_BYTES:
-            yield first[0], first[1], bytes(view[start:pos])
-            start, count, first = pos, 0, None
+        if count >= _segments.CHUNK_SEGMENTS or len(packed) >= _segments.CHUNK_PAYLOAD_BYTES:
+            yield first[0], first[1], bytes(packed)
+            packed, count, first = bytearray(), 0, None
     if first is not None:
-        yield first[0], first[1], bytes(view[start:pos])
+        yield first[0], first[1], bytes(packed)
 
 
 def _run_batches(rows: dict[Key, list[tuple[int, int, bytes]]], capture_index: int) -> Iterator[pa.RecordBatch]:

@@ -9,7 +9,12 @@ measured with py-spy on `local[1]`:
   zip holds no bytecode cache), and each task's `importlib.invalidate_caches()`
   re-reads both zips' directories. When the pip-installed pyspark (and py4j)
   of the same version sits beside them, the zips are dropped from the path
-  and the installed packages, with their cached bytecode, are used.
+  and the installed packages, with their cached bytecode, are used. Spark
+  also puts its spark-core jar on the path (for a pyspark packed inside it,
+  which the installed one is not): zipimport re-read its directory of ~6,000
+  entries, in Python, in every new worker (~3% of the workers' CPU on the
+  bench's many-small archive, py-spy, 2026-11-26); with the installed
+  pyspark in use, the jars of its own `jars/` directory are dropped too.
 - Every forked worker imported pyspark's worker, pandas, pyarrow and the
   dissector again. They are imported here once, before the fork, so every
   worker starts with them (importing them starts no thread, which the
@@ -65,10 +70,13 @@ def _installed_twin(zip_path: str) -> bool:
 
 
 def prefer_installed_pyspark() -> None:
-    """Drop Spark's zips from sys.path where the same packages are installed."""
+    """Drop Spark's zips from sys.path where the same packages are installed,
+    and then the installed pyspark's own jars (they hold no Python)."""
     dropped = [entry for entry in sys.path if _installed_twin(entry)]
     if not dropped or not any(Path(entry).name == "pyspark.zip" for entry in dropped):
         return
+    jars = {Path(entry).parents[2] / "jars" for entry in dropped if Path(entry).name == "pyspark.zip"}
+    dropped += [entry for entry in sys.path if entry.endswith(".jar") and Path(entry).parent in jars]
     sys.path[:] = [entry for entry in sys.path if entry not in dropped]
     for entry in dropped:
         sys.path_importer_cache.pop(entry, None)

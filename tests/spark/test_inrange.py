@@ -63,8 +63,7 @@ def test_every_segment_is_either_shipped_or_dissected_in_place(captures_dir, div
                 key = (row["addr_a"], row["port_a"], row["addr_b"], row["port_b"])
                 shipped.setdefault(key, []).extend(segments.run_segments(
                     row["capture_index"], *key, row["segments"]))
-        in_place = {tuple(row[1:5]): list(segments.run_segments(*row[:5], row[5]))
-                    for row in reader.in_place_rows()}
+        in_place = {tuple(row[:4]): list(row[4]) for row in reader.in_place_rows()}
         assert not set(shipped) & set(in_place)
         for key, held in in_place.items():
             assert held[0].flags & 0x12 == 0x02, key  # opened in the range
@@ -77,6 +76,33 @@ def test_every_segment_is_either_shipped_or_dissected_in_place(captures_dir, div
         in_place_somewhere += len(in_place)
     assert sorted(frames) == [s.frame_number for s in read_segments([str(path)])]
     assert in_place_somewhere > 0 or divisor > 1
+
+
+def test_over_the_budget_held_connections_are_shipped_whole_and_unchanged(captures_dir, monkeypatch):
+    """A task holding more than BUFFER_BUDGET ships its candidates: every
+    segment still goes out exactly once, shipped ones packed as read."""
+    from kdissect.spark import inrange
+
+    path = captures_dir / SOURCE
+    split = _planned(path, 1 << 40)[0]
+    monkeypatch.setattr(inrange, "BUFFER_BUDGET", 4 * inrange.HELD_SEGMENT_BYTES)  # a few held segments at most
+    reader = SplitReader(split, ReadStats(), last_range=True)
+    shipped: dict[tuple, list] = {}
+    for batch in reader.shipped_runs():
+        for row in batch.to_pylist():
+            key = (row["addr_a"], row["port_a"], row["addr_b"], row["port_b"])
+            shipped.setdefault(key, []).extend(segments.run_segments(row["capture_index"], *key, row["segments"]))
+    in_place = {tuple(row[:4]): list(row[4]) for row in reader.in_place_rows()}
+    assert shipped and reader._buffered <= inrange.BUFFER_BUDGET
+    expected = list(read_segments([str(path)]))
+    got = {segment.frame_number: segment for held in (*shipped.values(), *in_place.values()) for segment in held}
+    assert sorted(got) == [segment.frame_number for segment in expected]
+    fields = ("ts", "src", "sport", "dst", "dport", "seq", "ack", "flags", "payload", "payload_len", "order_ts")
+    for segment in expected:  # unpacked runs give back the segments as read
+        assert [getattr(got[segment.frame_number], name) for name in fields] == \
+            [getattr(segment, name) for name in fields]
+    assert reader.counts.bytes_shipped + reader.counts.bytes_in_place == sum(
+        segments.SEGMENT_HEADER.size + len(segment.payload) for segment in expected)
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,23 @@ def test_the_zips_of_an_installed_pyspark_leave_the_path(monkeypatch):
     assert not set(zips) & set(sys.path)
 
 
+def test_the_jars_of_an_installed_pyspark_leave_the_path_with_its_zips(monkeypatch):
+    """Spark puts its spark-core jar on the workers' path; it holds no Python
+    module, and zipimport re-read its directory in every new worker."""
+    import pyspark
+
+    jars = sorted(str(path) for path in (Path(pyspark.__file__).parent / "jars").glob("spark-core_*.jar"))
+    assert jars, "pip-installed pyspark ships its jars"
+    with zipfile.ZipFile(jars[0]) as archive:
+        assert not [name for name in archive.namelist() if name.endswith(".py")]
+    monkeypatch.setattr(sys, "path", [*_spark_zips(), jars[0], *sys.path])
+    worker_daemon.prefer_installed_pyspark()
+    assert jars[0] not in sys.path
+    monkeypatch.setattr(sys, "path", [jars[0], *sys.path])  # without the zips (not the daemon's case): kept
+    worker_daemon.prefer_installed_pyspark()
+    assert sys.path[0] == jars[0]
+
+
 def test_a_zip_of_another_pyspark_stays(tmp_path, monkeypatch):
     # SPARK_HOME/python/lib/pyspark.zip of a Spark whose pyspark is not the installed one
     lib = tmp_path / "spark" / "python" / "lib"
@@ -51,11 +68,13 @@ def test_local_workers_use_the_installed_pyspark_with_frozen_modules():
         import pyspark as worker_pyspark
 
         return (str(Path(worker_pyspark.__file__).resolve()), gc.get_freeze_count(),
-                "kdissect.spark.dissect" in sys.modules, gc.get_threshold()[0])
+                "kdissect.spark.dissect" in sys.modules, gc.get_threshold()[0],
+                [entry for entry in sys.path if entry.endswith((".zip", ".jar")) and Path(entry).exists()])
 
     with local_session(cores=1, shuffle_partitions=1) as spark:
-        where, frozen, preloaded, threshold = spark.sparkContext.parallelize([0], 1).map(probe).collect()[0]
+        where, frozen, preloaded, threshold, archives = spark.sparkContext.parallelize([0], 1).map(probe).collect()[0]
     assert where == installed
+    assert archives == []  # no zip or jar left for zipimport to read
     assert frozen > 10_000 and preloaded
     assert threshold == worker_daemon.FEWER_COLLECTIONS
 
