@@ -298,6 +298,10 @@ def _checked_float(value: Any) -> str:
 # repeat on the rows of many connections too, where the connection's
 # endpoints and the "no error" columns (a cut request's problems) do not,
 # and giving a run up on every row cost those shapes 1-3% (A/B, 2026-11-26).
+# The broker log's principal, security protocol and listener are a run too:
+# only joined rows reach that code (null rows take one constant), and they
+# repeat on every row of a connection (new objects each, equal: -650
+# instructions a row against three memo lookups, callgrind, 2026-11-26).
 _LINE_RUNS = (("api_key", "api_name", "api_version", "client_id"), ("principal", "security_protocol", "listener"))
 _RUN_TESTS = {"string": ("({v} is {k} or {v}.__class__ is str and {v} == {k})", "({v}.__class__ is str or {v} is None)"),
               "int": ("{v} is {k}", ""),  # (an int's text is its value's: the same object, the same text)
@@ -387,8 +391,9 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
             parts.append(f'{key}:{{"null" if v{i} is None else v{i}}}')
             continue
         if kind == "float64" and name in BROKER_LOG_COLUMNS:
-            # the broker log's times: the text already, for the for-loop's f-string
-            # (a zero, 2 of the 8 in a usual line, by repr: 0.0 and -0.0 are one key)
+            # the broker log's times: the text already, for the line's f-string
+            # (a zero, 2 of the 8 in a usual line, from its sign, never the memo:
+            # 0.0 and -0.0 are one key; copysign costs half a repr)
             lines.append(f"    if {name}.__class__ is float:")
             lines.append(f"        v{i} = _broker_float[{name}] if {name} else "
                          f"'0.0' if _copysign(1.0, {name}) > 0.0 else '-0.0'")
