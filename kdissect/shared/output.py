@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import re
+from math import copysign
 import sys
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Sequence
@@ -297,7 +298,11 @@ def _checked_float(value: Any) -> str:
 # repeat on the rows of many connections too, where the connection's
 # endpoints and the "no error" columns (a cut request's problems) do not,
 # and giving a run up on every row cost those shapes 1-3% (A/B, 2026-11-26).
-_LINE_RUNS = (("api_key", "api_name", "api_version", "client_id"),)
+# The broker log's principal, security protocol and listener are a run too:
+# only joined rows reach that code (null rows take one constant), and they
+# repeat on every row of a connection (new objects each, equal: -650
+# instructions a row against three memo lookups, callgrind, 2026-11-26).
+_LINE_RUNS = (("api_key", "api_name", "api_version", "client_id"), ("principal", "security_protocol", "listener"))
 _RUN_TESTS = {"string": ("({v} is {k} or {v}.__class__ is str and {v} == {k})", "({v}.__class__ is str or {v} is None)"),
               "int": ("{v} is {k}", ""),  # (an int's text is its value's: the same object, the same text)
               "list": ("({v} is not None and not {v})", "({v} is not None and not {v})")}
@@ -386,12 +391,14 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
             parts.append(f'{key}:{{"null" if v{i} is None else v{i}}}')
             continue
         if kind == "float64" and name in BROKER_LOG_COLUMNS:
-            # the broker log's times: the text already, for the for-loop's f-string
-            # (a zero, 2 of the 8 in a usual line, by repr: 0.0 and -0.0 are one key)
-            lines.append(f"    if {name} is None:")
+            # the broker log's times: the text already, for the line's f-string
+            # (a zero, 2 of the 8 in a usual line, from its sign, never the memo:
+            # 0.0 and -0.0 are one key; copysign costs half a repr)
+            lines.append(f"    if {name}.__class__ is float:")
+            lines.append(f"        v{i} = _broker_float[{name}] if {name} else "
+                         f"'0.0' if _copysign(1.0, {name}) > 0.0 else '-0.0'")
+            lines.append(f"    elif {name} is None:")
             lines.append(f"        v{i} = 'null'")
-            lines.append(f"    elif {name}.__class__ is float:")
-            lines.append(f"        v{i} = _broker_float[{name}] if {name} else f'{{{name}!r}}'")
             lines.append("    else:")
             lines.append(f"        v{i} = _checked_float({name})")
             key = _esc(name).replace("{", "{{").replace("}", "}}")
@@ -420,18 +427,26 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
             text = _JSON_OF_KIND[kind].format(v=f"v{i}")
         key = _esc(name).replace("{", "{{").replace("}", "}}")  # as json.dumps writes a str
         parts.append(f'{key}:{{"null" if v{i} is None else {text}}}')
+    if run:  # a run that ends the table
+        n = run_of[run[0][0]]
+        assert tuple(column for column, _ in run) == _LINE_RUNS[n]
+        run_lines, run_parts, lines, parts = lines, parts, outer_lines, outer_parts
+        lines.extend(_run_block(n, run, run_lines, run_parts))
+        parts.append(f"{{g{n}}}")
     tail_lines, tail_parts, lines, parts = lines, parts, head_lines, head_parts
-    lines.append(f"    if {' and '.join(name + ' is None' for name in BROKER_LOG_COLUMNS)}:")
-    lines.append(f"        tail = {''.join(',' + _esc(name) + ':null' for name in BROKER_LOG_COLUMNS)!r}")
-    lines.append("    else:")
-    lines.extend("    " + line for line in tail_lines)
-    lines.append("        tail = f'," + ",".join(tail_parts) + "'")
     # (an f-string of more than 30 pieces is built as a list and joined:
     # pieces of 14 columns each are built on the stack)
     chunks = [",".join(parts[at : at + 14]) for at in range(0, len(parts), 14)]
     for n, chunk in enumerate(chunks):
         lines.append(f"    p{n} = f'{chunk}'")
-    lines.append("    return f'{{" + ",".join(f"{{p{n}}}" for n in range(len(chunks))) + "{tail}}}\\n'")
+    head_text = "{{" + ",".join(f"{{p{n}}}" for n in range(len(chunks)))
+    # each branch returns the whole line (the broker columns' text not made
+    # a string of its own first)
+    null_tail = "".join("," + _esc(name) + ":null" for name in BROKER_LOG_COLUMNS)
+    lines.append(f"    if {' and '.join(name + ' is None' for name in BROKER_LOG_COLUMNS)}:")
+    lines.append(f"        return f'{head_text}{null_tail}}}}}\\n'")
+    lines.extend(tail_lines)
+    lines.append(f"    return f'{head_text}," + ",".join(tail_parts) + "}}\\n'")
 
     def seconds(value: Any) -> str:
         if value.__class__ is not int:
@@ -442,7 +457,8 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
                                  "_int_repr": _int_repr, "_float_repr": _float_repr, "_seconds": seconds,
                                  "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int, "max": max,
                                  "_ms_text": _ms_text, "_float_text": _float_text,
-                                 "_broker_float": _broker_float, "_checked_float": _checked_float}
+                                 "_broker_float": _broker_float, "_checked_float": _checked_float,
+                                 "_copysign": copysign}
     for n, names in enumerate(_LINE_RUNS):  # kept texts no value matches at first
         namespace[f"_run{n}"] = (*(object() for name in names if name not in LIST_COLUMNS), "")
     # (compiled once per source: kept in the codec cache, kdissect.protocol.codecache)

@@ -110,3 +110,25 @@ def test_broker_log_times_of_every_kind() -> None:
         for name in floats:
             exchange = Exchange(broker_log="joined", principal="User:x", **{name: value})
             assert _fast(exchange) == _reference(exchange), (name, value)
+
+
+def test_broker_log_identity_text_kept_only_while_the_values_match() -> None:
+    """The principal, security protocol and listener are written from the
+    text kept for the last row while the values are equal: rows in turn
+    with equal copies, changed values, nulls, a str subclass, hostile text
+    and a zero of each sign are still written as the json module does."""
+
+    class Subclass(str):
+        pass
+
+    samples = [("User:alice", "PLAINTEXT", "PLAINTEXT"), ("User:alice", "PLAINTEXT", "PLAINTEXT"),
+               ("".join(["User:", "alice"]), "PLAIN" + "TEXT", "PLAINTEXT"), ("User:bob", "SSL", "SSL"),
+               (None, "SSL", "SSL"), (None, None, None), ("User:bob", "SSL", "SSL"),
+               (Subclass("User:bob"), "SSL", "SSL"), ("User:bob", "SSL", "SSL"),
+               ("User:\"x\"\\\u2028\udcff\x00", "SASL_SSL", "é"), ("User:bob", "SSL", "SSL")]
+    for principal, protocol, listener in samples:
+        for zero in (0.0, -0.0):
+            exchange = Exchange(broker_log="joined", principal=principal, security_protocol=protocol,
+                                listener=listener, broker_total_ms=0.25, broker_remote_ms=zero,
+                                network_ms=-zero)
+            assert _fast(exchange) == _reference(exchange), (principal, protocol, listener, zero)
