@@ -8,13 +8,14 @@ service. Where that moment comes from, best first:
 
 1. the Produce that wrote the first fetched offset, where the capture holds
    it (on any connection): its answer's time. This needs every connection,
-   so it is a capture-wide step: `ArrivalResolver` (the CLI's exchanges, in
-   one pass) and the Spark job's driver-side join apply the same rule
-   (`produce_wins`): among the Produce answers whose offsets include the
+   so it is a capture-wide step. The rule is `earliest_produce`, the one
+   both faces call: `ArrivalResolver` (the CLI's exchanges, in one pass)
+   and kdissect.spark.arrivals (the rows the Spark tasks leave, grouped by
+   topic-partition): among the Produce answers whose offsets include the
    first fetched offset of a fetched topic-partition, answered between
    `PRODUCE_WINDOW_NS` before the broker started on the fetch and
-   `PRODUCE_WINDOW_NS` after its first response byte, the earliest. Fetches
-   held longer than `MAX_HELD_NS` do not look for one.
+   `PRODUCE_WINDOW_NS` after its first response byte (`produce_wins`), the
+   earliest. Fetches held longer than `MAX_HELD_NS` do not look for one.
 2. the fetched batch's timestamp (the batch holding the first fetched
    offset; the earliest over the fetched partitions):
    * LogAppendTime: the broker's append time. Taken as is within
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from kdissect.model.exchange import LONG_POLL_UNKNOWN
 from kdissect.protocol.primitives import read_uvarint, uuid_from
@@ -181,6 +182,22 @@ def produce_wins(arrival: FetchArrival, answer_ts: int) -> bool:
             and arrival.start_ns - PRODUCE_WINDOW_NS <= answer_ts <= arrival.end_ns + PRODUCE_WINDOW_NS)
 
 
+def earliest_produce(arrival: FetchArrival, written: Callable[[Any, Any, int], Iterable[tuple[int, int, int]]]
+                     ) -> int | None:
+    """The Produce rule (1. in the module docstring): over the fetch's marks,
+    the earliest answer of a Produce that wrote a mark's first fetched offset
+    on its topic-partition, within the fetch's window; None when none did.
+    `written(label, partition, offset)`: (first offset, last offset, answer
+    ts) of the Produce answers on that topic-partition (any that may hold
+    `offset`: an index may leave out the ones that cannot)."""
+    best: int | None = None
+    for label, partition, offset in arrival.marks:
+        for first, last, answer_ts in written(label, partition, offset):
+            if first <= offset <= last and produce_wins(arrival, answer_ts) and (best is None or answer_ts < best):
+                best = answer_ts
+    return best
+
+
 def apply_wait(ex: Any, how: str | None, arrival_ns: int | None, arrival: FetchArrival) -> None:
     """Set `ex`'s wait from the data's arrival (`how` None: unknown)."""
     if how is None:
@@ -216,7 +233,10 @@ class ArrivalResolver:
         self.held: deque[Any] = deque()
         # (label, partition) -> [(first offset, last offset, answer ts), ...]; for a
         # ProduceAnswer: (the answer, last offset relative to its base, answer ts)
+        # until a fetch looks at that topic-partition (`_written`)
         self.produced: dict[tuple[Any, Any], list[tuple[Any, int, int]]] = {}
+        # the topic-partitions in `produced` holding ProduceAnswer entries
+        self.unread: set[tuple[Any, Any]] = set()
         # Produce answers not placed in `produced` yet, in order: (arrival,
         # answer ts). They are placed only when a fetch looks or a prune
         # runs (most captures' Produce answers are never looked for).
@@ -286,6 +306,7 @@ class ArrivalResolver:
             if arrival.__class__ is ProduceAnswer:
                 entries: Iterable[tuple[Any, ...]] = [(label, partition, arrival, last)
                                                       for label, partition, last in arrival.spans]
+                self.unread.update((label, partition) for label, partition, _last in arrival.spans)
             else:
                 entries = arrival.ranges
             for label, partition, first, last in entries:
@@ -299,19 +320,29 @@ class ArrivalResolver:
     def _resolve(self, ex: Any) -> None:
         if self.unplaced:
             self._place()
-        arrival = ex.arrival
-        best = None
-        for label, partition, offset in arrival.marks:
-            for first, last, answer_ts in self.produced.get((label, partition), ()):
+        resolve_with_produce(ex, earliest_produce(ex.arrival, self._written))
+        ex.arrival = None
+
+    def _written(self, label: Any, partition: Any, offset: int) -> list[tuple[Any, int, int]]:
+        """`earliest_produce`'s look-up: a topic-partition's Produce ranges,
+        the ProduceAnswers' base offsets read (once) when first looked at
+        (an answer that gave that partition no base is left out)."""
+        key = (label, partition)
+        kept = self.produced.get(key)
+        if kept is None:
+            return []
+        if key in self.unread:
+            self.unread.discard(key)
+            read: list[tuple[Any, int, int]] = []
+            for first, last, answer_ts in kept:
                 if first.__class__ is ProduceAnswer:
                     base = first.base(label, partition)
                     if base is None:
                         continue
                     first, last = base, base + last
-                if first <= offset <= last and produce_wins(arrival, answer_ts) and (best is None or answer_ts < best):
-                    best = answer_ts
-        resolve_with_produce(ex, best)
-        ex.arrival = None
+                read.append((first, last, answer_ts))
+            kept = self.produced[key] = read
+        return kept
 
     def _prune(self) -> None:
         self.next_prune = self.now + PRODUCE_WINDOW_NS
@@ -333,6 +364,7 @@ class ArrivalResolver:
                     remaining = earliest
             else:
                 del self.produced[key]
+                self.unread.discard(key)
         self.oldest_produced = remaining
 
     def finish(self) -> Iterator[Any]:

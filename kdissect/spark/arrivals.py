@@ -5,21 +5,23 @@ from the batch timestamps only (the Dissector's own rule) and leaves what
 the capture-wide step needs in OUTDIR/_work/arrivals/arrivals-NNNNN.parquet
 (produced-NNNNN.parquet when the task met no held fetch):
 the offsets each answered Produce wrote, and each held fetch's first fetched
-offsets with its hold. On the driver, `produce_answers` joins them (one
-Spark job: the same window and the same choice, the earliest answer, as
-`ArrivalResolver` in the CLI) and collects the fetches a Produce answer
-ends, a row each; the task partitions apply them when they rewrite their
-exchange rows (`fix_exchanges`, from part_files.finish_part).
+offsets with its hold. On the driver, `produce_answers` brings each
+topic-partition's rows together (one Spark job, or in local mode this
+process: `join_here`) and applies the CLI's own rule to them
+(`kdissect.conn.arrivals.earliest_produce`, through `earliest_answers`);
+it collects the fetches a Produce answer ends, a row each, and the task
+partitions apply them when they rewrite their exchange rows
+(`fix_exchanges`, from part_files.finish_part).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import bisect
+from typing import Any, Iterable
 
 import pyarrow as pa
 
-from kdissect.conn.arrivals import (BY_PRODUCE, MAX_HELD_NS, PRODUCE_WINDOW_NS, FetchArrival, ProduceArrival,
-                               apply_wait)
+from kdissect.conn.arrivals import BY_PRODUCE, MAX_HELD_NS, FetchArrival, ProduceArrival, apply_wait, earliest_produce
 from kdissect.shared.outdir_tree import Tree, as_tree
 from kdissect.spark.parquet_rows import ParquetRows
 
@@ -90,19 +92,16 @@ class ArrivalSink:
         self.rows.abandon()
 
 
-def _read_arrivals(directory: Tree, kind: int) -> Any:
-    """mapInArrow body: file names -> the rows of one kind (PRODUCED or
-    FETCHED) of those arrival files (read through the tree: any store). Each
-    side of the join reads the files itself, so only its own rows cross to the JVM."""
-    import pyarrow.compute as pc
+def _read_arrivals(directory: Tree) -> Any:
+    """mapInArrow body: file names -> the rows of those arrival files (read
+    through the tree: any store)."""
     import pyarrow.parquet as pq
 
     def read(batches: Any) -> Any:
         for batch in batches:
             for name in batch.column(0).to_pylist():
                 with directory.open_input(name) as stream:
-                    table = pq.read_table(stream, schema=ARRIVAL_SCHEMA)
-                yield from table.filter(pc.equal(table["kind"], kind)).to_batches()
+                    yield from pq.read_table(stream, schema=ARRIVAL_SCHEMA).to_batches()
 
     return read
 
@@ -112,14 +111,21 @@ def _read_arrivals(directory: Tree, kind: int) -> Any:
 # more than the join itself (its rows are a few per Produce and held fetch)
 DRIVER_JOIN_BYTES = 64 << 20
 
+# a held fetch: where its row is (task partition, connection key, ordinal), and its hold
+# (start, end, before, before reason)
+FetchKey = tuple[int, int, int, int, int, int, int, Any]
+ANSWER_SCHEMA = pa.schema([(name, ARRIVAL_SCHEMA.field(name).type) for name in (
+    "task_partition", "stream_capture_index", "stream_frame_number", "ordinal", "start_ns", "end_ns", "before_ns",
+    "before_reason")] + [("answer_ts", pa.int64())])
+
 
 def produce_answers(spark: Any, work_dir: Tree | str, on_driver: bool = False) -> dict[int, Fixes]:
     """{task partition: fixes}: the held fetches whose data a captured
-    Produce wrote, with the earliest qualifying answer (one Spark job; the
-    result holds a row per such fetch). `on_driver` (local mode): joined
-    here (`join_here`) when the files are at most DRIVER_JOIN_BYTES."""
-    from pyspark.sql import functions as F
-
+    Produce wrote, with the earliest qualifying answer. The rule is
+    kdissect.conn.arrivals.earliest_produce, applied by `earliest_answers`
+    to the rows of each topic-partition: one Spark job groups them (by hash
+    partitioning), or, `on_driver` (local mode) with files of at most
+    DRIVER_JOIN_BYTES, this process reads them all (`join_here`)."""
     directory = as_tree(work_dir).sub(ARRIVALS_DIR)
     if not directory.files(prefix="arrivals-", suffix=".parquet"):
         return {}  # no held fetch anywhere: nothing to join
@@ -127,26 +133,43 @@ def produce_answers(spark: Any, work_dir: Tree | str, on_driver: bool = False) -
     names = directory.files(suffix=".parquet")
     if on_driver and _total_bytes(directory, names) <= DRIVER_JOIN_BYTES:
         return join_here(directory, names)
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     listing = spark.createDataFrame([(name,) for name in names], "name string").repartition(
         max(1, min(len(names), spark.sparkContext.defaultParallelism)))
-    fetched = listing.mapInArrow(_read_arrivals(directory, FETCHED), _spark_schema()).alias("f")
-    produced = listing.mapInArrow(_read_arrivals(directory, PRODUCED), _spark_schema()).select(
-        "topic", "partition", "first", "last", "answer_ts")
-    produced = produced.alias("p")
-    f, p = F.col, F.col
-    joined = fetched.join(produced, f("f.topic").eqNullSafe(p("p.topic")) & (f("f.partition") == p("p.partition"))
-                          & (p("p.first") <= f("f.first")) & (f("f.first") <= p("p.last"))
-                          & (p("p.answer_ts") >= f("f.start_ns") - PRODUCE_WINDOW_NS)
-                          & (p("p.answer_ts") <= f("f.end_ns") + PRODUCE_WINDOW_NS))
-    keys = ["task_partition", "stream_capture_index", "stream_frame_number", "ordinal", "start_ns", "end_ns",
-            "before_ns", "before_reason"]
-    found = joined.groupBy(*[f(f"f.{key}").alias(key) for key in keys]).agg(F.min("p.answer_ts").alias("answer"))
-    fixes: dict[int, Fixes] = {}
-    for row in found.collect():
-        fixes.setdefault(row["task_partition"], {})[
-            (row["stream_capture_index"], row["stream_frame_number"], row["ordinal"])] = (
-            row["answer"], row["start_ns"], row["end_ns"], row["before_ns"], row["before_reason"])
-    return fixes
+    rows = listing.mapInArrow(_read_arrivals(directory), from_arrow_schema(ARRIVAL_SCHEMA))
+    # a task gets every row of its topic-partitions, sorted so that each one's rows come together
+    found = (rows.repartition("topic", "partition").sortWithinPartitions("topic", "partition")
+             .mapInArrow(_answer_groups, from_arrow_schema(ANSWER_SCHEMA)).collect())
+    # a fetch with marks on several topic-partitions has an answer from each of their groups
+    return as_fixes((tuple(row[:-1]), row[-1]) for row in found)
+
+
+def _answer_groups(batches: Any) -> Any:
+    """mapInArrow body: arrival rows sorted by (topic, partition) -> the
+    answers `earliest_answers` finds in each topic-partition's rows."""
+    group: list[Any] = []
+    current: Any = None
+    for batch in batches:
+        keys = list(zip(batch.column("topic").to_pylist(), batch.column("partition").to_pylist()))
+        at = 0
+        while at < len(keys):
+            key, end = keys[at], at + 1
+            while end < len(keys) and keys[end] == key:
+                end += 1
+            if key != current:
+                if group:
+                    yield _answer_batch(earliest_answers(group))
+                group, current = [], key
+            group.append(batch.slice(at, end - at))
+            at = end
+    if group:
+        yield _answer_batch(earliest_answers(group))
+
+
+def _answer_batch(answers: dict[FetchKey, int]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([dict(zip(ANSWER_SCHEMA.names, (*fetch, answer)))
+                                       for fetch, answer in answers.items()], schema=ANSWER_SCHEMA)
 
 
 def _total_bytes(directory: Tree, names: list[str]) -> int:
@@ -154,69 +177,84 @@ def _total_bytes(directory: Tree, names: list[str]) -> int:
 
 
 def join_here(directory: Tree, names: list[str]) -> dict[int, Fixes]:
-    """`produce_answers`' join in this process, with the same rule: a fetch
-    is answered by the earliest answer of a Produce range on its topic and
-    partition that holds its first fetched offset, within PRODUCE_WINDOW_NS
-    of its hold; over the marks of one fetch, the earliest of all."""
-    import bisect
-
+    """`produce_answers` in this process: the rows of all the files at once
+    to `earliest_answers`."""
     import pyarrow.parquet as pq
 
-    produced: dict[tuple[Any, Any], list[tuple[int, int, int]]] = {}
-    fetched: list[dict[str, Any]] = []
+    tables = []
     for name in names:
         with directory.open_input(name) as stream:
-            table = pq.read_table(stream, schema=ARRIVAL_SCHEMA)
-        for row in table.to_pylist():
-            if row["partition"] is None or row["first"] is None:
-                continue  # (no match in the Spark job's join either: null never equals)
-            if row["kind"] == PRODUCED:
-                if row["last"] is None or row["answer_ts"] is None:
-                    continue
-                produced.setdefault((row["topic"], row["partition"]), []).append(
-                    (row["first"], row["last"], row["answer_ts"]))
-            else:
-                fetched.append(row)
-    # per topic-partition: ranges by first offset, and the highest last offset up to each
-    index: dict[tuple[Any, Any], tuple[list[int], list[tuple[int, int, int]], list[int]]] = {}
-    for key, ranges in produced.items():
-        ranges.sort()
-        reach, highest = [], None
-        for _, last, _ in ranges:
-            highest = last if highest is None or last > highest else highest
-            reach.append(highest)
-        index[key] = ([first for first, _, _ in ranges], ranges, reach)
-    answers: dict[tuple, int] = {}
-    for row in fetched:
-        found = index.get((row["topic"], row["partition"]))
-        if found is None or row["start_ns"] is None or row["end_ns"] is None:
-            continue
+            tables.append(pq.read_table(stream, schema=ARRIVAL_SCHEMA))
+    return as_fixes(earliest_answers(tables).items())
+
+
+def earliest_answers(tables: Iterable[Any]) -> dict[FetchKey, int]:
+    """{fetch: its Produce answer} by `earliest_produce` over arrival rows
+    (Arrow tables or batches) holding every row of the topic-partitions
+    they hold (all of the files', or a Spark task's group)."""
+    produced: dict[tuple[Any, Any], list[tuple[int, int, int]]] = {}
+    marks: dict[FetchKey, list[tuple[Any, Any, int]]] = {}
+    for table in tables:
+        columns = [table.column(name).to_pylist() for name in ARRIVAL_SCHEMA.names]
+        for (kind, topic, partition, first, last, answer_ts, task_partition, capture_index, frame_number, ordinal,
+             start, end, before, reason) in zip(*columns):
+            if partition is None or first is None:
+                continue  # (a null partition or offset equals none)
+            if kind == PRODUCED:
+                if last is not None and answer_ts is not None:
+                    produced.setdefault((topic, partition), []).append((first, last, answer_ts))
+            elif start is not None and end is not None:
+                marks.setdefault((task_partition, capture_index, frame_number, ordinal, start, end, before, reason),
+                                 []).append((topic, partition, first))
+    written = _RangeIndex(produced)
+    answers: dict[FetchKey, int] = {}
+    for fetch, fetched in marks.items():
+        _, _, _, _, start, end, before, reason = fetch
+        answer = earliest_produce(FetchArrival(tuple(fetched), start, end, before, reason, None), written.holding)
+        if answer is not None:
+            answers[fetch] = answer
+    return answers
+
+
+class _RangeIndex:
+    """`earliest_produce`'s look-up over many Produce ranges: per
+    topic-partition, the ranges by first offset and the highest last offset
+    up to each, so a look-up walks back only over ranges that may hold the offset."""
+
+    def __init__(self, produced: dict[tuple[Any, Any], list[tuple[int, int, int]]]) -> None:
+        self.index: dict[tuple[Any, Any], tuple[list[int], list[tuple[int, int, int]], list[int]]] = {}
+        for key, ranges in produced.items():
+            ranges.sort()
+            reach, highest = [], ranges[0][1]
+            for _, last, _ in ranges:
+                highest = max(highest, last)
+                reach.append(highest)
+            self.index[key] = ([first for first, _, _ in ranges], ranges, reach)
+
+    def holding(self, label: Any, partition: Any, offset: int) -> list[tuple[int, int, int]]:
+        found = self.index.get((label, partition))
+        if found is None:
+            return []
         firsts, ranges, reach = found
-        offset, earliest, latest = row["first"], row["start_ns"] - PRODUCE_WINDOW_NS, row["end_ns"] + PRODUCE_WINDOW_NS
-        best = None
-        position = bisect.bisect_right(firsts, offset) - 1
-        while position >= 0 and reach[position] >= offset:  # ranges further back end before the offset
-            _, last, answer = ranges[position]
-            if last >= offset and earliest <= answer <= latest and (best is None or answer < best):
-                best = answer
-            position -= 1
-        if best is None:
-            continue
-        fetch = (row["task_partition"], row["stream_capture_index"], row["stream_frame_number"], row["ordinal"],
-                 row["start_ns"], row["end_ns"], row["before_ns"], row["before_reason"])
-        if fetch not in answers or best < answers[fetch]:
-            answers[fetch] = best
+        end = bisect.bisect_right(firsts, offset)
+        start = end
+        while start > 0 and reach[start - 1] >= offset:  # ranges further back end before the offset
+            start -= 1
+        return ranges[start:end]
+
+
+def as_fixes(answers: Iterable[tuple[Any, int]]) -> dict[int, Fixes]:
+    """{task partition: fixes} from (fetch, answer) pairs, the earliest
+    answer of a fetch named more than once."""
+    earliest: dict[FetchKey, int] = {}
+    for fetch, answer in answers:
+        if fetch not in earliest or answer < earliest[fetch]:
+            earliest[fetch] = answer
     fixes: dict[int, Fixes] = {}
-    for (task_partition, capture_index, frame_number, ordinal, start, end, before, reason), answer in answers.items():
+    for (task_partition, capture_index, frame_number, ordinal, start, end, before, reason), answer in earliest.items():
         fixes.setdefault(task_partition, {})[(capture_index, frame_number, ordinal)] = (answer, start, end, before,
                                                                                         reason)
     return fixes
-
-
-def _spark_schema() -> Any:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(ARRIVAL_SCHEMA)
 
 
 class _Waits:

@@ -1,5 +1,7 @@
 """The long polls a captured Produce ended, found on the driver (local mode)
-or by the Spark job: the same fixes from the same arrival files.
+or by the Spark job: the same fixes from the same arrival files. Both apply
+kdissect.conn.arrivals.earliest_produce (the CLI's rule); what differs is how
+the rows reach it (all at once, or grouped by topic-partition in Spark tasks).
 
 The files are the ones read tasks write (kdissect.spark.arrivals.ArrivalSink)
 for lab captures whose consumers waited on fetches a producer answered; the
