@@ -155,18 +155,18 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
 
     # throttle: responses carrying a throttle time; values of the throttled
     # ones; requests sent while the broker had muted the connection
-    muted_rows = exchanges.filter(pc.greater(pc.fill_null(pc.list_value_length(exchanges["problem_codes"]), 0), 0))
-    muted: Counter[tuple[str, str]] = Counter()
-    for client_id, broker, codes in zip(*(muted_rows[name].to_pylist()
-                                          for name in ("client_id", "broker", "problem_codes"))):
-        if "sent-while-muted" in codes:
-            muted[(NO_CLIENT_ID if client_id is None else client_id, NO_BROKER if broker is None else broker)] += 1
-    if muted:
-        muted_keys = sorted(muted)
-        parts.append(_rows(len(muted_keys), table="throttle",
-                           client_id=pa.array([k[0] for k in muted_keys], pa.string()),
-                           broker=pa.array([k[1] for k in muted_keys], pa.string()), count=0,
-                           muted=pa.array([muted[k] for k in muted_keys], pa.int64())))
+    # (an exchange counts once however often its problem codes name it; many
+    # exchanges carry some problem code, so the lists are searched by pyarrow)
+    codes = exchanges["problem_codes"].combine_chunks()
+    named = pc.equal(pc.list_flatten(codes), "sent-while-muted")
+    muted_rows = exchanges.take(pc.unique(pc.filter(pc.list_parent_indices(codes), named)))
+    if muted_rows.num_rows:
+        muted = _grouped(pa.table({"client_id": pc.fill_null(muted_rows["client_id"], NO_CLIENT_ID),
+                                   "broker": pc.fill_null(muted_rows["broker"], NO_BROKER)}),
+                         ["client_id", "broker"], [([], "count_all")])
+        muted = muted.sort_by([("client_id", "ascending"), ("broker", "ascending")])
+        parts.append(_rows(muted.num_rows, table="throttle", client_id=muted["client_id"], broker=muted["broker"],
+                           count=0, muted=muted["count_all"]))
     with_throttle = exchanges.filter(pc.is_valid(exchanges["throttle_time_ms"]))
     waits = with_throttle["throttle_time_ms"]
     throttle = pa.table({
