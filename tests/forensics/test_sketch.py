@@ -134,7 +134,7 @@ def test_stats_agrees_with_spark_summaries_past_the_limit(tmp_path):
     from manyclients import write_capture
 
     from kdissect.spark.part_files import EXCHANGE_WORK_SCHEMA
-    from kdissect.spark.summaries import GROUP_COLUMNS, contributions, merge_contributions, split_merged
+    from kdissect.spark.summaries import GROUP_COLUMNS, contributions, merged_rows, split_merged
 
     capture = tmp_path / "three.pcap"
     write_capture(capture, 3, each=1_200, connections=3, batch=7)
@@ -151,7 +151,7 @@ def test_stats_agrees_with_spark_summaries_past_the_limit(tmp_path):
     everything = pa.concat_tables([contributions(table.slice(i * size, size), {}) for i in range(5)])
     assert pc.sum(pc.is_valid(everything["sketch"])).as_py() == 0  # 720 a piece: values travel as they are
     ordered = everything.take(pc.sort_indices(everything, [(name, "ascending") for name in GROUP_COLUMNS]))
-    tables, _ = split_merged(row for batch in merge_contributions(ordered.to_batches()) for row in batch.to_pylist())
+    tables, _ = split_merged(merged_rows(ordered))
     spark = {row["client_id"]: row for row in tables["latency"] if row["dimension"] == "client_id"}
     assert set(spark) == set(cli) == {"client-0", "client-1", "client-2"}
     for client, row in cli.items():
@@ -166,7 +166,7 @@ def test_stats_agrees_with_spark_summaries_past_the_limit(tmp_path):
     big = pa.concat_tables([contributions(table, {})] * 2)
     assert pc.sum(pc.is_valid(big["sketch"])).as_py() > 0
     ordered = big.take(pc.sort_indices(big, [(name, "ascending") for name in GROUP_COLUMNS]))
-    tables, _ = split_merged(row for batch in merge_contributions(ordered.to_batches()) for row in batch.to_pylist())
+    tables, _ = split_merged(merged_rows(ordered))
     doubled = {row["client_id"]: row for row in tables["latency"] if row["dimension"] == "client_id"}
     for client in cli:
         values = [r["latency_ms"] for r in rows if r["client_id"] == client] * 2

@@ -19,7 +19,7 @@ from kdissect.spark.part_files import EXCHANGE_WORK_SCHEMA
 from kdissect.spark.summaries import (
     GROUP_COLUMNS,
     contributions,
-    merge_contributions,
+    merged_rows,
     split_merged,
 )
 
@@ -30,8 +30,7 @@ def _summaries(rows: list[dict], pieces: int, written: dict[str, int] | None = N
     parts = [contributions(table.slice(i * size, size), written or {}) for i in range(pieces)]
     everything = pa.concat_tables(parts)
     ordered = everything.take(pc.sort_indices(everything, [(name, "ascending") for name in GROUP_COLUMNS]))
-    merged = [row for batch in merge_contributions(ordered.to_batches(max_chunksize=97)) for row in batch.to_pylist()]
-    return split_merged(merged)
+    return split_merged(merged_rows(pa.Table.from_batches(ordered.to_batches(max_chunksize=97))))
 
 
 def test_throttle_percentiles_over_the_throttled_responses_equal_numpys():
