@@ -15,7 +15,9 @@ spread go into the accounting, from a QuantileSketch (bounded memory).
 
 Memory: log entries wait in an index only while they are within `window`
 (default 60 s, capture clock) of the latest exchange seen; older ones leave
-it as logged-but-not-captured. The log is read ahead only as far as the
+it as logged-but-not-captured; a joined entry leaves the index at once and
+the eviction queue at its next sweep (`_drop_joined`, once the joined are
+half of it), so it is freed as the join goes. The log is read ahead only as far as the
 current exchange's time plus the tolerance (a batch of lines indexed at
 once when all of it is within that). The exchanges are joined a chunk at a
 time, by a few calls over the chunk when nothing in it depends on their
