@@ -162,3 +162,39 @@ def test_nothing_is_read_before_the_first_exchange_is_asked_for() -> None:
     assert [first, *rest] == pulled
     assert join.accounting.exchanges == len(pulled) and join.accounting.balance() == []
     assert join.read_stats.request_lines == join.accounting.joined + sum(join.accounting.log_only.values()) > 0
+
+
+@pytest.mark.parametrize("case", ["plain", "tls", "damaged", "small window"])
+def test_joined_entries_leave_the_queue_without_changing_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  case: str) -> None:
+    """The joined entries are dropped from the eviction queue as the join
+    goes (`_drop_joined`, once they are half of it): the rows and the
+    accounting (the logged-only entries' reasons, counted at eviction or at
+    the end) are those of a join that keeps them until the window passes,
+    and the queue then holds few joined entries at any time."""
+    run = TLS if case == "tls" else PLAIN
+    log = damaged_log(tmp_path) if case == "damaged" else run
+    tolerance, window = (1.0, 2.0) if case == "small window" else (5.0, 60.0)
+    monkeypatch.setattr(join_module, "_CHUNK", 8)
+
+    def joined_with(drop_from: float) -> tuple[list[dict], dict, int, int]:
+        monkeypatch.setattr(join_module, "_DROP_FROM", drop_from)
+        keylogs = [run / "keys"] if (run / "keys").exists() else []
+        analysis = Analysis([run / "capture.pcap"], ports=(manifest(run)["port"],), tls_keylogs=keylogs)
+        join = BrokerLogJoin([str(log)], tolerance_s=tolerance, window_s=window)
+        drops = []
+        original = join._drop_joined
+        join._drop_joined = lambda: drops.append(1) or original()  # type: ignore[method-assign]
+        rows, most_joined_held = [], 0
+        for exchange in join.join(analysis):
+            rows.append(exchange.to_row())
+            most_joined_held = max(most_joined_held, sum(entry.matched for entry in join._queue))
+        assert join.accounting.balance() == []
+        return rows, join.accounting.to_dict(), len(drops), most_joined_held
+
+    kept_rows, kept_accounting, kept_drops, kept_held = joined_with(float("inf"))
+    rows, accounting, drops, held = joined_with(0)
+    assert (rows, accounting) == (kept_rows, kept_accounting)
+    assert kept_drops == 0 and drops > 0
+    assert accounting["joined"] > 0 and sum(accounting["log_only"].values()) > 0
+    assert held < kept_held

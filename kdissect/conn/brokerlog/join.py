@@ -15,7 +15,9 @@ spread go into the accounting, from a QuantileSketch (bounded memory).
 
 Memory: log entries wait in an index only while they are within `window`
 (default 60 s, capture clock) of the latest exchange seen; older ones leave
-it as logged-but-not-captured. The log is read ahead only as far as the
+it as logged-but-not-captured; a joined entry leaves the index at once and
+the eviction queue at its next sweep (`_drop_joined`, once the joined are
+half of it), so it is freed as the join goes. The log is read ahead only as far as the
 current exchange's time plus the tolerance (a batch of lines indexed at
 once when all of it is within that). The exchanges are joined a chunk at a
 time, by a few calls over the chunk when nothing in it depends on their
@@ -48,6 +50,7 @@ _protocol_of = attrgetter("security_protocol")
 _response_ts_of = attrgetter("response_ts")
 _correlation_id_of, _api_key_of = attrgetter("correlation_id"), attrgetter("api_key")
 _CHUNK = 256  # exchanges joined at a time
+_DROP_FROM = 2048  # a shorter eviction queue keeps its joined entries (see BrokerLogJoin._drop_joined)
 _CHUNK_TYPES = frozenset((LogEntry,))
 _drain: Any = deque(maxlen=0).extend  # consumes an iterator in C
 
@@ -358,6 +361,19 @@ class BrokerLogJoin:
             self._unindex(entry)
             self._log_only(entry, at_end=False)
 
+    def _drop_joined(self) -> None:
+        """The joined entries out of the eviction queue (it keeps the
+        unjoined in log order), so that each is freed once joined instead of
+        when the window passes it: the memory the pipeline allocates next
+        reuses theirs, where it would take new pages from the system (a
+        page fault each: 1,000 of the benchmark's 13,000, 7 ms of system
+        CPU). Eviction and the end see the same unjoined entries in the same
+        order (both skip the joined ones)."""
+        queue = self._queue
+        kept = [entry for entry in queue if not entry.matched]
+        queue.clear()
+        queue.extend(kept)
+
     def _log_only(self, entry: LogEntry, at_end: bool) -> None:
         capture_ts = entry.ts - self.offset
         if self._first_ts is None or capture_ts < self._first_ts - self.tolerance:
@@ -462,6 +478,9 @@ class BrokerLogJoin:
         evict_at = queue[0].ts - offset + window if queue else never
         last_client: object = _NO_CLIENT
         total = joined = pairs = 0
+        # exchanges joined since the queue was last rid of its joined entries:
+        # once they are half of it, it is (each entry copied about twice in all)
+        since = 0
         iterator = iter(exchanges)
         try:
             while True:
@@ -514,6 +533,11 @@ class BrokerLogJoin:
                     if observer is not None:
                         for exchange in chunk:
                             observer.exchange(exchange)
+                    since += len(chunk)
+                    if since * 2 > len(queue) > _DROP_FROM:
+                        self._drop_joined()
+                        evict_at = queue[0].ts - offset + window if queue else never
+                        since = 0
                     yield chunk
                     if failure is not None:
                         raise failure
@@ -570,6 +594,11 @@ class BrokerLogJoin:
                                 accounting.flush_offsets()
                     if observer is not None:
                         observer.exchange(exchange)
+                since += len(chunk)
+                if since * 2 > len(queue) > _DROP_FROM:
+                    self._drop_joined()
+                    evict_at = queue[0].ts - offset + window if queue else never
+                    since = 0
                 yield chunk
                 if failure is not None:
                     raise failure
