@@ -21,6 +21,7 @@ table, the skims and the forensic tables all label topics here.
 from __future__ import annotations
 
 from typing import Any, Iterable
+from uuid import UUID
 
 from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.primitives import uuid_from
@@ -57,11 +58,17 @@ def topic_label(name: str | None, topic_id: Any) -> str | None:
     return text
 
 
+# values that hold no struct, passed over without asking for `_fields`
+# (a failed attribute lookup costs more than this test; a Metadata
+# response's replica lists are long lists of ints)
+_LEAVES = frozenset({int, str, bool, bytes, float, type(None), UUID})
+
+
 def _pairs(value: Any, found: list[tuple[str, str]]) -> None:
     """Every (id, name) of structs holding both, anywhere below `value`."""
     if isinstance(value, list):
         for item in value:
-            if isinstance(item, (list, tuple)) or hasattr(item, "_fields"):
+            if type(item) not in _LEAVES and (isinstance(item, (list, tuple)) or hasattr(item, "_fields")):
                 _pairs(item, found)
         return
     fields = getattr(value, "_fields", None)
@@ -78,7 +85,7 @@ def _pairs(value: Any, found: list[tuple[str, str]]) -> None:
                         break
     for field in fields:
         child = getattr(value, field, None)
-        if isinstance(child, list) or hasattr(child, "_fields"):
+        if type(child) not in _LEAVES and (isinstance(child, list) or hasattr(child, "_fields")):
             _pairs(child, found)
 
 
