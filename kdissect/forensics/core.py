@@ -46,7 +46,7 @@ from kdissect.conn.kept_fetch import FetchRequestFrame
 from kdissect.conn.kept_produce import produce_answers, produce_parts
 
 _PRODUCE, _FETCH, _SHARE_FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)
-_UNANSWERED = (None, 0)  # (base offset, error code) of a partition without an answer
+_UNANSWERED: tuple[Any, int] = (None, 0)  # (base offset, error code) of a partition without an answer
 FORENSIC_APIS = frozenset({_PRODUCE, _FETCH, _SHARE_FETCH, int(ApiKey.API_VERSIONS), int(ApiKey.INIT_PRODUCER_ID)}
                           | GROUP_APIS | ID_BEARING_APIS | SHARE_APIS | TRANSACTION_APIS)
 

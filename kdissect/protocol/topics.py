@@ -99,12 +99,20 @@ class TopicNames:
         self.conflicts = 0  # ids seen with two different names
 
     def learn_exchange(self, ex: Any) -> list[str]:
-        """Learn from an exchange's decoded request and response (only APIs in
-        ID_BEARING_APIS are read); the ids it named for the first time."""
+        """Learn from an exchange's decoded request and response, or the
+        frames they were kept as (only APIs in ID_BEARING_APIS are read);
+        the ids it named for the first time."""
         if ex.api_key not in ID_BEARING_APIS:
             return []
         new: list[str] = []
         for message in (ex.request, ex.response):
+            if message is None:
+                continue
+            # a message kept as its frame reads its own pairs (kdissect.conn.kept_metadata)
+            read_pairs = getattr(message, "topic_pairs", None)
+            if read_pairs is not None:
+                new.extend(self.learn_pairs(read_pairs()))
+                continue
             body = getattr(message, "body", None)
             if body is not None:
                 new.extend(self.learn_body(body))
@@ -114,6 +122,10 @@ class TopicNames:
         """Learn from a decoded body; the ids it named for the first time."""
         found: list[tuple[str, str]] = []
         _pairs(body, found)
+        return self.learn_pairs(found)
+
+    def learn_pairs(self, found: list[tuple[str, str]]) -> list[str]:
+        """Learn (id, name) pairs in order; the ids named for the first time."""
         return [topic_id for topic_id, name in found if self.add(topic_id, name)]
 
     def add(self, topic_id: str, name: str) -> bool:
