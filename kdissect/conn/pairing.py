@@ -59,7 +59,7 @@ from kdissect.model.problems import code_of
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
 from kdissect.conn.arrivals import DATA_WAIT_MIN_NS, ProduceAnswer, produce_bases, produce_ranges, produce_spans
-from kdissect.conn.kept_fetch import FetchRequestFrame
+from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame
 from kdissect.conn.kept_metadata import MetadataResponseFrame
 from kdissect.conn.kept_produce import ProduceRequestFrame, ProduceResponseFrame
 from kdissect.conn.holds import EARLY_WINDOW_NS, MAX_EARLY, MAX_UNANSWERED, Acks0Holds, EarlyResponses
@@ -84,7 +84,7 @@ _API_VERSIONS = int(ApiKey.API_VERSIONS)
 # requests that keep_apis keeps as their frames where the skim accepts them
 _KEPT_AS_FRAMES = frozenset((_PRODUCE, _FETCH))
 # answers that keep_apis keeps as their frames where the skim accepts them and finds no error code
-_ANSWERS_AS_FRAMES = frozenset((_PRODUCE, int(ApiKey.METADATA)))
+_ANSWERS_AS_FRAMES = frozenset((_PRODUCE, _FETCH, int(ApiKey.METADATA)))
 # the Exchange fields a request's exchange is made with, by position
 assert fields_of(Exchange)[:34] == ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
                                    "api_version", "client_id", "request_ts", "response_ts", "request_frame",
@@ -284,7 +284,7 @@ class Pairer:
     per-partition errors); `keep_apis` keeps both decoded messages of the
     exchanges of those api keys (for tables that read them), a Produce's as
     its frames where the skim read them (kdissect.conn.kept_produce), a
-    Fetch's request and a Metadata answer likewise (kdissect.conn.kept_fetch,
+    Fetch's and a Metadata answer likewise (kdissect.conn.kept_fetch,
     kdissect.conn.kept_metadata), of an ApiVersions only the request.
 
     The Pairer keeps the requests waiting by correlation id and runs the
@@ -561,8 +561,8 @@ class Pairer:
             acc.decoded_frames += 1
             return
         kept = api_key in self.keep_apis and api_key != _API_VERSIONS
-        # (a kept Produce or Metadata answer is skimmed too: kdissect.conn.kept_produce,
-        # kdissect.conn.kept_metadata)
+        # (a kept Produce, Fetch or Metadata answer is skimmed too: kdissect.conn.kept_produce,
+        # kdissect.conn.kept_fetch, kdissect.conn.kept_metadata)
         keep = self.keep_messages or (kept and api_key not in _ANSWERS_AS_FRAMES)
         skim = None if keep else skim_response(data, api_key, api_version)
         if skim is not None:
@@ -578,9 +578,10 @@ class Pairer:
             if error_codes and (self.keep_error_responses or kept):
                 ex.response, _, _ = decode_tolerant(
                     lambda b: decode_response(b, api_key, api_version), data)
-            elif kept:  # a Produce or Metadata answer without an error code
+            elif kept:  # a Produce, Fetch or Metadata answer without an error code
                 frame = data if type(data) is bytes else bytes(data)
                 ex.response = ProduceResponseFrame(frame, api_version) if api_key == _PRODUCE \
+                    else FetchResponseFrame(frame, api_version) if api_key == _FETCH \
                     else MetadataResponseFrame(frame, api_version)
         else:
             response, trailing, error = decode_tolerant(

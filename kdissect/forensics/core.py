@@ -12,7 +12,7 @@
 `add` reads the decoded messages of the APIs in FORENSIC_APIS (the others
 only through their exchange rows), so a pipeline keeping just those
 (`keep_apis=FORENSIC_APIS`) is enough; there a Produce's messages are kept
-as their skimmed frames (kdissect.conn.kept_produce), and a Fetch's request
+as their skimmed frames (kdissect.conn.kept_produce), and a Fetch's
 (kdissect.conn.kept_fetch), read alike. Tallies are keyed by topic label (a
 name, or an id's text where the wire gives only the id) and resolved with
 every id -> name pair the capture set holds when the tables are made.
@@ -42,7 +42,7 @@ from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.access import produce_results  # not records.table: pyarrow
-from kdissect.conn.kept_fetch import FetchRequestFrame
+from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame
 from kdissect.conn.kept_produce import produce_answers, produce_parts
 
 _PRODUCE, _FETCH, _SHARE_FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)
@@ -186,9 +186,15 @@ class Forensics:
         ts = response_ts if response_ts is not None else ex.request_ts  # when(ex, response_first=True)
         connection = connection_of(ex)
         limit = self.max_uncompressed
-        for topic in getattr(ex.response.body, "responses", None) or ():
-            label = topic_label(topic, "topic")
-            for entry in getattr(topic, "partitions", None) or ():
+        response = ex.response
+        topics: Any
+        if type(response) is FetchResponseFrame:  # (kept as its frame: kdissect.conn.kept_fetch)
+            topics = response.topics()
+        else:
+            topics = [(topic_label(topic, "topic"), getattr(topic, "partitions", None) or ())
+                      for topic in getattr(response.body, "responses", None) or ()]
+        for label, partitions in topics:
+            for entry in partitions:
                 partition = entry.partition_index
                 raw = getattr(entry, "records", None)
                 figures = set_figures(bytes(raw), limit, produced=False) if raw else None
