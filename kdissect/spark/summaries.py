@@ -5,16 +5,15 @@
    row per table and group: counts and sums, and the group's values where a
    percentile is wanted: as they are up to `EXACT_LIMIT` values, else as a
    `QuantileSketch`'s buckets (JSON in `sketch`).
-2. `merge_contributions`: Spark brings the rows of one group together
-   (shuffled and sorted by the group columns) and the merge sums the counts
-   and merges the group's values and sketches into one `QuantileSketch`, the
-   one `kdissect stats` makes in one pass over the same values (merging
-   equals one pass): exact percentiles up to EXACT_LIMIT values (linear
-   interpolation between closest ranks, numpy's default method), within 1%
-   past it. One JSON row per table row goes back to
-   the driver, which writes each table as one sorted Parquet file
-   (`write_tables`): the tables have a row per API, client, broker or minute,
-   so they are small.
+2. `merged_rows`: the driver sorts the contributions by group (a row per
+   group and finishing task: small) and merges each group's rows: sums of
+   the counts, and the group's values and sketches merged into one
+   `QuantileSketch`, the one `kdissect stats` makes in one pass over the
+   same values (merging equals one pass): exact percentiles up to
+   EXACT_LIMIT values (linear interpolation between closest ranks, numpy's
+   default method), within 1% past it. One row (a dict) per table row;
+   `write_tables` writes each table as one sorted Parquet file: the tables
+   have a row per API, client, broker or minute, so they are small.
 
 This replaced four Spark SQL aggregations over the written exchange table,
 which cost ~10 s of CPU for 622k exchanges on one core (a dozen small stages
@@ -26,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,7 +56,6 @@ CONTRIBUTION_SCHEMA = pa.schema([
     ("sketch", pa.string()),  # QuantileSketch.state() as JSON, in place of more than EXACT_LIMIT values
 ])
 GROUP_COLUMNS = ["table", "dimension", "api_name", "api_version", "client_id", "broker", "minute", "error_code"]
-MERGED_SCHEMA = pa.schema([("table", pa.string()), ("row", pa.string())])
 
 TABLE_SCHEMAS = {
     "latency": pa.schema([
@@ -155,18 +153,18 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
 
     # throttle: responses carrying a throttle time; values of the throttled
     # ones; requests sent while the broker had muted the connection
-    muted_rows = exchanges.filter(pc.greater(pc.fill_null(pc.list_value_length(exchanges["problem_codes"]), 0), 0))
-    muted: Counter[tuple[str, str]] = Counter()
-    for client_id, broker, codes in zip(*(muted_rows[name].to_pylist()
-                                          for name in ("client_id", "broker", "problem_codes"))):
-        if "sent-while-muted" in codes:
-            muted[(NO_CLIENT_ID if client_id is None else client_id, NO_BROKER if broker is None else broker)] += 1
-    if muted:
-        muted_keys = sorted(muted)
-        parts.append(_rows(len(muted_keys), table="throttle",
-                           client_id=pa.array([k[0] for k in muted_keys], pa.string()),
-                           broker=pa.array([k[1] for k in muted_keys], pa.string()), count=0,
-                           muted=pa.array([muted[k] for k in muted_keys], pa.int64())))
+    # (an exchange counts once however often its problem codes name it; many
+    # exchanges carry some problem code, so the lists are searched by pyarrow)
+    codes = exchanges["problem_codes"].combine_chunks()
+    named = pc.equal(pc.list_flatten(codes), "sent-while-muted")
+    muted_rows = exchanges.take(pc.unique(pc.filter(pc.list_parent_indices(codes), named)))
+    if muted_rows.num_rows:
+        muted = _grouped(pa.table({"client_id": pc.fill_null(muted_rows["client_id"], NO_CLIENT_ID),
+                                   "broker": pc.fill_null(muted_rows["broker"], NO_BROKER)}),
+                         ["client_id", "broker"], [([], "count_all")])
+        muted = muted.sort_by([("client_id", "ascending"), ("broker", "ascending")])
+        parts.append(_rows(muted.num_rows, table="throttle", client_id=muted["client_id"], broker=muted["broker"],
+                           count=0, muted=muted["count_all"]))
     with_throttle = exchanges.filter(pc.is_valid(exchanges["throttle_time_ms"]))
     waits = with_throttle["throttle_time_ms"]
     throttle = pa.table({
@@ -297,22 +295,21 @@ def _merged_row(key: dict[str, Any], sums: dict[str, int], values: QuantileSketc
 _SUMMED = ("count", "anywhere", "bytes", "errors", "waited", "muted")
 
 
-def merge_contributions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: CONTRIBUTION_SCHEMA rows sorted by GROUP_COLUMNS ->
-    MERGED_SCHEMA rows, one per group (the table row as JSON).
+def merged_rows(table: pa.Table) -> list[tuple[str, dict[str, Any]]]:
+    """CONTRIBUTION_SCHEMA rows sorted by GROUP_COLUMNS -> (table name, table
+    row) per group, on the driver.
 
     Vectorised: groups are runs of equal keys (the rows are sorted), their
     sums `reduceat` over the runs, and their values, flattened, are runs too.
+    (The rows stay Python objects: until 2026-11-26 they went through JSON
+    and an Arrow batch, from when a Spark stage merged them.)
     """
     import numpy as np
 
-    batches = list(batches)
-    if not batches:
-        return
-    table = pa.Table.from_batches(batches).cast(CONTRIBUTION_SCHEMA)
+    table = table.cast(CONTRIBUTION_SCHEMA)
     rows = table.num_rows
     if rows == 0:
-        return
+        return []
     starts_mask = np.zeros(rows, dtype=bool)
     starts_mask[0] = True
     for name in GROUP_COLUMNS:
@@ -323,14 +320,15 @@ def merge_contributions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Record
         starts_mask[1:] |= (missing[1:] != missing[:-1]) | (values[1:] != values[:-1])
     starts = np.flatnonzero(starts_mask)
     group_of_row = np.cumsum(starts_mask) - 1
-    sums = {name: np.add.reduceat(pc.fill_null(table[name], 0).to_numpy(), starts) for name in _SUMMED}
+    # (as lists of Python ints: a group's sums are then looked up, not converted, each time)
+    sums = {name: np.add.reduceat(pc.fill_null(table[name], 0).to_numpy(), starts).tolist() for name in _SUMMED}
     lists = table["values"].combine_chunks()
     flat = pc.list_flatten(lists)
     parents = pc.list_parent_indices(lists).to_numpy()
     present = pc.is_valid(flat).to_numpy(zero_copy_only=False)
     flat_values = pc.fill_null(flat, 0.0).to_numpy(zero_copy_only=False)[present]
     group_of_value = group_of_row[parents[present]]  # non-decreasing: rows are in group order
-    bounds = np.searchsorted(group_of_value, np.arange(len(starts) + 1))
+    bounds = np.searchsorted(group_of_value, np.arange(len(starts) + 1)).tolist()
     keys = table.select(GROUP_COLUMNS).take(pa.array(starts)).to_pylist()
     sketches: dict[int, list[str]] = {}  # group -> its contributions' sketches
     for row in pc.indices_nonzero(pc.is_valid(table["sketch"])).to_pylist():
@@ -342,9 +340,9 @@ def merge_contributions(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Record
         values = QuantileSketch.of(np.sort(flat_values[bounds[group]:bounds[group + 1]]).tolist())
         for state in sketches.get(group, ()):
             values.merge(QuantileSketch.from_state(json.loads(state)))
-        group_sums = {name: int(sums[name][group]) for name in _SUMMED}
-        out.append({"table": key["table"], "row": json.dumps(_merged_row(key, group_sums, values))})
-    yield pa.RecordBatch.from_pylist(out, schema=MERGED_SCHEMA)
+        group_sums = {name: sums[name][group] for name in _SUMMED}
+        out.append((key["table"], _merged_row(key, group_sums, values)))
+    return out
 
 
 def _none_first(value: Any) -> tuple:
@@ -363,19 +361,18 @@ _ORDER = {
 }
 
 
-def split_merged(merged: Iterable[Any]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+def split_merged(merged: Iterable[tuple[str, dict[str, Any]]]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
     """(rows per summary table, rows written per task table) from the merged rows."""
     tables: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLE_SCHEMAS}
     written: dict[str, int] = {}
     service: dict[tuple, dict[str, Any]] = {}
-    for item in merged:
-        row = json.loads(item["row"])
-        if item["table"] == WRITTEN:
+    for table, row in merged:
+        if table == WRITTEN:
             written[row["table"]] = written.get(row["table"], 0) + row["rows"]
-        elif item["table"] == "service":
+        elif table == "service":
             service[_latency_key(row)] = row
         else:
-            tables[item["table"]].append(row)
+            tables[table].append(row)
     for row in tables["latency"]:  # service time beside the wire latency of the same group
         times = service.get(_latency_key(row), {})
         row.update({"service_count": times.get("count", 0), "service_p50": times.get("p50"),

@@ -78,7 +78,7 @@ def finish_tables(sc: Any, connections: Iterable[tuple[int, int, int, int | None
     import pyarrow as pa
 
     from kdissect.spark.part_files import finish_partitions
-    from kdissect.spark.summaries import CONTRIBUTION_SCHEMA, GROUP_COLUMNS, merge_contributions, split_merged
+    from kdissect.spark.summaries import CONTRIBUTION_SCHEMA, GROUP_COLUMNS, merged_rows, split_merged
 
     streams = stream_numbers(connections)
     fixes = fixes or {}
@@ -97,7 +97,7 @@ def finish_tables(sc: Any, connections: Iterable[tuple[int, int, int, int | None
     found = [pa.ipc.open_stream(data).read_all() for data in parts.mapPartitions(finish).collect()] if parts else []
     summed = pa.concat_tables(found) if found else CONTRIBUTION_SCHEMA.empty_table()
     ordered = summed.sort_by([(name, "ascending") for name in GROUP_COLUMNS])
-    return split_merged(row for batch in merge_contributions(ordered.to_batches()) for row in batch.to_pylist())
+    return split_merged(merged_rows(ordered))
 
 
 def parquet_rows(where: Any, name: str) -> int:

@@ -153,6 +153,11 @@ def parse(text: str) -> Location:
 # -- settings ------------------------------------------------------------------------------
 
 
+def _fs_keys(conf: dict[str, str]) -> dict[str, str]:
+    """A configuration's keys without Spark's `spark.hadoop.` prefix, values stripped."""
+    return {key.removeprefix("spark.hadoop."): value.strip() for key, value in conf.items()}
+
+
 class S3Settings(FrozenSlotRecord):
     """How to reach S3: a Hadoop/Spark configuration's fs.s3a.* keys, else
     the AWS variables (AWS_ENDPOINT_URL[_S3], AWS_REGION, AWS_ACCESS_KEY_ID,
@@ -178,11 +183,10 @@ class S3Settings(FrozenSlotRecord):
     @classmethod
     def from_conf(cls, conf: dict[str, str]) -> S3Settings:
         """From fs.s3a.* keys (a `spark.hadoop.` prefix is dropped)."""
-        keys = {key.removeprefix("spark.hadoop."): value for key, value in conf.items()}
+        keys = _fs_keys(conf)
 
         def get(name: str) -> str | None:
-            value = keys.get(f"fs.s3a.{name}")
-            return value.strip() if value and value.strip() else None
+            return keys.get(f"fs.s3a.{name}") or None
 
         def env(*names: str) -> str | None:
             return next((os.environ[name] for name in names if os.environ.get(name)), None)
@@ -244,7 +248,7 @@ class GcsSettings(FrozenSlotRecord):
     @classmethod
     def from_conf(cls, conf: dict[str, str]) -> GcsSettings:
         """From fs.gs.* keys (the GCS connector's names) and the environment."""
-        keys = {key.removeprefix("spark.hadoop."): value.strip() for key, value in conf.items()}
+        keys = _fs_keys(conf)
         endpoint = keys.get("fs.gs.storage.root.url") or os.environ.get("STORAGE_EMULATOR_HOST") or None
         anonymous = bool(endpoint) or keys.get("fs.gs.auth.type", "").upper() == "UNAUTHENTICATED"
         project = keys.get("fs.gs.project.id") or os.environ.get("GOOGLE_CLOUD_PROJECT") or None
@@ -282,7 +286,7 @@ class AzureSettings(FrozenSlotRecord):
 
     @classmethod
     def from_conf(cls, conf: dict[str, str]) -> AzureSettings:
-        keys = {key.removeprefix("spark.hadoop."): value.strip() for key, value in conf.items()}
+        keys = _fs_keys(conf)
         account = os.environ.get("AZURE_STORAGE_ACCOUNT_NAME") or os.environ.get("AZURE_STORAGE_ACCOUNT") or None
         key = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY") or os.environ.get("AZURE_STORAGE_KEY") or None
         if account and not key:

@@ -134,7 +134,7 @@ def test_stats_agrees_with_spark_summaries_past_the_limit(tmp_path):
     from manyclients import write_capture
 
     from kdissect.spark.part_files import EXCHANGE_WORK_SCHEMA
-    from kdissect.spark.summaries import GROUP_COLUMNS, contributions, merge_contributions, split_merged
+    from kdissect.spark.summaries import GROUP_COLUMNS, contributions, merged_rows, split_merged
 
     capture = tmp_path / "three.pcap"
     write_capture(capture, 3, each=1_200, connections=3, batch=7)
@@ -151,7 +151,7 @@ def test_stats_agrees_with_spark_summaries_past_the_limit(tmp_path):
     everything = pa.concat_tables([contributions(table.slice(i * size, size), {}) for i in range(5)])
     assert pc.sum(pc.is_valid(everything["sketch"])).as_py() == 0  # 720 a piece: values travel as they are
     ordered = everything.take(pc.sort_indices(everything, [(name, "ascending") for name in GROUP_COLUMNS]))
-    tables, _ = split_merged(row for batch in merge_contributions(ordered.to_batches()) for row in batch.to_pylist())
+    tables, _ = split_merged(merged_rows(ordered))
     spark = {row["client_id"]: row for row in tables["latency"] if row["dimension"] == "client_id"}
     assert set(spark) == set(cli) == {"client-0", "client-1", "client-2"}
     for client, row in cli.items():
@@ -166,7 +166,7 @@ def test_stats_agrees_with_spark_summaries_past_the_limit(tmp_path):
     big = pa.concat_tables([contributions(table, {})] * 2)
     assert pc.sum(pc.is_valid(big["sketch"])).as_py() > 0
     ordered = big.take(pc.sort_indices(big, [(name, "ascending") for name in GROUP_COLUMNS]))
-    tables, _ = split_merged(row for batch in merge_contributions(ordered.to_batches()) for row in batch.to_pylist())
+    tables, _ = split_merged(merged_rows(ordered))
     doubled = {row["client_id"]: row for row in tables["latency"] if row["dimension"] == "client_id"}
     for client in cli:
         values = [r["latency_ms"] for r in rows if r["client_id"] == client] * 2
@@ -205,4 +205,31 @@ def test_of_refuses_nan_as_adding_does():
     with pytest.raises(ValueError):
         _one_by_one(values)
     with pytest.raises(ValueError):
+        QuantileSketch.of(values)
+
+
+@pytest.mark.parametrize("name", [*adversarial(), "mixed signs, ints and zeros", "large ints", "past the limit"])
+def test_of_counts_with_numpy_as_without(name, monkeypatch):
+    """Past the limit `of` counts the buckets with numpy where it can: the
+    same sketch (sum, buckets, min, max) as the plain path, bit for bit,
+    values on the buckets' edges included."""
+    import kdissect.sketch as base
+
+    rng = np.random.default_rng(11)
+    values = {
+        "mixed signs, ints and zeros": [0, -0.0, 3, -7, 0.0, *rng.normal(0, 50, 3_000).tolist(), 12, -2],
+        "large ints": [2**60 + 1, 3, 2**53 + 1, *range(1, 2_000)],
+        "past the limit": rng.exponential(4.0, EXACT_LIMIT + 1).tolist(),
+    }.get(name, adversarial().get(name))
+    assert base._counted_with_numpy(values) is not None
+    with_numpy = QuantileSketch.of(values).state()
+    monkeypatch.setattr(base, "_counted_with_numpy", lambda values: None)
+    assert with_numpy == QuantileSketch.of(values).state() == _one_by_one(values).state()
+
+
+def test_of_refuses_infinity_as_adding_does():
+    values = [1.0] * EXACT_LIMIT + [math.inf]
+    with pytest.raises(OverflowError):
+        _one_by_one(values)
+    with pytest.raises(OverflowError):
         QuantileSketch.of(values)

@@ -19,7 +19,7 @@ from kdissect.spark.part_files import EXCHANGE_WORK_SCHEMA
 from kdissect.spark.summaries import (
     GROUP_COLUMNS,
     contributions,
-    merge_contributions,
+    merged_rows,
     split_merged,
 )
 
@@ -30,8 +30,7 @@ def _summaries(rows: list[dict], pieces: int, written: dict[str, int] | None = N
     parts = [contributions(table.slice(i * size, size), written or {}) for i in range(pieces)]
     everything = pa.concat_tables(parts)
     ordered = everything.take(pc.sort_indices(everything, [(name, "ascending") for name in GROUP_COLUMNS]))
-    merged = [row for batch in merge_contributions(ordered.to_batches(max_chunksize=97)) for row in batch.to_pylist()]
-    return split_merged(merged)
+    return split_merged(merged_rows(pa.Table.from_batches(ordered.to_batches(max_chunksize=97))))
 
 
 def test_throttle_percentiles_over_the_throttled_responses_equal_numpys():
@@ -109,3 +108,22 @@ def test_latency_errors_and_minutes_merged_from_several_pieces():
         values = [r["latency_ms"] for r in group if r["latency_ms"] is not None]
         assert row["p99_latency_ms"] == pytest.approx(float(np.percentile(values, 99)), rel=1e-12)
     json.dumps(tables)  # plain values only
+
+
+def test_requests_sent_while_muted_counted_once_per_exchange():
+    """`sent_while_muted` counts the exchanges whose problem codes name it
+    (once, however often), per client and broker; other codes, empty and
+    missing lists count nothing; a client or broker without a response
+    throttle time still gets its row."""
+    muted, other = "sent-while-muted", "no-response"
+    rows = [{"client_id": "a", "broker": "b:1", "problem_codes": [muted]}] * 3
+    rows += [{"client_id": "a", "broker": "b:1", "problem_codes": [other, muted, muted]}]
+    rows += [{"client_id": "a", "broker": "b:2", "problem_codes": [muted], "throttle_time_ms": 5}]
+    rows += [{"client_id": None, "broker": None, "problem_codes": [muted]}] * 2
+    rows += [{"client_id": "c", "broker": "b:1", "problem_codes": [other]}]
+    rows += [{"client_id": "d", "broker": "b:1", "problem_codes": []}, {"client_id": "d", "broker": "b:1"}]
+    for pieces in (1, 3):
+        tables, _written = _summaries(rows, pieces=pieces)
+        got = {(row["client_id"], row["broker"]): (row["sent_while_muted"], row["responses"])
+               for row in tables["throttle"]}
+        assert got == {("a", "b:1"): (4, 0), ("a", "b:2"): (1, 1), ("(none)", "?"): (2, 0)}
