@@ -952,7 +952,7 @@ def analyze(
     once the iterator is exhausted. `tls_keylogs`: key log files (NSS format)
     to decrypt TLS connections with. `keep_apis`: api keys whose exchanges
     keep their decoded messages even without `keep_messages` (a Produce's
-    as its frames, kdissect.conn.kept_produce; an ApiVersions' request
-    only)."""
+    as its frames, kdissect.conn.kept_produce; a Fetch's request as its
+    frame, kdissect.conn.kept_fetch; an ApiVersions' request only)."""
     run = Analysis(paths, ports, detect, keep_messages, progress, tls_keylogs, keep_apis)
     return iter(run), run.accounting

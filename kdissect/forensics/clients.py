@@ -194,8 +194,11 @@ class ClientTally:
         seen = stats.connections.get(connection)
         if seen is None:
             stats.connections[connection] = [ts, last, host or "", broker or ""]
-        else:
-            seen[0], seen[1] = min_of(seen[0], ts), max_of(seen[1], last)
+        else:  # (min_of, max_of inline: once per exchange)
+            if ts is not None and (seen[0] is None or ts < seen[0]):
+                seen[0] = ts
+            if last is not None and (seen[1] is None or last > seen[1]):
+                seen[1] = last
         api_name = ex.api_name
         if api_name:
             requests = stats.requests

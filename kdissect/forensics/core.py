@@ -12,7 +12,8 @@
 `add` reads the decoded messages of the APIs in FORENSIC_APIS (the others
 only through their exchange rows), so a pipeline keeping just those
 (`keep_apis=FORENSIC_APIS`) is enough; there a Produce's messages are kept
-as their skimmed frames (kdissect.conn.kept_produce), read alike. Tallies are keyed by topic label (a
+as their skimmed frames (kdissect.conn.kept_produce), and a Fetch's
+(kdissect.conn.kept_fetch), read alike. Tallies are keyed by topic label (a
 name, or an id's text where the wire gives only the id) and resolved with
 every id -> name pair the capture set holds when the tables are made.
 
@@ -28,9 +29,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdissect.forensics.batches import set_figures, span_offsets
+from kdissect.forensics.batches import set_figures
 from kdissect.forensics.clients import ClientTally, errors_by_client_rows
-from kdissect.forensics.common import connection_of, order_key, topic_label, when
+from kdissect.forensics.common import connection_of, order_key, topic_label
 from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.lag_history import LagHistory
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
@@ -41,9 +42,11 @@ from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.access import produce_results  # not records.table: pyarrow
+from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame
 from kdissect.conn.kept_produce import produce_answers, produce_parts
 
 _PRODUCE, _FETCH, _SHARE_FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)
+_UNANSWERED: tuple[Any, int] = (None, 0)  # (base offset, error code) of a partition without an answer
 FORENSIC_APIS = frozenset({_PRODUCE, _FETCH, _SHARE_FETCH, int(ApiKey.API_VERSIONS), int(ApiKey.INIT_PRODUCER_ID)}
                           | GROUP_APIS | ID_BEARING_APIS | SHARE_APIS | TRANSACTION_APIS)
 
@@ -140,53 +143,76 @@ class Forensics:
         # (decoded, or kept as frames: kdissect.conn.kept_produce)
         transactional_id, parts = produce_parts(ex)
         results = produce_answers(ex, produce_results)
-        ts = when(ex)
+        answers = results if isinstance(results, dict) else None
+        request_ts, response_ts = ex.request_ts, ex.response_ts
+        ts = request_ts if request_ts is not None else response_ts  # when(ex)
+        timed = request_ts is not None and response_ts is not None
+        limit = self.max_uncompressed
         for label, partition, raw in parts:
-            figures = set_figures(bytes(raw), self.max_uncompressed, produced=True) if raw else None
-            base, error = None, 0
-            if isinstance(results, dict):
-                base, error = results.get((label, partition), (None, 0))
+            figures = set_figures(bytes(raw), limit, produced=True) if raw else None
+            base, error = answers.get((label, partition), _UNANSWERED) if answers is not None else _UNANSWERED
             answered = base is not None and base >= 0 and not error
+            spans = figures.spans if figures is not None else None
             last_offset = None
-            if figures is not None and figures.spans and answered and base is not None:
-                last_offset = base + max(span.last for span in figures.spans)
+            if spans and answered:
+                last_offset = base + (spans[0].last if len(spans) == 1 else max(span.last for span in spans))
             self.topics.add_produce(ex, label, partition, ts, figures, error, last_offset)
-            self.transactions.add_produce(ex, transactional_id, label, partition, figures, error)
+            if transactional_id:
+                self.transactions.add_produce(ex, transactional_id, label, partition, figures, error)
             if figures is None:
                 continue
             self.clients.add_produce(ex, stats, label, partition, figures, transactional_id)
-            if answered and base is not None:
+            if answered:
                 self.history.add_records(label, partition, figures, base, fetched=False)
-            if answered and base is not None and ex.request_ts is not None and ex.response_ts is not None:
-                for span in figures.spans:
-                    self.ranges.produced(self.names.name(label), partition, base + span.first, base + span.last,
-                                         ex.request_ts, ex.response_ts)
+                if timed:
+                    name = self.names.name(label)
+                    produced = self.ranges.produced
+                    for span in spans:  # type: ignore[union-attr]
+                        produced(name, partition, base + span.first, base + span.last, request_ts, response_ts)
 
     def _fetch(self, ex: Any, share: bool) -> None:
         asked: dict[tuple[str | None, int], int] = {}
-        if not share and ex.request is not None:
-            for topic in getattr(ex.request.body, "topics", None) or ():
+        request = ex.request
+        if share or request is None:
+            pass
+        elif type(request) is FetchRequestFrame:  # (kept as its frame: kdissect.conn.kept_fetch)
+            asked = request.asked()
+        else:
+            for topic in getattr(request.body, "topics", None) or ():
                 label = topic_label(topic, "topic")
                 for entry in getattr(topic, "partitions", None) or ():
                     asked[(label, entry.partition)] = entry.fetch_offset
-        ts = when(ex, response_first=True)
+        response_ts = ex.response_ts
+        ts = response_ts if response_ts is not None else ex.request_ts  # when(ex, response_first=True)
         connection = connection_of(ex)
-        for topic in getattr(ex.response.body, "responses", None) or ():
-            label = topic_label(topic, "topic")
-            for entry in getattr(topic, "partitions", None) or ():
+        limit = self.max_uncompressed
+        response = ex.response
+        topics: Any
+        if type(response) is FetchResponseFrame:  # (kept as its frame: kdissect.conn.kept_fetch)
+            topics = response.topics()
+        else:
+            topics = [(topic_label(topic, "topic"), getattr(topic, "partitions", None) or ())
+                      for topic in getattr(response.body, "responses", None) or ()]
+        for label, partitions in topics:
+            for entry in partitions:
                 partition = entry.partition_index
                 raw = getattr(entry, "records", None)
-                figures = set_figures(bytes(raw), self.max_uncompressed, produced=False) if raw else None
+                figures = set_figures(bytes(raw), limit, produced=False) if raw else None
                 self.topics.add_fetch(ex, label, partition, ts, figures, entry, asked.get((label, partition)),
                                       connection, share)
                 if not share:
-                    self.transactions.add_fetch(ex, label, partition, entry, raw, figures, self.max_uncompressed)
+                    self.transactions.add_fetch(ex, label, partition, entry, raw, figures, limit)
                     self._history(ex, label, partition, ts, entry, figures)
-                if figures is not None and ex.response_ts is not None:
+                if figures is not None and response_ts is not None and figures.spans:
+                    name = self.names.name(label)
+                    fetched = self.ranges.fetched
                     for span in figures.spans:
-                        for first, last in _runs(span_offsets(span)):
-                            self.ranges.fetched(self.names.name(label), partition, ex.client_id, range(first, last + 1),
-                                                ex.response_ts)
+                        if span.offsets is None:  # first..last without holes: one run (span_offsets)
+                            if span.last >= span.first:
+                                fetched(name, partition, ex.client_id, range(span.first, span.last + 1), response_ts)
+                            continue
+                        for first, last in _runs(span.offsets):
+                            fetched(name, partition, ex.client_id, range(first, last + 1), response_ts)
 
     def _history(self, ex: Any, label: str | None, partition: int, ts: int | None, entry: Any,
                  figures: Any) -> None:

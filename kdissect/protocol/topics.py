@@ -21,6 +21,7 @@ table, the skims and the forensic tables all label topics here.
 from __future__ import annotations
 
 from typing import Any, Iterable
+from uuid import UUID
 
 from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.primitives import uuid_from
@@ -57,11 +58,17 @@ def topic_label(name: str | None, topic_id: Any) -> str | None:
     return text
 
 
+# values that hold no struct, passed over without asking for `_fields`
+# (a failed attribute lookup costs more than this test; a Metadata
+# response's replica lists are long lists of ints)
+_LEAVES = frozenset({int, str, bool, bytes, float, type(None), UUID})
+
+
 def _pairs(value: Any, found: list[tuple[str, str]]) -> None:
     """Every (id, name) of structs holding both, anywhere below `value`."""
     if isinstance(value, list):
         for item in value:
-            if isinstance(item, (list, tuple)) or hasattr(item, "_fields"):
+            if type(item) not in _LEAVES and (isinstance(item, (list, tuple)) or hasattr(item, "_fields")):
                 _pairs(item, found)
         return
     fields = getattr(value, "_fields", None)
@@ -78,7 +85,7 @@ def _pairs(value: Any, found: list[tuple[str, str]]) -> None:
                         break
     for field in fields:
         child = getattr(value, field, None)
-        if isinstance(child, list) or hasattr(child, "_fields"):
+        if type(child) not in _LEAVES and (isinstance(child, list) or hasattr(child, "_fields")):
             _pairs(child, found)
 
 
@@ -92,12 +99,20 @@ class TopicNames:
         self.conflicts = 0  # ids seen with two different names
 
     def learn_exchange(self, ex: Any) -> list[str]:
-        """Learn from an exchange's decoded request and response (only APIs in
-        ID_BEARING_APIS are read); the ids it named for the first time."""
+        """Learn from an exchange's decoded request and response, or the
+        frames they were kept as (only APIs in ID_BEARING_APIS are read);
+        the ids it named for the first time."""
         if ex.api_key not in ID_BEARING_APIS:
             return []
         new: list[str] = []
         for message in (ex.request, ex.response):
+            if message is None:
+                continue
+            # a message kept as its frame reads its own pairs (kdissect.conn.kept_metadata)
+            read_pairs = getattr(message, "topic_pairs", None)
+            if read_pairs is not None:
+                new.extend(self.learn_pairs(read_pairs()))
+                continue
             body = getattr(message, "body", None)
             if body is not None:
                 new.extend(self.learn_body(body))
@@ -107,6 +122,10 @@ class TopicNames:
         """Learn from a decoded body; the ids it named for the first time."""
         found: list[tuple[str, str]] = []
         _pairs(body, found)
+        return self.learn_pairs(found)
+
+    def learn_pairs(self, found: list[tuple[str, str]]) -> list[str]:
+        """Learn (id, name) pairs in order; the ids named for the first time."""
         return [topic_id for topic_id, name in found if self.add(topic_id, name)]
 
     def add(self, topic_id: str, name: str) -> bool:

@@ -1,6 +1,8 @@
 """Rows a task writes to one Parquet file of OUTDIR's tree, in bounded memory.
 
-Rows are kept column-wise and written as a row group every FLUSH_ROWS rows;
+Rows are kept as the tuples `add` receives (a tuple appended costs less
+than a value appended to each column) and written, turned into columns, as
+a row group every FLUSH_ROWS rows;
 the file is written under a temporary name of the tree (`Tree.output`) and
 appears whole at `close`, or not at all after `abandon`. Used by the task
 side files of kdissect.spark.arrivals and kdissect.spark.forensics.
@@ -25,16 +27,14 @@ class ParquetRows:
         self.directory = directory
         self.name = name
         self.schema = schema
-        self.names: list[str] = schema.names  # (pyarrow makes this list anew at each read)
-        self.columns: dict[str, list] = {column: [] for column in self.names}
+        self.rows: list[tuple] = []
         self.writer: Any = None
         self.output: Any = None  # the Tree.output context while writing
 
     def add(self, *values: Any) -> None:
-        columns = self.columns
-        for column, value in zip(self.names, values):
-            columns[column].append(value)
-        if len(columns[self.names[0]]) >= FLUSH_ROWS:
+        rows = self.rows
+        rows.append(values)
+        if len(rows) >= FLUSH_ROWS:
             self._flush()
 
     def _flush(self) -> None:
@@ -43,12 +43,14 @@ class ParquetRows:
         if self.writer is None:
             self.output = self.directory.output(self.name)
             self.writer = pq.ParquetWriter(self.output.__enter__(), self.schema)
-        self.writer.write_table(pa.table(self.columns, schema=self.schema))
-        self.columns = {column: [] for column in self.schema.names}
+        columns = list(zip(*self.rows)) or [()] * len(self.schema)
+        self.writer.write_table(pa.Table.from_arrays(
+            [pa.array(column, type=field.type) for column, field in zip(columns, self.schema)], schema=self.schema))
+        self.rows = []
 
     def close(self) -> bool:
         """Write what is left and put the file in place; False when no row came (no file)."""
-        if not (self.columns[self.schema.names[0]] or self.writer is not None):
+        if not (self.rows or self.writer is not None):
             return False
         self._flush()
         self.writer.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from kdissect.conn.kept_fetch import FetchResponseFrame
 from kdissect.conn.kept_produce import produce_parts
 from kdissect.conn.pipeline import Analysis
 from kdissect.forensics import FORENSIC_APIS
@@ -25,6 +26,9 @@ def _record_sets(path: Path) -> list[tuple[bytes, bool]]:
     for ex in Analysis([path], keep_apis=FORENSIC_APIS):
         if ex.api_key == 0 and ex.request is not None:  # (kept as its frame: kdissect.conn.kept_produce)
             sets += [(bytes(raw), True) for _label, _partition, raw in produce_parts(ex)[1] if raw]
+        elif ex.api_key == 1 and isinstance(ex.response, FetchResponseFrame):  # (kdissect.conn.kept_fetch)
+            sets += [(bytes(entry.records), False) for _label, partitions in ex.response.topics()
+                     for entry in partitions if entry.records]
         elif ex.api_key == 1 and ex.response is not None:
             sets += [(bytes(entry.records), False) for topic in ex.response.body.responses or ()
                      for entry in topic.partitions or () if entry.records]

@@ -1,0 +1,177 @@
+"""Metadata answers kept as frames (kdissect.conn.kept_metadata) name the
+same topic ids as fully decoded ones: the (id, name) pairs, in order, that
+`TopicNames` finds in the decoded answer, in every Metadata version, on
+every bundled capture and on damaged frames; and the forensic tables and a
+Spark run's topic names made from them equal those made from decoded
+messages (the full decoder is the oracle)."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kdissect.conn.kept_metadata import MetadataResponseFrame
+from kdissect.conn.pipeline import Analysis
+from kdissect.forensics import FORENSIC_APIS, Forensics
+from kdissect.protocol.codec import decode_response, encode_response
+from kdissect.protocol.skim import skim_response
+from kdissect.protocol.topics import ID_BEARING_APIS, _pairs
+from tests.support import impair
+from tests.support.paths import REPO
+from tests.support.pipeline import ports_of
+from tests.support.skim import capture_frames
+
+CAPTURES = sorted((REPO / "captures").glob("*.pcap"))
+METADATA = 3
+
+
+def _decoded_pairs(frame: bytes, version: int) -> list:
+    found: list = []
+    _pairs(decode_response(frame, METADATA, version).body, found)
+    return found
+
+
+def _check(frame: bytes, version: int) -> bool:
+    """The frame reads as the decoder reads it wherever pairing keeps it as a
+    frame: the skim accepted it and found no error code."""
+    figures = skim_response(frame, METADATA, version)
+    if figures is None or figures[2]:
+        return False
+    assert MetadataResponseFrame(frame, version).topic_pairs() == _decoded_pairs(frame, version)
+    return True
+
+
+def _damaged(rng: random.Random, frame: bytes) -> list[bytes]:
+    """Copies with one bit flipped, cut short, one byte longer."""
+    flipped = bytearray(frame)
+    flipped[rng.randrange(len(frame))] ^= 1 << rng.randrange(8)
+    return [bytes(flipped), frame[:rng.randrange(4, len(frame))], frame + b"\x00"]
+
+
+def test_capture_frames_read_as_decoded() -> None:
+    rng = random.Random(29)
+    read = with_pairs = 0
+    versions = set()
+    for capture in CAPTURES:
+        for direction, data, api_key, api_version in capture_frames(capture, ports_of(capture)):
+            if direction == "response" and api_key == METADATA and api_version is not None:
+                versions.add(api_version)
+                if _check(data, api_version):
+                    read += 1
+                    with_pairs += bool(_decoded_pairs(data, api_version))
+                for copy in _damaged(rng, data):
+                    _check(copy, api_version)
+    assert read > 200 and with_pairs > 50
+    assert len(versions) >= 4  # without topic ids (v0-9) and with (v10+)
+
+
+def _body(version: int) -> dict:
+    def broker(node: int, rack: str | None) -> dict:
+        return {"node_id": node, "host": f"broker-{node}.example", "port": 9092} | ({"rack": rack} if version >= 1 else {})
+
+    def partition(index: int) -> dict:
+        entry = {"error_code": 0, "partition_index": index, "leader_id": 1, "replica_nodes": [1, 2, 3],
+                 "isr_nodes": [1, 2]}
+        if version >= 7:
+            entry["leader_epoch"] = 4
+        if version >= 5:
+            entry["offline_replicas"] = [3]
+        return entry
+
+    def topic(name: str | None, topic_id: uuid.UUID, partitions: int) -> dict:
+        entry = {"error_code": 0, "name": name, "partitions": [partition(i) for i in range(partitions)]}
+        if version >= 10:
+            entry["topic_id"] = topic_id
+        if version >= 1:
+            entry["is_internal"] = False
+        if version >= 8:
+            entry["topic_authorized_operations"] = -2147483648
+        return entry
+
+    topics = [topic("orders", uuid.UUID("5b0c1d2e-3f40-4152-8364-758697a8b9ca"), 3),
+              topic("no-id", uuid.UUID(int=0), 1), topic("", uuid.UUID(int=7), 2),
+              topic("payments\u00e9", uuid.UUID(int=1 << 100), 0),
+              topic("orders", uuid.UUID(int=9), 1)]
+    if version >= 12:
+        topics.append(topic(None, uuid.UUID(int=11), 1))
+    body: dict = {"brokers": [broker(1, "rack-a"), broker(2, None)], "topics": topics}
+    if version >= 1:
+        body["controller_id"] = 1
+    if version >= 2:
+        body["cluster_id"] = "cluster-\u00ff" if version % 2 else None
+    if version >= 3:
+        body["throttle_time_ms"] = 0
+    if version in (8, 9, 10):
+        body["cluster_authorized_operations"] = -2147483648
+    return body
+
+
+@pytest.mark.parametrize("version", range(14))
+def test_every_version_reads_as_decoded(version: int) -> None:
+    """Built frames of each version: brokers with and without a rack,
+    partitions with replica lists, a null topic id, an empty and a null
+    name (v12+), a topic without partitions, a name given two ids."""
+    frame = encode_response(METADATA, version, 7, _body(version))
+    assert _check(frame, version)
+    pairs = MetadataResponseFrame(frame, version).topic_pairs()
+    assert len(pairs) == (3 if version >= 10 else 0)  # orders twice, payments...; nothing without an id or a name
+
+
+def _tables(path: str, ports: tuple[int, ...], keep_messages: bool) -> tuple[str, int]:
+    """The forensic tables of a capture with its Metadata answers kept
+    decoded (keep_messages) or as frames (keep_apis); the frames kept."""
+    analysis = Analysis([path], ports, keep_messages=keep_messages, keep_apis=() if keep_messages else FORENSIC_APIS)
+    forensics = Forensics()
+    kept_frames = 0
+    for ex in analysis:
+        kept_frames += type(ex.response) is MetadataResponseFrame
+        forensics.add(ex)
+        ex.request = ex.response = None
+    forensics.finish()
+    tables = forensics.tables()
+    return json.dumps(tables.to_dict() | {"errors_by_client": tables.errors_by_client,
+                                          "names": sorted(forensics.names.names.items()),
+                                          "conflicts": forensics.names.conflicts}, sort_keys=True,
+                      default=str), kept_frames
+
+
+@pytest.mark.parametrize("capture", [p for p in CAPTURES if p.stem in (
+    "forensics_kafka", "consume_group_kafka", "java_clients_4_4_kafka", "go_clients_kafka", "admin_kafka",
+    "unknown_topic_kafka", "share_acks_kafka", "hostile_strings_kafka", "old_v0_10_1", "group_lag_kafka")],
+    ids=lambda p: p.stem)
+def test_tables_equal_either_way(capture: Path) -> None:
+    decoded, _ = _tables(str(capture), ports_of(capture), True)
+    framed, kept = _tables(str(capture), ports_of(capture), False)
+    assert framed == decoded
+    assert kept > 0
+
+
+def test_tables_equal_either_way_on_damaged_copies(tmp_path: Path) -> None:
+    capture = REPO / "captures" / "forensics_kafka.pcap"
+    trace = impair.load_pcap(capture)
+    dropped, _lost = impair.drop_random(trace, seed=29, count=20)
+    for path in (impair.write_pcap(dropped, tmp_path / "dropped.pcap"),
+                 impair.write_pcap(impair.with_snaplen(trace, 200), tmp_path / "snap.pcap")):
+        assert _tables(str(path), ports_of(capture), False)[0] == _tables(str(path), ports_of(capture), True)[0]
+
+
+def test_topic_names_pass_equal_either_way() -> None:
+    """The Spark driver's pass for topic names (keep_apis=ID_BEARING_APIS)
+    learns the same names from frames as from decoded answers, and the rows
+    are an export's (the skim ran)."""
+    from kdissect.filters.mentions import capture_topic_names
+    from kdissect.protocol.topics import TopicNames
+
+    capture = REPO / "captures" / "forensics_kafka.pcap"
+    ports = ports_of(capture)
+    decoded = TopicNames()
+    for ex in Analysis([str(capture)], ports, keep_messages=True):
+        decoded.learn_exchange(ex)
+    assert decoded.names and capture_topic_names([str(capture)], ports, True) == decoded.names
+    exported = [ex.to_row() for ex in Analysis([str(capture)], ports, keep_messages=False)]
+    assert [ex.to_row() for ex in Analysis([str(capture)], ports, keep_messages=False,
+                                           keep_apis=ID_BEARING_APIS)] == exported
