@@ -26,10 +26,9 @@ from struct import Struct
 from typing import Final
 
 from kdissect.conn.arrivals import skip_tags_at
-from kdissect.conn.kept_produce import length_at
+from kdissect.conn.kept_produce import length_at, topic_at
 from kdissect.protocol.headers import request_layout
 from kdissect.protocol.schema import resolve_version
-from kdissect.protocol.topics import topic_label
 
 _FETCH = 1
 _INT16 = Struct(">h").unpack_from
@@ -72,15 +71,7 @@ def read_fetch_offsets(b: bytes) -> dict[tuple[str | None, int], int]:
     topics, at = length_at(b, at, flexible, True)
     asked: dict[tuple[str | None, int], int] = {}
     for _ in range(max(topics, 0)):
-        label: str | None
-        if version >= 13:
-            label = topic_label(None, b[at:at + 16])
-            at += 16
-        else:
-            size, at = length_at(b, at, flexible, False)
-            name = str(b[at:at + size], "utf-8", "surrogateescape") if size > 0 else None
-            at += max(size, 0)
-            label = name or None
+        label, at = topic_at(b, at, version >= 13, flexible)
         count, at = length_at(b, at, flexible, True)
         for _ in range(max(count, 0)):
             partition = _INT32(b, at)[0]
@@ -153,15 +144,7 @@ def read_fetch_partitions(b: bytes, version: int) -> list[tuple[str | None, list
     topics, at = length_at(b, at, flexible, True)
     found: list[tuple[str | None, list[FetchPartition]]] = []
     for _ in range(max(topics, 0)):
-        label: str | None
-        if version >= 13:
-            label = topic_label(None, b[at:at + 16])
-            at += 16
-        else:
-            size, at = length_at(b, at, flexible, False)
-            name = str(b[at:at + size], "utf-8", "surrogateescape") if size > 0 else None
-            at += max(size, 0)
-            label = name or None
+        label, at = topic_at(b, at, version >= 13, flexible)
         count, at = length_at(b, at, flexible, True)
         partitions: list[FetchPartition] = []
         for _ in range(max(count, 0)):

@@ -70,6 +70,17 @@ def length_at(b: bytes, at: int, flexible: bool, wide: bool) -> tuple[int, int]:
     return _INT16(b, at)[0], at + 2
 
 
+def topic_at(b: bytes, at: int, by_id: bool, flexible: bool) -> tuple[str | None, int]:
+    """A topic's label at `at` (its id from 16 bytes where the version names
+    topics `by_id`, else its name; as `protocol.topics.topic_label` gives it)
+    and the offset after it."""
+    if by_id:
+        return topic_label(None, b[at:at + 16]), at + 16
+    size, at = length_at(b, at, flexible, False)
+    name = str(b[at:at + size], "utf-8", "surrogateescape") if size > 0 else None
+    return name or None, at + max(size, 0)
+
+
 def read_produce_request(b: bytes) -> tuple[str | None, list[Part]]:
     """`ProduceRequestFrame.parts` of a request frame the skim accepted
     (anything else may raise)."""
@@ -88,14 +99,7 @@ def read_produce_request(b: bytes) -> tuple[str | None, list[Part]]:
     topics, at = length_at(b, at, flexible, True)
     parts: list[Part] = []
     for _ in range(max(topics, 0)):
-        if version >= 13:
-            label = topic_label(None, b[at:at + 16])
-            at += 16
-        else:
-            size, at = length_at(b, at, flexible, False)
-            name = str(b[at:at + size], "utf-8", "surrogateescape") if size > 0 else None
-            at += max(size, 0)
-            label = name or None
+        label, at = topic_at(b, at, version >= 13, flexible)
         count, at = length_at(b, at, flexible, True)
         for _ in range(max(count, 0)):
             index = _INT32(b, at)[0]

@@ -7,20 +7,17 @@ them equal those made from decoded messages (the full decoder is the oracle)."""
 
 from __future__ import annotations
 
-import json
 import random
 import uuid
-from pathlib import Path
 
 import pytest
 
-from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame, read_fetch_offsets
+from kdissect.conn.kept_fetch import FetchResponseFrame, read_fetch_offsets
 from kdissect.conn.pipeline import Analysis
-from kdissect.forensics import FORENSIC_APIS, Forensics
+from kdissect.forensics import FORENSIC_APIS
 from kdissect.forensics.common import topic_label
 from kdissect.protocol.codec import decode_request, decode_response, encode_request, encode_response
 from kdissect.protocol.skim import skim_request, skim_response
-from tests.support import impair
 from tests.support.paths import REPO
 from tests.support.pipeline import ports_of
 from tests.support.skim import capture_frames
@@ -200,43 +197,6 @@ def test_every_answer_version_reads_as_decoded(version: int) -> None:
     assert _check_response(response, version)
     topics = FetchResponseFrame(response, version).topics()
     assert [len(partitions) for _, partitions in topics] == [3, 1, 0]
-
-
-def _tables(path: str, ports: tuple[int, ...], keep_messages: bool) -> tuple[str, int]:
-    """The forensic tables of a capture with its Fetch requests kept decoded
-    (keep_messages, as `kdissect stats` runs) or as frames (keep_apis, as
-    the forensic commands and the Spark job run); the frames kept."""
-    analysis = Analysis([path], ports, keep_messages=keep_messages, keep_apis=() if keep_messages else FORENSIC_APIS)
-    forensics = Forensics()
-    kept_frames = 0
-    for ex in analysis:
-        kept_frames += (type(ex.request) is FetchRequestFrame) + (type(ex.response) is FetchResponseFrame)
-        forensics.add(ex)
-        ex.request = ex.response = None
-    forensics.finish()
-    tables = forensics.tables()
-    return json.dumps(tables.to_dict() | {"errors_by_client": tables.errors_by_client}, sort_keys=True,
-                      default=str), kept_frames
-
-
-@pytest.mark.parametrize("capture", [p for p in CAPTURES if p.stem in (
-    "forensics_kafka", "consume_group_kafka", "consume_group", "java_transactions_kafka", "transactions_kafka",
-    "java_clients_4_4_kafka", "go_clients_kafka", "old_v0_10_1", "large_records_kafka", "hostile_strings_kafka",
-    "group_lag_kafka")], ids=lambda p: p.stem)
-def test_tables_equal_either_way(capture: Path) -> None:
-    decoded, _ = _tables(str(capture), ports_of(capture), True)
-    framed, kept = _tables(str(capture), ports_of(capture), False)
-    assert framed == decoded
-    assert kept > 0
-
-
-def test_tables_equal_either_way_on_damaged_copies(tmp_path: Path) -> None:
-    capture = REPO / "captures" / "consume_group_kafka.pcap"
-    trace = impair.load_pcap(capture)
-    dropped, _lost = impair.drop_random(trace, seed=29, count=20)
-    for path in (impair.write_pcap(dropped, tmp_path / "dropped.pcap"),
-                 impair.write_pcap(impair.with_snaplen(trace, 200), tmp_path / "snap.pcap")):
-        assert _tables(str(path), ports_of(capture), False)[0] == _tables(str(path), ports_of(capture), True)[0]
 
 
 def test_kept_fetch_requests_leave_the_rows_as_export_makes_them() -> None:

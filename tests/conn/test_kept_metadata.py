@@ -7,20 +7,16 @@ messages (the full decoder is the oracle)."""
 
 from __future__ import annotations
 
-import json
 import random
 import uuid
-from pathlib import Path
 
 import pytest
 
 from kdissect.conn.kept_metadata import MetadataResponseFrame
 from kdissect.conn.pipeline import Analysis
-from kdissect.forensics import FORENSIC_APIS, Forensics
 from kdissect.protocol.codec import decode_response, encode_response
 from kdissect.protocol.skim import skim_response
 from kdissect.protocol.topics import ID_BEARING_APIS, _pairs
-from tests.support import impair
 from tests.support.paths import REPO
 from tests.support.pipeline import ports_of
 from tests.support.skim import capture_frames
@@ -119,44 +115,6 @@ def test_every_version_reads_as_decoded(version: int) -> None:
     assert _check(frame, version)
     pairs = MetadataResponseFrame(frame, version).topic_pairs()
     assert len(pairs) == (3 if version >= 10 else 0)  # orders twice, payments...; nothing without an id or a name
-
-
-def _tables(path: str, ports: tuple[int, ...], keep_messages: bool) -> tuple[str, int]:
-    """The forensic tables of a capture with its Metadata answers kept
-    decoded (keep_messages) or as frames (keep_apis); the frames kept."""
-    analysis = Analysis([path], ports, keep_messages=keep_messages, keep_apis=() if keep_messages else FORENSIC_APIS)
-    forensics = Forensics()
-    kept_frames = 0
-    for ex in analysis:
-        kept_frames += type(ex.response) is MetadataResponseFrame
-        forensics.add(ex)
-        ex.request = ex.response = None
-    forensics.finish()
-    tables = forensics.tables()
-    return json.dumps(tables.to_dict() | {"errors_by_client": tables.errors_by_client,
-                                          "names": sorted(forensics.names.names.items()),
-                                          "conflicts": forensics.names.conflicts}, sort_keys=True,
-                      default=str), kept_frames
-
-
-@pytest.mark.parametrize("capture", [p for p in CAPTURES if p.stem in (
-    "forensics_kafka", "consume_group_kafka", "java_clients_4_4_kafka", "go_clients_kafka", "admin_kafka",
-    "unknown_topic_kafka", "share_acks_kafka", "hostile_strings_kafka", "old_v0_10_1", "group_lag_kafka")],
-    ids=lambda p: p.stem)
-def test_tables_equal_either_way(capture: Path) -> None:
-    decoded, _ = _tables(str(capture), ports_of(capture), True)
-    framed, kept = _tables(str(capture), ports_of(capture), False)
-    assert framed == decoded
-    assert kept > 0
-
-
-def test_tables_equal_either_way_on_damaged_copies(tmp_path: Path) -> None:
-    capture = REPO / "captures" / "forensics_kafka.pcap"
-    trace = impair.load_pcap(capture)
-    dropped, _lost = impair.drop_random(trace, seed=29, count=20)
-    for path in (impair.write_pcap(dropped, tmp_path / "dropped.pcap"),
-                 impair.write_pcap(impair.with_snaplen(trace, 200), tmp_path / "snap.pcap")):
-        assert _tables(str(path), ports_of(capture), False)[0] == _tables(str(path), ports_of(capture), True)[0]
 
 
 def test_topic_names_pass_equal_either_way() -> None:

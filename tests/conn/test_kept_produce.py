@@ -7,22 +7,19 @@ the forensic tables made from them equal those made from decoded messages
 
 from __future__ import annotations
 
-import json
 import random
 import uuid
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from kdissect.conn.kept_produce import (ProduceRequestFrame, ProduceResponseFrame, produce_answers, produce_parts,
+from kdissect.conn.kept_produce import (ProduceResponseFrame, produce_answers, produce_parts,
                                         read_produce_request)
 from kdissect.conn.pipeline import Analysis
-from kdissect.forensics import FORENSIC_APIS, Forensics
+from kdissect.forensics import FORENSIC_APIS
 from kdissect.protocol.codec import decode_request, decode_response, encode_request, encode_response
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.records.access import produce_results
-from tests.support import impair
 from tests.support.paths import REPO
 from tests.support.pipeline import ports_of
 from tests.support.skim import capture_frames
@@ -131,41 +128,6 @@ def test_every_version_reads_as_decoded(version: int) -> None:
                                                                    answer("", [(2, 5)])]} | ({"throttle_time_ms": 0} if version >= 1 else {}))
     assert _check_response(response, version)
     assert len(_frame_answers(response, version)) == 3  # -1 is no offset
-
-
-def _tables(path: str, ports: tuple[int, ...], keep_messages: bool) -> str:
-    """The forensic tables of a capture, its Produce exchanges kept decoded
-    (keep_messages, as `kdissect stats` runs) or as frames (keep_apis, as the
-    forensic commands and the Spark job run)."""
-    analysis = Analysis([path], ports, keep_messages=keep_messages,
-                        keep_apis=() if keep_messages else FORENSIC_APIS)
-    forensics = Forensics()
-    kept_frames = 0
-    for ex in analysis:
-        kept_frames += type(ex.request) is ProduceRequestFrame
-        forensics.add(ex)
-        ex.request = ex.response = None
-    forensics.finish()
-    assert keep_messages or kept_frames or "produce" not in json.dumps(forensics.topics.rows(forensics.names))
-    tables = forensics.tables()
-    return json.dumps(tables.to_dict() | {"errors_by_client": tables.errors_by_client}, sort_keys=True, default=str)
-
-
-@pytest.mark.parametrize("capture", [p for p in CAPTURES if p.stem in (
-    "forensics_kafka", "java_transactions_kafka", "acks0_flood_kafka", "hostile_strings_kafka", "produce_pipelined",
-    "old_v0_10_1", "large_records_kafka", "java_clients_4_4_kafka", "unknown_topic_kafka", "go_clients_kafka",
-    "consume_group_kafka")], ids=lambda p: p.stem)
-def test_tables_equal_either_way(capture: Path) -> None:
-    assert _tables(str(capture), ports_of(capture), False) == _tables(str(capture), ports_of(capture), True)
-
-
-def test_tables_equal_either_way_on_damaged_copies(tmp_path: Path) -> None:
-    capture = REPO / "captures" / "forensics_kafka.pcap"
-    trace = impair.load_pcap(capture)
-    dropped, _lost = impair.drop_random(trace, seed=29, count=20)
-    for path in (impair.write_pcap(dropped, tmp_path / "dropped.pcap"),
-                 impair.write_pcap(impair.with_snaplen(trace, 200), tmp_path / "snap.pcap")):
-        assert _tables(str(path), ports_of(capture), False) == _tables(str(path), ports_of(capture), True)
 
 
 def test_what_keep_apis_keeps_of_produce_and_api_versions() -> None:
