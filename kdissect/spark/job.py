@@ -268,7 +268,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
     planned = splits
     ranges = planning.number_tasks(probe.result())
-    splits = planning.read_tasks(ranges)
+    splits = planning.read_splits(ranges)
     say(f"{len(splits)} read tasks", "planned")
 
     # -- 3. read; dissect in place or shuffle by connection -------------------
@@ -350,7 +350,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         scans = (planning.LocalScan(to_scan, slots).result() if slots
                  else planning.scan_with_spark(sc, to_scan))
         ranges, fallbacks = planning.safe_ranges(planned, ranges, failed, scans)
-        splits = planning.read_tasks(ranges)
+        splits = planning.read_splits(ranges)
         dissected = read_and_dissect(splits, options.in_place)
         failed, frame_offsets = planning.check_ranges(ranges, range_ends(dissected))
         if failed:

@@ -244,8 +244,9 @@ def number_tasks(ranges: list[Split]) -> list[Split]:
     return numbered
 
 
-def read_tasks(ranges: list[Split]) -> list[Split]:
-    """The numbered ranges that a task reads."""
+def read_splits(ranges: list[Split]) -> list[Split]:
+    """The numbered ranges that are read, each its own task partition (the
+    read stage's Spark tasks may take several: `job.read_task_count`)."""
     return [split for split in ranges if split.split_id >= 0]
 
 
