@@ -256,13 +256,6 @@ class QuantileSketch:
         made = cls()
         if not values:
             return made
-        if len(values) > EXACT_LIMIT:
-            counted = _counted_with_numpy(values)
-            if counted is not None:
-                made.count, made.values = len(values), None
-                made.total, made.buckets = counted
-                made.min, made.max = min(math.inf, *values), max(-math.inf, *values)
-                return made
         total = 0.0
         for value in values:
             total += value
@@ -288,47 +281,6 @@ class QuantileSketch:
         if zero:
             buckets[_ZERO] = zero
         return made
-
-
-def _counted_with_numpy(values: list[Any]) -> tuple[float, dict[int, int]] | None:
-    """(the sum, the buckets) of more than EXACT_LIMIT values, as `add` makes
-    them one by one, counted with numpy (the Spark job's summary
-    contributions sketch some 700,000 latencies of a 100k-exchange archive:
-    ~0.08 s through `math.log` and a Counter, ~0.02 s here); None where numpy
-    is missing or the values are not all finite numbers (the one-by-one
-    path then raises as `add` does).
-
-    Same results, not just close ones: the sum is accumulated left to right
-    (`np.add.accumulate`, as the `+=` loop; a zero sum is +0.0, as from
-    0.0 + ...); a bucket is ceil(log(|v|) / log(gamma)), and where numpy's
-    logarithm could round differently from `math.log` (a quotient within
-    1e-6 of an integer, far more than a few ulps) it is taken from `math.log`."""
-    try:
-        import numpy as np
-    except ImportError:
-        return None
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (OverflowError, TypeError, ValueError):
-        return None
-    if array.ndim != 1 or not np.isfinite(array).all():
-        return None
-    total = float(np.add.accumulate(array)[-1]) + 0.0
-    buckets: dict[int, int] = {}
-    for sign, magnitudes in ((1, array[array > 0]), (-1, -array[array < 0])):
-        if not len(magnitudes):
-            continue
-        quotients = np.log(magnitudes) / _LOG_GAMMA
-        keys = np.ceil(quotients)
-        for i in np.flatnonzero(np.abs(quotients - np.rint(quotients)) < 1e-6):
-            keys[i] = math.ceil(math.log(float(magnitudes[i])) / _LOG_GAMMA)
-        found, counts = np.unique(keys, return_counts=True)
-        for key, n in zip(found.tolist(), counts.tolist()):
-            buckets[sign * (_POSITIVE + int(key))] = n
-    zero = int(np.count_nonzero(array == 0))
-    if zero:
-        buckets[_ZERO] = zero
-    return total, buckets
 
 
 _ZERO = 0

@@ -208,25 +208,6 @@ def test_of_refuses_nan_as_adding_does():
         QuantileSketch.of(values)
 
 
-@pytest.mark.parametrize("name", [*adversarial(), "mixed signs, ints and zeros", "large ints", "past the limit"])
-def test_of_counts_with_numpy_as_without(name, monkeypatch):
-    """Past the limit `of` counts the buckets with numpy where it can: the
-    same sketch (sum, buckets, min, max) as the plain path, bit for bit,
-    values on the buckets' edges included."""
-    import kdissect.sketch as base
-
-    rng = np.random.default_rng(11)
-    values = {
-        "mixed signs, ints and zeros": [0, -0.0, 3, -7, 0.0, *rng.normal(0, 50, 3_000).tolist(), 12, -2],
-        "large ints": [2**60 + 1, 3, 2**53 + 1, *range(1, 2_000)],
-        "past the limit": rng.exponential(4.0, EXACT_LIMIT + 1).tolist(),
-    }.get(name, adversarial().get(name))
-    assert base._counted_with_numpy(values) is not None
-    with_numpy = QuantileSketch.of(values).state()
-    monkeypatch.setattr(base, "_counted_with_numpy", lambda values: None)
-    assert with_numpy == QuantileSketch.of(values).state() == _one_by_one(values).state()
-
-
 def test_of_refuses_infinity_as_adding_does():
     values = [1.0] * EXACT_LIMIT + [math.inf]
     with pytest.raises(OverflowError):
