@@ -17,7 +17,7 @@
    reuse client ports, and within one address that made 4-tuples reused
    seconds apart, which real archives rarely have. Shapes: `many-small` is
    60 MB in 20 files of 3 MB (each file one split;
-   splits share a Spark task beyond four tasks per task slot); `few-large` is
+   splits share a Spark task beyond four tasks per task slot; one task on one slot); `few-large` is
    60 MB in 2 files of 30 MB read with `--split-size 10m` (3 byte ranges a
    file), so connections cross range boundaries as well as file boundaries. With --format pcapng the archive
    is rewritten by `editcap -F pcapng` (dumpcap's format).

@@ -789,6 +789,27 @@ class Dissector:
     def open_connections(self) -> int:
         return self._reassembler.open_connection_count
 
+    def release(self) -> None:
+        """Done with this dissector (after `finish()`): its reassembler lets
+        go of it (the dissector is the reassembler's listener, the one
+        reference cycle between them), so it is freed by its reference count
+        as soon as its user drops it, not by a pass of the cyclic collector
+        (a Spark task makes one dissector per 4-tuple). It takes no more segments."""
+        self._reassembler.listener = _RELEASED
+
+
+class _Released:
+    """The listener of a released dissector's reassembler: nothing more may come."""
+
+    def opened(self, conn: TcpConnection) -> None:
+        raise RuntimeError("a released Dissector was fed a segment")
+
+    def closed(self, conn: TcpConnection, reason: str) -> None:
+        raise RuntimeError("a released Dissector was fed a segment")
+
+
+_RELEASED: Final = _Released()
+
 
 class _SecretsToKeys:
     """Where the capture set puts the decryption secrets it meets

@@ -199,6 +199,7 @@ class ConnectionRunner:
             self.output.add({"kind": CONNECTION, "task_partition": self.sink.task_partition,
                              "stream_capture_index": capture_index, "stream_frame_number": frame_number,
                              "stream_order_ts": order_ts})
+        dissector.release()  # freed now by its reference count, not by the worker's collection after the task
         self._dissector = None
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

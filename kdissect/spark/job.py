@@ -114,11 +114,15 @@ def shuffle_partitions(total_bytes: int, slots: int) -> int:
 def read_task_count(splits: int, slots: int) -> int:
     """Tasks of the read stage: one per split up to four per task slot, then
     consecutive splits share a task. Each task costs the JVM's scheduling and
-    a Python task's set-up, and a worker's collection after it: on one core,
-    22 splits of 3 MB read by 4 tasks instead of 22 (bench_spark.py's many-small
-    archive). Four per slot keeps the last wave short on several cores;
-    a cluster's many slots keep one split a task."""
-    return max(1, min(splits, 4 * max(1, slots)))
+    a Python task's set-up, and a worker's collection after it (the JVM's
+    executor thread alone ~16-21 ms a task: bench_spark.py's many-small
+    archive of 22 splits read by 22 tasks and by one on one core). Four per
+    slot keeps the last wave short on several cores; one slot has no wave to
+    balance, so its one task reads every split; a cluster's many slots keep
+    one split a task."""
+    if slots <= 1:
+        return 1
+    return max(1, min(splits, 4 * slots))
 
 
 def _with_carried_secrets(keylog: Any, pcapngs: list[str]) -> Any:

@@ -233,13 +233,60 @@ def _sketched(table: pa.Table) -> pa.Table:
         return table
     lists = table["values"].combine_chunks()
     sketches: list[str | None] = [None] * table.num_rows
-    for i in large:  # (only these lists become Python floats)
-        sketch = QuantileSketch.of(pc.drop_null(lists[i].values).to_pylist())
+    for i in large:
+        sketch = _sketch_of(pc.drop_null(lists[i].values).to_numpy(zero_copy_only=False))
         sketches[i] = json.dumps(sketch.state())
     replaced = pa.array(lengths > EXACT_LIMIT)
     table = table.set_column(table.schema.get_field_index("values"), "values",
                              pc.if_else(replaced, pa.scalar(None, lists.type), lists))
     return table.set_column(table.schema.get_field_index("sketch"), "sketch", pa.array(sketches, pa.string()))
+
+
+def _sketch_of(values: Any) -> QuantileSketch:
+    """`QuantileSketch.of(values.tolist())` of a float64 numpy array, with the
+    buckets of more than EXACT_LIMIT values counted by numpy (the finishing
+    tasks sketch some 450,000 latencies of bench_spark.py's 108k-exchange
+    archive: 0.06-0.09 s through `math.log` and a Counter, 0.02 s here).
+
+    The same sketch bit for bit, not a close one: the sum accumulated left
+    to right (`np.add.accumulate`, as `of`'s `+=` loop; a zero sum is +0.0,
+    as from 0.0 + ...); min and max from Python where a zero (of either
+    sign) could be one; a bucket is ceil(log(|v|) / log(gamma)), and where
+    numpy's logarithm could round differently from `math.log` (a quotient
+    within 1e-6 of an integer, far more than a few ulps) it is taken from
+    `math.log`. A NaN or an infinity goes through `of`, which raises as `add` does.
+    (Here and not in kdissect.sketch: numpy is the spark extra's, not base code's.)"""
+    import math
+
+    import numpy as np
+
+    from kdissect.sketch import _LOG_GAMMA, _POSITIVE, _ZERO
+
+    if len(values) <= EXACT_LIMIT or not np.isfinite(values).all():
+        return QuantileSketch.of(values.tolist())
+    made = QuantileSketch()
+    made.count, made.values = len(values), None
+    made.total = float(np.add.accumulate(values)[-1]) + 0.0
+    low, high = float(values.min()), float(values.max())
+    if low == 0 or high == 0:  # (0.0 and -0.0: the first met, as `of` finds it)
+        listed = values.tolist()
+        low, high = min(math.inf, *listed), max(-math.inf, *listed)
+    made.min, made.max = low, high
+    buckets = made.buckets
+    for sign, magnitudes in ((1, values[values > 0]), (-1, -values[values < 0])):
+        if not len(magnitudes):
+            continue
+        quotients = np.log(magnitudes) / _LOG_GAMMA
+        keys = np.ceil(quotients)
+        for i in np.flatnonzero(np.abs(quotients - np.rint(quotients)) < 1e-6):
+            keys[i] = math.ceil(math.log(float(magnitudes[i])) / _LOG_GAMMA)
+        found, counts = np.unique(keys, return_counts=True)
+        for key, n in zip(found.tolist(), counts.tolist()):
+            buckets[sign * (_POSITIVE + int(key))] = n
+    zero = int(np.count_nonzero(values == 0))
+    if zero:
+        buckets[_ZERO] = zero
+    return made
 
 
 def _percentiles(values: QuantileSketch, *qs: float) -> list[float | None]:
@@ -337,7 +384,7 @@ def merged_rows(table: pa.Table) -> list[tuple[str, dict[str, Any]]]:
     for group, key in enumerate(keys):
         # sorted: the sum behind the mean is then the same however the
         # exchanges were spread over tasks (in place or shipped, one slot or several)
-        values = QuantileSketch.of(np.sort(flat_values[bounds[group]:bounds[group + 1]]).tolist())
+        values = _sketch_of(np.sort(flat_values[bounds[group]:bounds[group + 1]]))
         for state in sketches.get(group, ()):
             values.merge(QuantileSketch.from_state(json.loads(state)))
         group_sums = {name: sums[name][group] for name in _SUMMED}

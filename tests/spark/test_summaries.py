@@ -127,3 +127,52 @@ def test_requests_sent_while_muted_counted_once_per_exchange():
         got = {(row["client_id"], row["broker"]): (row["sent_while_muted"], row["responses"])
                for row in tables["throttle"]}
         assert got == {("a", "b:1"): (4, 0), ("a", "b:2"): (1, 1), ("(none)", "?"): (2, 0)}
+
+
+@pytest.mark.parametrize("name", ["pareto heavy tail", "two modes nine decades apart", "all equal",
+                                  "zeros and values", "on bucket edges", "tiny and huge",
+                                  "negative (reordered clocks)", "mixed signs and zeros", "zeros first",
+                                  "past the limit", "at the limit", "a few"])
+def test_sketch_counted_by_numpy_equals_the_plain_sketch(name):
+    """The finishing tasks and the driver sketch many values with numpy
+    (`_sketch_of`): the same sketch (sum, buckets, min, max, kept values)
+    as `QuantileSketch.of` one value at a time, bit for bit, values on the
+    buckets' edges included (where numpy's and math's logarithms may round apart)."""
+    import math
+
+    from kdissect.forensics.sketch import EXACT_LIMIT, RELATIVE_ACCURACY, QuantileSketch
+    from kdissect.spark.summaries import _sketch_of
+
+    rng = np.random.default_rng(29)
+    gamma = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
+    values = {
+        "pareto heavy tail": (rng.pareto(0.7, 20_000) + 1e-3).tolist(),
+        "two modes nine decades apart": np.concatenate([rng.normal(1e-3, 1e-5, 8_000),
+                                                        rng.normal(1e6, 1e3, 2_000)]).tolist(),
+        "all equal": [3.25] * 5_000,
+        "zeros and values": [0.0] * 3_000 + rng.exponential(2.0, 3_000).tolist(),
+        # every power of gamma: the bucket edges, where one ulp of the logarithm moves a value
+        "on bucket edges": [gamma ** k for k in range(-300, 300)] * 5 + [math.exp(k * math.log(gamma))
+                                                                          for k in range(-300, 300)],
+        "tiny and huge": [1e-300, 1e300] * 1_000 + [1.0],
+        "negative (reordered clocks)": (-rng.exponential(5.0, 4_000)).tolist(),
+        "mixed signs and zeros": [0.0, -0.0, 3.0, -7.0, *rng.normal(0, 50, 3_000).tolist(), -0.0, 12.0],
+        "zeros first": [-0.0, 0.0] * 600 + rng.exponential(1.0, 600).tolist(),
+        "past the limit": rng.exponential(4.0, EXACT_LIMIT + 1).tolist(),
+        "at the limit": rng.exponential(4.0, EXACT_LIMIT).tolist(),
+        "a few": [3.0, 0.5, -1.0, 0.0],
+    }[name]
+    counted = _sketch_of(np.array(values, dtype=np.float64))
+    plain = QuantileSketch.of(values)
+    assert counted.state() == plain.state()
+    assert math.copysign(1.0, counted.min) == math.copysign(1.0, plain.min)  # (-0.0 == 0.0 otherwise)
+    assert math.copysign(1.0, counted.total) == math.copysign(1.0, plain.total)
+
+
+def test_sketch_counted_by_numpy_refuses_what_adding_refuses():
+    from kdissect.forensics.sketch import EXACT_LIMIT
+    from kdissect.spark.summaries import _sketch_of
+
+    for bad, error in ((float("nan"), ValueError), (float("inf"), OverflowError)):
+        with pytest.raises(error):
+            _sketch_of(np.array([1.0] * EXACT_LIMIT + [bad]))

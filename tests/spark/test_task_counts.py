@@ -6,8 +6,9 @@ from kdissect.spark.job import read_task_count, shuffle_partitions
 
 
 def test_splits_share_read_tasks_beyond_four_per_slot():
-    assert read_task_count(22, 1) == 4  # bench_spark.py's many-small archive on one core
-    assert read_task_count(22, 2) == 8
+    assert read_task_count(22, 1) == 1  # one slot: no wave to balance, one task reads every split
+    assert read_task_count(1, 1) == 1
+    assert read_task_count(22, 2) == 8  # bench_spark.py's many-small archive on two cores
     assert read_task_count(7, 2) == 7  # fewer splits than that: one split a task
     assert read_task_count(500, 200) == 500  # a cluster's many slots: one split a task
     assert read_task_count(0, 4) == 1  # parallelize needs one slice even with nothing to read
