@@ -31,13 +31,13 @@ from typing import Any
 
 from kdissect.forensics.batches import set_figures
 from kdissect.forensics.clients import ClientTally, errors_by_client_rows
-from kdissect.forensics.common import connection_of, order_key, topic_label
+from kdissect.forensics.common import order_key, topic_label
 from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.lag_history import LagHistory
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
 from kdissect.protocol.topics import ID_BEARING_APIS, TopicNames
 from kdissect.forensics.share import SHARE_ACK, SHARE_APIS, SHARE_HEARTBEAT, ShareTally
-from kdissect.forensics.topics import TopicTally
+from kdissect.forensics.topics import PartitionStats, TopicTally
 from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
@@ -148,6 +148,9 @@ class Forensics:
         ts = request_ts if request_ts is not None else response_ts  # when(ex)
         timed = request_ts is not None and response_ts is not None
         limit = self.max_uncompressed
+        connection = self.clients.connection  # (clients.add has just taken this exchange)
+        client_id = ex.client_id
+        partition_stats = self.topics.stats
         for label, partition, raw in parts:
             figures = set_figures(bytes(raw), limit, produced=True) if raw else None
             base, error = answers.get((label, partition), _UNANSWERED) if answers is not None else _UNANSWERED
@@ -156,12 +159,17 @@ class Forensics:
             last_offset = None
             if spans and answered:
                 last_offset = base + (spans[0].last if len(spans) == 1 else max(span.last for span in spans))
-            self.topics.add_produce(ex, label, partition, ts, figures, error, last_offset)
+            # (TopicTally.add_produce inline: once per partition of a Produce)
+            key = (label, partition, "produce", client_id)
+            found = partition_stats.get(key)
+            if found is None:
+                found = partition_stats[key] = PartitionStats()
+            found.add(ts, figures, error, last_offset)
             if transactional_id:
                 self.transactions.add_produce(ex, transactional_id, label, partition, figures, error)
             if figures is None:
                 continue
-            self.clients.add_produce(ex, stats, label, partition, figures, transactional_id)
+            self.clients.add_produce(ex, stats, label, partition, figures, transactional_id, connection)
             if answered:
                 self.history.add_records(label, partition, figures, base, fetched=False)
                 if timed:
@@ -184,7 +192,7 @@ class Forensics:
                     asked[(label, entry.partition)] = entry.fetch_offset
         response_ts = ex.response_ts
         ts = response_ts if response_ts is not None else ex.request_ts  # when(ex, response_first=True)
-        connection = connection_of(ex)
+        connection = self.clients.connection  # (clients.add has just taken this exchange)
         limit = self.max_uncompressed
         response = ex.response
         topics: Any
