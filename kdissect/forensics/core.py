@@ -31,7 +31,7 @@ from typing import Any
 
 from kdissect.forensics.batches import set_figures
 from kdissect.forensics.clients import ClientTally, errors_by_client_rows
-from kdissect.forensics.common import order_key, topic_label
+from kdissect.forensics.common import topic_label
 from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.lag_history import LagHistory
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
@@ -119,9 +119,10 @@ class Forensics:
 
     def add(self, ex: Any) -> None:
         self.exchanges += 1
-        self.learn_names(ex)
-        stats = self.clients.add(ex)
         key = ex.api_key
+        if key in ID_BEARING_APIS:  # (learn_names reads no other API)
+            self.learn_names(ex)
+        stats = self.clients.add(ex)
         if key == _PRODUCE:
             if ex.request is not None:
                 self._produce(ex, stats)
@@ -193,6 +194,7 @@ class Forensics:
         response_ts = ex.response_ts
         ts = response_ts if response_ts is not None else ex.request_ts  # when(ex, response_first=True)
         connection = self.clients.connection  # (clients.add has just taken this exchange)
+        order = (ts if ts is not None else -1, connection, ex.correlation_id if ex.correlation_id is not None else -1)
         limit = self.max_uncompressed
         response = ex.response
         topics: Any
@@ -207,10 +209,10 @@ class Forensics:
                 raw = getattr(entry, "records", None)
                 figures = set_figures(bytes(raw), limit, produced=False) if raw else None
                 self.topics.add_fetch(ex, label, partition, ts, figures, entry, asked.get((label, partition)),
-                                      connection, share)
+                                      connection, share, order)
                 if not share:
                     self.transactions.add_fetch(ex, label, partition, entry, raw, figures, limit)
-                    self._history(ex, label, partition, ts, entry, figures)
+                    self._history(ex, label, partition, ts, entry, figures, order)
                 if figures is not None and response_ts is not None and figures.spans:
                     name = self.names.name(label)
                     fetched = self.ranges.fetched
@@ -223,14 +225,14 @@ class Forensics:
                             fetched(name, partition, ex.client_id, range(first, last + 1), response_ts)
 
     def _history(self, ex: Any, label: str | None, partition: int, ts: int | None, entry: Any,
-                 figures: Any) -> None:
+                 figures: Any, order: tuple) -> None:
         """A fetched partition's record timestamps and high watermark, for group lag in and over time."""
         if figures is not None:
             self.history.add_records(label, partition, figures, None, fetched=True)
         high_watermark = getattr(entry, "high_watermark", None)
         if ts is not None and not getattr(entry, "error_code", 0) and isinstance(high_watermark, int) \
                 and high_watermark >= 0:
-            self.history.add_watermark(label, partition, order_key(ex, ts), ts, high_watermark)
+            self.history.add_watermark(label, partition, order, ts, high_watermark)  # (order_key(ex, ts))
 
     def finish(self) -> None:
         """The end of the input: match what still waits (call before `tables`)."""
