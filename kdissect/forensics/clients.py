@@ -189,13 +189,14 @@ class ClientTally:
         ts = request_ts if request_ts is not None else response_ts  # when(ex)
         last = response_ts if response_ts is not None else request_ts  # when(ex, response_first=True)
         # A connection's exchanges come one after another: what depends only on
-        # the connection and client id (the stats, the connection's entry, its
-        # host and broker counted) is looked up again only when they change,
+        # the connection, client id and broker (the stats, the connection's
+        # entry, its host and broker counted) is looked up again only when they change,
         # when an ApiVersions request may name the software, or after a spill
         # (the stats in memory were written out).
         cached = self._cached
+        broker = ex.broker
         if cached is not None and key != _API_VERSIONS and cached[0] == client and cached[1] == stream_key \
-                and cached[2] == client_id and cached[3] is self.stats.memory:
+                and cached[2] == client_id and cached[3] is self.stats.memory and cached[7] == broker:
             connection, stats, seen = cached[4], cached[5], cached[6]
             if ts is not None and (seen[0] is None or ts < seen[0]):
                 seen[0] = ts
@@ -215,7 +216,6 @@ class ClientTally:
                 host = self.texts.setdefault(host, host)
                 if host not in stats.hosts:
                     stats.hosts += (host,)
-            broker = ex.broker
             if broker and broker not in stats.brokers:
                 stats.brokers += (self.texts.setdefault(broker, broker),)
             seen = stats.connections.get(connection)
@@ -226,7 +226,7 @@ class ClientTally:
                     seen[0] = ts
                 if last is not None and (seen[1] is None or last > seen[1]):
                     seen[1] = last
-            self._cached = (client, stream_key, client_id, self.stats.memory, connection, stats, seen)
+            self._cached = (client, stream_key, client_id, self.stats.memory, connection, stats, seen, broker)
         self.connection = connection
         if ts is not None and (stats.first_ts is None or ts < stats.first_ts):
             stats.first_ts = ts
