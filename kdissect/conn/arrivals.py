@@ -486,11 +486,14 @@ def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int]
 
 
 def uvarint_at(data: bytes, at: int) -> tuple[int, int]:
-    """An unsigned varint at `at` and the offset after it (the one-byte
-    case inline; compiled readers of frames share it)."""
+    """An unsigned varint at `at` and the offset after it (the one- and
+    two-byte cases inline; compiled readers of frames share it)."""
     byte = data[at]
     if byte < 0x80:  # the usual one-byte count or length
         return byte, at + 1
+    second = data[at + 1]
+    if 0 < second < 0x80:  # a length up to 16 KiB (a last byte 0 is not minimal: read_uvarint refuses it)
+        return (byte & 0x7F) | second << 7, at + 2
     return read_uvarint(data, at)
 
 

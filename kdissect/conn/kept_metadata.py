@@ -1,4 +1,4 @@
-"""Metadata answers kept for the tables that read them, as their frames.
+"""Metadata answers and requests kept for the tables that read them, as their frames.
 
 A pairer keeping the messages of some APIs (`Pairer(keep_apis=...)`: the
 forensic tallies, the topic names of a Spark run) keeps a Metadata answer
@@ -9,23 +9,28 @@ What is read of it is the (topic id, name) pairs it holds
 decode builds every broker, partition and replica list, and a UUID object
 per topic, which cost about as much as the rest of the exchange. An answer
 carrying an error code is decoded and kept whole (the per-partition errors
-are wanted too), as is any answer the skim turned down.
+are wanted too), as is any answer the skim turned down. A Metadata request
+the skim accepted is kept as its frame too (`MetadataRequestFrame`): from
+version 10 on it may name topics by id and name.
 
-`MetadataResponseFrame.topic_pairs()` gives what `TopicNames.learn_body`
-finds in the decoded answer, in the same order (tests/conn/test_kept_metadata.py
+`MetadataResponseFrame.topic_pairs()` and `MetadataRequestFrame.topic_pairs()`
+give what `TopicNames.learn_body` finds in the decoded message, in the same order (tests/conn/test_kept_metadata.py
 compares them on every bundled capture and on built frames of every version).
 """
 
 from __future__ import annotations
 
+from struct import Struct
 from typing import Final
 
 from kdissect.conn.arrivals import skip_tags_at
 from kdissect.conn.kept_produce import length_at
+from kdissect.protocol.headers import request_layout
 from kdissect.protocol.schema import resolve_version
 from kdissect.protocol.topics import topic_label
 
 _METADATA = 3
+_INT16 = Struct(">h").unpack_from
 _NULL_ID = bytes(16)
 # a Metadata answer's api version -> the body version it is read as
 _BODY_VERSIONS: Final[dict[int, int]] = {}
@@ -81,4 +86,41 @@ def read_metadata_pairs(b: bytes, version: int) -> list[tuple[str, str]]:
                 at += 4 * max(count, 0)
             at = skip_tags_at(b, at)
         at = skip_tags_at(b, at + 4)  # (after the authorized operations)
+    return pairs
+
+
+class MetadataRequestFrame:
+    """A Metadata request the skim accepted, kept as its frame (header included)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+
+    def topic_pairs(self) -> list[tuple[str, str]]:
+        """(topic id text, name) of every topic carrying both, in order."""
+        return read_metadata_request_pairs(self.frame)
+
+
+def read_metadata_request_pairs(b: bytes) -> list[tuple[str, str]]:
+    """`MetadataRequestFrame.topic_pairs` of a request frame the skim
+    accepted (anything else may raise): topics carry an id from v10 on, and
+    every such version is flexible; the topics are the body's first field."""
+    pairs: list[tuple[str, str]] = []
+    header_version, version, _assumed = request_layout(_METADATA, _INT16(b, 2)[0])
+    if version < 10:
+        return pairs
+    at = 10 + max(_INT16(b, 8)[0], 0)  # api key, version, correlation id, client id
+    if header_version >= 2:
+        at = skip_tags_at(b, at)
+    topics, at = length_at(b, at, True, True)  # (null: -1)
+    for _ in range(max(topics, 0)):
+        raw = b[at:at + 16]
+        size, at = length_at(b, at + 16, True, False)  # name (null: -1)
+        name = str(b[at:at + size], "utf-8", "surrogateescape") if size > 0 else ""
+        at = skip_tags_at(b, at + max(size, 0))
+        if name and raw != _NULL_ID:
+            label = topic_label(None, raw)
+            if label is not None:
+                pairs.append((label, name))
     return pairs

@@ -60,7 +60,7 @@ from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
 from kdissect.conn.arrivals import DATA_WAIT_MIN_NS, ProduceAnswer, produce_bases, produce_ranges, produce_spans
 from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame
-from kdissect.conn.kept_metadata import MetadataResponseFrame
+from kdissect.conn.kept_metadata import MetadataRequestFrame, MetadataResponseFrame
 from kdissect.conn.kept_produce import ProduceRequestFrame, ProduceResponseFrame
 from kdissect.conn.holds import EARLY_WINDOW_NS, MAX_EARLY, MAX_UNANSWERED, Acks0Holds, EarlyResponses
 from kdissect.records.access import record_figures, record_sets, set_figures
@@ -82,7 +82,8 @@ _SHARE_FETCH = int(ApiKey.SHARE_FETCH)
 # is read by no table
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
 # requests that keep_apis keeps as their frames where the skim accepts them
-_KEPT_AS_FRAMES = frozenset((_PRODUCE, _FETCH))
+_METADATA = int(ApiKey.METADATA)
+_KEPT_AS_FRAMES = frozenset((_PRODUCE, _FETCH, _METADATA))
 # answers that keep_apis keeps as their frames where the skim accepts them and finds no error code
 _ANSWERS_AS_FRAMES = frozenset((_PRODUCE, _FETCH, int(ApiKey.METADATA)))
 # the Exchange fields a request's exchange is made with, by position
@@ -347,8 +348,8 @@ class Pairer:
             self._wait(ex)
             return ex
         keep_apis = self.keep_apis
-        # (a kept Produce or Fetch request is skimmed too, and kept as its
-        # frame: kdissect.conn.kept_produce, kdissect.conn.kept_fetch)
+        # (a kept Produce, Fetch or Metadata request is skimmed too, and kept
+        # as its frame: kdissect.conn.kept_produce, kept_fetch, kept_metadata)
         skim = None if self.keep_messages or (keep_apis and len(data) >= 2 and (data[0] << 8 | data[1]) in keep_apis
                                               and (data[0] << 8 | data[1]) not in _KEPT_AS_FRAMES) \
             else skim_request(data)
@@ -408,6 +409,8 @@ class Pairer:
                 ex.wait_hint_frame = data  # decoded only when a wait rule reads it (kdissect.conn.waits)
                 if api_key == _FETCH and keep_apis and _FETCH in keep_apis:
                     ex.request = FetchRequestFrame(data if type(data) is bytes else bytes(data))
+            elif api_key == _METADATA and keep_apis and _METADATA in keep_apis:
+                ex.request = MetadataRequestFrame(data if type(data) is bytes else bytes(data))
         else:
             if request.assumed_version:
                 self._assumed(ex, "request", request.assumed_version, trailing)

@@ -11,56 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from kdissect.records.decode import iter_batches
-from kdissect.records.quick_spans import quick_spans
-
-
-class BatchSpan:
-    """One data batch: its records' offsets (wire offsets for fetched data,
-    positions within the request's record set for produced data) and the
-    producer fields of its header."""
-
-    __slots__ = ("first", "last", "count", "offsets", "producer_id", "producer_epoch", "base_sequence",
-                 "transactional", "wire_bytes", "record_bytes", "stamps")
-
-    def __init__(self, first: int, last: int, count: int, offsets: list[int] | None, producer_id: int | None,
-                 producer_epoch: int | None, base_sequence: int | None, transactional: bool, wire_bytes: int,
-                 record_bytes: int, stamps: tuple[int, ...] | None = None) -> None:
-        self.first = first
-        self.last = last
-        self.count = count
-        self.offsets = offsets  # None when the offsets run first..last without holes
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-        self.transactional = transactional
-        self.wire_bytes = wire_bytes
-        self.record_bytes = record_bytes
-        self.stamps = stamps  # the records' timestamps (ms), in offset order; None when one is missing
-
-
-class SetFigures:
-    """The figures of one (topic, partition) record set."""
-
-    __slots__ = ("records", "control_records", "record_bytes", "batch_bytes", "batches", "codecs", "spans",
-                 "next_offset", "problems")
-
-    def __init__(self) -> None:
-        self.records = 0  # data records (what `kdissect records` lists with control null)
-        self.control_records = 0
-        self.record_bytes = 0  # uncompressed records sections of the data batches
-        self.batch_bytes = 0  # the data batches as they are on the wire
-        self.batches = 0
-        self.codecs: list[str] = []
-        self.spans: list[BatchSpan] = []
-        self.next_offset: int | None = None  # after the last offset the data covers (control batches too)
-        self.problems = 0  # batches with problems
+# the figures' classes are compiled with the quick walk that makes most of them
+from kdissect.records.quick_spans import BatchSpan, SetFigures, plain_figures
 
 
 def set_figures(raw: bytes, limit: int, produced: bool) -> SetFigures:
     """Figures of a records field. `produced`: offsets are positions in the
     set (Produce requests carry placeholders), as `kdissect records` numbers
     them before adding the broker's base offset."""
-    figures = _plain_figures(raw, limit, produced)
+    figures = plain_figures(raw, limit, produced)
     return figures if figures is not None else _decoded_figures(raw, limit, produced)
 
 
@@ -117,35 +76,8 @@ def _decoded_figures(raw: bytes, limit: int, produced: bool) -> SetFigures:
     return figures
 
 
-def _plain_figures(raw: bytes, limit: int, produced: bool) -> SetFigures | None:
-    """set_figures of the common case without building Batch and Record
-    objects (kdissect.records.quick_spans, compiled): complete magic-2 data
-    batches (a cut tail skipped) whose CRC matches, whose codec inflates
-    without a problem and whose records parse exactly as declared. Anything
-    else (control batches, older formats, damage) gives None: the decoder's
-    walk gives the figures, problems included. Both give the same figures
-    where this one answers."""
-    found = quick_spans(raw, limit, produced)
-    if found is None:
-        return None
-    rows, next_offset = found
-    figures = SetFigures()
-    figures.next_offset = next_offset
-    spans = figures.spans
-    codecs_seen = figures.codecs
-    records = record_bytes = batch_bytes = 0
-    for first, last, count, offsets, producer_id, producer_epoch, base_sequence, transactional, wire, inflated, \
-            stamps, codec in rows:
-        records += count
-        record_bytes += inflated
-        batch_bytes += wire
-        if codec not in codecs_seen:
-            codecs_seen.append(codec)
-        spans.append(BatchSpan(first, last, count, offsets, producer_id, producer_epoch, base_sequence,
-                               transactional, wire, inflated, stamps))
-    figures.records, figures.record_bytes, figures.batch_bytes, figures.batches = \
-        records, record_bytes, batch_bytes, len(rows)
-    return figures
+# set_figures of the common case, compiled (kdissect.records.quick_spans.plain_figures)
+_plain_figures = plain_figures
 
 
 def span_offsets(span: BatchSpan) -> Any:

@@ -164,46 +164,79 @@ class ClientTally:
         self.sequences: dict[tuple, dict[tuple, SequenceRun]] = {}
         self.transactional: dict[tuple[int, int], set[str]] = {}  # (producer id, epoch) -> transactional ids
         self.texts: dict[str, str] = {}  # one copy of each host and broker text
+        # the last exchange's connection (connection_of), and what `add` looked up for it
+        self.connection: tuple = ("", -1, -1)
+        self._cached: tuple | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a merge needs: not the connections' software (the tally
+        follows it while exchanges come; a part's connections are whole, and a
+        merged tally takes no exchanges) nor `add`'s lookup of the last one."""
+        state = {name: value for name, value in self.__dict__.items() if name not in ("software", "_cached")}
+        state["software"] = {}
+        state["_cached"] = None
+        return state
 
     def _stats(self, key: tuple) -> ClientStats:
         return self.stats[key]
 
     def add(self, ex: Any) -> ClientStats:
-        """Count one exchange; the client's stats (for the produce figures)."""
-        connection = connection_of(ex)
-        if ex.api_key == _API_VERSIONS and ex.request is not None and (ex.api_version or 0) >= 3:
-            body = ex.request.body
-            name = getattr(body, "client_software_name", None)
-            if name:
-                self.software[connection] = (name, getattr(body, "client_software_version", None))
-        name, version = self.software.get(connection, (None, None))
-        stats = self.stats[(ex.client_id, name, version)]
+        """Count one exchange; the client's stats (for the produce figures).
+        `connection` is left holding the exchange's connection (connection_of)."""
+        key = ex.api_key
+        client, stream_key, client_id = ex.client, ex.stream_key, ex.client_id
         request_ts, response_ts = ex.request_ts, ex.response_ts
         ts = request_ts if request_ts is not None else response_ts  # when(ex)
         last = response_ts if response_ts is not None else request_ts  # when(ex, response_first=True)
-        if ts is not None and (stats.first_ts is None or ts < stats.first_ts):
-            stats.first_ts = ts
-        if last is not None and (stats.last_ts is None or last > stats.last_ts):
-            stats.last_ts = last
-        host = host_of(ex.client)
-        if host is not None and host not in stats.hosts:
-            stats.hosts += (self.texts.setdefault(host, host),)
+        # A connection's exchanges come one after another: what depends only on
+        # the connection, client id and broker (the stats, the connection's
+        # entry, its host and broker counted) is looked up again only when they change,
+        # when an ApiVersions request may name the software, or after a spill
+        # (the stats in memory were written out).
+        cached = self._cached
         broker = ex.broker
-        if broker and broker not in stats.brokers:
-            stats.brokers += (self.texts.setdefault(broker, broker),)
-        seen = stats.connections.get(connection)
-        if seen is None:
-            stats.connections[connection] = [ts, last, host or "", broker or ""]
-        else:  # (min_of, max_of inline: once per exchange)
+        if cached is not None and key != _API_VERSIONS and cached[0] == client and cached[1] == stream_key \
+                and cached[2] == client_id and cached[3] is self.stats.memory and cached[7] == broker:
+            connection, stats, seen = cached[4], cached[5], cached[6]
             if ts is not None and (seen[0] is None or ts < seen[0]):
                 seen[0] = ts
             if last is not None and (seen[1] is None or last > seen[1]):
                 seen[1] = last
+        else:
+            connection = connection_of(ex)
+            if key == _API_VERSIONS and ex.request is not None and (ex.api_version or 0) >= 3:
+                body = ex.request.body
+                name = getattr(body, "client_software_name", None)
+                if name:
+                    self.software[connection] = (name, getattr(body, "client_software_version", None))
+            name, version = self.software.get(connection, (None, None))
+            stats = self.stats[(client_id, name, version)]
+            host = host_of(client)
+            if host is not None:
+                host = self.texts.setdefault(host, host)
+                if host not in stats.hosts:
+                    stats.hosts += (host,)
+            if broker and broker not in stats.brokers:
+                stats.brokers += (self.texts.setdefault(broker, broker),)
+            seen = stats.connections.get(connection)
+            if seen is None:
+                seen = stats.connections[connection] = [ts, last, host or "", broker or ""]
+            else:  # (min_of, max_of inline: once per exchange)
+                if ts is not None and (seen[0] is None or ts < seen[0]):
+                    seen[0] = ts
+                if last is not None and (seen[1] is None or last > seen[1]):
+                    seen[1] = last
+            self._cached = (client, stream_key, client_id, self.stats.memory, connection, stats, seen, broker)
+        self.connection = connection
+        if ts is not None and (stats.first_ts is None or ts < stats.first_ts):
+            stats.first_ts = ts
+        if last is not None and (stats.last_ts is None or last > stats.last_ts):
+            stats.last_ts = last
         api_name = ex.api_name
         if api_name:
             requests = stats.requests
             requests[api_name] = requests.get(api_name, 0) + 1
-        if ex.api_key == _METADATA and ts is not None:
+        if key == _METADATA and ts is not None:
             if stats.metadata_minutes is None:
                 stats.metadata_minutes = {}
             add_count(stats.metadata_minutes, ts - ts % MINUTE_NS)
@@ -217,7 +250,7 @@ class ClientTally:
                 if stats.errors is None:
                     stats.errors = {}
                 add_count(stats.errors, code)
-        if ex.api_key == _INIT_PRODUCER_ID and ex.request is not None and ex.response is not None:
+        if key == _INIT_PRODUCER_ID and ex.request is not None and ex.response is not None:
             txn = getattr(ex.request.body, "transactional_id", None)
             response = ex.response.body
             if txn and not response.error_code and response.producer_id >= 0:
@@ -226,9 +259,11 @@ class ClientTally:
         return stats
 
     def add_produce(self, ex: Any, stats: ClientStats, label: str | None, partition: int,
-                    figures: SetFigures, transactional_id: str | None) -> None:
-        """The batches of one partition of a Produce request."""
-        connection = connection_of(ex)
+                    figures: SetFigures, transactional_id: str | None, connection: tuple | None = None) -> None:
+        """The batches of one partition of a Produce request (`connection`:
+        its connection_of, when known)."""
+        if connection is None:
+            connection = connection_of(ex)
         order_ts = ex.request_ts if ex.request_ts is not None else -1
         if transactional_id:
             stats.transactional_ids = _union(stats.transactional_ids, (transactional_id,))

@@ -31,13 +31,13 @@ from typing import Any
 
 from kdissect.forensics.batches import set_figures
 from kdissect.forensics.clients import ClientTally, errors_by_client_rows
-from kdissect.forensics.common import connection_of, order_key, topic_label
+from kdissect.forensics.common import topic_label
 from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.lag_history import LagHistory
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
 from kdissect.protocol.topics import ID_BEARING_APIS, TopicNames
 from kdissect.forensics.share import SHARE_ACK, SHARE_APIS, SHARE_HEARTBEAT, ShareTally
-from kdissect.forensics.topics import TopicTally
+from kdissect.forensics.topics import PartitionStats, TopicTally
 from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
@@ -119,9 +119,10 @@ class Forensics:
 
     def add(self, ex: Any) -> None:
         self.exchanges += 1
-        self.learn_names(ex)
-        stats = self.clients.add(ex)
         key = ex.api_key
+        if key in ID_BEARING_APIS:  # (learn_names reads no other API)
+            self.learn_names(ex)
+        stats = self.clients.add(ex)
         if key == _PRODUCE:
             if ex.request is not None:
                 self._produce(ex, stats)
@@ -148,6 +149,9 @@ class Forensics:
         ts = request_ts if request_ts is not None else response_ts  # when(ex)
         timed = request_ts is not None and response_ts is not None
         limit = self.max_uncompressed
+        connection = self.clients.connection  # (clients.add has just taken this exchange)
+        client_id = ex.client_id
+        partition_stats = self.topics.stats
         for label, partition, raw in parts:
             figures = set_figures(bytes(raw), limit, produced=True) if raw else None
             base, error = answers.get((label, partition), _UNANSWERED) if answers is not None else _UNANSWERED
@@ -156,12 +160,17 @@ class Forensics:
             last_offset = None
             if spans and answered:
                 last_offset = base + (spans[0].last if len(spans) == 1 else max(span.last for span in spans))
-            self.topics.add_produce(ex, label, partition, ts, figures, error, last_offset)
+            # (TopicTally.add_produce inline: once per partition of a Produce)
+            key = (label, partition, "produce", client_id)
+            found = partition_stats.get(key)
+            if found is None:
+                found = partition_stats[key] = PartitionStats()
+            found.add(ts, figures, error, last_offset)
             if transactional_id:
                 self.transactions.add_produce(ex, transactional_id, label, partition, figures, error)
             if figures is None:
                 continue
-            self.clients.add_produce(ex, stats, label, partition, figures, transactional_id)
+            self.clients.add_produce(ex, stats, label, partition, figures, transactional_id, connection)
             if answered:
                 self.history.add_records(label, partition, figures, base, fetched=False)
                 if timed:
@@ -184,7 +193,8 @@ class Forensics:
                     asked[(label, entry.partition)] = entry.fetch_offset
         response_ts = ex.response_ts
         ts = response_ts if response_ts is not None else ex.request_ts  # when(ex, response_first=True)
-        connection = connection_of(ex)
+        connection = self.clients.connection  # (clients.add has just taken this exchange)
+        order = (ts if ts is not None else -1, connection, ex.correlation_id if ex.correlation_id is not None else -1)
         limit = self.max_uncompressed
         response = ex.response
         topics: Any
@@ -199,10 +209,10 @@ class Forensics:
                 raw = getattr(entry, "records", None)
                 figures = set_figures(bytes(raw), limit, produced=False) if raw else None
                 self.topics.add_fetch(ex, label, partition, ts, figures, entry, asked.get((label, partition)),
-                                      connection, share)
+                                      connection, share, order)
                 if not share:
                     self.transactions.add_fetch(ex, label, partition, entry, raw, figures, limit)
-                    self._history(ex, label, partition, ts, entry, figures)
+                    self._history(ex, label, partition, ts, entry, figures, order)
                 if figures is not None and response_ts is not None and figures.spans:
                     name = self.names.name(label)
                     fetched = self.ranges.fetched
@@ -215,14 +225,14 @@ class Forensics:
                             fetched(name, partition, ex.client_id, range(first, last + 1), response_ts)
 
     def _history(self, ex: Any, label: str | None, partition: int, ts: int | None, entry: Any,
-                 figures: Any) -> None:
+                 figures: Any, order: tuple) -> None:
         """A fetched partition's record timestamps and high watermark, for group lag in and over time."""
         if figures is not None:
             self.history.add_records(label, partition, figures, None, fetched=True)
         high_watermark = getattr(entry, "high_watermark", None)
         if ts is not None and not getattr(entry, "error_code", 0) and isinstance(high_watermark, int) \
                 and high_watermark >= 0:
-            self.history.add_watermark(label, partition, order_key(ex, ts), ts, high_watermark)
+            self.history.add_watermark(label, partition, order, ts, high_watermark)  # (order_key(ex, ts))
 
     def finish(self) -> None:
         """The end of the input: match what still waits (call before `tables`)."""

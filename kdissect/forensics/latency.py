@@ -239,8 +239,9 @@ def match_partition(produced: Iterable[Produced], fetched: Iterable[tuple], hori
     """The rule over all of one partition's ranges: `fetched` holds
     (client_id, offsets, fetched time)."""
     index = PartitionIndex()
-    for r in produced:
-        index.add(*r)
+    # (all ranges known at once: sorted once, the order `add`'s insertions keep)
+    index.ranges = sorted(tuple(r) for r in produced)
+    index.longest = max(0, max((r[1] - r[0] for r in index.ranges), default=0))
     for client_id, offsets, fetched_ts in fetched:
         matches, unmatched = match_span(index, offsets, fetched_ts, horizon_ns, slack_ns)
         tally.add(label, client_id, matches, unmatched)

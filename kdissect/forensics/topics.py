@@ -141,9 +141,11 @@ class TopicTally:
         self._stats((label, partition, "produce", ex.client_id)).add(ts, figures, error, last_offset)
 
     def add_fetch(self, ex: Any, label: str | None, partition: int, ts: int | None, figures: SetFigures | None,
-                  entry: Any, fetch_offset: int | None, connection: tuple, share: bool) -> None:
+                  entry: Any, fetch_offset: int | None, connection: tuple, share: bool,
+                  order: tuple | None = None) -> None:
         """One partition of a Fetch (or ShareFetch) response; `entry` is its
-        decoded partition entry, `fetch_offset` what the request asked for."""
+        decoded partition entry, `fetch_offset` what the request asked for
+        (`order`: the exchange's order_key at `ts`, when known)."""
         error = getattr(entry, "error_code", 0) or 0
         last = None
         if figures is not None and figures.spans:
@@ -155,7 +157,8 @@ class TopicTally:
         position = self.positions.get(key)
         if position is None:
             position = self.positions[key] = FetchPosition()
-        order = order_key(ex, ts)
+        if order is None:
+            order = order_key(ex, ts)
         if figures is not None and figures.next_offset is not None:
             position.next_offset = figures.next_offset
         elif fetch_offset is not None and fetch_offset >= 0:

@@ -6,8 +6,11 @@ skipped) whose CRC matches, whose codec inflates without a problem and
 whose records parse exactly as declared. It gives one row per batch and the
 offset after the last one the data covers; None for anything else (control
 batches, older formats, damage), which the records decoder's walk answers,
-problems included (kdissect.forensics.batches, whose `set_figures` wraps
-the rows; tests/forensics/test_batch_figures.py checks both walks agree).
+problems included. `plain_figures` makes the rows the forensic tallies'
+figures of a set (`SetFigures`, one `BatchSpan` a batch), which
+kdissect.forensics.batches.set_figures gives, or the decoder's walk where
+this one gives None (tests/forensics/test_batch_figures.py checks both walks
+agree).
 
 A row: (first, last, count, offsets or None when they run first..last
 without holes, producer id, producer epoch, base sequence, transactional,
@@ -170,3 +173,76 @@ def _records(body: bytes, declared: int, base_offset: int, base_ts: int,
     if pos != end:
         raise _Irregular
     return offsets, stamps
+
+
+# -- the figures of a record set (kdissect.forensics.batches.set_figures) ------------------------------
+
+
+class BatchSpan:
+    """One data batch: its records' offsets (wire offsets for fetched data,
+    positions within the request's record set for produced data) and the
+    producer fields of its header."""
+
+    __slots__ = ("first", "last", "count", "offsets", "producer_id", "producer_epoch", "base_sequence",
+                 "transactional", "wire_bytes", "record_bytes", "stamps")
+
+    # (the producer fields and stamps as the records decoder gives them, whatever their type)
+    def __init__(self, first: int, last: int, count: int, offsets: Any, producer_id: Any,
+                 producer_epoch: Any, base_sequence: Any, transactional: Any, wire_bytes: int,
+                 record_bytes: int, stamps: Any = None) -> None:
+        self.first = first
+        self.last = last
+        self.count = count
+        self.offsets = offsets  # None when the offsets run first..last without holes
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.transactional = transactional
+        self.wire_bytes = wire_bytes
+        self.record_bytes = record_bytes
+        self.stamps = stamps  # the records' timestamps (ms), in offset order; None when one is missing
+
+
+class SetFigures:
+    """The figures of one (topic, partition) record set."""
+
+    __slots__ = ("records", "control_records", "record_bytes", "batch_bytes", "batches", "codecs", "spans",
+                 "next_offset", "problems")
+
+    def __init__(self) -> None:
+        self.records = 0  # data records (what `kdissect records` lists with control null)
+        self.control_records = 0
+        self.record_bytes = 0  # uncompressed records sections of the data batches
+        self.batch_bytes = 0  # the data batches as they are on the wire
+        self.batches = 0
+        self.codecs: list[str] = []
+        self.spans: list[BatchSpan] = []
+        self.next_offset: int | None = None  # after the last offset the data covers (control batches too)
+        self.problems = 0  # batches with problems
+
+
+def plain_figures(data: bytes, limit: int, produced: bool) -> SetFigures | None:
+    """The figures of a record set from the quick walk's rows, or None where
+    `quick_spans` gives None (kdissect.forensics.batches.set_figures then
+    walks the records decoder's batches)."""
+    found = quick_spans(data, limit, produced)
+    if found is None:
+        return None
+    rows, next_offset = found
+    figures = SetFigures()
+    figures.next_offset = next_offset
+    spans = figures.spans
+    codecs_seen = figures.codecs
+    records = record_bytes = batch_bytes = 0
+    for first, last, count, offsets, producer_id, producer_epoch, base_sequence, transactional, wire, inflated, \
+            stamps, codec in rows:
+        records += count
+        record_bytes += inflated
+        batch_bytes += wire
+        if codec not in codecs_seen:
+            codecs_seen.append(codec)
+        spans.append(BatchSpan(first, last, count, offsets, producer_id, producer_epoch, base_sequence,
+                               transactional, wire, inflated, stamps))
+    figures.records, figures.record_bytes, figures.batch_bytes, figures.batches = \
+        records, record_bytes, batch_bytes, len(rows)
+    return figures

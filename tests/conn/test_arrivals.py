@@ -163,3 +163,22 @@ def test_produce_bases_read_late_give_the_rows_of_bases_read_at_once() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_the_frame_readers_varint_equals_the_message_reader() -> None:
+    """uvarint_at (its one- and two-byte cases inline) against read_uvarint
+    on every one-, two- and three-byte encoding, non-minimal ones and ones
+    cut short included: the same value and offset, or the same exception."""
+    from kdissect.conn.arrivals import uvarint_at
+    from kdissect.protocol.primitives import read_uvarint
+
+    def outcome(reader, data: bytes):
+        try:
+            return reader(b"\x01" + data, 1)
+        except Exception as error:  # the exception's type is the outcome
+            return type(error)
+
+    encodings = [bytes([a]) for a in range(256)] + [bytes([a, b]) for a in range(128, 256) for b in range(256)]
+    encodings += [bytes([a, b, c]) for a in (0x80, 0xFF) for b in (0x80, 0x81, 0xFF) for c in (0, 1, 0x7F, 0x80)]
+    for data in encodings:
+        assert outcome(uvarint_at, data) == outcome(read_uvarint, data), data.hex()

@@ -1,9 +1,9 @@
-"""Metadata answers kept as frames (kdissect.conn.kept_metadata) name the
-same topic ids as fully decoded ones: the (id, name) pairs, in order, that
-`TopicNames` finds in the decoded answer, in every Metadata version, on
-every bundled capture and on damaged frames; and the forensic tables and a
-Spark run's topic names made from them equal those made from decoded
-messages (the full decoder is the oracle)."""
+"""Metadata answers and requests kept as frames (kdissect.conn.kept_metadata)
+name the same topic ids as fully decoded ones: the (id, name) pairs, in
+order, that `TopicNames` finds in the decoded message, in every Metadata
+version, on every bundled capture and on damaged frames; and the forensic
+tables and a Spark run's topic names made from them equal those made from
+decoded messages (the full decoder is the oracle)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import uuid
 
 import pytest
 
-from kdissect.conn.kept_metadata import MetadataResponseFrame
+from kdissect.conn.kept_metadata import MetadataRequestFrame, MetadataResponseFrame
 from kdissect.conn.pipeline import Analysis
-from kdissect.protocol.codec import decode_response, encode_response
-from kdissect.protocol.skim import skim_response
+from kdissect.protocol.codec import decode_request, decode_response, encode_request, encode_response
+from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.topics import ID_BEARING_APIS, _pairs
 from tests.support.paths import REPO
 from tests.support.pipeline import ports_of
@@ -133,3 +133,61 @@ def test_topic_names_pass_equal_either_way() -> None:
     exported = [ex.to_row() for ex in Analysis([str(capture)], ports, keep_messages=False)]
     assert [ex.to_row() for ex in Analysis([str(capture)], ports, keep_messages=False,
                                            keep_apis=ID_BEARING_APIS)] == exported
+
+
+def _check_request(frame: bytes) -> bool:
+    """A request frame reads as the decoder reads it wherever pairing keeps
+    it as a frame: the skim accepted it."""
+    if skim_request(frame) is None:
+        return False
+    found: list = []
+    _pairs(decode_request(frame).body, found)
+    assert MetadataRequestFrame(frame).topic_pairs() == found
+    return True
+
+
+def test_capture_request_frames_read_as_decoded() -> None:
+    rng = random.Random(31)
+    read = 0
+    versions = set()
+    for capture in CAPTURES:
+        for direction, data, _key, _version in capture_frames(capture, ports_of(capture)):
+            if direction == "request" and len(data) >= 4 and int.from_bytes(data[:2], "big") == METADATA:
+                versions.add(int.from_bytes(data[2:4], "big"))
+                read += _check_request(data)
+                for copy in _damaged(rng, data):
+                    _check_request(copy)
+    assert read > 200
+    assert len(versions) >= 4
+
+
+def _request_body(version: int, topics: list | None) -> dict:
+    body: dict = {"topics": topics}
+    if version >= 4:
+        body["allow_auto_topic_creation"] = True
+    if 8 <= version <= 10:
+        body["include_cluster_authorized_operations"] = False
+    if version >= 8:
+        body["include_topic_authorized_operations"] = True
+    return body
+
+
+@pytest.mark.parametrize("version", range(14))
+def test_every_request_version_reads_as_decoded(version: int) -> None:
+    """Built requests of each version: topics with an id and a name, a null
+    id, an empty and a null name (v10+), a name given two ids; a null topic
+    list (v1+: every topic) and an empty one."""
+    def topic(name: str | None, topic_id: uuid.UUID) -> dict:
+        return {"name": name} | ({"topic_id": topic_id} if version >= 10 else {})
+
+    named = [topic("orders", uuid.UUID("5b0c1d2e-3f40-4152-8364-758697a8b9ca")), topic("no-id", uuid.UUID(int=0)),
+             topic("", uuid.UUID(int=7)), topic("payments\u00e9", uuid.UUID(int=1 << 100)),
+             topic("orders", uuid.UUID(int=9))]
+    if version >= 10:
+        named.append(topic(None, uuid.UUID(int=11)))
+    for topics in [named, []] + ([None] if version >= 1 else []):
+        for client_id in ("consumer-\u00e9", None):
+            frame = encode_request(METADATA, version, 7, client_id, _request_body(version, topics))
+            assert _check_request(frame)
+            pairs = MetadataRequestFrame(frame).topic_pairs()
+            assert len(pairs) == (3 if version >= 10 and topics else 0)

@@ -179,3 +179,39 @@ def test_metadata_storm_flags(run, monkeypatch) -> None:
     expected = sorted(client for client, minutes in per_minute.items() if max(minutes.values()) >= 6)
     flagged = sorted(r["client_id"] for r in module.ClientTally.metadata_storms(tables.clients))
     assert flagged == expected and expected
+
+
+def test_client_rows_do_not_depend_on_how_connections_interleave(monkeypatch) -> None:
+    """The client tally looks a connection's stats up once per run of its
+    exchanges: the rows are the same whether the connections' exchanges come
+    one connection after another or dealt round-robin, and with the client
+    stats spilled at every new key (KDISSECT_SPILL_KEYS=1)."""
+    from kdissect.forensics import FORENSIC_APIS, Forensics
+
+    exchanges = list(analyze([str(FORENSICS)], keep_apis=FORENSIC_APIS)[0])
+    by_connection: dict = defaultdict(list)
+    for ex in exchanges:
+        by_connection[(ex.client, ex.stream_key)].append(ex)
+    queues = [list(q) for q in by_connection.values()]
+    dealt = []
+    while any(queues):
+        for q in queues:
+            if q:
+                dealt.append(q.pop(0))
+    assert len(by_connection) > 5 and dealt != exchanges
+
+    def rows(order: list, spill: bool) -> list:
+        if spill:
+            monkeypatch.setenv("KDISSECT_SPILL_KEYS", "1")
+        else:
+            monkeypatch.delenv("KDISSECT_SPILL_KEYS", raising=False)
+        forensics = Forensics()
+        for ex in order:
+            forensics.add(ex)
+        forensics.finish()
+        tables = forensics.tables()
+        return [list(tables.clients), tables.producers, tables.errors_by_client]
+
+    expected = rows([ex for q in by_connection.values() for ex in q], spill=False)
+    assert expected[0] and rows(dealt, spill=False) == expected
+    assert rows(dealt, spill=True) == expected
