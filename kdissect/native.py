@@ -43,6 +43,11 @@ from pathlib import Path
 # the modules compiled (dotted names below the package: a module of a
 # subpackage is found by that subpackage's `__init__`, which calls `extend`)
 NATIVE_MODULES = ("wire.linklayers", "wire.capture", "wire.reassembly", "conn.framing", "conn.pairing", "conn.arrivals", "conn.waits", "records.counts", "records.access", "conn.detect", "conn.pipeline", "protocol._generated.skims", "protocol.skim", "protocol.apis", "conn.kept_produce", "records.quick_spans", "conn.kept_fetch", "conn.kept_metadata")
+# extension modules written in C for one job each (their source: the same
+# path with ".c"), built beside the mypyc group into the same directory and
+# under the same stamp; a module imports one inside `try`, and runs its
+# Python path when it is not there (no build, a stale one, KDISSECT_PURE_PYTHON)
+C_EXTENSIONS = ("conn.brokerlog._native_lines",)
 # where the build goes, relative to the checkout (the parent of the package)
 NATIVE_SUBDIR = ("build", "native", "kdissect")
 STAMP_FILE = "STAMP"
