@@ -29,6 +29,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define TIMES 7
 #define MAX_DEPTH 64
@@ -303,256 +306,269 @@ static int connection_ends(const char *p, Py_ssize_t n, PyObject **connection, P
 
 /* ---- strict JSON, the plain case -------------------------------------------- */
 
-typedef struct {
-    const char *p;
-    const char *end;
-} Cursor;
+/* Every reader below takes the position of what it reads and returns the
+   position after it, or NULL to decline the line. `end` is the JSON's end
+   (just after its last "}"), `limit` the line's end (after its newline): how
+   far a 16-byte look may read. */
 
-static void skip_space(Cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r' || *c->p == '\n'))
-        c->p++;
+static unsigned char plain_byte[256];  /* bytes a string holds as they are: 0x20-0x7e but '"' and '\\' */
+static unsigned char space_byte[256];  /* JSON's whitespace */
+
+static void fill_byte_tables(void) {
+    for (int b = 0x20; b <= 0x7e; b++)
+        plain_byte[b] = b != '"' && b != '\\';
+    space_byte[' '] = space_byte['\t'] = space_byte['\r'] = space_byte['\n'] = 1;
 }
 
-static int hex_value(char x) {
+#define SKIP_SPACE(p, end) while ((p) < (end) && space_byte[*(p)]) (p)++
+
+static int hex_value(unsigned char x) {
     if (x >= '0' && x <= '9') return x - '0';
     if (x >= 'a' && x <= 'f') return x - 'a' + 10;
     if (x >= 'A' && x <= 'F') return x - 'A' + 10;
     return -1;
 }
 
-/* bytes a string holds as they are: 0x20-0x7e but the quote and the backslash */
-static unsigned char plain_byte[256];
-
-static void fill_plain_bytes(void) {
-    for (int b = 0x20; b <= 0x7e; b++)
-        plain_byte[b] = b != '"' && b != '\\';
+/* the first byte from p on that a string does not hold as it is: 16 bytes at
+   a time while they lie within the line, then byte by byte (the line's
+   newline, not such a byte, stops that) */
+static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *limit) {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    const __m128i space = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7f);
+    while (p + 16 <= limit) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        /* (compared signed: bytes of 0x80 and over count as below 0x20) */
+        __m128i odd = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                                   _mm_or_si128(_mm_cmplt_epi8(v, space), _mm_cmpeq_epi8(v, del)));
+        int mask = _mm_movemask_epi8(odd);
+        if (mask)
+            return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (plain_byte[p[0]] && plain_byte[p[1]] && plain_byte[p[2]] && plain_byte[p[3]])
+        p += 4;
+    while (plain_byte[*p])
+        p++;
+    return p;
 }
 
-/* a string at c->p (its opening quote): its raw text in [*start, *start + *length);
-   *plain = no escape in it. Bytes outside 0x20-0x7e and surrogate escapes decline.
-   (The scan needs no bound inside a run of plain bytes: every line ends in a
-   newline, which is not one, and the end is checked where a run stops.) */
-static int read_string(Cursor *c, const char **start, Py_ssize_t *length, int *plain) {
-    if (c->p >= c->end || *c->p != '"')
-        return 0;
-    const unsigned char *p = (const unsigned char *)++c->p;
-    const unsigned char *end = (const unsigned char *)c->end;
-    int escapes = 0;
+/* a string (p at its opening quote): bytes outside 0x20-0x7e and surrogate
+   escapes decline; *escaped set when it has an escape */
+static const unsigned char *string_end(const unsigned char *p, const unsigned char *end,
+                                       const unsigned char *limit, int *escaped) {
+    p++;
     for (;;) {
-        while (plain_byte[p[0]] && plain_byte[p[1]] && plain_byte[p[2]] && plain_byte[p[3]])
-            p += 4;
-        while (plain_byte[*p])
-            p++;
+        p = plain_run(p, limit);
         if (p >= end)
-            return 0;
-        if (*p == '"') {
-            *start = c->p;
-            *length = (const char *)p - c->p;
-            *plain = !escapes;
-            c->p = (const char *)p + 1;
-            return 1;
-        }
+            return NULL;
+        if (*p == '"')
+            return p + 1;
         if (*p != '\\' || p + 1 >= end)
-            return 0;
-        escapes = 1;
+            return NULL;
+        *escaped = 1;
         unsigned char e = p[1];
         if (e == 'u') {
             if (p + 5 >= end)
-                return 0;
+                return NULL;
             int code = 0;
             for (int k = 2; k < 6; k++) {
-                int h = hex_value((char)p[k]);
+                int h = hex_value(p[k]);
                 if (h < 0)
-                    return 0;
+                    return NULL;
                 code = code * 16 + h;
             }
             if (code >= 0xD800 && code <= 0xDFFF)
-                return 0;
+                return NULL;
             p += 6;
             continue;
         }
         if (!(e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't'))
-            return 0;
+            return NULL;
         p += 2;
     }
 }
 
-/* a JSON number's text: 1 an integer (-?(0|[1-9][0-9]*)), 2 with a fraction, 3 with an exponent */
-static int read_number(Cursor *c, const char **start, Py_ssize_t *length) {
-    const char *p = c->p, *e = c->end;
-    int kind = 1;
-    *start = p;
-    if (p < e && *p == '-')
+/* a number: *kind 1 an integer (-?(0|[1-9][0-9]*)), 2 with a fraction, 3 with an exponent */
+static const unsigned char *number_end(const unsigned char *p, const unsigned char *end, int *kind) {
+    *kind = 1;
+    if (p < end && *p == '-')
         p++;
-    if (p >= e || !is_digit(*p))
-        return 0;
+    if (p >= end || *p < '0' || *p > '9')
+        return NULL;
     if (*p == '0')
         p++;
     else
-        while (p < e && is_digit(*p))
+        while (p < end && *p >= '0' && *p <= '9')
             p++;
-    if (p < e && *p == '.') {
+    if (p < end && *p == '.') {
         p++;
-        if (p >= e || !is_digit(*p))
-            return 0;
-        while (p < e && is_digit(*p))
+        if (p >= end || *p < '0' || *p > '9')
+            return NULL;
+        while (p < end && *p >= '0' && *p <= '9')
             p++;
-        kind = 2;
+        *kind = 2;
     }
-    if (p < e && (*p == 'e' || *p == 'E')) {
+    if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
-        if (p < e && (*p == '+' || *p == '-'))
+        if (p < end && (*p == '+' || *p == '-'))
             p++;
-        if (p >= e || !is_digit(*p))
-            return 0;
-        while (p < e && is_digit(*p))
+        if (p >= end || *p < '0' || *p > '9')
+            return NULL;
+        while (p < end && *p >= '0' && *p <= '9')
             p++;
-        kind = 3;
+        *kind = 3;
     }
-    *length = p - *start;
-    c->p = p;
-    return kind;
+    return p;
 }
 
-static int literal(Cursor *c, const char *word, Py_ssize_t n) {
-    if (c->end - c->p < n || memcmp(c->p, word, n) != 0)
-        return 0;
-    c->p += n;
-    return 1;
-}
-
-/* any value, validated and skipped */
-static int skip_value(Cursor *c, int depth) {
-    const char *s;
-    Py_ssize_t n;
-    int plain;
-    if (depth > MAX_DEPTH)
-        return 0;
-    skip_space(c);
-    if (c->p >= c->end)
-        return 0;
-    switch (*c->p) {
+/* any value, validated and skipped (p at its first byte, no space before):
+   one loop over its tokens, the open objects and arrays on a stack */
+static const unsigned char *skip_value(const unsigned char *p, const unsigned char *end,
+                                       const unsigned char *limit) {
+    char open[MAX_DEPTH];
+    int depth = 0, escaped = 0, kind;
+    const unsigned char *start;
+value:
+    if (p >= end)
+        return NULL;
+    switch (*p) {
     case '"':
-        return read_string(c, &s, &n, &plain);
+        p = string_end(p, end, limit, &escaped);
+        if (p == NULL)
+            return NULL;
+        goto after;
     case '{':
-        c->p++;
-        skip_space(c);
-        if (c->p < c->end && *c->p == '}') {
-            c->p++;
-            return 1;
+        if (depth == MAX_DEPTH)
+            return NULL;
+        p++;
+        SKIP_SPACE(p, end);
+        if (p < end && *p == '}') {
+            p++;
+            goto after;
         }
-        for (;;) {
-            skip_space(c);
-            if (!read_string(c, &s, &n, &plain))
-                return 0;
-            skip_space(c);
-            if (c->p >= c->end || *c->p != ':')
-                return 0;
-            c->p++;
-            if (!skip_value(c, depth + 1))
-                return 0;
-            skip_space(c);
-            if (c->p >= c->end)
-                return 0;
-            if (*c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (*c->p == '}') {
-                c->p++;
-                return 1;
-            }
-            return 0;
-        }
+        open[depth++] = '}';
+        goto key;
     case '[':
-        c->p++;
-        skip_space(c);
-        if (c->p < c->end && *c->p == ']') {
-            c->p++;
-            return 1;
+        if (depth == MAX_DEPTH)
+            return NULL;
+        p++;
+        SKIP_SPACE(p, end);
+        if (p < end && *p == ']') {
+            p++;
+            goto after;
         }
-        for (;;) {
-            if (!skip_value(c, depth + 1))
-                return 0;
-            skip_space(c);
-            if (c->p >= c->end)
-                return 0;
-            if (*c->p == ',') {
-                c->p++;
-                continue;
-            }
-            if (*c->p == ']') {
-                c->p++;
-                return 1;
-            }
-            return 0;
-        }
+        open[depth++] = ']';
+        goto value;
     case 't':
-        return literal(c, "true", 4);
+        if (end - p < 4 || memcmp(p, "true", 4) != 0)
+            return NULL;
+        p += 4;
+        goto after;
     case 'f':
-        return literal(c, "false", 5);
+        if (end - p < 5 || memcmp(p, "false", 5) != 0)
+            return NULL;
+        p += 5;
+        goto after;
     case 'n':
-        return literal(c, "null", 4);
-    default: {
-        int kind = read_number(c, &s, &n);
+        if (end - p < 4 || memcmp(p, "null", 4) != 0)
+            return NULL;
+        p += 4;
+        goto after;
+    default:
+        start = p;
+        p = number_end(p, end, &kind);
         /* exponents and long numbers: the Python path decides what they mean */
-        return kind == 1 || (kind == 2 && n <= 40);
+        if (p == NULL || !(kind == 1 || (kind == 2 && p - start <= 40)))
+            return NULL;
+        goto after;
     }
+key:
+    if (p >= end || *p != '"')
+        return NULL;
+    p = string_end(p, end, limit, &escaped);
+    if (p == NULL)
+        return NULL;
+    SKIP_SPACE(p, end);
+    if (p >= end || *p != ':')
+        return NULL;
+    p++;
+    SKIP_SPACE(p, end);
+    goto value;
+after:
+    if (depth == 0)
+        return p;
+    SKIP_SPACE(p, end);
+    if (p >= end)
+        return NULL;
+    if (*p == ',') {
+        p++;
+        SKIP_SPACE(p, end);
+        if (open[depth - 1] == '}')
+            goto key;
+        goto value;
     }
+    if (*p == open[depth - 1]) {
+        p++;
+        depth--;
+        goto after;
+    }
+    return NULL;
 }
 
-/* an int member: a plain JSON integer of at most 18 digits */
-static int read_int(Cursor *c, long long *out) {
-    const char *s;
-    Py_ssize_t n;
-    skip_space(c);
-    if (read_number(c, &s, &n) != 1 || n > 18)
-        return 0;
-    int negative = *s == '-';
+/* an int member: a plain JSON integer of at most 18 characters */
+static const unsigned char *read_int(const unsigned char *p, const unsigned char *end, long long *out) {
+    int kind;
+    const unsigned char *start = p;
+    p = number_end(p, end, &kind);
+    if (p == NULL || kind != 1 || p - start > 18)
+        return NULL;
+    int negative = *start == '-';
     long long value = 0;
-    for (Py_ssize_t i = negative; i < n; i++)
-        value = value * 10 + (s[i] - '0');
+    for (const unsigned char *d = start + negative; d < p; d++)
+        value = value * 10 + (*d - '0');
     *out = negative ? -value : value;
-    return 1;
+    return p;
 }
 
 /* a float-or-None member: null, or a non-negative integer or decimal fraction
-   of at most 24 characters (read as the Python path reads it: correctly rounded) */
-static int read_time(Cursor *c, double *out, int *present) {
-    const char *s;
-    Py_ssize_t n;
-    skip_space(c);
-    if (c->p < c->end && *c->p == 'n') {
+   of at most 24 characters, read as the Python path reads it (correctly rounded) */
+static const unsigned char *read_time(const unsigned char *p, const unsigned char *end, double *out, int *present) {
+    if (p < end && *p == 'n') {
         *present = 0;
-        return literal(c, "null", 4);
+        return end - p >= 4 && memcmp(p, "null", 4) == 0 ? p + 4 : NULL;
     }
-    int kind = read_number(c, &s, &n);
+    int kind;
+    const unsigned char *s = p;
+    p = number_end(p, end, &kind);
+    if (p == NULL)
+        return NULL;
+    Py_ssize_t n = p - s;
     if ((kind != 1 && kind != 2) || n > 24 || *s == '-')
-        return 0;
-    if (kind == 1 && n > 15)  /* (integers beyond 2**53 are not exact either way; declined) */
-        return 0;
-    /* at most 15 digits, at most 22 of them after the point: the digits as an
-       integer (exact in a double) over a power of ten (exact too), one
-       correctly rounded division; else the interpreter's own reading */
+        return NULL;
+    if (kind == 1 && n > 15)  /* (integers beyond 2**53: declined) */
+        return NULL;
+    *present = 1;
+    /* at most 15 digits: the digits as an integer (exact in a double) over a
+       power of ten (exact too), one correctly rounded division; else the
+       interpreter's own reading */
     if (n <= 16) {
         long long mantissa = 0;
-        int digits = 0, fraction = -1;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (s[i] == '.') {
-                fraction = 0;
+        int digits = 0, fraction = 0;
+        for (const unsigned char *d = s; d < p; d++) {
+            if (*d == '.') {
+                fraction = (int)(p - d - 1);
                 continue;
             }
-            mantissa = mantissa * 10 + (s[i] - '0');
+            mantissa = mantissa * 10 + (*d - '0');
             digits++;
-            if (fraction >= 0)
-                fraction++;
         }
         if (digits <= 15) {
             static const double powers[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
                                             1e12, 1e13, 1e14, 1e15, 1e16};
-            *out = (double)mantissa / powers[fraction < 0 ? 0 : fraction];
-            *present = 1;
-            return 1;
+            *out = (double)mantissa / powers[fraction];
+            return p;
         }
     }
     char text[32];
@@ -562,217 +578,243 @@ static int read_time(Cursor *c, double *out, int *present) {
     *out = PyOS_string_to_double(text, &stop, NULL);
     if (*out == -1.0 && PyErr_Occurred()) {
         PyErr_Clear();
-        return 0;
+        return NULL;
     }
-    if (stop != text + n)
-        return 0;
-    *present = 1;
-    return 1;
+    return stop == text + n ? p : NULL;
 }
 
-/* a str-or-None member without escapes: a new reference in *out */
-static int read_text(Cursor *c, PyObject **out, int allow_null) {
-    const char *s;
-    Py_ssize_t n;
-    int plain;
-    skip_space(c);
-    if (allow_null && c->p < c->end && *c->p == 'n') {
-        if (!literal(c, "null", 4))
-            return 0;
-        Py_INCREF(Py_None);
-        *out = Py_None;
-        return 1;
+/* a str-or-None member without escapes: its text's span (start NULL for null) */
+typedef struct {
+    const unsigned char *start;
+    Py_ssize_t length;
+} Span;
+
+static const unsigned char *read_text(const unsigned char *p, const unsigned char *end, const unsigned char *limit,
+                                      Span *out) {
+    if (p < end && *p == 'n') {
+        out->start = NULL;
+        return end - p >= 4 && memcmp(p, "null", 4) == 0 ? p + 4 : NULL;
     }
-    if (!read_string(c, &s, &n, &plain) || !plain)
-        return 0;
-    *out = shared_text(s, n);
-    return *out != NULL;
+    if (p >= end || *p != '"')
+        return NULL;
+    int escaped = 0;
+    const unsigned char *after = string_end(p, end, limit, &escaped);
+    if (after == NULL || escaped)
+        return NULL;
+    out->start = p + 1;
+    out->length = after - p - 2;
+    return after;
 }
 
-/* the members of an object at c->p ('{'): for each, `member(c, name, length, state)`
-   returns 1 read, 0 decline, 2 not one of its names (skipped here) */
-typedef int (*MemberReader)(Cursor *c, const char *name, Py_ssize_t n, void *state);
-
-static int read_object(Cursor *c, MemberReader member, void *state) {
-    skip_space(c);
-    if (c->p >= c->end || *c->p != '{')
-        return 0;
-    c->p++;
-    skip_space(c);
-    if (c->p < c->end && *c->p == '}') {
-        c->p++;
-        return 1;
-    }
-    for (;;) {
-        const char *name;
-        Py_ssize_t n;
-        int plain;
-        skip_space(c);
-        if (!read_string(c, &name, &n, &plain) || !plain)
-            return 0;
-        skip_space(c);
-        if (c->p >= c->end || *c->p != ':')
-            return 0;
-        c->p++;
-        int done = member(c, name, n, state);
-        if (done == 0)
-            return 0;
-        if (done == 2 && !skip_value(c, 2))
-            return 0;
-        skip_space(c);
-        if (c->p >= c->end)
-            return 0;
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            return 1;
-        }
-        return 0;
-    }
-}
-
-#define NAMED(literal_name) (n == (Py_ssize_t)(sizeof(literal_name) - 1) && memcmp(name, literal_name, n) == 0)
+/* the fields a line gives */
+enum { CLIENT_ID, SECURITY_PROTOCOL, PRINCIPAL, LISTENER, SOFTWARE_NAME, SOFTWARE_VERSION, TEXTS };
 
 typedef struct {
     long long api_key, api_version, correlation_id;
-    PyObject *client_id;
-    unsigned seen;
-} Header;
-
-static int header_member(Cursor *c, const char *name, Py_ssize_t n, void *state) {
-    Header *h = state;
-    unsigned bit;
-    if (NAMED("requestApiKey")) bit = 1;
-    else if (NAMED("requestApiVersion")) bit = 2;
-    else if (NAMED("correlationId")) bit = 4;
-    else if (NAMED("clientId")) bit = 8;
-    else return 2;
-    if (h->seen & bit)  /* a repeated member: declined */
-        return 0;
-    h->seen |= bit;
-    switch (bit) {
-    case 1: return read_int(c, &h->api_key);
-    case 2: return read_int(c, &h->api_version);
-    case 4: return read_int(c, &h->correlation_id);
-    default: return read_text(c, &h->client_id, 1);
-    }
-}
-
-typedef struct {
-    PyObject *name, *version;
-    unsigned seen;
-} Software;
-
-static int software_member(Cursor *c, const char *name, Py_ssize_t n, void *state) {
-    Software *s = state;
-    if (NAMED("softwareName")) {
-        if (s->seen & 1)
-            return 0;
-        s->seen |= 1;
-        return read_text(c, &s->name, 1);
-    }
-    if (NAMED("softwareVersion")) {
-        if (s->seen & 2)
-            return 0;
-        s->seen |= 2;
-        return read_text(c, &s->version, 1);
-    }
-    return 2;
-}
-
-static const char *const TIME_NAMES[TIMES] = {
-    "totalTimeMs", "requestQueueTimeMs", "localTimeMs", "remoteTimeMs", "throttleTimeMs",
-    "responseQueueTimeMs", "sendTimeMs",
-};
-static const Py_ssize_t TIME_LENGTHS[TIMES] = {11, 18, 11, 12, 14, 19, 10};
-
-typedef struct {
-    Header header;
-    Software software;
-    const char *connection;
-    Py_ssize_t connection_length;
-    PyObject *security_protocol, *principal, *listener;
+    Span texts[TEXTS];
+    Span connection;
     double times[TIMES];
     unsigned char present;
-    unsigned seen;
+    unsigned seen;        /* the members met, each once (a repeated one declines) */
 } Line;
 
-#define OWN_PREFIX "~kdissect~"
+#define ONCE(bit) do { if (l->seen & (bit)) return NULL; l->seen |= (bit); } while (0)
+#define IS(name) (n == (Py_ssize_t)(sizeof(name) - 1) && memcmp(k, name, sizeof(name) - 1) == 0)
 
-static int line_member(Cursor *c, const char *name, Py_ssize_t n, void *state) {
-    Line *l = state;
-    if (n >= 10 && memcmp(name, OWN_PREFIX, 10) == 0)  /* LogEntry's own fields: the Python path */
-        return 0;
-    for (int i = 0; i < TIMES; i++) {
-        if (n == TIME_LENGTHS[i] && name[0] == TIME_NAMES[i][0] && memcmp(name, TIME_NAMES[i], n) == 0) {
-            unsigned bit = 1u << (8 + i);
-            int present = 0;
-            if (l->seen & bit)
-                return 0;
-            l->seen |= bit;
-            if (!read_time(c, &l->times[i], &present))
-                return 0;
-            if (present)
-                l->present |= (unsigned char)(1u << i);
-            return 1;
+/* the members of an object (p at its "{"): `member` reads a member's value
+   (p after the ":" and any space) and returns the position after it, or
+   `skip` for a member it does not read (skipped here) */
+static const unsigned char SKIP_MARK;
+#define SKIP (&SKIP_MARK)
+
+typedef const unsigned char *(*MemberReader)(const unsigned char *k, Py_ssize_t n, const unsigned char *p,
+                                            const unsigned char *end, const unsigned char *limit, Line *l);
+
+static const unsigned char *read_object(const unsigned char *p, const unsigned char *end,
+                                        const unsigned char *limit, MemberReader member, Line *l) {
+    if (p >= end || *p != '{')
+        return NULL;
+    p++;
+    SKIP_SPACE(p, end);
+    if (p < end && *p == '}')
+        return p + 1;
+    for (;;) {
+        int escaped = 0;
+        if (p >= end || *p != '"')
+            return NULL;
+        const unsigned char *k = p + 1;
+        p = string_end(p, end, limit, &escaped);
+        if (p == NULL || escaped)  /* (a key spelled with an escape: the Python path) */
+            return NULL;
+        Py_ssize_t n = p - k - 1;
+        SKIP_SPACE(p, end);
+        if (p >= end || *p != ':')
+            return NULL;
+        p++;
+        SKIP_SPACE(p, end);
+        const unsigned char *after = member(k, n, p, end, limit, l);
+        if (after == SKIP)
+            after = skip_value(p, end, limit);
+        if (after == NULL)
+            return NULL;
+        p = after;
+        SKIP_SPACE(p, end);
+        if (p >= end)
+            return NULL;
+        if (*p == ',') {
+            p++;
+            SKIP_SPACE(p, end);
+            continue;
         }
+        if (*p == '}')
+            return p + 1;
+        return NULL;
     }
-    if (NAMED("requestHeader")) {
-        if (l->seen & 1)
-            return 0;
-        l->seen |= 1;
-        if (!read_object(c, header_member, &l->header))
-            return 0;
-        return (l->header.seen & 7) == 7;  /* the three ints are required */
-    }
-    if (NAMED("connection")) {
-        const char *s;
-        int plain;
-        if (l->seen & 2)
-            return 0;
-        l->seen |= 2;
-        skip_space(c);
-        if (!read_string(c, &s, &l->connection_length, &plain) || !plain)
-            return 0;
-        l->connection = s;
-        return 1;
-    }
-    if (NAMED("securityProtocol")) {
-        if (l->seen & 4) return 0;
-        l->seen |= 4;
-        return read_text(c, &l->security_protocol, 1);
-    }
-    if (NAMED("principal")) {
-        if (l->seen & 8) return 0;
-        l->seen |= 8;
-        return read_text(c, &l->principal, 1);
-    }
-    if (NAMED("listener")) {
-        if (l->seen & 16) return 0;
-        l->seen |= 16;
-        return read_text(c, &l->listener, 1);
-    }
-    if (NAMED("clientInformation")) {
-        if (l->seen & 32) return 0;
-        l->seen |= 32;
-        skip_space(c);
-        if (c->p < c->end && *c->p == 'n')
-            return literal(c, "null", 4);
-        return read_object(c, software_member, &l->software);
-    }
-    return 2;
 }
 
-static void clear_line(Line *l) {
-    Py_CLEAR(l->header.client_id);
-    Py_CLEAR(l->software.name);
-    Py_CLEAR(l->software.version);
-    Py_CLEAR(l->security_protocol);
-    Py_CLEAR(l->principal);
-    Py_CLEAR(l->listener);
+static const unsigned char *header_member(const unsigned char *k, Py_ssize_t n, const unsigned char *p,
+                                          const unsigned char *end, const unsigned char *limit, Line *l) {
+    if (IS("requestApiKey")) {
+        ONCE(1u << 10);
+        return read_int(p, end, &l->api_key);
+    }
+    if (IS("requestApiVersion")) {
+        ONCE(1u << 11);
+        return read_int(p, end, &l->api_version);
+    }
+    if (IS("correlationId")) {
+        ONCE(1u << 12);
+        return read_int(p, end, &l->correlation_id);
+    }
+    if (IS("clientId")) {
+        ONCE(1u << 13);
+        return read_text(p, end, limit, &l->texts[CLIENT_ID]);
+    }
+    return SKIP;
+}
+
+static const unsigned char *software_member(const unsigned char *k, Py_ssize_t n, const unsigned char *p,
+                                            const unsigned char *end, const unsigned char *limit, Line *l) {
+    if (IS("softwareName")) {
+        ONCE(1u << 14);
+        return read_text(p, end, limit, &l->texts[SOFTWARE_NAME]);
+    }
+    if (IS("softwareVersion")) {
+        ONCE(1u << 15);
+        return read_text(p, end, limit, &l->texts[SOFTWARE_VERSION]);
+    }
+    return SKIP;
+}
+
+static const unsigned char *time_member(int i, const unsigned char *p, const unsigned char *end, Line *l) {
+    int present = 0;
+    ONCE(1u << (16 + i));
+    p = read_time(p, end, &l->times[i], &present);
+    if (present)
+        l->present |= (unsigned char)(1u << i);
+    return p;
+}
+
+/* the line's members, by their names' lengths first */
+static const unsigned char *line_member(const unsigned char *k, Py_ssize_t n, const unsigned char *p,
+                                        const unsigned char *end, const unsigned char *limit, Line *l) {
+    if (n >= 10 && memcmp(k, "~kdissect~", 10) == 0)  /* LogEntry's own fields: the Python path */
+        return NULL;
+    switch (n) {
+    case 8:
+        if (IS("listener")) {
+            ONCE(1u << 4);
+            return read_text(p, end, limit, &l->texts[LISTENER]);
+        }
+        break;
+    case 9:
+        if (IS("principal")) {
+            ONCE(1u << 3);
+            return read_text(p, end, limit, &l->texts[PRINCIPAL]);
+        }
+        break;
+    case 10:
+        if (IS("connection")) {
+            ONCE(1u << 1);
+            return read_text(p, end, limit, &l->connection);  /* (null: declined below) */
+        }
+        if (IS("sendTimeMs"))
+            return time_member(6, p, end, l);
+        break;
+    case 11:
+        if (IS("totalTimeMs"))
+            return time_member(0, p, end, l);
+        if (IS("localTimeMs"))
+            return time_member(2, p, end, l);
+        break;
+    case 12:
+        if (IS("remoteTimeMs"))
+            return time_member(3, p, end, l);
+        break;
+    case 13:
+        if (IS("requestHeader")) {
+            ONCE(1u << 0);
+            p = read_object(p, end, limit, header_member, l);
+            return (l->seen & (7u << 10)) == (7u << 10) ? p : NULL;  /* the three ints are required */
+        }
+        break;
+    case 14:
+        if (IS("throttleTimeMs"))
+            return time_member(4, p, end, l);
+        break;
+    case 16:
+        if (IS("securityProtocol")) {
+            ONCE(1u << 2);
+            return read_text(p, end, limit, &l->texts[SECURITY_PROTOCOL]);
+        }
+        break;
+    case 17:
+        if (IS("clientInformation")) {
+            ONCE(1u << 5);
+            if (p < end && *p == 'n')
+                return end - p >= 4 && memcmp(p, "null", 4) == 0 ? p + 4 : NULL;
+            return read_object(p, end, limit, software_member, l);
+        }
+        break;
+    case 18:
+        if (IS("requestQueueTimeMs"))
+            return time_member(1, p, end, l);
+        break;
+    case 19:
+        if (IS("responseQueueTimeMs"))
+            return time_member(5, p, end, l);
+        break;
+    }
+    return SKIP;
+}
+
+/* the str of a field's text, shared with the line before when it is the same */
+typedef struct {
+    Py_ssize_t length;
+    char text[CACHE_TEXT];
+    PyObject *value;
+} LastText;
+
+static LastText last_texts[TEXTS];
+
+static PyObject *text_value(int field, const Span *span) {
+    if (span->start == NULL) {
+        Py_INCREF(Py_None);
+        return Py_None;
+    }
+    LastText *last = &last_texts[field];
+    if (last->value != NULL && last->length == span->length && memcmp(last->text, span->start, span->length) == 0) {
+        Py_INCREF(last->value);
+        return last->value;
+    }
+    PyObject *value = shared_text((const char *)span->start, span->length);
+    if (value != NULL && span->length <= CACHE_TEXT) {
+        Py_XSETREF(last->value, value);
+        Py_INCREF(value);
+        memcpy(last->text, span->start, span->length);
+        last->length = span->length;
+    }
+    return value;
 }
 
 /* ---- the line's time ----------------------------------------------------------- */
@@ -856,35 +898,39 @@ static PyObject *line_entry(const char *s, Py_ssize_t n) {
     }
     Line line;
     memset(&line, 0, sizeof line);
-    Cursor c = {s + LEVEL_AT + LEVEL_LENGTH - 1, s + n - END_LENGTH + 1};  /* from "{" to the last "}" */
+    /* the JSON: from its "{" to the line's last "}" */
+    const unsigned char *json = (const unsigned char *)s + LEVEL_AT + LEVEL_LENGTH - 1;
+    const unsigned char *end = (const unsigned char *)s + n - END_LENGTH + 1;
+    const unsigned char *after = read_object(json, end, (const unsigned char *)s + n, line_member, &line);
     PyObject *connection = NULL, *client = NULL, *broker = NULL;
-    if (!read_object(&c, line_member, &line) || (skip_space(&c), c.p != c.end) || !(line.seen & 1)
-        || !(line.seen & 2)) {
-        clear_line(&line);
+    if (after != end || (line.seen & 3) != 3 || line.connection.start == NULL
+        || line.api_version < INT_MIN || line.api_version > INT_MAX
+        || connection_ends((const char *)line.connection.start, line.connection.length, &connection, &client,
+                           &broker) != 1) {
         Py_DECREF(ts);
         return NULL;  /* (an error set by a str's creation stays set: the caller checks) */
     }
-    int ends = connection_ends(line.connection, line.connection_length, &connection, &client, &broker);
-    if (ends != 1) {
-        clear_line(&line);
-        Py_DECREF(ts);
-        return NULL;
+    PyObject *texts[TEXTS];
+    int made = 0;
+    for (; made < TEXTS; made++) {
+        texts[made] = text_value(made, &line.texts[made]);
+        if (texts[made] == NULL)
+            break;
     }
-    Entry *entry = PyObject_New(Entry, &EntryType);
-    PyObject *correlation = PyLong_FromLongLong(line.header.correlation_id);
-    PyObject *api_key = PyLong_FromLongLong(line.header.api_key);
-    PyObject *key = (entry && correlation && api_key) ? PyTuple_New(3) : NULL;
-    if (key == NULL || line.header.api_version < INT_MIN || line.header.api_version > INT_MAX) {
+    Entry *entry = made == TEXTS ? PyObject_New(Entry, &EntryType) : NULL;
+    PyObject *correlation = entry ? PyLong_FromLongLong(line.correlation_id) : NULL;
+    PyObject *api_key = correlation ? PyLong_FromLongLong(line.api_key) : NULL;
+    PyObject *key = api_key ? PyTuple_New(3) : NULL;
+    if (key == NULL) {
         Py_XDECREF(correlation);
         Py_XDECREF(api_key);
-        if (entry != NULL) {
-            /* (nothing set yet: freed as it came) */
-            PyObject_Free(entry);
-        }
+        if (entry != NULL)
+            PyObject_Free(entry);  /* (nothing set in it yet) */
+        for (int i = 0; i < made; i++)
+            Py_DECREF(texts[i]);
         Py_DECREF(connection);
         Py_DECREF(client);
         Py_DECREF(broker);
-        clear_line(&line);
         Py_DECREF(ts);
         return NULL;
     }
@@ -892,21 +938,21 @@ static PyObject *line_entry(const char *s, Py_ssize_t n) {
     PyTuple_SET_ITEM(key, 0, client);
     PyTuple_SET_ITEM(key, 1, correlation);
     PyTuple_SET_ITEM(key, 2, api_key);
+    PyObject_GC_UnTrack(key);  /* (strs and ints only: the collector need never visit it) */
     entry->ts = ts;
     entry->key = key;
     entry->client = client;
     entry->broker = broker;
     entry->connection = connection;
-#define OR_NONE(x) ((x) != NULL ? (x) : (Py_INCREF(Py_None), Py_None))
-    entry->client_id = OR_NONE(line.header.client_id);
-    entry->security_protocol = OR_NONE(line.security_protocol);
-    entry->principal = OR_NONE(line.principal);
-    entry->listener = OR_NONE(line.listener);
-    entry->software_name = OR_NONE(line.software.name);
-    entry->software_version = OR_NONE(line.software.version);
+    entry->client_id = texts[CLIENT_ID];
+    entry->security_protocol = texts[SECURITY_PROTOCOL];
+    entry->principal = texts[PRINCIPAL];
+    entry->listener = texts[LISTENER];
+    entry->software_name = texts[SOFTWARE_NAME];
+    entry->software_version = texts[SOFTWARE_VERSION];
     memcpy(entry->times, line.times, sizeof line.times);
     entry->present = line.present;
-    entry->api_version = (int)line.header.api_version;
+    entry->api_version = (int)line.api_version;
     entry->matched = 0;
     return (PyObject *)entry;
 }
@@ -961,7 +1007,7 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__native_lines(void) {
-    fill_plain_bytes();
+    fill_byte_tables();
     if (PyType_Ready(&EntryType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
