@@ -47,7 +47,7 @@ NATIVE_MODULES = ("wire.linklayers", "wire.capture", "wire.reassembly", "conn.fr
 # path with ".c"), built beside the mypyc group into the same directory and
 # under the same stamp; a module imports one inside `try`, and runs its
 # Python path when it is not there (no build, a stale one, KDISSECT_PURE_PYTHON)
-C_EXTENSIONS = ("conn.brokerlog._native_lines",)
+C_EXTENSIONS = ("conn.brokerlog._native_lines", "shared._native_text")
 # where the build goes, relative to the checkout (the parent of the package)
 NATIVE_SUBDIR = ("build", "native", "kdissect")
 STAMP_FILE = "STAMP"
