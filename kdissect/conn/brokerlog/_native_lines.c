@@ -28,6 +28,7 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -993,7 +994,131 @@ static PyObject *block_entries(PyObject *module, PyObject *args) {
     return entries;
 }
 
+/* ---- a joined entry's columns given to its exchange ------------------------------- */
+
+static PyObject *python_take = NULL;  /* join._take: for what this does not take (see `take`) */
+static PyObject *joined_text = NULL;  /* join.JOINED */
+enum { A_BROKER_LOG, A_TOTAL, A_REQUEST_QUEUE, A_LOCAL, A_REMOTE, A_THROTTLE, A_RESPONSE_QUEUE, A_SEND,
+       A_PRINCIPAL, A_SECURITY_PROTOCOL, A_LISTENER, A_NETWORK, A_REQUEST_TS, A_RESPONSE_FIRST_TS,
+       A_SOCKET_WAIT_NS, NAMES };
+static const char *const NAME_TEXTS[NAMES] = {
+    "broker_log", "broker_total_ms", "broker_request_queue_ms", "broker_local_ms", "broker_remote_ms",
+    "broker_throttle_ms", "broker_response_queue_ms", "broker_send_ms", "principal", "security_protocol",
+    "listener", "network_ms", "request_ts", "response_first_ts", "socket_wait_ns",
+};
+static PyObject *names[NAMES];
+
+static PyObject *configure(PyObject *module, PyObject *args) {
+    PyObject *take_function, *joined;
+    if (!PyArg_ParseTuple(args, "OU:configure", &take_function, &joined))
+        return NULL;
+    for (int i = 0; i < NAMES; i++)
+        if (names[i] == NULL && (names[i] = PyUnicode_InternFromString(NAME_TEXTS[i])) == NULL)
+            return NULL;
+    Py_INCREF(take_function);
+    Py_XSETREF(python_take, take_function);
+    Py_INCREF(joined);
+    Py_XSETREF(joined_text, joined);
+    Py_RETURN_NONE;
+}
+
+/* an exact int attribute as a long long in *out (None: *none set); 0 when it is neither */
+static int int_attribute(PyObject *exchange, int name, long long *out, int *none) {
+    PyObject *value = PyObject_GetAttr(exchange, names[name]);
+    if (value == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    *none = value == Py_None;
+    int fine = 1;
+    if (!*none) {
+        int overflow = 0;
+        fine = PyLong_CheckExact(value) && ((*out = PyLong_AsLongLongAndOverflow(value, &overflow)), !overflow)
+               && !(*out == -1 && PyErr_Occurred());
+        PyErr_Clear();
+    }
+    Py_DECREF(value);
+    return fine;
+}
+
+/* join._take for a native entry: the exchange gets the entry's columns and
+   its network_ms (the same integer ns arithmetic, the same float), the entry
+   is marked matched. Anything else (a msgspec entry, ns that do not fit in
+   64 bits or are not exact ints, a quotient not exact in a double) goes to
+   join._take itself. */
+static PyObject *take(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "take(exchange, entry)");
+        return NULL;
+    }
+    PyObject *exchange = args[0];
+    if (Py_TYPE(args[1]) != &EntryType || python_take == NULL)
+        goto python;
+    Entry *entry = (Entry *)args[1];
+    long long request_ts = 0, first_ts = 0, wait_ns = 0;
+    int request_none = 1, first_none = 1, wait_none = 1;
+    if (!int_attribute(exchange, A_REQUEST_TS, &request_ts, &request_none)
+        || !int_attribute(exchange, A_RESPONSE_FIRST_TS, &first_ts, &first_none)
+        || !int_attribute(exchange, A_SOCKET_WAIT_NS, &wait_ns, &wait_none))
+        goto python;
+    PyObject *network;
+    int total = entry->present & 1, send = entry->present & (1u << 6);
+    if (request_none || first_none || !total || !send) {
+        network = Py_None;
+        Py_INCREF(network);
+    } else {
+        double before_send = (entry->times[0] - entry->times[6]) * 1000000.0;
+        if (before_send - before_send != 0) {
+            network = Py_None;
+            Py_INCREF(network);
+        } else {
+            /* round(): to nearest, ties to even (the default rounding mode) */
+            double rounded = nearbyint(before_send);
+            if (!(rounded > -9.0e15 && rounded < 9.0e15))
+                goto python;
+            const long long far = 4000000000000000000LL;  /* (ns of the year 2096: no difference overflows) */
+            if (request_ts > far || request_ts < -far || first_ts > far || first_ts < -far || wait_ns > far
+                || wait_ns < -far)
+                goto python;
+            long long ns = first_ts - request_ts - (wait_none ? 0 : wait_ns) - (long long)rounded;
+            if (ns > 9007199254740992LL || ns < -9007199254740992LL)  /* (beyond 2**53: not exact in a double) */
+                goto python;
+            network = PyFloat_FromDouble((double)ns / 1000000.0);  /* (one correctly rounded division) */
+            if (network == NULL)
+                return NULL;
+        }
+    }
+    PyObject *values[12] = {joined_text, time_value(entry, 0), time_value(entry, 1), time_value(entry, 2),
+                            time_value(entry, 3), time_value(entry, 4), time_value(entry, 5),
+                            time_value(entry, 6), entry->principal, entry->security_protocol, entry->listener,
+                            network};
+    static const int targets[12] = {A_BROKER_LOG, A_TOTAL, A_REQUEST_QUEUE, A_LOCAL, A_REMOTE, A_THROTTLE,
+                                    A_RESPONSE_QUEUE, A_SEND, A_PRINCIPAL, A_SECURITY_PROTOCOL, A_LISTENER,
+                                    A_NETWORK};
+    Py_INCREF(joined_text);
+    Py_INCREF(entry->principal);
+    Py_INCREF(entry->security_protocol);
+    Py_INCREF(entry->listener);
+    int failed = 0;
+    for (int i = 0; i < 12; i++)
+        failed = failed || values[i] == NULL;
+    for (int i = 0; i < 12 && !failed; i++)
+        failed = PyObject_SetAttr(exchange, names[targets[i]], values[i]) < 0;
+    for (int i = 0; i < 12; i++)
+        Py_XDECREF(values[i]);
+    if (failed)
+        return NULL;
+    entry->matched = 1;
+    Py_RETURN_NONE;
+python:
+    return PyObject_Vectorcall(python_take, args, 2, NULL);
+}
+
 static PyMethodDef module_methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(take, joined): join._take (for the entries `take` leaves to it) and join.JOINED."},
+    {"take", (PyCFunction)(void (*)(void))take, METH_FASTCALL,
+     "take(exchange, entry): join._take, natively for a native entry."},
     {"block_entries", block_entries, METH_VARARGS,
      "block_entries(data, end) -> list of Entry for the complete lines of data[:end], or None when any of them "
      "is not the plain case (the Python path reads that block)."},

@@ -36,6 +36,7 @@ from itertools import chain, islice, repeat
 from operator import attrgetter, sub
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
+from kdissect.conn.brokerlog import parse
 from kdissect.conn.brokerlog.parse import ENTRY_TYPES, LogReadStats, read_batches, request_log_files
 from kdissect.sketch import QuantileSketch
 from kdissect.model.exchange import INEXACT, OK
@@ -213,6 +214,12 @@ def _take(exchange: Any, entry: LogEntry) -> None:
         exchange.network_ms = None
         return
     exchange.network_ms = (first_ts - request_ts - (exchange.socket_wait_ns or 0) - round(before_send)) / 1_000_000
+
+
+_take_python = _take
+if parse._native_lines is not None:  # the native reader's take: its entries' columns set in C, others by _take
+    parse._native_lines.configure(_take_python, JOINED)
+    _take = parse._native_lines.take  # type: ignore[assignment]  # noqa: F811
 
 
 class BrokerLogJoin:
