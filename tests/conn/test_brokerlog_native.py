@@ -234,4 +234,56 @@ def test_the_native_reader_imports_no_msgspec() -> None:
     env["KDISSECT_PURE_PYTHON"] = "1"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO, env=env)
     assert out.stdout.split() == [count, "True"]
-    assert native.C_EXTENSIONS == ("conn.brokerlog._native_lines",)
+    assert "conn.brokerlog._native_lines" in native.C_EXTENSIONS
+
+
+def _joined_rows(run: str, monkeypatch: pytest.MonkeyPatch, native_take: bool) -> list[tuple]:
+    from kdissect.conn.brokerlog import join
+    from kdissect.conn.pipeline import Analysis
+
+    manifest = json.loads((RUNS / run / "manifest.json").read_text())
+    keys = RUNS / run / "keys"
+    with monkeypatch.context() as patch:
+        if not native_take:
+            patch.setattr(join, "_take", join._take_python)
+        exchanges = Analysis([RUNS / run / "capture.pcap"], [manifest["port"]],
+                             tls_keylogs=[keys] if keys.exists() else [], broker_logs=[RUNS / run])
+        return [tuple(repr(v) if isinstance(v, float) else v for v in ex.to_row().values()) for ex in exchanges]
+
+
+@pytest.mark.parametrize("run", ["plain_quota", "sasl_ssl_trace"])
+def test_the_native_take_gives_the_columns_of_the_python_one(run: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every row of the bundled runs the same with the join's columns set in
+    C as by join._take, and network_ms as join.network_ms computes it."""
+    from kdissect.conn.brokerlog import join
+    from kdissect.conn.pipeline import Analysis
+
+    native_rows = _joined_rows(run, monkeypatch, True)
+    assert native_rows == _joined_rows(run, monkeypatch, False)
+    manifest = json.loads((RUNS / run / "manifest.json").read_text())
+    keys = RUNS / run / "keys"
+    exchanges = Analysis([RUNS / run / "capture.pcap"], [manifest["port"]],
+                         tls_keylogs=[keys] if keys.exists() else [], broker_logs=[RUNS / run])
+    joined = [ex for ex in exchanges if ex.broker_log == "joined"]
+    assert len(joined) > 10
+    for ex in joined:
+        assert repr(ex.network_ms) == repr(join.network_ms(ex.request_ts, ex.response_first_ts, ex.socket_wait_ns,
+                                                           ex.broker_total_ms, ex.broker_send_ms))
+
+
+def test_the_native_take_leaves_odd_cases_to_the_python_one() -> None:
+    """Times beyond 64 bits, or not ints, and entries of msgspec's class: join._take decides."""
+    from kdissect.conn.brokerlog import join
+    from kdissect.model.exchange import Exchange
+
+    data = (template() + "\n").encode()
+    for request_ts, first_ts, wait in ((10**30, 10**30 + 5_000_000, None), (1.5, 2.5, None),
+                                       (1_000_000_000, 1_000_500_000, 3), (None, 5, 0)):
+        (native_entry,) = parse._native_lines.block_entries(data, len(data))
+        ex_native, ex_python = Exchange(), Exchange()
+        for ex in (ex_native, ex_python):
+            ex.request_ts, ex.response_first_ts, ex.socket_wait_ns = request_ts, first_ts, wait
+        join._take(ex_native, native_entry)
+        join._take_python(ex_python, native_entry)
+        assert repr(ex_native.to_row()) == repr(ex_python.to_row())
+        assert native_entry.matched
