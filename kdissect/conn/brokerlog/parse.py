@@ -70,11 +70,18 @@ _CONNECTION_ID = re.compile(r"^(.+?):(\d+)-(.+?):(\d+)-(.+)$")
 # the join's chunks check their entries' types against this set
 ENTRY_TYPES: set[type] = set()
 
-try:  # the native reader (tools/build_native.py), when built for these sources
-    from kdissect.conn.brokerlog import _native_lines  # type: ignore[attr-defined]
-except ImportError:
-    _native_lines = None
-else:
+
+def _native_reader() -> Any:
+    """The native reader (tools/build_native.py), when built for these sources; else None."""
+    try:
+        from kdissect.conn.brokerlog import _native_lines  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _native_lines
+
+
+_native_lines: Any = _native_reader()
+if _native_lines is not None:
     ENTRY_TYPES.add(_native_lines.Entry)
 
 
