@@ -28,6 +28,12 @@ editors, git and cp (without -p) do not produce. The set of sources cannot
 go stale by itself: a compiled module that starts importing another module
 has been edited, so its own stat changed.
 
+The same build compiles `C_EXTENSIONS`, small C extension modules written
+for one job each (the broker log's native reader and the JSONL text of its
+columns), whose `.c` sources are in the stamp as well; the modules using
+them import them inside `try` and keep their Python path for when they are
+not there.
+
 An edited source, a checkout without a build, another Python or
 `KDISSECT_PURE_PYTHON=1` run the plain Python modules. There is one source
 for each module either way; the build changes speed, not behaviour
