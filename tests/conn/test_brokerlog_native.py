@@ -105,6 +105,8 @@ def test_plain_lines_are_read_natively_with_the_values_of_their_json(tmp_path: P
         replaced(line, '"totalTimeMs":', '"totalTimeMs":null,"_":'),  # a time given as null
         replaced(line, '"request":{', '"request":{"esc":"a\\"b\\\\c\\u00e9\\n","deep":[[[{"n":-1.5,"t":true,"f":false,"z":null}]]],'),
         line.replace("DEBUG Completed", "TRACE Completed", 1),
+        # another connection id: other hosts, a port written with a leading zero
+        replaced(line, f'"connection":"{body["connection"]}"', '"connection":"10.0.0.1:9092-192.168.1.20:047874-3-17"'),
     ]
     log = tmp_path / "request.log"
     log.write_text("\n".join(variants) + "\n")
@@ -123,6 +125,8 @@ def test_plain_lines_are_read_natively_with_the_values_of_their_json(tmp_path: P
     assert first["software"] == "{softwareName}/{softwareVersion}".format(**body["clientInformation"])
     assert dict(zip(FIELDS, entries[1]))["software"] is None
     assert dict(zip(FIELDS, entries[3]))["total_ms"] is None
+    last = dict(zip(FIELDS, entries[-1]))
+    assert (last["client"], last["broker"]) == ("192.168.1.20:47874", "10.0.0.1:9092")
 
 
 def hostile_lines() -> list[str]:
