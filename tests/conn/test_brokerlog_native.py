@@ -103,7 +103,8 @@ def test_plain_lines_are_read_natively_with_the_values_of_their_json(tmp_path: P
         replaced(line, '"clientInformation":{', '"clientInformation":null,"x":{'),
         replaced(line, '"principal":', ' \t"principal" : '),  # whitespace between tokens
         replaced(line, '"totalTimeMs":', '"totalTimeMs":null,"_":'),  # a time given as null
-        replaced(line, '"request":{', '"request":{"esc":"a\\"b\\\\c\\u00e9\\n","deep":[[[{"n":-1.5,"t":true,"f":false,"z":null}]]],'),
+        replaced(line, '"request":{',
+                 '"request":{"esc":"a\\"b\\\\c\\u00e9\\n","deep":[[[{"n":-1.5,"t":true,"f":false,"z":null}]]],'),
         line.replace("DEBUG Completed", "TRACE Completed", 1),
         # another connection id: other hosts, a port written with a leading zero
         replaced(line, f'"connection":"{body["connection"]}"', '"connection":"10.0.0.1:9092-192.168.1.20:047874-3-17"'),

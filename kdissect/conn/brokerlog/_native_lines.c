@@ -20,6 +20,10 @@
    client ids, principals) are shared through a small cache. Nothing of the
    request and response bodies is kept: they are validated and skipped.
 
+   `take(exchange, entry)` is join._take for a native entry: its columns and
+   network_ms set on the joined exchange (`configure` gives it join._take,
+   which it calls for anything else).
+
    Built by tools/build_native.py beside the mypyc group; see
    kdissect/native.py for when a build is used. */
 
@@ -159,7 +163,8 @@ static PyGetSetDef entry_getset[] = {
 };
 
 static PyMethodDef entry_methods[] = {
-    {"times", (PyCFunction)entry_times, METH_NOARGS, "The seven broker times (ms, or None), in LogEntry.times's order."},
+    {"times", (PyCFunction)entry_times, METH_NOARGS,
+     "The seven broker times (ms, or None), in LogEntry.times's order."},
     {NULL},
 };
 

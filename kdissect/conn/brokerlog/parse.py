@@ -258,7 +258,8 @@ def _general_entry(line: str, start: int, ts: int) -> LogEntry | None:
     if isinstance(information, dict):
         software = decoder._Software(_text(information.get("softwareName")), _text(information.get("softwareVersion")))
     entry = decoder.LogEntry(
-        header=decoder._Header(api_key, api_version, correlation_id, _text(header.get("clientId"))), connection=connection,
+        header=decoder._Header(api_key, api_version, correlation_id, _text(header.get("clientId"))),
+        connection=connection,
         total_ms=_number(tail.get("totalTimeMs")), request_queue_ms=_number(tail.get("requestQueueTimeMs")),
         local_ms=_number(tail.get("localTimeMs")), remote_ms=_number(tail.get("remoteTimeMs")),
         throttle_ms=_number(tail.get("throttleTimeMs")), response_queue_ms=_number(tail.get("responseQueueTimeMs")),
