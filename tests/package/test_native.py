@@ -295,7 +295,8 @@ def test_the_c_extensions_are_in_the_stamp_and_load_from_a_current_build() -> No
         pytest.skip("the compiled modules are not built here (see the tests above)")
     code = ("import json; from kdissect.conn.brokerlog import parse; from kdissect.shared import output; "
             "print(json.dumps([parse._native_lines is not None, output._columns_text is not None]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    env = {k: v for k, v in os.environ.items() if k != "KDISSECT_PURE_PYTHON"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO, env=env)
     assert json.loads(out.stdout) == [True, True]
     env = dict(os.environ, KDISSECT_PURE_PYTHON="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO, env=env)
