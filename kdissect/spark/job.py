@@ -111,18 +111,30 @@ def shuffle_partitions(total_bytes: int, slots: int) -> int:
     return math.ceil(wanted / slots) * slots
 
 
-def read_task_count(splits: int, slots: int) -> int:
-    """Tasks of the read stage: one per split up to four per task slot, then
-    consecutive splits share a task. Each task costs the JVM's scheduling and
-    a Python task's set-up, and a worker's collection after it (the JVM's
-    executor thread alone ~16-21 ms a task: bench_spark.py's many-small
-    archive of 22 splits read by 22 tasks and by one on one core). Four per
-    slot keeps the last wave short on several cores; one slot has no wave to
-    balance, so its one task reads every split; a cluster's many slots keep
-    one split a task."""
+def read_task_sizes(splits: int, slots: int) -> list[int]:
+    """Splits per task of the read stage, in the order Spark launches them.
+    Each task costs the JVM's scheduling and a Python task's set-up, and a
+    worker's collection after it (the JVM's executor thread alone ~16-21 ms
+    a task: bench_spark.py's many-small archive of 22 splits read by 22
+    tasks and by one on one core). One slot has no wave to balance, so its
+    one task reads every split; up to four splits per slot, one split a
+    task. Beyond that consecutive splits share a task, in shrinking shares
+    (each task about 1/(2 x slots) of the splits still to launch, down to
+    one): the slots take the tasks as they come free, and the last ones
+    launched are single splits, so the stage does not end on one slot still
+    reading a task of several splits while the others wait (on two cores,
+    22 even slices of 2-3 splits ended with one task running ~1.7 s alone)."""
     if slots <= 1:
-        return 1
-    return max(1, min(splits, 4 * slots))
+        return [splits] if splits else [0]
+    if splits <= 4 * slots:
+        return [1] * splits if splits else [0]
+    sizes = []
+    left = splits
+    while left:
+        size = max(1, math.ceil(left / (2 * slots)))
+        sizes.append(size)
+        left -= size
+    return sizes
 
 
 def _with_carried_secrets(keylog: Any, pcapngs: list[str]) -> Any:
@@ -307,8 +319,13 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         kdissect.spark.inrange) and the shuffle of the rest by 4-tuple; what
         comes back is small (a row per Kafka connection and one per task)."""
         split_rows = [split.as_row() for split in splits]
-        tasks = read_task_count(len(split_rows), sc.defaultParallelism)
-        split_frame = spark.createDataFrame(sc.parallelize(split_rows, tasks), schema=planning.split_schema())
+        groups, done = [], 0
+        for size in read_task_sizes(len(split_rows), sc.defaultParallelism):
+            groups.append(split_rows[done:done + size])
+            done += size
+        # one slice per group: the items are a group's splits, flattened in order
+        task_rows = sc.parallelize(groups, len(groups)).flatMap(lambda group: group)
+        split_frame = spark.createDataFrame(task_rows, schema=planning.split_schema())
         last_split_id = splits[-1].split_id if splits else -1
 
         def read(batches):

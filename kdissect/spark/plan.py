@@ -246,7 +246,7 @@ def number_tasks(ranges: list[Split]) -> list[Split]:
 
 def read_splits(ranges: list[Split]) -> list[Split]:
     """The numbered ranges that are read, each its own task partition (the
-    read stage's Spark tasks may take several: `job.read_task_count`)."""
+    read stage's Spark tasks may take several: `job.read_task_sizes`)."""
     return [split for split in ranges if split.split_id >= 0]
 
 

@@ -183,6 +183,10 @@ def start_session(master: str | None, app_name: str = "kdissect", extra_conf: di
                 # fork with their modules loaded (kdissect/spark/worker_daemon.py);
                 # local only: a cluster's executors get kdissect by addPyFile
                 .config("spark.python.daemon.module", "kdissect.spark.worker_daemon")
+                # the job's queries have fixed shapes (an explicit repartition, mapInArrow):
+                # adaptive execution has nothing to re-plan, but cut each into a job per
+                # stage with a planning pass between them
+                .config("spark.sql.adaptive.enabled", "false")
             )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from kdissect.spark.job import read_task_count, shuffle_partitions
+from kdissect.spark.job import read_task_sizes, shuffle_partitions
 
 
-def test_splits_share_read_tasks_beyond_four_per_slot():
-    assert read_task_count(22, 1) == 1  # one slot: no wave to balance, one task reads every split
-    assert read_task_count(1, 1) == 1
-    assert read_task_count(22, 2) == 8  # bench_spark.py's many-small archive on two cores
-    assert read_task_count(7, 2) == 7  # fewer splits than that: one split a task
-    assert read_task_count(500, 200) == 500  # a cluster's many slots: one split a task
-    assert read_task_count(0, 4) == 1  # parallelize needs one slice even with nothing to read
+def test_splits_share_read_tasks_beyond_four_per_slot_in_shrinking_shares():
+    assert read_task_sizes(22, 1) == [22]  # one slot: no wave to balance, one task reads every split
+    assert read_task_sizes(1, 1) == [1]
+    # bench_spark.py's many-small archive on two cores: the last tasks launched are single splits
+    assert read_task_sizes(22, 2) == [6, 4, 3, 3, 2, 1, 1, 1, 1]
+    assert read_task_sizes(7, 2) == [1] * 7  # fewer splits than four a slot: one split a task
+    assert read_task_sizes(500, 200) == [1] * 500  # a cluster's many slots: one split a task
+    assert read_task_sizes(2000, 200)[:3] == [5, 5, 5] and read_task_sizes(2000, 200)[-1] == 1
+    assert sum(read_task_sizes(2000, 200)) == 2000
+    assert read_task_sizes(0, 4) == [0]  # parallelize needs one slice even with nothing to read
 
 
 def test_one_slot_gets_shuffle_partitions_by_size_alone():
