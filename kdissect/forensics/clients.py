@@ -172,10 +172,19 @@ class ClientTally:
         """What a merge needs: not the connections' software (the tally
         follows it while exchanges come; a part's connections are whole, and a
         merged tally takes no exchanges) nor `add`'s lookup of the last one."""
-        state = {name: value for name, value in self.__dict__.items() if name not in ("software", "_cached")}
-        state["software"] = {}
-        state["_cached"] = None
-        return state
+        # (named one by one: a compiled class has no __dict__)
+        return {"error_counts": self.error_counts, "stats": self.stats, "sequences": self.sequences,
+                "transactional": self.transactional, "texts": self.texts, "connection": self.connection}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.error_counts = state["error_counts"]
+        self.stats = state["stats"]
+        self.sequences = state["sequences"]
+        self.transactional = state["transactional"]
+        self.texts = state["texts"]
+        self.connection = state["connection"]
+        self.software = {}
+        self._cached = None
 
     def _stats(self, key: tuple) -> ClientStats:
         return self.stats[key]

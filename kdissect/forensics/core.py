@@ -36,6 +36,7 @@ from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.lag_history import LagHistory
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
 from kdissect.protocol.topics import ID_BEARING_APIS, TopicNames
+from kdissect.forensics.spill import RowSpool
 from kdissect.forensics.share import SHARE_ACK, SHARE_APIS, SHARE_HEARTBEAT, ShareTally
 from kdissect.forensics.topics import PartitionStats, TopicTally
 from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
@@ -63,7 +64,7 @@ class ForensicTables:
         self.group_commits: list[dict[str, Any]] = tables["group_commits"]
         self.group_lag: list[dict[str, Any]] = tables["group_lag"]
         self.group_lag_over_time: list[dict[str, Any]] = tables["group_lag_over_time"]
-        self.clients: list[dict[str, Any]] = tables["clients"]
+        self.clients: list[dict[str, Any]] | RowSpool = tables["clients"]  # (spooled when many)
         self.errors_by_client: list[dict[str, Any]] = tables["errors_by_client"]
         self.producers: list[dict[str, Any]] = tables["producers"]
         self.rebalance_storms: list[dict[str, Any]] = tables["rebalance_storms"]
@@ -303,7 +304,8 @@ class _NoRanges:
     def produced(self, *args: Any) -> None:
         raise RuntimeError("a merged Forensics takes no exchanges")
 
-    fetched = produced
+    def fetched(self, *args: Any) -> None:
+        raise RuntimeError("a merged Forensics takes no exchanges")
 
     def rename(self, old: str, new: str) -> None:
         pass

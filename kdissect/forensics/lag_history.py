@@ -169,8 +169,8 @@ class LagHistory:
                 self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
         self._widen(other.interval_ns)
         for mine_series, theirs in ((self.watermarks, other.watermarks), (self.commits, other.commits)):
-            for key, buckets in theirs.items():
-                target = mine_series.setdefault(key, {})
+            for series_key, buckets in theirs.items():
+                target = mine_series.setdefault(series_key, {})
                 for at, (order, value) in _rebucket(buckets, other.interval_ns, self.interval_ns).items():
                     known = target.get(at)
                     if known is None or order > known[0]:
