@@ -116,7 +116,8 @@ class SequenceRun:
     __slots__ = ("first_order", "first_sequence", "next_sequence", "last_ts", "batches", "records", "gaps",
                  "missing", "duplicates", "client_ids")
 
-    def __init__(self, order: tuple, first_sequence: int) -> None:
+    # (defaults: a compiled class is unpickled by calling it without arguments)
+    def __init__(self, order: tuple = (), first_sequence: int = 0) -> None:
         self.first_order = order
         self.first_sequence = first_sequence
         self.next_sequence = first_sequence
