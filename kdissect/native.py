@@ -42,7 +42,7 @@ from pathlib import Path
 
 # the modules compiled (dotted names below the package: a module of a
 # subpackage is found by that subpackage's `__init__`, which calls `extend`)
-NATIVE_MODULES = ("wire.linklayers", "wire.capture", "wire.reassembly", "conn.framing", "conn.pairing", "conn.arrivals", "conn.waits", "records.counts", "records.access", "conn.detect", "conn.pipeline", "protocol._generated.skims", "protocol.skim", "protocol.apis", "conn.kept_produce", "records.quick_spans", "conn.kept_fetch", "conn.kept_metadata", "forensics.common", "forensics.batches", "forensics.topics", "forensics.lag_history", "forensics.clients", "forensics.transactions", "forensics.groups", "forensics.share", "forensics.latency", "forensics.core")
+NATIVE_MODULES = ("wire.linklayers", "wire.capture", "wire.reassembly", "conn.framing", "conn.pairing", "conn.arrivals", "conn.waits", "records.counts", "records.access", "conn.detect", "conn.pipeline", "protocol._generated.skims", "protocol.skim", "protocol.apis", "conn.kept_produce", "records.quick_spans", "conn.kept_fetch", "conn.kept_metadata", "forensics.common", "forensics.batches", "forensics.topics", "forensics.lag_history", "forensics.clients", "forensics.transactions", "forensics.groups", "forensics.share", "forensics.latency", "forensics.core", "protocol.topics")
 # where the build goes, relative to the checkout (the parent of the package)
 NATIVE_SUBDIR = ("build", "native", "kdissect")
 STAMP_FILE = "STAMP"
