@@ -77,8 +77,9 @@ class ForensicTables:
         self.unresolved_topic_ids: list[str] = tables["unresolved_topic_ids"]
         self.topic_id_conflicts: int = tables["topic_id_conflicts"]
 
-    def table(self, name: str) -> list[dict[str, Any]]:
-        return getattr(self, name)
+    def table(self, name: str) -> list[dict[str, Any]] | RowSpool:
+        rows: list[dict[str, Any]] | RowSpool = getattr(self, name)
+        return rows
 
     def to_dict(self) -> dict[str, Any]:
         """The tables `stats --json` carries (errors_by_client is the stats' own there)."""
@@ -226,7 +227,7 @@ class Forensics:
                             fetched(name, partition, ex.client_id, range(first, last + 1), response_ts)
 
     def _history(self, ex: Any, label: str | None, partition: int, ts: int | None, entry: Any,
-                 figures: Any, order: tuple) -> None:
+                 figures: Any, order: tuple[Any, ...]) -> None:
         """A fetched partition's record timestamps and high watermark, for group lag in and over time."""
         if figures is not None:
             self.history.add_records(label, partition, figures, None, fetched=True)
