@@ -28,6 +28,12 @@ editors, git and cp (without -p) do not produce. The set of sources cannot
 go stale by itself: a compiled module that starts importing another module
 has been edited, so its own stat changed.
 
+The same build compiles `C_EXTENSIONS`, small C extension modules written
+for one job each (the broker log's native reader and the JSONL text of its
+columns), whose `.c` sources are in the stamp as well; the modules using
+them import them inside `try` and keep their Python path for when they are
+not there.
+
 An edited source, a checkout without a build, another Python or
 `KDISSECT_PURE_PYTHON=1` run the plain Python modules. There is one source
 for each module either way; the build changes speed, not behaviour
@@ -43,6 +49,11 @@ from pathlib import Path
 # the modules compiled (dotted names below the package: a module of a
 # subpackage is found by that subpackage's `__init__`, which calls `extend`)
 NATIVE_MODULES = ("wire.linklayers", "wire.capture", "wire.reassembly", "conn.framing", "conn.pairing", "conn.arrivals", "conn.waits", "records.counts", "records.access", "conn.detect", "conn.pipeline", "protocol._generated.skims", "protocol.skim", "protocol.apis", "conn.kept_produce", "records.quick_spans", "conn.kept_fetch", "conn.kept_metadata", "forensics.common", "forensics.batches", "forensics.topics", "forensics.lag_history", "forensics.clients", "forensics.transactions", "forensics.groups", "forensics.share", "forensics.latency", "forensics.core", "protocol.topics")
+# extension modules written in C for one job each (their source: the same
+# path with ".c"), built beside the mypyc group into the same directory and
+# under the same stamp; a module imports one inside `try`, and runs its
+# Python path when it is not there (no build, a stale one, KDISSECT_PURE_PYTHON)
+C_EXTENSIONS = ("conn.brokerlog._native_lines", "shared._native_text")
 # where the build goes, relative to the checkout (the parent of the package)
 NATIVE_SUBDIR = ("build", "native", "kdissect")
 STAMP_FILE = "STAMP"

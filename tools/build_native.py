@@ -1,4 +1,4 @@
-"""Compile kdissect's per-packet modules with mypyc (see kdissect/native.py).
+"""Compile kdissect's per-packet modules with mypyc, and its C extensions (see kdissect/native.py).
 
     .venv/bin/python tools/build_native.py [--force]
 
@@ -39,11 +39,12 @@ PACKAGE = ROOT / "kdissect"
 GROUP = "kdissect.native_group"
 
 SETUP = """\
-from setuptools import setup
+from setuptools import Extension, setup
 from mypyc.build import mypycify
 
 setup(name="kdissect-native", py_modules=[],
-      ext_modules=mypycify({paths!r}, opt_level="3", group_name={group!r}))
+      ext_modules=mypycify({paths!r}, opt_level="3", group_name={group!r})
+      + [Extension(name, [source], extra_compile_args=["-O2"]) for name, source in {extensions!r}])
 """
 
 
@@ -86,6 +87,11 @@ def compiled_sources(package_dir: Path) -> list[Path]:
     return sorted(seen)
 
 
+def extension_sources(package_dir: Path) -> list[Path]:
+    """The C sources of `native.C_EXTENSIONS`, sorted."""
+    return sorted(package_dir.joinpath(*name.split(".")).with_suffix(".c") for name in native.C_EXTENSIONS)
+
+
 def compiler_version() -> str:
     """The compiler, as the stamp records it."""
     try:
@@ -97,7 +103,7 @@ def compiler_version() -> str:
 def source_entries(package_dir: Path) -> list[tuple[str, int, int, str]]:
     """(path from the checkout, size, mtime in ns, digest) of every source a build compiles against."""
     entries = []
-    for path in compiled_sources(package_dir):
+    for path in compiled_sources(package_dir) + extension_sources(package_dir):
         status = path.stat()
         digest = blake2b(path.read_bytes(), digest_size=16).hexdigest()
         entries.append((path.relative_to(package_dir.parent).as_posix(), status.st_size, status.st_mtime_ns, digest))
@@ -147,7 +153,8 @@ def build() -> None:
                         ignore=shutil.ignore_patterns("__pycache__", "*.so"))
         # (the modules they import are read for their types, not checked)
         paths = ["--follow-imports=silent", *(f"kdissect/{name.replace('.', '/')}.py" for name in native.NATIVE_MODULES)]
-        Path(work, "setup.py").write_text(SETUP.format(paths=paths, group=GROUP))
+        extensions = [(f"kdissect.{name}", f"kdissect/{name.replace('.', '/')}.c") for name in native.C_EXTENSIONS]
+        Path(work, "setup.py").write_text(SETUP.format(paths=paths, group=GROUP, extensions=extensions))
         result = subprocess.run([sys.executable, "setup.py", "build_ext", "--build-lib", "lib", "--build-temp", "tmp"],
                                 cwd=work, capture_output=True, text=True)
         if result.returncode != 0:
@@ -155,8 +162,9 @@ def build() -> None:
             raise SystemExit("build_native: mypyc failed: " + ("; ".join(errors[:3]) or "see setup.py output"))
         lib = Path(work, "lib", "kdissect")
         built = sorted(lib.rglob("*.so"))
-        if len(built) != len(native.NATIVE_MODULES) + 1:  # the modules and their shared library
-            raise SystemExit(f"build_native: expected {len(native.NATIVE_MODULES) + 1} libraries, got "
+        expected = len(native.NATIVE_MODULES) + 1 + len(native.C_EXTENSIONS)  # the modules, their shared library
+        if len(built) != expected:
+            raise SystemExit(f"build_native: expected {expected} libraries, got "
                              f"{[path.name for path in built]}")
         if out.exists():
             shutil.rmtree(out)
@@ -190,7 +198,7 @@ def main() -> None:
     if stamp.exists():
         stamp.unlink()  # the old build must not be used while this one is made
     build()
-    print(f"build_native: compiled {', '.join(native.NATIVE_MODULES)} into "
+    print(f"build_native: compiled {', '.join(native.NATIVE_MODULES + native.C_EXTENSIONS)} into "
           f"{native.native_dir(PACKAGE).relative_to(ROOT)}")
 
 

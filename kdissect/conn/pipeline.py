@@ -975,5 +975,5 @@ def analyze(
     keep their decoded messages even without `keep_messages` (a Produce's
     as its frames, kdissect.conn.kept_produce; a Fetch's request as its
     frame, kdissect.conn.kept_fetch; an ApiVersions' request only)."""
-    run = Analysis(paths, ports, detect, keep_messages, progress, tls_keylogs, keep_apis)
+    run = Analysis(paths, ports, detect, keep_messages, progress, tls_keylogs, keep_apis, broker_logs)
     return iter(run), run.accounting

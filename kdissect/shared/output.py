@@ -139,6 +139,10 @@ _strs_memo: dict[tuple[str, ...], str] = {}
 
 _float_repr = float.__repr__
 _int_repr = int.__repr__
+try:  # the broker-log columns' JSON text written natively (tools/build_native.py, kdissect/native.py)
+    from kdissect.shared._native_text import columns_text as _columns_text
+except ImportError:
+    _columns_text = None
 try:  # the json module's own C string encoder, without importing json (a few ms at start)
     from _json import encode_basestring_ascii as _esc
 except ImportError:  # pragma: no cover - not CPython
@@ -445,6 +449,15 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
     null_tail = "".join("," + _esc(name) + ":null" for name in BROKER_LOG_COLUMNS)
     lines.append(f"    if {' and '.join(name + ' is None' for name in BROKER_LOG_COLUMNS)}:")
     lines.append(f"        return f'{head_text}{null_tail}}}}}\\n'")
+    # a joined row's columns, when their values are the plain cases, by the
+    # native writer (the same text: tests/shared/test_output_native.py);
+    # else (None) by the code below
+    broker_kinds = tuple(kind for _, kind in COLUMN_TYPES[head:])
+    native_text = _columns_text is not None and set(broker_kinds) <= {"float64", "string"}
+    if native_text:
+        lines.append(f"    t = _columns_text(_broker_spec, {', '.join(BROKER_LOG_COLUMNS)})")
+        lines.append("    if t is not None:")
+        lines.append(f"        return f'{head_text}{{t}}}}}}\\n'")
     lines.extend(tail_lines)
     lines.append(f"    return f'{head_text}," + ",".join(tail_parts) + "}}\\n'")
 
@@ -458,7 +471,9 @@ def _exchange_line_function(ts_unit: str) -> Callable[[Any], str]:
                                  "_json_ints": _json_ints, "_json_strs": _json_strs, "int": int, "max": max,
                                  "_ms_text": _ms_text, "_float_text": _float_text,
                                  "_broker_float": _broker_float, "_checked_float": _checked_float,
-                                 "_copysign": copysign}
+                                 "_copysign": copysign, "_columns_text": _columns_text,
+                                 "_broker_spec": tuple((f",{_esc(name)}:", kind == "float64")
+                                                       for name, kind in COLUMN_TYPES[head:])}
     for n, names in enumerate(_LINE_RUNS):  # kept texts no value matches at first
         namespace[f"_run{n}"] = (*(object() for name in names if name not in LIST_COLUMNS), "")
     # (compiled once per source: kept in the codec cache, kdissect.protocol.codecache)

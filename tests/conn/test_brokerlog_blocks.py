@@ -97,10 +97,12 @@ def test_block_boundaries_mid_line_and_a_last_line_without_newline(tmp_path: Pat
     assert stats["bad_lines"] == stats["cut_lines"] == 1 and stats["lines"] == len(lines)
 
 
-def test_block_path_and_line_path_agree(tmp_path: Path) -> None:
+def test_block_path_and_line_path_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same lines, plain (block path) and gzipped (line by line), with
     a line holding one of the reader's own member names: the same entries
-    in every field, the same counts."""
+    in every field, the same counts. (The Python block path: the native
+    reader's entries against it in tests/conn/test_brokerlog_native.py.)"""
+    monkeypatch.setattr(parse, "_native_lines", None)
     lines = real_lines()
     lines[7] = lines[7].replace('"isForwarded":false', '"isForwarded":false,"~kdissect~matched":true', 1)
     text = "\n".join(lines) + "\n"
@@ -121,7 +123,9 @@ def test_block_path_and_line_path_agree(tmp_path: Path) -> None:
 
 
 def test_more_stamps_than_the_memo_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The stamps' memo emptied when full: every line keeps its own time."""
+    """The stamps' memo emptied when full: every line keeps its own time
+    (the Python path's memo: the native reader keeps the last stamp alone)."""
+    monkeypatch.setattr(parse, "_native_lines", None)
     monkeypatch.setattr(parse, "_stamp_times", parse._StampTimes())
     monkeypatch.setattr(parse, "_STAMPS_KEPT", 5)
     lines = real_lines()

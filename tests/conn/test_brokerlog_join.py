@@ -296,6 +296,11 @@ def test_python_api_and_usage_errors() -> None:
     rows = list(analysis)
     assert sum(ex.broker_log == "joined" for ex in rows) == analysis.broker_log.accounting.joined >= 80
     assert analysis.broker_log.accounting.balance() == []
+    # the function form takes the same option (it once dropped it and joined nothing)
+    from kdissect.conn.pipeline import analyze
+
+    exchanges, _ = analyze([PLAIN / "capture.pcap"], ports=(manifest(PLAIN)["port"],), broker_logs=[PLAIN])
+    assert [ex.broker_log for ex in exchanges] == [ex.broker_log for ex in rows]
     done = kdissect("export", str(PLAIN / "capture.pcap"), "--broker-log", "/nonexistent/server-request.log",
                     check=False)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

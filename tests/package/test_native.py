@@ -282,3 +282,23 @@ def test_compiled_and_plain_modules_give_the_same_output(tmp_path: Path) -> None
     assert used == list(native.NATIVE_MODULES) and none == []
     assert compiled.count("\n") > 10_000  # rows of every job
     assert compiled == plain
+
+
+def test_the_c_extensions_are_in_the_stamp_and_load_from_a_current_build() -> None:
+    """The C extensions' sources are in a build's stamp (an edit makes it
+    stale), and they load only from a current build: KDISSECT_PURE_PYTHON
+    runs the Python paths (their outputs compared in
+    tests/conn/test_brokerlog_native.py and tests/shared/test_output_native.py)."""
+    listed = {path.relative_to(REPO).as_posix() for path in build_native.extension_sources(PACKAGE)}
+    assert listed == {f"kdissect/{name.replace('.', '/')}.c" for name in native.C_EXTENSIONS}
+    assert {path for path, _size, _mtime, _digest in build_native.source_entries(PACKAGE)} >= listed
+    if not native.is_current(PACKAGE):
+        pytest.skip("the compiled modules are not built here (see the tests above)")
+    code = ("import json; from kdissect.conn.brokerlog import parse; from kdissect.shared import output; "
+            "print(json.dumps([parse._native_lines is not None, output._columns_text is not None]))")
+    env = {k: v for k, v in os.environ.items() if k != "KDISSECT_PURE_PYTHON"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO, env=env)
+    assert json.loads(out.stdout) == [True, True]
+    env = dict(os.environ, KDISSECT_PURE_PYTHON="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO, env=env)
+    assert json.loads(out.stdout) == [False, False]

@@ -17,7 +17,21 @@ Python API:
 
 from __future__ import annotations
 
-from kdissect.conn.brokerlog.join import BrokerLogJoin
-from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_entries, request_log_files
+from typing import Any
+
+from kdissect import native as _native
+
+_native.extend(__path__, __name__)  # the native reader (_native_lines), when in use
+
+from kdissect.conn.brokerlog.join import BrokerLogJoin  # noqa: E402
+from kdissect.conn.brokerlog.parse import LogReadStats, read_entries, request_log_files  # noqa: E402
 
 __all__ = ["BrokerLogJoin", "LogEntry", "LogReadStats", "read_entries", "request_log_files"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LogEntry":  # (msgspec's class: imported when asked for)
+        from kdissect.conn.brokerlog.decoder import LogEntry
+
+        return LogEntry
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,11 +34,15 @@ from __future__ import annotations
 from collections import Counter, deque
 from itertools import chain, islice, repeat
 from operator import attrgetter, sub
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from kdissect.conn.brokerlog.parse import LogEntry, LogReadStats, read_batches, request_log_files
+from kdissect.conn.brokerlog import parse
+from kdissect.conn.brokerlog.parse import ENTRY_TYPES, LogReadStats, read_batches, request_log_files
 from kdissect.sketch import QuantileSketch
 from kdissect.model.exchange import INEXACT, OK
+
+if TYPE_CHECKING:
+    from kdissect.conn.brokerlog.decoder import LogEntry
 
 DEFAULT_TOLERANCE_S = 5.0
 DEFAULT_WINDOW_S = 60.0
@@ -51,7 +55,7 @@ _response_ts_of = attrgetter("response_ts")
 _correlation_id_of, _api_key_of = attrgetter("correlation_id"), attrgetter("api_key")
 _CHUNK = 256  # exchanges joined at a time
 _DROP_FROM = 2048  # a shorter eviction queue keeps its joined entries (see BrokerLogJoin._drop_joined)
-_CHUNK_TYPES = frozenset((LogEntry,))
+_CHUNK_TYPES = ENTRY_TYPES  # (the entries' classes, as they are loaded: msgspec's and the native one)
 _drain: Any = deque(maxlen=0).extend  # consumes an iterator in C
 
 # why a log entry has no exchange
@@ -210,6 +214,12 @@ def _take(exchange: Any, entry: LogEntry) -> None:
         exchange.network_ms = None
         return
     exchange.network_ms = (first_ts - request_ts - (exchange.socket_wait_ns or 0) - round(before_send)) / 1_000_000
+
+
+_take_python = _take
+if parse._native_lines is not None:  # the native reader's take: its entries' columns set in C, others by _take
+    parse._native_lines.configure(_take_python, JOINED)
+    _take = parse._native_lines.take  # type: ignore[assignment]  # noqa: F811
 
 
 class BrokerLogJoin:

@@ -22,6 +22,13 @@ time, `read_batches`; see benchmarks/README.md.) A line msgspec refuses (a
 damaged body, invalid UTF-8) is read by the general path: the json module on
 the `requestHeader` object and on the members from `"connection"` on, alone.
 
+When the native reader is built (`_native_lines`, C: tools/build_native.py,
+kdissect/native.py), a block whose every line is the plain case (log4j's
+default layout, strictly valid JSON, the fields the join reads without
+escapes, IPv4 endpoints) is read by it into `Entry` objects with the same
+values; it declines any other block, which the path above reads as before.
+Its entries hold no Python objects for the broker times until they are read.
+
 The text forms older than 2.8 are not read (they are counted as bad request
 lines). Times: the line's leading timestamp (`yyyy-MM-dd HH:mm:ss,SSS`, `T` or
 space, `,` or `.`, optionally followed by `Z` or a `+hh:mm` offset); a time
@@ -41,12 +48,13 @@ import os
 import re
 from datetime import date
 from operator import attrgetter, itemgetter
-from typing import IO, Iterable, Iterator, Sequence
-
-import msgspec
+from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from kdissect.model.exchange import endpoint
 from kdissect.failures import InputError
+
+if TYPE_CHECKING:
+    from kdissect.conn.brokerlog.decoder import LogEntry
 
 MARKER = "Completed request:"
 _MARKER_BYTES = MARKER.encode()
@@ -57,83 +65,40 @@ _TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,9
 _CONNECTION_ID = re.compile(r"^(.+?):(\d+)-(.+?):(\d+)-(.+)$")
 
 
-class _Header(msgspec.Struct, gc=False):
-    requestApiKey: int
-    requestApiVersion: int
-    correlationId: int
-    clientId: str | None = None
+# the entries' classes: `LogEntry` (kdissect.conn.brokerlog.decoder, msgspec) once
+# a line is decoded by it, and the native reader's `Entry` when it is built;
+# the join's chunks check their entries' types against this set
+ENTRY_TYPES: set[type] = set()
 
 
-class _Software(msgspec.Struct, gc=False):
-    softwareName: str | None = None
-    softwareVersion: str | None = None
+def _native_reader() -> Any:
+    """The native reader (tools/build_native.py), when built for these sources; else None."""
+    try:
+        from kdissect.conn.brokerlog import _native_lines  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _native_lines
 
 
-# the reader's own fields: names no JSON line of Kafka's has (whatever a
-# line holds under them is overwritten before the entry leaves the reader)
-def _own(name: str, default: object) -> object:
-    return msgspec.field(name="~kdissect~" + name, default=default)
+_native_lines: Any = _native_reader()
+if _native_lines is not None:
+    ENTRY_TYPES.add(_native_lines.Entry)
 
 
-class LogEntry(msgspec.Struct, gc=False):
-    """One completed request as the broker logged it (header, timing,
-    identity). Decoded straight from the line's JSON by msgspec into these
-    fields only: every other member (the request and response bodies) is
-    skipped by the decoder, never turned into an object."""
+def _decoder() -> Any:
+    """The msgspec path (kdissect.conn.brokerlog.decoder), imported when first
+    needed: a run whose lines the native reader takes never imports msgspec
+    (10 ms of imports)."""
+    from kdissect.conn.brokerlog import decoder
 
-    header: _Header = msgspec.field(name="requestHeader")
-    connection: str  # the broker's connection id
-    total_ms: float | None = msgspec.field(name="totalTimeMs", default=None)
-    request_queue_ms: float | None = msgspec.field(name="requestQueueTimeMs", default=None)
-    local_ms: float | None = msgspec.field(name="localTimeMs", default=None)
-    remote_ms: float | None = msgspec.field(name="remoteTimeMs", default=None)
-    throttle_ms: float | None = msgspec.field(name="throttleTimeMs", default=None)
-    response_queue_ms: float | None = msgspec.field(name="responseQueueTimeMs", default=None)
-    send_ms: float | None = msgspec.field(name="sendTimeMs", default=None)
-    security_protocol: str | None = msgspec.field(name="securityProtocol", default=None)
-    principal: str | None = None
-    listener: str | None = None
-    information: _Software | None = msgspec.field(name="clientInformation", default=None)
-    ts: int = _own("ts", 0)  # type: ignore[assignment]  # ns since the epoch, the line's time (the completion)
-    client: str = _own("client", "")  # type: ignore[assignment]  # ip:port of the client, as kdissect writes endpoints
-    broker: str = _own("broker", "")  # type: ignore[assignment]
-    key: tuple = _own("key", ())  # type: ignore[assignment]  # (client, correlation id, api key): the join's identity
-    matched: bool = _own("matched", False)  # type: ignore[assignment]
-
-    @property
-    def api_key(self) -> int:
-        return self.header.requestApiKey
-
-    @property
-    def api_version(self) -> int:
-        return self.header.requestApiVersion
-
-    @property
-    def correlation_id(self) -> int:
-        return self.header.correlationId
-
-    @property
-    def client_id(self) -> str | None:
-        return self.header.clientId
-
-    @property
-    def software(self) -> str | None:
-        """clientInformation as "name/version" (None when it names neither)."""
-        information = self.information
-        if information is None:
-            return None
-        name, version = information.softwareName, information.softwareVersion
-        return f"{name}/{version}" if name or version else None
-
-    def times(self) -> tuple:
-        return (self.total_ms, self.request_queue_ms, self.local_ms, self.remote_ms, self.throttle_ms,
-                self.response_queue_ms, self.send_ms)
+    ENTRY_TYPES.add(decoder.LogEntry)
+    return decoder
 
 
-_decode_entry = msgspec.json.Decoder(LogEntry).decode
-# what msgspec raises for a line it cannot take: not JSON or not these types
-# (a ValidationError is a DecodeError), or bodies nested deeper than it recurses
-_REFUSED = (msgspec.DecodeError, RecursionError)
+def __getattr__(name: str) -> Any:
+    if name in ("LogEntry", "_Header", "_Software", "_decode_entry", "_REFUSED"):
+        return getattr(_decoder(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class LogReadStats:
@@ -287,12 +252,14 @@ def _general_entry(line: str, start: int, ts: int) -> LogEntry | None:
     if not (isinstance(api_key, int) and isinstance(api_version, int) and isinstance(correlation_id, int)
             and isinstance(connection, str)):
         return None
+    decoder = _decoder()
     information = tail.get("clientInformation")
     software = None
     if isinstance(information, dict):
-        software = _Software(_text(information.get("softwareName")), _text(information.get("softwareVersion")))
-    entry = LogEntry(
-        header=_Header(api_key, api_version, correlation_id, _text(header.get("clientId"))), connection=connection,
+        software = decoder._Software(_text(information.get("softwareName")), _text(information.get("softwareVersion")))
+    entry = decoder.LogEntry(
+        header=decoder._Header(api_key, api_version, correlation_id, _text(header.get("clientId"))),
+        connection=connection,
         total_ms=_number(tail.get("totalTimeMs")), request_queue_ms=_number(tail.get("requestQueueTimeMs")),
         local_ms=_number(tail.get("localTimeMs")), remote_ms=_number(tail.get("remoteTimeMs")),
         throttle_ms=_number(tail.get("throttleTimeMs")), response_queue_ms=_number(tail.get("responseQueueTimeMs")),
@@ -304,9 +271,10 @@ def _general_entry(line: str, start: int, ts: int) -> LogEntry | None:
 def _entry_of_text(line: str, start: int, ts: int) -> LogEntry | None:
     part = _json_part(line, start)
     if part is not None:
+        decoder = _decoder()
         try:
-            return _finished(_decode_entry(part), ts)
-        except _REFUSED:
+            return _finished(decoder._decode_entry(part), ts)
+        except decoder._REFUSED:
             pass
     return _general_entry(line, start, ts)
 
@@ -542,10 +510,11 @@ def _block_entries(lines: list[bytes]) -> list[LogEntry] | None:
     times = list(map(_stamp_times.__getitem__, map(_stamp_of, lines)))
     if None in times:
         return None
+    decoder = _decoder()
     views: Iterator[memoryview] = map(memoryview, lines)  # type: ignore[arg-type]  # (its generic constructor)
     try:  # (views of the lines' bytes: the JSON is not copied out first; 8% of the decoding)
-        entries = list(map(_decode_entry, map(_json_of, views)))
-    except _REFUSED:
+        entries = list(map(decoder._decode_entry, map(_json_of, views)))
+    except decoder._REFUSED:
         return None
     ends = list(map(_connection_cache.__getitem__, map(_connection_of, entries)))
     if None in ends:
@@ -567,6 +536,7 @@ def _block_batches(handle: IO[bytes], counts: _Counts) -> Iterator[list[LogEntry
     20,024 lines in 35 ms at 64 KiB, against 49-51 ms line by line; with
     `bytes.split`, which compares byte by byte where `readlines` uses
     memchr: 40 ms at 64 KiB, 50 ms at 256 KiB, 56 ms at 1 MiB)."""
+    native = None if _native_lines is None else _native_lines.block_entries
     rest = b""
     try:
         while True:
@@ -574,6 +544,16 @@ def _block_batches(handle: IO[bytes], counts: _Counts) -> Iterator[list[LogEntry
             if not chunk:
                 break
             data = rest + chunk if rest else chunk
+            if native is not None:  # the native reader: a block of plain lines (else None, read below)
+                cut = data.rfind(b"\n") + 1
+                entries = native(data, cut) if cut else None
+                if entries is not None:
+                    rest = data[cut:]
+                    counts.lines += len(entries)
+                    counts.size += cut
+                    counts.requests += len(entries)
+                    yield entries
+                    continue
             lines = io.BytesIO(data).readlines()  # (memchr: bytes.split compares byte by byte)
             rest = b"" if lines[-1].endswith(b"\n") else lines.pop()  # the line the block cut
             if not lines:
@@ -604,9 +584,10 @@ def _line_batches(handle: Iterable[bytes], counts: _Counts) -> Iterator[list[Log
     cannot take (invalid UTF-8, a damaged body, another layout) is decoded to
     text and read by `parse_line`'s general path."""
     marker, skip = _MARKER_BYTES, len(_MARKER_BYTES)
-    decode = _decode_entry
+    decoder = _decoder()
+    decode = decoder._decode_entry
     connections = _connection_cache
-    decode_error = _REFUSED
+    decode_error = decoder._REFUSED
     seconds_of, millis_of = _seconds_of_bytes, _MILLIS_NS
     lines = size = requests = others = bad = cut = 0
     last_stamp, last_ts = b"", None  # (a line with the marker is longer than b"")
