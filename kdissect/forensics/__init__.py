@@ -16,6 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from kdissect import native as _native
+
+_native.extend(__path__, __name__)  # this package's compiled modules, when in use
+
 __all__ = ["FORENSIC_APIS", "COMMAND_TABLES", "TABLE_COLUMNS", "Forensics", "ForensicTables", "TopicNames",
            "forensic_tables"]
 

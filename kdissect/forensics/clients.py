@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from kdissect.forensics.batches import SetFigures
+from kdissect.records.quick_spans import SetFigures
 from kdissect.forensics.spill import RowSpool, SpillMap
 from kdissect.forensics.common import (MINUTE_NS, add_count, connection_of, error_list, host_of, max_of,
                                        merge_counts, min_of)
@@ -56,7 +56,7 @@ class ClientStats:
         self.hosts: tuple[str, ...] = ()
         self.brokers: tuple[str, ...] = ()
         # connection -> [first ts, last ts, host, broker]
-        self.connections: dict[tuple, list] = {}
+        self.connections: dict[tuple[Any, ...], list[Any]] = {}
         self.requests: dict[str, int] = {}
         self.metadata_minutes: dict[int, int] | None = None  # made at the first (most clients have none)
         self.produce_batches = 0
@@ -105,7 +105,7 @@ class ClientStats:
         self.last_ts = max_of(self.last_ts, other.last_ts)
 
 
-def _union(mine: tuple, other: tuple) -> tuple:
+def _union(mine: tuple[Any, ...], other: tuple[Any, ...]) -> tuple[Any, ...]:
     """The items of `mine`, then those of `other` it lacks."""
     return mine + tuple(item for item in other if item not in mine) if other else mine
 
@@ -116,7 +116,8 @@ class SequenceRun:
     __slots__ = ("first_order", "first_sequence", "next_sequence", "last_ts", "batches", "records", "gaps",
                  "missing", "duplicates", "client_ids")
 
-    def __init__(self, order: tuple, first_sequence: int) -> None:
+    # (defaults: a compiled class is unpickled by calling it without arguments)
+    def __init__(self, order: tuple[Any, ...] = (), first_sequence: int = 0) -> None:
         self.first_order = order
         self.first_sequence = first_sequence
         self.next_sequence = first_sequence
@@ -159,25 +160,34 @@ class ClientTally:
         self.error_counts: dict[tuple[str | None, int], int] = {}  # made by `rows`
         # (client id, software name, version) -> stats, in memory up to the spill limit
         self.stats: SpillMap[ClientStats] = SpillMap(ClientStats, ClientStats.merge, client_order)
-        self.software: dict[tuple, tuple[str | None, str | None]] = {}  # connection -> (name, version)
+        self.software: dict[tuple[Any, ...], tuple[str | None, str | None]] = {}  # connection -> (name, version)
         # (producer id, epoch, label, partition) -> {connection: SequenceRun}
-        self.sequences: dict[tuple, dict[tuple, SequenceRun]] = {}
+        self.sequences: dict[tuple[Any, ...], dict[tuple[Any, ...], SequenceRun]] = {}
         self.transactional: dict[tuple[int, int], set[str]] = {}  # (producer id, epoch) -> transactional ids
         self.texts: dict[str, str] = {}  # one copy of each host and broker text
         # the last exchange's connection (connection_of), and what `add` looked up for it
-        self.connection: tuple = ("", -1, -1)
-        self._cached: tuple | None = None
+        self.connection: tuple[Any, ...] = ("", -1, -1)
+        self._cached: tuple[Any, ...] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         """What a merge needs: not the connections' software (the tally
         follows it while exchanges come; a part's connections are whole, and a
         merged tally takes no exchanges) nor `add`'s lookup of the last one."""
-        state = {name: value for name, value in self.__dict__.items() if name not in ("software", "_cached")}
-        state["software"] = {}
-        state["_cached"] = None
-        return state
+        # (named one by one: a compiled class has no __dict__)
+        return {"error_counts": self.error_counts, "stats": self.stats, "sequences": self.sequences,
+                "transactional": self.transactional, "texts": self.texts, "connection": self.connection}
 
-    def _stats(self, key: tuple) -> ClientStats:
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.error_counts = state["error_counts"]
+        self.stats = state["stats"]
+        self.sequences = state["sequences"]
+        self.transactional = state["transactional"]
+        self.texts = state["texts"]
+        self.connection = state["connection"]
+        self.software = {}
+        self._cached = None
+
+    def _stats(self, key: tuple[Any, ...]) -> ClientStats:
         return self.stats[key]
 
     def add(self, ex: Any) -> ClientStats:
@@ -194,6 +204,9 @@ class ClientTally:
         # when an ApiVersions request may name the software, or after a spill
         # (the stats in memory were written out).
         cached = self._cached
+        stats: ClientStats  # (typed: the compiled code reads its fields directly)
+        seen: list[Any]
+        connection: tuple[Any, ...]
         broker = ex.broker
         if cached is not None and key != _API_VERSIONS and cached[0] == client and cached[1] == stream_key \
                 and cached[2] == client_id and cached[3] is self.stats.memory and cached[7] == broker:
@@ -218,10 +231,11 @@ class ClientTally:
                     stats.hosts += (host,)
             if broker and broker not in stats.brokers:
                 stats.brokers += (self.texts.setdefault(broker, broker),)
-            seen = stats.connections.get(connection)
-            if seen is None:
+            known = stats.connections.get(connection)
+            if known is None:
                 seen = stats.connections[connection] = [ts, last, host or "", broker or ""]
             else:  # (min_of, max_of inline: once per exchange)
+                seen = known
                 if ts is not None and (seen[0] is None or ts < seen[0]):
                     seen[0] = ts
                 if last is not None and (seen[1] is None or last > seen[1]):
@@ -259,7 +273,7 @@ class ClientTally:
         return stats
 
     def add_produce(self, ex: Any, stats: ClientStats, label: str | None, partition: int,
-                    figures: SetFigures, transactional_id: str | None, connection: tuple | None = None) -> None:
+                    figures: SetFigures, transactional_id: str | None, connection: tuple[Any, ...] | None = None) -> None:
         """The batches of one partition of a Produce request (`connection`:
         its connection_of, when known)."""
         if connection is None:
@@ -302,12 +316,12 @@ class ClientTally:
 
     # -- tables --------------------------------------------------------------------
 
-    def _folded(self) -> Iterator[tuple[tuple, ClientStats]]:
+    def _folded(self) -> Iterator[tuple[tuple[Any, ...], ClientStats]]:
         """(key, stats) in key order, the stats of connections without a
         captured ApiVersions folded into their client id's one known
         software, where there is exactly one. The keys come in client id
         order, so one client id's keys are folded together and then let go."""
-        group: list[tuple[tuple, ClientStats]] = []
+        group: list[tuple[tuple[Any, ...], ClientStats]] = []
         for key, stats in self.stats.items():
             if group and group[0][0][0] != key[0]:
                 yield from _fold(group)
@@ -317,7 +331,7 @@ class ClientTally:
             yield from _fold(group)
 
     def producer_rows(self, names: Any) -> list[dict[str, Any]]:
-        merged: dict[tuple, list[SequenceRun]] = {}
+        merged: dict[tuple[Any, ...], list[SequenceRun]] = {}
         for (producer_id, epoch, label, partition), by_connection in self.sequences.items():
             merged.setdefault((producer_id, epoch, names.name(label), partition), []).extend(by_connection.values())
         rows = []
@@ -397,7 +411,7 @@ class ClientTally:
             self.stats = SpillMap(ClientStats, ClientStats.merge, client_order)
         return rows.settled()
 
-    def folded_items(self) -> list[tuple[tuple, ClientStats]]:
+    def folded_items(self) -> list[tuple[tuple[Any, ...], ClientStats]]:
         return list(self._folded())
 
     @staticmethod
@@ -408,17 +422,17 @@ class ClientTally:
                 for row in rows if row["metadata_max_per_minute"] >= METADATA_STORM_PER_MINUTE]
 
 
-def client_order(key: tuple) -> tuple:
+def client_order(key: tuple[Any, ...]) -> tuple[Any, ...]:
     """The sort key of a (client id, software name, version) key: None first."""
     return tuple((v is not None, v or "") for v in key)
 
 
-def _fold(group: list[tuple[tuple, ClientStats]]) -> list[tuple[tuple, ClientStats]]:
+def _fold(group: list[tuple[tuple[Any, ...], ClientStats]]) -> list[tuple[tuple[Any, ...], ClientStats]]:
     """One client id's (key, stats), the software-less ones folded into its
     one known software if it has exactly one; in key order."""
     software = {(name, version) for (_, name, version), _ in group if name is not None or version is not None}
-    folded: dict[tuple, ClientStats] = {}
-    copies: set[tuple] = set()  # keys whose stats are a merged copy (the tally's own stay untouched)
+    folded: dict[tuple[Any, ...], ClientStats] = {}
+    copies: set[tuple[Any, ...]] = set()  # keys whose stats are a merged copy (the tally's own stay untouched)
     for (client_id, name, version), stats in group:
         if name is None and version is None and len(software) == 1:
             name, version = next(iter(software))
@@ -440,8 +454,8 @@ def _copy(stats: ClientStats) -> ClientStats:
     return made
 
 
-def _reconnects(connections: dict[tuple, list]) -> int:
-    by_path: dict[tuple[str, str], list[tuple]] = {}
+def _reconnects(connections: dict[tuple[Any, ...], list[Any]]) -> int:
+    by_path: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
     for key, (first, last, host, broker) in connections.items():
         by_path.setdefault((host, broker), []).append((first if first is not None else -1,
                                                        last if last is not None else -1, key))

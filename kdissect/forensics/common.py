@@ -29,22 +29,25 @@ def host_of(endpoint: str | None) -> str | None:
 def when(ex: Any, response_first: bool = False) -> int | None:
     """The exchange's time: its request's (or, with `response_first`, its
     response's), else the other one."""
+    ts: int | None
     if response_first:
-        return ex.response_ts if ex.response_ts is not None else ex.request_ts
-    return ex.request_ts if ex.request_ts is not None else ex.response_ts
+        ts = ex.response_ts if ex.response_ts is not None else ex.request_ts
+    else:
+        ts = ex.request_ts if ex.request_ts is not None else ex.response_ts
+    return ts
 
 
-def order_key(ex: Any, ts: int | None) -> tuple:
+def order_key(ex: Any, ts: int | None) -> tuple[Any, ...]:
     """A total order of exchanges that every face computes alike (time, then
     connection, then correlation id): "the last" of anything is its maximum."""
     return (ts if ts is not None else -1, connection_of(ex), ex.correlation_id if ex.correlation_id is not None else -1)
 
 
-def add_count(counts: dict, key: Any, n: int = 1) -> None:
+def add_count(counts: dict[Any, Any], key: Any, n: int = 1) -> None:
     counts[key] = counts.get(key, 0) + n
 
 
-def merge_counts(into: dict, other: dict) -> None:
+def merge_counts(into: dict[Any, Any], other: dict[Any, Any]) -> None:
     for key, n in other.items():
         into[key] = into.get(key, 0) + n
 
@@ -64,7 +67,7 @@ def max_of(a: Any, b: Any) -> Any:
 
 def topic_label(entry: Any, name_field: str) -> str | None:
     """A topic's label in a decoded message: its name, else its id's text."""
-    name = getattr(entry, name_field, None)
+    name: str | None = getattr(entry, name_field, None)
     if name:
         return name
     topic_id = getattr(entry, "topic_id", None)

@@ -36,6 +36,7 @@ from kdissect.forensics.groups import GROUP_APIS, GroupTally
 from kdissect.forensics.lag_history import LagHistory
 from kdissect.forensics.latency import (DEFAULT_HORIZON_NS, DEFAULT_SLACK_NS, LatencyTally, StreamMatcher)
 from kdissect.protocol.topics import ID_BEARING_APIS, TopicNames
+from kdissect.forensics.spill import RowSpool
 from kdissect.forensics.share import SHARE_ACK, SHARE_APIS, SHARE_HEARTBEAT, ShareTally
 from kdissect.forensics.topics import PartitionStats, TopicTally
 from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
@@ -63,7 +64,7 @@ class ForensicTables:
         self.group_commits: list[dict[str, Any]] = tables["group_commits"]
         self.group_lag: list[dict[str, Any]] = tables["group_lag"]
         self.group_lag_over_time: list[dict[str, Any]] = tables["group_lag_over_time"]
-        self.clients: list[dict[str, Any]] = tables["clients"]
+        self.clients: list[dict[str, Any]] | RowSpool = tables["clients"]  # (spooled when many)
         self.errors_by_client: list[dict[str, Any]] = tables["errors_by_client"]
         self.producers: list[dict[str, Any]] = tables["producers"]
         self.rebalance_storms: list[dict[str, Any]] = tables["rebalance_storms"]
@@ -76,8 +77,9 @@ class ForensicTables:
         self.unresolved_topic_ids: list[str] = tables["unresolved_topic_ids"]
         self.topic_id_conflicts: int = tables["topic_id_conflicts"]
 
-    def table(self, name: str) -> list[dict[str, Any]]:
-        return getattr(self, name)
+    def table(self, name: str) -> list[dict[str, Any]] | RowSpool:
+        rows: list[dict[str, Any]] | RowSpool = getattr(self, name)
+        return rows
 
     def to_dict(self) -> dict[str, Any]:
         """The tables `stats --json` carries (errors_by_client is the stats' own there)."""
@@ -225,7 +227,7 @@ class Forensics:
                             fetched(name, partition, ex.client_id, range(first, last + 1), response_ts)
 
     def _history(self, ex: Any, label: str | None, partition: int, ts: int | None, entry: Any,
-                 figures: Any, order: tuple) -> None:
+                 figures: Any, order: tuple[Any, ...]) -> None:
         """A fetched partition's record timestamps and high watermark, for group lag in and over time."""
         if figures is not None:
             self.history.add_records(label, partition, figures, None, fetched=True)
@@ -303,7 +305,8 @@ class _NoRanges:
     def produced(self, *args: Any) -> None:
         raise RuntimeError("a merged Forensics takes no exchanges")
 
-    fetched = produced
+    def fetched(self, *args: Any) -> None:
+        raise RuntimeError("a merged Forensics takes no exchanges")
 
     def rename(self, old: str, new: str) -> None:
         pass

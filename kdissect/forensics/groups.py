@@ -65,7 +65,7 @@ class Generation:
         # member id -> [client ids, hosts]
         self.members: dict[str, tuple[set[str], set[str]]] = {}
         # member id -> (order, ((topic label, partition), ...)) (classic)
-        self.assignments: dict[str, tuple[tuple, tuple]] = {}
+        self.assignments: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
         self.start_ts: int | None = None
         self.end_ts: int | None = None
         self.joins = 0
@@ -93,7 +93,7 @@ class Generation:
         self.first_ts = min_of(self.first_ts, ts)
         self.last_ts = max_of(self.last_ts, ts)
 
-    def assign(self, member_id: str, order: tuple, partitions: tuple) -> None:
+    def assign(self, member_id: str, order: tuple[Any, ...], partitions: tuple[Any, ...]) -> None:
         known = self.assignments.get(member_id)
         if known is None or order > known[0]:
             self.assignments[member_id] = (order, partitions)
@@ -127,7 +127,7 @@ class Commit:
     __slots__ = ("order", "offset", "ts", "client_id", "commits", "errors")
 
     def __init__(self) -> None:
-        self.order: tuple = ()
+        self.order: tuple[Any, ...] = ()
         self.offset: int | None = None
         self.ts: int | None = None
         self.client_id: str | None = None
@@ -141,7 +141,7 @@ class Commit:
             self.order, self.offset, self.ts, self.client_id = other.order, other.offset, other.ts, other.client_id
 
 
-def _partitions_of_assignment(value: Any) -> tuple | None:
+def _partitions_of_assignment(value: Any) -> tuple[Any, ...] | None:
     """((topic, partition), ...) of a consumer-protocol assignment; () for
     empty bytes; None when the bytes are not the consumer protocol."""
     if value is None:
@@ -156,7 +156,7 @@ def _partitions_of_assignment(value: Any) -> tuple | None:
     return tuple(sorted(found, key=_tp_order))
 
 
-def _partitions_of_topic_ids(topic_partitions: Any) -> tuple:
+def _partitions_of_topic_ids(topic_partitions: Any) -> tuple[Any, ...]:
     found = []
     for entry in topic_partitions or ():
         label = None if getattr(entry, "topic_id", None) is None else str(entry.topic_id)
@@ -165,7 +165,7 @@ def _partitions_of_topic_ids(topic_partitions: Any) -> tuple:
     return tuple(sorted(found, key=_tp_order))
 
 
-def _tp_order(tp: tuple) -> tuple:
+def _tp_order(tp: tuple[Any, ...]) -> tuple[Any, ...]:
     return (tp[0] or "", tp[1] if tp[1] is not None else -1)
 
 
@@ -175,13 +175,13 @@ class GroupTally:
         self.kinds: dict[str, set[str]] = {}  # group -> protocols seen (classic / consumer / share)
         # group -> [(ts, what, member_id, client_id, host, error)] for events without a generation:
         # what: "join" (refused JoinGroup), "leave", "error"
-        self.floating: dict[str, list[tuple]] = {}
+        self.floating: dict[str, list[tuple[Any, ...]]] = {}
         # group -> [(ts, "join" | "leave", client_id, host)] of every join and leave
-        self.membership: dict[str, list[tuple]] = {}
+        self.membership: dict[str, list[tuple[Any, ...]]] = {}
         # (group, member) -> {epoch: (order, assignment)} for consumer/share groups
-        self.epoch_assignments: dict[tuple[str, str], dict[int, tuple[tuple, tuple]]] = {}
+        self.epoch_assignments: dict[tuple[str, str], dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]]] = {}
         # (group, generation, label, partition) -> Commit
-        self.commits: dict[tuple, Commit] = {}
+        self.commits: dict[tuple[Any, ...], Commit] = {}
 
     # -- feeding ----------------------------------------------------------------
 
@@ -305,7 +305,7 @@ class GroupTally:
         generation.seen(ex.request_ts)
         if generation_id >= 0:
             generation.member(getattr(request, "member_id", None), ex.client_id, host)
-        errors: dict[tuple, int] = {}
+        errors: dict[tuple[Any, ...], int] = {}
         for topic in getattr(response, "topics", None) or ():
             label = topic_label(topic, "name")
             for partition in getattr(topic, "partitions", None) or ():
@@ -445,10 +445,10 @@ class GroupTally:
                     add_count(generation.errors, error)
         return placed
 
-    def rows(self, names: Any, high_watermarks: dict[tuple, int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def rows(self, names: Any, high_watermarks: dict[tuple[Any, ...], int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """(generation rows, committed-offset rows)."""
         commit_rows = self._commit_rows(names, high_watermarks)
-        committed: dict[tuple, list[dict[str, Any]]] = {}
+        committed: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         for row in commit_rows:
             if row["committed_offset"] is not None:
                 committed.setdefault((row["group_id"], row["generation_id"]), []).append(row)
@@ -483,7 +483,7 @@ class GroupTally:
         return rows, commit_rows
 
     def lag_rows(self, names: Any, commit_rows: list[dict[str, Any]],
-                 markers: dict[tuple, set[int]] | None = None, times: dict[tuple, Any] | None = None
+                 markers: dict[tuple[Any, ...], set[int]] | None = None, times: dict[tuple[Any, ...], Any] | None = None
                  ) -> list[dict[str, Any]]:
         """The group_lag table: one row per group and partition as of the
         capture's end, as `kafka-consumer-groups --describe` shows it: the
@@ -502,7 +502,7 @@ class GroupTally:
 
         markers = markers or {}
         times = times or {}
-        current: dict[tuple, dict[str, Any]] = {}
+        current: dict[tuple[Any, ...], dict[str, Any]] = {}
         for row in commit_rows:
             if row["committed_offset"] is None:
                 continue
@@ -517,7 +517,7 @@ class GroupTally:
         for group, generation_id in placed:
             if generation_id >= 0:
                 last_generation[group] = max(last_generation.get(group, generation_id), generation_id)
-        owners: dict[tuple, tuple[str, str | None, int]] = {}
+        owners: dict[tuple[Any, ...], tuple[str, str | None, int]] = {}
         for group, generation_id in last_generation.items():
             kind = self.group_type(group)
             if kind == SHARE:  # members share partitions and commit nothing: the share_groups table
@@ -553,7 +553,7 @@ class GroupTally:
             })
         return rows
 
-    def _assignments(self, group: str, generation_id: int, generation: Generation, kind: str) -> dict[str, tuple]:
+    def _assignments(self, group: str, generation_id: int, generation: Generation, kind: str) -> dict[str, tuple[Any, ...]]:
         if kind in (CONSUMER, SHARE):
             found = {}
             for member_id in generation.members:
@@ -564,15 +564,15 @@ class GroupTally:
             return found
         return {member_id: partitions for member_id, (_order, partitions) in generation.assignments.items()}
 
-    def _commit_rows(self, names: Any, high_watermarks: dict[tuple, int]) -> list[dict[str, Any]]:
-        merged: dict[tuple, Commit] = {}
+    def _commit_rows(self, names: Any, high_watermarks: dict[tuple[Any, ...], int]) -> list[dict[str, Any]]:
+        merged: dict[tuple[Any, ...], Commit] = {}
         for (group, generation_id, label, partition), commit in self.commits.items():
             key = (group, generation_id, names.name(label), partition)
             mine = merged.get(key)
             if mine is None:
                 merged[key] = mine = Commit()
             mine.merge(commit)
-        latest: dict[tuple, tuple] = {}  # (group, topic, partition) -> the order of its last commit
+        latest: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # (group, topic, partition) -> the order of its last commit
         for (group, _generation_id, topic, partition), commit in merged.items():
             if commit.offset is not None:
                 partition_key = (group, topic, partition)

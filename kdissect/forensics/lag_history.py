@@ -33,7 +33,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any, Iterator
 
-from kdissect.forensics.batches import SetFigures
+from kdissect.records.quick_spans import SetFigures
 
 SECOND_NS = 1_000_000_000
 MAX_INTERVALS = 60
@@ -105,9 +105,9 @@ class LagHistory:
         self.first_ts: int | None = None
         self.last_ts: int | None = None
         # (label, partition) -> {interval: (order, high watermark)}
-        self.watermarks: dict[tuple, dict[int, tuple[tuple, int]]] = {}
+        self.watermarks: dict[tuple[Any, ...], dict[int, tuple[tuple[Any, ...], int]]] = {}
         # (group, label, partition) -> {interval: (order, committed offset)}
-        self.commits: dict[tuple, dict[int, tuple[tuple, int]]] = {}
+        self.commits: dict[tuple[Any, ...], dict[int, tuple[tuple[Any, ...], int]]] = {}
 
     # -- feeding ----------------------------------------------------------------
 
@@ -125,13 +125,13 @@ class LagHistory:
                 times = self.times[key] = RecordTimes()
             times.add(span.first + shift, span.last + shift, span.stamps[0], max(span.stamps), fetched)
 
-    def add_watermark(self, label: str | None, partition: int, order: tuple, ts: int, high_watermark: int) -> None:
+    def add_watermark(self, label: str | None, partition: int, order: tuple[Any, ...], ts: int, high_watermark: int) -> None:
         self._put(self.watermarks, (label, partition), order, ts, high_watermark)
 
-    def add_commit(self, group: str, label: str | None, partition: int, order: tuple, ts: int, offset: int) -> None:
+    def add_commit(self, group: str, label: str | None, partition: int, order: tuple[Any, ...], ts: int, offset: int) -> None:
         self._put(self.commits, (group, label, partition), order, ts, offset)
 
-    def _put(self, series: dict, key: tuple, order: tuple, ts: int, value: int) -> None:
+    def _put(self, series: dict[Any, Any], key: tuple[Any, ...], order: tuple[Any, ...], ts: int, value: int) -> None:
         self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
         self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
         self._widen()
@@ -169,8 +169,8 @@ class LagHistory:
                 self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
         self._widen(other.interval_ns)
         for mine_series, theirs in ((self.watermarks, other.watermarks), (self.commits, other.commits)):
-            for key, buckets in theirs.items():
-                target = mine_series.setdefault(key, {})
+            for series_key, buckets in theirs.items():
+                target = mine_series.setdefault(series_key, {})
                 for at, (order, value) in _rebucket(buckets, other.interval_ns, self.interval_ns).items():
                     known = target.get(at)
                     if known is None or order > known[0]:
@@ -180,7 +180,7 @@ class LagHistory:
 
     def sorted_times(self, names: Any) -> dict[tuple[str | None, int], Sorted]:
         """(topic, partition) -> its seen records in offset order, ids resolved."""
-        merged: dict[tuple, RecordTimes] = {}
+        merged: dict[tuple[Any, ...], RecordTimes] = {}
         for (label, partition), times in self.times.items():
             key = (names.name(label), partition)
             found = merged.get(key)
@@ -189,7 +189,7 @@ class LagHistory:
             found.merge(times)
         return {key: Sorted(times) for key, times in merged.items()}
 
-    def rows(self, names: Any, times: dict[tuple, Sorted], markers: dict[tuple, set[int]]) -> list[dict[str, Any]]:
+    def rows(self, names: Any, times: dict[tuple[Any, ...], Sorted], markers: dict[tuple[Any, ...], set[int]]) -> list[dict[str, Any]]:
         """group_lag_over_time: per group and partition, one row per interval
         from its first commit to the capture's last interval."""
         if self.last_ts is None:
@@ -219,10 +219,10 @@ class LagHistory:
         return rows
 
 
-def _rebucket(buckets: dict[int, tuple[tuple, int]], old: int, width: int) -> dict[int, tuple[tuple, int]]:
+def _rebucket(buckets: dict[int, tuple[tuple[Any, ...], int]], old: int, width: int) -> dict[int, tuple[tuple[Any, ...], int]]:
     """Buckets `old` ns wide regrouped `width` ns wide (a power-of-two
     multiple: aligned buckets nest), the latest value of each kept."""
-    out: dict[int, tuple[tuple, int]] = {}
+    out: dict[int, tuple[tuple[Any, ...], int]] = {}
     for at, (order, value) in buckets.items():
         wide = at * old // width
         known = out.get(wide)
@@ -231,9 +231,9 @@ def _rebucket(buckets: dict[int, tuple[tuple, int]], old: int, width: int) -> di
     return out
 
 
-def _resolved(series: dict[tuple, dict[int, tuple[tuple, int]]], names: Any,
-              resolve: Any) -> dict[tuple, dict[int, tuple[tuple, int]]]:
-    out: dict[tuple, dict[int, tuple[tuple, int]]] = {}
+def _resolved(series: dict[tuple[Any, ...], dict[int, tuple[tuple[Any, ...], int]]], names: Any,
+              resolve: Any) -> dict[tuple[Any, ...], dict[int, tuple[tuple[Any, ...], int]]]:
+    out: dict[tuple[Any, ...], dict[int, tuple[tuple[Any, ...], int]]] = {}
     for key, buckets in series.items():
         target = out.setdefault(resolve(key), {})
         for at, (order, value) in buckets.items():
@@ -243,7 +243,7 @@ def _resolved(series: dict[tuple, dict[int, tuple[tuple, int]]], names: Any,
     return out
 
 
-def _carried(committed: dict[int, tuple[tuple, int]], high: dict[int, tuple[tuple, int]], first: int,
+def _carried(committed: dict[int, tuple[tuple[Any, ...], int]], high: dict[int, tuple[tuple[Any, ...], int]], first: int,
              last: int) -> Iterator[tuple[int, int | None, int | None]]:
     """(interval, committed offset, high watermark) as of each interval's end,
     the last values carried forward."""

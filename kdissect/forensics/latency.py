@@ -36,7 +36,7 @@ DEFAULT_HORIZON_NS = 15 * 60 * 1_000_000_000
 DEFAULT_SLACK_NS = 30 * 1_000_000_000
 
 # a produced range: (first offset, last offset, request time, response time)
-Produced = tuple  # (int, int, int, int)
+Produced = tuple[Any, ...]  # (first, last, request ts, response ts): ints
 
 
 class PartitionIndex:
@@ -144,7 +144,7 @@ class LatencyTally:
         """Per (topic, client_id), then per topic (client_id null) and per
         client (topic null): delivered records matched to their produce,
         latency min/mean/max (exact) and p50/p90/p99 (within 1%), unmatched."""
-        groups: dict[tuple[str, str | None, str | None], list] = {}
+        groups: dict[tuple[str, str | None, str | None], list[Any]] = {}
         for (label, client_id), histogram in self.histograms.items():
             topic = names.name(label)
             unmatched = self.unmatched.get((label, client_id), 0)
@@ -176,7 +176,7 @@ class StreamMatcher:
         self.index: dict[tuple[str | None, int], PartitionIndex] = {}
         # fetched data waiting for late produce answers, oldest first:
         # (due time, label, partition, client_id, offsets, fetched time)
-        self.waiting: deque[tuple] = deque()
+        self.waiting: deque[tuple[Any, ...]] = deque()
         self.now = 0
         self.next_sweep = 0
 
@@ -220,7 +220,7 @@ class StreamMatcher:
             for index in self.index.values():
                 index.forget_before(cutoff)
 
-    def _match(self, item: tuple) -> None:
+    def _match(self, item: tuple[Any, ...]) -> None:
         _due, label, partition, client_id, offsets, fetched_ts = item
         matches, unmatched = match_span(self.index.get((label, partition)), offsets, fetched_ts, self.horizon_ns,
                                         self.slack_ns)
@@ -234,7 +234,7 @@ class StreamMatcher:
             self._match(item)
 
 
-def match_partition(produced: Iterable[Produced], fetched: Iterable[tuple], horizon_ns: int, slack_ns: int,
+def match_partition(produced: Iterable[Produced], fetched: Iterable[tuple[Any, ...]], horizon_ns: int, slack_ns: int,
                     tally: LatencyTally, label: str | None) -> None:
     """The rule over all of one partition's ranges: `fetched` holds
     (client_id, offsets, fetched time)."""

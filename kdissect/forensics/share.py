@@ -90,8 +90,8 @@ class _Member:
         self.acquired = 0
         self.acks: dict[str, int] = {}
         self.heartbeats: list[int] = []  # request times
-        self.interval: tuple | None = None  # (order, the broker's heartbeat_interval_ms)
-        self.epoch: tuple | None = None  # (order, member epoch)
+        self.interval: tuple[Any, ...] | None = None  # (order, the broker's heartbeat_interval_ms)
+        self.epoch: tuple[Any, ...] | None = None  # (order, member epoch)
         self.leaves = 0  # heartbeats with member epoch -1
         self.opens: dict[str, int] = {}  # broker -> share sessions opened
         self.closes = 0

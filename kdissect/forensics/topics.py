@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdissect.forensics.batches import SetFigures
+from kdissect.records.quick_spans import SetFigures
 from kdissect.forensics.common import (MINUTE_NS, add_count, error_list, max_of, merge_counts, min_of, order_key)
 
 
@@ -81,7 +81,7 @@ class FetchPosition:
     __slots__ = ("order", "next_offset", "high_watermark", "last_stable_offset", "log_start_offset", "lag")
 
     def __init__(self) -> None:
-        self.order: tuple = ()
+        self.order: tuple[Any, ...] = ()
         self.next_offset: int | None = None
         self.high_watermark: int | None = None
         self.last_stable_offset: int | None = None
@@ -95,14 +95,14 @@ class LagPoint:
     __slots__ = ("order", "fetches", "lag", "max_lag", "high_watermark", "next_offset")
 
     def __init__(self) -> None:
-        self.order: tuple = ()
+        self.order: tuple[Any, ...] = ()
         self.fetches = 0
         self.lag: int | None = None  # at the minute's last fetch
         self.max_lag: int | None = None
         self.high_watermark: int | None = None
         self.next_offset: int | None = None
 
-    def add(self, order: tuple, lag: int | None, high_watermark: int | None, next_offset: int | None) -> None:
+    def add(self, order: tuple[Any, ...], lag: int | None, high_watermark: int | None, next_offset: int | None) -> None:
         self.fetches += 1
         self.max_lag = max_of(self.max_lag, lag)
         if order > self.order:
@@ -127,10 +127,10 @@ class TopicTally:
     def __init__(self) -> None:
         self.stats: dict[tuple[str | None, int, str, str | None], PartitionStats] = {}
         # (label, partition, client_id, connection) -> the connection's position
-        self.positions: dict[tuple, FetchPosition] = {}
+        self.positions: dict[tuple[Any, ...], FetchPosition] = {}
         self.lag: dict[tuple[str | None, int, str | None, int], LagPoint] = {}
 
-    def _stats(self, key: tuple) -> PartitionStats:
+    def _stats(self, key: tuple[Any, ...]) -> PartitionStats:
         found = self.stats.get(key)
         if found is None:
             found = self.stats[key] = PartitionStats()
@@ -141,8 +141,8 @@ class TopicTally:
         self._stats((label, partition, "produce", ex.client_id)).add(ts, figures, error, last_offset)
 
     def add_fetch(self, ex: Any, label: str | None, partition: int, ts: int | None, figures: SetFigures | None,
-                  entry: Any, fetch_offset: int | None, connection: tuple, share: bool,
-                  order: tuple | None = None) -> None:
+                  entry: Any, fetch_offset: int | None, connection: tuple[Any, ...], share: bool,
+                  order: tuple[Any, ...] | None = None) -> None:
         """One partition of a Fetch (or ShareFetch) response; `entry` is its
         decoded partition entry, `fetch_offset` what the request asked for
         (`order`: the exchange's order_key at `ts`, when known)."""
@@ -200,14 +200,14 @@ class TopicTally:
 
     def rows(self, names: Any) -> list[dict[str, Any]]:
         """The partition table, topic ids resolved with `names` (TopicNames)."""
-        merged: dict[tuple, PartitionStats] = {}
+        merged: dict[tuple[Any, ...], PartitionStats] = {}
         for (label, partition, direction, client_id), stats in self.stats.items():
             key = (names.name(label), partition, direction, client_id)
             found = merged.get(key)
             if found is None:
                 found = merged[key] = PartitionStats()
             found.merge(stats)
-        latest: dict[tuple, FetchPosition] = {}
+        latest: dict[tuple[Any, ...], FetchPosition] = {}
         for (label, partition, client_id, _connection), candidate in self.positions.items():
             fetch_key = (names.name(label), partition, "fetch", client_id)
             chosen = latest.get(fetch_key)
@@ -235,7 +235,7 @@ class TopicTally:
         return rows
 
     def lag_rows(self, names: Any) -> list[dict[str, Any]]:
-        merged: dict[tuple, LagPoint] = {}
+        merged: dict[tuple[Any, ...], LagPoint] = {}
         for (label, partition, client_id, minute), point in self.lag.items():
             key = (names.name(label), partition, client_id, minute)
             found = merged.get(key)
@@ -249,7 +249,7 @@ class TopicTally:
 
     def high_watermarks(self, names: Any) -> dict[tuple[str | None, int], int]:
         """(topic, partition) -> the high watermark of the latest fetch of any client."""
-        latest: dict[tuple, FetchPosition] = {}
+        latest: dict[tuple[Any, ...], FetchPosition] = {}
         for (label, partition, _client, _connection), position in self.positions.items():
             if position.high_watermark is None:
                 continue
@@ -260,15 +260,15 @@ class TopicTally:
         return {key: position.high_watermark for key, position in latest.items()}  # type: ignore[misc]
 
 
-def _text(value: Any) -> tuple:
+def _text(value: Any) -> tuple[Any, ...]:
     return (value is not None, value or "")
 
 
-def _row_order(key: tuple) -> tuple:
+def _row_order(key: tuple[Any, ...]) -> tuple[Any, ...]:
     topic, partition, direction, client_id = key
     return (_text(topic), partition if partition is not None else -1, direction, _text(client_id))
 
 
-def _lag_order(key: tuple) -> tuple:
+def _lag_order(key: tuple[Any, ...]) -> tuple[Any, ...]:
     topic, partition, client_id, minute = key
     return (_text(topic), partition if partition is not None else -1, _text(client_id), minute)

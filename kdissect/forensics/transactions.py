@@ -47,15 +47,15 @@ class TransactionTally:
 
     def __init__(self) -> None:
         # transactional id -> [(order key, kind, producer id, epoch, details, client id, request ts, response ts)]
-        self.events: dict[str, list[tuple]] = {}
+        self.events: dict[str, list[tuple[Any, ...]]] = {}
         # (topic label, partition, producer id) -> {marker offset: "commit" | "abort"}
-        self.markers: dict[tuple, dict[int, str]] = {}
+        self.markers: dict[tuple[Any, ...], dict[int, str]] = {}
         # (topic label, partition, producer id) -> {first offset of a transactional data batch: records}
-        self.batches: dict[tuple, dict[int, int]] = {}
+        self.batches: dict[tuple[Any, ...], dict[int, int]] = {}
         # (topic label, partition, producer id) -> first offsets listed as aborted in read_committed answers
-        self.aborted_listed: dict[tuple, set[int]] = {}
+        self.aborted_listed: dict[tuple[Any, ...], set[int]] = {}
         # (topic label, partition, producer id) -> client ids that fetched its data
-        self.fetched_by: dict[tuple, set[str]] = {}
+        self.fetched_by: dict[tuple[Any, ...], set[str]] = {}
 
     # ------------------------------------------------------------ intake
 
@@ -152,9 +152,9 @@ class TransactionTally:
                         self.markers.setdefault(key, {})[record.offset] = record.control
                 self.fetched_by.setdefault(key, set()).add(ex.client_id or "")
 
-    def marker_offsets(self, names: Any) -> dict[tuple, set[int]]:
+    def marker_offsets(self, names: Any) -> dict[tuple[Any, ...], set[int]]:
         """(topic, partition) -> the offsets of the commit and abort markers seen."""
-        found: dict[tuple, set[int]] = {}
+        found: dict[tuple[Any, ...], set[int]] = {}
         for (label, partition, _producer_id), markers in self.markers.items():
             found.setdefault((names.name(label), partition), set()).update(markers)
         return found
@@ -177,7 +177,7 @@ class TransactionTally:
         """One row per transaction, by transactional id then start."""
         out = []
         for tid in sorted(self.events):
-            open_txns: dict[tuple, dict[str, Any]] = {}  # (producer id, epoch) -> the open transaction
+            open_txns: dict[tuple[Any, ...], dict[str, Any]] = {}  # (producer id, epoch) -> the open transaction
             done: list[dict[str, Any]] = []
             for _key, kind, pid, epoch, details, client_id, request_ts, response_ts in sorted(
                     self.events[tid], key=lambda e: e[0]):

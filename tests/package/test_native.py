@@ -247,6 +247,7 @@ def test_the_checkout_runs_the_compiled_modules_where_they_can_be_built() -> Non
     # tools/setup.sh builds them; a stale or missing build is a setup that did not run
     assert native.is_current(PACKAGE), "run tools/build_native.py (tools/setup.sh does)"
     code = ("import kdissect.conn.pipeline, kdissect.wire.capture, kdissect.records.quick_spans, json; "
+            "import kdissect.forensics.core; "
             "from kdissect import native; "
             "print(json.dumps(native.running_native()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
