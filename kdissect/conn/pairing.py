@@ -59,6 +59,7 @@ from kdissect.model.problems import code_of
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
 from kdissect.conn.arrivals import DATA_WAIT_MIN_NS, ProduceAnswer, produce_bases, produce_ranges, produce_spans
+from kdissect.conn.kept_api_versions import ApiVersionsRequestFrame
 from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame
 from kdissect.conn.kept_metadata import MetadataRequestFrame, MetadataResponseFrame
 from kdissect.conn.kept_offset_commit import OffsetCommitRequestFrame, OffsetCommitResponseFrame
@@ -85,7 +86,7 @@ _API_VERSIONS = int(ApiKey.API_VERSIONS)
 # requests that keep_apis keeps as their frames where the skim accepts them
 _METADATA = int(ApiKey.METADATA)
 _OFFSET_COMMIT = int(ApiKey.OFFSET_COMMIT)
-_KEPT_AS_FRAMES = frozenset((_PRODUCE, _FETCH, _METADATA, _OFFSET_COMMIT))
+_KEPT_AS_FRAMES = frozenset((_PRODUCE, _FETCH, _METADATA, _OFFSET_COMMIT, _API_VERSIONS))
 # answers that keep_apis keeps as their frames where the skim accepts them and finds no error code
 _ANSWERS_AS_FRAMES = frozenset((_PRODUCE, _FETCH, _METADATA, _OFFSET_COMMIT))
 # the Exchange fields a request's exchange is made with, by position
@@ -289,7 +290,7 @@ class Pairer:
     its frames where the skim read them (kdissect.conn.kept_produce), a
     Fetch's, a Metadata answer and an OffsetCommit's likewise
     (kdissect.conn.kept_fetch, kept_metadata, kept_offset_commit), of an
-    ApiVersions only the request.
+    ApiVersions only the request, as its frame likewise (kept_api_versions).
 
     The Pairer keeps the requests waiting by correlation id and runs the
     steps; its collaborators each do one job: `acks0` and `early` hold
@@ -351,8 +352,8 @@ class Pairer:
             self._wait(ex)
             return ex
         keep_apis = self.keep_apis
-        # (a kept Produce, Fetch, Metadata or OffsetCommit request is skimmed too, and
-        # kept as its frame: kdissect.conn.kept_produce, kept_fetch, kept_metadata, kept_offset_commit)
+        # (a kept Produce, Fetch, Metadata, OffsetCommit or ApiVersions request is skimmed too, and kept
+        # as its frame: kdissect.conn.kept_produce, kept_fetch, kept_metadata, kept_offset_commit, kept_api_versions)
         skim = None if self.keep_messages or (keep_apis and len(data) >= 2 and (data[0] << 8 | data[1]) in keep_apis
                                               and (data[0] << 8 | data[1]) not in _KEPT_AS_FRAMES) \
             else skim_request(data)
@@ -416,6 +417,8 @@ class Pairer:
                 ex.request = MetadataRequestFrame(data if type(data) is bytes else bytes(data))
             elif api_key == _OFFSET_COMMIT and keep_apis and _OFFSET_COMMIT in keep_apis:
                 ex.request = OffsetCommitRequestFrame(data if type(data) is bytes else bytes(data))
+            elif api_key == _API_VERSIONS and keep_apis and _API_VERSIONS in keep_apis:
+                ex.request = ApiVersionsRequestFrame(data if type(data) is bytes else bytes(data))
         else:
             if request.assumed_version:
                 self._assumed(ex, "request", request.assumed_version, trailing)
