@@ -59,8 +59,10 @@ from kdissect.model.problems import code_of
 from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
 from kdissect.conn.arrivals import DATA_WAIT_MIN_NS, ProduceAnswer, produce_bases, produce_ranges, produce_spans
+from kdissect.conn.kept_api_versions import ApiVersionsRequestFrame
 from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame
 from kdissect.conn.kept_metadata import MetadataRequestFrame, MetadataResponseFrame
+from kdissect.conn.kept_offset_commit import OffsetCommitRequestFrame, OffsetCommitResponseFrame
 from kdissect.conn.kept_produce import ProduceRequestFrame, ProduceResponseFrame
 from kdissect.conn.holds import EARLY_WINDOW_NS, MAX_EARLY, MAX_UNANSWERED, Acks0Holds, EarlyResponses
 from kdissect.records.access import record_figures, record_sets, set_figures
@@ -83,9 +85,10 @@ _SHARE_FETCH = int(ApiKey.SHARE_FETCH)
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
 # requests that keep_apis keeps as their frames where the skim accepts them
 _METADATA = int(ApiKey.METADATA)
-_KEPT_AS_FRAMES = frozenset((_PRODUCE, _FETCH, _METADATA))
+_OFFSET_COMMIT = int(ApiKey.OFFSET_COMMIT)
+_KEPT_AS_FRAMES = frozenset((_PRODUCE, _FETCH, _METADATA, _OFFSET_COMMIT, _API_VERSIONS))
 # answers that keep_apis keeps as their frames where the skim accepts them and finds no error code
-_ANSWERS_AS_FRAMES = frozenset((_PRODUCE, _FETCH, int(ApiKey.METADATA)))
+_ANSWERS_AS_FRAMES = frozenset((_PRODUCE, _FETCH, _METADATA, _OFFSET_COMMIT))
 # the Exchange fields a request's exchange is made with, by position
 assert fields_of(Exchange)[:34] == ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
                                    "api_version", "client_id", "request_ts", "response_ts", "request_frame",
@@ -285,8 +288,9 @@ class Pairer:
     per-partition errors); `keep_apis` keeps both decoded messages of the
     exchanges of those api keys (for tables that read them), a Produce's as
     its frames where the skim read them (kdissect.conn.kept_produce), a
-    Fetch's and a Metadata answer likewise (kdissect.conn.kept_fetch,
-    kdissect.conn.kept_metadata), of an ApiVersions only the request.
+    Fetch's, a Metadata answer and an OffsetCommit's likewise
+    (kdissect.conn.kept_fetch, kept_metadata, kept_offset_commit), of an
+    ApiVersions only the request, as its frame likewise (kept_api_versions).
 
     The Pairer keeps the requests waiting by correlation id and runs the
     steps; its collaborators each do one job: `acks0` and `early` hold
@@ -348,8 +352,8 @@ class Pairer:
             self._wait(ex)
             return ex
         keep_apis = self.keep_apis
-        # (a kept Produce, Fetch or Metadata request is skimmed too, and kept
-        # as its frame: kdissect.conn.kept_produce, kept_fetch, kept_metadata)
+        # (a kept Produce, Fetch, Metadata, OffsetCommit or ApiVersions request is skimmed too, and kept
+        # as its frame: kdissect.conn.kept_produce, kept_fetch, kept_metadata, kept_offset_commit, kept_api_versions)
         skim = None if self.keep_messages or (keep_apis and len(data) >= 2 and (data[0] << 8 | data[1]) in keep_apis
                                               and (data[0] << 8 | data[1]) not in _KEPT_AS_FRAMES) \
             else skim_request(data)
@@ -411,6 +415,10 @@ class Pairer:
                     ex.request = FetchRequestFrame(data if type(data) is bytes else bytes(data))
             elif api_key == _METADATA and keep_apis and _METADATA in keep_apis:
                 ex.request = MetadataRequestFrame(data if type(data) is bytes else bytes(data))
+            elif api_key == _OFFSET_COMMIT and keep_apis and _OFFSET_COMMIT in keep_apis:
+                ex.request = OffsetCommitRequestFrame(data if type(data) is bytes else bytes(data))
+            elif api_key == _API_VERSIONS and keep_apis and _API_VERSIONS in keep_apis:
+                ex.request = ApiVersionsRequestFrame(data if type(data) is bytes else bytes(data))
         else:
             if request.assumed_version:
                 self._assumed(ex, "request", request.assumed_version, trailing)
@@ -564,8 +572,8 @@ class Pairer:
             acc.decoded_frames += 1
             return
         kept = api_key in self.keep_apis and api_key != _API_VERSIONS
-        # (a kept Produce, Fetch or Metadata answer is skimmed too: kdissect.conn.kept_produce,
-        # kdissect.conn.kept_fetch, kdissect.conn.kept_metadata)
+        # (a kept Produce, Fetch, Metadata or OffsetCommit answer is skimmed too:
+        # kdissect.conn.kept_produce, kept_fetch, kept_metadata, kept_offset_commit)
         keep = self.keep_messages or (kept and api_key not in _ANSWERS_AS_FRAMES)
         skim = None if keep else skim_response(data, api_key, api_version)
         if skim is not None:
@@ -581,11 +589,12 @@ class Pairer:
             if error_codes and (self.keep_error_responses or kept):
                 ex.response, _, _ = decode_tolerant(
                     lambda b: decode_response(b, api_key, api_version), data)
-            elif kept:  # a Produce, Fetch or Metadata answer without an error code
+            elif kept:  # a Produce, Fetch, Metadata or OffsetCommit answer without an error code
                 frame = data if type(data) is bytes else bytes(data)
                 ex.response = ProduceResponseFrame(frame, api_version) if api_key == _PRODUCE \
                     else FetchResponseFrame(frame, api_version) if api_key == _FETCH \
-                    else MetadataResponseFrame(frame, api_version)
+                    else MetadataResponseFrame(frame, api_version) if api_key == _METADATA \
+                    else OffsetCommitResponseFrame(frame, api_version)
         else:
             response, trailing, error = decode_tolerant(
                 lambda b: decode_response(b, api_key, api_version), data)

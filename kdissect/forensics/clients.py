@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
+from kdissect.conn.kept_api_versions import ApiVersionsRequestFrame
 from kdissect.records.quick_spans import SetFigures
 from kdissect.forensics.spill import RowSpool, SpillMap
 from kdissect.forensics.common import (MINUTE_NS, add_count, connection_of, error_list, host_of, max_of,
@@ -218,10 +219,14 @@ class ClientTally:
         else:
             connection = connection_of(ex)
             if key == _API_VERSIONS and ex.request is not None and (ex.api_version or 0) >= 3:
-                body = ex.request.body
-                name = getattr(body, "client_software_name", None)
+                if type(ex.request) is ApiVersionsRequestFrame:  # (kept as its frame: kdissect.conn.kept_api_versions)
+                    name, version = ex.request.software()
+                else:
+                    body = ex.request.body
+                    name, version = (getattr(body, "client_software_name", None),
+                                     getattr(body, "client_software_version", None))
                 if name:
-                    self.software[connection] = (name, getattr(body, "client_software_version", None))
+                    self.software[connection] = (name, version)
             name, version = self.software.get(connection, (None, None))
             stats = self.stats[(client_id, name, version)]
             host = host_of(client)

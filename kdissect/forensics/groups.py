@@ -37,6 +37,7 @@ from typing import Any
 
 from kdissect.forensics.common import (add_count, error_list, host_of, max_of, merge_counts, min_of, order_key,
                                        topic_label)
+from kdissect.conn.kept_offset_commit import OffsetCommitRequestFrame, OffsetCommitResponseFrame
 from kdissect.protocol.apis import ApiKey
 
 _JOIN, _SYNC, _HEARTBEAT, _LEAVE = (int(ApiKey.JOIN_GROUP), int(ApiKey.SYNC_GROUP), int(ApiKey.HEARTBEAT),
@@ -201,6 +202,9 @@ class GroupTally:
         key = ex.api_key
         if key not in GROUP_APIS or ex.request is None:
             return
+        if type(ex.request) is OffsetCommitRequestFrame:  # (kept as its frame: kdissect.conn.kept_offset_commit)
+            self._framed_commit(ex, ex.request.commit(), history)
+            return
         request = ex.request.body
         response = ex.response.body if ex.response is not None else None
         group = getattr(request, "group_id", None)
@@ -222,7 +226,14 @@ class GroupTally:
         elif key == _LEAVE:
             self._leave(ex, group, request, response, host)
         elif key in (_COMMIT, _TXN_COMMIT):
-            self._commit(ex, group, request, response, host, history)
+            generation_id = getattr(request, "generation_id_or_member_epoch", None)
+            if generation_id is None:
+                generation_id = getattr(request, "generation_id", -1)
+            committed = [(topic_label(topic, "name"), partition.partition_index, partition.committed_offset)
+                         for topic in getattr(request, "topics", None) or ()
+                         for partition in getattr(topic, "partitions", None) or ()]
+            self._commit(ex, group, -1 if generation_id is None else generation_id,
+                         getattr(request, "member_id", None), committed, response, host, history)
         else:
             self._heartbeat(ex, group, request, response, host, CONSUMER if key == _CONSUMER_HEARTBEAT else SHARE)
 
@@ -294,17 +305,26 @@ class GroupTally:
         if error:
             self._float(group, ex.request_ts, "error", members[0] if members else "", ex.client_id, host, error)
 
-    def _commit(self, ex: Any, group: str, request: Any, response: Any, host: str | None, history: Any) -> None:
-        generation_id = getattr(request, "generation_id_or_member_epoch", None)
-        if generation_id is None:
-            generation_id = getattr(request, "generation_id", -1)
-        if generation_id is None:
-            generation_id = -1
+    def _framed_commit(self, ex: Any, commit: Any, history: Any) -> None:
+        """An OffsetCommit whose request (and answer, if it carries no error
+        code) was kept as its frame (kdissect.conn.kept_offset_commit)."""
+        group, generation_id, member_id, committed = commit
+        if group is None:
+            return
+        response = ex.response
+        if response is not None and type(response) is not OffsetCommitResponseFrame:
+            response = response.body  # an answer with an error code: decoded
+        # (an answer kept as its frame has no partition errors: it reads as one without topics)
+        self._commit(ex, group, generation_id, member_id, committed, response, host_of(ex.client), history)
+
+    def _commit(self, ex: Any, group: str, generation_id: int, member_id: str | None,
+                committed: list[tuple[Any, Any, Any]], response: Any, host: str | None, history: Any) -> None:
+        """A commit: `committed` its (topic label, partition, offset) in request order."""
         generation = self._generation(group, generation_id)
         generation.commits += 1
         generation.seen(ex.request_ts)
         if generation_id >= 0:
-            generation.member(getattr(request, "member_id", None), ex.client_id, host)
+            generation.member(member_id, ex.client_id, host)
         errors: dict[tuple[Any, ...], int] = {}
         for topic in getattr(response, "topics", None) or ():
             label = topic_label(topic, "name")
@@ -313,24 +333,20 @@ class GroupTally:
                     errors[(label, partition.partition_index)] = partition.error_code
                     add_count(generation.errors, partition.error_code)
         order = order_key(ex, ex.request_ts)
-        for topic in getattr(request, "topics", None) or ():
-            label = topic_label(topic, "name")
-            for partition in getattr(topic, "partitions", None) or ():
-                key = (group, generation_id, label, partition.partition_index)
-                commit = self.commits.get(key)
-                if commit is None:
-                    commit = self.commits[key] = Commit()
-                commit.commits += 1
-                if (label, partition.partition_index) in errors or response is None:
-                    commit.errors += (label, partition.partition_index) in errors
-                    continue  # not committed (or not known to be)
-                if history is not None and ex.request_ts is not None and partition.committed_offset is not None \
-                        and partition.committed_offset >= 0:
-                    history.add_commit(group, label, partition.partition_index, order, ex.request_ts,
-                                       partition.committed_offset)
-                if order > commit.order:
-                    commit.order, commit.offset, commit.ts = order, partition.committed_offset, ex.request_ts
-                    commit.client_id = ex.client_id
+        for label, index, offset in committed:
+            key = (group, generation_id, label, index)
+            commit = self.commits.get(key)
+            if commit is None:
+                commit = self.commits[key] = Commit()
+            commit.commits += 1
+            if (label, index) in errors or response is None:
+                commit.errors += (label, index) in errors
+                continue  # not committed (or not known to be)
+            if history is not None and ex.request_ts is not None and offset is not None and offset >= 0:
+                history.add_commit(group, label, index, order, ex.request_ts, offset)
+            if order > commit.order:
+                commit.order, commit.offset, commit.ts = order, offset, ex.request_ts
+                commit.client_id = ex.client_id
 
     def _heartbeat(self, ex: Any, group: str, request: Any, response: Any, host: str | None, kind: str) -> None:
         self._kind(group, kind)

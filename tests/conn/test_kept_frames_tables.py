@@ -1,7 +1,7 @@
-"""The forensic tables are the same whether Produce, Fetch and Metadata
-messages are kept decoded (as `kdissect stats` runs) or as their frames,
-read by conn/kept_produce.py, kept_fetch.py and kept_metadata.py (as the
-forensic commands and the Spark job run): on bundled captures of every
+"""The forensic tables are the same whether Produce, Fetch, Metadata and
+OffsetCommit messages are kept decoded (as `kdissect stats` runs) or as
+their frames, read by conn/kept_produce.py, kept_fetch.py, kept_metadata.py
+and kept_offset_commit.py (as the forensic commands and the Spark job run): on bundled captures of every
 client and on damaged copies. The decoded side is the full decoder's."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pytest
 
 from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame
 from kdissect.conn.kept_metadata import MetadataResponseFrame
+from kdissect.conn.kept_offset_commit import OffsetCommitRequestFrame, OffsetCommitResponseFrame
 from kdissect.conn.kept_produce import ProduceRequestFrame, ProduceResponseFrame
 from kdissect.conn.pipeline import Analysis
 from kdissect.forensics import FORENSIC_APIS, Forensics
@@ -37,6 +38,11 @@ READERS: dict[str, tuple[tuple[type, ...], tuple[str, ...], str]] = {
                   "unknown_topic_kafka", "share_acks_kafka", "hostile_strings_kafka", "old_v0_10_1",
                   "group_lag_kafka"),
                  "forensics_kafka"),
+    "offset_commit": ((OffsetCommitRequestFrame, OffsetCommitResponseFrame),
+                      ("forensics_kafka", "group_lag_kafka", "consume_group_kafka", "java_clients_4_4_kafka",
+                       "go_clients_kafka", "hostile_strings_kafka", "java_transactions_kafka", "transactions_kafka",
+                       "old_v0_10_1", "old_v0_8_2_kafka3", "ipv6_kafka", "large_records_kafka"),
+                      "forensics_kafka"),
 }
 
 

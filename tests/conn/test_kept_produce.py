@@ -133,7 +133,8 @@ def test_every_version_reads_as_decoded(version: int) -> None:
 def test_what_keep_apis_keeps_of_produce_and_api_versions() -> None:
     """With the forensic APIs kept: a Produce's request as its frame, its
     answer as its frame unless it carries an error code (then decoded); an
-    ApiVersions' request decoded and its answer not kept; both as the rows
+    ApiVersions' request as its frame (kdissect.conn.kept_api_versions) and
+    its answer not kept; both as the rows
     of an export (the skims ran)."""
     capture = REPO / "captures" / "forensics_kafka.pcap"
     kinds: dict[str, set[str]] = {"produce_request": set(), "produce_response": set(), "versions": set()}
@@ -152,4 +153,4 @@ def test_what_keep_apis_keeps_of_produce_and_api_versions() -> None:
     assert "ProduceResponseFrame errors=False" in kinds["produce_response"]
     assert all(kind in ("ProduceResponseFrame errors=False", "Response errors=True")
                for kind in kinds["produce_response"])
-    assert kinds["versions"] == {"Request True"}
+    assert kinds["versions"] == {"ApiVersionsRequestFrame True"}
