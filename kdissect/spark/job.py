@@ -323,9 +323,12 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         for size in read_task_sizes(len(split_rows), sc.defaultParallelism):
             groups.append(split_rows[done:done + size])
             done += size
-        # one slice per group: the items are a group's splits, flattened in order
-        task_rows = sc.parallelize(groups, len(groups)).flatMap(lambda group: group)
-        split_frame = spark.createDataFrame(task_rows, schema=planning.split_schema())
+        # One partition per group, made in the JVM: `spark.range` of one id per
+        # partition, and the task reads the splits of group `id` (shipped with
+        # the function). An RDD of the groups (sc.parallelize + createDataFrame)
+        # ran Python workers of its own: a second worker daemon, started after
+        # the first (~1.3 s of the first read task), and a second worker per slot.
+        group_ids = spark.range(0, len(groups), 1, max(len(groups), 1))
         last_split_id = splits[-1].split_id if splits else -1
 
         def read(batches):
@@ -334,10 +337,10 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             keep_freed_memory()  # a Python worker lives for the whole job
             stores.configure_once(store_settings)
             # read tasks' partitions are numbered after the shuffle's
-            return read_partition(batches, in_place, last_split_id, partitions, ports, detect, capture_names,
-                                  work_dir, keylog, max_uncompressed, selection, forensic_tables)
+            return read_partition(_group_splits(batches, groups), in_place, last_split_id, partitions, ports, detect,
+                                  capture_names, work_dir, keylog, max_uncompressed, selection, forensic_tables)
 
-        runs = split_frame.mapInArrow(read, from_arrow_schema(RUN_SCHEMA))
+        runs = group_ids.mapInArrow(read, from_arrow_schema(RUN_SCHEMA))
         dissected = (
             runs.repartition(partitions, *KEY_COLUMNS)
             .sortWithinPartitions(*KEY_COLUMNS, *ORDER_COLUMNS)
@@ -516,6 +519,17 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     outdir.write_bytes((json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode(), MANIFEST)
     commit_output(outdir)
     return JobResult(manifest, summary, splits)
+
+
+def _group_splits(id_batches: Any, groups: list[list[dict[str, Any]]]) -> Any:
+    """The read task's Split rows, in order, as Arrow batches (what
+    read_partition takes): those of each group whose `id` the task was given."""
+    import pyarrow as pa
+
+    for batch in id_batches:
+        for group_id in batch.column(0).to_pylist():
+            if groups[group_id]:
+                yield pa.RecordBatch.from_pylist(groups[group_id])
 
 
 def _in_place_conflicts(work_dir: Tree) -> int:

@@ -74,28 +74,6 @@ class Split:
         return asdict(self)
 
 
-def split_schema():
-    """The Spark schema of Split rows."""
-    from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
-
-    return StructType([
-        StructField("split_id", IntegerType()),
-        StructField("capture_index", IntegerType()),
-        StructField("path", StringType()),
-        StructField("kind", StringType()),
-        StructField("start", LongType()),
-        StructField("end", LongType()),
-        StructField("file_size", LongType()),
-        StructField("boundary", LongType()),
-        StructField("first_frame", LongType()),
-        StructField("order_ts", LongType()),
-        StructField("byte_order", StringType()),
-        StructField("interfaces", StringType()),
-        StructField("checked", BooleanType()),
-        StructField("head_end", LongType()),
-    ])
-
-
 def file_range(split: dict) -> FileRange:
     """The capture reader's view of a byte-range split (a Split row)."""
     return FileRange(split["path"], split["capture_index"], split["kind"], split["boundary"], split["end"],

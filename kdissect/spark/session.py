@@ -187,6 +187,13 @@ def start_session(master: str | None, app_name: str = "kdissect", extra_conf: di
                 # adaptive execution has nothing to re-plan, but cut each into a job per
                 # stage with a planning pass between them
                 .config("spark.sql.adaptive.enabled", "false")
+                # Spark keeps a worker daemon (and its idle workers) per set of
+                # worker environment variables, and its SQL runners (mapInArrow)
+                # add this one to what RDD jobs (the finishing stage) get: two
+                # daemons, the second started in the middle of the job (~1.3-1.7 s
+                # of preloading, and workers not reused across the two). Given to
+                # every Python function, the two sets are equal: one daemon.
+                .config("spark.executorEnv.SPARK_SIMPLIFIED_TRACEBACK", "1")
             )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)

@@ -18,7 +18,9 @@ measured with py-spy on `local[1]`:
 - Every forked worker imported pyspark's worker, pandas, pyarrow and the
   dissector again. They are imported here once, before the fork, so every
   worker starts with them (importing them starts no thread, which the
-  daemon requires before forking).
+  daemon requires before forking). That includes what the tasks import on
+  first use (pyarrow.dataset for the Parquet writes, ~0.25 s; the forensic
+  tallies; every generated message module, ~0.06 s together).
 - A reused worker runs `gc.collect()` after every task, which walks every
   tracked object the worker holds: all those modules' objects, again and
   again (about a quarter of the worker's CPU time on the bench's
@@ -92,11 +94,46 @@ def _preload() -> None:
     import pyarrow.parquet  # noqa: F401
     import pyspark.worker  # noqa: F401
 
+    import pyarrow.dataset  # noqa: F401  (~0.25 s; imported by the first Parquet write of a task)
+    import pyarrow.acero  # noqa: F401  (the finishing tasks' first sort_by)
+    import pyarrow.pandas_compat  # noqa: F401
+
     import kdissect.spark.arrivals  # noqa: F401
     import kdissect.spark.dissect  # noqa: F401
     import kdissect.spark.forensics  # noqa: F401
     import kdissect.spark.inrange  # noqa: F401
     import kdissect.spark.summaries  # noqa: F401
+    _preload_task_modules()
+
+
+# modules a worker's first task still imported after the fork (a probe of the
+# worker's sys.modules around each task, admin.pcap on local[2], 2026-11-27):
+# every worker paid for them again, and on two slots the second worker's
+# share landed in the job's work, not in a tiny run's start-up
+_TASK_MODULES = (
+    "kdissect.forensics.batches", "kdissect.forensics.clients", "kdissect.forensics.common",
+    "kdissect.forensics.core", "kdissect.forensics.groups", "kdissect.forensics.lag_history",
+    "kdissect.forensics.share", "kdissect.forensics.spill", "kdissect.forensics.topics",
+    "kdissect.forensics.transactions", "kdissect.model.times", "kdissect.protocol.errors",
+    "kdissect.records.quick_spans", "kdissect.shared.allocator", "kdissect.shared.output",
+)
+
+
+def _preload_task_modules() -> None:
+    """The modules tasks import on first use, and every generated message
+    module (all of them: ~0.06 s, and which ones a capture needs is not known here)."""
+    import importlib
+    import pkgutil
+
+    import kdissect.protocol._generated as generated
+
+    names = list(_TASK_MODULES)
+    names += [f"{generated.__name__}.{module.name}" for module in pkgutil.iter_modules(generated.__path__)]
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # a module renamed or gone: the task imports what it needs itself
+            pass
 
 
 class _CollectThenFreeze:

@@ -90,3 +90,25 @@ def test_what_survives_a_collection_after_a_task_is_frozen():
         assert gc.get_threshold() == worker_daemon._CollectThenFreeze().get_threshold()  # the rest is gc's
     finally:
         gc.unfreeze()
+
+
+def test_rdd_and_arrow_tasks_fork_from_one_daemon_with_the_task_modules_loaded():
+    """Spark keys worker daemons by the workers' environment: the RDD job and
+    the mapInArrow job must get the same one (one daemon started per run)."""
+    import os
+
+    def parent(_):
+        return os.getppid(), "kdissect.forensics.core" in sys.modules, "pyarrow.dataset" in sys.modules
+
+    def parents(batches):
+        import pyarrow as pa
+
+        for batch in batches:
+            yield pa.RecordBatch.from_pylist([{"pid": os.getppid()} for _ in range(batch.num_rows)])
+
+    with local_session(cores=1, shuffle_partitions=1) as spark:
+        rdd_parent, forensics_loaded, dataset_loaded = spark.sparkContext.parallelize([0], 1).map(parent).collect()[0]
+        arrow_parents = {row["pid"] for row in spark.range(0, 1, 1, 1).mapInArrow(parents, "pid long").collect()}
+    assert arrow_parents == {rdd_parent}
+    assert rdd_parent != os.getpid()  # a forked worker's daemon, not this process
+    assert forensics_loaded and dataset_loaded
