@@ -19,7 +19,7 @@ from kdissect.protocol.skim import skim_request
 from tests.conn.test_kept_frames_tables import forensic_tables
 from tests.support.paths import REPO
 from tests.support.pipeline import ports_of
-from tests.support.skim import capture_frames
+from tests.support.skim import capture_frames, damaged_copies
 
 CAPTURES = sorted((REPO / "captures").glob("*.pcap"))
 API_VERSIONS = 18
@@ -42,16 +42,6 @@ def _check(frame: bytes) -> bool:
     return True
 
 
-def _damaged(rng: random.Random, frame: bytes) -> list[bytes]:
-    """Copies with one bit flipped (in the header, then anywhere), cut short, one byte longer."""
-    copies = []
-    for limit in (min(len(frame), 16), len(frame)):
-        flipped = bytearray(frame)
-        flipped[rng.randrange(limit)] ^= 1 << rng.randrange(8)
-        copies.append(bytes(flipped))
-    return copies + [frame[:rng.randrange(4, len(frame))], frame + b"\x00"]
-
-
 def test_capture_frames_read_as_decoded() -> None:
     rng = random.Random(29)
     read = named = 0
@@ -63,7 +53,7 @@ def test_capture_frames_read_as_decoded() -> None:
                 if _check(data):
                     read += 1
                     named += ApiVersionsRequestFrame(data).software()[0] is not None
-                for copy in _damaged(rng, data):
+                for copy in damaged_copies(rng, data):
                     _check(copy)
     assert read > 100 and named > 50
     assert len(versions) >= 3  # without the software (v0-2) and with (v3+)

@@ -21,7 +21,7 @@ from kdissect.protocol.codec import decode_request, encode_request
 from kdissect.protocol.skim import skim_request, skim_response
 from tests.support.paths import REPO
 from tests.support.pipeline import ports_of
-from tests.support.skim import capture_frames
+from tests.support.skim import capture_frames, damaged_copies
 
 CAPTURES = sorted((REPO / "captures").glob("*.pcap"))
 OFFSET_COMMIT = 8
@@ -44,16 +44,6 @@ def _check(frame: bytes) -> bool:
     return True
 
 
-def _damaged(rng: random.Random, frame: bytes) -> list[bytes]:
-    """Copies with one bit flipped (in the header, then anywhere), cut short, one byte longer."""
-    copies = []
-    for limit in (min(len(frame), 16), len(frame)):
-        flipped = bytearray(frame)
-        flipped[rng.randrange(limit)] ^= 1 << rng.randrange(8)
-        copies.append(bytes(flipped))
-    return copies + [frame[:rng.randrange(4, len(frame))], frame + b"\x00"]
-
-
 def _is_commit(data: bytes) -> bool:
     return len(data) >= 4 and int.from_bytes(data[:2], "big") == OFFSET_COMMIT
 
@@ -67,7 +57,7 @@ def test_capture_frames_read_as_decoded() -> None:
             if direction == "request" and _is_commit(data):
                 versions.add(int.from_bytes(data[2:4], "big"))
                 read += _check(data)
-                for copy in _damaged(rng, data):
+                for copy in damaged_copies(rng, data):
                     _check(copy)
     assert read > 100
     assert len(versions) >= 3

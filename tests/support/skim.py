@@ -115,3 +115,15 @@ __all__ = [
     "record_figures",
     "skim_values",
 ]
+
+
+def damaged_copies(rng: Any, frame: bytes) -> list[bytes]:
+    """Copies of a frame with one bit flipped (in the header's first 16
+    bytes, then anywhere), cut short, and one byte longer: what a kept
+    frame's reader must read as the decoder does, or refuse."""
+    copies = []
+    for limit in (min(len(frame), 16), len(frame)):
+        flipped = bytearray(frame)
+        flipped[rng.randrange(limit)] ^= 1 << rng.randrange(8)
+        copies.append(bytes(flipped))
+    return copies + [frame[:rng.randrange(4, len(frame))], frame + b"\x00"]
