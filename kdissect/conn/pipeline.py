@@ -972,8 +972,9 @@ def analyze(
     """(exchanges, accounting) for a capture set; the accounting is complete
     once the iterator is exhausted. `tls_keylogs`: key log files (NSS format)
     to decrypt TLS connections with. `keep_apis`: api keys whose exchanges
-    keep their decoded messages even without `keep_messages` (a Produce's
-    as its frames, kdissect.conn.kept_produce; a Fetch's request as its
-    frame, kdissect.conn.kept_fetch; an ApiVersions' request only)."""
+    keep their messages even without `keep_messages`, decoded or, where
+    pairing reads them lazily, as their frames (Produce, Fetch, Metadata,
+    OffsetCommit and ApiVersions requests: kdissect.conn.kept_*; use
+    `keep_messages` for every message decoded)."""
     run = Analysis(paths, ports, detect, keep_messages, progress, tls_keylogs, keep_apis, broker_logs)
     return iter(run), run.accounting
