@@ -48,8 +48,9 @@ OUTPUT_SCHEMA = pa.schema([
 
 BATCH_ROWS = 2048
 # the columns of an exchange's partition error rows taken from the exchange
-_PARTITION_ERROR_EXCHANGE_COLUMNS = ("capture", "correlation_id", "api_key", "api_name", "api_version",
-                                     "stream_capture_index", "stream_frame_number", "ordinal")
+_PARTITION_ERROR_EXCHANGE_COLUMNS = ("capture", "correlation_id", "api_key", "api_name", "api_version")
+# the columns after an exchange's row in its work file (part_files.WORK_SCHEMAS)
+_ORDER_COLUMNS = ("stream_capture_index", "stream_frame_number", "ordinal")
 
 
 def _partition_errors(exchange: Exchange) -> list[dict[str, Any]]:
@@ -144,6 +145,7 @@ class ConnectionRunner:
         from kdissect.shared.output import lossless_row
 
         selection = self.selection
+        add_exchange = self.sink.add_exchange
         for exchange in exchanges:
             if selection is not None and not selection.matches(exchange):
                 if self.forensics is not None:  # topic names are context, learned from every exchange
@@ -154,12 +156,12 @@ class ConnectionRunner:
                 continue
             row = lossless_row(exchange.to_row())  # captured strings as every output stores them
             key = exchange.stream_key
-            row["stream_capture_index"], row["stream_frame_number"] = key if key is not None else (None, None)
-            row["ordinal"] = self._ordinal
+            # the work file's columns: the row's (to_row's order), the stream key, the ordinal
+            ordered = (*(key if key is not None else (None, None)), self._ordinal)
             self._ordinal += 1
-            self.sink.add_exchange(row)
+            add_exchange((*row.values(), *ordered))
             if exchange.arrival is not None and self.arrivals is not None:
-                self.arrivals.add(exchange, row)
+                self.arrivals.add(exchange, ordered)
             try:
                 errors = _partition_errors(exchange)
             except Exception:  # a summary problem must not lose the exchange; counted
@@ -167,6 +169,7 @@ class ConnectionRunner:
                 errors = []
             if errors:
                 shared = {name: row[name] for name in _PARTITION_ERROR_EXCHANGE_COLUMNS}
+                shared.update(zip(_ORDER_COLUMNS, ordered))
                 for error in errors:
                     self.sink.add_partition_error({**shared, **error})
             if self.forensics is not None:
