@@ -182,11 +182,7 @@ class ConnectionRunner:
         if dissector is None:
             return
         if self.merge is not None:
-            feed = dissector.feed
-            for segment in self.merge.finish():
-                exchanges = feed(segment)
-                if exchanges:
-                    self._emit(exchanges)
+            self._emit(dissector.feed_many(self.merge.finish()))
             self.duplicates += self.merge.duplicates
             self.merge = None
         if dissector.open_connections and self._key is not None:
@@ -239,13 +235,10 @@ class ConnectionRunner:
                 current = self._key = key
                 if self.several_files:
                     self.merge = ConnectionMerge()
-            feed = self._dissector.feed  # type: ignore[union-attr]
             if self.merge is not None:
                 segments = self.merge.add_run(segments)
-            for segment in segments:
-                exchanges = feed(segment)
-                if exchanges:
-                    self._emit(exchanges)
+            # (the exchanges as each segment completes them, fed in one call)
+            self._emit(self._dissector.feed_many(segments))  # type: ignore[union-attr]
             if self.output.size >= BATCH_ROWS:
                 yield self.output.batch()
         self.finish_connection()
