@@ -154,7 +154,7 @@ class ConnectionRunner:
                     self.arrivals.add_produced(exchange)  # a Produce ends other fetches' waits, kept or not
                 exchange.request = exchange.response = None  # counted in the accounting, not kept
                 continue
-            row = lossless_row(exchange.to_row())  # captured strings as every output stores them
+            row = exchange.to_row()  # (its strings made lossless in the work file, a column at a time)
             key = exchange.stream_key
             # the work file's columns: the row's (to_row's order), the stream key, the ordinal
             ordered = (*(key if key is not None else (None, None)), self._ordinal)
@@ -168,8 +168,9 @@ class ConnectionRunner:
                 self.partition_error_failures += 1
                 errors = []
             if errors:
-                shared = {name: row[name] for name in _PARTITION_ERROR_EXCHANGE_COLUMNS}
-                shared.update(zip(_ORDER_COLUMNS, ordered))
+                # captured strings as every output stores them
+                shared = {**lossless_row({name: row[name] for name in _PARTITION_ERROR_EXCHANGE_COLUMNS}),
+                          **dict(zip(_ORDER_COLUMNS, ordered))}
                 for error in errors:
                     self.sink.add_partition_error({**shared, **error})
             if self.forensics is not None:

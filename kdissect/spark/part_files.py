@@ -100,10 +100,11 @@ class _RowFile:
     looked every value up in its row's dict (about twice the cost, measured
     on the benchmark archive's exchange rows)."""
 
-    def __init__(self, tree: Tree, name: str, schema: pa.Schema) -> None:
+    def __init__(self, tree: Tree, name: str, schema: pa.Schema, lossless: bool = False) -> None:
         self.tree = tree
         self.name = name
         self.schema = schema
+        self.lossless = lossless  # the rows' captured strings not yet stored by the lossless rule
         self.rows: list[tuple] = []
         self.written = 0
         self._output: Any = None  # the Tree.output context while writing
@@ -129,7 +130,7 @@ class _RowFile:
         if self._writer is None:
             self._output = self.tree.output(self.name)
             self._writer = pa.ipc.new_file(self._output.__enter__(), self.schema)
-        self._writer.write_batch(rows_batch(self.rows, self.schema))
+        self._writer.write_batch(rows_batch(self.rows, self.schema, self.lossless))
         self.written += len(self.rows)
         self.rows = []
 
@@ -157,13 +158,29 @@ class _RowFile:
                 self._output.__exit__(RuntimeError, problem, None)  # the temporary file is removed
 
 
-def rows_batch(rows: list[tuple], schema: pa.Schema) -> pa.RecordBatch:
-    """A batch of `schema` from rows of values in its column order."""
+def rows_batch(rows: list[tuple], schema: pa.Schema, lossless: bool = False) -> pa.RecordBatch:
+    """A batch of `schema` from rows of values in its column order; with
+    `lossless`, the captured strings of its text columns (strings, lists)
+    stored by the rule every output stores them by (output.lossless_row's,
+    a column at a time)."""
     if set(map(len, rows)) != {len(schema)}:  # (zip would cut every column to the shortest row)
         raise ValueError(f"rows of {len(schema)} values expected")
-    columns = zip(*rows)
+    columns: list[Any] = list(zip(*rows))
+    if lossless:
+        from kdissect.shared.output import lossless_column
+
+        for index, field in enumerate(schema):
+            if _may_hold_text(field.type):
+                columns[index] = lossless_column(columns[index])
     return pa.RecordBatch.from_arrays([pa.array(column, type=field.type) for column, field in zip(columns, schema)],
                                       schema=schema)
+
+
+def _may_hold_text(kind: pa.DataType) -> bool:
+    """Every type but numbers, booleans and times (a string there fails the conversion either way)."""
+    types = pa.types
+    return not (types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind)
+                or types.is_temporal(kind) or types.is_decimal(kind))
 
 
 class PartSink:
@@ -172,16 +189,20 @@ class PartSink:
     def __init__(self, work_dir: Tree | str, task_partition: int) -> None:
         work_dir = as_tree(work_dir)
         self.task_partition = task_partition
-        self.files = {table: _RowFile(work_dir.sub(table), _part_name(task_partition, "arrow"), WORK_SCHEMAS[table])
+        # (the exchange rows come as captured: their strings are made lossless a column at a time)
+        self.files = {table: _RowFile(work_dir.sub(table), _part_name(task_partition, "arrow"), WORK_SCHEMAS[table],
+                                      lossless=table == EXCHANGES)
                       for table in WORK_SCHEMAS}
 
     def add_exchange(self, values: tuple) -> None:
         """An exchange row: its values in WORK_SCHEMAS[EXCHANGES]'s column order
-        (`Exchange.to_row`'s values, then the stream key and the ordinal)."""
+        (`Exchange.to_row`'s values, then the stream key and the ordinal),
+        its strings as captured (stored by output.lossless_row's rule)."""
         self.files[EXCHANGES].add(values)
 
     def add_partition_error(self, row: dict[str, Any]) -> None:
-        """A partition error row by column name (a column it lacks is null)."""
+        """A partition error row by column name (a column it lacks is null),
+        strings as they are stored."""
         self.files[PARTITION_ERRORS].add(tuple(map(row.get, _PARTITION_ERROR_NAMES)))
 
     def close(self) -> dict[str, int]:

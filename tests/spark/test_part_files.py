@@ -83,24 +83,30 @@ def test_a_partition_without_rows_is_finished_with_none(tmp_path):
 
 
 def test_rows_as_values_give_the_batch_dict_rows_gave(captures_dir):
-    """The tasks hand an exchange's values in column order (to_row's values,
-    then the stream key and ordinal): on real captures, hostile strings among
-    them, the batch equals the one `from_pylist` made of the rows by name."""
+    """The tasks hand an exchange's values in column order, strings as
+    captured (to_row's values, then the stream key and ordinal): on real
+    captures, hostile strings among them, the batch equals the one
+    `from_pylist` made of the rows by name after `lossless_row`."""
     from kdissect.conn.pipeline import Analysis
     from kdissect.shared.output import lossless_row
     from kdissect.spark.part_files import rows_batch
 
     schema = WORK_SCHEMAS[EXCHANGES]
+    escaped = 0
     for name in ("hostile_strings_kafka.pcap", "consume_group_kafka.pcap", "java_transactions_kafka.pcap"):
         by_name, values = [], []
         for ordinal, exchange in enumerate(Analysis([str(captures_dir / name)], (9092,), True, False)):
-            row = lossless_row(exchange.to_row())
+            row = exchange.to_row()
             assert list(row) == schema.names[:-3]
             values.append((*row.values(), 0, ordinal + 1, ordinal))
-            by_name.append({**row, "stream_capture_index": 0, "stream_frame_number": ordinal + 1, "ordinal": ordinal})
+            stored = lossless_row(row)
+            escaped += stored is not row
+            by_name.append({**stored, "stream_capture_index": 0, "stream_frame_number": ordinal + 1,
+                            "ordinal": ordinal})
         assert len(values) > 20
         expected = pa.RecordBatch.from_pylist(by_name, schema=schema)
-        assert rows_batch(values, schema).equals(expected)
+        assert rows_batch(values, schema, lossless=True).equals(expected)
+    assert escaped > 5  # (the hostile capture's strings did need the rule)
     # a row of another length is refused, not cut to fit
     import pytest
 
