@@ -24,13 +24,14 @@ Both carry the task's partition index, which names its files.
 from __future__ import annotations
 
 import json
+from operator import attrgetter
 from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
 from kdissect.model.accounting import Accounting
 from kdissect.wire.captureset import ConnectionMerge
-from kdissect.model.exchange import Exchange
+from kdissect.model.exchange import COLUMN_NAMES, Exchange
 from kdissect.conn.pipeline import Dissector
 from kdissect.spark.part_files import EXCHANGES, PARTITION_ERRORS, PartSink
 from kdissect.spark.segments import READ_STATS_KEY, RUN_SCHEMA, add_read_stats, run_segments
@@ -51,6 +52,10 @@ BATCH_ROWS = 2048
 _PARTITION_ERROR_EXCHANGE_COLUMNS = ("capture", "correlation_id", "api_key", "api_name", "api_version")
 # the columns after an exchange's row in its work file (part_files.WORK_SCHEMAS)
 _ORDER_COLUMNS = ("stream_capture_index", "stream_frame_number", "ordinal")
+# an exchange's `to_row()` values, in its order, without the dict: each
+# column of the row is the exchange's attribute of that name
+# (tests/spark/test_part_files.py checks to_row's source says so)
+_row_values = attrgetter(*COLUMN_NAMES)
 
 
 def _partition_errors(exchange: Exchange) -> list[dict[str, Any]]:
@@ -154,12 +159,12 @@ class ConnectionRunner:
                     self.arrivals.add_produced(exchange)  # a Produce ends other fetches' waits, kept or not
                 exchange.request = exchange.response = None  # counted in the accounting, not kept
                 continue
-            row = exchange.to_row()  # (its strings made lossless in the work file, a column at a time)
             key = exchange.stream_key
-            # the work file's columns: the row's (to_row's order), the stream key, the ordinal
+            # the work file's columns: the row's (its strings made lossless in
+            # the work file, a column at a time), the stream key, the ordinal
             ordered = (*(key if key is not None else (None, None)), self._ordinal)
             self._ordinal += 1
-            add_exchange((*row.values(), *ordered))
+            add_exchange((*_row_values(exchange), *ordered))
             if exchange.arrival is not None and self.arrivals is not None:
                 self.arrivals.add(exchange, ordered)
             try:
@@ -169,7 +174,7 @@ class ConnectionRunner:
                 errors = []
             if errors:
                 # captured strings as every output stores them
-                shared = {**lossless_row({name: row[name] for name in _PARTITION_ERROR_EXCHANGE_COLUMNS}),
+                shared = {**lossless_row({name: getattr(exchange, name) for name in _PARTITION_ERROR_EXCHANGE_COLUMNS}),
                           **dict(zip(_ORDER_COLUMNS, ordered))}
                 for error in errors:
                     self.sink.add_partition_error({**shared, **error})

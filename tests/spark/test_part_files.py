@@ -89,6 +89,7 @@ def test_rows_as_values_give_the_batch_dict_rows_gave(captures_dir):
     `from_pylist` made of the rows by name after `lossless_row`."""
     from kdissect.conn.pipeline import Analysis
     from kdissect.shared.output import lossless_row
+    from kdissect.spark.dissect import _row_values
     from kdissect.spark.part_files import rows_batch
 
     schema = WORK_SCHEMAS[EXCHANGES]
@@ -98,7 +99,8 @@ def test_rows_as_values_give_the_batch_dict_rows_gave(captures_dir):
         for ordinal, exchange in enumerate(Analysis([str(captures_dir / name)], (9092,), True, False)):
             row = exchange.to_row()
             assert list(row) == schema.names[:-3]
-            values.append((*row.values(), 0, ordinal + 1, ordinal))
+            assert _row_values(exchange) == tuple(row.values())  # what the tasks hand over
+            values.append((*_row_values(exchange), 0, ordinal + 1, ordinal))
             stored = lossless_row(row)
             escaped += stored is not row
             by_name.append({**stored, "stream_capture_index": 0, "stream_frame_number": ordinal + 1,
@@ -112,3 +114,23 @@ def test_rows_as_values_give_the_batch_dict_rows_gave(captures_dir):
 
     with pytest.raises(ValueError):
         rows_batch([values[0], values[1][:-1]], schema)
+
+
+def test_each_column_of_an_exchange_row_is_its_attribute_of_that_name():
+    """The tasks take an exchange's row values as its attributes named by
+    COLUMN_NAMES (kdissect.spark.dissect._row_values): `to_row` must say
+    exactly that, entry by entry ("name": self.name), read from its source."""
+    import ast
+    import inspect
+    import textwrap
+
+    from kdissect.model.exchange import COLUMN_NAMES, Exchange
+
+    [function] = ast.parse(textwrap.dedent(inspect.getsource(Exchange.to_row))).body
+    [returned] = [node for node in ast.walk(function) if isinstance(node, ast.Return)]
+    entries = returned.value
+    assert isinstance(entries, ast.Dict)
+    pairs = [(key.value, (value.value.id, value.attr)) for key, value in zip(entries.keys, entries.values)
+             if isinstance(key, ast.Constant) and isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)]
+    assert len(pairs) == len(entries.keys)
+    assert pairs == [(name, ("self", name)) for name in COLUMN_NAMES]
