@@ -111,6 +111,22 @@ def lossless_row(row: dict[str, Any], keep: frozenset[str] = frozenset()) -> dic
     return row if changed is None else changed
 
 
+def lossless_column(values: Sequence[Any]) -> Sequence[Any]:
+    """One column's values by `lossless_row`'s rule (what it does to each
+    value of a row, done to each value of a column), for a writer holding
+    rows as values in column order: one probe per column instead of one per
+    row. The same sequence when nothing changes."""
+    probe = "".join([v for v in values if v.__class__ is str])
+    if probe.isascii() and "\\" not in probe:
+        items = "".join([x if x.__class__ is str else "\x80" if x.__class__ is list else ""
+                         for v in values if v.__class__ is list for x in v])
+        if items.isascii() and "\\" not in items:
+            return values
+    return [(v if v.isascii() and "\\" not in v else lossless_text(v)) if v.__class__ is str
+            else _lossless_list(v) if isinstance(v, list) and v else v
+            for v in values]
+
+
 safe_row = lossless_row  # the name kdissect.report uses
 
 

@@ -61,16 +61,16 @@ class ArrivalSink:
         # the name is chosen at the end (`arrivals-` or `produced-`): written as `.partial` until then
         self.rows = ParquetRows(self.directory, f"{self.name}.partial", ARRIVAL_SCHEMA)
 
-    def add(self, exchange: Any, row: dict[str, Any]) -> None:
-        """Note the arrival facts of an exchange (its row holds its keys)."""
+    def add(self, exchange: Any, ordered: tuple[int | None, int | None, int]) -> None:
+        """Note the arrival facts of an exchange, whose row is found by
+        `ordered`: its stream key (capture index, frame number) and ordinal."""
         arrival = exchange.arrival
         if isinstance(arrival, ProduceArrival):
             self.add_produced(exchange)
         elif isinstance(arrival, FetchArrival) and arrival.end_ns - arrival.start_ns <= MAX_HELD_NS:
             for label, partition, offset in arrival.marks:
                 self.fetched += 1
-                self.rows.add(FETCHED, label, partition, offset, None, None, self.task_partition,
-                              row["stream_capture_index"], row["stream_frame_number"], row["ordinal"],
+                self.rows.add(FETCHED, label, partition, offset, None, None, self.task_partition, *ordered,
                               arrival.start_ns, arrival.end_ns, arrival.before_ns, arrival.before_reason)
         exchange.arrival = None
 

@@ -24,13 +24,14 @@ Both carry the task's partition index, which names its files.
 from __future__ import annotations
 
 import json
+from operator import attrgetter
 from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
 from kdissect.model.accounting import Accounting
 from kdissect.wire.captureset import ConnectionMerge
-from kdissect.model.exchange import Exchange
+from kdissect.model.exchange import COLUMN_NAMES, Exchange
 from kdissect.conn.pipeline import Dissector
 from kdissect.spark.part_files import EXCHANGES, PARTITION_ERRORS, PartSink
 from kdissect.spark.segments import READ_STATS_KEY, RUN_SCHEMA, add_read_stats, run_segments
@@ -48,8 +49,13 @@ OUTPUT_SCHEMA = pa.schema([
 
 BATCH_ROWS = 2048
 # the columns of an exchange's partition error rows taken from the exchange
-_PARTITION_ERROR_EXCHANGE_COLUMNS = ("capture", "correlation_id", "api_key", "api_name", "api_version",
-                                     "stream_capture_index", "stream_frame_number", "ordinal")
+_PARTITION_ERROR_EXCHANGE_COLUMNS = ("capture", "correlation_id", "api_key", "api_name", "api_version")
+# the columns after an exchange's row in its work file (part_files.WORK_SCHEMAS)
+_ORDER_COLUMNS = ("stream_capture_index", "stream_frame_number", "ordinal")
+# an exchange's `to_row()` values, in its order, without the dict: each
+# column of the row is the exchange's attribute of that name
+# (tests/spark/test_part_files.py checks to_row's source says so)
+_row_values = attrgetter(*COLUMN_NAMES)
 
 
 def _partition_errors(exchange: Exchange) -> list[dict[str, Any]]:
@@ -144,6 +150,7 @@ class ConnectionRunner:
         from kdissect.shared.output import lossless_row
 
         selection = self.selection
+        add_exchange = self.sink.add_exchange
         for exchange in exchanges:
             if selection is not None and not selection.matches(exchange):
                 if self.forensics is not None:  # topic names are context, learned from every exchange
@@ -152,21 +159,23 @@ class ConnectionRunner:
                     self.arrivals.add_produced(exchange)  # a Produce ends other fetches' waits, kept or not
                 exchange.request = exchange.response = None  # counted in the accounting, not kept
                 continue
-            row = lossless_row(exchange.to_row())  # captured strings as every output stores them
             key = exchange.stream_key
-            row["stream_capture_index"], row["stream_frame_number"] = key if key is not None else (None, None)
-            row["ordinal"] = self._ordinal
+            # the work file's columns: the row's (its strings made lossless in
+            # the work file, a column at a time), the stream key, the ordinal
+            ordered = (*(key if key is not None else (None, None)), self._ordinal)
             self._ordinal += 1
-            self.sink.add_exchange(row)
+            add_exchange((*_row_values(exchange), *ordered))
             if exchange.arrival is not None and self.arrivals is not None:
-                self.arrivals.add(exchange, row)
+                self.arrivals.add(exchange, ordered)
             try:
                 errors = _partition_errors(exchange)
             except Exception:  # a summary problem must not lose the exchange; counted
                 self.partition_error_failures += 1
                 errors = []
             if errors:
-                shared = {name: row[name] for name in _PARTITION_ERROR_EXCHANGE_COLUMNS}
+                # captured strings as every output stores them
+                shared = {**lossless_row({name: getattr(exchange, name) for name in _PARTITION_ERROR_EXCHANGE_COLUMNS}),
+                          **dict(zip(_ORDER_COLUMNS, ordered))}
                 for error in errors:
                     self.sink.add_partition_error({**shared, **error})
             if self.forensics is not None:
@@ -179,11 +188,7 @@ class ConnectionRunner:
         if dissector is None:
             return
         if self.merge is not None:
-            feed = dissector.feed
-            for segment in self.merge.finish():
-                exchanges = feed(segment)
-                if exchanges:
-                    self._emit(exchanges)
+            self._emit(dissector.feed_many(self.merge.finish()))
             self.duplicates += self.merge.duplicates
             self.merge = None
         if dissector.open_connections and self._key is not None:
@@ -236,13 +241,10 @@ class ConnectionRunner:
                 current = self._key = key
                 if self.several_files:
                     self.merge = ConnectionMerge()
-            feed = self._dissector.feed  # type: ignore[union-attr]
             if self.merge is not None:
                 segments = self.merge.add_run(segments)
-            for segment in segments:
-                exchanges = feed(segment)
-                if exchanges:
-                    self._emit(exchanges)
+            # (the exchanges as each segment completes them, fed in one call)
+            self._emit(self._dissector.feed_many(segments))  # type: ignore[union-attr]
             if self.output.size >= BATCH_ROWS:
                 yield self.output.batch()
         self.finish_connection()

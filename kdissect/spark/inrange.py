@@ -64,8 +64,7 @@ class _Candidate:
     """A 4-tuple whose opening the range holds: its segments, as read (a
     connection dissected in place is never packed), and whether it closed."""
 
-    __slots__ = ("order_ts", "frame_number", "segments", "packed_size", "fins", "closed", "first_ts", "last_ts",
-                 "syn")
+    __slots__ = ("order_ts", "frame_number", "segments", "payload_bytes", "fins", "closed", "first_ts", "syn")
 
     def __init__(self, order_ts: int, frame_number: int, ts: int, syn: tuple[bool, int]) -> None:
         self.order_ts = order_ts
@@ -73,12 +72,27 @@ class _Candidate:
         self.syn = syn
         self.frame_number = frame_number
         self.segments: list[TcpSegment] = []
-        self.packed_size = 0  # the bytes its segments would take packed (the manifest's counts)
+        self.payload_bytes = 0  # the captured payload bytes of its segments
         self.fins = 0  # directions that sent a FIN (bit 0: a -> b, bit 1: b -> a)
         self.closed = False
-        self.last_ts = 0
 
-    def follow(self, flags: int, direction: int, ts: int) -> None:
+    @property
+    def last_ts(self) -> int:
+        """The capture time of its last segment."""
+        return self.segments[-1].ts if self.segments else 0
+
+    @property
+    def packed_size(self) -> int:
+        """The bytes its segments would take packed (the manifest's counts)."""
+        return SEGMENT_HEADER.size * len(self.segments) + self.payload_bytes
+
+    @property
+    def held_bytes(self) -> int:
+        """What holding its segments costs (BUFFER_BUDGET's count)."""
+        return HELD_SEGMENT_BYTES * len(self.segments) + self.payload_bytes
+
+    def follow(self, flags: int, direction: int) -> None:
+        """A segment with SYN, RST or FIN (no other flag changes what it follows)."""
         if flags & _SYN and not flags & _ACK and self.closed:  # the 4-tuple reused: a new connection
             self.closed, self.fins = False, 0
         if flags & _RST:
@@ -87,7 +101,6 @@ class _Candidate:
             self.fins |= 1 << direction
             if self.fins == 3:
                 self.closed = True
-        self.last_ts = ts
 
 
 @dataclass
@@ -133,11 +146,14 @@ class SplitReader:
         shipped, candidates = self.shipped, self.candidates
         in_place = self.in_place
         chunk_segments, chunk_bytes = _segments.CHUNK_SEGMENTS, _segments.CHUNK_PAYLOAD_BYTES
+        buffered = self._buffered  # (kept in self._buffered around a _ship_some)
+        bytes_shipped = 0
         latest = 0
         segment: TcpSegment
         for segment in split_segments(self.split, self.stats, self.watch):
             src, sport, dst, dport = segment.src, segment.sport, segment.dst, segment.dport
-            if (src, sport) <= (dst, dport):
+            # the canonical 4-tuple: lower endpoint first, as (src, sport) <= (dst, dport) orders them
+            if src < dst or (src == dst and sport <= dport):
                 key, direction = (src, sport, dst, dport), 0
             else:
                 key, direction = (dst, dport, src, sport), 1
@@ -146,23 +162,28 @@ class SplitReader:
             ts = segment.ts
             if ts > latest:
                 latest = ts
-            candidate = candidates.get(key) if in_place else None
-            if candidate is None and in_place and key not in shipped:
-                if flags & (_SYN | _ACK) == _SYN:
-                    candidate = candidates[key] = _Candidate(segment.order_ts, segment.frame_number, ts,
-                                                              (direction == 0, segment.seq))
-                else:
-                    shipped.add(key)
-            elif not in_place:
+            if in_place:
+                candidate = candidates.get(key)
+                if candidate is None and key not in shipped:
+                    if flags & (_SYN | _ACK) == _SYN:
+                        candidate = candidates[key] = _Candidate(segment.order_ts, segment.frame_number, ts,
+                                                                  (direction == 0, segment.seq))
+                    else:
+                        shipped.add(key)
+                if candidate is not None:
+                    candidate.segments.append(segment)
+                    size = len(payload)
+                    candidate.payload_bytes += size
+                    if flags & (_SYN | _RST | _FIN):
+                        candidate.follow(flags, direction)
+                    buffered += HELD_SEGMENT_BYTES + size
+                    if buffered > BUFFER_BUDGET:
+                        self._buffered = buffered
+                        yield from self._ship_some()
+                        buffered = self._buffered
+                    continue
+            else:
                 shipped.add(key)
-            if candidate is not None:
-                candidate.segments.append(segment)
-                candidate.packed_size += header_size + len(payload)
-                candidate.follow(flags, direction, ts)
-                self._buffered += HELD_SEGMENT_BYTES + len(payload)
-                if self._buffered > BUFFER_BUDGET:
-                    yield from self._ship_some()
-                continue
             header = pack(segment.frame_number, ts, segment.order_ts, direction, segment.seq, segment.ack,
                           flags, segment.payload_len, len(payload))
             run = runs.get(key)
@@ -171,7 +192,7 @@ class SplitReader:
             buffer = run[2]
             buffer += header
             buffer += payload
-            self.counts.bytes_shipped += header_size + len(payload)
+            bytes_shipped += header_size + len(payload)
             segments += 1
             payload_bytes += len(payload)
             if segments >= chunk_segments or payload_bytes >= chunk_bytes:
@@ -180,6 +201,8 @@ class SplitReader:
                 segments = payload_bytes = 0
         if runs:
             yield self._batch(runs)
+        self._buffered = buffered
+        self.counts.bytes_shipped += bytes_shipped
         self._latest_ts = latest
         # the candidates still open at the range's end (or closed just before it) go too
         leaving = [key for key, candidate in candidates.items() if not self._stays(candidate)]
@@ -205,7 +228,7 @@ class SplitReader:
         for key in keys:
             candidate = self.candidates.pop(key)
             self.shipped.add(key)
-            self._buffered -= _held_bytes(candidate.segments)
+            self._buffered -= candidate.held_bytes
             self.counts.bytes_shipped += candidate.packed_size
             rows[key] = list(_cut_runs(candidate.segments))
             held += candidate.packed_size
@@ -251,10 +274,6 @@ class SplitReader:
     def _batch(self, runs: dict[Key, tuple[int, int, bytearray]]) -> pa.RecordBatch:
         return _run_batch(list(runs), [value[0] for value in runs.values()], [value[1] for value in runs.values()],
                           [bytes(value[2]) for value in runs.values()], self.capture_index)
-
-
-def _held_bytes(segments: list[TcpSegment]) -> int:
-    return sum(HELD_SEGMENT_BYTES + len(segment.payload) for segment in segments)
 
 
 def _cut_runs(segments: list[TcpSegment]) -> Iterator[tuple[int, int, bytes]]:

@@ -74,6 +74,33 @@ def test_escape_and_store_follow_the_documented_rules() -> None:
     assert terminal_text("a\\b\nc\x1bd") == "a\\b\nc\\x1bd"  # the last guard keeps lines, not backslashes
 
 
+def test_a_column_is_stored_by_the_rule_a_row_is() -> None:
+    """output.lossless_column (the Spark tasks' exchange rows, a column at a
+    time) stores each value as output.lossless_row does in its row, whatever
+    else the column holds: the documented rule, from the raw bytes."""
+    from kdissect.shared.output import lossless_column, lossless_row
+
+    rng = random.Random(29)
+    pool = [b"\\", b"x", b"\x1b", b"\xff", b"\xc3\xa9", "\u202e".encode(), b"\\x41", b"ok"]
+
+    def value() -> object:
+        raw = b"".join(rng.choice(pool) for _ in range(rng.randint(0, 3)))
+        text = raw.decode("utf-8", "surrogateescape")
+        kind = rng.randrange(6)
+        return (None, 7, text, [text, "plain"], [[text], 3], [])[kind]
+
+    for _ in range(300):
+        column = [value() for _ in range(rng.randint(1, 8))]
+        if rng.random() < 0.3:  # columns of plain text: nothing to do
+            column = [v if not isinstance(v, str) else "plain" for v in column]
+        expected = [lossless_row({"v": v})["v"] for v in column]
+        assert list(lossless_column(column)) == expected
+        for v, got in zip(column, lossless_column(column)):
+            if isinstance(v, str):
+                raw = v.encode("utf-8", "surrogateescape")
+                assert got == stored(raw) and original_bytes(got) == raw
+
+
 # ------------------------------------------------------------ text faces --
 
 def _printable(text: str) -> bool:

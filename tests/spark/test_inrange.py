@@ -105,6 +105,30 @@ def test_over_the_budget_held_connections_are_shipped_whole_and_unchanged(captur
         segments.SEGMENT_HEADER.size + len(segment.payload) for segment in expected)
 
 
+@pytest.mark.parametrize("divisor", [1, 3])
+def test_the_check_table_spans_and_byte_counts_are_the_segments_as_read(captures_dir, divisor):
+    """The driver's check reads each in-place 4-tuple's first and last capture
+    times and its opening SYN, and the manifest its packed bytes: each from
+    the segments as the capture reader reads them."""
+    path = captures_dir / SOURCE
+    everything = list(read_segments([str(path)]))
+    for split in _planned(path, max(4096, path.stat().st_size // divisor)):
+        reader = SplitReader(split, ReadStats(), last_range=False)
+        shipped_bytes = sum(len(row["segments"]) for batch in reader.shipped_runs() for row in batch.to_pylist())
+        held = {tuple(row[:4]): list(row[4]) for row in reader.in_place_rows()}
+        table = reader.tuple_table().to_pylist()
+        spans = {(row["addr_a"], row["port_a"], row["addr_b"], row["port_b"]):
+                 (row["first_ts"], row["last_ts"], row["syn_from_a"], row["syn_seq"]) for row in table if row["in_place"]}
+        assert spans.keys() == held.keys()
+        for key, segments_held in held.items():
+            mine = [s for s in everything if _key(s) == key and s.frame_number in {h.frame_number for h in segments_held}]
+            opening = mine[0]
+            assert spans[key] == (opening.ts, mine[-1].ts, (opening.src, opening.sport) == key[:2], opening.seq)
+        assert reader.counts.bytes_shipped == shipped_bytes
+        assert reader.counts.bytes_in_place == sum(segments.SEGMENT_HEADER.size + len(s.payload)
+                                                   for segments_held in held.values() for s in segments_held)
+
+
 @pytest.fixture(scope="module")
 def spark():
     with local_session(cores=2, shuffle_partitions=4) as session:

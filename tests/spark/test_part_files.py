@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from kdissect.spark.part_files import (
     EXCHANGES,
     PARTITION_ERRORS,
+    WORK_SCHEMAS,
     PartSink,
     finish_part,
     finish_partitions,
@@ -28,7 +29,7 @@ def _exchange(key: tuple[int, int], ordinal: int, correlation_id: int) -> dict:
 def _write(work, task_partition: int, exchanges: list[dict], errors: list[dict] = ()) -> dict[str, int]:
     sink = PartSink(str(work), task_partition)
     for row in exchanges:
-        sink.add_exchange(row)
+        sink.add_exchange(tuple(row.get(name) for name in WORK_SCHEMAS[EXCHANGES].names))
     for row in errors:
         sink.add_partition_error(row)
     return sink.close()
@@ -79,3 +80,57 @@ def test_a_partition_without_rows_is_finished_with_none(tmp_path):
     day = out / "exchanges" / "capture_date=1970-01-01"
     assert pq.read_table(day / "part-00001.parquet").column("stream").to_pylist() == [3]
     assert [p.name for p in (out / "exchanges").rglob("*.parquet")] == ["part-00001.parquet"]
+
+
+def test_rows_as_values_give_the_batch_dict_rows_gave(captures_dir):
+    """The tasks hand an exchange's values in column order, strings as
+    captured (to_row's values, then the stream key and ordinal): on real
+    captures, hostile strings among them, the batch equals the one
+    `from_pylist` made of the rows by name after `lossless_row`."""
+    from kdissect.conn.pipeline import Analysis
+    from kdissect.shared.output import lossless_row
+    from kdissect.spark.dissect import _row_values
+    from kdissect.spark.part_files import rows_batch
+
+    schema = WORK_SCHEMAS[EXCHANGES]
+    escaped = 0
+    for name in ("hostile_strings_kafka.pcap", "consume_group_kafka.pcap", "java_transactions_kafka.pcap"):
+        by_name, values = [], []
+        for ordinal, exchange in enumerate(Analysis([str(captures_dir / name)], (9092,), True, False)):
+            row = exchange.to_row()
+            assert list(row) == schema.names[:-3]
+            assert _row_values(exchange) == tuple(row.values())  # what the tasks hand over
+            values.append((*_row_values(exchange), 0, ordinal + 1, ordinal))
+            stored = lossless_row(row)
+            escaped += stored is not row
+            by_name.append({**stored, "stream_capture_index": 0, "stream_frame_number": ordinal + 1,
+                            "ordinal": ordinal})
+        assert len(values) > 20
+        expected = pa.RecordBatch.from_pylist(by_name, schema=schema)
+        assert rows_batch(values, schema, lossless=True).equals(expected)
+    assert escaped > 5  # (the hostile capture's strings did need the rule)
+    # a row of another length is refused, not cut to fit
+    import pytest
+
+    with pytest.raises(ValueError):
+        rows_batch([values[0], values[1][:-1]], schema)
+
+
+def test_each_column_of_an_exchange_row_is_its_attribute_of_that_name():
+    """The tasks take an exchange's row values as its attributes named by
+    COLUMN_NAMES (kdissect.spark.dissect._row_values): `to_row` must say
+    exactly that, entry by entry ("name": self.name), read from its source."""
+    import ast
+    import inspect
+    import textwrap
+
+    from kdissect.model.exchange import COLUMN_NAMES, Exchange
+
+    [function] = ast.parse(textwrap.dedent(inspect.getsource(Exchange.to_row))).body
+    [returned] = [node for node in ast.walk(function) if isinstance(node, ast.Return)]
+    entries = returned.value
+    assert isinstance(entries, ast.Dict)
+    pairs = [(key.value, (value.value.id, value.attr)) for key, value in zip(entries.keys, entries.values)
+             if isinstance(key, ast.Constant) and isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)]
+    assert len(pairs) == len(entries.keys)
+    assert pairs == [(name, ("self", name)) for name in COLUMN_NAMES]
