@@ -26,7 +26,7 @@ partition, so a task that runs twice writes the same files again.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -215,6 +215,19 @@ def match_here(directory: Tree, files: list[str], names: dict[str, str], horizon
     return pickle.loads(row.column("tally")[0].as_py())
 
 
+# Tables whose order (the CLI's sort key) can tie: a share group's topic
+# partition named the same through two topic labels (a topic id in one
+# capture, its name in another, or two clusters). Tied rows come in the
+# order the tally met them, which in the job is the order the tasks' states
+# were merged, so it followed the shuffle partitions; ordered here by their
+# first and last times, as the CLI meets them in a capture set's time order.
+_TIES_BY_TIME: dict[str, Callable[[dict[str, Any]], tuple]] = {
+    "share_groups": lambda row: (row["group_id"] or "", row["topic"] or "", row["partition"],
+                                 row["first_ts"] is not None, row["first_ts"] or 0,
+                                 row["last_ts"] is not None, row["last_ts"] or 0),
+}
+
+
 def write_forensic_tables(tables: Any, outdir: Tree | str, ts_unit: str) -> dict[str, int]:
     """Each forensic table as one Parquet file under OUTDIR/<table>/ (rows
     in the CLI's order; times at `ts_unit`); rows written per table."""
@@ -230,9 +243,12 @@ def write_forensic_tables(tables: Any, outdir: Tree | str, ts_unit: str) -> dict
         if name in STATS_TABLES:  # the job's summaries write it (kdissect.spark.summaries)
             continue
         times = [column for column, kind in columns if kind == "timestamp"]
+        found = tables.table(name)
+        if name in _TIES_BY_TIME:
+            found = sorted(found, key=_TIES_BY_TIME[name])
         rows = [{**lossless_row(row), **{column: None if row[column] is None else row[column] // divisor
                                           for column in times}}
-                for row in tables.table(name)]
+                for row in found]
         with outdir.output(name, "part-00000.parquet") as stream:
             pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(name, ts_unit)), stream)
         outdir.write_bytes(b"", name, "_SUCCESS")

@@ -54,6 +54,7 @@ CONTRIBUTION_SCHEMA = pa.schema([
     ("muted", pa.int64()),  # requests sent while the broker muted the connection
     ("values", pa.list_(pa.float64())),
     ("sketch", pa.string()),  # QuantileSketch.state() as JSON, in place of more than EXACT_LIMIT values
+    ("exact_sum", pa.string()),  # beside a sketch: its values' exact sum, "numerator:exponent" (see _exact_sum)
 ])
 GROUP_COLUMNS = ["table", "dimension", "api_name", "api_version", "client_id", "broker", "minute", "error_code"]
 
@@ -227,19 +228,57 @@ def contributions(exchanges: pa.Table, written: dict[str, int]) -> pa.Table:
 def _sketched(table: pa.Table) -> pa.Table:
     """`table` with every values list longer than EXACT_LIMIT replaced by its
     sketch, so a contribution's size does not grow with its exchanges."""
+    import numpy as np
+
     lengths = pc.fill_null(pc.list_value_length(table["values"]), 0).to_numpy(zero_copy_only=False)
     large = [int(i) for i in (lengths > EXACT_LIMIT).nonzero()[0]]
     if not large:
         return table
     lists = table["values"].combine_chunks()
     sketches: list[str | None] = [None] * table.num_rows
+    sums: list[str | None] = [None] * table.num_rows
     for i in large:
-        sketch = _sketch_of(pc.drop_null(lists[i].values).to_numpy(zero_copy_only=False))
+        values = pc.drop_null(lists[i].values).to_numpy(zero_copy_only=False)
+        sketch = _sketch_of(values)
         sketches[i] = json.dumps(sketch.state())
+        if np.isfinite(values).all():
+            numerator, exponent = _exact_sum(values)
+            sums[i] = f"{numerator}:{exponent}"
     replaced = pa.array(lengths > EXACT_LIMIT)
     table = table.set_column(table.schema.get_field_index("values"), "values",
                              pc.if_else(replaced, pa.scalar(None, lists.type), lists))
+    table = table.set_column(table.schema.get_field_index("exact_sum"), "exact_sum", pa.array(sums, pa.string()))
     return table.set_column(table.schema.get_field_index("sketch"), "sketch", pa.array(sketches, pa.string()))
+
+
+def _exact_sum(values: Any) -> tuple[int, int]:
+    """The exact sum of a float64 numpy array of finite values, as (numerator,
+    exponent): numerator x 2^exponent. A group's mean is its exact sum rounded
+    once, over the values of every contribution (kept or sketched), divided by
+    its count, so it does not depend on how the exchanges were spread over
+    tasks; a sketch's own total is a float sum in one task's order.
+
+    Each value is an integer mantissa (53 bits) times a power of two; the
+    mantissas are summed exactly per exponent (in two 26/27-bit halves, so
+    int64 sums cannot overflow) and the per-exponent sums shifted together as
+    Python integers."""
+    import numpy as np
+
+    if not len(values):
+        return 0, 0
+    fractions, exponents = np.frexp(values)
+    mantissas = (fractions * float(1 << 53)).astype(np.int64)  # exact: |fraction| < 1
+    exponents = exponents.astype(np.int64) - 53
+    order = np.argsort(exponents, kind="stable")
+    exponents, mantissas = exponents[order], mantissas[order]
+    starts = np.flatnonzero(np.concatenate(([True], exponents[1:] != exponents[:-1])))
+    high = np.add.reduceat(mantissas >> 26, starts).tolist()
+    low = np.add.reduceat(mantissas & ((1 << 26) - 1), starts).tolist()
+    base = int(exponents[0])
+    total = 0
+    for start, upper, lower in zip(starts.tolist(), high, low):
+        total += ((upper << 26) + lower) << (int(exponents[start]) - base)
+    return total, base
 
 
 def _sketch_of(values: Any) -> QuantileSketch:
@@ -377,19 +416,43 @@ def merged_rows(table: pa.Table) -> list[tuple[str, dict[str, Any]]]:
     group_of_value = group_of_row[parents[present]]  # non-decreasing: rows are in group order
     bounds = np.searchsorted(group_of_value, np.arange(len(starts) + 1)).tolist()
     keys = table.select(GROUP_COLUMNS).take(pa.array(starts)).to_pylist()
-    sketches: dict[int, list[str]] = {}  # group -> its contributions' sketches
+    sketches: dict[int, list[tuple[str, str | None]]] = {}  # group -> its contributions' sketches, exact sums
     for row in pc.indices_nonzero(pc.is_valid(table["sketch"])).to_pylist():
-        sketches.setdefault(int(group_of_row[row]), []).append(table["sketch"][row].as_py())
+        sketches.setdefault(int(group_of_row[row]), []).append((table["sketch"][row].as_py(),
+                                                                table["exact_sum"][row].as_py()))
     out = []
     for group, key in enumerate(keys):
         # sorted: the sum behind the mean is then the same however the
         # exchanges were spread over tasks (in place or shipped, one slot or several)
-        values = _sketch_of(np.sort(flat_values[bounds[group]:bounds[group + 1]]))
-        for state in sketches.get(group, ()):
+        kept = np.sort(flat_values[bounds[group]:bounds[group + 1]])
+        values = _sketch_of(kept)
+        for state, _ in sketches.get(group, ()):
             values.merge(QuantileSketch.from_state(json.loads(state)))
+        if values.count > EXACT_LIMIT:
+            # a group of more values than a contribution keeps may have been
+            # sketched in some tasks and not in others: its total is the exact
+            # sum of all its values, rounded once (the same however they were spread)
+            exact = _exact_total([_exact_sum(kept), *(exact_sum for _, exact_sum in sketches.get(group, ()))])
+            if exact is not None:
+                values.total = exact
         group_sums = {name: sums[name][group] for name in _SUMMED}
         out.append((key["table"], _merged_row(key, group_sums, values)))
     return out
+
+
+def _exact_total(sums: list[tuple[int, int] | str | None]) -> float | None:
+    """The float nearest to the sum of exact sums (`_exact_sum`'s pairs, or
+    their "numerator:exponent" text); None if one is missing (a sketch of
+    values that were not all finite)."""
+    from fractions import Fraction
+
+    total = Fraction(0)
+    for found in sums:
+        if found is None:
+            return None
+        numerator, exponent = (int(part) for part in found.split(":")) if isinstance(found, str) else found
+        total += Fraction(numerator) * Fraction(2) ** exponent
+    return float(total) + 0.0
 
 
 def _none_first(value: Any) -> tuple:

@@ -176,3 +176,27 @@ def test_sketch_counted_by_numpy_refuses_what_adding_refuses():
     for bad, error in ((float("nan"), ValueError), (float("inf"), OverflowError)):
         with pytest.raises(error):
             _sketch_of(np.array([1.0] * EXACT_LIMIT + [bad]))
+
+
+def test_a_large_groups_mean_is_the_same_however_its_exchanges_were_spread_over_tasks():
+    """More values than a contribution keeps (EXACT_LIMIT) are sketched in a
+    task; a group may be sketched in one task and kept in another. Its mean is
+    the exact sum of its values rounded once, divided by the count, whatever the cut."""
+    from fractions import Fraction
+
+    from kdissect.sketch import EXACT_LIMIT
+
+    rng = np.random.default_rng(5)
+    # latencies of very different sizes: a float sum's rounding depends on its order
+    latencies = [float(v) for v in rng.exponential(50.0, size=3 * EXACT_LIMIT) * 10.0 ** rng.integers(-6, 6, 3 * EXACT_LIMIT)]
+    rows = [{"api_key": 0, "api_name": "Produce", "api_version": 9, "client_id": "c", "broker": "b:9092",
+             "request_ts": 1_700_000_000 * 10**9 + i, "response_ts": 1_700_000_000 * 10**9 + i, "latency_ms": value}
+            for i, value in enumerate(latencies)]
+    exact = float(sum((Fraction(v) for v in latencies), Fraction(0)) / len(latencies))
+    means = set()
+    for pieces in (1, 2, 3, 5, 7):  # pieces of 3072, 1536, 1024 (kept), 615 and 439 values
+        tables, _ = _summaries(rows, pieces)
+        [row] = [r for r in tables["latency"] if r["dimension"] == "api"]
+        assert row["count"] == len(latencies)
+        means.add(row["mean"])
+    assert means == {exact}

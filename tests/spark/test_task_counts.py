@@ -22,3 +22,14 @@ def test_one_slot_gets_shuffle_partitions_by_size_alone():
     assert shuffle_partitions(1 << 20, 1) == 1
     assert shuffle_partitions(60 << 20, 2) == 8  # several slots: four a slot, a multiple of the slots
     assert shuffle_partitions(1 << 30, 3) == 33
+
+
+def test_in_place_runs_get_a_partition_per_slot_per_split_size():
+    # only the connections crossing a split are shuffled: one partition a slot
+    assert shuffle_partitions(60 << 20, 1, in_place=True) == 1
+    assert shuffle_partitions(60 << 20, 2, in_place=True) == 2  # bench_spark.py's archives on two cores
+    assert shuffle_partitions(0, 1, in_place=True) == 1
+    # and one per 128 MiB (the default split size) of capture, a multiple of the slots
+    assert shuffle_partitions(1 << 30, 1, in_place=True) == 8
+    assert shuffle_partitions(1 << 30, 3, in_place=True) == 9
+    assert shuffle_partitions(1 << 30, 200, in_place=True) == 200
