@@ -156,7 +156,7 @@ class Forensics:
         client_id = ex.client_id
         partition_stats = self.topics.stats
         for label, partition, raw in parts:
-            figures = set_figures(bytes(raw), limit, produced=True) if raw else None
+            figures = set_figures(_as_bytes(raw), limit, produced=True) if raw else None
             base, error = answers.get((label, partition), _UNANSWERED) if answers is not None else _UNANSWERED
             answered = base is not None and base >= 0 and not error
             spans = figures.spans if figures is not None else None
@@ -210,7 +210,7 @@ class Forensics:
             for entry in partitions:
                 partition = entry.partition_index
                 raw = getattr(entry, "records", None)
-                figures = set_figures(bytes(raw), limit, produced=False) if raw else None
+                figures = set_figures(_as_bytes(raw), limit, produced=False) if raw else None
                 self.topics.add_fetch(ex, label, partition, ts, figures, entry, asked.get((label, partition)),
                                       connection, share, order)
                 if not share:
@@ -311,6 +311,11 @@ class _NoRanges:
 
     def rename(self, old: str, new: str) -> None:
         pass
+
+
+def _as_bytes(raw: Any) -> bytes:
+    """A record set as bytes (a kept frame's is bytes already: no call)."""
+    return raw if type(raw) is bytes else bytes(raw)
 
 
 def _runs(offsets: Any) -> list[tuple[int, int]]:
