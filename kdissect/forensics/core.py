@@ -13,8 +13,10 @@
 only through their exchange rows), so a pipeline keeping just those
 (`keep_apis=FORENSIC_APIS`) is enough; there a Produce's messages are kept
 as their skimmed frames (kdissect.conn.kept_produce), and a Fetch's
-(kdissect.conn.kept_fetch), an OffsetCommit's (kdissect.conn.kept_offset_commit)
-and an ApiVersions request (kdissect.conn.kept_api_versions), read alike. Tallies are keyed by topic label (a
+(kdissect.conn.kept_fetch), an OffsetCommit's (kdissect.conn.kept_offset_commit),
+a JoinGroup's (kdissect.conn.kept_join_group), a CreateTopics answer
+(kdissect.conn.kept_create_topics) and an ApiVersions request
+(kdissect.conn.kept_api_versions), read alike. Tallies are keyed by topic label (a
 name, or an id's text where the wire gives only the id) and resolved with
 every id -> name pair the capture set holds when the tables are made.
 
