@@ -48,7 +48,7 @@ from pathlib import Path
 
 # the modules compiled (dotted names below the package: a module of a
 # subpackage is found by that subpackage's `__init__`, which calls `extend`)
-NATIVE_MODULES = ("wire.linklayers", "wire.capture", "wire.reassembly", "conn.framing", "conn.pairing", "conn.arrivals", "conn.waits", "records.counts", "records.access", "conn.detect", "conn.pipeline", "protocol._generated.skims", "protocol.skim", "protocol.apis", "conn.kept_produce", "records.quick_spans", "conn.kept_fetch", "conn.kept_metadata", "conn.kept_offset_commit", "conn.kept_api_versions", "forensics.common", "forensics.batches", "forensics.topics", "forensics.lag_history", "forensics.clients", "forensics.transactions", "forensics.groups", "forensics.share", "forensics.latency", "forensics.core", "protocol.topics")
+NATIVE_MODULES = ("wire.linklayers", "wire.capture", "wire.reassembly", "conn.framing", "conn.pairing", "conn.arrivals", "conn.waits", "records.counts", "records.access", "conn.detect", "conn.pipeline", "protocol._generated.skims", "protocol.skim", "protocol.apis", "conn.kept_produce", "records.quick_spans", "conn.kept_fetch", "conn.kept_metadata", "conn.kept_offset_commit", "conn.kept_api_versions", "conn.kept_join_group", "conn.kept_create_topics", "forensics.common", "forensics.batches", "forensics.topics", "forensics.lag_history", "forensics.clients", "forensics.transactions", "forensics.groups", "forensics.share", "forensics.latency", "forensics.core", "protocol.topics")
 # extension modules written in C for one job each (their source: the same
 # path with ".c"), built beside the mypyc group into the same directory and
 # under the same stamp; a module imports one inside `try`, and runs its

@@ -16,16 +16,16 @@ bundled capture).
 
 from __future__ import annotations
 
-from struct import Struct
 from typing import Any, Final
 
-from kdissect.conn.arrivals import read_produce_bases, skip_tags_at, uvarint_at
+from kdissect.conn.arrivals import int16_at, int32_at, read_produce_bases, skip_tags_at, uvarint_at
 from kdissect.protocol.headers import request_layout
 from kdissect.protocol.schema import resolve_version
 from kdissect.protocol.topics import topic_label
 
-_INT16 = Struct(">h").unpack_from
-_INT32 = Struct(">i").unpack_from
+# a Produce request's api version -> (header version, body version), from
+# protocol.headers.request_layout (the readers run once per exchange)
+_REQUEST_LAYOUTS: Final[dict[int, tuple[int, int]]] = {}
 # a Produce answer's api version -> the body version it is read as
 _BODY_VERSIONS: Final[dict[int, int]] = {}
 # (label, partition index, raw record set or None)
@@ -66,8 +66,8 @@ def length_at(b: bytes, at: int, flexible: bool, wide: bool) -> tuple[int, int]:
         size, at = uvarint_at(b, at)
         return size - 1, at
     if wide:
-        return _INT32(b, at)[0], at + 4
-    return _INT16(b, at)[0], at + 2
+        return int32_at(b, at), at + 4
+    return int16_at(b, at), at + 2
 
 
 def topic_at(b: bytes, at: int, by_id: bool, flexible: bool) -> tuple[str | None, int]:
@@ -84,8 +84,13 @@ def topic_at(b: bytes, at: int, by_id: bool, flexible: bool) -> tuple[str | None
 def read_produce_request(b: bytes) -> tuple[str | None, list[Part]]:
     """`ProduceRequestFrame.parts` of a request frame the skim accepted
     (anything else may raise)."""
-    header_version, version, _assumed = request_layout(0, _INT16(b, 2)[0])
-    at = 10 + max(_INT16(b, 8)[0], 0)  # api key, version, correlation id, client id
+    api_version = int16_at(b, 2)
+    layout = _REQUEST_LAYOUTS.get(api_version)
+    if layout is None:
+        header_version, version, _assumed = request_layout(0, api_version)
+        layout = _REQUEST_LAYOUTS[api_version] = (header_version, version)
+    header_version, version = layout
+    at = 10 + max(int16_at(b, 8), 0)  # api key, version, correlation id, client id
     if header_version >= 2:
         at = skip_tags_at(b, at)
     flexible = version >= 9
@@ -102,7 +107,7 @@ def read_produce_request(b: bytes) -> tuple[str | None, list[Part]]:
         label, at = topic_at(b, at, version >= 13, flexible)
         count, at = length_at(b, at, flexible, True)
         for _ in range(max(count, 0)):
-            index = _INT32(b, at)[0]
+            index = int32_at(b, at)
             at += 4
             size, at = length_at(b, at, flexible, True)
             raw = None

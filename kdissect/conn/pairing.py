@@ -60,7 +60,9 @@ from kdissect.protocol.skim import skim_request, skim_response
 from kdissect.protocol.summary import response_figures
 from kdissect.conn.arrivals import DATA_WAIT_MIN_NS, ProduceAnswer, produce_bases, produce_ranges, produce_spans
 from kdissect.conn.kept_api_versions import ApiVersionsRequestFrame
+from kdissect.conn.kept_create_topics import CreateTopicsResponseFrame
 from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame
+from kdissect.conn.kept_join_group import JoinGroupRequestFrame, JoinGroupResponseFrame
 from kdissect.conn.kept_metadata import MetadataRequestFrame, MetadataResponseFrame
 from kdissect.conn.kept_offset_commit import OffsetCommitRequestFrame, OffsetCommitResponseFrame
 from kdissect.conn.kept_produce import ProduceRequestFrame, ProduceResponseFrame
@@ -86,9 +88,11 @@ _API_VERSIONS = int(ApiKey.API_VERSIONS)
 # requests that keep_apis keeps as their frames where the skim accepts them
 _METADATA = int(ApiKey.METADATA)
 _OFFSET_COMMIT = int(ApiKey.OFFSET_COMMIT)
-_KEPT_AS_FRAMES = frozenset((_PRODUCE, _FETCH, _METADATA, _OFFSET_COMMIT, _API_VERSIONS))
+_JOIN_GROUP = int(ApiKey.JOIN_GROUP)
+_KEPT_AS_FRAMES = frozenset((_PRODUCE, _FETCH, _METADATA, _OFFSET_COMMIT, _API_VERSIONS, _JOIN_GROUP))
 # answers that keep_apis keeps as their frames where the skim accepts them and finds no error code
-_ANSWERS_AS_FRAMES = frozenset((_PRODUCE, _FETCH, _METADATA, _OFFSET_COMMIT))
+_CREATE_TOPICS = int(ApiKey.CREATE_TOPICS)
+_ANSWERS_AS_FRAMES = frozenset((_PRODUCE, _FETCH, _METADATA, _OFFSET_COMMIT, _JOIN_GROUP, _CREATE_TOPICS))
 # the Exchange fields a request's exchange is made with, by position
 assert fields_of(Exchange)[:34] == ("capture", "stream", "client", "broker", "correlation_id", "api_key", "api_name",
                                    "api_version", "client_id", "request_ts", "response_ts", "request_frame",
@@ -288,8 +292,9 @@ class Pairer:
     per-partition errors); `keep_apis` keeps both decoded messages of the
     exchanges of those api keys (for tables that read them), a Produce's as
     its frames where the skim read them (kdissect.conn.kept_produce), a
-    Fetch's, a Metadata answer and an OffsetCommit's likewise
-    (kdissect.conn.kept_fetch, kept_metadata, kept_offset_commit), of an
+    Fetch's, a Metadata answer, an OffsetCommit's, a JoinGroup's and a
+    CreateTopics answer likewise (kdissect.conn.kept_fetch, kept_metadata,
+    kept_offset_commit, kept_join_group, kept_create_topics), of an
     ApiVersions only the request, as its frame likewise (kept_api_versions).
 
     The Pairer keeps the requests waiting by correlation id and runs the
@@ -352,8 +357,9 @@ class Pairer:
             self._wait(ex)
             return ex
         keep_apis = self.keep_apis
-        # (a kept Produce, Fetch, Metadata, OffsetCommit or ApiVersions request is skimmed too, and kept
-        # as its frame: kdissect.conn.kept_produce, kept_fetch, kept_metadata, kept_offset_commit, kept_api_versions)
+        # (a kept Produce, Fetch, Metadata, OffsetCommit, ApiVersions or JoinGroup request is skimmed too,
+        # and kept as its frame: kdissect.conn.kept_produce, kept_fetch, kept_metadata, kept_offset_commit,
+        # kept_api_versions, kept_join_group)
         skim = None if self.keep_messages or (keep_apis and len(data) >= 2 and (data[0] << 8 | data[1]) in keep_apis
                                               and (data[0] << 8 | data[1]) not in _KEPT_AS_FRAMES) \
             else skim_request(data)
@@ -413,6 +419,8 @@ class Pairer:
                 ex.wait_hint_frame = data  # decoded only when a wait rule reads it (kdissect.conn.waits)
                 if api_key == _FETCH and keep_apis and _FETCH in keep_apis:
                     ex.request = FetchRequestFrame(data if type(data) is bytes else bytes(data))
+                elif api_key == _JOIN_GROUP and keep_apis and _JOIN_GROUP in keep_apis:
+                    ex.request = JoinGroupRequestFrame(data if type(data) is bytes else bytes(data))
             elif api_key == _METADATA and keep_apis and _METADATA in keep_apis:
                 ex.request = MetadataRequestFrame(data if type(data) is bytes else bytes(data))
             elif api_key == _OFFSET_COMMIT and keep_apis and _OFFSET_COMMIT in keep_apis:
@@ -572,8 +580,9 @@ class Pairer:
             acc.decoded_frames += 1
             return
         kept = api_key in self.keep_apis and api_key != _API_VERSIONS
-        # (a kept Produce, Fetch, Metadata or OffsetCommit answer is skimmed too:
-        # kdissect.conn.kept_produce, kept_fetch, kept_metadata, kept_offset_commit)
+        # (a kept Produce, Fetch, Metadata, OffsetCommit, JoinGroup or CreateTopics answer is skimmed
+        # too: kdissect.conn.kept_produce, kept_fetch, kept_metadata, kept_offset_commit,
+        # kept_join_group, kept_create_topics)
         keep = self.keep_messages or (kept and api_key not in _ANSWERS_AS_FRAMES)
         skim = None if keep else skim_response(data, api_key, api_version)
         if skim is not None:
@@ -589,12 +598,14 @@ class Pairer:
             if error_codes and (self.keep_error_responses or kept):
                 ex.response, _, _ = decode_tolerant(
                     lambda b: decode_response(b, api_key, api_version), data)
-            elif kept:  # a Produce, Fetch, Metadata or OffsetCommit answer without an error code
+            elif kept:  # one of _ANSWERS_AS_FRAMES without an error code
                 frame = data if type(data) is bytes else bytes(data)
                 ex.response = ProduceResponseFrame(frame, api_version) if api_key == _PRODUCE \
                     else FetchResponseFrame(frame, api_version) if api_key == _FETCH \
                     else MetadataResponseFrame(frame, api_version) if api_key == _METADATA \
-                    else OffsetCommitResponseFrame(frame, api_version)
+                    else OffsetCommitResponseFrame(frame, api_version) if api_key == _OFFSET_COMMIT \
+                    else JoinGroupResponseFrame(frame, api_version) if api_key == _JOIN_GROUP \
+                    else CreateTopicsResponseFrame(frame, api_version)
         else:
             response, trailing, error = decode_tolerant(
                 lambda b: decode_response(b, api_key, api_version), data)

@@ -974,7 +974,8 @@ def analyze(
     to decrypt TLS connections with. `keep_apis`: api keys whose exchanges
     keep their messages even without `keep_messages`, decoded or, where
     pairing reads them lazily, as their frames (Produce, Fetch, Metadata,
-    OffsetCommit and ApiVersions requests: kdissect.conn.kept_*; use
+    OffsetCommit and JoinGroup messages, CreateTopics answers, ApiVersions
+    requests: kdissect.conn.kept_*; use
     `keep_messages` for every message decoded)."""
     run = Analysis(paths, ports, detect, keep_messages, progress, tls_keylogs, keep_apis, broker_logs)
     return iter(run), run.accounting

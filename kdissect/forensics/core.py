@@ -13,8 +13,10 @@
 only through their exchange rows), so a pipeline keeping just those
 (`keep_apis=FORENSIC_APIS`) is enough; there a Produce's messages are kept
 as their skimmed frames (kdissect.conn.kept_produce), and a Fetch's
-(kdissect.conn.kept_fetch), an OffsetCommit's (kdissect.conn.kept_offset_commit)
-and an ApiVersions request (kdissect.conn.kept_api_versions), read alike. Tallies are keyed by topic label (a
+(kdissect.conn.kept_fetch), an OffsetCommit's (kdissect.conn.kept_offset_commit),
+a JoinGroup's (kdissect.conn.kept_join_group), a CreateTopics answer
+(kdissect.conn.kept_create_topics) and an ApiVersions request
+(kdissect.conn.kept_api_versions), read alike. Tallies are keyed by topic label (a
 name, or an id's text where the wire gives only the id) and resolved with
 every id -> name pair the capture set holds when the tables are made.
 
@@ -156,7 +158,7 @@ class Forensics:
         client_id = ex.client_id
         partition_stats = self.topics.stats
         for label, partition, raw in parts:
-            figures = set_figures(bytes(raw), limit, produced=True) if raw else None
+            figures = set_figures(_as_bytes(raw), limit, produced=True) if raw else None
             base, error = answers.get((label, partition), _UNANSWERED) if answers is not None else _UNANSWERED
             answered = base is not None and base >= 0 and not error
             spans = figures.spans if figures is not None else None
@@ -210,7 +212,7 @@ class Forensics:
             for entry in partitions:
                 partition = entry.partition_index
                 raw = getattr(entry, "records", None)
-                figures = set_figures(bytes(raw), limit, produced=False) if raw else None
+                figures = set_figures(_as_bytes(raw), limit, produced=False) if raw else None
                 self.topics.add_fetch(ex, label, partition, ts, figures, entry, asked.get((label, partition)),
                                       connection, share, order)
                 if not share:
@@ -311,6 +313,11 @@ class _NoRanges:
 
     def rename(self, old: str, new: str) -> None:
         pass
+
+
+def _as_bytes(raw: Any) -> bytes:
+    """A record set as bytes (a kept frame's is bytes already: no call)."""
+    return raw if type(raw) is bytes else bytes(raw)
 
 
 def _runs(offsets: Any) -> list[tuple[int, int]]:

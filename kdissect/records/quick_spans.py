@@ -26,15 +26,21 @@ from typing import Any, Final
 from kdissect.records import codecs
 from kdissect.records import crc as _crc32c
 from kdissect.records.batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, CRC_START,
-                                    HEADER, HEADER_SIZE)
+                                    HEADER_SIZE)
 from kdissect.records.model import codec_name
 from kdissect.records.wire import read_varint
 
 SpanRow = tuple[int, int, int, list[int] | None, int, int, int, bool, int, int, tuple[int, ...] | None, str]
 
-_HEADER: Final = HEADER
 _HEADER_SIZE: Final = HEADER_SIZE
 _CRC_START: Final = CRC_START
+# (Final: the compiled walk reads them as C constants, not from the module's dict)
+_ATTR_CODEC: Final = ATTR_CODEC
+_ATTR_CONTROL: Final = ATTR_CONTROL
+_ATTR_LOG_APPEND_TIME: Final = ATTR_LOG_APPEND_TIME
+_ATTR_TRANSACTIONAL: Final = ATTR_TRANSACTIONAL
+# every codec id's name (the id is three bits), as records.model.codec_name gives it
+_CODEC_NAMES: Final = tuple(codec_name(codec_id) for codec_id in range(_ATTR_CODEC + 1))
 
 
 class _Irregular(Exception):
@@ -52,6 +58,20 @@ def quick_spans(data: bytes, limit: int, produced: bool) -> tuple[list[SpanRow],
 def _int32(b: bytes, p: int) -> int:
     value = b[p] << 24 | b[p + 1] << 16 | b[p + 2] << 8 | b[p + 3]
     return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _uint32(b: bytes, p: int) -> int:
+    return b[p] << 24 | b[p + 1] << 16 | b[p + 2] << 8 | b[p + 3]
+
+
+def _int16(b: bytes, p: int) -> int:
+    value = b[p] << 8 | b[p + 1]
+    return value - (1 << 16) if value >= 1 << 15 else value
+
+
+def _int64(b: bytes, p: int) -> int:
+    # (a shift and an or: mypyc's fast multiplication takes small factors only)
+    return _int32(b, p) << 32 | _uint32(b, p + 4)
 
 
 def _walk(data: bytes, limit: int, produced: bool) -> tuple[list[SpanRow], int | None]:
@@ -72,30 +92,31 @@ def _walk(data: bytes, limit: int, produced: bool) -> tuple[list[SpanRow], int |
             break  # a cut tail
         if data[pos + 16] != 2 or length < _HEADER_SIZE - 12:
             raise _Irregular
-        header: tuple[Any, ...] = _HEADER.unpack_from(data, pos)
-        base_offset: int = header[0]
-        crc: int = header[4]
-        attributes: int = header[5]
-        last_delta: int = header[6]
-        base_ts: int = header[7]
-        max_ts: int = header[8]
-        producer_id: int = header[9]
-        producer_epoch: int = header[10]
-        base_sequence: int = header[11]
-        declared: int = header[12]
-        if attributes & ATTR_CONTROL or declared <= 0:
+        # the batch header (records.batch.HEADER's fields), read in place
+        # rather than through struct: the header fits (length checked above)
+        base_offset = _int64(data, pos)
+        crc = _uint32(data, pos + 17)
+        attributes = _int16(data, pos + 21)
+        last_delta = _int32(data, pos + 23)
+        base_ts = _int64(data, pos + 27)
+        max_ts = _int64(data, pos + 35)
+        producer_id = _int64(data, pos + 43)
+        producer_epoch = _int16(data, pos + 51)
+        base_sequence = _int32(data, pos + 53)
+        declared = _int32(data, pos + 57)
+        if attributes & _ATTR_CONTROL or declared <= 0:
             raise _Irregular
         if crc32c(data[pos + _CRC_START:end]) != crc:
             raise _Irregular
-        codec_id = attributes & ATTR_CODEC
+        codec_id = attributes & _ATTR_CODEC
         body = data[pos + _HEADER_SIZE:end]
         if codec_id:
             inflated = codecs.decompress(codec_id, body, limit, magic=2)
             if inflated.problems or inflated.over_limit:
                 raise _Irregular
             body = inflated.data
-        offsets, stamps = _records(body, declared, base_offset, base_ts,
-                                   max_ts if attributes & ATTR_LOG_APPEND_TIME else None)
+        offsets, stamps, negative = _records(body, declared, base_offset, base_ts,
+                                             max_ts if attributes & _ATTR_LOG_APPEND_TIME else None)
         count = len(offsets)
         if not produced:
             top = max(base_offset + last_delta, offsets[-1])
@@ -110,8 +131,8 @@ def _walk(data: bytes, limit: int, produced: bool) -> tuple[list[SpanRow], int |
                 holes = offsets
         position += count
         rows.append((first, last, count, holes, producer_id, producer_epoch, base_sequence,
-                     bool(attributes & ATTR_TRANSACTIONAL), 12 + length, len(body),
-                     None if min(stamps) < 0 else tuple(stamps), codec_name(codec_id)))
+                     bool(attributes & _ATTR_TRANSACTIONAL), 12 + length, len(body),
+                     None if negative else tuple(stamps), _CODEC_NAMES[codec_id]))
         pos = end
     return rows, next_offset
 
@@ -131,11 +152,13 @@ def _varint(body: bytes, pos: int) -> tuple[int, int]:
 
 
 def _records(body: bytes, declared: int, base_offset: int, base_ts: int,
-             log_append_ts: int | None) -> tuple[list[int], list[int]]:
+             log_append_ts: int | None) -> tuple[list[int], list[int], bool]:
     """The offsets and timestamps of exactly `declared` well-formed records
-    filling `body` (else _Irregular), read as records.batch reads them."""
+    filling `body` (else _Irregular), read as records.batch reads them, and
+    whether a timestamp is negative."""
     offsets: list[int] = []
     stamps: list[int] = []
+    negative = False
     pos = 0
     end = len(body)
     for _ in range(declared):
@@ -169,10 +192,13 @@ def _records(body: bytes, declared: int, base_offset: int, base_ts: int,
         if pos != stop:
             raise _Irregular
         offsets.append(base_offset + offset_delta)
-        stamps.append(base_ts + ts_delta if log_append_ts is None else log_append_ts)
+        stamp = base_ts + ts_delta if log_append_ts is None else log_append_ts
+        if stamp < 0:
+            negative = True
+        stamps.append(stamp)
     if pos != end:
         raise _Irregular
-    return offsets, stamps
+    return offsets, stamps, negative
 
 
 # -- the figures of a record set (kdissect.forensics.batches.set_figures) ------------------------------
