@@ -39,7 +39,7 @@ import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, NamedTuple, Protocol
+from typing import Any, BinaryIO, Callable, Final, NamedTuple, Protocol
 
 from kdissect.wire import stores  # captures given as store URIs (its own imports are light)
 from kdissect.wire.captureset import DuplicateFilter, merge_files, timestamp_unit
@@ -82,7 +82,7 @@ _RANGE_TAIL = 16 << 10  # bytes read at a time past a byte range's end (the rest
 # Wireshark refuses records larger than this unless the snaplen says otherwise;
 # a bigger length field means the record header is damaged.
 _MAX_RECORD = 262144
-MAX_PCAPNG_BLOCK = 64 << 20
+MAX_PCAPNG_BLOCK: Final = 64 << 20
 NS_PER_SECOND = 1_000_000_000
 _END = 1 << 126  # beyond any file offset
 
@@ -95,15 +95,22 @@ _PCAP_MAGICS = {
     0x4D3CB2A1: (">", 1_000_000_000, 16),
     0x34CDB2A1: (">", 1_000_000, 24),
 }
-PCAPNG_SHB = 0x0A0D0D0A
+PCAPNG_SHB: Final = 0x0A0D0D0A
 PCAPNG_BYTE_ORDER = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
 _GZIP_MAGIC = b"\x1f\x8b"
-# pcapng block types read here
-_IDB, _OBSOLETE_PACKET, _SIMPLE_PACKET, _ENHANCED_PACKET, _SECRETS = 1, 2, 3, 6, 0x0000000A
+# pcapng block types read here (Final, like the loops' other constants: the
+# compiled loops then compare with literals instead of looking up a global per packet)
+_IDB: Final = 1
+_OBSOLETE_PACKET: Final = 2
+_SIMPLE_PACKET: Final = 3
+_ENHANCED_PACKET: Final = 6
+_SECRETS: Final = 0x0000000A
 
 # what a loop produces: TCP segments (decoded in place), undecoded frames, or
 # nothing but the walk's counts (the Spark pre-pass)
-SEGMENTS, FRAMES, SCAN = 0, 1, 2
+SEGMENTS: Final = 0
+FRAMES: Final = 1
+SCAN: Final = 2
 
 
 class ReadStats(SlotRecord):
@@ -418,6 +425,12 @@ def _pcapng_blocks(more: Callable[[], bytes], section: Section, buf: bytes, pos:
     warned: set[int] = set()
     after: tuple[bytes, int, int] | None = None
     stop_at = end - base  # blocks starting here or later are not this walk's
+    # the header fields as ints (compiled: unboxed once, then native
+    # comparisons and offsets instead of generic ones on objects)
+    block_type: int
+    length: int
+    iface: int
+    caplen: int
     try:
         while True:
             if pos >= stop_at:
