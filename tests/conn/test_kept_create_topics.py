@@ -15,31 +15,21 @@ import pytest
 from kdissect.conn.kept_create_topics import CreateTopicsResponseFrame
 from kdissect.conn.pipeline import Analysis
 from kdissect.forensics import FORENSIC_APIS
-from kdissect.protocol.codec import decode_response, encode_response
-from kdissect.protocol.skim import skim_response
-from kdissect.protocol.topics import _pairs
+from kdissect.protocol.codec import encode_response
 from tests.support.paths import REPO
 from tests.support.pipeline import ports_of
-from tests.support.skim import capture_frames, damaged_copies
+from tests.support.skim import capture_frames, decoded_topic_pairs, topic_pairs_read_as_decoded, damaged_copies
 
 CAPTURES = sorted((REPO / "captures").glob("*.pcap"))
 CREATE_TOPICS = 19
 
 
 def _decoded_pairs(frame: bytes, version: int) -> list:
-    found: list = []
-    _pairs(decode_response(frame, CREATE_TOPICS, version).body, found)
-    return found
+    return decoded_topic_pairs(frame, CREATE_TOPICS, version)
 
 
 def _check(frame: bytes, version: int) -> bool:
-    """The frame reads as the decoder reads it wherever pairing keeps it as a
-    frame: the skim accepted it and found no error code."""
-    figures = skim_response(frame, CREATE_TOPICS, version)
-    if figures is None or figures[2]:
-        return False
-    assert CreateTopicsResponseFrame(frame, version).topic_pairs() == _decoded_pairs(frame, version)
-    return True
+    return topic_pairs_read_as_decoded(frame, CREATE_TOPICS, version, CreateTopicsResponseFrame)
 
 
 def test_capture_frames_read_as_decoded() -> None:

@@ -14,31 +14,23 @@ import pytest
 
 from kdissect.conn.kept_metadata import MetadataRequestFrame, MetadataResponseFrame
 from kdissect.conn.pipeline import Analysis
-from kdissect.protocol.codec import decode_request, decode_response, encode_request, encode_response
-from kdissect.protocol.skim import skim_request, skim_response
+from kdissect.protocol.codec import decode_request, encode_request, encode_response
+from kdissect.protocol.skim import skim_request
 from kdissect.protocol.topics import ID_BEARING_APIS, _pairs
 from tests.support.paths import REPO
 from tests.support.pipeline import ports_of
-from tests.support.skim import capture_frames
+from tests.support.skim import capture_frames, decoded_topic_pairs, topic_pairs_read_as_decoded
 
 CAPTURES = sorted((REPO / "captures").glob("*.pcap"))
 METADATA = 3
 
 
 def _decoded_pairs(frame: bytes, version: int) -> list:
-    found: list = []
-    _pairs(decode_response(frame, METADATA, version).body, found)
-    return found
+    return decoded_topic_pairs(frame, METADATA, version)
 
 
 def _check(frame: bytes, version: int) -> bool:
-    """The frame reads as the decoder reads it wherever pairing keeps it as a
-    frame: the skim accepted it and found no error code."""
-    figures = skim_response(frame, METADATA, version)
-    if figures is None or figures[2]:
-        return False
-    assert MetadataResponseFrame(frame, version).topic_pairs() == _decoded_pairs(frame, version)
-    return True
+    return topic_pairs_read_as_decoded(frame, METADATA, version, MetadataResponseFrame)
 
 
 def _damaged(rng: random.Random, frame: bytes) -> list[bytes]:

@@ -127,3 +127,26 @@ def damaged_copies(rng: Any, frame: bytes) -> list[bytes]:
         flipped[rng.randrange(limit)] ^= 1 << rng.randrange(8)
         copies.append(bytes(flipped))
     return copies + [frame[:rng.randrange(4, len(frame))], frame + b"\x00"]
+
+
+def decoded_topic_pairs(frame: bytes, api_key: int, version: int) -> list:
+    """(topic id text, name) pairs of a response as the full decoder and the
+    topic-name pass find them (the oracle of the kept frames' `topic_pairs`)."""
+    from kdissect.protocol.topics import _pairs
+
+    found: list = []
+    _pairs(decode_response(frame, api_key, version).body, found)
+    return found
+
+
+def topic_pairs_read_as_decoded(frame: bytes, api_key: int, version: int, frame_class: Any) -> bool:
+    """Whether pairing would keep the response as a `frame_class` frame (the
+    skim accepted it and found no error code); if so, asserts its
+    `topic_pairs()` equal the full decoder's."""
+    from kdissect.protocol.skim import skim_response
+
+    figures = skim_response(frame, api_key, version)
+    if figures is None or figures[2]:
+        return False
+    assert frame_class(frame, version).topic_pairs() == decoded_topic_pairs(frame, api_key, version)
+    return True
