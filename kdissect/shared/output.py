@@ -77,21 +77,26 @@ def _lossless_list(values: list[Any]) -> list[Any]:
             for v in values]
 
 
+def _all_plain(values: Iterable[Any]) -> bool:
+    """Whether every string among `values` (and in their lists) is ASCII
+    without a backslash, so the lossless rule changes nothing: one probe
+    over them all, as most rows and columns need nothing (a nested list,
+    "\x80", takes the slow path)."""
+    probe = "".join([v for v in values if v.__class__ is str])
+    if not probe.isascii() or "\\" in probe:
+        return False
+    items = "".join([x if x.__class__ is str else "\x80" if x.__class__ is list else ""
+                     for v in values if v.__class__ is list for x in v])
+    return items.isascii() and "\\" not in items
+
+
 def lossless_row(row: dict[str, Any], keep: frozenset[str] = frozenset()) -> dict[str, Any]:
     """`row` with `kdissect.text_escape.lossless_text` applied to its strings
     (in lists too), except in the columns `keep`: the one rule every output
     (JSONL, CSV, Parquet) writes captured text by. The same dict when
     nothing changes."""
-    values = row.values()
-    # one probe over every string (and list item) of the row: most rows are
-    # ASCII without a backslash, and need nothing (a nested list, "\x80",
-    # takes the slow path)
-    probe = "".join([v for v in values if v.__class__ is str])
-    if probe.isascii() and "\\" not in probe:
-        items = "".join([x if x.__class__ is str else "\x80" if x.__class__ is list else ""
-                         for v in values if v.__class__ is list for x in v])
-        if items.isascii() and "\\" not in items:
-            return row
+    if _all_plain(row.values()):
+        return row
     changed: dict[str, Any] | None = None
     for name, value in row.items():
         if name in keep:
@@ -116,12 +121,8 @@ def lossless_column(values: Sequence[Any]) -> Sequence[Any]:
     value of a row, done to each value of a column), for a writer holding
     rows as values in column order: one probe per column instead of one per
     row. The same sequence when nothing changes."""
-    probe = "".join([v for v in values if v.__class__ is str])
-    if probe.isascii() and "\\" not in probe:
-        items = "".join([x if x.__class__ is str else "\x80" if x.__class__ is list else ""
-                         for v in values if v.__class__ is list for x in v])
-        if items.isascii() and "\\" not in items:
-            return values
+    if _all_plain(values):
+        return values
     return [(v if v.isascii() and "\\" not in v else lossless_text(v)) if v.__class__ is str
             else _lossless_list(v) if isinstance(v, list) and v else v
             for v in values]
