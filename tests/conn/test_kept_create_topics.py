@@ -7,7 +7,6 @@ accepts it and finds no error code."""
 
 from __future__ import annotations
 
-import random
 import uuid
 
 import pytest
@@ -18,7 +17,8 @@ from kdissect.forensics import FORENSIC_APIS
 from kdissect.protocol.codec import encode_response
 from tests.support.paths import REPO
 from tests.support.pipeline import ports_of
-from tests.support.skim import capture_frames, decoded_topic_pairs, topic_pairs_read_as_decoded, damaged_copies
+from tests.support.skim import (damaged_copies, decoded_topic_pairs, response_frames_read_as_decoded,
+                                 topic_pairs_read_as_decoded)
 
 CAPTURES = sorted((REPO / "captures").glob("*.pcap"))
 CREATE_TOPICS = 19
@@ -33,18 +33,7 @@ def _check(frame: bytes, version: int) -> bool:
 
 
 def test_capture_frames_read_as_decoded() -> None:
-    rng = random.Random(29)
-    read = with_pairs = 0
-    versions = set()
-    for capture in CAPTURES:
-        for direction, data, api_key, api_version in capture_frames(capture, ports_of(capture)):
-            if direction == "response" and api_key == CREATE_TOPICS and api_version is not None:
-                versions.add(api_version)
-                if _check(data, api_version):
-                    read += 1
-                    with_pairs += bool(_decoded_pairs(data, api_version))
-                for copy in damaged_copies(rng, data):
-                    _check(copy, api_version)
+    read, with_pairs, versions = response_frames_read_as_decoded(CAPTURES, CREATE_TOPICS, CreateTopicsResponseFrame, damaged_copies)
     assert read >= 10 and with_pairs >= 5
     assert len(versions) >= 2
 

@@ -19,7 +19,8 @@ from kdissect.protocol.skim import skim_request
 from kdissect.protocol.topics import ID_BEARING_APIS, _pairs
 from tests.support.paths import REPO
 from tests.support.pipeline import ports_of
-from tests.support.skim import capture_frames, decoded_topic_pairs, topic_pairs_read_as_decoded
+from tests.support.skim import (capture_frames, decoded_topic_pairs, response_frames_read_as_decoded,
+                                 topic_pairs_read_as_decoded)
 
 CAPTURES = sorted((REPO / "captures").glob("*.pcap"))
 METADATA = 3
@@ -41,18 +42,7 @@ def _damaged(rng: random.Random, frame: bytes) -> list[bytes]:
 
 
 def test_capture_frames_read_as_decoded() -> None:
-    rng = random.Random(29)
-    read = with_pairs = 0
-    versions = set()
-    for capture in CAPTURES:
-        for direction, data, api_key, api_version in capture_frames(capture, ports_of(capture)):
-            if direction == "response" and api_key == METADATA and api_version is not None:
-                versions.add(api_version)
-                if _check(data, api_version):
-                    read += 1
-                    with_pairs += bool(_decoded_pairs(data, api_version))
-                for copy in _damaged(rng, data):
-                    _check(copy, api_version)
+    read, with_pairs, versions = response_frames_read_as_decoded(CAPTURES, METADATA, MetadataResponseFrame, _damaged)
     assert read > 200 and with_pairs > 50
     assert len(versions) >= 4  # without topic ids (v0-9) and with (v10+)
 

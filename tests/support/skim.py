@@ -150,3 +150,29 @@ def topic_pairs_read_as_decoded(frame: bytes, api_key: int, version: int, frame_
         return False
     assert frame_class(frame, version).topic_pairs() == decoded_topic_pairs(frame, api_key, version)
     return True
+
+
+def response_frames_read_as_decoded(captures: Any, api_key: int, frame_class: Any, damage: Any,
+                                    seed: int = 29) -> tuple[int, int, set[int]]:
+    """Every `api_key` response of `captures` (and `damage(rng, frame)`'s
+    copies of each) checked by `topic_pairs_read_as_decoded`; returns how
+    many real frames were kept as frames, how many of those carry pairs,
+    and the versions seen."""
+    import random
+
+    from tests.support.pipeline import ports_of
+
+    rng = random.Random(seed)
+    read = with_pairs = 0
+    versions: set[int] = set()
+    for capture in captures:
+        for direction, data, key, version in capture_frames(capture, ports_of(capture)):
+            if direction != "response" or key != api_key or version is None:
+                continue
+            versions.add(version)
+            if topic_pairs_read_as_decoded(data, api_key, version, frame_class):
+                read += 1
+                with_pairs += bool(decoded_topic_pairs(data, api_key, version))
+            for copy in damage(rng, data):
+                topic_pairs_read_as_decoded(copy, api_key, version, frame_class)
+    return read, with_pairs, versions
