@@ -119,10 +119,17 @@ def merged_forensics(work_dir: Tree | str) -> Any:
 
 
 def _resolve(batches: Iterable[pa.RecordBatch], names: dict[str, str]) -> Iterator[pa.RecordBatch]:
-    """Range rows with topic labels resolved by the archive's names."""
+    """Range rows with topic labels resolved by the archive's names (a batch
+    without a label to resolve, the usual case, is passed on as it is)."""
+    import pyarrow.compute as pc
+
+    labels = pa.array(list(names), pa.string())
     for batch in batches:
-        topics = [names.get(label, label) if label is not None else None
-                  for label in batch.column("topic").to_pylist()]
+        column = batch.column("topic")
+        if not pc.any(pc.is_in(column, value_set=labels)).as_py():
+            yield batch
+            continue
+        topics = [names.get(label, label) if label is not None else None for label in column.to_pylist()]
         yield batch.set_column(RANGE_SCHEMA.get_field_index("topic"), "topic", pa.array(topics, pa.string()))
 
 
