@@ -3,7 +3,8 @@
 Each dissecting task tallies the exchanges of its connections with its own
 `Forensics` (the messages of FORENSIC_APIS are kept for it:
 `Dissector(keep_apis=...)`, a Produce's as its skimmed frames,
-kdissect.conn.kept_produce) and leaves two files under OUTDIR/_work/forensics:
+kdissect.conn.kept_produce; a read task's splits share one, named by the
+first split's task partition) and leaves two files under OUTDIR/_work/forensics:
 
   state-NNNNN.pickle   the task's tallies (bounded by its topic-partitions,
                        groups, clients and connections, not its exchanges)

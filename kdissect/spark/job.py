@@ -22,7 +22,8 @@ tables' contributions):
    driver), and have each task partition rewrite its files as the final
    Parquet parts of `exchanges/` and `partition_errors/` and hand back its
    contributions to the summary tables, which the driver merges
-   (`tables.finish_tables`, one job); the driver writes the small summary tables;
+   (`tables.finish_tables`, one job; in local mode with one task slot the
+   driver finishes the parts itself); the driver writes the small summary tables;
 5. write `manifest.json` and print a short summary.
 """
 
