@@ -108,6 +108,8 @@ class ConnectionRunner:
         self.selection = selection
         # the task's forensic tallies (kdissect.spark.forensics.TaskForensics), or None
         self.forensics = forensics
+        # closed with the runner's other files, unless several runners share them (a read task's splits)
+        self.closes_forensics = True
         # the task's arrival rows (kdissect.spark.arrivals.ArrivalSink), or None
         self.arrivals = arrivals
         self.keylog = keylog
@@ -251,7 +253,7 @@ class ConnectionRunner:
         if self.duplicates:
             add_read_stats(self.read_totals, {"duplicate_packets": self.duplicates})
         written = self.sink.close()
-        if self.forensics is not None:
+        if self.forensics is not None and self.closes_forensics:
             self.forensics.close()
         if self.arrivals is not None:
             self.arrivals.close()
@@ -279,17 +281,23 @@ def _selection(values: tuple | None) -> Any:
 
 def _runner(task_partition: int, ports: Sequence[int], detect: bool, capture_names: Sequence[str], work_dir: Any,
             keylog: Any, max_uncompressed: int | None, selection: tuple | None,
-            several_files: bool | None = None, forensic_tables: bool = True) -> ConnectionRunner:
+            several_files: bool | None = None, forensic_tables: bool = True, forensics: Any = None) -> ConnectionRunner:
+    """A task partition's runner; `forensics`: tallies shared with other
+    runners (closed by their owner), else its own (with `forensic_tables`)."""
     from kdissect.spark.arrivals import ArrivalSink
     from kdissect.spark.forensics import TaskForensics
 
     sink = PartSink(work_dir, task_partition)
     # without the forensic tables nothing is tallied and the dissector skims
     # every message, as `kdissect export` does
-    forensics = TaskForensics(work_dir, task_partition, max_uncompressed) if forensic_tables else None
+    shared = forensics is not None
+    if not shared and forensic_tables:
+        forensics = TaskForensics(work_dir, task_partition, max_uncompressed)
     arrivals = ArrivalSink(work_dir, task_partition)
-    return ConnectionRunner(ports, detect, capture_names, sink, keylog, several_files=several_files,
-                            forensics=forensics, arrivals=arrivals, selection=_selection(selection))
+    runner = ConnectionRunner(ports, detect, capture_names, sink, keylog, several_files=several_files,
+                              forensics=forensics, arrivals=arrivals, selection=_selection(selection))
+    runner.closes_forensics = not shared
+    return runner
 
 
 def _abandon(runner: ConnectionRunner) -> None:
@@ -326,36 +334,54 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
     `in_place`, the 4-tuples wholly inside the split (kdissect.spark.inrange)
     are dissected here, as task partition `first_task_partition` + split id,
     their OUTPUT_SCHEMA rows carried through the shuffle, and the split's
-    4-tuples written to `_work/tuples/` for the driver's check."""
+    4-tuples written to `_work/tuples/` for the driver's check. The task's
+    splits share one forensic tally (kdissect.spark.forensics.TaskForensics,
+    named by its first split's task partition): one state and one ranges
+    file per task instead of one per split, each pickled, written, read and
+    merged again on the driver (a merge of tallies equals the tally of the
+    whole, so the tables are the same)."""
     from kdissect.shared.outdir_tree import as_tree
     from kdissect.spark.inrange import TUPLES_DIR, SplitReader
     from kdissect.spark.segments import RangeWatch, read_stats_batch
     from kdissect.wire.capture import ReadStats
 
-    for batch in batches:
-        for split in batch.to_pylist():
-            stats = ReadStats()
-            split_id = split["split_id"]
-            watch = RangeWatch(split) if split["checked"] else None
-            reader = SplitReader(split, stats, in_place=in_place, last_range=split_id == last_split_id, watch=watch)
-            yield from reader.shipped_runs()
-            yield read_stats_batch(stats, split["capture_index"], watch)
-            if not in_place:
-                continue
-            runner = _runner(first_task_partition + split_id, ports, detect, capture_names, work_dir, keylog,
-                             max_uncompressed, selection, several_files=False, forensic_tables=forensic_tables)
-            runner.in_range = reader.counts
-            try:
-                for output in runner.run_rows(reader.in_place_rows()):
-                    yield _carried(output, split_id, split["capture_index"])
-            except BaseException:
-                _abandon(runner)
-                raise
-            table = reader.tuple_table(runner.left_open)
-            stream = pa.BufferOutputStream()
-            with pa.ipc.new_file(stream, table.schema) as writer:
-                writer.write_table(table)
-            as_tree(work_dir).write_bytes(stream.getvalue().to_pybytes(), TUPLES_DIR, f"split-{split_id:05d}.arrow")
+    forensics: Any = None  # the splits' shared tallies, made with the first split that dissects
+    try:
+        for batch in batches:
+            for split in batch.to_pylist():
+                stats = ReadStats()
+                split_id = split["split_id"]
+                watch = RangeWatch(split) if split["checked"] else None
+                reader = SplitReader(split, stats, in_place=in_place, last_range=split_id == last_split_id, watch=watch)
+                yield from reader.shipped_runs()
+                yield read_stats_batch(stats, split["capture_index"], watch)
+                if not in_place:
+                    continue
+                if forensic_tables and forensics is None:
+                    from kdissect.spark.forensics import TaskForensics
+
+                    forensics = TaskForensics(work_dir, first_task_partition + split_id, max_uncompressed)
+                runner = _runner(first_task_partition + split_id, ports, detect, capture_names, work_dir, keylog,
+                                 max_uncompressed, selection, several_files=False, forensic_tables=forensic_tables,
+                                 forensics=forensics)
+                runner.in_range = reader.counts
+                try:
+                    for output in runner.run_rows(reader.in_place_rows()):
+                        yield _carried(output, split_id, split["capture_index"])
+                except BaseException:
+                    _abandon(runner)
+                    raise
+                table = reader.tuple_table(runner.left_open)
+                stream = pa.BufferOutputStream()
+                with pa.ipc.new_file(stream, table.schema) as writer:
+                    writer.write_table(table)
+                as_tree(work_dir).write_bytes(stream.getvalue().to_pybytes(), TUPLES_DIR, f"split-{split_id:05d}.arrow")
+    except BaseException:
+        if forensics is not None:
+            forensics.abandon()
+        raise
+    if forensics is not None:
+        forensics.close()
 
 
 def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], detect: bool,

@@ -3,7 +3,8 @@
 Each dissecting task tallies the exchanges of its connections with its own
 `Forensics` (the messages of FORENSIC_APIS are kept for it:
 `Dissector(keep_apis=...)`, a Produce's as its skimmed frames,
-kdissect.conn.kept_produce) and leaves two files under OUTDIR/_work/forensics:
+kdissect.conn.kept_produce; a read task's splits share one, named by the
+first split's task partition) and leaves two files under OUTDIR/_work/forensics:
 
   state-NNNNN.pickle   the task's tallies (bounded by its topic-partitions,
                        groups, clients and connections, not its exchanges)
@@ -119,10 +120,17 @@ def merged_forensics(work_dir: Tree | str) -> Any:
 
 
 def _resolve(batches: Iterable[pa.RecordBatch], names: dict[str, str]) -> Iterator[pa.RecordBatch]:
-    """Range rows with topic labels resolved by the archive's names."""
+    """Range rows with topic labels resolved by the archive's names (a batch
+    without a label to resolve, the usual case, is passed on as it is)."""
+    import pyarrow.compute as pc
+
+    labels = pa.array(list(names), pa.string())
     for batch in batches:
-        topics = [names.get(label, label) if label is not None else None
-                  for label in batch.column("topic").to_pylist()]
+        column = batch.column("topic")
+        if not pc.any(pc.is_in(column, value_set=labels)).as_py():
+            yield batch
+            continue
+        topics = [names.get(label, label) if label is not None else None for label in column.to_pylist()]
         yield batch.set_column(RANGE_SCHEMA.get_field_index("topic"), "topic", pa.array(topics, pa.string()))
 
 

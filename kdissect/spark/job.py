@@ -22,7 +22,8 @@ tables' contributions):
    driver), and have each task partition rewrite its files as the final
    Parquet parts of `exchanges/` and `partition_errors/` and hand back its
    contributions to the summary tables, which the driver merges
-   (`tables.finish_tables`, one job); the driver writes the small summary tables;
+   (`tables.finish_tables`, one job; in local mode with one task slot the
+   driver finishes the parts itself); the driver writes the small summary tables;
 5. write `manifest.json` and print a short summary.
 """
 
@@ -454,7 +455,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
                          for kind, task_partition, capture_index, frame_number, order_ts, _ in dissected
                          if kind == CONNECTION]
     summary_rows, finished = tables.finish_tables(sc, kafka_connections, exchange_rows, work_dir, outdir, ts_unit,
-                                                  fixes, frame_offsets)
+                                                  fixes, frame_offsets, on_driver=local_mode)
     for table, count in rows_written.items():
         if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
             raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")

@@ -38,3 +38,35 @@ def test_the_driver_join_gives_the_spark_jobs_fixes(captures_dir, tmp_path):
     with local_session(cores=1, shuffle_partitions=2) as spark:
         assert produce_answers(spark, str(work), on_driver=False) == here
         assert produce_answers(spark, str(work), on_driver=True) == here
+
+
+def test_only_the_rows_a_fix_names_get_a_new_wait():
+    from kdissect.spark.arrivals import fix_exchanges
+
+    ms = 1_000_000
+    # (capture index, frame number, ordinal), request and response times, and the wait as dissected
+    rows = pa.table({
+        "stream_capture_index": pa.array([0, 0, 1, 0, 2], pa.int32()),
+        "stream_frame_number": pa.array([10, 10, 10, 20, 30], pa.int64()),
+        "ordinal": pa.array([0, 1, 0, 3, 0], pa.int64()),
+        "request_ts": pa.array([1000 * ms, 1000 * ms, 1000 * ms, 2000 * ms, 3000 * ms], pa.int64()),
+        "response_ts": pa.array([1800 * ms, 1900 * ms, 1900 * ms, 2100 * ms, 3500 * ms], pa.int64()),
+        "wait_reason": pa.array(["long_poll_unknown", None, "long_poll_unknown", None, "long_poll"], pa.string()),
+        "wait_ms": pa.array([None, None, None, None, 12.0], pa.float64()),
+        "service_ms": pa.array([None, 900.0, None, 100.0, 488.0], pa.float64()),
+    })
+    fixes = {
+        # held from 1000 to 1800 ms, the data arrived at 1300 ms: 300 ms of long poll, 500 ms of service
+        (0, 10, 0): (1300 * ms, 1000 * ms, 1800 * ms, 0, None),
+        # the data came before the hold began: only the 5 ms throttle before it is a wait
+        (0, 20, 3): (1500 * ms, 2010 * ms, 2090 * ms, 5 * ms, "throttle"),
+        (0, 99, 0): (1 * ms, 0, 2 * ms, 0, None),  # names no row here
+    }
+    fixed = fix_exchanges(rows, fixes)
+    assert fixed.schema == rows.schema
+    assert fixed.column("wait_reason").to_pylist() == ["long_poll", None, "long_poll_unknown", "throttle", "long_poll"]
+    assert fixed.column("wait_ms").to_pylist() == [300.0, None, None, 5.0, 12.0]
+    assert fixed.column("service_ms").to_pylist() == [500.0, 900.0, None, 95.0, 488.0]
+    for name in ("stream_capture_index", "stream_frame_number", "ordinal", "request_ts", "response_ts"):
+        assert fixed.column(name).to_pylist() == rows.column(name).to_pylist()
+    assert fix_exchanges(rows, {(5, 10, 0): fixes[(0, 10, 0)]}).equals(rows)  # a frame number, another file

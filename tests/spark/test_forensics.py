@@ -181,3 +181,20 @@ def test_end_to_end_matched_on_the_driver_equals_the_spark_job(spark, captures_d
         tables.append(forensics.tables().to_dict()["end_to_end"])
     assert sum(row["records"] for row in tables[0] if row["dimension"] == "topic") > 100
     assert tables[1] == tables[0]
+
+
+def test_range_rows_get_their_topic_ids_resolved_by_the_archives_names() -> None:
+    import pyarrow as pa
+
+    from kdissect.spark.forensics import RANGE_SCHEMA, _resolve
+
+    def batch(topics: list) -> pa.RecordBatch:
+        rows = [{"kind": 0, "topic": topic, "partition": 0, "first": 1, "last": 2, "ts": 3, "response_ts": 4,
+                 "client_id": None} for topic in topics]
+        return pa.RecordBatch.from_pylist(rows, schema=RANGE_SCHEMA)
+
+    names = {"id:AAAA": "orders", "id:BBBB": "payments"}
+    resolved = list(_resolve([batch(["id:AAAA", "audit", None]), batch(["audit", "metrics"]), batch([])], names))
+    assert [b.column("topic").to_pylist() for b in resolved] == [["orders", "audit", None], ["audit", "metrics"], []]
+    assert all(b.schema.equals(RANGE_SCHEMA) for b in resolved)
+    assert [b.column("topic").to_pylist() for b in _resolve([batch(["id:BBBB"])], {})] == [["id:BBBB"]]

@@ -1,0 +1,71 @@
+"""The finishing step run in the driver's process (local mode, one task slot)
+against the same step as a Spark job: the same parts and summary rows from
+the same work files (`kdissect.spark.tables.finish_tables`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from kdissect.spark.dissect import ACCOUNTING, CONNECTION, IN_PLACE_PORT, read_partition
+from kdissect.spark.plan import number_tasks, plan_splits
+from kdissect.spark.tables import finish_tables
+from tests.support.spark import local_session
+
+# several files (task partitions), held fetches a Produce answered (fixes), partition errors
+CAPTURES = ("longpoll_data_kafka.pcap", "consume_group_kafka.pcap", "hostile_strings_kafka.pcap",
+            "java_transactions_kafka.pcap")
+
+
+def _dissected(captures_dir, work) -> tuple[list[tuple], dict[int, int]]:
+    """Read tasks' work files in `work`; the Kafka connections' keys and each task partition's exchange rows."""
+    paths = [str(captures_dir / name) for name in CAPTURES]
+    splits = [split.as_row() for split in number_tasks(plan_splits([(path, "pcap") for path in paths], 1 << 40))]
+    connections, rows = [], {}
+    for batch in read_partition([pa.RecordBatch.from_pylist(splits)], True, splits[-1]["split_id"], 4, [9092], True,
+                                CAPTURES, str(work), forensic_tables=False):
+        for port, carried in zip(batch.column("port_a").to_pylist(), batch.column("segments").to_pylist()):
+            if port != IN_PLACE_PORT:
+                continue
+            for row in pa.ipc.open_stream(carried).read_all().to_pylist():
+                if row["kind"] == CONNECTION:
+                    connections.append((row["task_partition"], row["stream_capture_index"],
+                                        row["stream_frame_number"], row["stream_order_ts"]))
+                elif row["kind"] == ACCOUNTING:
+                    rows[row["task_partition"]] = json.loads(row["accounting"])["rows_written"]["exchanges"]
+    return connections, rows
+
+
+def _tables(outdir) -> dict[str, list[dict]]:
+    found = {}
+    for file in sorted(outdir.rglob("*.parquet")):
+        found[str(file.relative_to(outdir))] = pq.read_table(file, partitioning=None).to_pylist()
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")
+def test_the_driver_finishes_the_parts_the_spark_job_finishes(captures_dir, tmp_path):
+    from kdissect.spark.arrivals import produce_answers
+
+    work = tmp_path / "_work"
+    connections, rows = _dissected(captures_dir, work)
+    assert len(rows) == len(CAPTURES) and len(connections) >= len(CAPTURES)
+    fixes = produce_answers(None, str(work), on_driver=True)
+    assert fixes  # the long polls a Produce ended are fixed in both
+    results = {}
+    with local_session(cores=1, shuffle_partitions=1) as spark:
+        for on_driver in (False, True):
+            outdir = tmp_path / f"out-{on_driver}"
+            copy = tmp_path / f"work-{on_driver}"
+            shutil.copytree(work, copy)
+            summary, written = finish_tables(spark.sparkContext, connections, rows, str(copy), str(outdir), "us",
+                                             fixes, [0] * 8, on_driver=on_driver)
+            results[on_driver] = (summary, written, _tables(outdir))
+    assert results[True][1]["exchanges"] == sum(rows.values()) > 0
+    assert results[True][2] and all(results[True][2].values())
+    assert results[True] == results[False]
