@@ -366,12 +366,14 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             .sortWithinPartitions(*KEY_COLUMNS, *ORDER_COLUMNS)
             .mapInArrow(dissect, from_arrow_schema(OUTPUT_SCHEMA))
         )
-        # small: a row per Kafka connection (its key, for the stream numbering) and one per task
-        return dissected.select("kind", "task_partition", "stream_capture_index", "stream_frame_number",
-                                "stream_order_ts", "accounting").collect()
+        # small: a row per Kafka connection (its key, for the stream numbering) and one per task;
+        # collected as Arrow (converted in the tasks) rather than as pickled Rows, which the
+        # driver converts after the job ends while both slots wait
+        collected = dissected.select(*_COLLECTED).toArrow()
+        return list(zip(*(column.to_pylist() for column in collected.columns)))
 
-    def task_rows(dissected: list) -> list:
-        return [row for row in dissected if row["kind"] == ACCOUNTING]
+    def task_rows(dissected: list) -> list[dict[str, Any]]:
+        return [dict(zip(_COLLECTED, row)) for row in dissected if row[0] == ACCOUNTING]
 
     def range_ends(accountings) -> list[dict[str, Any]]:
         ends: list[dict[str, Any]] = []
@@ -453,20 +455,26 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     kafka_connections = [(task_partition, capture_index, frame_number, order_ts)
                          for kind, task_partition, capture_index, frame_number, order_ts, _ in dissected
                          if kind == CONNECTION]
-    summary_rows, finished = tables.finish_tables(sc, kafka_connections, exchange_rows, work_dir, outdir, ts_unit,
-                                                  fixes, frame_offsets)
-    for table, count in rows_written.items():
-        if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
-            raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
-    say("exchange parts and summary contributions written", "parts_written")
-    write_empty_parts(outdir, ts_unit)
     forensic_summary = None
-    if options.forensic_tables:
-        from kdissect.spark.forensics import finish_forensics
+    with _Beside() as beside:
+        if options.forensic_tables:
+            # The forensic tables need only the tasks' files under _work/forensics: they are
+            # finished in a driver thread while the finishing job runs (its wait on the JVM
+            # leaves the driver's interpreter free), instead of after it with both slots idle.
+            from kdissect.spark.forensics import finish_forensics
 
-        forensic_summary = finish_forensics(spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns,
-                                            on_driver=local_mode)
-        say("forensic tables written", "forensic_tables")
+            beside.start(finish_forensics, spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns,
+                         on_driver=local_mode)
+        summary_rows, finished = tables.finish_tables(sc, kafka_connections, exchange_rows, work_dir, outdir,
+                                                      ts_unit, fixes, frame_offsets)
+        for table, count in rows_written.items():
+            if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
+                raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
+        say("exchange parts and summary contributions written", "parts_written")
+        write_empty_parts(outdir, ts_unit)
+        if options.forensic_tables:
+            forensic_summary = beside.result()
+            say("forensic tables written", "forensic_tables")
     outdir.delete(WORK_DIR)
     say("exchange tables written", "exchange_tables")
     write_tables(summary_rows, outdir)
@@ -563,6 +571,40 @@ def _in_place_conflicts(work_dir: Tree) -> int:
     for name in work_dir.files(TUPLES_DIR, suffix=".arrow"):
         tables.append(pa.ipc.open_file(pa.py_buffer(work_dir.read_bytes(TUPLES_DIR, name))).read_all())
     return conflicts(tables)
+
+
+# the columns read_and_dissect collects, in this order (its rows are tuples)
+_COLLECTED = ("kind", "task_partition", "stream_capture_index", "stream_frame_number", "stream_order_ts", "accounting")
+
+
+class _Beside:
+    """A driver step run in a thread beside the main one (at most one), as a
+    context: leaving it waits for the step, so nothing after the block (the
+    removal of `_work/`) runs while the step still reads there; an error of
+    the step is raised by `result()`, or on leaving if the block did not ask."""
+
+    def __init__(self) -> None:
+        self._pool: Any = None
+        self._step: Any = None
+
+    def start(self, step: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdissect-beside")
+        self._step = self._pool.submit(step, *args, **kwargs)
+
+    def result(self) -> Any:
+        return self._step.result()
+
+    def __enter__(self) -> "_Beside":
+        return self
+
+    def __exit__(self, kind: Any, problem: Any, traceback: Any) -> None:
+        if self._pool is None:
+            return
+        self._pool.shutdown(wait=True)
+        if problem is None:
+            self._step.result()  # (raises the step's error)
 
 
 class _ReadTotals:
