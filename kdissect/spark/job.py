@@ -157,6 +157,23 @@ def read_task_sizes(splits: int, slots: int) -> list[int]:
     return sizes
 
 
+def read_task_groups(splits: Sequence[planning.Split], slots: int) -> list[list[planning.Split]]:
+    """The read stage's tasks in the order Spark launches them, each the
+    splits it reads (in capture order), as many a task as `read_task_sizes`
+    says. On several slots the largest splits (by bytes; ties in capture
+    order) are launched first and the smallest last, so the stage ends on
+    the smallest tasks: a file's short last range or a small rotated file
+    launched in the middle left the other slots waiting on a full-size range
+    at the end. (Each split keeps its own task partition and files, so the
+    grouping does not change what is written.) One slot: one task, capture order."""
+    ordered = list(splits) if slots <= 1 else sorted(splits, key=lambda split: split.start - split.end)
+    groups, done = [], 0
+    for size in read_task_sizes(len(ordered), slots):
+        groups.append(sorted(ordered[done:done + size], key=lambda split: split.split_id))
+        done += size
+    return groups
+
+
 def _with_carried_secrets(keylog: Any, pcapngs: list[str]) -> Any:
     """`keylog` with the TLS secrets pcapng files carry before their first
     packet (Decryption Secrets Blocks, as editcap injects them). The single
@@ -338,11 +355,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         """The read stage (4-tuples wholly inside a split dissected there, see
         kdissect.spark.inrange) and the shuffle of the rest by 4-tuple; what
         comes back is small (a row per Kafka connection and one per task)."""
-        split_rows = [split.as_row() for split in splits]
-        groups, done = [], 0
-        for size in read_task_sizes(len(split_rows), sc.defaultParallelism):
-            groups.append(split_rows[done:done + size])
-            done += size
+        groups = [[split.as_row() for split in group] for group in read_task_groups(splits, sc.defaultParallelism)]
         # One partition per group, made in the JVM: `spark.range` of one id per
         # partition, and the task reads the splits of group `id` (shipped with
         # the function). An RDD of the groups (sc.parallelize + createDataFrame)
