@@ -477,7 +477,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             from kdissect.spark.forensics import finish_forensics
 
             beside.start(finish_forensics, spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns,
-                         on_driver=local_mode)
+                         on_driver=local_mode, wait=lambda done: _until_a_job_runs(sc, done))
         summary_rows, finished = tables.finish_tables(sc, kafka_connections, exchange_rows, work_dir, outdir,
                                                       ts_unit, fixes, frame_offsets)
         for table, count in rows_written.items():
@@ -594,30 +594,55 @@ class _Beside:
     """A driver step run in a thread beside the main one (at most one), as a
     context: leaving it waits for the step, so nothing after the block (the
     removal of `_work/`) runs while the step still reads there; an error of
-    the step is raised by `result()`, or on leaving if the block did not ask."""
+    the step is raised by `result()`, or on leaving if the block did not ask.
+    `wait(done)`, called first in the thread, may hold the step back until
+    the main thread gets somewhere; `done` is set once the block has been left
+    or `result()` is asked for."""
 
     def __init__(self) -> None:
+        import threading
+
         self._pool: Any = None
         self._step: Any = None
+        self._done = threading.Event()
 
-    def start(self, step: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    def start(self, step: Callable[..., Any], *args: Any, wait: Callable[[Any], None] | None = None,
+              **kwargs: Any) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
+        def run() -> Any:
+            if wait is not None:
+                wait(self._done)
+            return step(*args, **kwargs)
+
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdissect-beside")
-        self._step = self._pool.submit(step, *args, **kwargs)
+        self._step = self._pool.submit(run)
 
     def result(self) -> Any:
+        self._done.set()
         return self._step.result()
 
     def __enter__(self) -> "_Beside":
         return self
 
     def __exit__(self, kind: Any, problem: Any, traceback: Any) -> None:
+        self._done.set()
         if self._pool is None:
             return
         self._pool.shutdown(wait=True)
         if problem is None:
             self._step.result()  # (raises the step's error)
+
+
+def _until_a_job_runs(sc: Any, done: Any, most: float = 1.0) -> None:
+    """Wait until a Spark job runs, `done` is set, or `most` seconds passed.
+    A driver step started beside a job's launch shares the interpreter with
+    the main thread while that one prepares and pickles the job, which both
+    slots wait for; once the job runs, the main thread waits on the JVM."""
+    tracker = sc.statusTracker()
+    deadline = time.monotonic() + most
+    while not done.is_set() and time.monotonic() < deadline and not tracker.getActiveJobsIds():
+        done.wait(0.005)
 
 
 class _ReadTotals:
