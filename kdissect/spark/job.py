@@ -382,8 +382,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         # small: a row per Kafka connection (its key, for the stream numbering) and one per task;
         # collected as Arrow (converted in the tasks) rather than as pickled Rows, which the
         # driver converts after the job ends while both slots wait
-        collected = dissected.select(*_COLLECTED).toArrow()
-        return list(zip(*(column.to_pylist() for column in collected.columns)))
+        return _collected_rows(dissected.select(*_COLLECTED))
 
     def task_rows(dissected: list) -> list[dict[str, Any]]:
         return [dict(zip(_COLLECTED, row)) for row in dissected if row[0] == ACCOUNTING]
@@ -588,6 +587,15 @@ def _in_place_conflicts(work_dir: Tree) -> int:
 
 # the columns read_and_dissect collects, in this order (its rows are tuples)
 _COLLECTED = ("kind", "task_partition", "stream_capture_index", "stream_frame_number", "stream_order_ts", "accounting")
+
+
+def _collected_rows(frame: Any) -> list[tuple]:
+    """A small DataFrame's rows as tuples: through Arrow (`toArrow`, PySpark 4),
+    else (PySpark 3.5) as Rows."""
+    if hasattr(frame, "toArrow"):
+        collected = frame.toArrow()
+        return list(zip(*(column.to_pylist() for column in collected.columns)))
+    return [tuple(row) for row in frame.collect()]
 
 
 class _Beside:
