@@ -158,6 +158,23 @@ def read_task_sizes(splits: int, slots: int) -> list[int]:
     return sizes
 
 
+def read_task_groups(splits: Sequence[planning.Split], slots: int) -> list[list[planning.Split]]:
+    """The read stage's tasks in the order Spark launches them, each the
+    splits it reads (in capture order), as many a task as `read_task_sizes`
+    says. On several slots the largest splits (by bytes; ties in capture
+    order) are launched first and the smallest last, so the stage ends on
+    the smallest tasks: a file's short last range or a small rotated file
+    launched in the middle left the other slots waiting on a full-size range
+    at the end. (Each split keeps its own task partition and files, so the
+    grouping does not change what is written.) One slot: one task, capture order."""
+    ordered = list(splits) if slots <= 1 else sorted(splits, key=lambda split: split.start - split.end)
+    groups, done = [], 0
+    for size in read_task_sizes(len(ordered), slots):
+        groups.append(sorted(ordered[done:done + size], key=lambda split: split.split_id))
+        done += size
+    return groups
+
+
 def _with_carried_secrets(keylog: Any, pcapngs: list[str]) -> Any:
     """`keylog` with the TLS secrets pcapng files carry before their first
     packet (Decryption Secrets Blocks, as editcap injects them). The single
@@ -339,11 +356,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         """The read stage (4-tuples wholly inside a split dissected there, see
         kdissect.spark.inrange) and the shuffle of the rest by 4-tuple; what
         comes back is small (a row per Kafka connection and one per task)."""
-        split_rows = [split.as_row() for split in splits]
-        groups, done = [], 0
-        for size in read_task_sizes(len(split_rows), sc.defaultParallelism):
-            groups.append(split_rows[done:done + size])
-            done += size
+        groups = [[split.as_row() for split in group] for group in read_task_groups(splits, sc.defaultParallelism)]
         # One partition per group, made in the JVM: `spark.range` of one id per
         # partition, and the task reads the splits of group `id` (shipped with
         # the function). An RDD of the groups (sc.parallelize + createDataFrame)
@@ -367,12 +380,13 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             .sortWithinPartitions(*KEY_COLUMNS, *ORDER_COLUMNS)
             .mapInArrow(dissect, from_arrow_schema(OUTPUT_SCHEMA))
         )
-        # small: a row per Kafka connection (its key, for the stream numbering) and one per task
-        return dissected.select("kind", "task_partition", "stream_capture_index", "stream_frame_number",
-                                "stream_order_ts", "accounting").collect()
+        # small: a row per Kafka connection (its key, for the stream numbering) and one per task;
+        # collected as Arrow (converted in the tasks) rather than as pickled Rows, which the
+        # driver converts after the job ends while both slots wait
+        return _collected_rows(dissected.select(*_COLLECTED))
 
-    def task_rows(dissected: list) -> list:
-        return [row for row in dissected if row["kind"] == ACCOUNTING]
+    def task_rows(dissected: list) -> list[dict[str, Any]]:
+        return [dict(zip(_COLLECTED, row)) for row in dissected if row[0] == ACCOUNTING]
 
     def range_ends(accountings) -> list[dict[str, Any]]:
         ends: list[dict[str, Any]] = []
@@ -454,20 +468,26 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     kafka_connections = [(task_partition, capture_index, frame_number, order_ts)
                          for kind, task_partition, capture_index, frame_number, order_ts, _ in dissected
                          if kind == CONNECTION]
-    summary_rows, finished = tables.finish_tables(sc, kafka_connections, exchange_rows, work_dir, outdir, ts_unit,
-                                                  fixes, frame_offsets, on_driver=local_mode)
-    for table, count in rows_written.items():
-        if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
-            raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
-    say("exchange parts and summary contributions written", "parts_written")
-    write_empty_parts(outdir, ts_unit)
     forensic_summary = None
-    if options.forensic_tables:
-        from kdissect.spark.forensics import finish_forensics
+    with _Beside() as beside:
+        if options.forensic_tables:
+            # The forensic tables need only the tasks' files under _work/forensics: they are
+            # finished in a driver thread while the finishing job runs (its wait on the JVM
+            # leaves the driver's interpreter free), instead of after it with both slots idle.
+            from kdissect.spark.forensics import finish_forensics
 
-        forensic_summary = finish_forensics(spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns,
-                                            on_driver=local_mode)
-        say("forensic tables written", "forensic_tables")
+            beside.start(finish_forensics, spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns,
+                         on_driver=local_mode, wait=lambda done: _until_a_job_runs(sc, done))
+        summary_rows, finished = tables.finish_tables(sc, kafka_connections, exchange_rows, work_dir, outdir,
+                                                      ts_unit, fixes, frame_offsets, on_driver=local_mode)
+        for table, count in rows_written.items():
+            if finished.get(table, 0) != count:  # every row a task wrote must reach the final table
+                raise RuntimeError(f"{table}: {count} rows dissected but {finished.get(table, 0)} written")
+        say("exchange parts and summary contributions written", "parts_written")
+        write_empty_parts(outdir, ts_unit)
+        if options.forensic_tables:
+            forensic_summary = beside.result()
+            say("forensic tables written", "forensic_tables")
     outdir.delete(WORK_DIR)
     say("exchange tables written", "exchange_tables")
     write_tables(summary_rows, outdir)
@@ -564,6 +584,74 @@ def _in_place_conflicts(work_dir: Tree) -> int:
     for name in work_dir.files(TUPLES_DIR, suffix=".arrow"):
         tables.append(pa.ipc.open_file(pa.py_buffer(work_dir.read_bytes(TUPLES_DIR, name))).read_all())
     return conflicts(tables)
+
+
+# the columns read_and_dissect collects, in this order (its rows are tuples)
+_COLLECTED = ("kind", "task_partition", "stream_capture_index", "stream_frame_number", "stream_order_ts", "accounting")
+
+
+def _collected_rows(frame: Any) -> list[tuple]:
+    """A small DataFrame's rows as tuples: through Arrow (`toArrow`, PySpark 4),
+    else (PySpark 3.5) as Rows."""
+    if hasattr(frame, "toArrow"):
+        collected = frame.toArrow()
+        return list(zip(*(column.to_pylist() for column in collected.columns)))
+    return [tuple(row) for row in frame.collect()]
+
+
+class _Beside:
+    """A driver step run in a thread beside the main one (at most one), as a
+    context: leaving it waits for the step, so nothing after the block (the
+    removal of `_work/`) runs while the step still reads there; an error of
+    the step is raised by `result()`, or on leaving if the block did not ask.
+    `wait(done)`, called first in the thread, may hold the step back until
+    the main thread gets somewhere; `done` is set once the block has been left
+    or `result()` is asked for."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._pool: Any = None
+        self._step: Any = None
+        self._done = threading.Event()
+
+    def start(self, step: Callable[..., Any], *args: Any, wait: Callable[[Any], None] | None = None,
+              **kwargs: Any) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def run() -> Any:
+            if wait is not None:
+                wait(self._done)
+            return step(*args, **kwargs)
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdissect-beside")
+        self._step = self._pool.submit(run)
+
+    def result(self) -> Any:
+        self._done.set()
+        return self._step.result()
+
+    def __enter__(self) -> "_Beside":
+        return self
+
+    def __exit__(self, kind: Any, problem: Any, traceback: Any) -> None:
+        self._done.set()
+        if self._pool is None:
+            return
+        self._pool.shutdown(wait=True)
+        if problem is None:
+            self._step.result()  # (raises the step's error)
+
+
+def _until_a_job_runs(sc: Any, done: Any, most: float = 1.0) -> None:
+    """Wait until a Spark job runs, `done` is set, or `most` seconds passed.
+    A driver step started beside a job's launch shares the interpreter with
+    the main thread while that one prepares and pickles the job, which both
+    slots wait for; once the job runs, the main thread waits on the JVM."""
+    tracker = sc.statusTracker()
+    deadline = time.monotonic() + most
+    while not done.is_set() and time.monotonic() < deadline and not tracker.getActiveJobsIds():
+        done.wait(0.005)
 
 
 class _ReadTotals:
