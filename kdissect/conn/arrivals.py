@@ -44,7 +44,8 @@ from collections import deque
 from typing import Any, Callable, Iterable, Iterator
 
 from kdissect.model.exchange import LONG_POLL_UNKNOWN
-from kdissect.protocol.primitives import read_uvarint, uuid_from
+from kdissect.protocol.primitives import read_uvarint
+from kdissect.protocol.topics import topic_label
 
 DATA_WAIT_MIN_NS = 10_000_000  # 10 ms: shorter holds are service
 CLOCK_SKEW_NS = 100_000_000  # 100 ms between the capture's, the broker's and the producer's clocks
@@ -455,7 +456,7 @@ def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int]
             at += 4
         for _ in range(topics):
             if version >= 13:
-                label: Any = str(uuid_from(frame[at:at + 16]))
+                label: Any = topic_label(None, frame[at:at + 16])  # (the id's text, cached)
                 at += 16
             elif flexible:
                 size, at = uvarint_at(frame, at)

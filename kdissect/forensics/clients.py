@@ -151,6 +151,11 @@ class SequenceRun:
             self.duplicates += 1
 
 
+def _same(a: object, b: object) -> bool:
+    """a == b, by identity where it can (the values compared are texts, tuples or None)."""
+    return a is b or a == b
+
+
 def _ahead(a: int, b: int) -> bool:
     """Whether sequence a is after b (modulo 2^31)."""
     return 0 < (a - b) % _SEQUENCE_SPACE < _SEQUENCE_SPACE // 2
@@ -209,8 +214,11 @@ class ClientTally:
         seen: list[Any]
         connection: tuple[Any, ...]
         broker = ex.broker
-        if cached is not None and key != _API_VERSIONS and cached[0] == client and cached[1] == stream_key \
-                and cached[2] == client_id and cached[3] is self.stats.memory and cached[7] == broker:
+        # (`is` first: a connection's exchanges mostly share these objects, and
+        # an identity test costs less than a generic ==)
+        if cached is not None and key != _API_VERSIONS and _same(cached[0], client) \
+                and _same(cached[1], stream_key) and _same(cached[2], client_id) \
+                and cached[3] is self.stats.memory and _same(cached[7], broker):
             connection, stats, seen = cached[4], cached[5], cached[6]
             if ts is not None and (seen[0] is None or ts < seen[0]):
                 seen[0] = ts

@@ -118,12 +118,17 @@ class LagHistory:
         key = (label, partition)
         shift = base if base is not None else 0
         for span in figures.spans:
-            if not span.stamps:
+            stamps: tuple[int, ...] | None = span.stamps
+            if not stamps:
                 continue
             times = self.times.get(key)
             if times is None:
                 times = self.times[key] = RecordTimes()
-            times.add(span.first + shift, span.last + shift, span.stamps[0], max(span.stamps), fetched)
+            newest = stamps[0]
+            for stamp in stamps:  # (max(stamps), without a call through Python: once per batch)
+                if stamp > newest:
+                    newest = stamp
+            times.add(span.first + shift, span.last + shift, stamps[0], newest, fetched)
 
     def add_watermark(self, label: str | None, partition: int, order: tuple[Any, ...], ts: int, high_watermark: int) -> None:
         self._put(self.watermarks, (label, partition), order, ts, high_watermark)

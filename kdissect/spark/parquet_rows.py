@@ -35,9 +35,10 @@ class ParquetRows:
         rows = self.rows
         rows.append(values)
         if len(rows) >= FLUSH_ROWS:
-            self._flush()
+            self.flush()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write the pending rows (`rows`) as a row group."""
         import pyarrow.parquet as pq
 
         if self.writer is None:
@@ -52,7 +53,7 @@ class ParquetRows:
         """Write what is left and put the file in place; False when no row came (no file)."""
         if not (self.rows or self.writer is not None):
             return False
-        self._flush()
+        self.flush()
         self.writer.close()
         self.writer = None
         self.output.__exit__(None, None, None)

@@ -106,3 +106,52 @@ def test_quick_walk_equals_the_decoders_on_long_varints():
             assert quick is not None, codec
             assert _figures(quick) == _figures(_decoded_figures(raw, DEFAULT_LIMIT, produced))
             assert quick.records == len(records) + 3
+
+
+def test_quick_snappy_inflates_as_the_codecs_module():
+    """The quick walk's own snappy path (raw blocks and Java's xerial framing)
+    gives decompress's bytes, and declines (raises) exactly where decompress
+    reports a problem: damaged preambles, blocks over the limit, cut or
+    overrunning chunks, no snappy library."""
+    import struct
+
+    import pytest
+
+    from kdissect.records import codecs
+    from kdissect.records.quick_spans import _unsnappy
+
+    snappy = pytest.importorskip("snappy")
+    rng = random.Random(29)
+    payloads = [b"", b"x", bytes(rng.randrange(256) for _ in range(3000)), b"kafka " * 4000]
+    blocks = [snappy.compress(payload) for payload in payloads]
+
+    def xerial(*chunks: bytes) -> bytes:
+        return codecs.XERIAL_MAGIC + struct.pack(">ii", 1, 1) + b"".join(
+            struct.pack(">i", len(chunk)) + chunk for chunk in chunks)
+
+    bodies = [*blocks, xerial(*blocks), xerial(blocks[2]), xerial(), codecs.XERIAL_MAGIC + b"\0\0\0\1",
+              xerial(blocks[3])[:-5], xerial(blocks[2]) + b"\0\0", codecs.XERIAL_MAGIC + struct.pack(">iii", 1, 1, -3),
+              b"\xff\xff\xff\xff\xff\x01", b"\x80", b"\xff\xff\xff\xff\x0f" + blocks[1][1:], blocks[2][:40],
+              b"\x05" + blocks[1][1:]]
+    bodies += [bytes(b ^ (1 << rng.randrange(8)) if i == at else b for i, b in enumerate(body))
+               for body in bodies if body for at in [rng.randrange(len(body))]]
+    agreed = declined = 0
+    for body in bodies:
+        for limit in (DEFAULT_LIMIT, 24000, 100):
+            expected = codecs.decompress(codecs.SNAPPY, body, limit)
+            if expected.problems or expected.over_limit:
+                with pytest.raises(Exception):
+                    _unsnappy(body, limit)
+                declined += 1
+            else:
+                assert _unsnappy(body, limit) == expected.data
+                agreed += 1
+    assert agreed > 10 and declined > 10
+    saved = codecs._snappy
+    try:
+        codecs._snappy = None  # no library: decompress reports it, the quick path declines
+        assert codecs.decompress(codecs.SNAPPY, blocks[2], DEFAULT_LIMIT).problems
+        with pytest.raises(Exception):
+            _unsnappy(blocks[2], DEFAULT_LIMIT)
+    finally:
+        codecs._snappy = saved
