@@ -10,7 +10,12 @@ import, transitively, read from their import statements (`compiled_sources`).
 Does nothing when the build there is current (same interpreter, same mypy,
 same set of sources with the same contents); when only the sources' stat
 data changed (a touch, a fresh clone) it rewrites the stamp without
-compiling. Needs mypy (the `native` extra), a
+compiling. A finished build is also kept outside the checkout
+(~/.cache/kdissect-native/KEY, the newest few), KEY a digest of everything
+the compiled code depends on (interpreter, mypy, the C compiler's version,
+the setup text, every source's contents): a fresh clone of sources built
+before on this machine copies it instead of compiling again (a cache like
+ccache's; `--force` always compiles). Needs mypy (the `native` extra), a
 C compiler and the interpreter's headers (Debian: gcc, python3-dev). Exits
 non-zero with a one-line reason when it cannot build; kdissect then runs
 its plain Python modules.
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.metadata
+import os
 import shutil
 import subprocess
 import sys
@@ -128,6 +134,78 @@ def build_matches(package_dir: Path) -> bool:
             == [(path, digest) for path, _size, _mtime, digest in now])
 
 
+def cache_root() -> Path:
+    """Where finished builds are kept, outside any checkout."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kdissect-native"
+
+
+def c_compiler_version() -> str:
+    """The C compiler's first line of `--version` ("" when it cannot say)."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    try:
+        result = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return result.stdout.splitlines()[0] if result.stdout else ""
+
+
+def cache_key(package_dir: Path) -> str:
+    """A digest of everything a build's libraries depend on: the interpreter,
+    mypy, the C compiler, the setup text and the sources' contents (not their
+    stat data)."""
+    parts = [native.interpreter_line(), compiler_version(), c_compiler_version(), SETUP,
+             *native.NATIVE_MODULES, *native.C_EXTENSIONS]
+    parts += [f"{path} {digest}" for path, _size, _mtime, digest in source_entries(package_dir)]
+    return blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
+
+
+def _libraries(lib: Path) -> list[Path]:
+    return sorted(lib.rglob("*.so"))
+
+
+def _expected_libraries() -> int:
+    return len(native.NATIVE_MODULES) + 1 + len(native.C_EXTENSIONS)  # the modules, their shared library
+
+
+def _install(lib: Path, out: Path) -> None:
+    """Copy a build's libraries (under `lib`, laid out as the package) into `out`."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for path in _libraries(lib):
+        target = out / path.relative_to(lib)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+
+
+def restore_cached(package_dir: Path, root: Path, key: str) -> bool:
+    """Install the build kept under `root` for `key`, if there is a whole one."""
+    kept = root / key
+    if not kept.is_dir() or len(_libraries(kept)) != _expected_libraries():
+        return False
+    _install(kept, native.native_dir(package_dir))
+    os.utime(kept)  # recently used: kept longest
+    return True
+
+
+def keep_in_cache(lib: Path, root: Path, key: str, keep: int = 3) -> None:
+    """Keep a finished build's libraries for `key` (written beside, then
+    renamed: a reader never sees half of one), and only the newest `keep`."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if (root / key).exists():
+            return
+        partial = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+        _install(lib, partial)
+        partial.rename(root / key)
+        kept = sorted((path for path in root.iterdir() if path.is_dir() and not path.name.startswith(".")),
+                      key=lambda path: path.stat().st_mtime, reverse=True)
+        for old in kept[keep:]:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as error:  # a cache: the build itself is done
+        print(f"build_native: could not keep the build in {root}: {error.strerror}", file=sys.stderr)
+
+
 def missing_tools() -> str | None:
     """Why this machine cannot build, or None."""
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
@@ -145,6 +223,7 @@ def missing_tools() -> str | None:
 def build() -> None:
     out = native.native_dir(PACKAGE)
     stamp = current_stamp(PACKAGE)
+    key = cache_key(PACKAGE)
     with tempfile.TemporaryDirectory(prefix="kdissect-native-") as work:
         # build from a copy of the package: setuptools then runs outside the
         # checkout (whose pyproject.toml it would read as its own project)
@@ -161,18 +240,13 @@ def build() -> None:
             errors = [line for line in (result.stdout + result.stderr).splitlines() if "error" in line.lower()]
             raise SystemExit("build_native: mypyc failed: " + ("; ".join(errors[:3]) or "see setup.py output"))
         lib = Path(work, "lib", "kdissect")
-        built = sorted(lib.rglob("*.so"))
-        expected = len(native.NATIVE_MODULES) + 1 + len(native.C_EXTENSIONS)  # the modules, their shared library
-        if len(built) != expected:
-            raise SystemExit(f"build_native: expected {expected} libraries, got "
+        built = _libraries(lib)
+        if len(built) != _expected_libraries():
+            raise SystemExit(f"build_native: expected {_expected_libraries()} libraries, got "
                              f"{[path.name for path in built]}")
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
-        for path in built:
-            target = out / path.relative_to(lib)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
+        _install(lib, out)
+        if cache_key(PACKAGE) == key:  # a source edited while compiling: not kept under the old key
+            keep_in_cache(lib, cache_root(), key)
     # last: the build is used only once this names the sources it was made
     # from (their stat data as read before compiling: an edit made meanwhile
     # leaves the build stale)
@@ -197,6 +271,13 @@ def main() -> None:
     stamp = native.native_dir(PACKAGE) / native.STAMP_FILE
     if stamp.exists():
         stamp.unlink()  # the old build must not be used while this one is made
+    if not args.force:
+        text = current_stamp(PACKAGE)
+        if restore_cached(PACKAGE, cache_root(), cache_key(PACKAGE)):
+            stamp.write_text(text)  # last, as after a build
+            print(f"build_native: the build of these sources kept in {cache_root()} installed "
+                  f"into {native.native_dir(PACKAGE).relative_to(ROOT)}")
+            return
     build()
     print(f"build_native: compiled {', '.join(native.NATIVE_MODULES + native.C_EXTENSIONS)} into "
           f"{native.native_dir(PACKAGE).relative_to(ROOT)}")

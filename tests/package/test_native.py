@@ -203,6 +203,40 @@ def test_a_build_is_used_only_for_the_sources_it_was_made_from(tmp_path: Path) -
     assert not native.is_current(package)
 
 
+def test_a_kept_build_is_found_only_for_the_same_sources(tmp_path: Path) -> None:
+    """tools/build_native.py keeps finished builds outside the checkout under
+    a digest of what they depend on; a fresh clone of the same sources
+    installs the kept one, an edited source (contents, not stat data) does not."""
+    package = _copy_package(tmp_path)
+    key = build_native.cache_key(package)
+    # a build's libraries as setuptools leaves them (names only matter here)
+    lib = tmp_path / "lib" / "kdissect"
+    names = [f"{name.replace('.', '/')}.so" for name in native.NATIVE_MODULES + native.C_EXTENSIONS] + ["group.so"]
+    for name in names:
+        (lib / name).parent.mkdir(parents=True, exist_ok=True)
+        (lib / name).write_bytes(name.encode())
+    root = tmp_path / "cache"
+    build_native.keep_in_cache(lib, root, key)
+    assert [path.name for path in root.iterdir()] == [key]  # nothing half-written left beside it
+    clone = _copy_package(tmp_path / "clone")  # the same contents, new stat data
+    assert build_native.cache_key(clone) == key
+    assert build_native.restore_cached(clone, root, key)
+    installed = native.native_dir(clone)
+    assert sorted(path.relative_to(installed).as_posix() for path in installed.rglob("*.so")) == sorted(names)
+    assert (installed / names[0]).read_bytes() == names[0].encode()
+    edited = clone.joinpath(*native.NATIVE_MODULES[0].split(".")).with_suffix(".py")
+    edited.write_bytes(edited.read_bytes() + b"\n")
+    assert build_native.cache_key(clone) != key
+    assert not build_native.restore_cached(clone, root, build_native.cache_key(clone))
+    # a kept build missing a library is not used
+    (root / key / names[0]).unlink()
+    assert not build_native.restore_cached(package, root, key)
+    # only the newest few are kept
+    for other in range(4):
+        build_native.keep_in_cache(lib, root, f"other{other}", keep=3)
+    assert len([path for path in root.iterdir()]) == 3
+
+
 def test_a_changed_tcp_segment_makes_a_build_stale(tmp_path: Path) -> None:
     """packet.py is not compiled, but TcpSegment's layout is compiled into
     the modules that use it: a build made before it changed is not current."""
