@@ -19,6 +19,15 @@ SHARED = REPO.parent / "shared"
 os.environ.pop("COLUMNS", None)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files holding slow tests (Spark, the clusters, notebooks) run first,
+    each file's tests in their own order: the workers (-n, --dist loadfile)
+    take files in this order, so a long one does not start last and leave
+    the other workers idle."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # a stable sort
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
