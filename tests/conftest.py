@@ -20,10 +20,12 @@ os.environ.pop("COLUMNS", None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The files holding slow tests (Spark, the clusters, notebooks) run first,
-    each file's tests in their own order: the workers (-n, --dist loadfile)
-    take files in this order, so a long one does not start last and leave
-    the other workers idle."""
+    """The files holding slow tests (Spark, the clusters, notebooks) come
+    first, each file's tests in their own order. Under xdist's default
+    --loadscope-reorder the files are handed out largest (most tests) first
+    and this order only breaks ties; with --no-loadscope-reorder they would
+    go out in this order (not yet measured in a full run:
+    benchmarks/README.md, "branch ci-time")."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)  # a stable sort
 
