@@ -19,6 +19,19 @@ SHARED = REPO.parent / "shared"
 os.environ.pop("COLUMNS", None)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files whose tests take minutes (marked `minutes`: Spark clusters,
+    stores) come first, then the files holding slow tests (Spark,
+    notebooks), each file's tests in their own order: with
+    --no-loadscope-reorder (pyproject's addopts) xdist hands the files to
+    its workers in this order, so the longest do not start last."""
+    def rank(marker: str) -> set:
+        return {item.path for item in items if item.get_closest_marker(marker)}
+
+    minutes_files, slow_files = rank("minutes"), rank("slow")
+    items.sort(key=lambda item: 0 if item.path in minutes_files else 1 if item.path in slow_files else 2)  # stable
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO

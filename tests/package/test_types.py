@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kdissect import native
 from tests.support.paths import REPO
 
+pytestmark = pytest.mark.minutes  # mypy over the package: over a minute, so handed out first
 
 
 def _mypy(*args: str) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,7 @@ import pytest
 
 from tests.spark.test_cluster_stores import WORKER_USER, archive, run_in_hdfs  # noqa: F401 (a fixture)
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.minutes]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 from kdissect.model.exchange import SCHEMA
 from tests.support.spark import REPO, canonical, editcap_split, export_rows, tshark_frame_count
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.minutes]
 
 WORKER_USER = "nobody"
 

@@ -17,7 +17,7 @@ from kdissect.spark.job import JobOptions, run_job
 from kdissect.shared.outdir_tree import Tree
 from tests.support.spark import canonical, editcap_split, export_rows, local_session, run_cli, tshark_frame_count
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
+pytestmark = [pytest.mark.slow, pytest.mark.minutes, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
 
 @pytest.fixture(scope="module")

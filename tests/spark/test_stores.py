@@ -23,7 +23,7 @@ from kdissect.spark.job import JobOptions, run_job
 from tests.support.spark import REPO, canonical, editcap_split, export_rows, local_session, table_rows
 from tests.support.spark import tshark_frame_count
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
+pytestmark = [pytest.mark.slow, pytest.mark.minutes, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
 BUCKET = "captures"
 
