@@ -113,7 +113,8 @@ class _RecentBatches:
     CRC-covered bytes, CRC and limit equal one walked recently has that one's
     figures, without the CRC, the inflation and the record walk again (on
     record-heavy traffic they are most of the tallies' cost). Only batches the
-    walk answered are held; oldest out first."""
+    walk answered are held; past the budget, the oldest go until half of it
+    is held."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
@@ -133,9 +134,21 @@ class _RecentBatches:
             self.held -= replaced.cost
         batches[walked.crc] = walked
         self.held += walked.cost
-        while self.held > self.budget:
-            oldest = batches.pop(next(iter(batches)))
-            self.held -= oldest.cost
+        if self.held > self.budget:
+            self._keep_newest(self.budget // 2)
+
+    def _keep_newest(self, budget: int) -> None:
+        """Drop the oldest batches until at most `budget` is held: one pass now
+        and then (popping the first key batch by batch scans the slots of the
+        keys popped before it, thousands of instructions a batch)."""
+        walks = list(self.batches.values())
+        start = len(walks)
+        held = 0
+        while start > 0 and held + walks[start - 1].cost <= budget:
+            start -= 1
+            held += walks[start].cost
+        self.batches = {walked.crc: walked for walked in walks[start:]}
+        self.held = held
 
     def clear(self) -> None:
         self.batches.clear()

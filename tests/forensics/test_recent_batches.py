@@ -89,13 +89,17 @@ def test_another_limit_or_other_bytes_are_walked_again(recent):
 def test_the_walks_held_stay_within_the_budget():
     recent = quick_spans._RecentBatches(10_000)
     walks = [quick_spans._Walked(bytes([n]) * 3000, n, DEFAULT_LIMIT, [5, 6], 5, 3000, None) for n in range(10)]
-    for walked in walks:
-        recent.add(walked)
-        assert recent.held <= 10_000
     cost = walks[0].cost
-    assert cost > 3000
-    kept = 10_000 // cost
-    assert list(recent.batches) == [walked.crc for walked in walks[-kept:]]  # the oldest went first
-    assert recent.held == kept * cost
+    assert 3000 < cost <= 10_000 // 2  # the bytes held and what comes with them: two fit, not three
+    lengths = []
+    for added, walked in enumerate(walks, 1):
+        recent.add(walked)
+        held = list(recent.batches)
+        lengths.append(len(held))
+        assert recent.held == cost * len(held) <= 10_000
+        assert held == [w.crc for w in walks[added - len(held):added]]  # the newest, in order: the oldest went first
+    # a third overflows the budget: the oldest go until half of it (5,000) is held, the newest alone
+    assert lengths == [1, 2, 1, 2, 1, 2, 1, 2, 1, 2]
+    before = recent.held
     recent.add(walks[-1])  # the same batch again replaces its entry
-    assert recent.held == kept * cost
+    assert recent.held == before and list(recent.batches)[-1] == walks[-1].crc
