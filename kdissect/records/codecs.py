@@ -10,12 +10,12 @@ one is reported as a problem for the batches that need it.
 from __future__ import annotations
 
 import io
-import struct
 import zlib
 from typing import Any
 
 from kdissect.model.packet import SlotRecord
-from kdissect.protocol.primitives import varint_reader
+from kdissect.records import unsnappy
+from kdissect.records.unsnappy import XERIAL_MAGIC, SnappyStop, inflate_snappy
 from kdissect.records.xxh32 import xxh32
 
 # The codec libraries (python-snappy, lz4, zstandard) load on first use: most
@@ -49,7 +49,6 @@ DEFAULT_LIMIT = 64 * 1024 * 1024
 _PIECE = 64 * 1024  # compressed input fed per call
 _OUTPUT_STEP = 1 << 20  # output asked for per call: keeps transient copies small
 
-XERIAL_MAGIC = b"\x82SNAPPY\x00"
 LZ4_MAGIC = b"\x04\x22\x4d\x18"  # 0x184D2204 little-endian
 
 _LIBRARY = {GZIP: "zlib", SNAPPY: "python-snappy", LZ4: "lz4", ZSTD: "zstandard"}
@@ -82,8 +81,6 @@ def decompress(codec_id: int, data: bytes, limit: int = DEFAULT_LIMIT, *, magic:
         if codec_id == GZIP:
             return _gunzip(data, limit)
         if codec_id == SNAPPY:
-            if _load("_snappy") is None:
-                return Inflated(b"", ["snappy codec unavailable (python-snappy not installed)"])
             return _unsnappy(data, limit)
         if codec_id == LZ4:
             if _load("_lz4frame") is None:
@@ -163,52 +160,29 @@ def _salvage(inflater, piece: bytes, room: int, step: int = 4096) -> bytes:
     return bytes(got)
 
 
-# the length preamble of a raw snappy block: unsigned LEB128, at most 5 bytes
-_read_preamble = varint_reader(5, minimal=False)
-
-
-def _varint_u32(data: bytes, pos: int) -> int | None:
-    """The preamble's value, or None when cut short or over-long."""
-    try:
-        return _read_preamble(data, pos)[0]
-    except (IndexError, ValueError):
-        return None
-
-
 def _unsnappy(data: bytes, limit: int) -> Inflated:
-    if not data.startswith(XERIAL_MAGIC):
-        return _snappy_block(data, limit)
-    # Java/xerial framing: magic, version int32, compatible version int32, then
-    # chunks of [int32 compressed length][raw snappy block].
-    out = bytearray()
-    pos = len(XERIAL_MAGIC) + 8
-    if pos > len(data):
-        return Inflated(b"", ["xerial snappy header truncated"])
-    while pos < len(data):
-        if pos + 4 > len(data):
-            return Inflated(bytes(out), ["xerial snappy chunk header truncated"])
-        (size,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        if size < 0 or pos + size > len(data):
-            return Inflated(bytes(out), [f"xerial snappy chunk of {size} bytes runs past the data"])
-        part = _snappy_block(data[pos : pos + size], limit - len(out))
-        out += part.data
-        if part.problems:
-            return Inflated(bytes(out), part.problems, over_limit=part.over_limit)
-        pos += size
-    return Inflated(bytes(out))
-
-
-def _snappy_block(block: bytes, limit: int) -> Inflated:
-    declared = _varint_u32(block, 0)
-    if declared is None:
-        return Inflated(b"", ["snappy block length preamble unreadable"])
-    if declared > limit:
-        return Inflated(b"", [f"snappy block declares {declared} bytes, over the limit; " + _over(limit)], over_limit=True)
+    library = _load("_snappy")
+    if library is None:
+        return Inflated(b"", ["snappy codec unavailable (python-snappy not installed)"])
     try:
-        return Inflated(bytes(_snappy.uncompress(block)))
-    except Exception as problem:
-        return Inflated(b"", [f"snappy data corrupt: {problem}"])
+        return Inflated(inflate_snappy(library, data, limit))
+    except SnappyStop as stop:
+        return Inflated(stop.inflated, [_snappy_problem(stop)], over_limit=stop.reason == unsnappy.OVER_LIMIT)
+
+
+def _snappy_problem(stop: SnappyStop) -> str:
+    """The text of where records.unsnappy stopped."""
+    if stop.reason == unsnappy.HEADER_CUT:
+        return "xerial snappy header truncated"
+    if stop.reason == unsnappy.CHUNK_HEADER_CUT:
+        return "xerial snappy chunk header truncated"
+    if stop.reason == unsnappy.CHUNK_OVERRUN:
+        return f"xerial snappy chunk of {stop.value} bytes runs past the data"
+    if stop.reason == unsnappy.PREAMBLE_UNREADABLE:
+        return "snappy block length preamble unreadable"
+    if stop.reason == unsnappy.OVER_LIMIT:
+        return f"snappy block declares {stop.value} bytes, over the limit; " + _over(stop.room)
+    return f"snappy data corrupt: {stop.cause}"
 
 
 def _lz4_header_length(frame: bytes, pos: int) -> int | None:

@@ -28,6 +28,7 @@ from kdissect.records import crc as _crc32c
 from kdissect.records.batch import (ATTR_CODEC, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, CRC_START,
                                     HEADER_SIZE)
 from kdissect.records.model import codec_name
+from kdissect.records.unsnappy import inflate_snappy
 from kdissect.records.wire import read_varint
 
 SpanRow = tuple[int, int, int, list[int] | None, int, int, int, bool, int, int, tuple[int, ...] | None, str]
@@ -40,8 +41,6 @@ _ATTR_CONTROL: Final = ATTR_CONTROL
 _ATTR_LOG_APPEND_TIME: Final = ATTR_LOG_APPEND_TIME
 _ATTR_TRANSACTIONAL: Final = ATTR_TRANSACTIONAL
 _SNAPPY: Final = codecs.SNAPPY
-_XERIAL_MAGIC: Final = codecs.XERIAL_MAGIC
-_XERIAL_HEADER: Final = len(codecs.XERIAL_MAGIC) + 8  # the magic, then two int32 versions
 # every codec id's name (the id is three bits), as records.model.codec_name gives it
 _CODEC_NAMES: Final = tuple(codec_name(codec_id) for codec_id in range(_ATTR_CODEC + 1))
 
@@ -226,7 +225,15 @@ def _walk_batch(data: bytes, pos: int, end: int, content: bytes, crc: int, attri
     codec_id = attributes & _ATTR_CODEC
     body = data[pos + _HEADER_SIZE:end]
     if codec_id == _SNAPPY:
-        body = _unsnappy(body, limit)
+        # most compressed batches: inflated without decompress's Inflated, on its path
+        # (records.unsnappy); a SnappyStop, where decompress reports a problem, leaves
+        # the set to the decoder's walk
+        library = codecs._snappy
+        if library is codecs._UNLOADED:
+            library = codecs._load("_snappy")
+        if library is None:
+            raise _Irregular
+        body = inflate_snappy(library, body, limit)
     elif codec_id:
         inflated = codecs.decompress(codec_id, body, limit, magic=2)
         if inflated.problems or inflated.over_limit:
@@ -237,53 +244,6 @@ def _walk_batch(data: bytes, pos: int, end: int, content: bytes, crc: int, attri
     offsets, stamps, negative = _records(body, declared, base_offset, base_ts,
                                          max_ts if attributes & _ATTR_LOG_APPEND_TIME else None)
     return _Walked(content, crc, limit, offsets, base_offset, len(body), None if negative else tuple(stamps))
-
-
-def _unsnappy(data: bytes, limit: int) -> bytes:
-    """A snappy batch body inflated as records.codecs.decompress inflates it
-    (a raw block, or Java's xerial framing: chunks of [int32 length][raw
-    block]), without its Python wrapper and its result object: most
-    compressed batches are snappy. _Irregular (or the library's exception)
-    wherever decompress would report a problem, for the decoder's walk."""
-    library = codecs._snappy
-    if library is codecs._UNLOADED:
-        library = codecs._load("_snappy")
-    if library is None:
-        raise _Irregular
-    if not data.startswith(_XERIAL_MAGIC):
-        return _snappy_block(library, data, limit)
-    out = bytearray()
-    pos = _XERIAL_HEADER
-    total = len(data)
-    if pos > total:
-        raise _Irregular
-    while pos < total:
-        if pos + 4 > total:
-            raise _Irregular
-        size = _int32(data, pos)
-        pos += 4
-        if size < 0 or pos + size > total:
-            raise _Irregular
-        out += _snappy_block(library, data[pos:pos + size], limit - len(out))
-        pos += size
-    return bytes(out)
-
-
-def _snappy_block(library: Any, block: bytes, limit: int) -> bytes:
-    """One raw snappy block, its length preamble (unsigned LEB128 of at most 5
-    bytes, as codecs' _varint_u32 reads it) at most `limit`."""
-    declared = 0
-    shift = 0
-    for at in range(min(5, len(block))):
-        byte = block[at]
-        declared |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            if declared > limit:
-                raise _Irregular
-            inflated: bytes = bytes(library.uncompress(block))
-            return inflated
-        shift += 7
-    raise _Irregular  # cut short or over-long
 
 
 def _varint(body: bytes, pos: int) -> tuple[int, int]:

@@ -476,8 +476,11 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             # leaves the driver's interpreter free), instead of after it with both slots idle.
             from kdissect.spark.forensics import finish_forensics
 
+            # No finishing job when it runs in this process (local mode, one finishing task):
+            # nothing to run beside, so the forensic finish runs after it, in turn.
             beside.start(finish_forensics, spark, work_dir, outdir, ts_unit, partitions, options.horizon_ns,
-                         on_driver=local_mode, wait=lambda done: _until_a_job_runs(sc, done))
+                         on_driver=local_mode, wait=lambda done: _until_a_job_runs(sc, done),
+                         in_turn=tables.finishes_here(exchange_rows, sc.defaultParallelism, local_mode))
         summary_rows, finished = tables.finish_tables(sc, kafka_connections, exchange_rows, work_dir, outdir,
                                                       ts_unit, fixes, frame_offsets, on_driver=local_mode)
         for table, count in rows_written.items():
@@ -606,17 +609,25 @@ class _Beside:
     the step is raised by `result()`, or on leaving if the block did not ask.
     `wait(done)`, called first in the thread, may hold the step back until
     the main thread gets somewhere; `done` is set once the block has been left
-    or `result()` is asked for."""
+    or `result()` is asked for. `in_turn`: no thread, the step runs when
+    `result()` is asked for, or on leaving a block that did not fail (for
+    when the main thread has no Spark job to wait on: the two would only
+    share one interpreter)."""
 
     def __init__(self) -> None:
         import threading
 
         self._pool: Any = None
         self._step: Any = None
+        self._in_turn: Callable[[], Any] | None = None
+        self._result: Any = None
         self._done = threading.Event()
 
     def start(self, step: Callable[..., Any], *args: Any, wait: Callable[[Any], None] | None = None,
-              **kwargs: Any) -> None:
+              in_turn: bool = False, **kwargs: Any) -> None:
+        if in_turn:
+            self._in_turn = lambda: step(*args, **kwargs)
+            return
         from concurrent.futures import ThreadPoolExecutor
 
         def run() -> Any:
@@ -629,6 +640,12 @@ class _Beside:
 
     def result(self) -> Any:
         self._done.set()
+        if self._in_turn is not None:
+            step, self._in_turn = self._in_turn, None
+            self._result = step()
+            return self._result
+        if self._pool is None:
+            return self._result  # (an in-turn step already run)
         return self._step.result()
 
     def __enter__(self) -> "_Beside":
@@ -636,6 +653,10 @@ class _Beside:
 
     def __exit__(self, kind: Any, problem: Any, traceback: Any) -> None:
         self._done.set()
+        if self._in_turn is not None:
+            if problem is None:
+                self.result()  # (raises the step's error)
+            return
         if self._pool is None:
             return
         self._pool.shutdown(wait=True)

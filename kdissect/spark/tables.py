@@ -52,6 +52,12 @@ def finishing_tasks(rows: dict[int, int], slots: int) -> list[list[int]]:
     return [run for run in runs if run]
 
 
+def finishes_here(rows: dict[int, int], slots: int, on_driver: bool) -> bool:
+    """Whether `finish_tables` finishes in this process, without a Spark job:
+    `on_driver` (local mode) and one finishing task."""
+    return on_driver and len(finishing_tasks(rows, slots)) == 1
+
+
 def finish_tables(sc: Any, connections: Iterable[tuple[int, int, int, int | None]], rows: dict[int, int],
                   work_dir: Any, outdir: Any, ts_unit: str = "us", fixes: dict | None = None,
                   frame_offsets: list[int] | None = None, on_driver: bool = False
@@ -96,7 +102,7 @@ def finish_tables(sc: Any, connections: Iterable[tuple[int, int, int, int | None
                 writer.write_table(summed)
             yield sink.getvalue().to_pybytes()
 
-    if on_driver and len(runs) == 1:
+    if finishes_here(rows, sc.defaultParallelism, on_driver):
         found = list(finish_partitions(runs[0], work_dir, outdir, ts_unit, frame_offsets))
     else:
         # one slice per run: the items are a run's parts, flattened in order

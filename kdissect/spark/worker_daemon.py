@@ -21,6 +21,14 @@ measured with py-spy on `local[1]`:
   daemon requires before forking). That includes what the tasks import on
   first use (pyarrow.dataset for the Parquet writes, ~0.25 s; the forensic
   tallies; every generated message module, ~0.06 s together).
+  Not the message codecs built from those modules (kdissect.protocol.objects'
+  message_codec, with their schemas and skims): a worker builds the ones its
+  captures use on first use (62 on a read task of the bench's many-small
+  archive, ~121 M instructions, ~40 ms), and which ones is not known here;
+  all 737 (api key, version, direction) cost ~0.3-0.5 s and ~20 MiB in the
+  daemon, which starts when the first task asks for a worker, so every run
+  would wait for them: more than two workers save (benchmarks/README.md,
+  branch mends).
 - A reused worker runs `gc.collect()` after every task, which walks every
   tracked object the worker holds: all those modules' objects, again and
   again (about a quarter of the worker's CPU time on the bench's

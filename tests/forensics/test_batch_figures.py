@@ -108,17 +108,20 @@ def test_quick_walk_equals_the_decoders_on_long_varints():
             assert quick.records == len(records) + 3
 
 
-def test_quick_snappy_inflates_as_the_codecs_module():
-    """The quick walk's own snappy path (raw blocks and Java's xerial framing)
-    gives decompress's bytes, and declines (raises) exactly where decompress
-    reports a problem: damaged preambles, blocks over the limit, cut or
-    overrunning chunks, no snappy library."""
+def test_the_one_snappy_path_stops_where_decompress_reports_a_problem():
+    """records.unsnappy.inflate_snappy, which the quick walk calls for snappy
+    batches (raw blocks and Java's xerial framing), gives decompress's bytes,
+    and stops (raises) exactly where decompress reports a problem: damaged
+    preambles, blocks over the limit, cut or overrunning chunks; with no
+    snappy library the quick walk declines the set."""
     import struct
 
     import pytest
 
     from kdissect.records import codecs
-    from kdissect.records.quick_spans import _unsnappy
+    from kdissect.records.quick_spans import quick_spans
+    from kdissect.records.unsnappy import SnappyStop, inflate_snappy
+    from tests.support.records import kafka_python_batch, sample_records
 
     snappy = pytest.importorskip("snappy")
     rng = random.Random(29)
@@ -140,18 +143,50 @@ def test_quick_snappy_inflates_as_the_codecs_module():
         for limit in (DEFAULT_LIMIT, 24000, 100):
             expected = codecs.decompress(codecs.SNAPPY, body, limit)
             if expected.problems or expected.over_limit:
-                with pytest.raises(Exception):
-                    _unsnappy(body, limit)
+                with pytest.raises(SnappyStop):
+                    inflate_snappy(snappy, body, limit)
                 declined += 1
             else:
-                assert _unsnappy(body, limit) == expected.data
+                assert inflate_snappy(snappy, body, limit) == expected.data
                 agreed += 1
     assert agreed > 10 and declined > 10
+    batch = kafka_python_batch(sample_records(5), 2, "snappy")
+    assert quick_spans(batch, DEFAULT_LIMIT, False) is not None
     saved = codecs._snappy
     try:
-        codecs._snappy = None  # no library: decompress reports it, the quick path declines
+        codecs._snappy = None  # no library: decompress reports it, the quick walk declines
         assert codecs.decompress(codecs.SNAPPY, blocks[2], DEFAULT_LIMIT).problems
-        with pytest.raises(Exception):
-            _unsnappy(blocks[2], DEFAULT_LIMIT)
+        # (as in a process without the library: no batch it walked before is held)
+        from kdissect.records import quick_spans as walk
+
+        walk._recent.clear()
+        assert quick_spans(batch, DEFAULT_LIMIT, False) is None
     finally:
         codecs._snappy = saved
+
+
+def test_the_quick_walk_leaves_a_damaged_snappy_batch_to_the_decoder():
+    """A snappy batch whose body no longer inflates (its CRC made to match):
+    the quick walk declines the set; the decoder's walk reports the problem."""
+    import struct
+
+    import pytest
+
+    from kdissect.records.batch import CRC_START, HEADER_SIZE
+    from kdissect.records.codecs import XERIAL_MAGIC
+    from kdissect.records.crc import crc32c
+    from kdissect.records.quick_spans import quick_spans
+    from tests.support.records import kafka_python_batch, sample_records
+
+    pytest.importorskip("snappy")
+    raw = kafka_python_batch(sample_records(5), 2, "snappy", base_offset=7)
+    assert quick_spans(raw, DEFAULT_LIMIT, False) is not None
+    chunk = HEADER_SIZE + len(XERIAL_MAGIC) + 8  # kafka-python frames snappy as Java does (xerial)
+    assert raw[HEADER_SIZE:].startswith(XERIAL_MAGIC)
+    for at, damage in ((chunk, b"\x7f\xff\xff\xff"),  # a chunk running past the batch
+                       (chunk + 4, b"\xff" * 5)):  # its block's length preamble over-long
+        damaged = bytearray(raw)
+        damaged[at:at + len(damage)] = damage
+        struct.pack_into(">I", damaged, 17, crc32c(bytes(damaged[CRC_START:])))
+        assert quick_spans(bytes(damaged), DEFAULT_LIMIT, False) is None
+        assert _decoded_figures(bytes(damaged), DEFAULT_LIMIT, False).problems

@@ -288,3 +288,44 @@ def test_gzip_uses_zlib_crc_for_legacy():
     (crc,) = struct.unpack_from(">I", raw, 12)
     assert crc == zlib.crc32(raw[16:])
     assert decode_records(raw)[0].crc == crc
+
+
+def test_snappy_problems_are_named_with_what_came_before():
+    """decompress's snappy problems (records.codecs.inflate_snappy's stops):
+    each named, with the whole chunks inflated before it; over the limit flagged."""
+    import snappy
+
+    from kdissect.records.codecs import DEFAULT_LIMIT, SNAPPY, XERIAL_MAGIC, decompress
+
+    first, second = b"first chunk " * 10, b"second chunk " * 10
+    head = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+
+    def chunk(block: bytes) -> bytes:
+        return struct.pack(">i", len(block)) + block
+
+    over = "decompressed size exceeds the limit of {} bytes; stopped there"
+    cases = [
+        (XERIAL_MAGIC + b"\0\0\0\1", DEFAULT_LIMIT, b"", ["xerial snappy header truncated"], False),
+        (head + chunk(snappy.compress(first)) + b"\0\0", DEFAULT_LIMIT, first,
+         ["xerial snappy chunk header truncated"], False),
+        (head + chunk(snappy.compress(first)) + struct.pack(">i", 40) + b"\0" * 10, DEFAULT_LIMIT, first,
+         ["xerial snappy chunk of 40 bytes runs past the data"], False),
+        (head + struct.pack(">i", -3), DEFAULT_LIMIT, b"", ["xerial snappy chunk of -3 bytes runs past the data"], False),
+        (head + chunk(snappy.compress(first)) + chunk(b"\xff" * 5 + b"\0"), DEFAULT_LIMIT, first,
+         ["snappy block length preamble unreadable"], False),
+        (b"\x80", DEFAULT_LIMIT, b"", ["snappy block length preamble unreadable"], False),
+        # 120 bytes inflated of a limit of 200: the second chunk's 130 declared bytes are over the 80 left
+        (head + chunk(snappy.compress(first)) + chunk(snappy.compress(second)), 200, first,
+         ["snappy block declares 130 bytes, over the limit; " + over.format(80)], True),
+        (snappy.compress(second), 100, b"", ["snappy block declares 130 bytes, over the limit; " + over.format(100)],
+         True),
+    ]
+    for body, limit, data, problems, over_limit in cases:
+        inflated = decompress(SNAPPY, body, limit)
+        assert (inflated.data, inflated.problems, inflated.over_limit) == (data, problems, over_limit), body
+    # a block the library rejects: named as corrupt, the chunks before it kept
+    inflated = decompress(SNAPPY, head + chunk(snappy.compress(first)) + chunk(b"\x05\xff\xff"), DEFAULT_LIMIT)
+    assert inflated.data == first and len(inflated.problems) == 1
+    assert inflated.problems[0].startswith("snappy data corrupt: ") and not inflated.over_limit
+    assert decompress(SNAPPY, head + chunk(snappy.compress(first)) + chunk(snappy.compress(second)),
+                      250).data == first + second  # exactly at the limit: whole

@@ -109,3 +109,40 @@ def test_result_releases_a_step_held_back_for_a_job_that_never_comes():
         started = time.monotonic()
         assert beside.result() == "written"
         assert time.monotonic() - started < 1.0
+
+
+def test_a_step_in_turn_runs_when_its_result_is_asked_for_in_this_thread():
+    ran = []
+
+    def step(value: int) -> int:
+        ran.append(threading.current_thread() is threading.main_thread())
+        return value * 2
+
+    with _Beside() as beside:
+        beside.start(step, 21, wait=lambda done: pytest.fail("an in-turn step waits for nothing"), in_turn=True)
+        assert ran == []  # not before the block's own work
+        assert beside.result() == 42
+    assert ran == [True]
+
+
+def test_a_step_in_turn_runs_on_leaving_if_not_asked_and_its_error_is_raised():
+    ran = []
+    with _Beside() as beside:
+        beside.start(ran.append, "written", in_turn=True)
+    assert ran == ["written"]
+
+    def step() -> None:
+        raise ValueError("cannot write the table")
+
+    with pytest.raises(ValueError, match="cannot write the table"):
+        with _Beside() as beside:
+            beside.start(step, in_turn=True)
+
+
+def test_a_step_in_turn_does_not_run_after_the_block_failed():
+    ran = []
+    with pytest.raises(RuntimeError, match="the finishing failed"):
+        with _Beside() as beside:
+            beside.start(ran.append, "written", in_turn=True)
+            raise RuntimeError("the finishing failed")
+    assert ran == []
