@@ -90,6 +90,8 @@ def _tcpdump_with_buffer(kib: int) -> dict[str, str]:
 
 
 SHAPES = ("bulk", "chatty", "records", "connections", "connections-syn")
+# kernel capture buffer for recording (see _tcpdump_with_buffer)
+TCPDUMP_BUFFER_KIB = 262144
 # a shape whose paired ratios spread (max - min) by more than this share of
 # their median is flagged: its median is not to be trusted
 SPREAD_LIMIT = 0.25
@@ -257,7 +259,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--regenerate", action="store_true", help="re-record the captures")
-    parser.add_argument("--tcpdump-buffer-kib", type=int, default=262144,
+    parser.add_argument("--tcpdump-buffer-kib", type=int, default=TCPDUMP_BUFFER_KIB,
                         help="kernel capture buffer for recording (0: tcpdump's default)")
     parser.add_argument("--cold", action="store_true",
                         help="run kdissect without bytecode files or codec cache (every start compiles)")

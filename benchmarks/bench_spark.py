@@ -3,6 +3,7 @@
     python3 benchmarks/bench_spark.py --shape many-small --format pcap --rounds 3
     python3 benchmarks/bench_spark.py --shape few-large --format pcapng --rounds 3
     python3 benchmarks/bench_spark.py --shape many-small --format pcap --rounds 3 --no-forensic-tables
+    python3 benchmarks/bench_spark.py --shape records --rounds 3   # the issue's record-heavy archive
     python3 benchmarks/bench_spark.py --size-mb 1000 --files 7 --split-size 128m --rounds 2   # the older 1 GB archive
 
 1. Builds (once; kept in benchmarks/out/, not committed) an archive of
@@ -19,7 +20,13 @@
    60 MB in 20 files of 3 MB (each file one split;
    splits share a Spark task beyond four tasks per task slot; one task on one slot); `few-large` is
    60 MB in 2 files of 30 MB read with `--split-size 10m` (3 byte ranges a
-   file), so connections cross range boundaries as well as file boundaries. With --format pcapng the archive
+   file), so connections cross range boundaries as well as file boundaries. `records` is issue #29's
+   record-heavy archive: 8 files, each one whole replay of bench_pipeline's
+   record-heavy capture (benchmarks/out/records.pcap, about 20,000 mid-size
+   Produce and Fetch exchanges carrying records in every codec, 61 MB;
+   recorded by bench_pipeline's generator if missing), so at least 440 MB
+   (487 MB with today's capture), cut only between replays: every file has its own
+   clients (checked) and no connection crosses a file. With --format pcapng the archive
    is rewritten by `editcap -F pcapng` (dumpcap's format).
 2. Each round runs, one after the other and each in a fresh process:
      export     `kdissect export ARCHIVE -o cli.parquet`, one process;
@@ -34,7 +41,8 @@
    time (user + system of the whole process tree, sampled from /proc; the
    other load on a shared machine moves it far less than the wall time;
    for two cores the wall time is the figure that counts, on a quiet
-   machine). The result is the median
+   machine). `--checkout DIR` runs another checkout's kdissect on the same
+   archive (an A/B against main). The result is the median
    over the rounds and their range; a spread (max - min) over a quarter of
    the median is flagged as too wide to trust. Results go to
    benchmarks/out/bench_spark_SHAPE_FORMAT.json.
@@ -96,13 +104,18 @@ def _source_packets(paths: list[str]) -> list[tuple[int, bytes, int, int, int]]:
     return packets
 
 
-def build_archive(sources: list[str], target_bytes: int, files: int, directory: Path) -> list[Path]:
-    """Write the archive; returns its files. Reuses an existing archive of the right size."""
+def build_archive(sources: list[str], target_bytes: int, files: int, directory: Path,
+                  whole_replays: bool = False) -> list[Path]:
+    """Write the archive; returns its files. Reuses an existing archive of the right size.
+    With `whole_replays`, files are cut only between replays (a file is one or
+    more whole replays, so no connection crosses a file and no two files share
+    a client) and the archive ends with the replay that reaches `target_bytes`."""
+    cut = "between replays" if whole_replays else "at the size limit"
     done = directory / "complete.json"
     if done.exists():
         info = json.loads(done.read_text())
         if info.get("target_bytes") == target_bytes and info.get("sources") == sources \
-                and info.get("addresses") == "per source":
+                and info.get("addresses") == "per source" and info.get("cut", "at the size limit") == cut:
             return [Path(p) for p in info["files"]]
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("*.pcap"):
@@ -123,12 +136,15 @@ def build_archive(sources: list[str], target_bytes: int, files: int, directory: 
     while total < target_bytes:
         replay += 1
         shift = start + replay * span
+        if whole_replays and handle is not None and size >= per_file:
+            handle.close()
+            handle = None
         for ts, data, wire_len, ip, source in packets:
             # both ends of every connection of this replay of this source move to
             # 127.a.b.c: the lab captures reuse client ports, the archive does not
             number = replay * len(sources) + source
             address = bytes((127, (number // (254 * 256)) % 256, (number // 254) % 256, 1 + number % 254))
-            if handle is None or size >= per_file:
+            if handle is None or (size >= per_file and not whole_replays):
                 if handle is not None:
                     handle.close()
                 path = directory / f"archive_{len(written):03d}.pcap"
@@ -147,7 +163,7 @@ def build_archive(sources: list[str], target_bytes: int, files: int, directory: 
     handle.close()
     done.write_text(json.dumps({"target_bytes": target_bytes, "sources": sources,
                                 "files": [str(p) for p in written], "replays": replay,
-                                "addresses": "per source"}))
+                                "addresses": "per source", "cut": cut}))
     return written
 
 
@@ -197,6 +213,10 @@ def _tree_cpu(root: int, seen: dict[int, float]) -> None:
             seen[pid] = max(seen.get(pid, 0.0), cpu)
 
 
+# the kdissect checkout the commands run (--checkout; by default this script's)
+CHECKOUT = REPO
+
+
 def _measured(command: list[str], log: Path, cpus: set[int] | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of `command` and every process under it
     (the JVM, Spark's Python workers and the pre-pass processes included),
@@ -204,8 +224,10 @@ def _measured(command: list[str], log: Path, cpus: set[int] | None = None) -> tu
     confine = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     seen: dict[int, float] = {}
     started = time.monotonic()
+    env = dict(os.environ, PYTHONPATH=str(CHECKOUT))
     with open(log, "w") as out:
-        child = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, preexec_fn=confine)
+        child = subprocess.Popen(command, cwd=CHECKOUT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                 preexec_fn=confine)
         while child.poll() is None:
             _tree_cpu(child.pid, seen)
             time.sleep(0.1)
@@ -224,7 +246,45 @@ CONFIGURATIONS = {
 SHAPES = {
     "many-small": (60, 20, "128m"),
     "few-large": (60, 2, "10m"),
+    "records": (440, 8, "128m"),
 }
+# shapes whose files are cut between replays only (whole replays, distinct clients per file)
+WHOLE_REPLAYS = {"records"}
+
+
+def default_sources(shape: str) -> list[str]:
+    """The captures a shape replays by default: the lab captures, or for `records`
+    bench_pipeline's record-heavy capture (recorded first by its own generator if missing)."""
+    if shape != "records":
+        return sorted(glob.glob(str(REPO / "captures" / "*.pcap")))
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_pipeline
+
+    path = OUT / "records.pcap"
+    OUT.mkdir(parents=True, exist_ok=True)
+    bench_pipeline.generate("records", path, False, bench_pipeline.TCPDUMP_BUFFER_KIB)
+    return [str(path)]
+
+
+def check_distinct_clients(files: list[Path]) -> int:
+    """The number of TCP connections (4-tuples) in the archive; exits if any
+    client address (IPv4 source or destination) appears in more than one file."""
+    from kdissect.wire.capture import iter_frames
+
+    owner: dict[bytes, int] = {}
+    connections: set[tuple[bytes, bytes]] = set()
+    for index, path in enumerate(files):
+        for frame in iter_frames([str(path)]):
+            ip = frame.data[14:]
+            if len(ip) < 24 or ip[0] >> 4 != 4 or ip[9] != 6:
+                continue
+            header = (ip[0] & 0x0F) * 4
+            ends = sorted((ip[12:16] + ip[header:header + 2], ip[16:20] + ip[header + 2:header + 4]))
+            connections.add((ends[0], ends[1]))
+            for address in (ip[12:16], ip[16:20]):
+                if owner.setdefault(address, index) != index:
+                    raise SystemExit(f"{path}: address {'.'.join(map(str, address))} also in {files[owner[address]]}")
+    return len(connections)
 TINY = REPO / "captures" / "admin.pcap"
 
 
@@ -249,18 +309,26 @@ def main() -> None:
     parser.add_argument("--no-forensic-tables", action="store_true",
                         help="run kdissect spark with --no-forensic-tables (the tables export writes, and the "
                              "summaries; not the topic, group and client tables)")
+    parser.add_argument("--checkout", type=Path, default=REPO,
+                        help="run this kdissect checkout (with its own compiled build); the archive and "
+                             "results stay in this script's benchmarks/out (default: this script's checkout)")
     args = parser.parse_args()
+    global CHECKOUT
+    CHECKOUT = args.checkout.resolve()
     configurations = {name: CONFIGURATIONS[name] for name in (args.only or CONFIGURATIONS)}
     size_mb, file_count, split_size = SHAPES[args.shape]
     size_mb = args.size_mb or size_mb
     file_count = args.files or file_count
     split_size = args.split_size or split_size
-    sources = args.sources or sorted(glob.glob(str(REPO / "captures" / "*.pcap")))
+    sources = args.sources or default_sources(args.shape)
     sources = [str(Path(s).resolve()) for s in sources]
-    name = f"{size_mb}mb_{file_count}"
+    whole_replays = args.shape in WHOLE_REPLAYS
+    name = f"{size_mb}mb_{file_count}" + ("_whole_replays" if whole_replays else "")
     archive_dir = OUT / f"archive_{name}"
     started = time.monotonic()
-    files = build_archive(sources, size_mb * 10**6, file_count, archive_dir)
+    files = build_archive(sources, size_mb * 10**6, file_count, archive_dir, whole_replays)
+    if whole_replays:
+        print(f"archive: {check_distinct_clients(files)} TCP connections, no client address in two files", flush=True)
     if args.format == "pcapng":
         archive_dir = OUT / f"archive_{name}_pcapng"
         files = as_pcapng(files, archive_dir)
@@ -268,9 +336,10 @@ def main() -> None:
     print(f"archive: {len(files)} files, {total / 1e6:.0f} MB in {archive_dir} "
           f"(built/reused in {time.monotonic() - started:.0f}s); split size {split_size}", flush=True)
     python = sys.executable
-    slug = f"{args.shape}_{args.format}" + ("_no-forensic-tables" if args.no_forensic_tables else "")
+    slug = f"{args.shape}_{args.format}" + ("_no-forensic-tables" if args.no_forensic_tables else "") + \
+        ("" if CHECKOUT == REPO else f"_{CHECKOUT.name}")
     spark_options = ["--no-forensic-tables"] if args.no_forensic_tables else []
-    results: dict = {"shape": args.shape, "format": args.format, "archive_bytes": total, "archive_files": len(files),
+    results: dict = {"checkout": str(CHECKOUT), "shape": args.shape, "format": args.format, "archive_bytes": total, "archive_files": len(files),
                      "split_size": split_size, "cpu_count": os.cpu_count(), "spark_options": spark_options,
                      "rounds": []}
     # unmeasured warm-up on the tiny capture: writes the JVM's class-data archive
@@ -323,6 +392,10 @@ def main() -> None:
     except Exception:
         pass
     results["export_exchanges"] = cli_exchanges
+    spark_exchanges = {round_[config]["exchanges"] for round_ in results["rounds"] for config in configurations}
+    results["same_rows"] = spark_exchanges == {cli_exchanges}
+    print(f"rows: export {cli_exchanges}, Spark {sorted(spark_exchanges)}"
+          + ("" if results["same_rows"] else "  ROWS DIFFER"), flush=True)
     for config, values in ratios.items():
         summary = {}
         for measure, found in (("wall", values), ("cpu", cpu_ratios[config])):
@@ -333,6 +406,17 @@ def main() -> None:
             print(f"{config}: by {measure} time, median {median:.2f}x one export process's work "
                   f"(range {min(found):.2f}-{max(found):.2f})"
                   + ("  SPREAD TOO WIDE TO TRUST" if spread > median / 4 else ""), flush=True)
+        # the same ratio from each command's median runs (median archive run minus
+        # median tiny run): less moved by one round's start-up than a median of ratios
+        for measure, archive_key, tiny_key in (("wall", "archive", "tiny"), ("cpu", "archive_cpu", "tiny_cpu")):
+            rounds = results["rounds"]
+            export_work = _median([r["export"][archive_key] for r in rounds]) - _median([r["export"][tiny_key] for r in rounds])
+            spark_work = _median([r[config][archive_key] for r in rounds]) - _median([r[config][tiny_key] for r in rounds])
+            summary[measure]["of_median_runs"] = {"export_work_s": round(export_work, 2),
+                                                  "spark_work_s": round(spark_work, 2),
+                                                  "vs_export": round(export_work / spark_work, 3)}
+            print(f"{config}: by {measure} time, of median runs: export's work {export_work:.2f}s, "
+                  f"Spark's {spark_work:.2f}s: {export_work / spark_work:.2f}x", flush=True)
         results[config] = summary
     (OUT / f"bench_spark_{slug}.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"results in {OUT / f'bench_spark_{slug}.json'}")

@@ -76,13 +76,98 @@ def _int64(b: bytes, p: int) -> int:
     return _int32(b, p) << 32 | _uint32(b, p + 4)
 
 
+class _Walked:
+    """What the walk found in one batch that its bytes from the attributes on
+    (the CRC's range) decide, with the CRC and the limit it was walked with:
+    everything in its row but the base offset's part. Offsets as deltas from
+    the base offset."""
+
+    __slots__ = ("content", "crc", "limit", "count", "first_delta", "last_delta", "deltas", "record_bytes",
+                 "stamps", "cost")
+
+    def __init__(self, content: bytes, crc: int, limit: int, offsets: list[int], base_offset: int,
+                 record_bytes: int, stamps: tuple[int, ...] | None) -> None:
+        self.content = content
+        self.crc = crc
+        self.limit = limit
+        self.count = len(offsets)
+        self.first_delta = offsets[0] - base_offset
+        self.last_delta = offsets[-1] - base_offset
+        contiguous = self.last_delta - self.first_delta + 1 == self.count and \
+            offsets == list(range(offsets[0], offsets[-1] + 1))
+        # None when the offsets run first..last without holes
+        self.deltas: list[int] | None = None if contiguous else [offset - base_offset for offset in offsets]
+        self.record_bytes = record_bytes
+        self.stamps = stamps
+        # what holding it costs, roughly: its bytes, its stamps' ints and tuple, the object
+        self.cost = len(content) + 40 * self.count + 400
+
+
+class _RecentBatches:
+    """The batches walked last, by CRC, up to RECENT_BATCH_BYTES.
+
+    A batch fetched is the batch produced, byte for byte from its attributes
+    on (the broker sets the base offset and the leader epoch, which lie
+    before the CRC's range), and each consumer fetches it again: a batch whose
+    CRC-covered bytes, CRC and limit equal one walked recently has that one's
+    figures, without the CRC, the inflation and the record walk again (on
+    record-heavy traffic they are most of the tallies' cost). Only batches the
+    walk answered are held; past the budget, the oldest go until half of it
+    is held."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.held = 0
+        self.batches: dict[int, _Walked] = {}
+
+    def find(self, crc: int, limit: int, content: bytes) -> _Walked | None:
+        found = self.batches.get(crc)
+        if found is None or found.limit != limit or found.content != content:
+            return None
+        return found
+
+    def add(self, walked: _Walked) -> None:
+        batches = self.batches
+        replaced = batches.pop(walked.crc, None)
+        if replaced is not None:
+            self.held -= replaced.cost
+        batches[walked.crc] = walked
+        self.held += walked.cost
+        if self.held > self.budget:
+            self._keep_newest(self.budget // 2)
+
+    def _keep_newest(self, budget: int) -> None:
+        """Drop the oldest batches until at most `budget` is held: one pass now
+        and then (popping the first key batch by batch scans the slots of the
+        keys popped before it, thousands of instructions a batch)."""
+        walks = list(self.batches.values())
+        start = len(walks)
+        held = 0
+        while start > 0 and held + walks[start - 1].cost <= budget:
+            start -= 1
+            held += walks[start].cost
+        self.batches = {walked.crc: walked for walked in walks[start:]}
+        self.held = held
+
+    def clear(self) -> None:
+        self.batches.clear()
+        self.held = 0
+
+
+# the bytes of walked batches the quick walk holds for their second reading
+# (a produced batch's fetch comes after the rest of the producer's connection
+# in a Spark read task, which dissects connection after connection)
+RECENT_BATCH_BYTES: Final = 16 << 20
+_recent = _RecentBatches(RECENT_BATCH_BYTES)
+
+
 def _walk(data: bytes, limit: int, produced: bool) -> tuple[list[SpanRow], int | None]:
     rows: list[SpanRow] = []
     next_offset: int | None = None
     position = 0
     pos = 0
     total = len(data)
-    crc32c = _crc32c.crc32c
+    recent = _recent
     while pos < total:
         if total - pos < 17:
             break  # a cut tail (partial): skipped, as the decoder's walk skips it
@@ -100,53 +185,65 @@ def _walk(data: bytes, limit: int, produced: bool) -> tuple[list[SpanRow], int |
         crc = _uint32(data, pos + 17)
         attributes = _int16(data, pos + 21)
         last_delta = _int32(data, pos + 23)
-        base_ts = _int64(data, pos + 27)
-        max_ts = _int64(data, pos + 35)
         producer_id = _int64(data, pos + 43)
         producer_epoch = _int16(data, pos + 51)
         base_sequence = _int32(data, pos + 53)
         declared = _int32(data, pos + 57)
         if attributes & _ATTR_CONTROL or declared <= 0:
             raise _Irregular
-        if crc32c(data[pos + _CRC_START:end]) != crc:
-            raise _Irregular
-        codec_id = attributes & _ATTR_CODEC
-        body = data[pos + _HEADER_SIZE:end]
-        if codec_id == _SNAPPY:
-            # most compressed batches: inflated without decompress's Inflated, on its path
-            # (records.unsnappy); a SnappyStop, where decompress reports a problem, leaves
-            # the set to the decoder's walk
-            library = codecs._snappy
-            if library is codecs._UNLOADED:
-                library = codecs._load("_snappy")
-            if library is None:
-                raise _Irregular
-            body = inflate_snappy(library, body, limit)
-        elif codec_id:
-            inflated = codecs.decompress(codec_id, body, limit, magic=2)
-            if inflated.problems or inflated.over_limit:
-                raise _Irregular
-            body = inflated.data
-        offsets, stamps, negative = _records(body, declared, base_offset, base_ts,
-                                             max_ts if attributes & _ATTR_LOG_APPEND_TIME else None)
-        count = len(offsets)
+        content = data[pos + _CRC_START:end]
+        walked = recent.find(crc, limit, content)
+        if walked is None:
+            walked = _walk_batch(data, pos, end, content, crc, attributes, declared, base_offset, limit)
+            recent.add(walked)
+        count = walked.count
         if not produced:
-            top = max(base_offset + last_delta, offsets[-1])
+            top = base_offset + max(last_delta, walked.last_delta)
             if next_offset is None or top + 1 > next_offset:
                 next_offset = top + 1
         holes: list[int] | None = None
         if produced:
             first, last = position, position + count - 1
         else:
-            first, last = offsets[0], offsets[-1]
-            if last - first + 1 != count or offsets != list(range(first, last + 1)):
-                holes = offsets
+            first, last = base_offset + walked.first_delta, base_offset + walked.last_delta
+            deltas = walked.deltas
+            if deltas is not None:
+                holes = [base_offset + delta for delta in deltas]
         position += count
         rows.append((first, last, count, holes, producer_id, producer_epoch, base_sequence,
-                     bool(attributes & _ATTR_TRANSACTIONAL), 12 + length, len(body),
-                     None if negative else tuple(stamps), _CODEC_NAMES[codec_id]))
+                     bool(attributes & _ATTR_TRANSACTIONAL), 12 + length, walked.record_bytes,
+                     walked.stamps, _CODEC_NAMES[attributes & _ATTR_CODEC]))
         pos = end
     return rows, next_offset
+
+
+def _walk_batch(data: bytes, pos: int, end: int, content: bytes, crc: int, attributes: int, declared: int,
+                base_offset: int, limit: int) -> _Walked:
+    """The batch at `pos` walked: its CRC checked, its records inflated and read."""
+    if _crc32c.crc32c(content) != crc:
+        raise _Irregular
+    codec_id = attributes & _ATTR_CODEC
+    body = data[pos + _HEADER_SIZE:end]
+    if codec_id == _SNAPPY:
+        # most compressed batches: inflated without decompress's Inflated, on its path
+        # (records.unsnappy); a SnappyStop, where decompress reports a problem, leaves
+        # the set to the decoder's walk
+        library = codecs._snappy
+        if library is codecs._UNLOADED:
+            library = codecs._load("_snappy")
+        if library is None:
+            raise _Irregular
+        body = inflate_snappy(library, body, limit)
+    elif codec_id:
+        inflated = codecs.decompress(codec_id, body, limit, magic=2)
+        if inflated.problems or inflated.over_limit:
+            raise _Irregular
+        body = inflated.data
+    base_ts = _int64(data, pos + 27)
+    max_ts = _int64(data, pos + 35)
+    offsets, stamps, negative = _records(body, declared, base_offset, base_ts,
+                                         max_ts if attributes & _ATTR_LOG_APPEND_TIME else None)
+    return _Walked(content, crc, limit, offsets, base_offset, len(body), None if negative else tuple(stamps))
 
 
 def _varint(body: bytes, pos: int) -> tuple[int, int]:
