@@ -267,24 +267,23 @@ def default_sources(shape: str) -> list[str]:
 
 
 def check_distinct_clients(files: list[Path]) -> int:
-    """The number of TCP connections (4-tuples) in the archive; exits if any
-    client address (IPv4 source or destination) appears in more than one file."""
-    from kdissect.wire.capture import iter_frames
+    """The number of TCP connections (4-tuples) in the archive, read by
+    kdissect's own capture reader; exits if any IP address appears in more
+    than one file."""
+    from kdissect.wire.capture import ReadStats, read_file
 
-    owner: dict[bytes, int] = {}
-    connections: set[tuple[bytes, bytes]] = set()
+    owner: dict[str, int] = {}
+    connections: set[tuple[tuple[str, int], ...]] = set()
     for index, path in enumerate(files):
-        for frame in iter_frames([str(path)]):
-            ip = frame.data[14:]
-            if len(ip) < 24 or ip[0] >> 4 != 4 or ip[9] != 6:
-                continue
-            header = (ip[0] & 0x0F) * 4
-            ends = sorted((ip[12:16] + ip[header:header + 2], ip[16:20] + ip[header + 2:header + 4]))
+        for segment in read_file(path, index, ReadStats()):
+            ends = sorted(((segment.src, segment.sport), (segment.dst, segment.dport)))
             connections.add((ends[0], ends[1]))
-            for address in (ip[12:16], ip[16:20]):
+            for address in (segment.src, segment.dst):
                 if owner.setdefault(address, index) != index:
-                    raise SystemExit(f"{path}: address {'.'.join(map(str, address))} also in {files[owner[address]]}")
+                    raise SystemExit(f"{path}: address {address} also in {files[owner[address]]}")
     return len(connections)
+
+
 TINY = REPO / "captures" / "admin.pcap"
 
 
