@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections import deque
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from kdissect.forensics.sketch import LatencyHistogram
 
@@ -162,6 +162,49 @@ class LatencyTally:
             summary = histogram.summary()
             rows.append({"dimension": key[0], "topic": key[1], "client_id": key[2],
                          "records": summary.pop("count"), **summary, "unmatched": unmatched})
+        return rows
+
+
+# a RangeRows row's kind
+PRODUCED, FETCHED = 0, 1
+
+
+class RangeRows:
+    """A `latency_sink` that keeps the ranges as rows, for the Spark tasks
+    (kdissect.spark.forensics writes them out and matches them after the
+    shuffle): (kind, label, partition, first, last, ts, response_ts,
+    client_id), PRODUCED rows with the request's and the answer's times,
+    FETCHED ones with the response's time and the consumer. Compiled, as
+    the tallies call it once per produced or fetched span (thousands a
+    task); `full` is called whenever `limit` rows have gathered (it takes
+    them: `take`)."""
+
+    def __init__(self, full: Callable[[], None], limit: int) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.full = full
+        self.limit = limit
+
+    def produced(self, label: str | None, partition: int, first: int, last: int, request_ts: int,
+                 response_ts: int) -> None:
+        rows = self.rows
+        rows.append((PRODUCED, label, partition, first, last, request_ts, response_ts, None))
+        if len(rows) >= self.limit:
+            self.full()
+
+    def fetched(self, label: str | None, partition: int, client_id: str | None, offsets: Sequence[int] | range,
+                fetched_ts: int) -> None:
+        rows = self.rows
+        rows.append((FETCHED, label, partition, offsets[0], offsets[-1], fetched_ts, None, client_id))
+        if len(rows) >= self.limit:
+            self.full()
+
+    def rename(self, old: str, new: str) -> None:
+        pass  # the rows keep the label they were made with (resolved later, with every name)
+
+    def take(self) -> list[tuple[Any, ...]]:
+        """The rows gathered, handed over (the sink starts empty again)."""
+        rows = self.rows
+        self.rows = []
         return rows
 
 
