@@ -42,11 +42,29 @@ Produced = tuple[Any, ...]  # (first, last, request ts, response ts): ints
 class PartitionIndex:
     """The produced ranges of one topic-partition, ordered by first offset."""
 
-    __slots__ = ("ranges", "longest")
+    __slots__ = ("ranges", "longest", "reach")
 
     def __init__(self) -> None:
         self.ranges: list[Produced] = []
         self.longest = 0  # the longest range's span, to bound the search
+        # when the ranges are all known (`settle`): reach[i] is the highest
+        # last offset of ranges[:i + 1], where the search can stop exactly
+        self.reach: list[int] | None = None
+
+    def settle(self, produced: Iterable[Produced]) -> None:
+        """All the ranges at once (none added after): sorted once, the order
+        `add`'s insertions keep, with their reach."""
+        ranges = self.ranges = sorted(tuple(r) for r in produced)
+        reach: list[int] = []
+        highest = 0
+        longest = 0
+        for r in ranges:
+            if not reach or r[1] > highest:
+                highest = r[1]
+            reach.append(highest)
+            longest = max(longest, r[1] - r[0])
+        self.reach = reach
+        self.longest = longest
 
     def add(self, first: int, last: int, request_ts: int, response_ts: int) -> None:
         insort(self.ranges, (first, last, request_ts, response_ts))
@@ -58,11 +76,14 @@ class PartitionIndex:
         at = bisect_right(ranges, (last, float("inf")))
         found = []
         floor = first - self.longest
+        reach = self.reach
         while at > 0:
             at -= 1
             candidate = ranges[at]
             if candidate[0] < floor:
                 break
+            if reach is not None and reach[at] < first:
+                break  # no range from here down reaches `first`
             if candidate[1] >= first:
                 found.append(candidate)
         return found
@@ -282,9 +303,7 @@ def match_partition(produced: Iterable[Produced], fetched: Iterable[tuple[Any, .
     """The rule over all of one partition's ranges: `fetched` holds
     (client_id, offsets, fetched time)."""
     index = PartitionIndex()
-    # (all ranges known at once: sorted once, the order `add`'s insertions keep)
-    index.ranges = sorted(tuple(r) for r in produced)
-    index.longest = max(0, max((r[1] - r[0] for r in index.ranges), default=0))
+    index.settle(produced)  # (all ranges known at once)
     for client_id, offsets, fetched_ts in fetched:
         matches, unmatched = match_span(index, offsets, fetched_ts, horizon_ns, slack_ns)
         tally.add(label, client_id, matches, unmatched)
