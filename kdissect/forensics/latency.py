@@ -122,6 +122,33 @@ def match_span(index: PartitionIndex | None, offsets: Sequence[int] | range, fet
             found[latency] = found.get(latency, 0) + n
             matched += n
         return sorted(found.items()), count - matched
+    if isinstance(offsets, range) and offsets.step == 1:
+        # overlapping ranges (a replay, a retry), offsets without holes: each
+        # offset goes to the earliest request among the ranges holding it, so
+        # the ranges take, earliest request first, the offsets still free
+        # (the loop below, a run of offsets at a time instead of one by one)
+        free: list[tuple[int, int]] = [(first, last)]
+        matched = 0
+        for r in sorted(qualifying, key=_request_ts):
+            low, high = r[0], r[1]
+            latency = fetched_ts - r[2]
+            rest: list[tuple[int, int]] = []
+            for start, end in free:
+                taken_first, taken_last = max(start, low), min(end, high)
+                if taken_first > taken_last:
+                    rest.append((start, end))
+                    continue
+                n = taken_last - taken_first + 1
+                found[latency] = found.get(latency, 0) + n
+                matched += n
+                if start < taken_first:
+                    rest.append((start, taken_first - 1))
+                if taken_last < end:
+                    rest.append((taken_last + 1, end))
+            free = rest
+            if not free:
+                break
+        return sorted(found.items()), count - matched
     matched = 0
     for offset in offsets:
         best = None
@@ -133,6 +160,10 @@ def match_span(index: PartitionIndex | None, offsets: Sequence[int] | range, fet
             found[latency] = found.get(latency, 0) + 1
             matched += 1
     return sorted(found.items()), count - matched
+
+
+def _request_ts(produced: Produced) -> Any:
+    return produced[2]
 
 
 class LatencyTally:
