@@ -460,11 +460,11 @@ def read_produce_bases(frame: bytes, version: int) -> dict[tuple[Any, Any], int]
                 at += 16
             elif flexible:
                 size, at = uvarint_at(frame, at)
-                label = str(frame[at:at + size - 1], "utf-8", "surrogateescape")
+                label = frame[at:at + size - 1].decode("utf-8", "surrogateescape")
                 at += size - 1
             else:
                 size = int16_at(frame, at)
-                label = str(frame[at + 2:at + 2 + size], "utf-8", "surrogateescape")
+                label = frame[at + 2:at + 2 + size].decode("utf-8", "surrogateescape")
                 at += 2 + size
             if flexible:
                 partitions, at = uvarint_at(frame, at)

@@ -52,6 +52,6 @@ def read_client_software(b: bytes) -> tuple[str | None, str | None]:
     found: list[str | None] = []
     for _field in range(2):  # the software's name, then its version
         size, at = length_at(b, at, True, False)
-        found.append(str(b[at:at + size], "utf-8", "surrogateescape") if size >= 0 else None)
+        found.append(b[at:at + size].decode("utf-8", "surrogateescape") if size >= 0 else None)
         at += max(size, 0)
     return found[0], found[1]

@@ -60,7 +60,7 @@ def read_create_topics_pairs(b: bytes, version: int) -> list[tuple[str, str]]:
     topics, at = length_at(b, at, True, True)
     for _ in range(max(topics, 0)):
         size, at = length_at(b, at, True, False)  # name
-        name = str(b[at:at + size], "utf-8", "surrogateescape") if size > 0 else ""
+        name = b[at:at + size].decode("utf-8", "surrogateescape") if size > 0 else ""
         at += max(size, 0)
         raw = b[at:at + 16]
         if name and raw != _NULL_ID:

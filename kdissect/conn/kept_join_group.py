@@ -40,7 +40,7 @@ def _string_at(b: bytes, at: int, flexible: bool) -> tuple[str | None, int]:
     size, at = length_at(b, at, flexible, False)
     if size < 0:
         return None, at
-    return str(b[at:at + size], "utf-8", "surrogateescape"), at + size
+    return b[at:at + size].decode("utf-8", "surrogateescape"), at + size
 
 
 class JoinGroupRequestFields:

@@ -71,7 +71,7 @@ def read_metadata_pairs(b: bytes, version: int) -> list[tuple[str, str]]:
     topics, at = length_at(b, at + max(size, 0) + 4, True, True)  # (after the controller id)
     for _ in range(max(topics, 0)):
         size, at = length_at(b, at + 2, True, False)  # (after the error code) name
-        name = str(b[at:at + size], "utf-8", "surrogateescape") if size > 0 else ""
+        name = b[at:at + size].decode("utf-8", "surrogateescape") if size > 0 else ""
         at += max(size, 0)
         raw = b[at:at + 16]
         if name and raw != _NULL_ID:
@@ -117,7 +117,7 @@ def read_metadata_request_pairs(b: bytes) -> list[tuple[str, str]]:
     for _ in range(max(topics, 0)):
         raw = b[at:at + 16]
         size, at = length_at(b, at + 16, True, False)  # name (null: -1)
-        name = str(b[at:at + size], "utf-8", "surrogateescape") if size > 0 else ""
+        name = b[at:at + size].decode("utf-8", "surrogateescape") if size > 0 else ""
         at = skip_tags_at(b, at + max(size, 0))
         if name and raw != _NULL_ID:
             label = topic_label(None, raw)

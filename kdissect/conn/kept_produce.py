@@ -77,7 +77,7 @@ def topic_at(b: bytes, at: int, by_id: bool, flexible: bool) -> tuple[str | None
     if by_id:
         return topic_label(None, b[at:at + 16]), at + 16
     size, at = length_at(b, at, flexible, False)
-    name = str(b[at:at + size], "utf-8", "surrogateescape") if size > 0 else None
+    name = b[at:at + size].decode("utf-8", "surrogateescape") if size > 0 else None
     return name or None, at + max(size, 0)
 
 
@@ -98,7 +98,7 @@ def read_produce_request(b: bytes) -> tuple[str | None, list[Part]]:
     if version >= 3:
         size, at = length_at(b, at, flexible, False)
         if size >= 0:
-            transactional_id = str(b[at:at + size], "utf-8", "surrogateescape")
+            transactional_id = b[at:at + size].decode("utf-8", "surrogateescape")
             at += size
     at += 6  # acks, timeout
     topics, at = length_at(b, at, flexible, True)
@@ -148,14 +148,23 @@ def produce_answers(ex: Any, decoded_results: Any) -> Any:
     response = ex.response
     if type(response) is not ProduceResponseFrame:
         return decoded_results(ex)
+    # no error code anywhere in it: every partition answered without error;
+    # one whose base offset is unknown (-1) is left out, which the tallies
+    # read alike (no offset, no error); an empty name is no label (as on the
+    # decoded answer)
+    return {(label or None, partition): (base, 0) for (label, partition), base in response_bases(response).items()}
+
+
+def response_bases(response: ProduceResponseFrame) -> dict[tuple[Any, Any], int]:
+    """(topic label as the frame names it -- "" for an empty name --,
+    partition) -> base offset of a kept answer (no error code anywhere in
+    it); a partition whose base offset is unknown (-1) is left out.
+    `produce_answers` without building its dict again (the tallies look
+    their partitions up here, an empty name as "")."""
     version = _BODY_VERSIONS.get(response.version)
     if version is None:
         version = _BODY_VERSIONS[response.version] = resolve_version(0, response.version, "response")[0]
     bases = read_produce_bases(response.frame, version)
     if bases is None:  # (the skim read it: not expected)
         raise ValueError("a kept Produce answer does not read")
-    # no error code anywhere in it: every partition answered without error;
-    # one whose base offset is unknown (-1) is left out, which the tallies
-    # read alike (no offset, no error); an empty name is no label (as on the
-    # decoded answer)
-    return {(label or None, partition): (base, 0) for (label, partition), base in bases.items()}
+    return bases

@@ -31,7 +31,7 @@ and the client rows are made one client id at a time into a `RowSpool`.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Final, Iterable, Iterator
 
 from kdissect.conn.kept_api_versions import ApiVersionsRequestFrame
 from kdissect.records.quick_spans import SetFigures
@@ -40,9 +40,11 @@ from kdissect.forensics.common import (MINUTE_NS, add_count, connection_of, erro
                                        merge_counts, min_of)
 from kdissect.protocol.apis import ApiKey
 
-_API_VERSIONS, _METADATA = int(ApiKey.API_VERSIONS), int(ApiKey.METADATA)
-_INIT_PRODUCER_ID = int(ApiKey.INIT_PRODUCER_ID)
-_SEQUENCE_SPACE = 1 << 31
+# (Final: compiled, read from C statics, not the module's dict, once or more per exchange)
+_API_VERSIONS: Final = int(ApiKey.API_VERSIONS)
+_METADATA: Final = int(ApiKey.METADATA)
+_INIT_PRODUCER_ID: Final = int(ApiKey.INIT_PRODUCER_ID)
+_SEQUENCE_SPACE: Final = 1 << 31
 # a client is flagged for a metadata storm at this many Metadata requests in one minute
 METADATA_STORM_PER_MINUTE = 60
 
@@ -199,7 +201,8 @@ class ClientTally:
     def add(self, ex: Any) -> ClientStats:
         """Count one exchange; the client's stats (for the produce figures).
         `connection` is left holding the exchange's connection (connection_of)."""
-        key = ex.api_key
+        api_key = ex.api_key
+        key: int = api_key if api_key is not None else -1  # (an int: compared in C)
         client, stream_key, client_id = ex.client, ex.stream_key, ex.client_id
         request_ts, response_ts = ex.request_ts, ex.response_ts
         ts = request_ts if request_ts is not None else response_ts  # when(ex)

@@ -30,7 +30,7 @@ which a task always holds whole.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from kdissect.forensics.batches import set_figures
 from kdissect.forensics.clients import ClientTally, errors_by_client_rows
@@ -47,12 +47,21 @@ from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
 from kdissect.records.access import produce_results  # not records.table: pyarrow
 from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame
-from kdissect.conn.kept_produce import produce_answers, produce_parts
+from kdissect.conn.kept_produce import ProduceResponseFrame, produce_answers, produce_parts, response_bases
 
-_PRODUCE, _FETCH, _SHARE_FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH), int(ApiKey.SHARE_FETCH)
+_PRODUCE: Final = int(ApiKey.PRODUCE)
+_FETCH: Final = int(ApiKey.FETCH)
+_SHARE_FETCH: Final = int(ApiKey.SHARE_FETCH)
 _UNANSWERED: tuple[Any, int] = (None, 0)  # (base offset, error code) of a partition without an answer
 FORENSIC_APIS = frozenset({_PRODUCE, _FETCH, _SHARE_FETCH, int(ApiKey.API_VERSIONS), int(ApiKey.INIT_PRODUCER_ID)}
                           | GROUP_APIS | ID_BEARING_APIS | SHARE_APIS | TRANSACTION_APIS)
+# the API sets and keys `add` tests, as Final names of this module (compiled:
+# read from a C static, not looked up in the module's dict for each exchange)
+_ID_BEARING_APIS: Final = ID_BEARING_APIS
+_GROUP_APIS: Final = GROUP_APIS
+_TRANSACTION_APIS: Final = TRANSACTION_APIS
+_SHARE_ACK: Final = SHARE_ACK
+_SHARE_HEARTBEAT: Final = SHARE_HEARTBEAT
 
 
 class ForensicTables:
@@ -124,8 +133,10 @@ class Forensics:
 
     def add(self, ex: Any) -> None:
         self.exchanges += 1
-        key = ex.api_key
-        if key in ID_BEARING_APIS:  # (learn_names reads no other API)
+        api_key = ex.api_key
+        # (an int: compared in C; -1 for a damaged header's None, in no set)
+        key: int = api_key if api_key is not None else -1
+        if key in _ID_BEARING_APIS:  # (learn_names reads no other API)
             self.learn_names(ex)
         stats = self.clients.add(ex)
         if key == _PRODUCE:
@@ -136,20 +147,28 @@ class Forensics:
                 self._fetch(ex, key == _SHARE_FETCH)
             if key == _SHARE_FETCH:
                 self.share.add(ex)
-        elif key in GROUP_APIS:
+        elif key in _GROUP_APIS:
             self.groups.add(ex, self.history)
-            if key == SHARE_HEARTBEAT:
+            if key == _SHARE_HEARTBEAT:
                 self.share.add(ex)
-        elif key == SHARE_ACK:
+        elif key == _SHARE_ACK:
             self.share.add(ex)
-        if key in TRANSACTION_APIS:
+        if key in _TRANSACTION_APIS:
             self.transactions.add(ex)
 
     def _produce(self, ex: Any, stats: Any) -> None:
         # (decoded, or kept as frames: kdissect.conn.kept_produce)
         transactional_id, parts = produce_parts(ex)
-        results = produce_answers(ex, produce_results)
-        answers = results if isinstance(results, dict) else None
+        response = ex.response
+        # an answer kept as its frame: its base offsets as read (errors none,
+        # an empty name "": produce_answers' values, its dict not built again)
+        bases: dict[tuple[Any, Any], int] | None = None
+        answers: dict[tuple[Any, Any], tuple[Any, int]] | None = None
+        if type(response) is ProduceResponseFrame:
+            bases = response_bases(response)
+        else:
+            results = produce_answers(ex, produce_results)
+            answers = results if isinstance(results, dict) else None
         request_ts, response_ts = ex.request_ts, ex.response_ts
         ts = request_ts if request_ts is not None else response_ts  # when(ex)
         timed = request_ts is not None and response_ts is not None
@@ -157,9 +176,14 @@ class Forensics:
         connection = self.clients.connection  # (clients.add has just taken this exchange)
         client_id = ex.client_id
         partition_stats = self.topics.stats
+        base: Any
+        error: Any
         for label, partition, raw in parts:
             figures = set_figures(_as_bytes(raw), limit, produced=True) if raw else None
-            base, error = answers.get((label, partition), _UNANSWERED) if answers is not None else _UNANSWERED
+            if bases is not None:
+                base, error = bases.get((label if label is not None else "", partition)), 0
+            else:
+                base, error = answers.get((label, partition), _UNANSWERED) if answers is not None else _UNANSWERED
             answered = base is not None and base >= 0 and not error
             spans = figures.spans if figures is not None else None
             last_offset = None

@@ -326,7 +326,10 @@ class GroupTally:
         if generation_id >= 0:
             generation.member(member_id, ex.client_id, host)
         errors: dict[tuple[Any, ...], int] = {}
-        for topic in getattr(response, "topics", None) or ():
+        # (an answer kept as its frame has no partition errors, and no
+        # `topics`: a failed getattr costs an exception)
+        for topic in (getattr(response, "topics", None) if type(response) is not OffsetCommitResponseFrame
+                      else None) or ():
             label = topic_label(topic, "name")
             for partition in getattr(topic, "partitions", None) or ():
                 if partition.error_code:

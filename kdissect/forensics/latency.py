@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections import deque
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from kdissect.forensics.sketch import LatencyHistogram
 
@@ -42,11 +42,29 @@ Produced = tuple[Any, ...]  # (first, last, request ts, response ts): ints
 class PartitionIndex:
     """The produced ranges of one topic-partition, ordered by first offset."""
 
-    __slots__ = ("ranges", "longest")
+    __slots__ = ("ranges", "longest", "reach")
 
     def __init__(self) -> None:
         self.ranges: list[Produced] = []
         self.longest = 0  # the longest range's span, to bound the search
+        # when the ranges are all known (`settle`): reach[i] is the highest
+        # last offset of ranges[:i + 1], where the search can stop exactly
+        self.reach: list[int] | None = None
+
+    def settle(self, produced: Iterable[Produced]) -> None:
+        """All the ranges at once (none added after): sorted once, the order
+        `add`'s insertions keep, with their reach."""
+        ranges = self.ranges = sorted(tuple(r) for r in produced)
+        reach: list[int] = []
+        highest = 0
+        longest = 0
+        for r in ranges:
+            if not reach or r[1] > highest:
+                highest = r[1]
+            reach.append(highest)
+            longest = max(longest, r[1] - r[0])
+        self.reach = reach
+        self.longest = longest
 
     def add(self, first: int, last: int, request_ts: int, response_ts: int) -> None:
         insort(self.ranges, (first, last, request_ts, response_ts))
@@ -58,11 +76,14 @@ class PartitionIndex:
         at = bisect_right(ranges, (last, float("inf")))
         found = []
         floor = first - self.longest
+        reach = self.reach
         while at > 0:
             at -= 1
             candidate = ranges[at]
             if candidate[0] < floor:
                 break
+            if reach is not None and reach[at] < first:
+                break  # no range from here down reaches `first`
             if candidate[1] >= first:
                 found.append(candidate)
         return found
@@ -101,6 +122,33 @@ def match_span(index: PartitionIndex | None, offsets: Sequence[int] | range, fet
             found[latency] = found.get(latency, 0) + n
             matched += n
         return sorted(found.items()), count - matched
+    if isinstance(offsets, range) and offsets.step == 1:
+        # overlapping ranges (a replay, a retry), offsets without holes: each
+        # offset goes to the earliest request among the ranges holding it, so
+        # the ranges take, earliest request first, the offsets still free
+        # (the loop below, a run of offsets at a time instead of one by one)
+        free: list[tuple[int, int]] = [(first, last)]
+        matched = 0
+        for r in sorted(qualifying, key=_request_ts):
+            low, high = r[0], r[1]
+            latency = fetched_ts - r[2]
+            rest: list[tuple[int, int]] = []
+            for start, end in free:
+                taken_first, taken_last = max(start, low), min(end, high)
+                if taken_first > taken_last:
+                    rest.append((start, end))
+                    continue
+                n = taken_last - taken_first + 1
+                found[latency] = found.get(latency, 0) + n
+                matched += n
+                if start < taken_first:
+                    rest.append((start, taken_first - 1))
+                if taken_last < end:
+                    rest.append((taken_last + 1, end))
+            free = rest
+            if not free:
+                break
+        return sorted(found.items()), count - matched
     matched = 0
     for offset in offsets:
         best = None
@@ -112,6 +160,10 @@ def match_span(index: PartitionIndex | None, offsets: Sequence[int] | range, fet
             found[latency] = found.get(latency, 0) + 1
             matched += 1
     return sorted(found.items()), count - matched
+
+
+def _request_ts(produced: Produced) -> Any:
+    return produced[2]
 
 
 class LatencyTally:
@@ -162,6 +214,49 @@ class LatencyTally:
             summary = histogram.summary()
             rows.append({"dimension": key[0], "topic": key[1], "client_id": key[2],
                          "records": summary.pop("count"), **summary, "unmatched": unmatched})
+        return rows
+
+
+# a RangeRows row's kind
+PRODUCED, FETCHED = 0, 1
+
+
+class RangeRows:
+    """A `latency_sink` that keeps the ranges as rows, for the Spark tasks
+    (kdissect.spark.forensics writes them out and matches them after the
+    shuffle): (kind, label, partition, first, last, ts, response_ts,
+    client_id), PRODUCED rows with the request's and the answer's times,
+    FETCHED ones with the response's time and the consumer. Compiled, as
+    the tallies call it once per produced or fetched span (thousands a
+    task); `full` is called whenever `limit` rows have gathered (it takes
+    them: `take`)."""
+
+    def __init__(self, full: Callable[[], None], limit: int) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.full = full
+        self.limit = limit
+
+    def produced(self, label: str | None, partition: int, first: int, last: int, request_ts: int,
+                 response_ts: int) -> None:
+        rows = self.rows
+        rows.append((PRODUCED, label, partition, first, last, request_ts, response_ts, None))
+        if len(rows) >= self.limit:
+            self.full()
+
+    def fetched(self, label: str | None, partition: int, client_id: str | None, offsets: Sequence[int] | range,
+                fetched_ts: int) -> None:
+        rows = self.rows
+        rows.append((FETCHED, label, partition, offsets[0], offsets[-1], fetched_ts, None, client_id))
+        if len(rows) >= self.limit:
+            self.full()
+
+    def rename(self, old: str, new: str) -> None:
+        pass  # the rows keep the label they were made with (resolved later, with every name)
+
+    def take(self) -> list[tuple[Any, ...]]:
+        """The rows gathered, handed over (the sink starts empty again)."""
+        rows = self.rows
+        self.rows = []
         return rows
 
 
@@ -239,9 +334,7 @@ def match_partition(produced: Iterable[Produced], fetched: Iterable[tuple[Any, .
     """The rule over all of one partition's ranges: `fetched` holds
     (client_id, offsets, fetched time)."""
     index = PartitionIndex()
-    # (all ranges known at once: sorted once, the order `add`'s insertions keep)
-    index.ranges = sorted(tuple(r) for r in produced)
-    index.longest = max(0, max((r[1] - r[0] for r in index.ranges), default=0))
+    index.settle(produced)  # (all ranges known at once)
     for client_id, offsets, fetched_ts in fetched:
         matches, unmatched = match_span(index, offsets, fetched_ts, horizon_ns, slack_ns)
         tally.add(label, client_id, matches, unmatched)

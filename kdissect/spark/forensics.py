@@ -31,11 +31,11 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
+from kdissect.forensics.latency import FETCHED, PRODUCED, RangeRows
 from kdissect.shared.outdir_tree import Tree, as_tree
 from kdissect.spark.parquet_rows import FLUSH_ROWS, ParquetRows
 
 FORENSICS_DIR = "forensics"
-PRODUCED, FETCHED = 0, 1
 RANGE_SCHEMA = pa.schema([
     ("kind", pa.int8()),  # PRODUCED or FETCHED
     ("topic", pa.string()),  # the label the task knew (a name, or an id's text)
@@ -54,36 +54,37 @@ def _directory(work_dir: Tree | str) -> Tree:
 
 
 class RangeSink:
-    """The `latency_sink` of a task's Forensics: ranges to a Parquet file.
-
-    A range is appended to the file's pending rows here, not through
-    `ParquetRows.add` (one Python call less per range: a task has thousands),
-    and the rows are written once FLUSH_ROWS have gathered, as `add` would."""
+    """A task's ranges to a Parquet file: `sink` (a compiled
+    kdissect.forensics.latency.RangeRows) is the `latency_sink` of the
+    task's Forensics, called once per range (a task has thousands), and
+    hands its rows to the file once FLUSH_ROWS have gathered, as
+    `ParquetRows.add` would write them."""
 
     def __init__(self, work_dir: Tree | str, task_partition: int) -> None:
         self.rows = ParquetRows(_directory(work_dir), f"ranges-{task_partition:05d}.parquet", RANGE_SCHEMA)
+        self.sink = RangeRows(self._flush, FLUSH_ROWS)
+
+    def _flush(self) -> None:
+        self.rows.rows.extend(self.sink.take())
+        self.rows.flush()
 
     def produced(self, label: str | None, partition: int, first: int, last: int, request_ts: int,
                  response_ts: int) -> None:
-        pending = self.rows.rows
-        pending.append((PRODUCED, label, partition, first, last, request_ts, response_ts, None))
-        if len(pending) >= FLUSH_ROWS:
-            self.rows.flush()
+        self.sink.produced(label, partition, first, last, request_ts, response_ts)
 
     def fetched(self, label: str | None, partition: int, client_id: str | None, offsets: range,
                 fetched_ts: int) -> None:
-        pending = self.rows.rows
-        pending.append((FETCHED, label, partition, offsets[0], offsets[-1], fetched_ts, None, client_id))
-        if len(pending) >= FLUSH_ROWS:
-            self.rows.flush()
+        self.sink.fetched(label, partition, client_id, offsets, fetched_ts)
 
     def rename(self, old: str, new: str) -> None:
         pass  # the driver resolves every label with the names of the whole archive
 
     def close(self) -> None:
+        self.rows.rows.extend(self.sink.take())
         self.rows.close()
 
     def abandon(self) -> None:
+        self.sink.take()
         self.rows.abandon()
 
 
@@ -97,7 +98,7 @@ class TaskForensics:
         self.task_partition = task_partition
         self.ranges = RangeSink(work_dir, task_partition)
         limit = {} if max_uncompressed is None else {"max_uncompressed": max_uncompressed}
-        self.forensics = Forensics(latency_sink=self.ranges, **limit)
+        self.forensics = Forensics(latency_sink=self.ranges.sink, **limit)
         # the tallies' own methods, called without a Python frame of this class
         # between (once per exchange: thousands a task)
         self.learn_names: Callable[[Any], None] = self.forensics.learn_names

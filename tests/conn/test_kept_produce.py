@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kdissect.conn.kept_produce import (ProduceResponseFrame, produce_answers, produce_parts,
+from kdissect.conn.kept_produce import (ProduceResponseFrame, produce_answers, produce_parts, response_bases,
                                         read_produce_request)
 from kdissect.conn.pipeline import Analysis
 from kdissect.forensics import FORENSIC_APIS
@@ -128,6 +128,34 @@ def test_every_version_reads_as_decoded(version: int) -> None:
                                                                    answer("", [(2, 5)])]} | ({"throttle_time_ms": 0} if version >= 1 else {}))
     assert _check_response(response, version)
     assert len(_frame_answers(response, version)) == 3  # -1 is no offset
+
+
+@pytest.mark.parametrize("version", range(14))
+def test_response_bases_looked_up_by_request_label(version: int) -> None:
+    """`response_bases` as the tallies read it (kdissect.forensics.core:
+    a request part's label, None as "", looked up in the frame's bases)
+    gives each partition the base offset the decoded answer gives it: the
+    empty topic name, an unknown (-1) base and a partition the answer leaves
+    out included."""
+    topic_id = uuid.UUID("5b0c1d2e-3f40-4152-8364-758697a8b9ca")
+    request = encode_request(PRODUCE, version, 7, "client", _request_body(version, topic_id))
+
+    def answer(name: str, partitions: list) -> dict:
+        entry = {"partition_responses": [{"index": index, "error_code": 0, "base_offset": base}
+                                         for index, base in partitions]}
+        return entry | ({"topic_id": topic_id} if version >= 13 else {"name": name})
+
+    # partition 7 of "orders" not answered
+    response = encode_response(PRODUCE, version, 7, {"responses": [answer("orders", [(0, 41), (3, -1)]),
+                                                                   answer("", [(2, 5)])]}
+                               | ({"throttle_time_ms": 0} if version >= 1 else {}))
+    decoded = _decoded_answers(response, version)
+    bases = response_bases(ProduceResponseFrame(response, version))
+    _, parts = _frame_parts(request)
+    looked_up = [bases.get((label if label is not None else "", index)) for label, index, _ in parts]
+    assert looked_up == [decoded.get((label, index), (None, 0))[0] for label, index, _ in parts]
+    # the values by hand: orders 0 at 41, orders 3 unknown, orders 7 unanswered, "" 2 at 5
+    assert looked_up == [41, None, None, 5]
 
 
 def test_what_keep_apis_keeps_of_produce_and_api_versions() -> None:
