@@ -101,6 +101,8 @@ def match_span(index: PartitionIndex | None, offsets: Sequence[int] | range, fet
             found[latency] = found.get(latency, 0) + n
             matched += n
         return sorted(found.items()), count - matched
+    if isinstance(offsets, range) and offsets.step == 1:
+        return _stretches(qualifying, first, last, fetched_ts, count)
     matched = 0
     for offset in offsets:
         best = None
@@ -111,6 +113,35 @@ def match_span(index: PartitionIndex | None, offsets: Sequence[int] | range, fet
             latency = fetched_ts - best
             found[latency] = found.get(latency, 0) + 1
             matched += 1
+    return sorted(found.items()), count - matched
+
+
+def _stretches(qualifying: list[Produced], first: int, last: int, fetched_ts: int,
+               count: int) -> tuple[list[tuple[int, int]], int]:
+    """match_span's rule for the contiguous offsets first..last and
+    overlapping ranges: cut at every range's ends, each stretch between two
+    cuts lies wholly inside or outside each range, so the earliest request
+    covering its first offset covers all of it (one pass a stretch, not one
+    an offset: fetches of records produced again under the same offsets,
+    e.g. replays, meet many ranges)."""
+    cuts = {first, last + 1}
+    for r in qualifying:  # (each overlaps first..last: its ends fall within first..last + 1 once clipped)
+        cuts.add(max(r[0], first))
+        cuts.add(min(r[1], last) + 1)
+    bounds = sorted(cuts)
+    found: dict[int, int] = {}
+    matched = 0
+    for at in range(len(bounds) - 1):
+        start = bounds[at]
+        best = None
+        for r in qualifying:
+            if r[0] <= start <= r[1] and (best is None or r[2] < best):
+                best = r[2]
+        if best is not None:
+            n = bounds[at + 1] - start
+            latency = fetched_ts - best
+            found[latency] = found.get(latency, 0) + n
+            matched += n
     return sorted(found.items()), count - matched
 
 
