@@ -46,6 +46,8 @@ _ATTR_LOG_APPEND_TIME: Final = ATTR_LOG_APPEND_TIME
 _ATTR_TRANSACTIONAL: Final = ATTR_TRANSACTIONAL
 _SNAPPY: Final = codecs.SNAPPY
 _GZIP: Final = codecs.GZIP
+_LZ4: Final = codecs.LZ4
+_OUTPUT_STEP: Final = 1 << 20  # output asked for per call (as codecs asks)
 # every codec id's name (the id is three bits), as records.model.codec_name gives it
 _CODEC_NAMES: Final = tuple(codec_name(codec_id) for codec_id in range(_ATTR_CODEC + 1))
 
@@ -241,6 +243,13 @@ def _walk_batch(data: bytes, pos: int, end: int, content: bytes, crc: int, attri
         body = inflate_snappy(library, body, limit)
     elif codec_id == _GZIP:
         body = _gunzip_whole(body, limit)
+    elif codec_id == _LZ4:
+        library = codecs._lz4frame
+        if library is codecs._UNLOADED:
+            library = codecs._load("_lz4frame")
+        if library is None:
+            raise _Irregular
+        body = _unlz4_whole(library, body, limit)
     elif codec_id:
         inflated = codecs.decompress(codec_id, body, limit, magic=2)
         if inflated.problems or inflated.over_limit:
@@ -259,6 +268,26 @@ def _gunzip_whole(body: bytes, limit: int) -> bytes:
     member: the decoder's walk answers those), as a zlib.error for damage."""
     inflater = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected (as codecs._gunzip)
     inflated = inflater.decompress(body, limit + 1)
+    if not inflater.eof or inflater.unused_data or len(inflated) > limit:
+        raise _Irregular
+    return inflated
+
+
+def _unlz4_whole(library: Any, body: bytes, limit: int) -> bytes:
+    """A body of one whole LZ4 frame inflated without codecs.decompress's
+    header repair and result object: the library checks the frame's header
+    checksum, so a frame it takes has the checksum codecs finds right (its
+    repair notes nothing; a Kafka pre-KIP-57 checksum or another mismatch,
+    which codecs reports in a magic-2 batch, makes the library raise and the
+    decoder's walk answer). _Irregular for a cut frame, the limit, or data
+    after the frame."""
+    inflater = library.LZ4FrameDecompressor()
+    inflated = inflater.decompress(body, max_length=min(limit + 1, _OUTPUT_STEP))
+    while not inflater.eof and len(inflated) <= limit:
+        more = inflater.decompress(b"", max_length=min(limit - len(inflated) + 1, _OUTPUT_STEP))
+        if not more:
+            raise _Irregular  # the frame is cut: it needs more input than the body holds
+        inflated += more
     if not inflater.eof or inflater.unused_data or len(inflated) > limit:
         raise _Irregular
     return inflated

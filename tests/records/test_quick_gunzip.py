@@ -53,3 +53,40 @@ def test_what_codecs_reports_is_declined() -> None:
         with pytest.raises((quick_spans._Irregular, zlib.error)):
             quick_spans._gunzip_whole(body, limit)
     assert quick_spans._gunzip_whole(whole, len(text)) == text
+
+
+lz4frame = pytest.importorskip("lz4.frame")
+
+
+def lz4_bodies() -> list[bytes]:
+    rng = random.Random(3)
+    made = []
+    for n in range(40):
+        text = bytes(rng.choice(b"kafka lz4 records ") for _ in range(rng.randint(0, 3_000_000 if n % 10 == 0 else 4_000)))
+        whole = lz4frame.compress(text, content_checksum=bool(n % 2))
+        header_checksum_at = 4 + 2 + (8 if whole[4] & 0x08 else 0) + (4 if whole[4] & 0x01 else 0)
+        legacy = bytearray(whole)  # Kafka's pre-KIP-57 header checksum (over the magic too)
+        from kdissect.records.xxh32 import xxh32
+        legacy[header_checksum_at] = (xxh32(bytes(whole[:header_checksum_at])) >> 8) & 0xFF
+        damaged = bytearray(whole)
+        damaged[rng.randrange(7, len(whole))] ^= 1 << rng.randrange(8)
+        made += [whole, whole[: len(whole) // 2], whole + b"\x00", whole + lz4frame.compress(b"second"),
+                 bytes(legacy), bytes(damaged)]
+    return made
+
+
+@pytest.mark.parametrize("limit", [codecs.DEFAULT_LIMIT, 1_000])
+def test_lz4_in_one_frame_as_the_codecs_module(limit: int) -> None:
+    library = codecs._load("_lz4frame")
+    answered = declined = 0
+    for body in lz4_bodies():
+        expected = codecs.decompress(codecs.LZ4, body, limit)
+        try:
+            inflated = quick_spans._unlz4_whole(library, body, limit)
+        except Exception:  # _Irregular, or the library's error: the decoder's walk answers
+            declined += 1
+            continue
+        answered += 1
+        assert not expected.problems and not expected.over_limit
+        assert inflated == expected.data
+    assert answered >= (40 if limit == codecs.DEFAULT_LIMIT else 4) and declined >= 120  # both ways taken
