@@ -124,6 +124,14 @@ def _stretches(qualifying: list[Produced], first: int, last: int, fetched_ts: in
     covering its first offset covers all of it (one pass a stretch, not one
     an offset: fetches of records produced again under the same offsets,
     e.g. replays, meet many ranges)."""
+    best = None
+    for r in qualifying:
+        if r[0] > first or r[1] < last:
+            break
+        if best is None or r[2] < best:
+            best = r[2]
+    else:  # every range holds all of first..last (offsets produced again, e.g. replays): one stretch
+        return ([(fetched_ts - best, count)] if best is not None else []), (0 if best is not None else count)
     cuts = {first, last + 1}
     for r in qualifying:  # (each overlaps first..last: its ends fall within first..last + 1 once clipped)
         cuts.add(max(r[0], first))

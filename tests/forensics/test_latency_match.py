@@ -52,6 +52,23 @@ def test_overlapping_ranges_match_as_offset_by_offset() -> None:
         assert match_span(index_of(ranges), list(offsets), fetched_ts, HORIZON, SLACK) == expected
 
 
+def test_ranges_holding_every_offset_match_as_offset_by_offset() -> None:
+    rng = random.Random(8)
+    for _ in range(2_000):
+        first = rng.randint(10, 40)
+        offsets = range(first, first + rng.randint(1, 10))
+        ranges = []
+        for _ in range(rng.randint(1, 9)):  # each holds all of the fetched offsets (but the last, at times)
+            request = rng.randint(0, 1_500)
+            ranges.append((first - rng.randint(0, 5), offsets[-1] + rng.randint(0, 5), request,
+                           request + rng.randint(0, 200)))
+        if rng.random() < 0.3:
+            ranges.append((first + 1, first + 3, rng.randint(0, 1_500), 0))
+        fetched_ts = rng.randint(0, 2_000)
+        expected = by_offset(ranges, list(offsets), fetched_ts)
+        assert match_span(index_of(ranges), offsets, fetched_ts, HORIZON, SLACK) == expected
+
+
 def test_replayed_offsets_take_the_earliest_request() -> None:
     # the same offsets produced three times (replays): the earliest qualifying request wins
     ranges = [(0, 9, 100, 110), (0, 9, 300, 310), (0, 9, 200, 210), (5, 14, 50, 60)]
