@@ -18,6 +18,10 @@ each range's first record found by the driver's probe
 last range last, so the timings sum all read tasks of the file);
 `--stage probe` times the planning alone (plan, probe, numbering),
 `--stage read` the read tasks alone (planned once, outside the timing).
+`--walk-fresh` clears the forensic tallies' held batches
+(`kdissect.records.quick_spans`) before every run, so each run walks every
+record batch as a fresh worker would (else later runs find the earlier
+runs' batches held and skip their walk).
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ def main() -> None:
                         help="cut the file into byte ranges of this size (10m, 128m; default: one split)")
     parser.add_argument("--stage", choices=["probe", "read", "both"], default="both",
                         help="time the driver's planning and probe, the read tasks, or both (default)")
+    parser.add_argument("--walk-fresh", action="store_true",
+                        help="clear the quick walk's held batches before each run (see the docstring)")
     parser.add_argument("--checkout", default=str(Path(__file__).resolve().parent.parent),
                         help="the kdissect checkout to measure (default: this script's)")
     args = parser.parse_args()
@@ -84,6 +90,10 @@ def main() -> None:
     tables = not args.no_forensic_tables
 
     def run() -> None:
+        if args.walk_fresh:
+            from kdissect.records import quick_spans
+
+            quick_spans._recent.clear()
         splits = plan(args.capture, args.split_size) if args.stage != "read" else planned
         if args.stage != "probe":
             read_task(args.capture, splits, tables)

@@ -68,11 +68,12 @@ def _decoded_figures(raw: bytes, limit: int, produced: bool) -> SetFigures:
         figures.batches += 1
         if batch.codec not in figures.codecs:
             figures.codecs.append(batch.codec)
-        stamps = tuple([record.timestamp for record in data])
+        stamps = [record.timestamp for record in data]
+        known = None not in stamps and min(stamps) >= 0  # type: ignore[type-var, operator]
         figures.spans.append(BatchSpan(first, last, len(data), None if contiguous else data_offsets,
                                        batch.producer_id, batch.producer_epoch, batch.base_sequence,
                                        batch.transactional, wire, inflated,
-                                       None if None in stamps or min(stamps) < 0 else stamps))  # type: ignore[arg-type, type-var, operator]
+                                       stamps[0] if known else None, max(stamps) if known else None))  # type: ignore[type-var]
     return figures
 
 

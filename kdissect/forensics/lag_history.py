@@ -118,17 +118,14 @@ class LagHistory:
         key = (label, partition)
         shift = base if base is not None else 0
         for span in figures.spans:
-            stamps: tuple[int, ...] | None = span.stamps
-            if not stamps:
+            first_stamp: int | None = span.first_stamp
+            newest_stamp: int | None = span.newest_stamp
+            if first_stamp is None or newest_stamp is None:
                 continue
             times = self.times.get(key)
             if times is None:
                 times = self.times[key] = RecordTimes()
-            newest = stamps[0]
-            for stamp in stamps:  # (max(stamps), without a call through Python: once per batch)
-                if stamp > newest:
-                    newest = stamp
-            times.add(span.first + shift, span.last + shift, stamps[0], newest, fetched)
+            times.add(span.first + shift, span.last + shift, first_stamp, newest_stamp, fetched)
 
     def add_watermark(self, label: str | None, partition: int, order: tuple[Any, ...], ts: int, high_watermark: int) -> None:
         self._put(self.watermarks, (label, partition), order, ts, high_watermark)

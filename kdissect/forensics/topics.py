@@ -148,8 +148,10 @@ class TopicTally:
         (`order`: the exchange's order_key at `ts`, when known)."""
         error = getattr(entry, "error_code", 0) or 0
         last = None
-        if figures is not None and figures.spans:
-            last = max(span.last for span in figures.spans)
+        if figures is not None:
+            for span in figures.spans:  # (the highest last offset: a loop, not max() over a generator)
+                if last is None or span.last > last:
+                    last = span.last
         self._stats((label, partition, "fetch", ex.client_id)).add(ts, figures, error, last)
         if share:
             return  # share groups track delivery on the broker: no offsets to lag behind

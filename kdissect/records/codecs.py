@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import zlib
+from _thread import _local as _thread_local  # (threading.local, without importing threading at start)
 from typing import Any
 
 from kdissect.model.packet import SlotRecord
@@ -256,10 +257,25 @@ def _unlz4(data: bytes, limit: int, magic: int) -> Inflated:
     return Inflated(bytes(out), problems, notes=quiet)
 
 
+# One ZstdDecompressor per thread, reused: making one (its decompression
+# context) costs about as much as inflating a batch of a few kB; each
+# stream_reader starts a fresh session on it (a damaged frame before leaves
+# nothing behind), and a decompressor serves one operation at a time.
+_zstd_decompressors = _thread_local()
+
+
+def _zstd_decompressor() -> Any:
+    """This thread's decompressor of the zstandard module loaded (a test may swap the module)."""
+    held = getattr(_zstd_decompressors, "held", None)
+    if held is None or held[0] is not _zstd:
+        held = _zstd_decompressors.held = (_zstd, _zstd.ZstdDecompressor())
+    return held[1]
+
+
 def _unzstd(data: bytes, limit: int) -> Inflated:
     # Kafka's zstd frames may omit the content size, so one-shot decompression
     # is not possible; read through a stream reader with an explicit budget.
-    reader = _zstd.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    reader = _zstd_decompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
     out = bytearray()
     try:
         while len(out) <= limit:

@@ -14,13 +14,17 @@ agree).
 
 A row: (first, last, count, offsets or None when they run first..last
 without holes, producer id, producer epoch, base sequence, transactional,
-wire bytes, record bytes, timestamps or None when one is negative, codec).
+wire bytes, record bytes, first record's timestamp and newest timestamp or
+None and None when one is negative, codec). The records are read without a
+list or tuple a record: offsets are kept only for a batch with holes, and of
+the timestamps only the two the tallies use (the lag history's).
 Offsets are wire offsets, or with `produced` positions within the set (a
 Produce request carries placeholders), as `kdissect records` numbers them.
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import Any, Final
 
 from kdissect.records import codecs
@@ -31,7 +35,7 @@ from kdissect.records.model import codec_name
 from kdissect.records.unsnappy import inflate_snappy
 from kdissect.records.wire import read_varint
 
-SpanRow = tuple[int, int, int, list[int] | None, int, int, int, bool, int, int, tuple[int, ...] | None, str]
+SpanRow = tuple[int, int, int, list[int] | None, int, int, int, bool, int, int, int | None, int | None, str]
 
 _HEADER_SIZE: Final = HEADER_SIZE
 _CRC_START: Final = CRC_START
@@ -41,6 +45,9 @@ _ATTR_CONTROL: Final = ATTR_CONTROL
 _ATTR_LOG_APPEND_TIME: Final = ATTR_LOG_APPEND_TIME
 _ATTR_TRANSACTIONAL: Final = ATTR_TRANSACTIONAL
 _SNAPPY: Final = codecs.SNAPPY
+_GZIP: Final = codecs.GZIP
+_LZ4: Final = codecs.LZ4
+_OUTPUT_STEP: Final = 1 << 20  # output asked for per call (as codecs asks)
 # every codec id's name (the id is three bits), as records.model.codec_name gives it
 _CODEC_NAMES: Final = tuple(codec_name(codec_id) for codec_id in range(_ATTR_CODEC + 1))
 
@@ -80,27 +87,27 @@ class _Walked:
     """What the walk found in one batch that its bytes from the attributes on
     (the CRC's range) decide, with the CRC and the limit it was walked with:
     everything in its row but the base offset's part. Offsets as deltas from
-    the base offset."""
+    the base offset: the first, the last, and all of them only when they have
+    holes (None when they run first..last one by one)."""
 
     __slots__ = ("content", "crc", "limit", "count", "first_delta", "last_delta", "deltas", "record_bytes",
-                 "stamps", "cost")
+                 "first_stamp", "newest_stamp", "cost")
 
-    def __init__(self, content: bytes, crc: int, limit: int, offsets: list[int], base_offset: int,
-                 record_bytes: int, stamps: tuple[int, ...] | None) -> None:
+    def __init__(self, content: bytes, crc: int, limit: int, count: int, first_delta: int, last_delta: int,
+                 deltas: list[int] | None, record_bytes: int, first_stamp: int | None,
+                 newest_stamp: int | None) -> None:
         self.content = content
         self.crc = crc
         self.limit = limit
-        self.count = len(offsets)
-        self.first_delta = offsets[0] - base_offset
-        self.last_delta = offsets[-1] - base_offset
-        contiguous = self.last_delta - self.first_delta + 1 == self.count and \
-            offsets == list(range(offsets[0], offsets[-1] + 1))
-        # None when the offsets run first..last without holes
-        self.deltas: list[int] | None = None if contiguous else [offset - base_offset for offset in offsets]
+        self.count = count
+        self.first_delta = first_delta
+        self.last_delta = last_delta
+        self.deltas = deltas
         self.record_bytes = record_bytes
-        self.stamps = stamps
-        # what holding it costs, roughly: its bytes, its stamps' ints and tuple, the object
-        self.cost = len(content) + 40 * self.count + 400
+        self.first_stamp = first_stamp
+        self.newest_stamp = newest_stamp
+        # what holding it costs, roughly (as when every stamp was held: the hold keeps the batches it kept)
+        self.cost = len(content) + 40 * count + 400
 
 
 class _RecentBatches:
@@ -212,7 +219,7 @@ def _walk(data: bytes, limit: int, produced: bool) -> tuple[list[SpanRow], int |
         position += count
         rows.append((first, last, count, holes, producer_id, producer_epoch, base_sequence,
                      bool(attributes & _ATTR_TRANSACTIONAL), 12 + length, walked.record_bytes,
-                     walked.stamps, _CODEC_NAMES[attributes & _ATTR_CODEC]))
+                     walked.first_stamp, walked.newest_stamp, _CODEC_NAMES[attributes & _ATTR_CODEC]))
         pos = end
     return rows, next_offset
 
@@ -234,6 +241,15 @@ def _walk_batch(data: bytes, pos: int, end: int, content: bytes, crc: int, attri
         if library is None:
             raise _Irregular
         body = inflate_snappy(library, body, limit)
+    elif codec_id == _GZIP:
+        body = _gunzip_whole(body, limit)
+    elif codec_id == _LZ4:
+        library = codecs._lz4frame
+        if library is codecs._UNLOADED:
+            library = codecs._load("_lz4frame")
+        if library is None:
+            raise _Irregular
+        body = _unlz4_whole(library, body, limit)
     elif codec_id:
         inflated = codecs.decompress(codec_id, body, limit, magic=2)
         if inflated.problems or inflated.over_limit:
@@ -241,9 +257,40 @@ def _walk_batch(data: bytes, pos: int, end: int, content: bytes, crc: int, attri
         body = inflated.data
     base_ts = _int64(data, pos + 27)
     max_ts = _int64(data, pos + 35)
-    offsets, stamps, negative = _records(body, declared, base_offset, base_ts,
-                                         max_ts if attributes & _ATTR_LOG_APPEND_TIME else None)
-    return _Walked(content, crc, limit, offsets, base_offset, len(body), None if negative else tuple(stamps))
+    return _records(body, declared, base_ts, max_ts if attributes & _ATTR_LOG_APPEND_TIME else None,
+                    content, crc, limit)
+
+
+def _gunzip_whole(body: bytes, limit: int) -> bytes:
+    """A body of one whole gzip (or zlib) member inflated in one call, as
+    codecs.decompress inflates it piece by piece; _Irregular for anything
+    else it would report or read on (cut, over the limit, data after the
+    member: the decoder's walk answers those), as a zlib.error for damage."""
+    inflater = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected (as codecs._gunzip)
+    inflated = inflater.decompress(body, limit + 1)
+    if not inflater.eof or inflater.unused_data or len(inflated) > limit:
+        raise _Irregular
+    return inflated
+
+
+def _unlz4_whole(library: Any, body: bytes, limit: int) -> bytes:
+    """A body of one whole LZ4 frame inflated without codecs.decompress's
+    header repair and result object: the library checks the frame's header
+    checksum, so a frame it takes has the checksum codecs finds right (its
+    repair notes nothing; a Kafka pre-KIP-57 checksum or another mismatch,
+    which codecs reports in a magic-2 batch, makes the library raise and the
+    decoder's walk answer). _Irregular for a cut frame, the limit, or data
+    after the frame."""
+    inflater = library.LZ4FrameDecompressor()
+    inflated = inflater.decompress(body, max_length=min(limit + 1, _OUTPUT_STEP))
+    while not inflater.eof and len(inflated) <= limit:
+        more = inflater.decompress(b"", max_length=min(limit - len(inflated) + 1, _OUTPUT_STEP))
+        if not more:
+            raise _Irregular  # the frame is cut: it needs more input than the body holds
+        inflated += more
+    if not inflater.eof or inflater.unused_data or len(inflated) > limit:
+        raise _Irregular
+    return inflated
 
 
 def _varint(body: bytes, pos: int) -> tuple[int, int]:
@@ -260,17 +307,19 @@ def _varint(body: bytes, pos: int) -> tuple[int, int]:
     return value
 
 
-def _records(body: bytes, declared: int, base_offset: int, base_ts: int,
-             log_append_ts: int | None) -> tuple[list[int], list[int], bool]:
-    """The offsets and timestamps of exactly `declared` well-formed records
-    filling `body` (else _Irregular), read as records.batch reads them, and
-    whether a timestamp is negative."""
-    offsets: list[int] = []
-    stamps: list[int] = []
+def _records(body: bytes, declared: int, base_ts: int, log_append_ts: int | None, content: bytes, crc: int,
+             limit: int) -> _Walked:
+    """The walk of exactly `declared` well-formed records filling `body` (else
+    _Irregular), read as records.batch reads them: their offset deltas (the
+    first, the last, all of them only when they have holes), the first
+    record's timestamp and the newest (both None when one is negative)."""
+    first_delta = last_delta = 0
+    deltas: list[int] | None = None  # made at the first hole
+    first_stamp = newest_stamp = 0
     negative = False
     pos = 0
     end = len(body)
-    for _ in range(declared):
+    for index in range(declared):
         size, start = _varint(body, pos)
         stop = start + size
         if size < 6 or stop > end:
@@ -300,14 +349,25 @@ def _records(body: bytes, declared: int, base_offset: int, base_ts: int,
                     raise _Irregular
         if pos != stop:
             raise _Irregular
-        offsets.append(base_offset + offset_delta)
         stamp = base_ts + ts_delta if log_append_ts is None else log_append_ts
+        if index == 0:
+            first_delta = offset_delta
+            first_stamp = newest_stamp = stamp
+        else:
+            if deltas is None and offset_delta != last_delta + 1:  # the first hole: every delta from here
+                deltas = list(range(first_delta, last_delta + 1))
+            if stamp > newest_stamp:
+                newest_stamp = stamp
+        if deltas is not None:
+            deltas.append(offset_delta)
+        last_delta = offset_delta
         if stamp < 0:
             negative = True
-        stamps.append(stamp)
     if pos != end:
         raise _Irregular
-    return offsets, stamps, negative
+    if negative:
+        return _Walked(content, crc, limit, declared, first_delta, last_delta, deltas, end, None, None)
+    return _Walked(content, crc, limit, declared, first_delta, last_delta, deltas, end, first_stamp, newest_stamp)
 
 
 # -- the figures of a record set (kdissect.forensics.batches.set_figures) ------------------------------
@@ -319,12 +379,12 @@ class BatchSpan:
     producer fields of its header."""
 
     __slots__ = ("first", "last", "count", "offsets", "producer_id", "producer_epoch", "base_sequence",
-                 "transactional", "wire_bytes", "record_bytes", "stamps")
+                 "transactional", "wire_bytes", "record_bytes", "first_stamp", "newest_stamp")
 
-    # (the producer fields and stamps as the records decoder gives them, whatever their type)
+    # (the producer fields as the records decoder gives them, whatever their type)
     def __init__(self, first: int, last: int, count: int, offsets: Any, producer_id: Any,
                  producer_epoch: Any, base_sequence: Any, transactional: Any, wire_bytes: int,
-                 record_bytes: int, stamps: Any = None) -> None:
+                 record_bytes: int, first_stamp: int | None = None, newest_stamp: int | None = None) -> None:
         self.first = first
         self.last = last
         self.count = count
@@ -335,7 +395,9 @@ class BatchSpan:
         self.transactional = transactional
         self.wire_bytes = wire_bytes
         self.record_bytes = record_bytes
-        self.stamps = stamps  # the records' timestamps (ms), in offset order; None when one is missing
+        # the first record's timestamp (ms) and the newest of the batch's; None when one is missing or negative
+        self.first_stamp = first_stamp
+        self.newest_stamp = newest_stamp
 
 
 class SetFigures:
@@ -370,14 +432,14 @@ def plain_figures(data: bytes, limit: int, produced: bool) -> SetFigures | None:
     codecs_seen = figures.codecs
     records = record_bytes = batch_bytes = 0
     for first, last, count, offsets, producer_id, producer_epoch, base_sequence, transactional, wire, inflated, \
-            stamps, codec in rows:
+            first_stamp, newest_stamp, codec in rows:
         records += count
         record_bytes += inflated
         batch_bytes += wire
         if codec not in codecs_seen:
             codecs_seen.append(codec)
         spans.append(BatchSpan(first, last, count, offsets, producer_id, producer_epoch, base_sequence,
-                               transactional, wire, inflated, stamps))
+                               transactional, wire, inflated, first_stamp, newest_stamp))
     figures.records, figures.record_bytes, figures.batch_bytes, figures.batches = \
         records, record_bytes, batch_bytes, len(rows)
     return figures

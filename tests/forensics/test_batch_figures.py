@@ -37,7 +37,7 @@ def _record_sets(path: Path) -> list[tuple[bytes, bool]]:
 
 # every field of a span (named here: the compiled class has no __slots__ to read them from)
 _SPAN_FIELDS = ("first", "last", "count", "offsets", "producer_id", "producer_epoch", "base_sequence",
-                "transactional", "wire_bytes", "record_bytes", "stamps")
+                "transactional", "wire_bytes", "record_bytes", "first_stamp", "newest_stamp")
 
 
 def _figures(figures) -> tuple:

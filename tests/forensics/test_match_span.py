@@ -64,3 +64,41 @@ def test_overlapping_by_hand() -> None:
     index = PartitionIndex()
     index.settle([(10, 14, 100, 110), (10, 19, 300, 310), (12, 16, 200, 210)])
     assert match_span(index, range(10, 20), 1000, HORIZON, SLACK) == ([(700, 3), (800, 2), (900, 5)], 0)
+
+
+def _index_of(ranges: list[tuple[int, int, int, int]]) -> PartitionIndex:
+    index = PartitionIndex()
+    for r in ranges:
+        index.add(*r)
+    return index
+
+
+def test_ranges_holding_every_offset_as_the_rule_by_offset() -> None:
+    """Replays: every range holds all of the fetched offsets (at times but the
+    last), now and then a short one inside them."""
+    rng = random.Random(8)
+    for _ in range(2_000):
+        first = rng.randint(10, 40)
+        offsets = range(first, first + rng.randint(1, 10))
+        ranges = []
+        for _ in range(rng.randint(1, 9)):
+            request = rng.randint(0, 1_500)
+            ranges.append((first - rng.randint(0, 5), offsets[-1] + rng.randint(0, 5), request,
+                           request + rng.randint(0, 200)))
+        if rng.random() < 0.3:
+            ranges.append((first + 1, first + 3, rng.randint(0, 1_500), 0))
+        fetched_ts = rng.randint(0, 2_000)
+        assert match_span(_index_of(ranges), offsets, fetched_ts, HORIZON, SLACK) == \
+            _by_hand(ranges, offsets, fetched_ts)
+
+
+def test_replayed_offsets_take_the_earliest_request() -> None:
+    # the same offsets produced three times (replays): the earliest qualifying request wins
+    ranges = [(0, 9, 100, 110), (0, 9, 300, 310), (0, 9, 200, 210), (5, 14, 50, 60)]
+    matches, unmatched = match_span(_index_of(ranges), range(0, 15), 400, HORIZON, SLACK)
+    assert matches == [(300, 5), (350, 10)]  # 0-4 sent at 100; 5-14 at 50
+    assert unmatched == 0
+    # a request after the fetch does not qualify; offsets past every range are unmatched
+    matches, unmatched = match_span(_index_of(ranges), range(8, 20), 150, HORIZON, SLACK)
+    assert matches == [(100, 7)]  # 8-14 sent at 50 (8-9 also at 100)
+    assert unmatched == 5

@@ -76,7 +76,7 @@ def test_another_limit_or_other_bytes_are_walked_again(recent):
     crc = int.from_bytes(raw[17:21], "big")
     # another batch's walk held under this CRC (a collision): its bytes differ, so it is not taken
     other = _batch("gzip", 0, list(range(8)), stamp=5)
-    recent.batches[crc] = quick_spans._Walked(other[21:], crc, DEFAULT_LIMIT, list(range(8)), 0, 999, None)
+    recent.batches[crc] = quick_spans._Walked(other[21:], crc, DEFAULT_LIMIT, 8, 0, 7, None, 999, None, None)
     quick = _plain_figures(raw, DEFAULT_LIMIT, False)
     assert quick is not None and _figures(quick) == _figures(_decoded_figures(raw, DEFAULT_LIMIT, False))
     assert quick.record_bytes != 999 and recent.batches[crc].content == raw[21:]
@@ -88,7 +88,7 @@ def test_another_limit_or_other_bytes_are_walked_again(recent):
 
 def test_the_walks_held_stay_within_the_budget():
     recent = quick_spans._RecentBatches(10_000)
-    walks = [quick_spans._Walked(bytes([n]) * 3000, n, DEFAULT_LIMIT, [5, 6], 5, 3000, None) for n in range(10)]
+    walks = [quick_spans._Walked(bytes([n]) * 3000, n, DEFAULT_LIMIT, 2, 0, 1, None, 3000, None, None) for n in range(10)]
     cost = walks[0].cost
     assert 3000 < cost <= 10_000 // 2  # the bytes held and what comes with them: two fit, not three
     lengths = []
@@ -103,3 +103,37 @@ def test_the_walks_held_stay_within_the_budget():
     before = recent.held
     recent.add(walks[-1])  # the same batch again replaces its entry
     assert recent.held == before and list(recent.batches)[-1] == walks[-1].crc
+
+
+def _stamped_batch(codec: str, offsets: list[int], stamps: list[int]) -> bytes:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(2, KAFKA_PYTHON_CODEC_IDS[codec], False, 7, 1, 3, 1 << 24)
+    for i, (delta, stamp) in enumerate(zip(offsets, stamps)):
+        builder.append(delta, stamp, b"key-%d" % i, b"value " * (50 + i), [])
+    return bytes(builder.build())
+
+
+@pytest.mark.parametrize("offsets, stamps", [
+    ([0, 1, 2, 3], [500, 900, 700, 800]),  # the newest in the middle
+    ([0, 2, 3, 4], [900, 100, 200, 300]),  # a hole after the first, the first the newest
+    ([0, 1, 2, 7], [100, 200, 300, 400]),  # a hole before the last
+    ([3, 5, 8], [100, 100, 100]),
+    ([0], [42]),
+    ([0, 1, 2], [100, -5, 300]),  # a negative timestamp: none kept
+])
+def test_first_and_newest_stamps_and_holes_as_encoded(recent, offsets, stamps):
+    for codec in CODECS:
+        recent.clear()
+        raw = _stamped_batch(codec, offsets, stamps)
+        quick = _plain_figures(raw, DEFAULT_LIMIT, False)
+        assert quick is not None and len(quick.spans) == 1
+        span = quick.spans[0]
+        holes = offsets != list(range(offsets[0], offsets[-1] + 1))
+        assert (span.first, span.last, span.count) == (offsets[0], offsets[-1], len(offsets))
+        assert span.offsets == (offsets if holes else None)
+        known = min(stamps) >= 0
+        assert (span.first_stamp, span.newest_stamp) == ((stamps[0], max(stamps)) if known else (None, None))
+        assert _figures(quick) == _figures(_decoded_figures(raw, DEFAULT_LIMIT, False))
+        # the held walk answers the same again
+        assert _figures(_plain_figures(raw, DEFAULT_LIMIT, False)) == _figures(quick)
