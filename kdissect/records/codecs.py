@@ -46,6 +46,16 @@ def _load(name: str) -> Any:
     return library
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+_LIBRARY_GLOBAL = {SNAPPY: "_snappy", LZ4: "_lz4frame", ZSTD: "_zstd"}
+
+
+def codec_library(codec_id: int) -> Any:
+    """The library of a magic-2 codec id that needs one (snappy, lz4, zstd),
+    imported on first use; None when it cannot be imported."""
+    name = _LIBRARY_GLOBAL[codec_id]
+    library = globals()[name]
+    return _load(name) if library is _UNLOADED else library
+
 DEFAULT_LIMIT = 64 * 1024 * 1024
 _PIECE = 64 * 1024  # compressed input fed per call
 _OUTPUT_STEP = 1 << 20  # output asked for per call: keeps transient copies small

@@ -235,18 +235,14 @@ def _walk_batch(data: bytes, pos: int, end: int, content: bytes, crc: int, attri
         # most compressed batches: inflated without decompress's Inflated, on its path
         # (records.unsnappy); a SnappyStop, where decompress reports a problem, leaves
         # the set to the decoder's walk
-        library = codecs._snappy
-        if library is codecs._UNLOADED:
-            library = codecs._load("_snappy")
+        library = codecs.codec_library(_SNAPPY)
         if library is None:
             raise _Irregular
         body = inflate_snappy(library, body, limit)
     elif codec_id == _GZIP:
         body = _gunzip_whole(body, limit)
     elif codec_id == _LZ4:
-        library = codecs._lz4frame
-        if library is codecs._UNLOADED:
-            library = codecs._load("_lz4frame")
+        library = codecs.codec_library(_LZ4)
         if library is None:
             raise _Irregular
         body = _unlz4_whole(library, body, limit)

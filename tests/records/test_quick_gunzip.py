@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import random
 import zlib
+from typing import Any
 
 import pytest
 
@@ -28,19 +29,29 @@ def bodies() -> list[bytes]:
     return made
 
 
-@pytest.mark.parametrize("limit", [codecs.DEFAULT_LIMIT, 1_000])
-def test_one_call_inflation_as_the_codecs_module(limit: int) -> None:
+def answered_and_declined(codec_id: int, made: list[bytes], inflate: Any, limit: int,
+                          declines: tuple[type[BaseException], ...]) -> tuple[int, int]:
+    """How many bodies the one-call inflation answers (each exactly as
+    codecs.decompress, which must report nothing for them) and declines
+    (raising one of `declines`: the decoder's walk answers those)."""
     answered = declined = 0
-    for body in bodies():
-        expected = codecs.decompress(codecs.GZIP, body, limit)
+    for body in made:
+        expected = codecs.decompress(codec_id, body, limit)
         try:
-            inflated = quick_spans._gunzip_whole(body, limit)
-        except (quick_spans._Irregular, zlib.error):
+            inflated = inflate(body, limit)
+        except declines:
             declined += 1
             continue
         answered += 1
         assert not expected.problems and not expected.over_limit
         assert inflated == expected.data
+    return answered, declined
+
+
+@pytest.mark.parametrize("limit", [codecs.DEFAULT_LIMIT, 1_000])
+def test_one_call_inflation_as_the_codecs_module(limit: int) -> None:
+    answered, declined = answered_and_declined(codecs.GZIP, bodies(), quick_spans._gunzip_whole, limit,
+                                               (quick_spans._Irregular, zlib.error))
     assert answered >= (80 if limit == codecs.DEFAULT_LIMIT else 10) and declined >= 80  # both ways taken
 
 
@@ -77,16 +88,8 @@ def lz4_bodies() -> list[bytes]:
 
 @pytest.mark.parametrize("limit", [codecs.DEFAULT_LIMIT, 1_000])
 def test_lz4_in_one_frame_as_the_codecs_module(limit: int) -> None:
-    library = codecs._load("_lz4frame")
-    answered = declined = 0
-    for body in lz4_bodies():
-        expected = codecs.decompress(codecs.LZ4, body, limit)
-        try:
-            inflated = quick_spans._unlz4_whole(library, body, limit)
-        except Exception:  # _Irregular, or the library's error: the decoder's walk answers
-            declined += 1
-            continue
-        answered += 1
-        assert not expected.problems and not expected.over_limit
-        assert inflated == expected.data
+    library = codecs.codec_library(codecs.LZ4)
+    answered, declined = answered_and_declined(
+        codecs.LZ4, lz4_bodies(), lambda body, limit: quick_spans._unlz4_whole(library, body, limit), limit,
+        (Exception,))  # _Irregular, or the library's error
     assert answered >= (40 if limit == codecs.DEFAULT_LIMIT else 4) and declined >= 120  # both ways taken
