@@ -278,7 +278,7 @@ def _unlz4_whole(library: Any, body: bytes, limit: int) -> bytes:
     decoder's walk answer). _Irregular for a cut frame, the limit, or data
     after the frame."""
     inflater = library.LZ4FrameDecompressor()
-    inflated = inflater.decompress(body, max_length=min(limit + 1, _OUTPUT_STEP))
+    inflated: bytes = inflater.decompress(body, max_length=min(limit + 1, _OUTPUT_STEP))
     while not inflater.eof and len(inflated) <= limit:
         more = inflater.decompress(b"", max_length=min(limit - len(inflated) + 1, _OUTPUT_STEP))
         if not more:
