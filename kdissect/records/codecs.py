@@ -52,9 +52,7 @@ _LIBRARY_GLOBAL = {SNAPPY: "_snappy", LZ4: "_lz4frame", ZSTD: "_zstd"}
 def codec_library(codec_id: int) -> Any:
     """The library of a magic-2 codec id that needs one (snappy, lz4, zstd),
     imported on first use; None when it cannot be imported."""
-    name = _LIBRARY_GLOBAL[codec_id]
-    library = globals()[name]
-    return _load(name) if library is _UNLOADED else library
+    return _load(_LIBRARY_GLOBAL[codec_id])
 
 DEFAULT_LIMIT = 64 * 1024 * 1024
 _PIECE = 64 * 1024  # compressed input fed per call
