@@ -351,10 +351,13 @@ def test_pcapng_damaged_block_stops_and_counts(trace: impair.Trace, tmp_path: Pa
         (b"", "empty"),
         (b"hello world, not a capture\n", "not a pcap"),
         (b"\xd4\xc3\xb2\xa1\x02\x00", "too short"),
-        (gzip.compress(b"just text inside gzip, long enough"), "not a pcap"),
+        # mtime=0: the gzip header must not hold the clock, or pytest-xdist's
+        # workers collect different test ids when a second turns between them
+        (gzip.compress(b"just text inside gzip, long enough", mtime=0), "not a pcap"),
         (b"\x1f\x8b\x08\x00garbage-garbage-garbage", "corrupt"),
         (b"\x0a\x0d\x0d\x0a\x1c\x00\x00\x00\x00\x00\x00\x00" + b"\0" * 16, "pcapng"),
     ],
+    ids=["empty", "text", "short-pcap-header", "text-in-gzip", "corrupt-gzip", "short-pcapng"],
 )
 def test_not_a_capture_is_a_one_line_input_error(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "bad.pcap"
