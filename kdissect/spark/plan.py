@@ -48,6 +48,10 @@ from kdissect.spark import pcapsplit
 from kdissect.spark.frames import local_first_frame
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
+# a file's last range may be this much longer than the split size (Hadoop's
+# FileInputFormat does the same): a sliver of a range would be a read task of
+# its own and one more boundary whose connections are shuffled
+SPLIT_SLOP = 1.1
 RANGE_KINDS = ("pcap", "pcapng")  # read as byte ranges; anything else ("whole") by one task from the start
 
 
@@ -101,7 +105,7 @@ def plan_splits(ordered: list[tuple[str, str]], split_size: int,
         first = pcapsplit.GLOBAL_HEADER_LEN if kind == "pcap" else 0
         start = 0
         while True:
-            end = min(size, max(start + split_size, first + 1))
+            end = size if size - start <= split_size * SPLIT_SLOP else min(size, max(start + split_size, first + 1))
             boundary = first if start == 0 else -1
             splits.append(Split(len(splits), capture_index, path, kind, start, end, size, boundary))
             start = end

@@ -97,6 +97,24 @@ def test_boundary_found_mid_record(captures_dir):
         assert pcapsplit.find_boundary(stream, fmt, second, size, size) == second
 
 
+@pytest.mark.parametrize("kind", ["pcap", "pcapng"])
+def test_a_files_last_range_takes_up_to_a_tenth_more_than_the_split_size(kind):
+    # Hadoop's FileInputFormat rule (SPLIT_SLOP 1.1): a range is cut off only
+    # while more than 1.1 split sizes are left, so no sliver becomes a task
+    sizes = [1000, 1100, 1101, 2099, 2101, 3100, 3101]
+    splits = plan.plan_splits([(f"f{i}", kind) for i in range(len(sizes))], 1000, sizes)
+    by_file = [[(s.start, s.end) for s in splits if s.capture_index == i] for i in range(len(sizes))]
+    assert by_file == [
+        [(0, 1000)],
+        [(0, 1100)],
+        [(0, 1000), (1000, 1101)],
+        [(0, 1000), (1000, 2099)],
+        [(0, 1000), (1000, 2000), (2000, 2101)],
+        [(0, 1000), (1000, 2000), (2000, 3100)],
+        [(0, 1000), (1000, 2000), (2000, 3000), (3000, 3101)],
+    ]
+
+
 def test_ranges_that_do_not_chain_fall_back_to_one_task(captures_dir):
     path = _biggest(captures_dir)
     splits = plan.plan_splits([(str(path), "pcap")], 4096)
