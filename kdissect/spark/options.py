@@ -19,7 +19,8 @@ class SparkJobOptions(ForensicSettings):
     outdir: str = option("-o", "--output", required=True, metavar="OUTDIR",
                          help="Output directory, or store URI (s3://, webhdfs://, hdfs://), for the Parquet tables.")
     split_size: int = option("--split-size", kind=SIZE, default="128m", show_default=True,
-                             help="Cut pcap files larger than this into byte ranges read in parallel.")
+                             help="Cut pcap and pcapng files larger than this into byte ranges read in parallel "
+                                  "(a last range up to 1.1 times this).")
     partitions: int | None = option("--partitions", kind=integer(1), metavar="N",
                                     help="Shuffle partitions (default: from input size and cores).")
     no_forensic_tables: bool = flag(
