@@ -111,6 +111,15 @@ def match_span(index: PartitionIndex | None, offsets: Sequence[int] | range, fet
                   if 0 <= fetched_ts - r[2] <= horizon_ns and r[3] <= fetched_ts + slack_ns]
     if not qualifying:
         return [], count
+    if isinstance(offsets, range) and offsets.step == 1:
+        earliest = qualifying[0]
+        for r in qualifying:
+            if r[2] < earliest[2]:
+                earliest = r
+        if earliest[0] <= first and last <= earliest[1]:
+            # the earliest request's range holds every offset, so each offset
+            # goes to it (the usual case, one range or a replay of the same offsets)
+            return [(fetched_ts - earliest[2], count)], 0
     found: dict[int, int] = {}
     qualifying.sort()
     disjoint = all(a[1] < b[0] for a, b in zip(qualifying, qualifying[1:]))

@@ -159,18 +159,42 @@ def _match(batches: Iterable[pa.RecordBatch], horizon_ns: int, slack_ns: int) ->
 
     for batch in batches:
         columns = [batch.column(name).to_pylist() for name in RANGE_SCHEMA.names]
-        for kind, topic, partition, first, last, ts, response_ts, client_id in zip(*columns):
-            key = (topic, partition)
+        kinds, topics, partitions, firsts, lasts, times, response_times, client_ids = columns
+        # each run of rows of one (topic, partition) taken at once
+        for start, end in _runs(batch):
+            key = (topics[start], partitions[start])
             if key != current:
                 flush()
                 current, produced, fetched = key, [], []
-            if kind == PRODUCED:
-                produced.append((first, last, ts, response_ts))
-            else:
-                fetched.append((client_id, range(first, last + 1), ts))
+            run = slice(start, end)
+            produced.extend([(first, last, ts, response_ts) for kind, first, last, ts, response_ts
+                             in zip(kinds[run], firsts[run], lasts[run], times[run], response_times[run])
+                             if kind == PRODUCED])
+            fetched.extend([(client_id, range(first, last + 1), ts) for kind, client_id, first, last, ts
+                            in zip(kinds[run], client_ids[run], firsts[run], lasts[run], times[run])
+                            if kind != PRODUCED])
     flush()
     yield pa.RecordBatch.from_pylist([{"tally": pickle.dumps(tally, protocol=pickle.HIGHEST_PROTOCOL)}],
                                      schema=TALLY_SCHEMA)
+
+
+def _runs(batch: pa.RecordBatch) -> list[tuple[int, int]]:
+    """(start, end) of each run of consecutive rows with the same topic and
+    partition (nulls equal to each other), in order."""
+    import pyarrow.compute as pc
+
+    rows = batch.num_rows
+    if rows < 2:
+        return [(0, rows)] if rows else []
+    changed = None
+    for name in ("topic", "partition"):
+        column = batch.column(name)
+        after, before = column.slice(1), column.slice(0, rows - 1)
+        differs = pc.or_(pc.fill_null(pc.not_equal(after, before), False),
+                         pc.not_equal(pc.is_null(after), pc.is_null(before)))
+        changed = differs if changed is None else pc.or_(changed, differs)
+    starts = [0, *(at + 1 for at in pc.indices_nonzero(changed).to_pylist()), rows]
+    return list(zip(starts, starts[1:]))
 
 
 def _read_ranges(batches: Iterable[pa.RecordBatch], directory: Tree) -> Iterator[pa.RecordBatch]:

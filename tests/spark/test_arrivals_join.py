@@ -70,3 +70,44 @@ def test_only_the_rows_a_fix_names_get_a_new_wait():
     for name in ("stream_capture_index", "stream_frame_number", "ordinal", "request_ts", "response_ts"):
         assert fixed.column(name).to_pylist() == rows.column(name).to_pylist()
     assert fix_exchanges(rows, {(5, 10, 0): fixes[(0, 10, 0)]}).equals(rows)  # a frame number, another file
+
+
+def test_held_fetches_take_the_earliest_answer_of_their_own_topic_partitions():
+    """Hand-made arrival rows: Produce answers on the topic-partitions no held
+    fetch names (earlier, inside every window) are left out, a fetch whose
+    topic label is unknown (null) is answered by a Produce of the same null
+    label, and a fetch with no Produce holding its offset gets no answer."""
+    from kdissect.spark.arrivals import ARRIVAL_SCHEMA, FETCHED, PRODUCED, earliest_answers
+
+    second = 1_000_000_000
+    start, end = 10 * second, 11 * second
+
+    def produced(topic, partition, first, last, answer_ts):
+        return {"kind": PRODUCED, "topic": topic, "partition": partition, "first": first, "last": last,
+                "answer_ts": answer_ts}
+
+    def held(topic, partition, first, ordinal):
+        return {"kind": FETCHED, "topic": topic, "partition": partition, "first": first, "task_partition": 3,
+                "stream_capture_index": 0, "stream_frame_number": 40, "ordinal": ordinal, "start_ns": start,
+                "end_ns": end, "before_ns": 0, "before_reason": None}
+
+    rows = [
+        produced("t", 1, 0, 9, start + second // 10),  # another partition of the fetched topic
+        produced("u", 0, 0, 9, start + second // 10),  # another topic, the fetched partition
+        produced("t", 0, 20, 30, start + second // 20),  # does not hold the fetched offset
+        produced("t", 0, 0, 9, start + 6 * second // 10),
+        held("t", 0, 5, 1),
+        produced("t", 0, 5, 5, start + 5 * second // 10),  # the earliest holding offset 5 of t/0
+        produced(None, 2, 7, 7, start + 7 * second // 10),
+        produced(None, None, 7, 7, start),  # a null partition holds nothing
+        held(None, 2, 7, 2),
+        held("v", 0, 1, 3),  # no Produce of v/0
+    ]
+    table = pa.Table.from_pylist(rows, schema=ARRIVAL_SCHEMA)
+    key = (3, 0, 40)
+    expected = {(*key, 1, start, end, 0, None): start + 5 * second // 10,
+                (*key, 2, start, end, 0, None): start + 7 * second // 10}
+    assert earliest_answers([table]) == expected
+    # the same rows cut into batches (a Spark task's group)
+    assert earliest_answers(table.to_batches(max_chunksize=3)) == expected
+    assert earliest_answers([table.slice(0, 3)]) == {}  # Produce rows only

@@ -198,3 +198,45 @@ def test_range_rows_get_their_topic_ids_resolved_by_the_archives_names() -> None
     assert [b.column("topic").to_pylist() for b in resolved] == [["orders", "audit", None], ["audit", "metrics"], []]
     assert all(b.schema.equals(RANGE_SCHEMA) for b in resolved)
     assert [b.column("topic").to_pylist() for b in _resolve([batch(["id:BBBB"])], {})] == [["id:BBBB"]]
+
+
+def test_ranges_are_matched_per_topic_partition_across_batches() -> None:
+    """`_match` takes each topic-partition's rows as one group, however the
+    sorted rows are cut into batches (a group across a batch boundary; a null
+    topic label is a group of its own): hand-made ranges whose latencies are
+    worked out by hand, the tally's histogram counts compared."""
+    import pickle
+
+    import pyarrow as pa
+
+    from kdissect.forensics.latency import FETCHED, PRODUCED
+    from kdissect.spark.forensics import RANGE_SCHEMA, _match
+
+    second = 1_000_000_000
+
+    def row(kind: int, topic: str | None, partition: int, first: int, last: int, ts: int, client: str | None = None):
+        return {"kind": kind, "topic": topic, "partition": partition, "first": first, "last": last, "ts": ts,
+                "response_ts": ts + 1 if kind == PRODUCED else None, "client_id": client}
+
+    rows = [
+        row(PRODUCED, None, 0, 0, 4, 1 * second),
+        row(FETCHED, None, 0, 0, 4, 3 * second, "c"),  # 5 records, 2 s
+        row(PRODUCED, "a", 0, 0, 9, 2 * second),
+        row(PRODUCED, "a", 0, 0, 9, 1 * second),  # a replay sent earlier: it wins
+        row(FETCHED, "a", 0, 0, 9, 5 * second, "c"),  # 10 records, 4 s
+        row(FETCHED, "a", 0, 10, 11, 5 * second, "c"),  # produced nowhere: 2 unmatched
+        row(PRODUCED, "a", 1, 10, 11, 4 * second),  # (the offsets of a/0 above, on a/1)
+        row(FETCHED, "a", 1, 0, 9, 6 * second, "c"),  # produced on a/0 only: 10 unmatched
+        row(FETCHED, "a", 1, 10, 11, 7 * second, "d"),  # 2 records, 3 s
+    ]
+    table = pa.Table.from_pylist(rows, schema=RANGE_SCHEMA)
+    # (topic, client) -> (records matched, their summed latency, min, max; records unmatched)
+    expected = {(None, "c"): (5, 10 * second, 2 * second, 2 * second, 0),
+                ("a", "c"): (10, 40 * second, 4 * second, 4 * second, 12),
+                ("a", "d"): (2, 6 * second, 3 * second, 3 * second, 0)}
+    for size in (1, 2, 3, 4, len(rows)):
+        (out,) = _match(table.to_batches(max_chunksize=size), 3600 * second, 30 * second)
+        tally = pickle.loads(out.column("tally")[0].as_py())
+        found = {key: (h.count, h.total_ns, h.min_ns, h.max_ns, tally.unmatched.get(key, 0))
+                 for key, h in tally.histograms.items()}
+        assert found == expected, size
