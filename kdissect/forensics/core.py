@@ -45,8 +45,9 @@ from kdissect.forensics.topics import PartitionStats, TopicTally
 from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
+from kdissect.records.quick_spans import SetFigures
 from kdissect.records.access import produce_results  # not records.table: pyarrow
-from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame
+from kdissect.conn.kept_fetch import FetchPartition, FetchRequestFrame, FetchResponseFrame, decoded_partition
 from kdissect.conn.kept_produce import ProduceResponseFrame, produce_answers, produce_parts, response_bases
 
 _PRODUCE: Final = int(ApiKey.PRODUCE)
@@ -220,47 +221,50 @@ class Forensics:
                 label = topic_label(topic, "topic")
                 for entry in getattr(topic, "partitions", None) or ():
                     asked[(label, entry.partition)] = entry.fetch_offset
+        # (the exchange's fields read once: each read of an Exchange is a generic attribute lookup)
+        client_id = ex.client_id
         response_ts = ex.response_ts
         ts = response_ts if response_ts is not None else ex.request_ts  # when(ex, response_first=True)
         connection = self.clients.connection  # (clients.add has just taken this exchange)
-        order = (ts if ts is not None else -1, connection, ex.correlation_id if ex.correlation_id is not None else -1)
+        correlation_id = ex.correlation_id
+        order = (ts if ts is not None else -1, connection, correlation_id if correlation_id is not None else -1)
         limit = self.max_uncompressed
         response = ex.response
-        topics: Any
+        topics: list[tuple[str | None, list[FetchPartition]]]
         if type(response) is FetchResponseFrame:  # (kept as its frame: kdissect.conn.kept_fetch)
             topics = response.topics()
-        else:
-            topics = [(topic_label(topic, "topic"), getattr(topic, "partitions", None) or ())
+        else:  # (decoded: its entries in the frame's typed form)
+            topics = [(topic_label(topic, "topic"), [decoded_partition(entry) for entry in
+                                                      getattr(topic, "partitions", None) or ()])
                       for topic in getattr(response.body, "responses", None) or ()]
         for label, partitions in topics:
             for entry in partitions:
                 partition = entry.partition_index
-                raw = getattr(entry, "records", None)
-                figures = set_figures(_as_bytes(raw), limit, produced=False) if raw else None
-                self.topics.add_fetch(ex, label, partition, ts, figures, entry, asked.get((label, partition)),
+                raw = entry.records
+                figures = set_figures(raw, limit, produced=False) if raw else None
+                self.topics.add_fetch(client_id, label, partition, ts, figures, entry, asked.get((label, partition)),
                                       connection, share, order)
                 if not share:
-                    self.transactions.add_fetch(ex, label, partition, entry, raw, figures, limit)
-                    self._history(ex, label, partition, ts, entry, figures, order)
+                    self.transactions.add_fetch(client_id, label, partition, entry, figures, limit)
+                    self._history(label, partition, ts, entry, figures, order)
                 if figures is not None and response_ts is not None and figures.spans:
                     name = self.names.name(label)
                     fetched = self.ranges.fetched
                     for span in figures.spans:
                         if span.offsets is None:  # first..last without holes: one run (span_offsets)
                             if span.last >= span.first:
-                                fetched(name, partition, ex.client_id, range(span.first, span.last + 1), response_ts)
+                                fetched(name, partition, client_id, range(span.first, span.last + 1), response_ts)
                             continue
                         for first, last in _runs(span.offsets):
-                            fetched(name, partition, ex.client_id, range(first, last + 1), response_ts)
+                            fetched(name, partition, client_id, range(first, last + 1), response_ts)
 
-    def _history(self, ex: Any, label: str | None, partition: int, ts: int | None, entry: Any,
-                 figures: Any, order: tuple[Any, ...]) -> None:
+    def _history(self, label: str | None, partition: int, ts: int | None, entry: FetchPartition,
+                 figures: SetFigures | None, order: tuple[Any, ...]) -> None:
         """A fetched partition's record timestamps and high watermark, for group lag in and over time."""
         if figures is not None:
             self.history.add_records(label, partition, figures, None, fetched=True)
-        high_watermark = getattr(entry, "high_watermark", None)
-        if ts is not None and not getattr(entry, "error_code", 0) and isinstance(high_watermark, int) \
-                and high_watermark >= 0:
+        high_watermark = entry.high_watermark
+        if ts is not None and not entry.error_code and high_watermark is not None and high_watermark >= 0:
             self.history.add_watermark(label, partition, order, ts, high_watermark)  # (order_key(ex, ts))
 
     def finish(self) -> None:
