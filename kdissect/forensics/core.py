@@ -139,13 +139,17 @@ class Forensics:
         key: int = api_key if api_key is not None else -1
         if key in _ID_BEARING_APIS:  # (learn_names reads no other API)
             self.learn_names(ex)
-        stats = self.clients.add(ex)
+        # (read once here for the tallies below: each read of an Exchange is a generic attribute lookup)
+        client_id: str | None = ex.client_id
+        request_ts: int | None = ex.request_ts
+        response_ts: int | None = ex.response_ts
+        stats = self.clients.add(ex, key, client_id, request_ts, response_ts)
         if key == _PRODUCE:
             if ex.request is not None:
-                self._produce(ex, stats)
+                self._produce(ex, stats, client_id, request_ts, response_ts)
         elif key == _FETCH or key == _SHARE_FETCH:
             if ex.response is not None:
-                self._fetch(ex, key == _SHARE_FETCH)
+                self._fetch(ex, key == _SHARE_FETCH, client_id, request_ts, response_ts)
             if key == _SHARE_FETCH:
                 self.share.add(ex)
         elif key in _GROUP_APIS:
@@ -157,7 +161,8 @@ class Forensics:
         if key in _TRANSACTION_APIS:
             self.transactions.add(ex)
 
-    def _produce(self, ex: Any, stats: Any) -> None:
+    def _produce(self, ex: Any, stats: Any, client_id: str | None, request_ts: int | None,
+                 response_ts: int | None) -> None:
         # (decoded, or kept as frames: kdissect.conn.kept_produce)
         transactional_id, parts = produce_parts(ex)
         response = ex.response
@@ -170,12 +175,9 @@ class Forensics:
         else:
             results = produce_answers(ex, produce_results)
             answers = results if isinstance(results, dict) else None
-        request_ts, response_ts = ex.request_ts, ex.response_ts
         ts = request_ts if request_ts is not None else response_ts  # when(ex)
-        timed = request_ts is not None and response_ts is not None
         limit = self.max_uncompressed
         connection = self.clients.connection  # (clients.add has just taken this exchange)
-        client_id = ex.client_id
         partition_stats = self.topics.stats
         base: Any
         error: Any
@@ -200,16 +202,18 @@ class Forensics:
                 self.transactions.add_produce(ex, transactional_id, label, partition, figures, error)
             if figures is None:
                 continue
-            self.clients.add_produce(ex, stats, label, partition, figures, transactional_id, connection)
+            self.clients.add_produce(ex, stats, label, partition, figures, transactional_id, connection, client_id,
+                                     request_ts)
             if answered:
                 self.history.add_records(label, partition, figures, base, fetched=False)
-                if timed:
+                if request_ts is not None and response_ts is not None:
                     name = self.names.name(label)
                     produced = self.ranges.produced
                     for span in spans:  # type: ignore[union-attr]
                         produced(name, partition, base + span.first, base + span.last, request_ts, response_ts)
 
-    def _fetch(self, ex: Any, share: bool) -> None:
+    def _fetch(self, ex: Any, share: bool, client_id: str | None, request_ts: int | None,
+               response_ts: int | None) -> None:
         asked: dict[tuple[str | None, int], int] = {}
         request = ex.request
         if share or request is None:
@@ -221,10 +225,7 @@ class Forensics:
                 label = topic_label(topic, "topic")
                 for entry in getattr(topic, "partitions", None) or ():
                     asked[(label, entry.partition)] = entry.fetch_offset
-        # (the exchange's fields read once: each read of an Exchange is a generic attribute lookup)
-        client_id = ex.client_id
-        response_ts = ex.response_ts
-        ts = response_ts if response_ts is not None else ex.request_ts  # when(ex, response_first=True)
+        ts = response_ts if response_ts is not None else request_ts  # when(ex, response_first=True)
         connection = self.clients.connection  # (clients.add has just taken this exchange)
         correlation_id = ex.correlation_id
         order = (ts if ts is not None else -1, connection, correlation_id if correlation_id is not None else -1)

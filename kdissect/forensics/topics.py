@@ -105,7 +105,8 @@ class LagPoint:
 
     def add(self, order: tuple[Any, ...], lag: int | None, high_watermark: int | None, next_offset: int | None) -> None:
         self.fetches += 1
-        self.max_lag = max_of(self.max_lag, lag)
+        if lag is not None and (self.max_lag is None or lag > self.max_lag):  # (max_of inline, typed)
+            self.max_lag = lag
         if order > self.order:
             self.order, self.lag, self.high_watermark, self.next_offset = order, lag, high_watermark, next_offset
 
