@@ -32,6 +32,9 @@ from kdissect.protocol.schema import resolve_version
 _FETCH: Final = 1
 # a Fetch answer's api version -> the body version it is read as
 _BODY_VERSIONS: Final[dict[int, int]] = {}
+# a Fetch request's api version -> (header version, body version), from
+# protocol.headers.request_layout (a Python call: the reader runs once per exchange)
+_REQUEST_LAYOUTS: Final[dict[int, tuple[int, int]]] = {}
 
 
 class FetchRequestFrame:
@@ -52,7 +55,12 @@ class FetchRequestFrame:
 def read_fetch_offsets(b: bytes) -> dict[tuple[str | None, int], int]:
     """`FetchRequestFrame.asked` of a request frame the skim accepted
     (anything else may raise)."""
-    header_version, version, _assumed = request_layout(_FETCH, int16_at(b, 2))
+    api_version = int16_at(b, 2)
+    layout = _REQUEST_LAYOUTS.get(api_version)
+    if layout is None:
+        header_version, version, _assumed = request_layout(_FETCH, api_version)
+        layout = _REQUEST_LAYOUTS[api_version] = (header_version, version)
+    header_version, version = layout
     at = 10 + max(int16_at(b, 8), 0)  # api key, version, correlation id, client id
     if header_version >= 2:
         at = skip_tags_at(b, at)
@@ -114,13 +122,13 @@ class FetchPartition:
 
 def decoded_partition(entry: Any) -> FetchPartition:
     """The FetchPartition of a decoded Fetch (or ShareFetch) answer's
-    partition entry: each field as `getattr(entry, name, None)` gives it, an
-    error code of None or a missing one as 0, an empty aborted list as None."""
+    partition entry: each field as `getattr(entry, name, None)` gives it (an
+    error code of None or a missing one as 0), as the frame's reader gives
+    them (tests/conn/test_kept_fetch.py)."""
     raw = getattr(entry, "records", None)
-    aborted: list[AbortedTransaction] | None = None
     listed = getattr(entry, "aborted_transactions", None)
-    if listed:
-        aborted = [AbortedTransaction(item.producer_id, item.first_offset) for item in listed]
+    aborted = None if listed is None else [AbortedTransaction(item.producer_id, item.first_offset)
+                                           for item in listed]
     return FetchPartition(entry.partition_index, getattr(entry, "error_code", 0) or 0,
                           getattr(entry, "high_watermark", None), getattr(entry, "last_stable_offset", None),
                           getattr(entry, "log_start_offset", None), aborted,

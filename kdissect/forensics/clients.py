@@ -198,8 +198,7 @@ class ClientTally:
     def _stats(self, key: tuple[Any, ...]) -> ClientStats:
         return self.stats[key]
 
-    def add(self, ex: Any, key: int, client_id: str | None, request_ts: int | None,
-            response_ts: int | None) -> ClientStats:
+    def add(self, ex: Any, key: int, client_id: str | None, request_ts: Any, response_ts: Any) -> ClientStats:
         """Count one exchange; the client's stats (for the produce figures).
         `key` (its api key, -1 for none), `client_id` and the times are the
         exchange's as the caller read them (an attribute read of an Exchange is
@@ -291,7 +290,7 @@ class ClientTally:
 
     def add_produce(self, ex: Any, stats: ClientStats, label: str | None, partition: int,
                     figures: SetFigures, transactional_id: str | None, connection: tuple[Any, ...],
-                    client_id: str | None, request_ts: int | None) -> None:
+                    client_id: str | None, request_ts: Any) -> None:
         """The batches of one partition of a Produce request (`connection`:
         its connection_of; `client_id`, `request_ts`: the exchange's, as read)."""
         order_ts = request_ts if request_ts is not None else -1

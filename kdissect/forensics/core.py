@@ -139,10 +139,12 @@ class Forensics:
         key: int = api_key if api_key is not None else -1
         if key in _ID_BEARING_APIS:  # (learn_names reads no other API)
             self.learn_names(ex)
-        # (read once here for the tallies below: each read of an Exchange is a generic attribute lookup)
+        # (read once here for the tallies below: each read of an Exchange is a
+        # generic attribute lookup; the times stay objects, as read: typed as
+        # ints, each use would box a new int of nanoseconds again)
         client_id: str | None = ex.client_id
-        request_ts: int | None = ex.request_ts
-        response_ts: int | None = ex.response_ts
+        request_ts: Any = ex.request_ts
+        response_ts: Any = ex.response_ts
         stats = self.clients.add(ex, key, client_id, request_ts, response_ts)
         if key == _PRODUCE:
             if ex.request is not None:
@@ -161,8 +163,8 @@ class Forensics:
         if key in _TRANSACTION_APIS:
             self.transactions.add(ex)
 
-    def _produce(self, ex: Any, stats: Any, client_id: str | None, request_ts: int | None,
-                 response_ts: int | None) -> None:
+    def _produce(self, ex: Any, stats: Any, client_id: str | None, request_ts: Any,
+                 response_ts: Any) -> None:
         # (decoded, or kept as frames: kdissect.conn.kept_produce)
         transactional_id, parts = produce_parts(ex)
         response = ex.response
@@ -176,6 +178,7 @@ class Forensics:
             results = produce_answers(ex, produce_results)
             answers = results if isinstance(results, dict) else None
         ts = request_ts if request_ts is not None else response_ts  # when(ex)
+        timed = request_ts is not None and response_ts is not None
         limit = self.max_uncompressed
         connection = self.clients.connection  # (clients.add has just taken this exchange)
         partition_stats = self.topics.stats
@@ -206,14 +209,14 @@ class Forensics:
                                      request_ts)
             if answered:
                 self.history.add_records(label, partition, figures, base, fetched=False)
-                if request_ts is not None and response_ts is not None:
+                if timed:
                     name = self.names.name(label)
                     produced = self.ranges.produced
                     for span in spans:  # type: ignore[union-attr]
                         produced(name, partition, base + span.first, base + span.last, request_ts, response_ts)
 
-    def _fetch(self, ex: Any, share: bool, client_id: str | None, request_ts: int | None,
-               response_ts: int | None) -> None:
+    def _fetch(self, ex: Any, share: bool, client_id: str | None, request_ts: Any,
+               response_ts: Any) -> None:
         asked: dict[tuple[str | None, int], int] = {}
         request = ex.request
         if share or request is None:

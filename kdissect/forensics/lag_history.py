@@ -133,7 +133,8 @@ class LagHistory:
     def add_commit(self, group: str, label: str | None, partition: int, order: tuple[Any, ...], ts: int, offset: int) -> None:
         self._put(self.commits, (group, label, partition), order, ts, offset)
 
-    def _put(self, series: dict[Any, Any], key: tuple[Any, ...], order: tuple[Any, ...], ts: int, value: int) -> None:
+    def _put(self, series: dict[tuple[Any, ...], dict[int, tuple[tuple[Any, ...], int]]], key: tuple[Any, ...],
+             order: tuple[Any, ...], ts: int, value: int) -> None:
         first_ts, last_ts = self.first_ts, self.last_ts
         if first_ts is None or last_ts is None or ts < first_ts or ts > last_ts:
             self.first_ts = ts if first_ts is None or ts < first_ts else first_ts
