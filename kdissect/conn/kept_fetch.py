@@ -22,20 +22,19 @@ on built frames of every version).
 
 from __future__ import annotations
 
-from struct import Struct
-from typing import Final
+from typing import Any, Final
 
-from kdissect.conn.arrivals import skip_tags_at
+from kdissect.conn.arrivals import int16_at, int32_at, int64_at, skip_tags_at
 from kdissect.conn.kept_produce import length_at, topic_at
 from kdissect.protocol.headers import request_layout
 from kdissect.protocol.schema import resolve_version
 
-_FETCH = 1
-_INT16 = Struct(">h").unpack_from
-_INT32 = Struct(">i").unpack_from
-_INT64 = Struct(">q").unpack_from
+_FETCH: Final = 1
 # a Fetch answer's api version -> the body version it is read as
 _BODY_VERSIONS: Final[dict[int, int]] = {}
+# a Fetch request's api version -> (header version, body version), from
+# protocol.headers.request_layout (a Python call: the reader runs once per exchange)
+_REQUEST_LAYOUTS: Final[dict[int, tuple[int, int]]] = {}
 
 
 class FetchRequestFrame:
@@ -56,8 +55,13 @@ class FetchRequestFrame:
 def read_fetch_offsets(b: bytes) -> dict[tuple[str | None, int], int]:
     """`FetchRequestFrame.asked` of a request frame the skim accepted
     (anything else may raise)."""
-    header_version, version, _assumed = request_layout(_FETCH, _INT16(b, 2)[0])
-    at = 10 + max(_INT16(b, 8)[0], 0)  # api key, version, correlation id, client id
+    api_version = int16_at(b, 2)
+    layout = _REQUEST_LAYOUTS.get(api_version)
+    if layout is None:
+        header_version, version, _assumed = request_layout(_FETCH, api_version)
+        layout = _REQUEST_LAYOUTS[api_version] = (header_version, version)
+    header_version, version = layout
+    at = 10 + max(int16_at(b, 8), 0)  # api key, version, correlation id, client id
     if header_version >= 2:
         at = skip_tags_at(b, at)
     flexible = version >= 12
@@ -74,9 +78,9 @@ def read_fetch_offsets(b: bytes) -> dict[tuple[str | None, int], int]:
         label, at = topic_at(b, at, version >= 13, flexible)
         count, at = length_at(b, at, flexible, True)
         for _ in range(max(count, 0)):
-            partition = _INT32(b, at)[0]
+            partition = int32_at(b, at)
             at += 8 if version >= 9 else 4  # and the current leader epoch (v9+)
-            asked[(label, partition)] = _INT64(b, at)[0]
+            asked[(label, partition)] = int64_at(b, at)
             at += 8 + tail
             if flexible:
                 at = skip_tags_at(b, at)
@@ -98,12 +102,13 @@ class AbortedTransaction:
 class FetchPartition:
     """What the tallies read of one partition of a Fetch answer, under the
     decoded entry's field names (None for a field the version lacks, as
-    `getattr(entry, name, None)` gives on a decoded one)."""
+    `getattr(entry, name, None)` gives on a decoded one; `decoded_partition`
+    makes one of a decoded entry, so the tallies read one typed form)."""
 
     __slots__ = ("partition_index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset",
                  "aborted_transactions", "records")
 
-    def __init__(self, partition_index: int, error_code: int, high_watermark: int, last_stable_offset: int | None,
+    def __init__(self, partition_index: int, error_code: int, high_watermark: int | None, last_stable_offset: int | None,
                  log_start_offset: int | None, aborted_transactions: list[AbortedTransaction] | None,
                  records: bytes | None) -> None:
         self.partition_index = partition_index
@@ -113,6 +118,21 @@ class FetchPartition:
         self.log_start_offset = log_start_offset
         self.aborted_transactions = aborted_transactions
         self.records = records
+
+
+def decoded_partition(entry: Any) -> FetchPartition:
+    """The FetchPartition of a decoded Fetch (or ShareFetch) answer's
+    partition entry: each field as `getattr(entry, name, None)` gives it (an
+    error code of None or a missing one as 0), as the frame's reader gives
+    them (tests/conn/test_kept_fetch.py)."""
+    raw = getattr(entry, "records", None)
+    listed = getattr(entry, "aborted_transactions", None)
+    aborted = None if listed is None else [AbortedTransaction(item.producer_id, item.first_offset)
+                                           for item in listed]
+    return FetchPartition(entry.partition_index, getattr(entry, "error_code", 0) or 0,
+                          getattr(entry, "high_watermark", None), getattr(entry, "last_stable_offset", None),
+                          getattr(entry, "log_start_offset", None), aborted,
+                          raw if raw is None or type(raw) is bytes else bytes(raw))
 
 
 class FetchResponseFrame:
@@ -148,25 +168,25 @@ def read_fetch_partitions(b: bytes, version: int) -> list[tuple[str | None, list
         count, at = length_at(b, at, flexible, True)
         partitions: list[FetchPartition] = []
         for _ in range(max(count, 0)):
-            index = _INT32(b, at)[0]
-            error = _INT16(b, at + 4)[0]
-            high_watermark = _INT64(b, at + 6)[0]
+            index = int32_at(b, at)
+            error = int16_at(b, at + 4)
+            high_watermark = int64_at(b, at + 6)
             at += 14
             last_stable: int | None = None
             log_start: int | None = None
             aborted: list[AbortedTransaction] | None = None
             if version >= 4:
-                last_stable = _INT64(b, at)[0]
+                last_stable = int64_at(b, at)
                 at += 8
             if version >= 5:
-                log_start = _INT64(b, at)[0]
+                log_start = int64_at(b, at)
                 at += 8
             if version >= 4:
                 listed, at = length_at(b, at, flexible, True)
                 if listed >= 0:
                     aborted = []
                     for _ in range(listed):
-                        aborted.append(AbortedTransaction(_INT64(b, at)[0], _INT64(b, at + 8)[0]))
+                        aborted.append(AbortedTransaction(int64_at(b, at), int64_at(b, at + 8)))
                         at += 16
                         if flexible:
                             at = skip_tags_at(b, at)

@@ -198,13 +198,13 @@ class ClientTally:
     def _stats(self, key: tuple[Any, ...]) -> ClientStats:
         return self.stats[key]
 
-    def add(self, ex: Any) -> ClientStats:
+    def add(self, ex: Any, key: int, client_id: str | None, request_ts: Any, response_ts: Any) -> ClientStats:
         """Count one exchange; the client's stats (for the produce figures).
-        `connection` is left holding the exchange's connection (connection_of)."""
-        api_key = ex.api_key
-        key: int = api_key if api_key is not None else -1  # (an int: compared in C)
-        client, stream_key, client_id = ex.client, ex.stream_key, ex.client_id
-        request_ts, response_ts = ex.request_ts, ex.response_ts
+        `key` (its api key, -1 for none), `client_id` and the times are the
+        exchange's as the caller read them (an attribute read of an Exchange is
+        a generic lookup: each is read once an exchange). `connection` is left
+        holding the exchange's connection (connection_of)."""
+        client, stream_key = ex.client, ex.stream_key
         ts = request_ts if request_ts is not None else response_ts  # when(ex)
         last = response_ts if response_ts is not None else request_ts  # when(ex, response_first=True)
         # A connection's exchanges come one after another: what depends only on
@@ -289,12 +289,11 @@ class ClientTally:
         return stats
 
     def add_produce(self, ex: Any, stats: ClientStats, label: str | None, partition: int,
-                    figures: SetFigures, transactional_id: str | None, connection: tuple[Any, ...] | None = None) -> None:
+                    figures: SetFigures, transactional_id: str | None, connection: tuple[Any, ...],
+                    client_id: str | None, request_ts: Any) -> None:
         """The batches of one partition of a Produce request (`connection`:
-        its connection_of, when known)."""
-        if connection is None:
-            connection = connection_of(ex)
-        order_ts = ex.request_ts if ex.request_ts is not None else -1
+        its connection_of; `client_id`, `request_ts`: the exchange's, as read)."""
+        order_ts = request_ts if request_ts is not None else -1
         if transactional_id:
             stats.transactional_ids = _union(stats.transactional_ids, (transactional_id,))
         for span in figures.spans:
@@ -316,9 +315,9 @@ class ClientTally:
             if run is None:
                 run = runs[connection] = SequenceRun((order_ts, connection, ex.correlation_id), span.base_sequence)
             run.add(span.base_sequence, span.count)
-            run.last_ts = max_of(run.last_ts, ex.request_ts)
-            if ex.client_id is not None:
-                run.client_ids.add(ex.client_id)
+            run.last_ts = max_of(run.last_ts, request_ts)
+            if client_id is not None:
+                run.client_ids.add(client_id)
 
     def merge(self, other: ClientTally) -> None:
         for key, stats in other.stats.items():

@@ -45,8 +45,9 @@ from kdissect.forensics.topics import PartitionStats, TopicTally
 from kdissect.forensics.transactions import TRANSACTION_APIS, TransactionTally
 from kdissect.protocol.apis import ApiKey
 from kdissect.records.codecs import DEFAULT_LIMIT
+from kdissect.records.quick_spans import SetFigures
 from kdissect.records.access import produce_results  # not records.table: pyarrow
-from kdissect.conn.kept_fetch import FetchRequestFrame, FetchResponseFrame
+from kdissect.conn.kept_fetch import FetchPartition, FetchRequestFrame, FetchResponseFrame, decoded_partition
 from kdissect.conn.kept_produce import ProduceResponseFrame, produce_answers, produce_parts, response_bases
 
 _PRODUCE: Final = int(ApiKey.PRODUCE)
@@ -138,13 +139,19 @@ class Forensics:
         key: int = api_key if api_key is not None else -1
         if key in _ID_BEARING_APIS:  # (learn_names reads no other API)
             self.learn_names(ex)
-        stats = self.clients.add(ex)
+        # (read once here for the tallies below: each read of an Exchange is a
+        # generic attribute lookup; the times stay objects, as read: typed as
+        # ints, each use would box a new int of nanoseconds again)
+        client_id: str | None = ex.client_id
+        request_ts: Any = ex.request_ts
+        response_ts: Any = ex.response_ts
+        stats = self.clients.add(ex, key, client_id, request_ts, response_ts)
         if key == _PRODUCE:
             if ex.request is not None:
-                self._produce(ex, stats)
+                self._produce(ex, stats, client_id, request_ts, response_ts)
         elif key == _FETCH or key == _SHARE_FETCH:
             if ex.response is not None:
-                self._fetch(ex, key == _SHARE_FETCH)
+                self._fetch(ex, key == _SHARE_FETCH, client_id, request_ts, response_ts)
             if key == _SHARE_FETCH:
                 self.share.add(ex)
         elif key in _GROUP_APIS:
@@ -156,7 +163,8 @@ class Forensics:
         if key in _TRANSACTION_APIS:
             self.transactions.add(ex)
 
-    def _produce(self, ex: Any, stats: Any) -> None:
+    def _produce(self, ex: Any, stats: Any, client_id: str | None, request_ts: Any,
+                 response_ts: Any) -> None:
         # (decoded, or kept as frames: kdissect.conn.kept_produce)
         transactional_id, parts = produce_parts(ex)
         response = ex.response
@@ -169,12 +177,10 @@ class Forensics:
         else:
             results = produce_answers(ex, produce_results)
             answers = results if isinstance(results, dict) else None
-        request_ts, response_ts = ex.request_ts, ex.response_ts
         ts = request_ts if request_ts is not None else response_ts  # when(ex)
         timed = request_ts is not None and response_ts is not None
         limit = self.max_uncompressed
         connection = self.clients.connection  # (clients.add has just taken this exchange)
-        client_id = ex.client_id
         partition_stats = self.topics.stats
         base: Any
         error: Any
@@ -199,7 +205,8 @@ class Forensics:
                 self.transactions.add_produce(ex, transactional_id, label, partition, figures, error)
             if figures is None:
                 continue
-            self.clients.add_produce(ex, stats, label, partition, figures, transactional_id, connection)
+            self.clients.add_produce(ex, stats, label, partition, figures, transactional_id, connection, client_id,
+                                     request_ts)
             if answered:
                 self.history.add_records(label, partition, figures, base, fetched=False)
                 if timed:
@@ -208,7 +215,8 @@ class Forensics:
                     for span in spans:  # type: ignore[union-attr]
                         produced(name, partition, base + span.first, base + span.last, request_ts, response_ts)
 
-    def _fetch(self, ex: Any, share: bool) -> None:
+    def _fetch(self, ex: Any, share: bool, client_id: str | None, request_ts: Any,
+               response_ts: Any) -> None:
         asked: dict[tuple[str | None, int], int] = {}
         request = ex.request
         if share or request is None:
@@ -220,47 +228,47 @@ class Forensics:
                 label = topic_label(topic, "topic")
                 for entry in getattr(topic, "partitions", None) or ():
                     asked[(label, entry.partition)] = entry.fetch_offset
-        response_ts = ex.response_ts
-        ts = response_ts if response_ts is not None else ex.request_ts  # when(ex, response_first=True)
+        ts = response_ts if response_ts is not None else request_ts  # when(ex, response_first=True)
         connection = self.clients.connection  # (clients.add has just taken this exchange)
-        order = (ts if ts is not None else -1, connection, ex.correlation_id if ex.correlation_id is not None else -1)
+        correlation_id = ex.correlation_id
+        order = (ts if ts is not None else -1, connection, correlation_id if correlation_id is not None else -1)
         limit = self.max_uncompressed
         response = ex.response
-        topics: Any
+        topics: list[tuple[str | None, list[FetchPartition]]]
         if type(response) is FetchResponseFrame:  # (kept as its frame: kdissect.conn.kept_fetch)
             topics = response.topics()
-        else:
-            topics = [(topic_label(topic, "topic"), getattr(topic, "partitions", None) or ())
+        else:  # (decoded: its entries in the frame's typed form)
+            topics = [(topic_label(topic, "topic"), [decoded_partition(entry) for entry in
+                                                      getattr(topic, "partitions", None) or ()])
                       for topic in getattr(response.body, "responses", None) or ()]
         for label, partitions in topics:
             for entry in partitions:
                 partition = entry.partition_index
-                raw = getattr(entry, "records", None)
-                figures = set_figures(_as_bytes(raw), limit, produced=False) if raw else None
-                self.topics.add_fetch(ex, label, partition, ts, figures, entry, asked.get((label, partition)),
+                raw = entry.records
+                figures = set_figures(raw, limit, produced=False) if raw else None
+                self.topics.add_fetch(client_id, label, partition, ts, figures, entry, asked.get((label, partition)),
                                       connection, share, order)
                 if not share:
-                    self.transactions.add_fetch(ex, label, partition, entry, raw, figures, limit)
-                    self._history(ex, label, partition, ts, entry, figures, order)
+                    self.transactions.add_fetch(client_id, label, partition, entry, figures, limit)
+                    self._history(label, partition, ts, entry, figures, order)
                 if figures is not None and response_ts is not None and figures.spans:
                     name = self.names.name(label)
                     fetched = self.ranges.fetched
                     for span in figures.spans:
                         if span.offsets is None:  # first..last without holes: one run (span_offsets)
                             if span.last >= span.first:
-                                fetched(name, partition, ex.client_id, range(span.first, span.last + 1), response_ts)
+                                fetched(name, partition, client_id, range(span.first, span.last + 1), response_ts)
                             continue
                         for first, last in _runs(span.offsets):
-                            fetched(name, partition, ex.client_id, range(first, last + 1), response_ts)
+                            fetched(name, partition, client_id, range(first, last + 1), response_ts)
 
-    def _history(self, ex: Any, label: str | None, partition: int, ts: int | None, entry: Any,
-                 figures: Any, order: tuple[Any, ...]) -> None:
+    def _history(self, label: str | None, partition: int, ts: int | None, entry: FetchPartition,
+                 figures: SetFigures | None, order: tuple[Any, ...]) -> None:
         """A fetched partition's record timestamps and high watermark, for group lag in and over time."""
         if figures is not None:
             self.history.add_records(label, partition, figures, None, fetched=True)
-        high_watermark = getattr(entry, "high_watermark", None)
-        if ts is not None and not getattr(entry, "error_code", 0) and isinstance(high_watermark, int) \
-                and high_watermark >= 0:
+        high_watermark = entry.high_watermark
+        if ts is not None and not entry.error_code and high_watermark is not None and high_watermark >= 0:
             self.history.add_watermark(label, partition, order, ts, high_watermark)  # (order_key(ex, ts))
 
     def finish(self) -> None:

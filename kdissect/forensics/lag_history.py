@@ -133,11 +133,18 @@ class LagHistory:
     def add_commit(self, group: str, label: str | None, partition: int, order: tuple[Any, ...], ts: int, offset: int) -> None:
         self._put(self.commits, (group, label, partition), order, ts, offset)
 
-    def _put(self, series: dict[Any, Any], key: tuple[Any, ...], order: tuple[Any, ...], ts: int, value: int) -> None:
-        self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
-        self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
-        self._widen()
-        buckets = series.setdefault(key, {})
+    def _put(self, series: dict[tuple[Any, ...], dict[int, tuple[tuple[Any, ...], int]]], key: tuple[Any, ...],
+             order: tuple[Any, ...], ts: int, value: int) -> None:
+        first_ts, last_ts = self.first_ts, self.last_ts
+        if first_ts is None or last_ts is None or ts < first_ts or ts > last_ts:
+            self.first_ts = ts if first_ts is None or ts < first_ts else first_ts
+            self.last_ts = ts if last_ts is None or ts > last_ts else last_ts
+            # (only a wider span can widen the interval: every change of the
+            # span is followed by _widen, so within it the interval fits)
+            self._widen()
+        buckets = series.get(key)
+        if buckets is None:
+            buckets = series[key] = {}
         at = ts // self.interval_ns
         known = buckets.get(at)
         if known is None or order > known[0]:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kdissect.conn.kept_fetch import FetchPartition
 from kdissect.records.quick_spans import SetFigures
-from kdissect.forensics.common import (MINUTE_NS, add_count, error_list, max_of, merge_counts, min_of, order_key)
+from kdissect.forensics.common import MINUTE_NS, add_count, error_list, max_of, merge_counts, min_of
 
 
 class PartitionStats:
@@ -58,7 +59,10 @@ class PartitionStats:
             self.record_bytes += figures.record_bytes
             self.batch_bytes += figures.batch_bytes
             self.batches += figures.batches
-            self.codecs.update(figures.codecs)
+            codecs = self.codecs
+            for codec in figures.codecs:  # (mostly one, already in: a test costs less than update's call)
+                if codec not in codecs:
+                    codecs.add(codec)
         if last_offset is not None and (self.last_offset is None or last_offset > self.last_offset):
             self.last_offset = last_offset
 
@@ -104,7 +108,8 @@ class LagPoint:
 
     def add(self, order: tuple[Any, ...], lag: int | None, high_watermark: int | None, next_offset: int | None) -> None:
         self.fetches += 1
-        self.max_lag = max_of(self.max_lag, lag)
+        if lag is not None and (self.max_lag is None or lag > self.max_lag):  # (max_of inline, typed)
+            self.max_lag = lag
         if order > self.order:
             self.order, self.lag, self.high_watermark, self.next_offset = order, lag, high_watermark, next_offset
 
@@ -116,9 +121,9 @@ class LagPoint:
             self.high_watermark, self.next_offset = other.high_watermark, other.next_offset
 
 
-def _known(offset: Any) -> int | None:
+def _known(offset: int | None) -> int | None:
     """An offset field's value, None for the -1 that means "unknown"."""
-    return offset if isinstance(offset, int) and offset >= 0 else None
+    return offset if offset is not None and offset >= 0 else None
 
 
 class TopicTally:
@@ -140,36 +145,34 @@ class TopicTally:
                     error: int, last_offset: int | None) -> None:
         self._stats((label, partition, "produce", ex.client_id)).add(ts, figures, error, last_offset)
 
-    def add_fetch(self, ex: Any, label: str | None, partition: int, ts: int | None, figures: SetFigures | None,
-                  entry: Any, fetch_offset: int | None, connection: tuple[Any, ...], share: bool,
-                  order: tuple[Any, ...] | None = None) -> None:
-        """One partition of a Fetch (or ShareFetch) response; `entry` is its
-        decoded partition entry, `fetch_offset` what the request asked for
-        (`order`: the exchange's order_key at `ts`, when known)."""
-        error = getattr(entry, "error_code", 0) or 0
+    def add_fetch(self, client_id: str | None, label: str | None, partition: int, ts: int | None,
+                  figures: SetFigures | None, entry: FetchPartition, fetch_offset: int | None,
+                  connection: tuple[Any, ...], share: bool, order: tuple[Any, ...]) -> None:
+        """One partition of a Fetch (or ShareFetch) response of `client_id`;
+        `entry` is its partition (kdissect.conn.kept_fetch), `fetch_offset`
+        what the request asked for, `order` the exchange's order_key at `ts`."""
+        error = entry.error_code
         last = None
         if figures is not None:
             for span in figures.spans:  # (the highest last offset: a loop, not max() over a generator)
                 if last is None or span.last > last:
                     last = span.last
-        self._stats((label, partition, "fetch", ex.client_id)).add(ts, figures, error, last)
+        self._stats((label, partition, "fetch", client_id)).add(ts, figures, error, last)
         if share:
             return  # share groups track delivery on the broker: no offsets to lag behind
-        key = (label, partition, ex.client_id, connection)
+        key = (label, partition, client_id, connection)
         position = self.positions.get(key)
         if position is None:
             position = self.positions[key] = FetchPosition()
-        if order is None:
-            order = order_key(ex, ts)
         if figures is not None and figures.next_offset is not None:
             position.next_offset = figures.next_offset
         elif fetch_offset is not None and fetch_offset >= 0:
             position.next_offset = fetch_offset
-        high_watermark = _known(getattr(entry, "high_watermark", None))
+        high_watermark = _known(entry.high_watermark)
         if not error and high_watermark is not None:
             position.high_watermark = high_watermark
-            position.last_stable_offset = _known(getattr(entry, "last_stable_offset", None))
-            position.log_start_offset = _known(getattr(entry, "log_start_offset", None))
+            position.last_stable_offset = _known(entry.last_stable_offset)
+            position.log_start_offset = _known(entry.log_start_offset)
         lag = None
         if position.high_watermark is not None and position.next_offset is not None:
             lag = max(0, position.high_watermark - position.next_offset)
@@ -177,7 +180,7 @@ class TopicTally:
         position.order = order
         if ts is not None:
             minute = ts - ts % MINUTE_NS
-            point_key = (label, partition, ex.client_id, minute)
+            point_key = (label, partition, client_id, minute)
             point = self.lag.get(point_key)
             if point is None:
                 point = self.lag[point_key] = LagPoint()

@@ -25,10 +25,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
+from kdissect.conn.kept_fetch import FetchPartition
 from kdissect.forensics.common import add_count, error_list, order_key, when
 from kdissect.protocol.apis import ApiKey
 from kdissect.protocol.errors import error_name
 from kdissect.records.decode import iter_batches
+from kdissect.records.quick_spans import SetFigures
 
 _INIT, _ADD_PARTITIONS = int(ApiKey.INIT_PRODUCER_ID), int(ApiKey.ADD_PARTITIONS_TO_TXN)
 _ADD_OFFSETS, _END, _TXN_COMMIT = int(ApiKey.ADD_OFFSETS_TO_TXN), int(ApiKey.END_TXN), int(ApiKey.TXN_OFFSET_COMMIT)
@@ -129,19 +131,20 @@ class TransactionTally:
                             (label, partition, span.count, error or 0))
                 error = 0  # the partition's error once
 
-    def add_fetch(self, ex: Any, label: str | None, partition: int, entry: Any, raw: bytes | None,
-                  figures: Any, limit: int) -> None:
-        """One partition of a Fetch response: markers, aborted list, transactional batches."""
-        listed = getattr(entry, "aborted_transactions", None) or ()
-        for aborted in listed:
+    def add_fetch(self, client_id: str | None, label: str | None, partition: int, entry: FetchPartition,
+                  figures: SetFigures | None, limit: int) -> None:
+        """One partition of a Fetch response (of `client_id`): markers, aborted list, transactional batches."""
+        fetcher = client_id or ""
+        for aborted in entry.aborted_transactions or ():
             self.aborted_listed.setdefault((label, partition, aborted.producer_id), set()).add(aborted.first_offset)
-            self.fetched_by.setdefault((label, partition, aborted.producer_id), set()).add(ex.client_id or "")
+            self.fetched_by.setdefault((label, partition, aborted.producer_id), set()).add(fetcher)
         if figures is not None:
             for span in figures.spans:
                 if span.transactional and span.producer_id is not None:
                     key = (label, partition, span.producer_id)
                     self.batches.setdefault(key, {})[span.first] = span.count
-                    self.fetched_by.setdefault(key, set()).add(ex.client_id or "")
+                    self.fetched_by.setdefault(key, set()).add(fetcher)
+        raw = entry.records
         if raw and figures is not None and figures.control_records:
             for batch in iter_batches(raw, limit):
                 if batch.partial or not batch.control or batch.producer_id is None:
@@ -150,7 +153,7 @@ class TransactionTally:
                 for record in batch.records:
                     if record.control in ("commit", "abort"):
                         self.markers.setdefault(key, {})[record.offset] = record.control
-                self.fetched_by.setdefault(key, set()).add(ex.client_id or "")
+                self.fetched_by.setdefault(key, set()).add(fetcher)
 
     def marker_offsets(self, names: Any) -> dict[tuple[Any, ...], set[int]]:
         """(topic, partition) -> the offsets of the commit and abort markers seen."""

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import random
 import uuid
+from types import SimpleNamespace
 
 import pytest
 
-from kdissect.conn.kept_fetch import FetchResponseFrame, read_fetch_offsets
+from kdissect.conn.kept_fetch import FetchResponseFrame, decoded_partition, read_fetch_offsets
 from kdissect.conn.pipeline import Analysis
 from kdissect.forensics import FORENSIC_APIS
 from kdissect.forensics.common import topic_label
@@ -63,9 +64,28 @@ def _decoded_topics(frame: bytes, version: int) -> list:
     return _entries([(topic_label(topic, "topic"), topic.partitions or ()) for topic in body.responses or ()])
 
 
+def _converted_topics(frame: bytes, version: int) -> list:
+    """The decoded answer's entries as the tallies take them (decoded_partition)."""
+    body = decode_response(frame, FETCH, version).body
+    return _entries([(topic_label(topic, "topic"), [decoded_partition(entry) for entry in topic.partitions or ()])
+                     for topic in body.responses or ()])
+
+
+def _check_converted(frame: bytes, version: int) -> bool:
+    """A decoded answer (kept whole: errors, or turned down by the skim)
+    reads through decoded_partition as through getattr on its entries."""
+    try:
+        decoded = _decoded_topics(frame, version)
+    except Exception:
+        return False  # (not decodable: pairing keeps nothing to read)
+    assert _converted_topics(frame, version) == decoded
+    return True
+
+
 def _check_response(frame: bytes, version: int) -> bool:
     """The answer reads as the decoder reads it wherever pairing keeps it as
     a frame: the skim accepted it and found no error code."""
+    _check_converted(frame, version)
     figures = skim_response(frame, FETCH, version)
     if figures is None or figures[2]:
         return False
@@ -197,6 +217,35 @@ def test_every_answer_version_reads_as_decoded(version: int) -> None:
     assert _check_response(response, version)
     topics = FetchResponseFrame(response, version).topics()
     assert [len(partitions) for _, partitions in topics] == [3, 1, 0]
+    assert _check_converted(response, version)
+    # the frame's partitions and the decoded ones made typed: field by field the same
+    converted = [decoded_partition(entry) for topic in decode_response(response, FETCH, version).body.responses
+                 for entry in topic.partitions]
+    framed = [entry for _, partitions in topics for entry in partitions]
+    assert [_typed_values(entry) for entry in converted] == [_typed_values(entry) for entry in framed]
+
+
+def _typed_values(entry) -> tuple:
+    """Every field of a FetchPartition, the aborted transactions as pairs (None stays None)."""
+    aborted = entry.aborted_transactions
+    return tuple(getattr(entry, name) for name in _READ) + (
+        None if aborted is None else [(a.producer_id, a.first_offset) for a in aborted], entry.records)
+
+
+def test_decoded_partition_of_an_entry_lacking_fields() -> None:
+    """A ShareFetch answer's entry has no offsets nor aborted list: those
+    read as None, a missing error code as 0, a bytearray record set as bytes."""
+    entry = decoded_partition(SimpleNamespace(partition_index=5, records=bytearray(b"\x01\x02")))
+    assert (entry.partition_index, entry.error_code, entry.high_watermark, entry.last_stable_offset,
+            entry.log_start_offset, entry.aborted_transactions) == (5, 0, None, None, None, None)
+    assert type(entry.records) is bytes and entry.records == b"\x01\x02"
+    listed = SimpleNamespace(partition_index=1, error_code=None, high_watermark=-1, last_stable_offset=10,
+                             log_start_offset=2, aborted_transactions=[SimpleNamespace(producer_id=9, first_offset=4)],
+                             records=None)
+    entry = decoded_partition(listed)
+    assert (entry.error_code, entry.high_watermark, entry.last_stable_offset, entry.log_start_offset) == (0, -1, 10, 2)
+    assert [(a.producer_id, a.first_offset) for a in entry.aborted_transactions] == [(9, 4)]
+    assert entry.records is None
 
 
 def test_kept_fetch_requests_leave_the_rows_as_export_makes_them() -> None:

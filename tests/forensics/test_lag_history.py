@@ -67,6 +67,39 @@ def test_the_interval_fits_the_span() -> None:
             assert (START + seconds * SECOND_NS) // half - START // half + 1 > MAX_INTERVALS
 
 
+def _shortest_fitting(first_ts: int, last_ts: int) -> int:
+    """The rule by hand: the shortest power-of-two seconds cutting [first, last] into at most 60 intervals."""
+    width = SECOND_NS
+    while last_ts // width - first_ts // width + 1 > MAX_INTERVALS:
+        width *= 2
+    return width
+
+
+def test_the_interval_after_every_event() -> None:
+    """Events in any order, times inside the span seen so far among them
+    (the tally widens only when the span grows), merges in between: after
+    each, the interval is the rule's for the times seen."""
+    for seed in range(20):
+        rng = random.Random(seed)
+        history, seen = LagHistory(), []
+        for n in range(300):
+            if seen and rng.random() < 0.5:  # within the span so far
+                ts = rng.randrange(min(seen), max(seen) + 1)
+            else:
+                ts = START + rng.randrange(rng.choice((30, 600, 86_400)) * SECOND_NS)
+            if rng.random() < 0.05:
+                other = LagHistory()
+                other.add_watermark("t", 1, (ts, (), n), ts, n)
+                history.merge(other)
+            elif rng.random() < 0.5:
+                history.add_commit("g", "t", 0, (ts, (), n), ts, n)
+            else:
+                history.add_watermark("t", 0, (ts, (), n), ts, n)
+            seen.append(ts)
+            assert (history.first_ts, history.last_ts) == (min(seen), max(seen))
+            assert history.interval_ns == _shortest_fitting(min(seen), max(seen)), (seed, n)
+
+
 def test_connections_tallied_apart_merge_into_the_capture_s_tables() -> None:
     """The lab capture's exchanges split by connection (as Spark tasks hold them) give the CLI's group lag tables."""
     exchanges, _ = analyze([str(REPO / "captures" / "group_lag_kafka.pcap")], keep_apis=FORENSIC_APIS)
