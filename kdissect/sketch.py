@@ -11,6 +11,14 @@ maximum are kept exactly. Merging two histograms is adding their buckets,
 so one computed in pieces (Spark tasks) equals one computed in a single
 pass (the CLI), bucket for bucket. Memory: one counter per occupied bucket,
 about 115 per decade (under 1,500 from a microsecond to a day).
+
+Compiled with mypyc (kdissect/native.py): the end-to-end matching adds every
+matched record's latency, a read task sketches its latencies. Both classes
+pickle as a dict of their attributes (`__getstate__`), the same from the
+compiled and the plain class, so either reads the other's (a driver with the
+build and workers without it): left to themselves, a plain slotted class
+pickles as (None, slots) and the compiled one as a dict, and the compiled
+class read the former as an empty sketch.
 """
 
 from __future__ import annotations
@@ -18,12 +26,24 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 RELATIVE_ACCURACY = 0.01
 _GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
 _LOG_GAMMA = math.log(_GAMMA)
 _FLOOR_NS = 1_000  # values below a microsecond share the lowest bucket
+_EXACT_INT = 1 << 53  # integers up to this are doubles exactly
+
+
+def _quotient(numerator: int, denominator: int) -> float:
+    """`numerator / denominator`, rounded as Python rounds it: compiled, the
+    quotient of two machine-size ints is taken from their doubles, which for
+    a numerator past 2**53 (a sum of latencies past 104 days) can differ in
+    the last bit from Python's correctly rounded one."""
+    if -_EXACT_INT <= numerator <= _EXACT_INT:
+        return numerator / denominator
+    exact: Any = numerator  # (an object: Python's own division)
+    return float(exact / denominator)
 
 
 class LatencyHistogram:
@@ -59,6 +79,14 @@ class LatencyHistogram:
         if other.max_ns is not None and (self.max_ns is None or other.max_ns > self.max_ns):
             self.max_ns = other.max_ns
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"buckets": self.buckets, "count": self.count, "total_ns": self.total_ns, "min_ns": self.min_ns,
+                "max_ns": self.max_ns}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.buckets, self.count, self.total_ns = state["buckets"], state["count"], state["total_ns"]
+        self.min_ns, self.max_ns = state["min_ns"], state["max_ns"]
+
     def percentile_ms(self, q: float) -> float | None:
         """The q-th percentile (q in [0, 100]) in ms: the value of rank
         ceil(q/100 * count) (nearest rank), as its bucket's centre, clamped
@@ -66,25 +94,31 @@ class LatencyHistogram:
         if not self.count:
             return None
         rank = max(1, math.ceil(q / 100 * self.count))
+        low, high = self.min_ns or 0, self.max_ns or 0
         seen = 0
-        for index in sorted(self.buckets):
-            seen += self.buckets[index]
+        buckets = self.buckets
+        for index in sorted(buckets):
+            seen += buckets[index]
             if seen >= rank:
-                value = min(max(bucket_centre(index), self.min_ns or 0), self.max_ns or 0)
-                return value / 1_000_000
-        return (self.max_ns or 0) / 1_000_000  # pragma: no cover - counts always add up
+                centre = bucket_centre(index)  # clamped to [low, high], as min(max(centre, low), high)
+                if low > centre:
+                    return _quotient(low, 1_000_000)
+                if high < centre:
+                    return _quotient(high, 1_000_000)
+                return centre / 1_000_000
+        return _quotient(high, 1_000_000)  # pragma: no cover - counts always add up
 
     def summary(self) -> dict[str, Any]:
         """count, min/mean/max (exact) and p50/p90/p99 (within 1%), in ms."""
         count = self.count
         return {
             "count": count,
-            "min_ms": None if self.min_ns is None else self.min_ns / 1_000_000,
-            "mean_ms": self.total_ns / count / 1_000_000 if count else None,
+            "min_ms": None if self.min_ns is None else _quotient(self.min_ns, 1_000_000),
+            "mean_ms": _quotient(self.total_ns, count) / 1_000_000 if count else None,
             "p50_ms": self.percentile_ms(50),
             "p90_ms": self.percentile_ms(90),
             "p99_ms": self.percentile_ms(99),
-            "max_ms": None if self.max_ns is None else self.max_ns / 1_000_000,
+            "max_ms": None if self.max_ns is None else _quotient(self.max_ns, 1_000_000),
         }
 
 
@@ -92,7 +126,7 @@ def bucket_of(value_ns: int) -> int:
     """The bucket holding `value_ns`: (gamma^(i-1), gamma^i] microseconds."""
     if value_ns <= _FLOOR_NS:
         return 0
-    return max(0, math.ceil(math.log(value_ns / _FLOOR_NS) / _LOG_GAMMA))
+    return max(0, math.ceil(math.log(_quotient(value_ns, _FLOOR_NS)) / _LOG_GAMMA))
 
 
 def bucket_centre(index: int) -> float:
@@ -194,6 +228,14 @@ class QuantileSketch:
         for index, n in other.buckets.items():
             buckets[index] = buckets.get(index, 0) + n
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"values": self.values, "buckets": self.buckets, "count": self.count, "total": self.total,
+                "min": self.min, "max": self.max}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.values, self.buckets, self.count = state["values"], state["buckets"], state["count"]
+        self.total, self.min, self.max = state["total"], state["min"], state["max"]
+
     @property
     def exact(self) -> bool:
         return self.values is not None
@@ -204,14 +246,15 @@ class QuantileSketch:
             return [math.nan for _ in qs]
         if self.values is not None:
             ordered = sorted(self.values)
-            return [_interpolated(lambda rank: ordered[rank], self.count, q) for q in qs]
+            return [_interpolated(ordered.__getitem__, self.count, q) for q in qs]
         ranked = self._ranked()
         return [_interpolated(ranked, self.count, q) for q in qs]
 
-    def _ranked(self) -> Any:
+    def _ranked(self) -> Callable[[int], float]:
         """rank (0-based) -> the estimate of that order statistic."""
         ordered = sorted(self.buckets.items(), key=lambda item: _bucket_value(item[0]))
-        ends, seen = [], 0
+        ends: list[int] = []
+        seen = 0
         for _, n in ordered:
             seen += n
             ends.append(seen)
@@ -303,7 +346,7 @@ def _bucket_value(key: int) -> float:
     return centre if key > 0 else -centre
 
 
-def _interpolated(value_at: Any, count: int, q: float) -> float:
+def _interpolated(value_at: Callable[[int], float], count: int, q: float) -> float:
     """Linear interpolation between the closest ranks (as `kdissect.ranks.percentile`)."""
     position = (count - 1) * q / 100.0
     low = math.floor(position)

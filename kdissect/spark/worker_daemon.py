@@ -34,9 +34,15 @@ measured with py-spy on `local[1]`:
   again (about a quarter of the worker's CPU time on the bench's
   many-small archive). They are moved out of the collector's sight with
   `gc.freeze()` before the fork; what a task allocates is collected as before.
-- Within tasks the collector runs as in `kdissect export` while it
-  dissects (kdissect.conn.pipeline.fewer_collections): every 70,000 new
-  containers instead of 700, as a worker does nothing but dissect and write.
+- Within tasks the collector runs as in the `kdissect export` command
+  (kdissect.cli.CLI_COLLECTION_THRESHOLD): every 200,000 new containers
+  instead of 700, as a worker does nothing but dissect and write. At 70,000
+  a read task of the record-heavy archive's 61 MB files ran one young
+  collection (16-37 ms, nothing freed: the 72,000 young containers it
+  walked were the task's live TCP segments, tuples and lists); at 200,000
+  none, with the same peak RSS (benchmarks/README.md, branch sketch-gc).
+  What cycles can hold uncollected in between is bounded by the threshold,
+  as in export.
 - The full collection after every task still walked whatever earlier tasks
   left alive (modules imported by tasks, the generated codecs, caches):
   about a tenth of a `local[1]` worker's CPU time on the bench's many-small
@@ -52,8 +58,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# new containers between two young collections in a worker (as export's fewer_collections)
-FEWER_COLLECTIONS = 70_000
+# new containers between two young collections in a worker (as the export
+# command's, kdissect.cli.CLI_COLLECTION_THRESHOLD)
+FEWER_COLLECTIONS = 200_000
 
 
 def _installed_twin(zip_path: str) -> bool:

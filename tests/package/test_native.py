@@ -336,3 +336,60 @@ def test_the_c_extensions_are_in_the_stamp_and_load_from_a_current_build() -> No
     env = dict(os.environ, KDISSECT_PURE_PYTHON="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO, env=env)
     assert json.loads(out.stdout) == [False, False]
+
+
+# Pickles sketches (the tasks' states carry them to the driver) and prints them as
+# read back: argv[1] "write" or a pickle file's path; argv[2] the file to write.
+_SKETCH_PICKLES = """
+import json, math, pickle, sys
+from kdissect import native
+from kdissect.sketch import LatencyHistogram, QuantileSketch
+
+if sys.argv[1] == "write":
+    latencies = LatencyHistogram()
+    for value_ns, weight in ((900, 2), (5_000, 3), (1_234_567, 1), (10 ** 17, 1)):
+        latencies.add(value_ns, weight)
+    exact, bucketed = QuantileSketch(), QuantileSketch()
+    exact.add(2.5)
+    for i in range(1_500):
+        bucketed.add(i * 0.37 - 100)
+    with open(sys.argv[2], "wb") as out:
+        pickle.dump([latencies, exact, bucketed, LatencyHistogram(), QuantileSketch()], out,
+                    protocol=pickle.HIGHEST_PROTOCOL)
+else:
+    with open(sys.argv[1], "rb") as source:
+        latencies, exact, bucketed, empty, nothing = pickle.load(source)
+    print(json.dumps([latencies.summary(), sorted(latencies.buckets.items()), exact.state(), bucketed.state(),
+                      bucketed.percentiles(1, 50, 99), empty.summary(), nothing.state()]))
+print(json.dumps(native.running_native()))
+"""
+
+
+def test_sketches_pickled_compiled_load_plain_and_the_other_way(tmp_path: Path) -> None:
+    """A driver with the build reads the states of workers without it (and
+    the other way): unlike the default pickles of a slotted class and a
+    compiled one, which the other read as an empty sketch or not at all."""
+    if not native.is_current(PACKAGE):
+        pytest.skip("the compiled modules are not built here (see the test above)")
+
+    def run(pure: bool, *args: str) -> tuple[str, list[str]]:
+        env = {k: v for k, v in os.environ.items() if k != "KDISSECT_PURE_PYTHON"}
+        if pure:
+            env["KDISSECT_PURE_PYTHON"] = "1"
+        result = subprocess.run([sys.executable, "-c", _SKETCH_PICKLES, *args], capture_output=True, text=True,
+                                cwd=REPO, env=env, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        text, _, last = result.stdout.rstrip("\n").rpartition("\n")
+        return text, json.loads(last)
+
+    for pure in (False, True):
+        run(pure, "write", str(tmp_path / f"{'plain' if pure else 'compiled'}.pickle"))
+    read = {(writer, pure): run(pure, str(tmp_path / f"{writer}.pickle"))
+            for writer in ("plain", "compiled") for pure in (False, True)}
+    for (_, pure), (_, used) in read.items():  # each reader ran the module it was meant to
+        assert used == ([] if pure else ["sketch"])
+    texts = {text for text, _ in read.values()}
+    assert len(texts) == 1, texts
+    summary = json.loads(texts.pop())
+    assert summary[0]["count"] == 7 and summary[2]["values"] == [2.5] and summary[3]["count"] == 1_500
+    assert summary[3]["values"] is None and summary[5]["count"] == 0
