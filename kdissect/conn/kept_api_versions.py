@@ -16,14 +16,9 @@ version).
 
 from __future__ import annotations
 
-from struct import Struct
-
-from kdissect.conn.arrivals import skip_tags_at
-from kdissect.conn.kept_produce import length_at
-from kdissect.protocol.headers import request_layout
+from kdissect.conn.kept_produce import length_at, request_body_at
 
 _API_VERSIONS = 18
-_INT16 = Struct(">h").unpack_from
 
 
 class ApiVersionsRequestFrame:
@@ -43,12 +38,9 @@ def read_client_software(b: bytes) -> tuple[str | None, str | None]:
     """`ApiVersionsRequestFrame.software` of a request frame the skim
     accepted (anything else may raise): from v3 on (every such version is
     flexible) the body starts with the two strings."""
-    header_version, version, _assumed = request_layout(_API_VERSIONS, _INT16(b, 2)[0])
+    version, at = request_body_at(b, _API_VERSIONS)
     if version < 3:
         return None, None
-    at = 10 + max(_INT16(b, 8)[0], 0)  # api key, version, correlation id, client id
-    if header_version >= 2:
-        at = skip_tags_at(b, at)
     found: list[str | None] = []
     for _field in range(2):  # the software's name, then its version
         size, at = length_at(b, at, True, False)

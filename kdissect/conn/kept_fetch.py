@@ -25,16 +25,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 from kdissect.conn.arrivals import int16_at, int32_at, int64_at, skip_tags_at
-from kdissect.conn.kept_produce import length_at, topic_at
-from kdissect.protocol.headers import request_layout
+from kdissect.conn.kept_produce import length_at, request_body_at, topic_at
 from kdissect.protocol.schema import resolve_version
 
 _FETCH: Final = 1
 # a Fetch answer's api version -> the body version it is read as
 _BODY_VERSIONS: Final[dict[int, int]] = {}
-# a Fetch request's api version -> (header version, body version), from
-# protocol.headers.request_layout (a Python call: the reader runs once per exchange)
-_REQUEST_LAYOUTS: Final[dict[int, tuple[int, int]]] = {}
 
 
 class FetchRequestFrame:
@@ -55,15 +51,7 @@ class FetchRequestFrame:
 def read_fetch_offsets(b: bytes) -> dict[tuple[str | None, int], int]:
     """`FetchRequestFrame.asked` of a request frame the skim accepted
     (anything else may raise)."""
-    api_version = int16_at(b, 2)
-    layout = _REQUEST_LAYOUTS.get(api_version)
-    if layout is None:
-        header_version, version, _assumed = request_layout(_FETCH, api_version)
-        layout = _REQUEST_LAYOUTS[api_version] = (header_version, version)
-    header_version, version = layout
-    at = 10 + max(int16_at(b, 8), 0)  # api key, version, correlation id, client id
-    if header_version >= 2:
-        at = skip_tags_at(b, at)
+    version, at = request_body_at(b, _FETCH)
     flexible = version >= 12
     # replica id (v0-14), max wait, min bytes, max bytes (v3+), isolation
     # level (v4+), session id and epoch (v7+); the v15+ replica state is a tag

@@ -25,13 +25,11 @@ from __future__ import annotations
 from typing import Final
 
 from kdissect.conn.arrivals import int16_at, int32_at, skip_tags_at
-from kdissect.conn.kept_produce import length_at
-from kdissect.protocol.headers import request_layout
+from kdissect.conn.kept_produce import length_at, request_body_at
 from kdissect.protocol.schema import resolve_version
 
 _JOIN_GROUP = 11
-# api version -> (request header version, body version) / the answer's body version
-_REQUEST_LAYOUTS: Final[dict[int, tuple[int, int]]] = {}
+# an answer's api version -> the body version it is read as
 _BODY_VERSIONS: Final[dict[int, int]] = {}
 
 
@@ -70,15 +68,7 @@ class JoinGroupRequestFrame:
 def read_join_group_request(b: bytes) -> JoinGroupRequestFields:
     """`JoinGroupRequestFrame.body` of a request frame the skim accepted
     (anything else may raise)."""
-    api_version = int16_at(b, 2)
-    layout = _REQUEST_LAYOUTS.get(api_version)
-    if layout is None:
-        header_version, version, _assumed = request_layout(_JOIN_GROUP, api_version)
-        layout = _REQUEST_LAYOUTS[api_version] = (header_version, version)
-    header_version, version = layout
-    at = 10 + max(int16_at(b, 8), 0)  # api key, version, correlation id, client id
-    if header_version >= 2:
-        at = skip_tags_at(b, at)
+    version, at = request_body_at(b, _JOIN_GROUP)
     flexible = version >= 6
     group_id, at = _string_at(b, at, flexible)
     at += 8 if version >= 1 else 4  # session timeout, rebalance timeout

@@ -20,17 +20,14 @@ compares them on every bundled capture and on built frames of every version).
 
 from __future__ import annotations
 
-from struct import Struct
 from typing import Final
 
 from kdissect.conn.arrivals import skip_tags_at
-from kdissect.conn.kept_produce import length_at
-from kdissect.protocol.headers import request_layout
+from kdissect.conn.kept_produce import length_at, request_body_at
 from kdissect.protocol.schema import resolve_version
 from kdissect.protocol.topics import topic_label
 
 _METADATA = 3
-_INT16 = Struct(">h").unpack_from
 _NULL_ID = bytes(16)
 # a Metadata answer's api version -> the body version it is read as
 _BODY_VERSIONS: Final[dict[int, int]] = {}
@@ -107,12 +104,9 @@ def read_metadata_request_pairs(b: bytes) -> list[tuple[str, str]]:
     accepted (anything else may raise): topics carry an id from v10 on, and
     every such version is flexible; the topics are the body's first field."""
     pairs: list[tuple[str, str]] = []
-    header_version, version, _assumed = request_layout(_METADATA, _INT16(b, 2)[0])
+    version, at = request_body_at(b, _METADATA)
     if version < 10:
         return pairs
-    at = 10 + max(_INT16(b, 8)[0], 0)  # api key, version, correlation id, client id
-    if header_version >= 2:
-        at = skip_tags_at(b, at)
     topics, at = length_at(b, at, True, True)  # (null: -1)
     for _ in range(max(topics, 0)):
         raw = b[at:at + 16]

@@ -23,11 +23,9 @@ from __future__ import annotations
 from struct import Struct
 
 from kdissect.conn.arrivals import skip_tags_at
-from kdissect.conn.kept_produce import length_at, topic_at
-from kdissect.protocol.headers import request_layout
+from kdissect.conn.kept_produce import length_at, request_body_at, topic_at
 
 _OFFSET_COMMIT = 8
-_INT16 = Struct(">h").unpack_from
 _INT32 = Struct(">i").unpack_from
 _INT64 = Struct(">q").unpack_from
 # (topic label, partition index, committed offset)
@@ -77,10 +75,7 @@ def read_offset_commit(b: bytes) -> Commit:
     v2-4 the retention time; the topics, named by id from v10 (by name
     before), each with its partitions: index, committed offset, from v6 the
     leader epoch, in v1 only the commit time, the metadata. Flexible from v8."""
-    header_version, version, _assumed = request_layout(_OFFSET_COMMIT, _INT16(b, 2)[0])
-    at = 10 + max(_INT16(b, 8)[0], 0)  # api key, version, correlation id, client id
-    if header_version >= 2:
-        at = skip_tags_at(b, at)
+    version, at = request_body_at(b, _OFFSET_COMMIT)
     flexible = version >= 8
     group, at = _string_at(b, at, flexible)
     generation = -1

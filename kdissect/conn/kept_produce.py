@@ -23,8 +23,9 @@ from kdissect.protocol.headers import request_layout
 from kdissect.protocol.schema import resolve_version
 from kdissect.protocol.topics import topic_label
 
-# a Produce request's api version -> (header version, body version), from
-# protocol.headers.request_layout (the readers run once per exchange)
+# (api key << 16 | api version) of a kept request -> (header version, body
+# version), from protocol.headers.request_layout (a Python call; the kept
+# frames' readers run once per exchange)
 _REQUEST_LAYOUTS: Final[dict[int, tuple[int, int]]] = {}
 # a Produce answer's api version -> the body version it is read as
 _BODY_VERSIONS: Final[dict[int, int]] = {}
@@ -81,18 +82,27 @@ def topic_at(b: bytes, at: int, by_id: bool, flexible: bool) -> tuple[str | None
     return name or None, at + max(size, 0)
 
 
+def request_body_at(b: bytes, api_key: int) -> tuple[int, int]:
+    """(body version, offset of the body) of a kept request frame of
+    `api_key` the skim accepted: past the header's api key, version,
+    correlation id, client id and, from header v2 on, its tagged fields."""
+    api_version = int16_at(b, 2)
+    key = api_key << 16 | (api_version & 0xFFFF)
+    layout = _REQUEST_LAYOUTS.get(key)
+    if layout is None:
+        header_version, version, _assumed = request_layout(api_key, api_version)
+        layout = _REQUEST_LAYOUTS[key] = (header_version, version)
+    header_version, version = layout
+    at = 10 + max(int16_at(b, 8), 0)
+    if header_version >= 2:
+        at = skip_tags_at(b, at)
+    return version, at
+
+
 def read_produce_request(b: bytes) -> tuple[str | None, list[Part]]:
     """`ProduceRequestFrame.parts` of a request frame the skim accepted
     (anything else may raise)."""
-    api_version = int16_at(b, 2)
-    layout = _REQUEST_LAYOUTS.get(api_version)
-    if layout is None:
-        header_version, version, _assumed = request_layout(0, api_version)
-        layout = _REQUEST_LAYOUTS[api_version] = (header_version, version)
-    header_version, version = layout
-    at = 10 + max(int16_at(b, 8), 0)  # api key, version, correlation id, client id
-    if header_version >= 2:
-        at = skip_tags_at(b, at)
+    version, at = request_body_at(b, 0)
     flexible = version >= 9
     transactional_id = None
     if version >= 3:
