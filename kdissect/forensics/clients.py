@@ -22,8 +22,10 @@ order, then the connections' runs are joined by time.
 Memory: per client, its connections (two times and a key each) and minutes
 with Metadata requests; per producer and partition its connections' runs.
 A capture may hold hundreds of thousands of client ids, so a client's small
-sets (hosts, brokers, producers, transactional ids) are tuples, the host
-texts are shared, and the tables fold the stats without copying them. The
+sets (hosts, brokers, producers, transactional ids) are tuples while they
+hold at most SMALL_SET items and sets past that (one client id on thousands
+of hosts: a tuple's `in` and `+` are linear, which made the tally quadratic
+in connections), the host texts are shared, and the tables fold the stats without copying them. The
 tally keeps at most `kdissect.forensics.spill.key_limit()` clients in memory
 (a `SpillMap`: the rest in sorted runs on disk, merged back in key order),
 and the client rows are made one client id at a time into a `RowSpool`.
@@ -45,6 +47,8 @@ _API_VERSIONS: Final = int(ApiKey.API_VERSIONS)
 _METADATA: Final = int(ApiKey.METADATA)
 _INIT_PRODUCER_ID: Final = int(ApiKey.INIT_PRODUCER_ID)
 _SEQUENCE_SPACE: Final = 1 << 31
+# a client's small set is a tuple up to this many items, a set past it
+SMALL_SET: Final = 8
 # a client is flagged for a metadata storm at this many Metadata requests in one minute
 METADATA_STORM_PER_MINUTE = 60
 
@@ -55,9 +59,9 @@ class ClientStats:
                  "transactional_ids", "throttled", "throttle_ms", "throttle_ms_max", "errors", "first_ts", "last_ts")
 
     def __init__(self) -> None:
-        # small sets as tuples (a set costs 216 bytes, a one-item tuple 48)
-        self.hosts: tuple[str, ...] = ()
-        self.brokers: tuple[str, ...] = ()
+        # small sets as tuples (a set costs 216 bytes, a one-item tuple 48), sets past SMALL_SET items
+        self.hosts: tuple[str, ...] | set[str] = ()
+        self.brokers: tuple[str, ...] | set[str] = ()
         # connection -> [first ts, last ts, host, broker]
         self.connections: dict[tuple[Any, ...], list[Any]] = {}
         self.requests: dict[str, int] = {}
@@ -67,8 +71,8 @@ class ClientStats:
         self.batch_bytes = 0
         self.batch_bytes_max = 0
         self.record_bytes = 0
-        self.producers: tuple[tuple[int, int], ...] = ()
-        self.transactional_ids: tuple[str, ...] = ()
+        self.producers: tuple[tuple[int, int], ...] | set[tuple[int, int]] = ()
+        self.transactional_ids: tuple[str, ...] | set[str] = ()
         self.throttled = 0
         self.throttle_ms = 0
         self.throttle_ms_max = 0
@@ -108,9 +112,27 @@ class ClientStats:
         self.last_ts = max_of(self.last_ts, other.last_ts)
 
 
-def _union(mine: tuple[Any, ...], other: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The items of `mine`, then those of `other` it lacks."""
-    return mine + tuple(item for item in other if item not in mine) if other else mine
+def _union(mine: Any, other: Any) -> Any:
+    """`mine` with the items of `other` it lacks: a tuple while that holds at
+    most SMALL_SET items, else a set. A set `mine` is grown in place (its
+    stats own it); `other` is never returned nor changed."""
+    if not other:
+        return mine
+    if type(mine) is tuple and type(other) is tuple and len(mine) + len(other) <= SMALL_SET:
+        return mine + tuple(item for item in other if item not in mine)
+    grown = set(mine) if type(mine) is tuple else mine
+    grown.update(other)
+    return grown
+
+
+def _with(items: Any, item: Any) -> Any:
+    """`items` with `item` added (see _union): once per exchange, so the
+    common case (already there, or a short tuple) takes no set."""
+    if item in items:
+        return items
+    if type(items) is tuple and len(items) < SMALL_SET:
+        return items + (item,)
+    return _union(items, (item,))
 
 
 class SequenceRun:
@@ -243,10 +265,9 @@ class ClientTally:
             host = host_of(client)
             if host is not None:
                 host = self.texts.setdefault(host, host)
-                if host not in stats.hosts:
-                    stats.hosts += (host,)
+                stats.hosts = _with(stats.hosts, host)
             if broker and broker not in stats.brokers:
-                stats.brokers += (self.texts.setdefault(broker, broker),)
+                stats.brokers = _with(stats.brokers, self.texts.setdefault(broker, broker))
             known = stats.connections.get(connection)
             if known is None:
                 seen = stats.connections[connection] = [ts, last, host or "", broker or ""]
@@ -285,7 +306,7 @@ class ClientTally:
             response = ex.response.body
             if txn and not response.error_code and response.producer_id >= 0:
                 self.transactional.setdefault((response.producer_id, response.producer_epoch), set()).add(txn)
-                stats.transactional_ids = _union(stats.transactional_ids, (txn,))
+                stats.transactional_ids = _with(stats.transactional_ids, txn)
         return stats
 
     def add_produce(self, ex: Any, stats: ClientStats, label: str | None, partition: int,
@@ -295,7 +316,7 @@ class ClientTally:
         its connection_of; `client_id`, `request_ts`: the exchange's, as read)."""
         order_ts = request_ts if request_ts is not None else -1
         if transactional_id:
-            stats.transactional_ids = _union(stats.transactional_ids, (transactional_id,))
+            stats.transactional_ids = _with(stats.transactional_ids, transactional_id)
         for span in figures.spans:
             stats.produce_batches += 1
             stats.produce_records += span.count
@@ -306,8 +327,7 @@ class ClientTally:
                     or span.base_sequence < 0:
                 continue
             producer = (span.producer_id, span.producer_epoch)
-            if producer not in stats.producers:
-                stats.producers += (producer,)  # type: ignore[operator]
+            stats.producers = _with(stats.producers, producer)
             if transactional_id:
                 self.transactional.setdefault(producer, set()).add(transactional_id)  # type: ignore[arg-type]
             runs = self.sequences.setdefault((span.producer_id, span.producer_epoch, label, partition), {})

@@ -32,6 +32,7 @@ import pyarrow as pa
 from kdissect.model.accounting import Accounting
 from kdissect.wire.captureset import ConnectionMerge
 from kdissect.model.exchange import COLUMN_NAMES, Exchange
+from kdissect.shared.output import lossless_row
 from kdissect.conn.pipeline import Dissector
 from kdissect.spark.part_files import EXCHANGES, PARTITION_ERRORS, PartSink
 from kdissect.spark.segments import READ_STATS_KEY, RUN_SCHEMA, add_read_stats, run_segments
@@ -127,6 +128,7 @@ class ConnectionRunner:
         self.classified_connections = 0
         self.output = _Output()
         self._dissector: Dissector | None = None
+        self._keep_apis: Any = None  # the APIs whose messages the dissectors keep (made at the first 4-tuple)
         self._ordinal = 0
         # a read task's in-place counts (kdissect.spark.inrange.InRangeCounts), reported with its accounting
         self.in_range: Any = None
@@ -139,18 +141,18 @@ class ConnectionRunner:
         # error codes, whose per-partition errors the job tabulates, and the
         # messages the forensic tables read; all connections of the task
         # count into one (additive) Accounting
-        from kdissect.forensics import FORENSIC_APIS
+        if self._keep_apis is None:  # (once: a task may dissect hundreds of thousands of 4-tuples)
+            from kdissect.forensics import FORENSIC_APIS
 
+            self._keep_apis = FORENSIC_APIS if self.forensics else ()
         self._dissector = Dissector(ports=self.ports, detect=self.detect, capture_names=self.capture_names,
                                     # (--group reads the decoded messages)
                                     keep_messages=self.selection is not None and self.selection.reads_messages,
                                     keep_error_responses=True, accounting=self.accounting,
-                                    keylog=self.keylog, keep_apis=FORENSIC_APIS if self.forensics else ())
+                                    keylog=self.keylog, keep_apis=self._keep_apis)
         self._ordinal = 0
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
-        from kdissect.shared.output import lossless_row
-
         selection = self.selection
         add_exchange = self.sink.add_exchange
         for exchange in exchanges:

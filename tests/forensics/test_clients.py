@@ -215,3 +215,62 @@ def test_client_rows_do_not_depend_on_how_connections_interleave(monkeypatch) ->
     expected = rows([ex for q in by_connection.values() for ex in q], spill=False)
     assert expected[0] and rows(dealt, spill=False) == expected
     assert rows(dealt, spill=True) == expected
+
+
+def test_one_client_id_on_many_hosts(tmp_path) -> None:
+    """A client id seen from more hosts than a small tuple holds (a reconnect
+    storm, a scan, a fleet sharing one client.id): its row lists every host
+    and connection, and the tally keeps the hosts as a set (a tuple's `in`
+    and `+` made the tally quadratic in connections). Expected: the source
+    addresses dpkt reads from the capture."""
+    import dpkt
+
+    from kdissect.forensics.clients import SMALL_SET
+    from tests.support.pcaps import many_connections_capture
+
+    count = 4 * SMALL_SET + 3
+    capture = many_connections_capture(tmp_path / "many.pcap", count, "syn-data")
+    with capture.open("rb") as handle:
+        sources = {dpkt.utils.inet_to_str(dpkt.ethernet.Ethernet(frame).data.src)
+                   for _, frame in dpkt.pcap.Reader(handle)}
+    assert len(sources) == count
+    tables, _ = forensic_tables([capture])
+    (row,) = tables.clients
+    assert row["client_id"] == "client"
+    assert row["hosts"] == sorted(sources) and row["connections"] == count
+
+
+def test_client_stats_merge_small_and_large_sets() -> None:
+    """ClientStats.merge gives the union of each small set, tuple or set on
+    either side; a copy made for a fold (`_copy`) leaves the tally's own
+    stats as they were."""
+    import pickle
+
+    from kdissect.forensics.clients import SMALL_SET, ClientStats, _copy
+
+    def stats(hosts: list[str]) -> ClientStats:
+        made = ClientStats()
+        made.merge(ClientStats())
+        for host in hosts:
+            one = ClientStats()
+            one.hosts = (host,)
+            made.merge(one)
+        return made
+
+    few = [f"10.0.0.{i}" for i in range(SMALL_SET // 2)]
+    many = [f"10.0.1.{i}" for i in range(3 * SMALL_SET)]
+    for left, right in ((few, few[1:]), (few, many), (many, few), (many, many[2:] + few)):
+        mine, other = stats(left), stats(right)
+        other_before = set(other.hosts)
+        mine.merge(other)
+        assert sorted(mine.hosts) == sorted(set(left) | set(right))
+        shipped = pickle.loads(pickle.dumps(mine))  # (Spark ships the tallies pickled)
+        assert sorted(shipped.hosts) == sorted(mine.hosts)
+        assert len(mine.hosts) == len(set(mine.hosts))
+        assert set(other.hosts) == other_before
+    own = stats(many)
+    before = set(own.hosts)
+    copied = _copy(own)
+    copied.merge(stats([f"10.0.2.{i}" for i in range(SMALL_SET)]))
+    assert set(own.hosts) == before and len(copied.hosts) == len(before) + SMALL_SET
+    assert isinstance(own.hosts, set) and isinstance(stats(few).hosts, tuple)
