@@ -25,10 +25,11 @@ A capture may hold hundreds of thousands of client ids, so a client's small
 sets (hosts, brokers, producers, transactional ids) are tuples while they
 hold at most SMALL_SET items and sets past that (one client id on thousands
 of hosts: a tuple's `in` and `+` are linear, which made the tally quadratic
-in connections), the host texts are shared, and the tables fold the stats without copying them. The
-tally keeps at most `kdissect.forensics.spill.key_limit()` clients in memory
-(a `SpillMap`: the rest in sorted runs on disk, merged back in key order),
-and the client rows are made one client id at a time into a `RowSpool`.
+in connections), the host texts are shared, and the tables fold the stats
+without copying them. The tally keeps at most
+`kdissect.forensics.spill.key_limit()` clients in memory (a `SpillMap`: the
+rest in sorted runs on disk, merged back in key order), and the client rows
+are made one client id at a time into a `RowSpool`.
 """
 
 from __future__ import annotations
