@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_files import write_result
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "out" / "brokerlog"
 
@@ -113,7 +115,7 @@ def main() -> int:
                "cpu_ratio_median": statistics.median(cpus), "cpu_ratio_range": [min(cpus), max(cpus)],
                "load_average": os.getloadavg(), "bytecode": "caller's environment" if args.cold else "compiled"}
     print(json.dumps(summary, indent=1))
-    (OUT.parent / "brokerlog.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_result(OUT.parent / "brokerlog.json", json.dumps(summary, indent=1) + "\n")
     return 0
 
 

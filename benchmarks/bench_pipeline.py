@@ -63,6 +63,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_files import write_result
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 OUT = HERE / "out"
@@ -282,7 +284,7 @@ def main() -> int:
               f"{got['us_median']:.1f} us CPU (range {min(got['us_per_connection']):.1f}-"
               f"{max(got['us_per_connection']):.1f}), {got['bytes_median']:.0f} bytes of peak RSS "
               f"(range {min(got['bytes_per_connection']):.0f}-{max(got['bytes_per_connection']):.0f})")
-        (OUT / "per_connection.json").write_text(json.dumps(got, indent=2))
+        write_result(OUT / "per_connection.json", json.dumps(got, indent=2))
         return 0
     paths = args.captures
     if not paths:
@@ -316,7 +318,7 @@ def main() -> int:
             print(f"  | {line}")
     print(f"ended {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    (OUT / "results.json").write_text(json.dumps({"started": started, "results": results}, indent=2))
+    write_result(OUT / "results.json", json.dumps({"started": started, "results": results}, indent=2))
     return 0
 
 

@@ -70,6 +70,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_files import write_result
+
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "benchmarks" / "out"
 sys.path.insert(0, str(REPO))
@@ -161,9 +163,9 @@ def build_archive(sources: list[str], target_bytes: int, files: int, directory: 
             size += 16 + len(frame)
             total += 16 + len(frame)
     handle.close()
-    done.write_text(json.dumps({"target_bytes": target_bytes, "sources": sources,
-                                "files": [str(p) for p in written], "replays": replay,
-                                "addresses": "per source", "cut": cut}))
+    write_result(done, json.dumps({"target_bytes": target_bytes, "sources": sources,
+                                   "files": [str(p) for p in written], "replays": replay,
+                                   "addresses": "per source", "cut": cut}))
     return written
 
 
@@ -417,7 +419,7 @@ def main() -> None:
             print(f"{config}: by {measure} time, of median runs: export's work {export_work:.2f}s, "
                   f"Spark's {spark_work:.2f}s: {export_work / spark_work:.2f}x", flush=True)
         results[config] = summary
-    (OUT / f"bench_spark_{slug}.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_result(OUT / f"bench_spark_{slug}.json", json.dumps(results, indent=2) + "\n")
     print(f"results in {OUT / f'bench_spark_{slug}.json'}")
 
 

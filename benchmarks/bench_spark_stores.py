@@ -38,6 +38,8 @@ OUT = REPO / "benchmarks" / "out"
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from bench_files import write_result  # noqa: E402
+
 
 def _timed(command: list[str], env: dict[str, str], log: Path) -> float:
     started = time.monotonic()
@@ -165,7 +167,8 @@ def main() -> None:
               f"S3 {s3_seconds:.2f} s", flush=True)
         results["planning"] = _planning([f"s3://bench/archive/{f.name}" for f in files], int(args.split_mb * 2**20))
         print(f"planning {len(files)} files cut into {args.split_mb:g} MiB ranges: {results['planning']}", flush=True)
-    (OUT / ("bench_spark_stores_listing.json" if args.skip_job else "bench_spark_stores.json")).write_text(json.dumps(results, indent=2) + "\n")
+    write_result(OUT / ("bench_spark_stores_listing.json" if args.skip_job else "bench_spark_stores.json"),
+                 json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ REPO = HERE.parent
 OUT = HERE / "out"
 sys.path.insert(0, str(HERE))
 
+from bench_files import write_result  # noqa: E402
 from manyclients import write_capture  # noqa: E402
 
 VERBS = {
@@ -87,7 +88,7 @@ def main() -> int:
         for verb, row in figures.items():
             print(f"  {verb:8} {row['peak_rss_mb']:8.1f} MB  {row['vs_export']:5.2f}x export  {row['wall_s']:7.2f} s")
     results["load_average_after"] = os.getloadavg()
-    (OUT / "summary_memory.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_result(OUT / "summary_memory.json", json.dumps(results, indent=2) + "\n")
     return 0
 
 

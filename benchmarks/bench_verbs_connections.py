@@ -35,6 +35,7 @@ REPO = HERE.parent
 OUT = HERE / "out"
 sys.path.insert(0, str(HERE))
 
+from bench_files import write_result  # noqa: E402
 from bench_summary_memory import VERBS as SUMMARY_VERBS  # noqa: E402
 from manyconn import write_capture  # noqa: E402
 
@@ -104,7 +105,7 @@ def main() -> None:
         shown = "unknown (the first step is not above noise)" if growth is None else f"{growth:.2f}"
         print(f"  {verb:8} {line}; growth {shown}{flag}  (CPU {medians})", flush=True)
     suffix = "" if checkout == REPO else f"_{checkout.name}"
-    (OUT / f"verbs_connections{suffix}.json").write_text(json.dumps(results, indent=1))
+    write_result(OUT / f"verbs_connections{suffix}.json", json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

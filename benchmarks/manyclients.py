@@ -22,6 +22,10 @@ import struct
 import sys
 from pathlib import Path
 
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file from the tests
+    sys.path.append(str(Path(__file__).resolve().parent))
+from bench_files import open_result  # noqa: E402
+
 BROKER = bytes([10, 0, 0, 1])
 _PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)  # microseconds, Ethernet
 # an ApiVersions v0 response: error 0, two entries (ApiVersions 0-3, Metadata 0-12)
@@ -54,7 +58,7 @@ def write_capture(path: Path, clients: int, each: int = 1, connections: int = 10
     connections = max(1, min(connections, clients))
     ts = 1_700_000_000 * 10**6
     exchanges = 0
-    with open(path, "wb") as out:
+    with open_result(path) as out:
         for c in range(connections):
             if c == 0:
                 out.write(_PCAP_HEADER)

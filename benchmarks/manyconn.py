@@ -23,6 +23,10 @@ import struct
 import sys
 from pathlib import Path
 
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file from the tests
+    sys.path.append(str(Path(__file__).resolve().parent))
+from bench_files import open_result  # noqa: E402
+
 BROKER = bytes([10, 0, 0, 1])
 # size 40, Metadata (3) v12, correlation id 1, client id "client": only its
 # first 20 bytes are sent
@@ -43,7 +47,7 @@ SHAPES = ("handshake", "syn-data")
 
 def write_capture(path: Path, connections: int, shape: str = "handshake") -> None:
     ts = 1_700_000_000 * 10**6
-    with open(path, "wb") as out:
+    with open_result(path) as out:
         out.write(_PCAP_HEADER)
         for i in range(connections):
             client = bytes([10, 1 + (i >> 16) & 0xFF, (i >> 8) & 0xFF, i & 0xFF])

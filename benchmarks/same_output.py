@@ -24,6 +24,8 @@ import io
 import sys
 from pathlib import Path
 
+from bench_files import write_result
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.append(str(REPO))  # tests.support (after PYTHONPATH: the code under test comes first)
 
@@ -87,9 +89,9 @@ def main() -> int:
     for extra in args.extra:
         jobs.append((extra.name, [str(extra)], [], False))
     for name, paths, keys, kept in jobs:
-        (args.out / f"{name}.jsonl").write_text(export_text(paths, keys))
+        write_result(args.out / f"{name}.jsonl", export_text(paths, keys))
         if kept:
-            (args.out / f"{name}.kept").write_text(kept_text(paths, keys))
+            write_result(args.out / f"{name}.kept", kept_text(paths, keys))
         print(name, flush=True)
     return 0
 

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_files import write_result
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -240,8 +242,8 @@ def main() -> None:
             cpu = sum(t for (p, _), t in last.items() if p == pid) / TICK
             print(pid, sampler.parents.get(pid), role, f"{cpu:.2f}", _cmdline(pid)[:80])
     if args.json:
-        Path(args.json).write_text(json.dumps({"command": command, "rc": code, "wall": ended - started,
-                                               "totals": totals, "phases": phases}, indent=1))
+        write_result(args.json, json.dumps({"command": command, "rc": code, "wall": ended - started,
+                                            "totals": totals, "phases": phases}, indent=1))
     sys.exit(code)
 
 

@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from kdissect.protocol.skim_code import ahead_of_time_module  # noqa: E402
+from kdissect.shared.atomic import write_atomically  # noqa: E402
 
 DEFAULT_OUT = REPO / "kdissect" / "protocol" / "_generated" / "skims.py"
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the module")
     args = parser.parse_args(argv)
-    args.out.write_text(ahead_of_time_module())
+    write_atomically(args.out, ahead_of_time_module())  # the package imports it: never half a module
     print(f"gen_skims: wrote {args.out}")
     return 0
 

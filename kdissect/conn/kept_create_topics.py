@@ -18,17 +18,11 @@ capture, on damaged copies and on built frames of every version).
 
 from __future__ import annotations
 
-from typing import Final
-
 from kdissect.conn.arrivals import skip_tags_at
 from kdissect.conn.kept_produce import length_at
-from kdissect.protocol.schema import resolve_version
-from kdissect.protocol.topics import topic_label
+from kdissect.conn.kept_reading import add_id_pair, response_body_version
 
 _CREATE_TOPICS = 19
-_NULL_ID = bytes(16)
-# a CreateTopics answer's api version -> the body version it is read as
-_BODY_VERSIONS: Final[dict[int, int]] = {}
 
 
 class CreateTopicsResponseFrame:
@@ -43,9 +37,7 @@ class CreateTopicsResponseFrame:
 
     def topic_pairs(self) -> list[tuple[str, str]]:
         """(topic id text, name) of every created topic carrying both, in order."""
-        version = _BODY_VERSIONS.get(self.version)
-        if version is None:
-            version = _BODY_VERSIONS[self.version] = resolve_version(_CREATE_TOPICS, self.version, "response")[0]
+        version = response_body_version(_CREATE_TOPICS, self.version)
         return read_create_topics_pairs(self.frame, version)
 
 
@@ -62,11 +54,7 @@ def read_create_topics_pairs(b: bytes, version: int) -> list[tuple[str, str]]:
         size, at = length_at(b, at, True, False)  # name
         name = b[at:at + size].decode("utf-8", "surrogateescape") if size > 0 else ""
         at += max(size, 0)
-        raw = b[at:at + 16]
-        if name and raw != _NULL_ID:
-            label = topic_label(None, raw)
-            if label is not None:
-                pairs.append((label, name))
+        add_id_pair(pairs, b[at:at + 16], name)
         size, at = length_at(b, at + 18, True, False)  # (after the id and error code) error message
         configs, at = length_at(b, at + max(size, 0) + 6, True, True)  # (after partitions, replication factor)
         for _config in range(max(configs, 0)):

@@ -26,11 +26,9 @@ from typing import Any, Final
 
 from kdissect.conn.arrivals import int16_at, int32_at, int64_at, skip_tags_at
 from kdissect.conn.kept_produce import length_at, request_body_at, topic_at
-from kdissect.protocol.schema import resolve_version
+from kdissect.conn.kept_reading import response_body_version
 
 _FETCH: Final = 1
-# a Fetch answer's api version -> the body version it is read as
-_BODY_VERSIONS: Final[dict[int, int]] = {}
 
 
 class FetchRequestFrame:
@@ -136,9 +134,7 @@ class FetchResponseFrame:
     def topics(self) -> list[tuple[str | None, list[FetchPartition]]]:
         """(topic label, partitions) of every topic, in order (labels as
         `kdissect.forensics.common.topic_label` gives them on the decoded answer)."""
-        version = _BODY_VERSIONS.get(self.version)
-        if version is None:
-            version = _BODY_VERSIONS[self.version] = resolve_version(_FETCH, self.version, "response")[0]
+        version = response_body_version(_FETCH, self.version)
         return read_fetch_partitions(self.frame, version)
 
 

@@ -22,15 +22,11 @@ of every version).
 
 from __future__ import annotations
 
-from typing import Final
-
 from kdissect.conn.arrivals import int16_at, int32_at, skip_tags_at
 from kdissect.conn.kept_produce import length_at, request_body_at
-from kdissect.protocol.schema import resolve_version
+from kdissect.conn.kept_reading import response_body_version
 
 _JOIN_GROUP = 11
-# an answer's api version -> the body version it is read as
-_BODY_VERSIONS: Final[dict[int, int]] = {}
 
 
 def _string_at(b: bytes, at: int, flexible: bool) -> tuple[str | None, int]:
@@ -116,9 +112,7 @@ class JoinGroupResponseFrame:
 
     @property
     def body(self) -> JoinGroupAnswerFields:
-        version = _BODY_VERSIONS.get(self.version)
-        if version is None:
-            version = _BODY_VERSIONS[self.version] = resolve_version(_JOIN_GROUP, self.version, "response")[0]
+        version = response_body_version(_JOIN_GROUP, self.version)
         return read_join_group_response(self.frame, version)
 
 

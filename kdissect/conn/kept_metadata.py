@@ -20,17 +20,11 @@ compares them on every bundled capture and on built frames of every version).
 
 from __future__ import annotations
 
-from typing import Final
-
 from kdissect.conn.arrivals import skip_tags_at
 from kdissect.conn.kept_produce import length_at, request_body_at
-from kdissect.protocol.schema import resolve_version
-from kdissect.protocol.topics import topic_label
+from kdissect.conn.kept_reading import add_id_pair, response_body_version
 
 _METADATA = 3
-_NULL_ID = bytes(16)
-# a Metadata answer's api version -> the body version it is read as
-_BODY_VERSIONS: Final[dict[int, int]] = {}
 
 
 class MetadataResponseFrame:
@@ -45,9 +39,7 @@ class MetadataResponseFrame:
 
     def topic_pairs(self) -> list[tuple[str, str]]:
         """(topic id text, name) of every topic carrying both, in order."""
-        version = _BODY_VERSIONS.get(self.version)
-        if version is None:
-            version = _BODY_VERSIONS[self.version] = resolve_version(_METADATA, self.version, "response")[0]
+        version = response_body_version(_METADATA, self.version)
         return read_metadata_pairs(self.frame, version)
 
 
@@ -70,11 +62,7 @@ def read_metadata_pairs(b: bytes, version: int) -> list[tuple[str, str]]:
         size, at = length_at(b, at + 2, True, False)  # (after the error code) name
         name = b[at:at + size].decode("utf-8", "surrogateescape") if size > 0 else ""
         at += max(size, 0)
-        raw = b[at:at + 16]
-        if name and raw != _NULL_ID:
-            label = topic_label(None, raw)
-            if label is not None:
-                pairs.append((label, name))
+        add_id_pair(pairs, b[at:at + 16], name)
         partitions, at = length_at(b, at + 17, True, True)  # (after the id and is-internal)
         for _ in range(max(partitions, 0)):
             at += 14  # error code, index, leader, leader epoch
@@ -113,8 +101,5 @@ def read_metadata_request_pairs(b: bytes) -> list[tuple[str, str]]:
         size, at = length_at(b, at + 16, True, False)  # name (null: -1)
         name = b[at:at + size].decode("utf-8", "surrogateescape") if size > 0 else ""
         at = skip_tags_at(b, at + max(size, 0))
-        if name and raw != _NULL_ID:
-            label = topic_label(None, raw)
-            if label is not None:
-                pairs.append((label, name))
+        add_id_pair(pairs, raw, name)
     return pairs

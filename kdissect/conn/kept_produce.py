@@ -19,16 +19,14 @@ from __future__ import annotations
 from typing import Any, Final
 
 from kdissect.conn.arrivals import int16_at, int32_at, read_produce_bases, skip_tags_at, uvarint_at
+from kdissect.conn.kept_reading import response_body_version
 from kdissect.protocol.headers import request_layout
-from kdissect.protocol.schema import resolve_version
 from kdissect.protocol.topics import topic_label
 
 # (api key << 16 | api version) of a kept request -> (header version, body
 # version), from protocol.headers.request_layout (a Python call; the kept
 # frames' readers run once per exchange)
 _REQUEST_LAYOUTS: Final[dict[int, tuple[int, int]]] = {}
-# a Produce answer's api version -> the body version it is read as
-_BODY_VERSIONS: Final[dict[int, int]] = {}
 # (label, partition index, raw record set or None)
 Part = tuple[Any, Any, Any]
 
@@ -171,9 +169,7 @@ def response_bases(response: ProduceResponseFrame) -> dict[tuple[Any, Any], int]
     it); a partition whose base offset is unknown (-1) is left out.
     `produce_answers` without building its dict again (the tallies look
     their partitions up here, an empty name as "")."""
-    version = _BODY_VERSIONS.get(response.version)
-    if version is None:
-        version = _BODY_VERSIONS[response.version] = resolve_version(0, response.version, "response")[0]
+    version = response_body_version(0, response.version)
     bases = read_produce_bases(response.frame, version)
     if bases is None:  # (the skim read it: not expected)
         raise ValueError("a kept Produce answer does not read")
