@@ -298,19 +298,20 @@ def test_a_bare_cr_is_quoted_in_csv(tmp_path: Path) -> None:
 
 # --------------------------------------------------- the invalid UTF-8 rule --
 
+def _client_ids_written(verb: str, target: Path) -> list[str | None]:
+    """The client_id column of the table `kdissect VERB` writes to `target`
+    (its format by the suffix: jsonl, csv or parquet), read back."""
+    assert run(verb, "-q", str(CAPTURE), "-o", str(target)).returncode == 0
+    if target.suffix == ".jsonl":
+        return [row["client_id"] for row in _jsonl_rows(target)]
+    if target.suffix == ".csv":
+        with target.open(newline="", encoding="utf-8") as handle:
+            return [_read_back(row["client_id"]) for row in csv.DictReader(handle)]
+    return pq.read_table(target, columns=["client_id"]).column("client_id").to_pylist()
+
+
 def test_undecodable_bytes_stay_distinct_and_equal_across_formats(tmp_path: Path) -> None:
-    found = {}
-    for ext in ("jsonl", "csv", "parquet"):
-        target = tmp_path / f"e.{ext}"
-        assert run("export", "-q", str(CAPTURE), "-o", str(target)).returncode == 0
-        if ext == "jsonl":
-            ids = [row["client_id"] for row in _jsonl_rows(target)]
-        elif ext == "csv":
-            with target.open(newline="", encoding="utf-8") as handle:
-                ids = [_read_back(row["client_id"]) for row in csv.DictReader(handle)]
-        else:
-            ids = pq.read_table(target, columns=["client_id"]).column("client_id").to_pylist()
-        found[ext] = ids
+    found = {ext: _client_ids_written("export", tmp_path / f"e.{ext}") for ext in ("jsonl", "csv", "parquet")}
     assert found["jsonl"] == found["csv"] == found["parquet"]
     ids = set(found["jsonl"])
     raw_ids = _strings("client_id", "raw-socket")
@@ -327,15 +328,7 @@ def test_the_clients_table_keeps_undecodable_ids_apart_in_every_format(tmp_path:
     want = {stored(raw) for raw in _strings("client_id")}
     got = {}
     for ext in ("jsonl", "csv", "parquet"):
-        target = tmp_path / f"c.{ext}"
-        assert run("clients", "-q", str(CAPTURE), "-o", str(target)).returncode == 0
-        if ext == "jsonl":
-            ids = [row["client_id"] for row in _jsonl_rows(target)]
-        elif ext == "csv":
-            with target.open(newline="", encoding="utf-8") as handle:
-                ids = [_read_back(row["client_id"]) for row in csv.DictReader(handle)]
-        else:
-            ids = pq.read_table(target, columns=["client_id"]).column("client_id").to_pylist()
+        ids = _client_ids_written("clients", tmp_path / f"c.{ext}")
         assert len(ids) == len(set(ids))  # one row per distinct id: nothing merged
         got[ext] = ids
     assert got["jsonl"] == got["csv"] == got["parquet"]

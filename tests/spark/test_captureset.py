@@ -5,31 +5,18 @@ tshark's Kafka request count and TCP frame counts."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from kdissect.spark.job import JobOptions, run_job
-from tests.support.spark import canonical, export_rows, local_session, table_rows, tshark_frame_count
+from tests.support.spark import canonical, export_rows, run_local_job, table_rows, tshark_frame_count
 from tests.support.tshark import kafka_pdus
 from tests.wire.test_captureset import _interleaved_capture_points, _source, overlapping_set
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
 PER_FILE = ("capture", "request_frame", "response_frame")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    with local_session(cores=2, shuffle_partitions=4) as session:
-        yield session
-
-
-def _run(spark, inputs: list[Path], outdir: Path, **options) -> dict:
-    run_job(JobOptions(inputs=[str(p) for p in inputs], outdir=str(outdir), master=None, **options), spark=spark)
-    return json.loads((outdir / "manifest.json").read_text())
 
 
 def _tshark_requests(tshark: str, path: Path) -> int:
@@ -42,7 +29,7 @@ def test_overlapping_inputs_give_the_single_captures_table_in_both_faces(spark, 
     files, duplicates, _offset = overlapping_set(source, kind, tmp_path / "in")
     single = export_rows([source], tmp_path / "single.parquet")
     cli = export_rows(files, tmp_path / "cli.parquet")
-    manifest = _run(spark, files, tmp_path / "out", split_size=8192)
+    manifest = run_local_job(spark, files, tmp_path / "out", split_size=8192)
     got = table_rows(tmp_path / "out", "exchanges")
     assert canonical(got) == canonical(cli)
     assert canonical(cli, PER_FILE) == canonical(single, PER_FILE)
@@ -59,7 +46,7 @@ def test_interleaved_capture_points_agree(spark, tmp_path):
     a shifted copy of one: stream numbers follow the feed order in both faces."""
     files = _interleaved_capture_points(tmp_path)
     cli = export_rows(files, tmp_path / "cli.parquet")
-    manifest = _run(spark, files, tmp_path / "out", split_size=16384)
+    manifest = run_local_job(spark, files, tmp_path / "out", split_size=16384)
     got = table_rows(tmp_path / "out", "exchanges")
     assert {row["capture"] for row in cli} == {files[0].name, files[1].name}
     assert canonical(got, ("stream",)) == canonical(cli, ("stream",))
@@ -73,7 +60,7 @@ def test_pcapng_is_split_into_byte_ranges(spark, captures_dir, tmp_path, split_s
     source = max(captures_dir.glob("*.pcap"), key=lambda p: p.stat().st_size)
     path = tmp_path / "capture.pcapng"
     subprocess.run(["editcap", "-F", "pcapng", str(source), str(path)], check=True)
-    manifest = _run(spark, [path], tmp_path / "out", split_size=split_size)
+    manifest = run_local_job(spark, [path], tmp_path / "out", split_size=split_size)
     assert manifest["inputs"][0]["format"] == "pcapng"
     assert manifest["inputs"][0]["read_tasks"] == manifest["byte_range_tasks"] >= min(4, path.stat().st_size // split_size)
     assert manifest["files_read_whole_after_boundary_check"] == []

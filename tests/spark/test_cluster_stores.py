@@ -8,17 +8,15 @@ copies (rows and columns), with the packet count tshark gives."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 from kdissect.model.exchange import SCHEMA
-from tests.support.spark import REPO, canonical, editcap_split, export_rows, tshark_frame_count
+from tests.support.spark import REPO, canonical, export_rows, tshark_frame_count, write_mixed_archive
 
 pytestmark = [pytest.mark.slow, pytest.mark.minutes]
 
@@ -40,13 +38,7 @@ def archive(tmp_path_factory, captures_dir):
     """Local copies in a directory only the driver's user may enter."""
     local = tmp_path_factory.mktemp("private-archive")
     local.chmod(0o700)
-    source = max(captures_dir.glob("*.pcap"), key=lambda p: p.stat().st_size)
-    shutil.copy(source, local / "big.pcap")
-    subprocess.run(["editcap", "-F", "pcapng", str(captures_dir / "consume_group.pcap"), str(local / "group.pcapng")],
-                   check=True, capture_output=True)
-    (local / "admin.pcap.gz").write_bytes(gzip.compress((captures_dir / "admin.pcap").read_bytes()))
-    rotated_source = captures_dir / "consume_group_kafka.pcap"
-    editcap_split(rotated_source, max(2, tshark_frame_count(rotated_source) // 4), local / "rotated")
+    write_mixed_archive(captures_dir, local)
     captures = sorted(p for p in local.rglob("*") if p.is_file())
     # the workers' user cannot read them, nor write beside them
     for probe in (["test", "-r", str(captures[0])], ["touch", str(local / "probe")]):

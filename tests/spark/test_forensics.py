@@ -17,18 +17,12 @@ import pytest
 from kdissect.cli import main
 from kdissect.forensics import COMMAND_TABLES
 from kdissect.spark.job import JobOptions, run_job
-from tests.support.spark import editcap_split, local_session, table_rows
+from tests.support.spark import editcap_split, table_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
 INPUTS = ("forensics_kafka.pcap", "java_clients_kafka.pcap", "consume_group_kafka.pcap", "transactions_kafka.pcap",
           "quota_kafka.pcap", "consume_group.pcap")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    with local_session(cores=2, shuffle_partitions=4) as session:
-        yield session
 
 
 def _cli_tables(inputs: list[Path], out: Path) -> dict[str, list[dict]]:

@@ -6,16 +6,13 @@ come from `kdissect export` on local copies."""
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
-import subprocess
 
 import pytest
 
 from kdissect.spark.job import JobOptions, run_job
 from kdissect.shared.outdir_tree import Tree
-from tests.support.spark import canonical, editcap_split, export_rows, local_session, run_cli, tshark_frame_count
+from tests.support.spark import canonical, export_rows, run_cli, tshark_frame_count, write_mixed_archive
 
 pytestmark = [pytest.mark.slow, pytest.mark.minutes, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
@@ -29,12 +26,6 @@ def hdfs():
 
 
 @pytest.fixture(scope="module")
-def spark():
-    with local_session(cores=2, shuffle_partitions=4) as session:
-        yield session
-
-
-@pytest.fixture(scope="module")
 def archive(hdfs, captures_dir, tmp_path_factory):
     """Local copies and their HDFS twins under /captures: one pcap cut into
     byte ranges, a pcapng, a gzip file and a rotated set whose connections
@@ -42,13 +33,7 @@ def archive(hdfs, captures_dir, tmp_path_factory):
     from tools.lab.hdfs import upload
 
     local = tmp_path_factory.mktemp("archive")
-    source = max(captures_dir.glob("*.pcap"), key=lambda p: p.stat().st_size)
-    shutil.copy(source, local / "big.pcap")
-    subprocess.run(["editcap", "-F", "pcapng", str(captures_dir / "consume_group.pcap"), str(local / "group.pcapng")],
-                   check=True, capture_output=True)
-    (local / "admin.pcap.gz").write_bytes(gzip.compress((captures_dir / "admin.pcap").read_bytes()))
-    rotated_source = captures_dir / "consume_group_kafka.pcap"
-    editcap_split(rotated_source, max(2, tshark_frame_count(rotated_source) // 4), local / "rotated")
+    write_mixed_archive(captures_dir, local)
     captures = sorted(p for p in local.rglob("*") if p.is_file())
     for path in captures:
         upload(hdfs, path, f"/captures/{path.relative_to(local)}")

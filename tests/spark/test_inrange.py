@@ -10,7 +10,6 @@ and editcap.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -18,10 +17,9 @@ import pytest
 
 from kdissect.spark import segments
 from kdissect.spark.inrange import SplitReader
-from kdissect.spark.job import JobOptions, run_job
 from kdissect.spark.plan import LocalScan, apply_scans, plan_splits, ranges_to_scan
 from kdissect.wire.capture import ReadStats, read_segments
-from tests.support.spark import canonical, editcap_split, export_rows, local_session, table_rows
+from tests.support.spark import canonical, editcap_split, export_rows, run_local_job, table_rows
 
 SOURCE = "java_clients_kafka.pcap"  # several client connections, each opened (SYN) and closed (FIN)
 
@@ -129,23 +127,12 @@ def test_the_check_table_spans_and_byte_counts_are_the_segments_as_read(captures
                                                    for segments_held in held.values() for s in segments_held)
 
 
-@pytest.fixture(scope="module")
-def spark():
-    with local_session(cores=2, shuffle_partitions=4) as session:
-        yield session
-
-
-def _run(spark, inputs: list[Path], outdir: Path, **options) -> dict:
-    run_job(JobOptions(inputs=[str(p) for p in inputs], outdir=str(outdir), master=None, **options), spark=spark)
-    return json.loads((outdir / "manifest.json").read_text())
-
-
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")
 def test_connections_crossing_range_boundaries_are_shuffled_and_the_rest_dissected_in_place(spark, captures_dir,
                                                                                            tmp_path):
     path = captures_dir / SOURCE
-    manifest = _run(spark, [path], tmp_path / "out", split_size=max(4096, path.stat().st_size // 5))
+    manifest = run_local_job(spark, [path], tmp_path / "out", split_size=max(4096, path.stat().st_size // 5))
     assert manifest["byte_range_tasks"] >= 4
     counts = manifest["in_range"]
     assert counts["tuples_in_place"] > 0 and counts["tuples_shipped"] > 0 and counts["conflicts"] == 0
@@ -172,7 +159,7 @@ def test_a_file_boundary_mid_stream_and_right_after_a_syn(spark, captures_dir, t
         subprocess.run(["editcap", "-F", "pcap", "-r", str(path), str(piece), f"{first}-{last}"], check=True)
         pieces.append(piece)
     expected = export_rows(pieces, tmp_path / "rotated.parquet")
-    manifest = _run(spark, pieces, tmp_path / "out")
+    manifest = run_local_job(spark, pieces, tmp_path / "out")
     got = table_rows(tmp_path / "out", "exchanges")
     assert canonical(got) == canonical(expected) and expected
     assert manifest["in_range"]["tuples_shipped"] > 0 and manifest["in_range"]["conflicts"] == 0
@@ -183,7 +170,7 @@ def test_a_file_boundary_mid_stream_and_right_after_a_syn(spark, captures_dir, t
         converted = piece.with_suffix(".pcapng")
         subprocess.run(["editcap", "-F", "pcapng", str(piece), str(converted)], check=True)
         pcapngs.append(converted)
-    manifest = _run(spark, pcapngs, tmp_path / "out-ng", split_size=16384)
+    manifest = run_local_job(spark, pcapngs, tmp_path / "out-ng", split_size=16384)
     assert manifest["byte_range_tasks"] > len(pcapngs)
     assert canonical(table_rows(tmp_path / "out-ng", "exchanges")) == canonical(
         export_rows(pcapngs, tmp_path / "ng.parquet"))
@@ -199,9 +186,9 @@ def test_rotated_pieces_agree_with_every_connection_shuffled(spark, captures_dir
     pieces = editcap_split(path, max(2, sum(1 for _ in read_segments([str(path)])) // 2), tmp_path / "rotated")
     pieces += [captures_dir / "admin_kafka.pcap", captures_dir / "consume_group_kafka.pcap"]
     expected = canonical(export_rows(pieces, tmp_path / "rotated.parquet"))
-    in_place = _run(spark, pieces, tmp_path / "in-place")
+    in_place = run_local_job(spark, pieces, tmp_path / "in-place")
     assert in_place["in_range"]["tuples_in_place"] > 0
-    shipped = _run(spark, pieces, tmp_path / "shipped", in_place=False)
+    shipped = run_local_job(spark, pieces, tmp_path / "shipped", in_place=False)
     assert shipped["in_range"]["tuples_in_place"] == 0
     for name in ("in-place", "shipped"):
         assert canonical(table_rows(tmp_path / name, "exchanges")) == expected, name
@@ -224,11 +211,11 @@ def test_a_reused_four_tuple(spark, captures_dir, tmp_path):
     twice = tmp_path / "twice.pcap"
     subprocess.run(["mergecap", "-a", "-F", "pcap", "-w", str(twice), str(path), str(later)], check=True)
     expected = canonical(export_rows([twice], tmp_path / "twice.parquet"))
-    whole = _run(spark, [twice], tmp_path / "whole")
+    whole = run_local_job(spark, [twice], tmp_path / "whole")
     assert whole["read_tasks"] == 1 and whole["in_range"]["tuples_in_place"] > 0
     assert whole["in_range"]["conflicts"] == 0
     assert canonical(table_rows(tmp_path / "whole", "exchanges")) == expected
-    cut = _run(spark, [twice], tmp_path / "cut", split_size=path.stat().st_size)  # the cut near the second use
+    cut = run_local_job(spark, [twice], tmp_path / "cut", split_size=path.stat().st_size)  # the cut near the second use
     assert cut["read_tasks"] >= 2 and cut["in_range"]["conflicts"] > 0
     assert canonical(table_rows(tmp_path / "cut", "exchanges")) == expected
 
@@ -259,7 +246,7 @@ def test_a_four_tuple_reused_in_the_next_range(spark, captures_dir, tmp_path, ga
     subprocess.run(["mergecap", "-a", "-F", "pcap", "-w", str(joined), str(first), str(shifted_other), str(again)],
                    check=True)
     cut = 24 + (first.stat().st_size - 24) + (shifted_other.stat().st_size - 24)
-    manifest = _run(spark, [joined], tmp_path / "out", split_size=cut)
+    manifest = run_local_job(spark, [joined], tmp_path / "out", split_size=cut)
     assert manifest["read_tasks"] == 2
     assert manifest["in_range"]["conflicts"] == conflicts
     if not conflicts:

@@ -21,18 +21,11 @@ from tests.support.spark import (
     canonical,
     editcap_split,
     export_rows,
-    local_session,
     table_rows,
     tshark_frame_count,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    with local_session(cores=2, shuffle_partitions=4) as session:
-        yield session
 
 
 def _captures(captures_dir: Path) -> list[Path]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kdissect.spark.job import JobOptions, run_job
-from tests.support.spark import REPO, export_rows, local_session
+from tests.support.spark import REPO, export_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
@@ -44,12 +44,6 @@ def localized(query: str, lake_prefix: str, outdir: Path, day: str) -> str:
     assert lake_prefix in query and EXAMPLE_DAY in query, query
     return query.replace(lake_prefix, outdir.as_uri() if "://" in lake_prefix else str(outdir)) \
         .replace(EXAMPLE_DAY, day)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    with local_session(cores=2, shuffle_partitions=4) as session:
-        yield session
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from kdissect.spark.frames import local_first_frame, renumber_frames, renumber_t
 from kdissect.spark.job import JobOptions, run_job
 from kdissect.wire import stores
 from tests.support.counting_proxy import CountingProxy
-from tests.support.spark import canonical, editcap_split, export_rows, local_session, table_rows, tshark_frame_count
+from tests.support.spark import canonical, editcap_split, export_rows, table_rows, tshark_frame_count
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
@@ -34,12 +34,6 @@ BUCKET = "captures"
 SPLIT_SIZE = 384 << 10
 SUMMARY_TABLES = ("partition_errors", "latency", "waits", "errors", "errors_by_client", "throttle", "timeseries",
                   "topics", "groups", "clients", "producers")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    with local_session(cores=2, shuffle_partitions=4) as session:
-        yield session
 
 
 @pytest.fixture(scope="module")

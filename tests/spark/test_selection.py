@@ -15,7 +15,7 @@ import pytest
 
 from kdissect.spark.job import JobOptions, run_job
 from tests.support.pcaps import epoch_ns, tshark_output
-from tests.support.spark import canonical, export_rows, local_session, table_rows
+from tests.support.spark import canonical, export_rows, table_rows
 from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
@@ -31,12 +31,6 @@ def _kept(row: dict) -> bool:
 
 def _ns(when: dt.datetime) -> int:
     return (when - dt.datetime(1970, 1, 1, tzinfo=when.tzinfo)) // dt.timedelta(microseconds=1) * 1000
-
-
-@pytest.fixture(scope="module")
-def spark():
-    with local_session(cores=2, shuffle_partitions=4) as session:
-        yield session
 
 
 def test_spark_keeps_the_rows_and_stats_of_the_cli(spark, tmp_path) -> None:

@@ -7,10 +7,8 @@ files; frame counts from tshark; the rotation and the pcapng from editcap.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +18,8 @@ import pytest
 from kdissect.wire import stores
 from kdissect.failures import InputError
 from kdissect.spark.job import JobOptions, run_job
-from tests.support.spark import REPO, canonical, editcap_split, export_rows, local_session, table_rows
-from tests.support.spark import tshark_frame_count
+from tests.support.spark import REPO, canonical, export_rows, table_rows, tshark_frame_count
+from tests.support.spark import write_mixed_archive
 
 pytestmark = [pytest.mark.slow, pytest.mark.minutes, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
@@ -43,13 +41,7 @@ def archive(s3, captures_dir, tmp_path_factory):
     """Local copies and their S3 twins: one pcap cut into byte ranges, a
     pcapng, a gzip file and a rotated set whose connections span files."""
     local = tmp_path_factory.mktemp("archive")
-    source = max((p for p in captures_dir.glob("*.pcap")), key=lambda p: p.stat().st_size)
-    shutil.copy(source, local / "big.pcap")
-    subprocess.run(["editcap", "-F", "pcapng", str(captures_dir / "consume_group.pcap"), str(local / "group.pcapng")],
-                   check=True, capture_output=True)
-    (local / "admin.pcap.gz").write_bytes(gzip.compress((captures_dir / "admin.pcap").read_bytes()))
-    rotated_source = captures_dir / "consume_group_kafka.pcap"
-    rotated = editcap_split(rotated_source, max(2, tshark_frame_count(rotated_source) // 4), local / "rotated")
+    rotated = write_mixed_archive(captures_dir, local)
     (local / "notes.txt").write_text("not a capture")
     for path in sorted(local.rglob("*")):
         if path.is_file():
@@ -72,12 +64,6 @@ def s3_env(s3):
         os.environ.clear()
         os.environ.update(saved)
         stores.configure(stores.StoreSettings())
-
-
-@pytest.fixture(scope="module")
-def spark():
-    with local_session(cores=2, shuffle_partitions=4) as session:
-        yield session
 
 
 def test_listing_globs_and_one_line_errors(s3, archive, s3_env):

@@ -1,11 +1,15 @@
-"""Helpers for the Spark job tests: one local session, the CLI's exchange
-table for comparison, and order-independent table comparison."""
+"""Helpers for the Spark job tests: one local session and a job run in it,
+the mixed archive the store tests read, the CLI's exchange table for
+comparison, and order-independent table comparison."""
 
 from __future__ import annotations
 
 import contextlib
+import gzip
+import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +38,28 @@ def local_session(cores: int = 2, shuffle_partitions: int = 4) -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+def run_local_job(spark: Any, inputs: list[Path], outdir: Path, **options: Any) -> dict:
+    """The Spark job on `inputs` in the session `spark`, into `outdir`; the manifest it wrote."""
+    from kdissect.spark.job import JobOptions, run_job
+
+    run_job(JobOptions(inputs=[str(p) for p in inputs], outdir=str(outdir), master=None, **options), spark=spark)
+    return json.loads((outdir / "manifest.json").read_text())
+
+
+def write_mixed_archive(captures_dir: Path, local: Path) -> list[Path]:
+    """Into `local`, copies of lab captures in every shape the job reads: the
+    largest pcap (big.pcap, large enough to be cut into byte ranges), a
+    pcapng (group.pcapng), a gzip file (admin.pcap.gz) and a rotated set
+    whose connections span files (rotated/); the rotated files."""
+    source = max(captures_dir.glob("*.pcap"), key=lambda p: p.stat().st_size)
+    shutil.copy(source, local / "big.pcap")
+    subprocess.run(["editcap", "-F", "pcapng", str(captures_dir / "consume_group.pcap"), str(local / "group.pcapng")],
+                   check=True, capture_output=True)
+    (local / "admin.pcap.gz").write_bytes(gzip.compress((captures_dir / "admin.pcap").read_bytes()))
+    rotated_source = captures_dir / "consume_group_kafka.pcap"
+    return editcap_split(rotated_source, max(2, tshark_frame_count(rotated_source) // 4), local / "rotated")
 
 
 def export_rows(paths: list[Path], out: Path, ports: tuple[int, ...] = ()) -> list[dict]:

@@ -30,19 +30,9 @@ from kdissect.failures import InputError
 from kdissect.wire.linklayers import decode_frame_general
 from kdissect.model.packet import TcpSegment
 from kdissect.wire.reassembly import Reassembler
-from tests.support.pcaps import compare_with_tshark, lab_captures, packet_count, shared_recording
+from tests.support.pcaps import compare_with_tshark, lab_captures, packet_count
 from tests.support.paths import REPO
 from tests.support.recording import RecordingListener
-
-
-@pytest.fixture(scope="module")
-def clean() -> Path:
-    return shared_recording()
-
-
-@pytest.fixture(scope="module")
-def trace(clean: Path) -> impair.Trace:
-    return impair.load_pcap(clean)
 
 
 def _write_variant(trace: impair.Trace, name: str, directory: Path) -> Path:

@@ -23,21 +23,10 @@ from tests.support.pcaps import (
     lab_captures,
     load_manifest,
     reassemble,
-    shared_recording,
     tshark_follow,
     tshark_segments,
 )
 from tests.support.recording import Closed, Delivered, Opened, RecordingListener, reassembled
-
-
-@pytest.fixture(scope="module")
-def clean() -> Path:
-    return shared_recording()
-
-
-@pytest.fixture(scope="module")
-def trace(clean: Path) -> impair.Trace:
-    return impair.load_pcap(clean)
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,11 @@ import json
 import logging
 import random
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tools.lab.net import wait_until_drained
 
@@ -278,6 +279,77 @@ def ck_produce(
         log.warning("librdkafka left %d messages undelivered", left)
 
 
+def ck_transactions(
+    m: Manifest,
+    bootstrap: str,
+    topic: str,
+    transactions: list[tuple[str, list[Payload]]],
+    *,
+    client_id: str,
+    transactional_id: str,
+    codec: str,
+    linger_ms: int,
+    lock: AbstractContextManager[Any] | None = None,
+    note_transactional_id: bool = False,
+    pause: float = 0.0,
+) -> None:
+    """Send each `(outcome, records)` of `transactions` to partition 0 in one
+    transaction of a transactional confluent-kafka producer, committed or
+    aborted as the outcome says ("committed" or "aborted"), and write the
+    records down with it (under `lock` where other threads share the
+    manifest; naming the transactional id in each row with
+    `note_transactional_id`); `pause` seconds after each transaction."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "transactional.id": transactional_id,
+                         "acks": "all", "linger.ms": linger_ms, "compression.codec": codec,
+                         "log.connection.close": False})
+    producer.init_transactions(15)
+    for outcome, batch in transactions:
+        producer.begin_transaction()
+        reports: dict[int, Any] = {}
+        for i, rec in enumerate(batch):
+            producer.produce(topic, key=rec.key, value=rec.value, headers=rec.headers, partition=0,
+                             on_delivery=lambda err, msg, i=i: reports.__setitem__(i, (err, msg)))
+        producer.flush(15)
+        if outcome == "committed":
+            producer.commit_transaction(15)
+        else:
+            producer.abort_transaction(15)
+        with lock if lock is not None else nullcontext():
+            for i, rec in enumerate(batch):
+                err, msg = reports.get(i, ("not reported", None))
+                named = {"transactional_id": transactional_id} if note_transactional_id else {}
+                m.produced(client="confluent-kafka", client_id=client_id, topic=topic, partition=0,
+                           key=encode_bytes(rec.key), value=encode_bytes(rec.value),
+                           headers=encode_headers(rec.headers), codec=codec, magic=2, acks="all", api_version=None,
+                           delivered=err is None,
+                           offset=msg.offset() if msg is not None and msg.offset() >= 0 else None,
+                           error=None if err is None else str(err), transaction=outcome, **named)
+        if pause:
+            time.sleep(pause)
+
+
+def _kp_polled(consumer: Any, expect: int, deadline: float) -> Iterator[Any]:
+    """The records a kafka-python consumer polls until `expect` of them or the
+    monotonic `deadline` (the last poll's records all, even past `expect`)."""
+    got = 0
+    while got < expect and time.monotonic() < deadline:
+        for _tp, msgs in consumer.poll(timeout_ms=500).items():
+            for msg in msgs:
+                got += 1
+                yield msg
+
+
+def _kp_record_consumed(m: Manifest, client_id: str, group: str | None, msg: Any) -> None:
+    m.consumed(
+        client="kafka-python", client_id=client_id, group=group, topic=msg.topic,
+        partition=msg.partition, offset=msg.offset, timestamp=msg.timestamp,
+        key=encode_bytes(msg.key), value=encode_bytes(msg.value),
+        headers=encode_headers(getattr(msg, "headers", None)),
+    )
+
+
 def kp_consume(
     m: Manifest,
     bootstrap: str,
@@ -313,16 +385,9 @@ def kp_consume(
     got = 0
     deadline = time.monotonic() + timeout
     try:  # close even on failure: a live consumer would reconnect to the next workload's broker
-        while got < expect and time.monotonic() < deadline:
-            for _tp, msgs in consumer.poll(timeout_ms=500).items():
-                for msg in msgs:
-                    got += 1
-                    m.consumed(
-                        client="kafka-python", client_id=client_id, group=group, topic=msg.topic,
-                        partition=msg.partition, offset=msg.offset, timestamp=msg.timestamp,
-                        key=encode_bytes(msg.key), value=encode_bytes(msg.value),
-                        headers=encode_headers(getattr(msg, "headers", None)),
-                    )
+        for msg in _kp_polled(consumer, expect, deadline):
+            got += 1
+            _kp_record_consumed(m, client_id, group, msg)
         if got:
             consumer.commit()
         m.operation("kafka-python", f"consume group={group}", {"received": got, "expected": expect})
@@ -356,16 +421,9 @@ def kp_fetch_from_start(
     got = 0
     deadline = time.monotonic() + timeout
     try:
-        while got < expect and time.monotonic() < deadline:
-            for _tp, msgs in consumer.poll(timeout_ms=500).items():
-                for msg in msgs:
-                    got += 1
-                    m.consumed(
-                        client="kafka-python", client_id=client_id, group=None, topic=msg.topic,
-                        partition=msg.partition, offset=msg.offset, timestamp=msg.timestamp,
-                        key=encode_bytes(msg.key), value=encode_bytes(msg.value),
-                        headers=encode_headers(getattr(msg, "headers", None)),
-                    )
+        for msg in _kp_polled(consumer, expect, deadline):
+            got += 1
+            _kp_record_consumed(m, client_id, None, msg)
         m.operation("kafka-python", f"fetch {topic}[{partition}] from offset 0 (no group)",
                     {"received": got, "expected": expect})
     except Exception as exc:

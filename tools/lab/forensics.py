@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any
 
-from tools.lab.clients import Manifest, encode_bytes, encode_headers, kp_create_topics, payloads
+from tools.lab.clients import Manifest, ck_transactions, encode_bytes, encode_headers, kp_create_topics, payloads
 from tools.lab.kafka_versions import JAVA_CLIENT_VERSION
 
 TOPICS = {"fx-orders": 3, "fx-events": 2, "fx-txn": 1, "fx-share": 1}
@@ -260,35 +260,11 @@ def _kp_producer(m: Manifest, lock: threading.Lock, bootstrap: str, client_id: s
 
 
 def _transactions(m: Manifest, lock: threading.Lock, bootstrap: str) -> None:
-    from confluent_kafka import Producer
-
-    topic, client_id = "fx-txn", "fx-transactional"
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "transactional.id": "fx-txn-1",
-                         "acks": "all", "linger.ms": 10, "compression.codec": "lz4", "log.connection.close": False})
-    producer.init_transactions(15)
-    for outcome, batch in (("committed", payloads("fx-txn-a", 5, with_headers=True)),
-                           ("aborted", payloads("fx-txn-b", 3, with_headers=True)),
-                           ("committed", payloads("fx-txn-c", 4, with_headers=True))):
-        producer.begin_transaction()
-        reports: dict[int, Any] = {}
-        for i, rec in enumerate(batch):
-            producer.produce(topic, key=rec.key, value=rec.value, headers=rec.headers, partition=0,
-                             on_delivery=lambda err, msg, i=i: reports.__setitem__(i, (err, msg)))
-        producer.flush(15)
-        if outcome == "committed":
-            producer.commit_transaction(15)
-        else:
-            producer.abort_transaction(15)
-        with lock:
-            for i, rec in enumerate(batch):
-                err, msg = reports.get(i, ("not reported", None))
-                m.produced(client="confluent-kafka", client_id=client_id, topic=topic, partition=0,
-                           key=encode_bytes(rec.key), value=encode_bytes(rec.value),
-                           headers=encode_headers(rec.headers), codec="lz4", magic=2, acks="all", api_version=None,
-                           delivered=err is None, offset=msg.offset() if msg is not None and msg.offset() >= 0
-                           else None, error=None if err is None else str(err), transaction=outcome,
-                           transactional_id="fx-txn-1")
-        time.sleep(0.5)
+    ck_transactions(m, bootstrap, "fx-txn", [("committed", payloads("fx-txn-a", 5, with_headers=True)),
+                                             ("aborted", payloads("fx-txn-b", 3, with_headers=True)),
+                                             ("committed", payloads("fx-txn-c", 4, with_headers=True))],
+                    client_id="fx-transactional", transactional_id="fx-txn-1", codec="lz4", linger_ms=10,
+                    lock=lock, note_transactional_id=True, pause=0.5)
 
 
 def _share_group(m: Manifest, bootstrap: str) -> None:

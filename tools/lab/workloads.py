@@ -20,6 +20,7 @@ from tools.lab.clients import (
     WORDS,
     ck_consume,
     ck_produce,
+    ck_transactions,
     encode_bytes,
     encode_headers,
     kp_consume,
@@ -222,35 +223,12 @@ def wl_transactions(m: Manifest, broker: Any) -> None:
     """A committed and an aborted transaction, then read_committed and
     read_uncommitted consumers: transactional APIs and control batches."""
     bootstrap = broker.bootstrap
-    from confluent_kafka import Producer
-
     topic = "txn"
     kp_create_topics(bootstrap, {topic: 1})
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "lab-librdkafka-txn",
-                         "transactional.id": "lab-txn-1", "acks": "all", "linger.ms": 20,
-                         "compression.codec": "snappy", "log.connection.close": False})
-    producer.init_transactions(15)
-    for outcome, batch in (("committed", payloads("txn-commit", 4, with_headers=True)),
-                           ("aborted", payloads("txn-abort", 3, with_headers=True)),
-                           ("committed", payloads("txn-commit2", 2, with_headers=True))):
-        producer.begin_transaction()
-        reports: dict[int, Any] = {}
-        for i, rec in enumerate(batch):
-            producer.produce(topic, key=rec.key, value=rec.value, headers=rec.headers, partition=0,
-                             on_delivery=lambda err, msg, i=i: reports.__setitem__(i, (err, msg)))
-        producer.flush(15)
-        if outcome == "committed":
-            producer.commit_transaction(15)
-        else:
-            producer.abort_transaction(15)
-        for i, rec in enumerate(batch):
-            err, msg = reports.get(i, ("not reported", None))
-            m.produced(client="confluent-kafka", client_id="lab-librdkafka-txn", topic=topic, partition=0,
-                       key=encode_bytes(rec.key), value=encode_bytes(rec.value),
-                       headers=encode_headers(rec.headers), codec="snappy", magic=2, acks="all",
-                       api_version=None, delivered=err is None,
-                       offset=msg.offset() if msg is not None and msg.offset() >= 0 else None,
-                       error=None if err is None else str(err), transaction=outcome)
+    ck_transactions(m, bootstrap, topic, [("committed", payloads("txn-commit", 4, with_headers=True)),
+                                          ("aborted", payloads("txn-abort", 3, with_headers=True)),
+                                          ("committed", payloads("txn-commit2", 2, with_headers=True))],
+                    client_id="lab-librdkafka-txn", transactional_id="lab-txn-1", codec="snappy", linger_ms=20)
     m.operation("confluent-kafka", "transactions", "commit, abort, commit (transactional.id lab-txn-1)")
     total = len(m.data["produced"])
     # Read until everything or a quiet timeout: whether read_committed skips

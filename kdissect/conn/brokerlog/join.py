@@ -543,67 +543,59 @@ class BrokerLogJoin:
                     if observer is not None:
                         for exchange in chunk:
                             observer.exchange(exchange)
-                    since += len(chunk)
-                    if since * 2 > len(queue) > _DROP_FROM:
-                        self._drop_joined()
-                        evict_at = queue[0].ts - offset + window if queue else never
-                        since = 0
-                    yield chunk
-                    if failure is not None:
-                        raise failure
-                    continue
-                for exchange in chunk:
-                    client = exchange.client
-                    if client is not last_client:  # (a connection's exchanges share one endpoint string)
-                        captured(client)
-                        last_client = client
-                    t = exchange.response_ts
-                    if t is None:
-                        t = exchange.request_ts
-                    if t is not None:
-                        if t > latest:
-                            latest = t
-                            if self._first_ts is None:
-                                self._first_ts = t
-                            if t > evict_at:
-                                self._evict(t + offset - window)
-                                evict_at = queue[0].ts - offset + window if queue else never
-                        elif t < self._first_ts:  # type: ignore[operator]
-                            self._first_ts = t
-                        if t >= read_at:  # index the log up to t + offset + tolerance (once per batch of lines)
-                            was_empty = not queue
-                            self._read_until(t + offset + tolerance)
-                            following = self._next
-                            read_at = never if following is None else following.ts - offset - tolerance
-                            if was_empty and queue:
-                                evict_at = queue[0].ts - offset + window
-                    key = (client, exchange.correlation_id, exchange.api_key)
-                    chosen_one = pop(key, None)  # the usual case: the one entry with that identity
-                    if chosen_one is not None:
-                        if chosen_one.__class__ is list:
-                            index[key] = chosen_one
-                            chosen_one = self._choose(key, chosen_one, t)
-                            if chosen_one is not None and t is not None:
-                                difference = chosen_one.ts - t
-                        elif t is not None:
-                            difference = chosen_one.ts - t
-                            if not low <= difference <= high:
-                                index[key] = chosen_one
-                                chosen_one = None
-                    if chosen_one is None:
-                        reason = self._capture_only_reason(exchange, t)
-                        capture_only[reason] += 1
-                        exchange.broker_log = reason
-                    else:
-                        joined += 1
-                        _take(exchange, chosen_one)
+                else:
+                    for exchange in chunk:
+                        client = exchange.client
+                        if client is not last_client:  # (a connection's exchanges share one endpoint string)
+                            captured(client)
+                            last_client = client
+                        t = exchange.response_ts
+                        if t is None:
+                            t = exchange.request_ts
                         if t is not None:
-                            pairs += 1
-                            counts[difference] = counts.get(difference, 0) + 1
-                            if len(counts) >= _OFFSET_PENDING:
-                                accounting.flush_offsets()
-                    if observer is not None:
-                        observer.exchange(exchange)
+                            if t > latest:
+                                latest = t
+                                if self._first_ts is None:
+                                    self._first_ts = t
+                                if t > evict_at:
+                                    self._evict(t + offset - window)
+                                    evict_at = queue[0].ts - offset + window if queue else never
+                            elif t < self._first_ts:  # type: ignore[operator]
+                                self._first_ts = t
+                            if t >= read_at:  # index the log up to t + offset + tolerance (once per batch of lines)
+                                was_empty = not queue
+                                self._read_until(t + offset + tolerance)
+                                following = self._next
+                                read_at = never if following is None else following.ts - offset - tolerance
+                                if was_empty and queue:
+                                    evict_at = queue[0].ts - offset + window
+                        key = (client, exchange.correlation_id, exchange.api_key)
+                        chosen_one = pop(key, None)  # the usual case: the one entry with that identity
+                        if chosen_one is not None:
+                            if chosen_one.__class__ is list:
+                                index[key] = chosen_one
+                                chosen_one = self._choose(key, chosen_one, t)
+                                if chosen_one is not None and t is not None:
+                                    difference = chosen_one.ts - t
+                            elif t is not None:
+                                difference = chosen_one.ts - t
+                                if not low <= difference <= high:
+                                    index[key] = chosen_one
+                                    chosen_one = None
+                        if chosen_one is None:
+                            reason = self._capture_only_reason(exchange, t)
+                            capture_only[reason] += 1
+                            exchange.broker_log = reason
+                        else:
+                            joined += 1
+                            _take(exchange, chosen_one)
+                            if t is not None:
+                                pairs += 1
+                                counts[difference] = counts.get(difference, 0) + 1
+                                if len(counts) >= _OFFSET_PENDING:
+                                    accounting.flush_offsets()
+                        if observer is not None:
+                            observer.exchange(exchange)
                 since += len(chunk)
                 if since * 2 > len(queue) > _DROP_FROM:
                     self._drop_joined()
