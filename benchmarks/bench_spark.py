@@ -33,6 +33,12 @@
      1 core     `kdissect spark --master local[1]`, the whole process tree
                 confined to one CPU (sched_setaffinity, as `taskset -c 0`);
      2 cores    `kdissect spark --master local[2]` on the whole machine (2 CPUs);
+     2 exports  (with 2 cores) two `kdissect export` processes at once, each
+                confined to its own CPU and reading half of the archive's
+                files (by bytes): what this machine's two CPUs give two
+                independent processes, the ceiling against which to read
+                the two-core figure (its rows are not compared: a
+                connection crossing from one half to the other is cut);
    each first on a tiny capture (captures/admin.pcap: its time is the
    command's start-up, JVM and session included) and then on the archive.
    A round's figure for a Spark configuration is export's work time
@@ -68,6 +74,7 @@ import struct
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench_files import write_result
@@ -289,6 +296,19 @@ def check_distinct_clients(files: list[Path]) -> int:
 TINY = REPO / "captures" / "admin.pcap"
 
 
+def halves(files: list[Path]) -> tuple[list[Path], list[Path]]:
+    """The archive's files in two lists of nearly equal bytes (largest first,
+    each to the lighter list), each list in capture order."""
+    sides: tuple[list[Path], list[Path]] = ([], [])
+    weights = [0, 0]
+    for path in sorted(files, key=lambda f: -f.stat().st_size):
+        lighter = weights.index(min(weights))
+        sides[lighter].append(path)
+        weights[lighter] += path.stat().st_size
+    order = {path: index for index, path in enumerate(files)}
+    return sorted(sides[0], key=order.__getitem__), sorted(sides[1], key=order.__getitem__)
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
@@ -356,8 +376,22 @@ def main() -> None:
         return _measured([python, "-m", "kdissect", "spark", *inputs, "-o", str(outdir), "--master", master,
                           "--overwrite", "--split-size", split_size, *spark_options], OUT / f"{outdir.name}.log", cpus)
 
-    ratios: dict[str, list[float]] = {config: [] for config in configurations}
-    cpu_ratios: dict[str, list[float]] = {config: [] for config in configurations}
+    def two_exports(sides: tuple[list[str], list[str]]) -> tuple[float, float]:
+        """(wall seconds until both end, CPU seconds of both) of two exports at once, one a CPU."""
+        def one(index: int) -> tuple[float, float]:
+            return _measured([python, "-m", "kdissect", "export", *sides[index], "-o",
+                              str(OUT / f"cli_{slug}_half{index}.parquet"), "--quiet"],
+                             OUT / f"cli_{slug}_half{index}.log", {index})
+        with ThreadPoolExecutor(2) as pool:
+            both = list(pool.map(one, (0, 1)))
+        return max(wall for wall, _ in both), sum(cpu for _, cpu in both)
+
+    with_two_exports = "2 cores" in configurations
+    first_half, second_half = halves(files)
+    archive_halves = (list(map(str, first_half)), list(map(str, second_half)))
+    names = list(configurations) + (["2 exports"] if with_two_exports else [])
+    ratios: dict[str, list[float]] = {config: [] for config in names}
+    cpu_ratios: dict[str, list[float]] = {config: [] for config in names}
     for round_number in range(args.rounds):
         measured: dict = {"load_average": os.getloadavg()[0]}
         (tiny_wall, tiny_cpu), (wall, cpu) = export([str(TINY)]), export(list(map(str, files)))
@@ -384,6 +418,18 @@ def main() -> None:
                   f"{cpu_ratio:.2f}x by CPU time; {manifest['counts']['exchanges']} exchanges, "
                   f"{manifest['read_tasks']} read tasks, in place {manifest.get('in_range')}; "
                   f"load {measured['load_average']:.1f}", flush=True)
+        if with_two_exports:
+            tiny, tiny_cpu = two_exports(([str(TINY)], [str(TINY)]))
+            seconds, cpu = two_exports(archive_halves)
+            ratio, cpu_ratio = work_export / (seconds - tiny), cpu_export / (cpu - tiny_cpu)
+            ratios["2 exports"].append(ratio)
+            cpu_ratios["2 exports"].append(cpu_ratio)
+            measured["2 exports"] = {"tiny": round(tiny, 2), "archive": round(seconds, 2), "vs_export": round(ratio, 3),
+                                     "tiny_cpu": round(tiny_cpu, 2), "archive_cpu": round(cpu, 2),
+                                     "cpu_vs_export": round(cpu_ratio, 3)}
+            print(f"round {round_number + 1}: 2 exports (half the files each, one CPU each): {seconds:.1f}s "
+                  f"(tiny {tiny:.1f}s), CPU {cpu:.1f}s: {ratio:.2f}x export's work by wall time, "
+                  f"{cpu_ratio:.2f}x by CPU time", flush=True)
         results["rounds"].append(measured)
     cli_exchanges = None
     try:
