@@ -55,6 +55,18 @@
    With --no-forensic-tables the Spark runs leave out the topic, group and
    client tables (`kdissect spark --no-forensic-tables`): they then write
    what export writes (the exchanges) plus their small summary tables.
+3. With every table (the default), each round also runs the command line's
+   one pass that computes every table the job writes:
+     report     `kdissect report ARCHIVE -o cli.html`, one process (the
+                exchanges, latency, waits, errors, throttling, time series
+                and the topic, group and client tables, then the page);
+     page       `kdissect report OUTDIR` on the 1-core run's tables, less
+                the same on the tiny capture's tables: what drawing the page
+                costs (reading the Parquet tables included, so it is an
+                upper bound);
+   and gives each Spark configuration's figure against report's work as
+   well, as is and with the page taken out (report - report tiny - page):
+   Spark with every table set beside the command line doing the same tables.
 
    Why the confined run: `local[1]` means one task slot, not one CPU. Beside
    its one Python worker, the driver JVM runs the shuffle, Arrow conversion,
@@ -315,6 +327,16 @@ def _median(values: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
+def _spread(found: list[float], median_key: str) -> tuple[dict, str]:
+    """The rounds' median and range, flagged when the range is over a quarter of the median; and as said."""
+    median = _median(found)
+    too_wide = max(found) - min(found) > median / 4
+    summary = {median_key: round(median, 3), "range": [round(min(found), 3), round(max(found), 3)],
+               "spread_too_wide": too_wide}
+    return summary, (f"{median:.2f}x (range {min(found):.2f}-{max(found):.2f})"
+                     + ("  SPREAD TOO WIDE TO TRUST" if too_wide else ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sources", nargs="*", help="lab captures to replay (default: captures/*.pcap)")
@@ -372,6 +394,11 @@ def main() -> None:
         return _measured([python, "-m", "kdissect", "export", *inputs, "-o", str(OUT / f"cli_{slug}.parquet"),
                           "--quiet"], OUT / f"cli_{slug}.log")
 
+    def report(inputs: list[str], name: str) -> tuple[float, float]:
+        """`kdissect report` on captures (every table in one pass, then the page) or on a Spark OUTDIR."""
+        return _measured([python, "-m", "kdissect", "report", *inputs, "-o", str(OUT / f"{name}.html"), "--quiet"],
+                         OUT / f"{name}.log")
+
     def spark(inputs: list[str], master: str, cpus: set[int] | None, outdir: Path) -> tuple[float, float]:
         return _measured([python, "-m", "kdissect", "spark", *inputs, "-o", str(outdir), "--master", master,
                           "--overwrite", "--split-size", split_size, *spark_options], OUT / f"{outdir.name}.log", cpus)
@@ -387,6 +414,10 @@ def main() -> None:
         return max(wall for wall, _ in both), sum(cpu for _, cpu in both)
 
     with_two_exports = "2 cores" in configurations
+    # the command line doing every table the job writes (nothing to set beside --no-forensic-tables: that is export)
+    with_report = not args.no_forensic_tables
+    report_ratios: dict[str, dict[str, list[float]]] = {
+        config: {"wall": [], "cpu": [], "wall_less_page": [], "cpu_less_page": []} for config in configurations}
     first_half, second_half = halves(files)
     archive_halves = (list(map(str, first_half)), list(map(str, second_half)))
     names = list(configurations) + (["2 exports"] if with_two_exports else [])
@@ -398,6 +429,14 @@ def main() -> None:
         measured["export"] = {"tiny": round(tiny_wall, 2), "archive": round(wall, 2),
                               "tiny_cpu": round(tiny_cpu, 2), "archive_cpu": round(cpu, 2)}
         work_export, cpu_export = wall - tiny_wall, cpu - tiny_cpu
+        if with_report:
+            (report_tiny, report_tiny_cpu), (report_wall, report_cpu) = (
+                report([str(TINY)], f"cli_report_tiny_{slug}"), report(list(map(str, files)), f"cli_report_{slug}"))
+            measured["report"] = {"tiny": round(report_tiny, 2), "archive": round(report_wall, 2),
+                                  "tiny_cpu": round(report_tiny_cpu, 2), "archive_cpu": round(report_cpu, 2)}
+            print(f"round {round_number + 1}: report {report_wall:.1f}s (tiny {report_tiny:.1f}s), CPU "
+                  f"{report_cpu:.1f}s (tiny {report_tiny_cpu:.1f}s); export {wall:.1f}s, CPU {cpu:.1f}s", flush=True)
+        spark_work: dict[str, tuple[float, float]] = {}
         for config, (master, cpus) in configurations.items():
             outdir = OUT / f"spark_{slug}_{config.replace(' ', '_')}"
             tiny, tiny_cpu = spark([str(TINY)], master, cpus, OUT / f"spark_tiny_{slug}")
@@ -407,6 +446,7 @@ def main() -> None:
             cpu_ratio = cpu_export / (cpu - tiny_cpu)
             ratios[config].append(ratio)
             cpu_ratios[config].append(cpu_ratio)
+            spark_work[config] = (seconds - tiny, cpu - tiny_cpu)
             measured[config] = {"tiny": round(tiny, 2), "archive": round(seconds, 2), "vs_export": round(ratio, 3),
                                 "tiny_cpu": round(tiny_cpu, 2), "archive_cpu": round(cpu, 2),
                                 "cpu_vs_export": round(cpu_ratio, 3),
@@ -418,6 +458,26 @@ def main() -> None:
                   f"{cpu_ratio:.2f}x by CPU time; {manifest['counts']['exchanges']} exchanges, "
                   f"{manifest['read_tasks']} read tasks, in place {manifest.get('in_range')}; "
                   f"load {measured['load_average']:.1f}", flush=True)
+        if with_report:
+            # the page alone, from the tables the last configuration wrote (the same whatever the master)
+            last = OUT / f"spark_{slug}_{list(configurations)[-1].replace(' ', '_')}"
+            page_tiny, page_tiny_cpu = report([str(OUT / f"spark_tiny_{slug}")], f"page_tiny_{slug}")
+            page_wall, page_cpu = report([str(last)], f"page_{slug}")
+            page_work, page_cpu_work = page_wall - page_tiny, page_cpu - page_tiny_cpu
+            measured["page"] = {"tiny": round(page_tiny, 2), "archive": round(page_wall, 2),
+                                "tiny_cpu": round(page_tiny_cpu, 2), "archive_cpu": round(page_cpu, 2)}
+            report_work, report_cpu_work = report_wall - report_tiny, report_cpu - report_tiny_cpu
+            for config, (work, cpu_work) in spark_work.items():
+                figures = {"wall": report_work / work, "cpu": report_cpu_work / cpu_work,
+                           "wall_less_page": (report_work - page_work) / work,
+                           "cpu_less_page": (report_cpu_work - page_cpu_work) / cpu_work}
+                for measure, value in figures.items():
+                    report_ratios[config][measure].append(value)
+                measured[config]["vs_report"] = {measure: round(value, 3) for measure, value in figures.items()}
+                print(f"round {round_number + 1}: {config} against report's work: {figures['wall']:.2f}x by wall "
+                      f"time, {figures['cpu']:.2f}x by CPU time; the page ({page_work:.1f}s, CPU "
+                      f"{page_cpu_work:.1f}s) taken out: {figures['wall_less_page']:.2f}x, "
+                      f"{figures['cpu_less_page']:.2f}x", flush=True)
         if with_two_exports:
             tiny, tiny_cpu = two_exports(([str(TINY)], [str(TINY)]))
             seconds, cpu = two_exports(archive_halves)
@@ -446,13 +506,8 @@ def main() -> None:
     for config, values in ratios.items():
         summary = {}
         for measure, found in (("wall", values), ("cpu", cpu_ratios[config])):
-            median = _median(found)
-            spread = max(found) - min(found)
-            summary[measure] = {"median_vs_export": round(median, 3), "range": [round(min(found), 3), round(max(found), 3)],
-                                "spread_too_wide": spread > median / 4}
-            print(f"{config}: by {measure} time, median {median:.2f}x one export process's work "
-                  f"(range {min(found):.2f}-{max(found):.2f})"
-                  + ("  SPREAD TOO WIDE TO TRUST" if spread > median / 4 else ""), flush=True)
+            summary[measure], said = _spread(found, "median_vs_export")
+            print(f"{config}: by {measure} time, median {said} one export process's work", flush=True)
         # the same ratio from each command's median runs (median archive run minus
         # median tiny run): less moved by one round's start-up than a median of ratios
         for measure, archive_key, tiny_key in (("wall", "archive", "tiny"), ("cpu", "archive_cpu", "tiny_cpu")):
@@ -464,6 +519,11 @@ def main() -> None:
                                                   "vs_export": round(export_work / spark_work, 3)}
             print(f"{config}: by {measure} time, of median runs: export's work {export_work:.2f}s, "
                   f"Spark's {spark_work:.2f}s: {export_work / spark_work:.2f}x", flush=True)
+        if with_report and config in report_ratios:
+            summary["vs_report"] = {}
+            for measure, found in report_ratios[config].items():
+                summary["vs_report"][measure], said = _spread(found, "median")
+                print(f"{config}: against report's work ({measure.replace('_', ' ')}), median {said}", flush=True)
         results[config] = summary
     write_result(OUT / f"bench_spark_{slug}.json", json.dumps(results, indent=2) + "\n")
     print(f"results in {OUT / f'bench_spark_{slug}.json'}")
