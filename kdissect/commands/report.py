@@ -62,8 +62,10 @@ def report(options: ReportOptions) -> None:
         data = from_spark_outdir(outdir)
         analysis = None
     else:
-        # per-partition errors need the decoded response bodies, as for `kdissect stats`
-        analysis = run_analysis(options, keep_messages=True, quiet=options.quiet, output=options.output)
+        from kdissect.stats.tables import COLLECT_KEEPS
+
+        # what the tables read, as for `kdissect stats`
+        analysis = run_analysis(options, quiet=options.quiet, output=options.output, **COLLECT_KEEPS)
         if options.sort is not None or options.top is not None:
             from kdissect.filters.selection import Ranked
 

@@ -116,11 +116,12 @@ def guarded(run: Callable[[], int]) -> int:
 
 
 def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: bool = False,
-                 keep_apis: Any = (), output: str | None = None) -> Any:
+                 keep_apis: Any = (), output: str | None = None, keep_error_responses: bool = False) -> Any:
     """An iterable Analysis over the captures the options name (exchanges;
     `.accounting`). Files under a directory or glob that are not captures are
     skipped and, unless `quiet`, named in one line on stderr. `keep_apis`:
-    api keys whose exchanges keep their decoded messages (kdissect.conn.pipeline.analyze). `output`: the
+    api keys whose exchanges keep their decoded messages (kdissect.conn.pipeline.analyze);
+    `keep_error_responses`: the decoded responses that carry error codes (kdissect.conn.pipeline.Analysis). `output`: the
     command's output file, refused if it is one of the captures, key logs or
     broker logs."""
     from kdissect.shared.inputs import expand_inputs
@@ -145,7 +146,7 @@ def run_analysis(options: CaptureInputs, keep_messages: bool = False, quiet: boo
     keep_messages = keep_messages or bool(options.topics or options.groups)
     analysis = Analysis(paths, options.ports or (9092,), not options.no_detect, keep_messages,
                         progress=sys.stderr.isatty(), tls_keylogs=options.tls_keylogs, keep_apis=keep_apis,
-                        broker_logs=broker_logs)
+                        broker_logs=broker_logs, keep_error_responses=keep_error_responses)
     return select(analysis, options)
 
 

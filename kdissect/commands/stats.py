@@ -17,11 +17,10 @@ def stats(options: StatsOptions) -> None:
     """Latency percentiles per API/client/broker, errors, throttling and the accounting."""
     from kdissect.forensics.render import render_stats
     from kdissect.forensics.spill import json_pieces
-    from kdissect.stats.tables import as_dict, collect
+    from kdissect.stats.tables import COLLECT_KEEPS, as_dict, collect
     from kdissect.text_escape import lossless_value
 
-    # per-partition errors need the decoded response bodies
-    analysis = run_analysis(options, keep_messages=True)
+    analysis = run_analysis(options, **COLLECT_KEEPS)
     from kdissect.stats.brokerlog import observe, payload as broker_log_payload
 
     broker_tables = observe(analysis)

@@ -848,12 +848,15 @@ def fewer_collections() -> Iterator[None]:
 
 class Analysis:
     """Iterate the exchanges of a capture set; `accounting` is complete once
-    the iteration is over (the layers' counts fold into it at the end)."""
+    the iteration is over (the layers' counts fold into it at the end).
+    `keep_messages`, `keep_apis`: as for `analyze`; `keep_error_responses`:
+    without `keep_messages`, still keep the decoded response of an exchange
+    whose response carries error codes (its per-partition errors)."""
 
     def __init__(self, paths: Sequence[str | Path], ports: Iterable[int] = DEFAULT_PORTS,
                  detect: bool = True, keep_messages: bool = False, progress: bool = False,
                  tls_keylogs: Sequence[str | Path] = (), keep_apis: Iterable[int] = (),
-                 broker_logs: Sequence[str | Path] = ()) -> None:
+                 broker_logs: Sequence[str | Path] = (), keep_error_responses: bool = False) -> None:
         from kdissect.wire.capture import CaptureSet, ReadStats
 
         self.read_stats = ReadStats()
@@ -864,7 +867,8 @@ class Analysis:
             from kdissect.conn.tls import read_keylog_files
 
             keylog = read_keylog_files([str(p) for p in tls_keylogs])
-        self.dissector = Dissector(ports, detect, names, keep_messages, keylog=keylog, keep_apis=keep_apis)
+        self.dissector = Dissector(ports, detect, names, keep_messages, keep_error_responses, keylog=keylog,
+                                   keep_apis=keep_apis)
         # secrets a pcapng carries (Decryption Secrets Blocks) reach the TLS
         # layer as the reader meets them, before the packets that follow
         self.capture_set.secrets = _SecretsToKeys(self.dissector)

@@ -53,6 +53,17 @@ STORM_GENERATIONS = 5
 STORM_WINDOW_NS = 5 * 60 * 1_000_000_000
 
 
+def _answer(ex: Any) -> Any:
+    """The exchange's decoded answer, None, or an OffsetCommit answer kept as
+    its frame: one without error codes, which `_commit` reads as one without
+    topics. (The request may have been decoded beside it: a request frame the
+    skim refuses, in a damaged capture, is decoded in full.)"""
+    response = ex.response
+    if response is None or type(response) is OffsetCommitResponseFrame:
+        return response
+    return response.body
+
+
 class Generation:
     """One generation (classic) or epoch (consumer, share) of a group."""
 
@@ -206,7 +217,7 @@ class GroupTally:
             self._framed_commit(ex, ex.request.commit(), history)
             return
         request = ex.request.body
-        response = ex.response.body if ex.response is not None else None
+        response = _answer(ex)
         group = getattr(request, "group_id", None)
         if group is None:
             return
@@ -311,11 +322,7 @@ class GroupTally:
         group, generation_id, member_id, committed = commit
         if group is None:
             return
-        response = ex.response
-        if response is not None and type(response) is not OffsetCommitResponseFrame:
-            response = response.body  # an answer with an error code: decoded
-        # (an answer kept as its frame has no partition errors: it reads as one without topics)
-        self._commit(ex, group, generation_id, member_id, committed, response, host_of(ex.client), history)
+        self._commit(ex, group, generation_id, member_id, committed, _answer(ex), host_of(ex.client), history)
 
     def _commit(self, ex: Any, group: str, generation_id: int, member_id: str | None,
                 committed: list[tuple[Any, Any, Any]], response: Any, host: str | None, history: Any) -> None:

@@ -48,9 +48,10 @@ def from_captures(paths: Sequence[str | Path], ports: Iterable[int] = (9092,), d
     """The report's data for a capture set (as `kdissect stats` reads it;
     `broker_logs`: request-log files joined as `--broker-log` does)."""
     from kdissect.conn.pipeline import Analysis
+    from kdissect.stats.tables import COLLECT_KEEPS
 
-    analysis = Analysis(paths, ports, detect, keep_messages=True, progress=progress, tls_keylogs=tls_keylogs,
-                        broker_logs=broker_logs)
+    analysis = Analysis(paths, ports, detect, progress=progress, tls_keylogs=tls_keylogs, broker_logs=broker_logs,
+                        **COLLECT_KEEPS)
     return from_analysis(analysis, min_width)
 
 

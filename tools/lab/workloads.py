@@ -448,6 +448,38 @@ def wl_quota(m: Manifest, broker: Any) -> None:
            "(quota.window.num=2, quota.window.size.seconds=1), so their responses carry throttle times")
 
 
+def wl_partition_errors(m: Manifest, broker: Any) -> None:
+    """Per-partition errors in answers of APIs the forensic tables do not read
+    (DeleteRecords, ElectLeaders), from kafka-python's admin client: what
+    `kdissect stats` and the Spark job's partition_errors table must still
+    find. The manifest keeps each call's result or the error it raised."""
+    from kafka import KafkaAdminClient
+    from kafka.structs import TopicPartition
+
+    bootstrap = broker.bootstrap
+    topic = "trimmed"
+    kp_create_topics(bootstrap, {topic: 1})
+    kp_produce(m, bootstrap, topic, payloads("trimmed", 3, with_headers=False), codec="none", acks=1)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="lab-partition-errors")
+
+    def by_partition(result: dict) -> dict:  # {TopicPartition: ...} as JSON keys
+        return {f"{tp.topic}-{tp.partition}": value for tp, value in result.items()}
+
+    for name, call in (
+        (f"delete_records {topic}-0 before offset 2 (within the log)",
+         lambda: by_partition(admin.delete_records({TopicPartition(topic, 0): 2}))),
+        (f"delete_records {topic}-0 before offset 100 (past the high watermark)",
+         lambda: by_partition(admin.delete_records({TopicPartition(topic, 0): 100}))),
+        (f"elect_leaders preferred {topic}-0 (one replica: nothing to elect)",
+         lambda: admin.elect_leaders(0, {topic: [0]}, raise_errors=False)),
+    ):
+        try:
+            m.operation("kafka-python", name, _jsonable(call()))
+        except Exception as exc:
+            m.operation("kafka-python", name, f"error: {type(exc).__name__}: {exc}")
+    admin.close()
+
+
 def wl_sasl_kafka(m: Manifest, broker: Any) -> None:
     """SASL_PLAINTEXT on Apache Kafka with a real user: SaslHandshake v0 +
     raw tokens (kafka-python 0.10.1), SaslHandshake v1 + SaslAuthenticate
@@ -791,6 +823,10 @@ WORKLOADS += [
              "The Go client franz-go: CreateTopics, a producer per codec (none, gzip, snappy, lz4, zstd; acks=all, "
              "record headers) over two partitions, then a consumer group reads everything and commits",
              wl_go_client, broker="kafka4"),
+    Workload("partition_errors_kafka", STANDARD_PORT,
+             "Per-partition errors outside the forensic APIs: kafka-python's admin client deletes records within "
+             "and past the high watermark (DeleteRecords, OFFSET_OUT_OF_RANGE) and asks a one-replica partition "
+             "for a preferred leader election (ElectLeaders)", wl_partition_errors, broker="kafka4"),
     Workload("quota_kafka", STANDARD_PORT,
              f"Client quotas ({QUOTA_BYTES_PER_SECOND} B/s produce and fetch for two client ids): kafka-python "
              "produce and fetch answered with throttle_time_ms > 0", wl_quota, broker="kafka4",
