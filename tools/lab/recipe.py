@@ -317,8 +317,11 @@ def tshark_pdus(pcap: Path, port: int) -> list[tuple[int, int | None, int | None
 def api_table(out_dir: Path) -> str:
     from collections import Counter
 
+    # Kafka's API names, as kdissect generates them from the spec (an api key
+    # the spec does not have, such as raw SASL bytes read as a frame: "api")
+    from kdissect.protocol._generated.index import APIS
 
-    names = _api_names()
+    names = {key: entry[0] for key, entry in APIS.items()}
     lines = ["| capture | port | APIs (version: requests) | requests | responses |", "| --- | --- | --- | --- | --- |"]
     for wl in WORKLOADS:
         pcap = out_dir / wl.directory / f"{wl.name}.pcap"
@@ -370,20 +373,9 @@ def update_readme(out_dir: Path) -> None:
     body = ("\n\n### Provenance\n\n" + provenance_table(out_dir)
             + "\n\n### Kafka APIs per capture (computed with tshark 4.0: `Name(key) vVERSION: requests`)\n\n"
             + api_table(out_dir) + "\n\n")
-    readme.write_text(text[:start] + body + text[end:])
+    from kdissect.shared.atomic import write_atomically
 
-
-def _api_names() -> dict[int, str]:
-    spec = REPO.parent / "shared" / "kafka-spec"
-    names: dict[int, str] = {}
-    for path in spec.glob("*/*Request.json"):
-        try:
-            text = "\n".join(l for l in path.read_text().splitlines() if not l.strip().startswith("//"))
-            data = json.loads(text)
-            names[int(data["apiKey"])] = data["name"].removesuffix("Request")
-        except (ValueError, KeyError):
-            continue
-    return names
+    write_atomically(readme, text[:start] + body + text[end:])  # a tracked file: never half written
 
 
 # --------------------------------------------------------------------- cli --
