@@ -60,23 +60,13 @@ _row_values = attrgetter(*COLUMN_NAMES)
 
 
 def _partition_errors(exchange: Exchange) -> list[dict[str, Any]]:
-    """The non-zero errors per topic-partition of the exchange's response."""
-    response = exchange.response
-    # error_codes holds every non-zero code the response carries, those of
-    # its partitions included: without one there is nothing to walk (a kept
-    # message, as the forensic tallies keep Produce and Fetch, mostly has none)
-    if response is None or exchange.api_key is None or not exchange.error_codes:
-        return []
+    """The non-zero errors per topic-partition of the exchange's response, as partition_errors/ rows."""
     from kdissect.protocol.errors import error_name
-    from kdissect.protocol.summary import partition_errors
+    from kdissect.stats.summary import partition_errors_of
 
-    body = getattr(response, "body", None)
-    if body is None:
-        return []
     return [{"topic": None if topic is None else str(topic), "partition": partition,
              "error_code": code, "error_name": error_name(code)}
-            for topic, partition, code in partition_errors(exchange.api_key, exchange.api_version, body)  # type: ignore[arg-type]
-            if code]
+            for topic, partition, code in partition_errors_of(exchange)]
 
 
 class _Output:

@@ -148,8 +148,12 @@ class Summary:
                 row[0] = max(row[0], ex.throttle_time_ms)
                 row[1] += ex.throttle_time_ms
             self.throttle_fields[broker] += 1
-        if ex.response is not None and ex.api_key is not None:
-            for topic, partition, code in _partition_errors(ex):
+        if ex.error_codes and ex.response is not None:
+            try:
+                found = partition_errors_of(ex)
+            except Exception:  # a summary problem must not stop a report
+                found = []
+            for topic, partition, code in found:
                 self.partition_errors[(str(topic), partition, error_name(code))] += 1
 
     def add_all(self, exchanges: Iterable[Exchange]) -> None:
@@ -310,13 +314,22 @@ def _error_order(key: tuple[str, str]) -> tuple[bool, str, str]:
     return (is_normal_flow_name(key[1]), key[0], key[1])
 
 
-def _partition_errors(ex: Exchange) -> list[tuple[Any, int, int]]:
-    try:
-        from kdissect.protocol.summary import partition_errors
-
-        return list(partition_errors(ex.api_key, ex.api_version, ex.response.body))  # type: ignore[arg-type]
-    except Exception:  # a summary problem must not stop a report
+def partition_errors_of(ex: Exchange) -> list[tuple[Any, int, int]]:
+    """(topic, partition, code) for every non-zero code a partition-level
+    struct of the exchange's decoded answer holds (`stats`, the Spark job's
+    partition_errors table). `error_codes` holds every non-zero code the
+    answer carries, its partitions' included: without one there is nothing
+    to walk (an answer kept as its frame has none). May raise on a body the
+    walk does not expect: the caller counts or skips it."""
+    response = ex.response
+    if response is None or ex.api_key is None or not ex.error_codes:
         return []
+    body = getattr(response, "body", None)
+    if body is None:
+        return []
+    from kdissect.protocol.summary import partition_errors
+
+    return partition_errors(ex.api_key, ex.api_version, body)  # type: ignore[arg-type]
 
 
 def _api_order(item: tuple[tuple[str, int | None], Any]) -> tuple[str, int]:
