@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from operator import attrgetter
 from typing import Any
 
 
@@ -49,6 +50,9 @@ COLUMNS = ["capture", "stream", "client", "broker", "correlation_id", "api_key",
            "client_id", "request_ts", "response_ts", "request_frame", "response_frame", "latency_ms",
            "service_ms", "wait_reason", "wait_ms", "request_bytes", "response_bytes", "throttle_time_ms", "error_code", "error_codes", "status",
            "problems", "problem_codes", "records", "record_bytes"]
+
+
+_column_values = attrgetter(*COLUMNS)
 
 
 def _has_errors(row: dict[str, Any]) -> bool:
@@ -181,11 +185,15 @@ class Collector:
                 column = pc.cast(column, pa.int64())
             columns[name] = column.to_pylist()
         for values in zip(*columns.values()):
-            self.add_row(dict(zip(COLUMNS, values)))
+            self.add_columns(dict(zip(COLUMNS, values)))
 
     def add_row(self, row: dict[str, Any]) -> None:
         """One exchange row (its COLUMNS at least; request_ts and response_ts as int ns)."""
-        row = {name: row.get(name) for name in COLUMNS}
+        self.add_columns({name: row.get(name) for name in COLUMNS})
+
+    def add_columns(self, row: dict[str, Any]) -> None:
+        """One exchange row of exactly COLUMNS, a dict of its own: the
+        collector may keep it (the slowest and failed lists)."""
         request_ns, response_ns = row["request_ts"], row["response_ts"]
         ts_ns = request_ns if request_ns is not None else response_ns
         row["_ts"] = ts_ns
@@ -415,8 +423,10 @@ class RowBatcher:
         self.collector = collector
 
     def add(self, exchange: Any) -> None:
-        # captured strings as every table stores them (as the Spark tables do)
-        self.collector.add_row(lossless_row(exchange.to_row()))
+        # the collector's columns only (an exchange's attributes are its row's
+        # columns: Exchange.to_row), captured strings as every table stores
+        # them (as the Spark tables do)
+        self.collector.add_columns(lossless_row(dict(zip(COLUMNS, _column_values(exchange)))))
 
     def flush(self) -> None:
         """Nothing is held (kept for callers that flush at the end)."""
