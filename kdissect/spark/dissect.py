@@ -118,7 +118,7 @@ class ConnectionRunner:
         self.classified_connections = 0
         self.output = _Output()
         self._dissector: Dissector | None = None
-        self._keep_apis: Any = None  # the APIs whose messages the dissectors keep (made at the first 4-tuple)
+        self._keeps: dict[str, Any] | None = None  # what the dissectors keep (made at the first 4-tuple)
         self._ordinal = 0
         # a read task's in-place counts (kdissect.spark.inrange.InRangeCounts), reported with its accounting
         self.in_range: Any = None
@@ -127,19 +127,19 @@ class ConnectionRunner:
         self._key: tuple | None = None
 
     def _start(self) -> None:
-        # rows are skimmed (no decoded messages kept), except responses with
-        # error codes, whose per-partition errors the job tabulates, and the
-        # messages the forensic tables read; all connections of the task
-        # count into one (additive) Accounting
-        if self._keep_apis is None:  # (once: a task may dissect hundreds of thousands of 4-tuples)
-            from kdissect.forensics import FORENSIC_APIS
+        # rows are skimmed (no decoded messages kept), except what the tables
+        # read, as `kdissect stats` keeps it (COLLECT_KEEPS): responses with
+        # error codes, whose per-partition errors the job tabulates, and,
+        # with the forensic tables, the messages they read; all connections
+        # of the task count into one (additive) Accounting
+        if self._keeps is None:  # (once: a task may dissect hundreds of thousands of 4-tuples)
+            from kdissect.stats.tables import COLLECT_KEEPS
 
-            self._keep_apis = FORENSIC_APIS if self.forensics else ()
+            self._keeps = COLLECT_KEEPS if self.forensics else {**COLLECT_KEEPS, "keep_apis": ()}
         self._dissector = Dissector(ports=self.ports, detect=self.detect, capture_names=self.capture_names,
                                     # (--group reads the decoded messages)
                                     keep_messages=self.selection is not None and self.selection.reads_messages,
-                                    keep_error_responses=True, accounting=self.accounting,
-                                    keylog=self.keylog, keep_apis=self._keep_apis)
+                                    accounting=self.accounting, keylog=self.keylog, **self._keeps)
         self._ordinal = 0
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:

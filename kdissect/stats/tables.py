@@ -15,10 +15,11 @@ from kdissect.forensics import FORENSIC_APIS
 from kdissect.forensics.core import ForensicTables, Forensics
 from kdissect.stats.summary import Summary
 
-# What `collect` reads beyond an exchange's row, for an Analysis to keep (as
-# the Spark job's read tasks keep it): the decoded response of an exchange
-# whose response carries error codes (per-partition errors), and the messages
-# the forensic tallies read. Decoding every message gives the same tables in
+# What `collect` reads beyond an exchange's row, for an Analysis or a
+# Dissector to keep (the Spark job's read tasks keep the same, less the
+# forensic APIs under --no-forensic-tables): the decoded response of an
+# exchange whose response carries error codes (per-partition errors), and
+# the messages the forensic tallies read. Decoding every message gives the same tables in
 # up to twice the time (record-heavy traffic: benchmarks/bench_verbs.py).
 COLLECT_KEEPS: dict[str, Any] = {"keep_error_responses": True, "keep_apis": FORENSIC_APIS}
 
