@@ -161,11 +161,12 @@ class ConnectionRunner:
             add_exchange((*_row_values(exchange), *ordered))
             if exchange.arrival is not None and self.arrivals is not None:
                 self.arrivals.add(exchange, ordered)
-            try:
-                errors = _partition_errors(exchange)
-            except Exception:  # a summary problem must not lose the exchange; counted
-                self.partition_error_failures += 1
-                errors = []
+            errors = None
+            if exchange.error_codes:  # (partition_errors_of's own test, without the call for every exchange)
+                try:
+                    errors = _partition_errors(exchange)
+                except Exception:  # a summary problem must not lose the exchange; counted
+                    self.partition_error_failures += 1
             if errors:
                 # captured strings as every output stores them
                 shared = {**lossless_row({name: getattr(exchange, name) for name in _PARTITION_ERROR_EXCHANGE_COLUMNS}),
