@@ -9,6 +9,7 @@ them and are exact to the capture's resolution.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from kdissect.model.packet import TableRecord, fresh
@@ -94,6 +95,10 @@ BROKER_LOG_COLUMNS = ("broker_log", "broker_total_ms", "broker_request_queue_ms"
                       "broker_remote_ms", "broker_throttle_ms", "broker_response_queue_ms", "broker_send_ms",
                       "network_ms", "principal", "security_protocol", "listener")
 COLUMN_NAMES: list[str] = [name for name, _ in COLUMN_TYPES]
+# an exchange's `to_row()` values, in its order, without the dict: each
+# column of the row is the exchange's attribute of that name
+# (tests/spark/test_part_files.py checks to_row's source says so)
+row_values = attrgetter(*COLUMN_NAMES)
 # columns computed from the exchange's times (properties, not stored)
 COMPUTED_COLUMNS = frozenset(("latency_ms", "ttfb_ms", "response_transfer_ms", "request_transfer_ms", "wait_ms",
                               "socket_wait_ms",

@@ -24,14 +24,13 @@ Both carry the task's partition index, which names its files.
 from __future__ import annotations
 
 import json
-from operator import attrgetter
 from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
 from kdissect.model.accounting import Accounting
 from kdissect.wire.captureset import ConnectionMerge
-from kdissect.model.exchange import COLUMN_NAMES, Exchange
+from kdissect.model.exchange import Exchange, row_values
 from kdissect.shared.output import lossless_row
 from kdissect.conn.pipeline import Dissector
 from kdissect.spark.part_files import EXCHANGES, PARTITION_ERRORS, PartSink
@@ -53,10 +52,6 @@ BATCH_ROWS = 2048
 _PARTITION_ERROR_EXCHANGE_COLUMNS = ("capture", "correlation_id", "api_key", "api_name", "api_version")
 # the columns after an exchange's row in its work file (part_files.WORK_SCHEMAS)
 _ORDER_COLUMNS = ("stream_capture_index", "stream_frame_number", "ordinal")
-# an exchange's `to_row()` values, in its order, without the dict: each
-# column of the row is the exchange's attribute of that name
-# (tests/spark/test_part_files.py checks to_row's source says so)
-_row_values = attrgetter(*COLUMN_NAMES)
 
 
 def _partition_errors(exchange: Exchange) -> list[dict[str, Any]]:
@@ -158,7 +153,7 @@ class ConnectionRunner:
             # the work file, a column at a time), the stream key, the ordinal
             ordered = (*(key if key is not None else (None, None)), self._ordinal)
             self._ordinal += 1
-            add_exchange((*_row_values(exchange), *ordered))
+            add_exchange((*row_values(exchange), *ordered))
             if exchange.arrival is not None and self.arrivals is not None:
                 self.arrivals.add(exchange, ordered)
             errors = None

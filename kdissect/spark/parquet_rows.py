@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kdissect.shared.arrow_rows import rows_batch
 from kdissect.shared.outdir_tree import Tree
 
 FLUSH_ROWS = 65536
@@ -44,9 +45,7 @@ class ParquetRows:
         if self.writer is None:
             self.output = self.directory.output(self.name)
             self.writer = pq.ParquetWriter(self.output.__enter__(), self.schema)
-        columns = list(zip(*self.rows)) or [()] * len(self.schema)
-        self.writer.write_table(pa.Table.from_arrays(
-            [pa.array(column, type=field.type) for column, field in zip(columns, self.schema)], schema=self.schema))
+        self.writer.write_batch(rows_batch(self.rows, self.schema))
         self.rows = []
 
     def close(self) -> bool:

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
+from kdissect.shared.arrow_rows import rows_batch
 from kdissect.shared.atomic import cannot_write
 from kdissect.model.exchange import TIMESTAMP_COLUMNS, arrow_columns, arrow_schema
 from kdissect.shared.outdir_tree import Tree, as_tree
@@ -156,31 +157,6 @@ class _RowFile:
             problem = RuntimeError("task abandoned")
             with contextlib.suppress(RuntimeError, OSError):
                 self._output.__exit__(RuntimeError, problem, None)  # the temporary file is removed
-
-
-def rows_batch(rows: list[tuple], schema: pa.Schema, lossless: bool = False) -> pa.RecordBatch:
-    """A batch of `schema` from rows of values in its column order; with
-    `lossless`, the captured strings of its text columns (strings, lists)
-    stored by the rule every output stores them by (output.lossless_row's,
-    a column at a time)."""
-    if set(map(len, rows)) != {len(schema)}:  # (zip would cut every column to the shortest row)
-        raise ValueError(f"rows of {len(schema)} values expected")
-    columns: list[Any] = list(zip(*rows))
-    if lossless:
-        from kdissect.shared.output import lossless_column
-
-        for index, field in enumerate(schema):
-            if _may_hold_text(field.type):
-                columns[index] = lossless_column(columns[index])
-    return pa.RecordBatch.from_arrays([pa.array(column, type=field.type) for column, field in zip(columns, schema)],
-                                      schema=schema)
-
-
-def _may_hold_text(kind: pa.DataType) -> bool:
-    """Every type but numbers, booleans and times (a string there fails the conversion either way)."""
-    types = pa.types
-    return not (types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind)
-                or types.is_temporal(kind) or types.is_decimal(kind))
 
 
 class PartSink:

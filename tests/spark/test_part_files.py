@@ -89,8 +89,8 @@ def test_rows_as_values_give_the_batch_dict_rows_gave(captures_dir):
     `from_pylist` made of the rows by name after `lossless_row`."""
     from kdissect.conn.pipeline import Analysis
     from kdissect.shared.output import lossless_row
-    from kdissect.spark.dissect import _row_values
-    from kdissect.spark.part_files import rows_batch
+    from kdissect.model.exchange import row_values
+    from kdissect.shared.arrow_rows import rows_batch
 
     schema = WORK_SCHEMAS[EXCHANGES]
     escaped = 0
@@ -99,8 +99,8 @@ def test_rows_as_values_give_the_batch_dict_rows_gave(captures_dir):
         for ordinal, exchange in enumerate(Analysis([str(captures_dir / name)], (9092,), True, False)):
             row = exchange.to_row()
             assert list(row) == schema.names[:-3]
-            assert _row_values(exchange) == tuple(row.values())  # what the tasks hand over
-            values.append((*_row_values(exchange), 0, ordinal + 1, ordinal))
+            assert row_values(exchange) == tuple(row.values())  # what the tasks hand over
+            values.append((*row_values(exchange), 0, ordinal + 1, ordinal))
             stored = lossless_row(row)
             escaped += stored is not row
             by_name.append({**stored, "stream_capture_index": 0, "stream_frame_number": ordinal + 1,
@@ -118,7 +118,7 @@ def test_rows_as_values_give_the_batch_dict_rows_gave(captures_dir):
 
 def test_each_column_of_an_exchange_row_is_its_attribute_of_that_name():
     """The tasks take an exchange's row values as its attributes named by
-    COLUMN_NAMES (kdissect.spark.dissect._row_values): `to_row` must say
+    COLUMN_NAMES (kdissect.model.exchange.row_values): `to_row` must say
     exactly that, entry by entry ("name": self.name), read from its source."""
     import ast
     import inspect
