@@ -92,13 +92,13 @@ class RunSpool:
             return
         table = pa.Table.from_batches(self.held, RUN_SCHEMA)
         self.held, self.held_bytes = [], 0
-        keys = zip(*(table.column(name).to_pylist() for name in KEY_COLUMNS))
-        buckets = [bucket_of(*key, self.buckets) for key in keys]
+        addr_a, port_a, addr_b, port_b = (table.column(name).to_pylist() for name in KEY_COLUMNS)
+        buckets = [bucket_of(*key, self.buckets) for key in zip(addr_a, port_a, addr_b, port_b)]
         table = table.append_column("bucket", pa.array(buckets, pa.int32()))
         table = table.sort_by([("bucket", "ascending"), *((name, "ascending") for name in _SORT_COLUMNS)])
         ordered = table.column("bucket").to_pylist()
         sizes = pc.binary_length(table.column("segments")).to_pylist()
-        rows = table.drop_columns(["bucket"]).combine_chunks().to_batches()[0] if table.num_rows else None
+        rows = table.drop_columns(["bucket"]).combine_chunks().to_batches()[0]  # (held batches have rows)
         name = f"split-{self.split_id:05d}-{self.files:03d}.arrow"
         self.files += 1
         try:
