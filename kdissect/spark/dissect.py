@@ -1,8 +1,10 @@
-"""Executor side of the shuffle: one connection's segments -> exchange rows.
+"""The executors' tasks: splits read (and their connections dissected in
+place), then the shipped connections' segments -> exchange rows.
 
-Input rows are runs of segments (see segments.py) sorted by 4-tuple and then
-by (order_ts, capture_index, frame_number) of their first segment, so all
-segments of one 4-tuple arrive consecutively. With one capture file they are
+A dissecting task's input rows are runs of segments (see segments.py)
+merged by 4-tuple and then by (order_ts, capture_index, frame_number) of
+their first segment (kdissect.spark.handoff), so all segments of one
+4-tuple arrive consecutively. With one capture file they are
 in feed order already; with several, `captureset.ConnectionMerge` merges the
 runs into the capture set's feed order and drops duplicates across files,
 exactly as `kdissect export` does for the whole set. Each 4-tuple gets a
@@ -34,7 +36,7 @@ from kdissect.model.exchange import Exchange, row_values
 from kdissect.shared.output import lossless_row
 from kdissect.conn.pipeline import Dissector
 from kdissect.spark.part_files import EXCHANGES, PARTITION_ERRORS, PartSink
-from kdissect.spark.segments import READ_STATS_KEY, RUN_SCHEMA, add_read_stats, run_segments
+from kdissect.spark.segments import add_read_stats, run_segments
 
 CONNECTION, ACCOUNTING = 1, 2
 
@@ -109,7 +111,7 @@ class ConnectionRunner:
         self.capture_names = list(capture_names)
         self.accounting = Accounting()
         self.partition_error_failures = 0
-        self.read_totals: dict[str, Any] = {}  # summed ReadStats of the splits whose counts came here
+        self.read_totals: dict[str, Any] = {}  # copies across files dropped (the splits' counts come with theirs)
         self.classified_connections = 0
         self.output = _Output()
         self._dissector: Dissector | None = None
@@ -197,34 +199,21 @@ class ConnectionRunner:
         dissector.release()  # freed now by its reference count, not by the worker's collection after the task
         self._dissector = None
 
-    def run(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """OUTPUT_SCHEMA batches of RUN_SCHEMA batches sorted by 4-tuple."""
-        def rows() -> Iterator[tuple]:
-            for batch in batches:
-                for capture_index, addr_a, port_a, addr_b, port_b, packed in zip(*[
-                        batch.column(name).to_pylist()
-                        for name in ("capture_index", "addr_a", "port_a", "addr_b", "port_b", "segments")]):
-                    # a connection's run is unpacked as it is fed; rows under an empty address are not runs
-                    yield (addr_a, port_a, addr_b, port_b,
-                           run_segments(capture_index, addr_a, port_a, addr_b, port_b, packed) if addr_a else packed)
-
-        return self.run_rows(rows())
+    def run_runs(self, runs: Iterable[tuple]) -> Iterator[pa.RecordBatch]:
+        """OUTPUT_SCHEMA batches of RUN_SCHEMA tuples, each 4-tuple's runs
+        consecutive and in the order of their first segments
+        (kdissect.spark.handoff.bucket_runs); a run is unpacked as it is fed."""
+        return self.run_rows((addr_a, port_a, addr_b, port_b,
+                              run_segments(capture_index, addr_a, port_a, addr_b, port_b, packed))
+                             for addr_a, port_a, addr_b, port_b, _, capture_index, _, packed in runs)
 
     def run_rows(self, rows: Iterable[tuple]) -> Iterator[pa.RecordBatch]:
         """OUTPUT_SCHEMA batches of (addr_a, port_a, addr_b, port_b, segments)
         rows, each 4-tuple's rows consecutive, its segments (TcpSegments in
-        capture order) a run's or all of an in-place 4-tuple's; rows under an
-        empty address carry bytes instead: a split's read counts or the
-        outputs of a read task's in-place dissection (passed on as they are)."""
+        capture order) a run's or all of an in-place 4-tuple's."""
         current = None
         for addr_a, port_a, addr_b, port_b, segments in rows:
             key = (addr_a, port_a, addr_b, port_b)
-            if not addr_a:
-                if key == READ_STATS_KEY:  # a split's read counts, not a connection
-                    add_read_stats(self.read_totals, json.loads(segments))
-                elif port_a == IN_PLACE_PORT:
-                    yield from pa.ipc.open_stream(segments)
-                continue
             if key != current:
                 self.finish_connection()
                 self._start()
@@ -295,67 +284,59 @@ def _abandon(runner: ConnectionRunner) -> None:
     runner.arrivals.abandon()
 
 
-# A read task's in-place outputs travel through the shuffle as RUN_SCHEMA rows
-# under ("", IN_PLACE_PORT, "", split id): an Arrow stream of OUTPUT_SCHEMA rows.
-IN_PLACE_PORT = -2
-
-
-def _carried(batch: pa.RecordBatch, split_id: int, capture_index: int) -> pa.RecordBatch:
-    stream = pa.BufferOutputStream()
-    with pa.ipc.new_stream(stream, OUTPUT_SCHEMA) as writer:
-        writer.write_batch(batch)
-    return pa.RecordBatch.from_arrays([
-        pa.array([""], pa.string()), pa.array([IN_PLACE_PORT], pa.int32()),
-        pa.array([""], pa.string()), pa.array([split_id], pa.int32()),
-        pa.array([-1], pa.int64()), pa.array([capture_index], pa.int32()), pa.array([-1], pa.int64()),
-        pa.array([stream.getvalue().to_pybytes()], pa.binary()),
-    ], schema=RUN_SCHEMA)
-
-
 def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split_id: int, first_task_partition: int,
                    ports: Sequence[int], detect: bool, capture_names: Sequence[str], work_dir: Any,
                    keylog: Any = None, max_uncompressed: int | None = None,
-                   selection: tuple | None = None, forensic_tables: bool = True) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body of the read stage: Split rows -> RUN_SCHEMA batches.
+                   selection: tuple | None = None, forensic_tables: bool = True,
+                   buckets: int = 1) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of the read stage: Split rows -> OUTPUT_SCHEMA batches.
 
-    Each split's shipped runs and read counts go to the shuffle; with
-    `in_place`, the 4-tuples wholly inside the split (kdissect.spark.inrange)
-    are dissected here, as task partition `first_task_partition` + split id,
-    their OUTPUT_SCHEMA rows carried through the shuffle, and the split's
-    4-tuples written to `_work/tuples/` for the driver's check. The task's
-    splits share one forensic tally (kdissect.spark.forensics.TaskForensics,
-    named by its first split's task partition): one state and one ranges
-    file per task instead of one per split, each pickled, written, read and
+    Each split's shipped runs go to its files under `_work/runs/`, in
+    `buckets` buckets (kdissect.spark.handoff); an ACCOUNTING row per split
+    (task partition `first_task_partition` + split id) carries its read
+    counts and those files' pieces by bucket (SHIPPED_KEY). With `in_place`,
+    the 4-tuples wholly inside the split (kdissect.spark.inrange) are
+    dissected here, as that task partition, and the split's 4-tuples
+    written to `_work/tuples/` for the driver's check. The task's splits
+    share one forensic tally (kdissect.spark.forensics.TaskForensics, named
+    by its first split's task partition): one state and one ranges file
+    per task instead of one per split, each pickled, written, read and
     merged again on the driver (a merge of tallies equals the tally of the
     whole, so the tables are the same)."""
     from kdissect.shared.outdir_tree import as_tree
+    from kdissect.spark.handoff import RunSpool
     from kdissect.spark.inrange import TUPLES_DIR, SplitReader
-    from kdissect.spark.segments import RangeWatch, read_stats_batch
+    from kdissect.spark.segments import RangeWatch, read_stats_values
     from kdissect.wire.capture import ReadStats
 
+    work_dir = as_tree(work_dir)
     forensics: Any = None  # the splits' shared tallies, made with the first split that dissects
     try:
         for batch in batches:
             for split in batch.to_pylist():
                 stats = ReadStats()
                 split_id = split["split_id"]
+                task_partition = first_task_partition + split_id
                 watch = RangeWatch(split) if split["checked"] else None
                 reader = SplitReader(split, stats, in_place=in_place, last_range=split_id == last_split_id, watch=watch)
-                yield from reader.shipped_runs()
-                yield read_stats_batch(stats, split["capture_index"], watch)
+                spool = RunSpool(work_dir, split_id, buckets)
+                for runs in reader.shipped_runs():
+                    spool.add(runs)
+                read = {"read": read_stats_values(stats, watch), SHIPPED_KEY: spool.close()}
+                yield pa.RecordBatch.from_pylist([{"kind": ACCOUNTING, "task_partition": task_partition,
+                                                   "accounting": json.dumps(read)}], schema=OUTPUT_SCHEMA)
                 if not in_place:
                     continue
                 if forensic_tables and forensics is None:
                     from kdissect.spark.forensics import TaskForensics
 
-                    forensics = TaskForensics(work_dir, first_task_partition + split_id, max_uncompressed)
-                runner = _runner(first_task_partition + split_id, ports, detect, capture_names, work_dir, keylog,
+                    forensics = TaskForensics(work_dir, task_partition, max_uncompressed)
+                runner = _runner(task_partition, ports, detect, capture_names, work_dir, keylog,
                                  max_uncompressed, selection, several_files=False, forensic_tables=forensic_tables,
                                  forensics=forensics)
                 runner.in_range = reader.counts
                 try:
-                    for output in runner.run_rows(reader.in_place_rows()):
-                        yield _carried(output, split_id, split["capture_index"])
+                    yield from runner.run_rows(reader.in_place_rows())
                 except BaseException:
                     _abandon(runner)
                     raise
@@ -363,7 +344,7 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
                 stream = pa.BufferOutputStream()
                 with pa.ipc.new_file(stream, table.schema) as writer:
                     writer.write_table(table)
-                as_tree(work_dir).write_bytes(stream.getvalue().to_pybytes(), TUPLES_DIR, f"split-{split_id:05d}.arrow")
+                work_dir.write_bytes(stream.getvalue().to_pybytes(), TUPLES_DIR, f"split-{split_id:05d}.arrow")
     except BaseException:
         if forensics is not None:
             forensics.abandon()
@@ -372,19 +353,30 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
         forensics.close()
 
 
-def dissect_partition(batches: Iterable[pa.RecordBatch], ports: Sequence[int], detect: bool,
-                      capture_names: Sequence[str], work_dir: Any, keylog: Any = None,
-                      max_uncompressed: int | None = None, selection: tuple | None = None,
-                      forensic_tables: bool = True) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: sorted segment batches of one partition -> OUTPUT_SCHEMA
-    batches; the exchange rows go to this task partition's files in `work_dir`."""
-    from pyspark import TaskContext
+# a split's accounting row: its shipped runs' pieces by bucket (kdissect.spark.handoff)
+SHIPPED_KEY = "shipped_runs"
 
-    task_partition = TaskContext.get().partitionId()  # type: ignore[union-attr]
-    runner = _runner(task_partition, ports, detect, capture_names, work_dir, keylog, max_uncompressed, selection,
-                     forensic_tables=forensic_tables)
-    try:
-        yield from runner.run(batches)
-    except BaseException:
-        _abandon(runner)
-        raise
+
+def dissect_buckets(batches: Iterable[pa.RecordBatch], buckets: list[tuple[int, list]], ports: Sequence[int], detect: bool,
+                    capture_names: Sequence[str], work_dir: Any, keylog: Any = None,
+                    max_uncompressed: int | None = None, selection: tuple | None = None,
+                    forensic_tables: bool = True) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of the dissecting stage: indexes into `buckets` ((bucket,
+    its pieces) pairs) -> OUTPUT_SCHEMA batches. Each bucket's runs
+    (kdissect.spark.handoff) are merged and dissected as task partition
+    `bucket`, its exchange rows written to that task partition's files in
+    `work_dir`."""
+    from kdissect.shared.outdir_tree import as_tree
+    from kdissect.spark.handoff import bucket_runs
+
+    work_dir = as_tree(work_dir)
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            bucket, pieces = buckets[index]
+            runner = _runner(bucket, ports, detect, capture_names, work_dir, keylog, max_uncompressed, selection,
+                             forensic_tables=forensic_tables)
+            try:
+                yield from runner.run_runs(bucket_runs(work_dir, pieces))
+            except BaseException:
+                _abandon(runner)
+                raise

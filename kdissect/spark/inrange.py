@@ -1,5 +1,5 @@
 """Read one split and sort its connections: dissected where they were read,
-or shipped through the shuffle by 4-tuple.
+or shipped to a dissecting task by 4-tuple (kdissect.spark.handoff).
 
 Almost every connection of an archive lives inside one byte range: moving
 its bytes through Spark's shuffle (Python -> JVM -> disk -> sort -> JVM ->
@@ -8,9 +8,9 @@ segments of each 4-tuple whose opening it saw (the first segment of the
 4-tuple in the range is a SYN without ACK) and that closed (RST, or FIN in
 both directions) at least CLOSE_GRACE_NS before the range's last packet;
 those are dissected in the task itself, by a fresh `Dissector` per 4-tuple
-exactly as the shuffle side would. Every other 4-tuple (open at the range's
+exactly as the dissecting task would. Every other 4-tuple (open at the range's
 start or end) is shipped: its segments become runs (see segments.py) and go
-through the shuffle with the same 4-tuple's runs from the other ranges. In
+to the same dissecting task as the same 4-tuple's runs from the other ranges. In
 the capture set's last range, "open at the end" is no reason to ship: no
 later range exists.
 

@@ -13,11 +13,13 @@ tables' contributions):
    number packets locally, and after the read the driver checks that the
    ranges chained and makes frame numbers global (kdissect.spark.plan),
    reading a file again after a whole-range pre-pass if they did not;
-3. read splits into rows of segment runs, shuffle by 4-tuple, sort each
-   partition by 4-tuple then capture order, and run one `Dissector` per 4-tuple
-   (`mapInArrow`); each task writes its exchange and partition error rows to
-   its own Arrow files (see part_files.py) and hands back only a row per Kafka
-   connection and its accounting;
+3. read splits (`mapInArrow`), dissecting the 4-tuples wholly inside a split
+   there (kdissect.spark.inrange) and leaving the others' segment runs in
+   files by bucket of 4-tuple; then a task per bucket merges its runs by
+   4-tuple and capture order (kdissect.spark.handoff) and runs one
+   `Dissector` per 4-tuple; each task writes its exchange and partition
+   error rows to its own Arrow files (see part_files.py) and hands back only
+   a row per Kafka connection and its accounting;
 4. number streams by ranking the connections' classification keys (on the
    driver), and have each task partition rewrite its files as the final
    Parquet parts of `exchanges/` and `partition_errors/` and hand back its
@@ -59,9 +61,6 @@ TABLES = ("exchanges", "partition_errors", "latency", "waits", "errors", "errors
 # written with --broker-log (kdissect.spark.brokerlog)
 BROKER_LOG_TABLES = ("broker_latency", "broker_principals", "broker_unmatched")
 WORK_DIR = "_work"  # the tasks' Arrow files before stream numbering (see part_files.py)
-# rows per Arrow batch handed to Python: bounded because a row (a run of
-# segments, see segments.py) can hold a little over a MiB of payload
-ARROW_BATCH_ROWS = 32
 
 
 @dataclass
@@ -319,20 +318,21 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             probe.abandon()
             raise
     sc = spark.sparkContext
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
     planned = splits
     ranges = planning.number_tasks(probe.result())
     splits = planning.read_splits(ranges)
     say(f"{len(splits)} read tasks", "planned")
 
-    # -- 3. read; dissect in place or shuffle by connection -------------------
-    from kdissect.spark.dissect import ACCOUNTING, CONNECTION, OUTPUT_SCHEMA, dissect_partition, read_partition
-    from kdissect.spark.segments import KEY_COLUMNS, ORDER_COLUMNS, RANGES_KEY, RUN_SCHEMA, add_read_stats
+    # -- 3. read; dissect in place, or hand off by connection -----------------
+    from kdissect.spark.dissect import (ACCOUNTING, CONNECTION, OUTPUT_SCHEMA, SHIPPED_KEY, dissect_buckets,
+                                        read_partition)
+    from kdissect.spark.handoff import merge_indexes
+    from kdissect.spark.segments import RANGES_KEY, add_read_stats
 
     partitions = options.partitions or shuffle_partitions(total_bytes, sc.defaultParallelism, options.in_place)
     ports = list(options.ports)
     detect = options.detect
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))  # the arrivals' and forensic tallies' shuffles
 
     # a Tree (local paths made absolute by claim_outdir: an executor's working
     # directory is not the driver's); the tasks write into it through the store's client
@@ -343,19 +343,16 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     max_uncompressed = options.max_uncompressed
     forensic_tables = options.forensic_tables  # False: the tasks tally nothing for them
 
-    def dissect(batches):
-        from kdissect.shared.allocator import keep_freed_memory
-
-        keep_freed_memory()
-        return dissect_partition(batches, ports, detect, capture_names, work_dir, keylog, max_uncompressed,
-                                 selection, forensic_tables)
-
     from pyspark.sql.pandas.types import from_arrow_schema
+
+    output_schema = from_arrow_schema(OUTPUT_SCHEMA)
 
     def read_and_dissect(splits: list[planning.Split], in_place: bool):
         """The read stage (4-tuples wholly inside a split dissected there, see
-        kdissect.spark.inrange) and the shuffle of the rest by 4-tuple; what
-        comes back is small (a row per Kafka connection and one per task)."""
+        kdissect.spark.inrange; the others' runs left under _work/runs), then
+        the dissecting stage of the shipped 4-tuples, a task per bucket
+        (kdissect.spark.handoff); what comes back is small (a row per Kafka
+        connection and one per split and task)."""
         groups = [[split.as_row() for split in group] for group in read_task_groups(splits, sc.defaultParallelism)]
         # One partition per group, made in the JVM: `spark.range` of one id per
         # partition, and the task reads the splits of group `id` (shipped with
@@ -370,20 +367,29 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
 
             keep_freed_memory()  # a Python worker lives for the whole job
             stores.configure_once(store_settings)
-            # read tasks' partitions are numbered after the shuffle's
+            # read tasks' partitions are numbered after the dissecting tasks'
             return read_partition(_group_splits(batches, groups), in_place, last_split_id, partitions, ports, detect,
-                                  capture_names, work_dir, keylog, max_uncompressed, selection, forensic_tables)
+                                  capture_names, work_dir, keylog, max_uncompressed, selection, forensic_tables,
+                                  buckets=partitions)
 
-        runs = group_ids.mapInArrow(read, from_arrow_schema(RUN_SCHEMA))
-        dissected = (
-            runs.repartition(partitions, *KEY_COLUMNS)
-            .sortWithinPartitions(*KEY_COLUMNS, *ORDER_COLUMNS)
-            .mapInArrow(dissect, from_arrow_schema(OUTPUT_SCHEMA))
-        )
-        # small: a row per Kafka connection (its key, for the stream numbering) and one per task;
-        # collected as Arrow (converted in the tasks) rather than as pickled Rows, which the
+        # small: a row per Kafka connection (its key, for the stream numbering) and one per split and
+        # task; collected as Arrow (converted in the tasks) rather than as pickled Rows, which the
         # driver converts after the job ends while both slots wait
-        return _collected_rows(dissected.select(*_COLLECTED))
+        read_rows = _collected_rows(group_ids.mapInArrow(read, output_schema).select(*_COLLECTED))
+        buckets = sorted(merge_indexes([json.loads(row[-1]).get(SHIPPED_KEY, {}) for row in read_rows
+                                        if row[0] == ACCOUNTING]).items())
+        if not buckets:  # every 4-tuple was dissected where it was read
+            return read_rows
+
+        def dissect(batches):
+            from kdissect.shared.allocator import keep_freed_memory
+
+            keep_freed_memory()
+            return dissect_buckets(batches, buckets, ports, detect, capture_names, work_dir, keylog,
+                                   max_uncompressed, selection, forensic_tables)
+
+        bucket_ids = spark.range(0, len(buckets), 1, len(buckets))
+        return read_rows + _collected_rows(bucket_ids.mapInArrow(dissect, output_schema).select(*_COLLECTED))
 
     def task_rows(dissected: list) -> list[dict[str, Any]]:
         return [dict(zip(_COLLECTED, row)) for row in dissected if row[0] == ACCOUNTING]
@@ -441,7 +447,9 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     exchange_rows: dict[int, int] = {}  # per task partition
     for row in task_rows(dissected):
         values = json.loads(row["accounting"])
-        exchange_rows[row["task_partition"]] = values.get("rows_written", {}).get("exchanges", 0)
+        values.pop(SHIPPED_KEY, None)
+        if "rows_written" in values:  # a dissecting runner's row (a split's carries its read counts)
+            exchange_rows[row["task_partition"]] = values["rows_written"].get("exchanges", 0)
         connections += values.pop("classified_connections", 0)
         partition_error_failures += values.pop("partition_error_failures", 0)
         for table, count in values.pop("rows_written", {}).items():

@@ -22,7 +22,8 @@ class SparkJobOptions(ForensicSettings):
                              help="Cut pcap and pcapng files larger than this into byte ranges read in parallel "
                                   "(a last range up to 1.1 times this).")
     partitions: int | None = option("--partitions", kind=integer(1), metavar="N",
-                                    help="Shuffle partitions (default: from input size and cores).")
+                                    help="Buckets of the connections handed off between tasks, and partitions of "
+                                         "the job's shuffles (default: from input size and cores).")
     no_forensic_tables: bool = flag(
         "--no-forensic-tables",
         help="Skip the topic, group and client tables: their tallies read every Produce's and Fetch's record "

@@ -10,7 +10,6 @@ capture index, frame numbers, times and feed times.
 
 from __future__ import annotations
 
-import json
 import struct
 from typing import Any, Iterator
 
@@ -119,27 +118,19 @@ def run_segments(capture_index: int, addr_a: str, port_a: int, addr_b: str, port
                              payload, payload_len, order_ts)
 
 
-# The read counts of a split travel with its rows, in one row under a key no
-# connection has (an empty address), so they are counted exactly once even if
-# Spark re-runs a read task (an accumulator would count a retried task twice).
-READ_STATS_KEY = ("", -1, "", -1)
+# The read counts of a split travel in its accounting row (not an
+# accumulator, which would count a re-run read task twice).
 RANGES_KEY = "ranges"  # the checked ranges' RangeEnd dicts, summed up as a list (never capped)
 _MAX_PROBLEMS = 100
 
 
-def read_stats_batch(stats: ReadStats, capture_index: int, watch: RangeWatch | None = None) -> pa.RecordBatch:
-    """One RUN_SCHEMA row carrying a split's ReadStats as JSON (and, for a
-    checked range, how its read ended: under "ranges")."""
-    addr_a, port_a, addr_b, port_b = READ_STATS_KEY
+def read_stats_values(stats: ReadStats, watch: RangeWatch | None = None) -> dict[str, Any]:
+    """A split's ReadStats as a JSON-ready dict (and, for a checked range,
+    how its read ended: under "ranges")."""
     values = stats.to_dict()
     if watch is not None:
         values[RANGES_KEY] = [watch.end()]
-    return pa.RecordBatch.from_arrays([
-        pa.array([addr_a], pa.string()), pa.array([port_a], pa.int32()),
-        pa.array([addr_b], pa.string()), pa.array([port_b], pa.int32()),
-        pa.array([-1], pa.int64()), pa.array([capture_index], pa.int32()), pa.array([-1], pa.int64()),
-        pa.array([json.dumps(values).encode()], pa.binary()),
-    ], schema=RUN_SCHEMA)
+    return values
 
 
 def add_read_stats(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:

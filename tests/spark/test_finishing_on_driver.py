@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kdissect.spark.dissect import ACCOUNTING, CONNECTION, IN_PLACE_PORT, read_partition
+from kdissect.spark.dissect import ACCOUNTING, CONNECTION, read_partition
 from kdissect.spark.plan import number_tasks, plan_splits
 from kdissect.spark.tables import finish_tables
 from tests.support.spark import local_session
@@ -29,15 +29,12 @@ def _dissected(captures_dir, work) -> tuple[list[tuple], dict[int, int]]:
     connections, rows = [], {}
     for batch in read_partition([pa.RecordBatch.from_pylist(splits)], True, splits[-1]["split_id"], 4, [9092], True,
                                 CAPTURES, str(work), forensic_tables=False):
-        for port, carried in zip(batch.column("port_a").to_pylist(), batch.column("segments").to_pylist()):
-            if port != IN_PLACE_PORT:
-                continue
-            for row in pa.ipc.open_stream(carried).read_all().to_pylist():
-                if row["kind"] == CONNECTION:
-                    connections.append((row["task_partition"], row["stream_capture_index"],
-                                        row["stream_frame_number"], row["stream_order_ts"]))
-                elif row["kind"] == ACCOUNTING:
-                    rows[row["task_partition"]] = json.loads(row["accounting"])["rows_written"]["exchanges"]
+        for row in batch.to_pylist():
+            if row["kind"] == CONNECTION:
+                connections.append((row["task_partition"], row["stream_capture_index"],
+                                    row["stream_frame_number"], row["stream_order_ts"]))
+            elif row["kind"] == ACCOUNTING and "rows_written" in json.loads(row["accounting"]):
+                rows[row["task_partition"]] = json.loads(row["accounting"])["rows_written"]["exchanges"]
     return connections, rows
 
 
