@@ -102,7 +102,10 @@ class JobResult:
 
 
 def shuffle_partitions(total_bytes: int, slots: int, in_place: bool = False) -> int:
-    """Partitions of the connection shuffle, a multiple of the slots.
+    """Buckets of the shipped connections (the dissecting tasks of
+    kdissect.spark.handoff; also the partitions of the job's other
+    shuffles), a multiple of the slots. (The measurements below were made
+    when the buckets were Spark shuffle partitions.)
 
     Every connection shuffled (`in_place` False): about 32 MiB of capture
     each and at least four per task slot, so the last wave of tasks keeps

@@ -1,7 +1,8 @@
 """Read one split into Arrow batches of rows of TCP segments.
 
-A row is a run of `TcpSegment`s of one connection, keyed for the shuffle by
-the connection's canonical 4-tuple (lower endpoint first); each packed
+A row is a run of `TcpSegment`s of one connection, keyed for the hand-off
+to its dissecting task (kdissect.spark.handoff) by the connection's
+canonical 4-tuple (lower endpoint first); each packed
 segment carries its direction along that tuple. Reading is the capture
 reader's own (its record and block loops, `kdissect.wire.capture.read_range`), so
 the rows hold exactly the segments `kdissect export` reads, with the same
