@@ -304,7 +304,7 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
     merged again on the driver (a merge of tallies equals the tally of the
     whole, so the tables are the same)."""
     from kdissect.shared.outdir_tree import as_tree
-    from kdissect.spark.handoff import RunSpool
+    from kdissect.spark.handoff import SHIPPED_KEY, RunSpool
     from kdissect.spark.inrange import TUPLES_DIR, SplitReader
     from kdissect.spark.segments import RangeWatch, read_stats_values
     from kdissect.wire.capture import ReadStats
@@ -351,10 +351,6 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
         raise
     if forensics is not None:
         forensics.close()
-
-
-# a split's accounting row: its shipped runs' pieces by bucket (kdissect.spark.handoff)
-SHIPPED_KEY = "shipped_runs"
 
 
 def dissect_buckets(batches: Iterable[pa.RecordBatch], buckets: list[tuple[int, list]], ports: Sequence[int], detect: bool,

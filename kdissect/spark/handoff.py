@@ -50,6 +50,7 @@ SPOOL_BYTES = 64 << 20  # runs a split holds before writing a sorted file
 BATCH_BYTES = 1 << 20  # payload per written batch: what a dissecting task holds per piece
 # a piece of a bucket: (file name under RUNS_DIR, first batch, batches)
 Piece = tuple[str, int, int]
+SHIPPED_KEY = "shipped_runs"  # a split's accounting row: its pieces by bucket
 
 _SORT_COLUMNS = [*KEY_COLUMNS, *ORDER_COLUMNS]
 _RUN_NAMES = RUN_SCHEMA.names

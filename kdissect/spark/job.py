@@ -327,9 +327,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     say(f"{len(splits)} read tasks", "planned")
 
     # -- 3. read; dissect in place, or hand off by connection -----------------
-    from kdissect.spark.dissect import (ACCOUNTING, CONNECTION, OUTPUT_SCHEMA, SHIPPED_KEY, dissect_buckets,
-                                        read_partition)
-    from kdissect.spark.handoff import merge_indexes
+    from kdissect.spark.dissect import ACCOUNTING, CONNECTION, OUTPUT_SCHEMA, dissect_buckets, read_partition
+    from kdissect.spark.handoff import SHIPPED_KEY, merge_indexes
     from kdissect.spark.segments import RANGES_KEY, add_read_stats
 
     partitions = options.partitions or shuffle_partitions(total_bytes, sc.defaultParallelism, options.in_place)

@@ -92,7 +92,8 @@ def test_each_split_reports_its_read_counts_once(captures_dir, tmp_path):
 
     import pyarrow as pa
 
-    from kdissect.spark.dissect import ACCOUNTING, SHIPPED_KEY, read_partition
+    from kdissect.spark.dissect import ACCOUNTING, read_partition
+    from kdissect.spark.handoff import SHIPPED_KEY
     from tests.support.pcaps import packet_count
 
     path = captures_dir / "large_records.pcap"
