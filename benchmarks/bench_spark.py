@@ -52,7 +52,11 @@
    (by bytes; `halves` below): the figure is then what the second half of the
    archive costs each command, which sets aside start-up and every other cost
    a run pays once (a second job, the last tables), not only the tiny
-   capture's; two exports then read a quarter each against an eighth.
+   capture's; two exports then read a quarter each against an eighth
+   (so it needs at least four files with the "2 cores" row). Two archive
+   runs differ by the same few seconds of noise as an archive and a tiny
+   run, so on the 60 MB shapes, where half the archive is 2-3 s of work,
+   this figure is noise; it is meant for the record-heavy archive and larger.
    `--checkout DIR` runs another checkout's kdissect on the same
    archive (an A/B against main). The result is the median
    over the rounds and their range; a spread (max - min) over a quarter of
@@ -433,6 +437,9 @@ def main() -> None:
     # the run each archive run is set against ("tiny" in the results either way)
     baseline = [str(TINY)] if args.baseline == "tiny" else archive_halves[0]
     quarters = halves(first_half)
+    if args.baseline == "half" and with_two_exports and not all(quarters):
+        raise SystemExit(f"bench_spark: --baseline half with the 2-cores row needs at least 4 files "
+                         f"(this archive has {len(files)}); add --only '1 core'")
     baseline_halves = ((baseline, baseline) if args.baseline == "tiny"
                        else (list(map(str, quarters[0])), list(map(str, quarters[1]))))
     names = list(configurations) + (["2 exports"] if with_two_exports else [])
