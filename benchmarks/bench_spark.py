@@ -47,7 +47,17 @@
    time (user + system of the whole process tree, sampled from /proc; the
    other load on a shared machine moves it far less than the wall time;
    for two cores the wall time is the figure that counts, on a quiet
-   machine). `--checkout DIR` runs another checkout's kdissect on the same
+   machine). With `--baseline half` the subtracted run is not the tiny
+   capture's but the same command on the first half of the archive's files
+   (by bytes; `halves` below): the figure is then what the second half of the
+   archive costs each command, which sets aside start-up and every other cost
+   a run pays once (a second job, the last tables), not only the tiny
+   capture's; two exports then read a quarter each against an eighth
+   (so it needs at least four files with the "2 cores" row). Two archive
+   runs differ by the same few seconds of noise as an archive and a tiny
+   run, so on the 60 MB shapes, where half the archive is 2-3 s of work,
+   this figure is noise; it is meant for the record-heavy archive and larger.
+   `--checkout DIR` runs another checkout's kdissect on the same
    archive (an A/B against main). The result is the median
    over the rounds and their range; a spread (max - min) over a quarter of
    the median is flagged as too wide to trust. Results go to
@@ -352,6 +362,9 @@ def main() -> None:
     parser.add_argument("--no-forensic-tables", action="store_true",
                         help="run kdissect spark with --no-forensic-tables (the tables export writes, and the "
                              "summaries; not the topic, group and client tables)")
+    parser.add_argument("--baseline", choices=["tiny", "half"], default="tiny",
+                        help="what each command's archive run is set against: its run on the tiny capture "
+                             "(start-up) or on the first half of the archive's files (every once-a-run cost)")
     parser.add_argument("--checkout", type=Path, default=REPO,
                         help="run this kdissect checkout (with its own compiled build); the archive and "
                              "results stay in this script's benchmarks/out (default: this script's checkout)")
@@ -380,10 +393,11 @@ def main() -> None:
           f"(built/reused in {time.monotonic() - started:.0f}s); split size {split_size}", flush=True)
     python = sys.executable
     slug = f"{args.shape}_{args.format}" + ("_no-forensic-tables" if args.no_forensic_tables else "") + \
-        ("" if CHECKOUT == REPO else f"_{CHECKOUT.name}")
+        ("" if args.baseline == "tiny" else f"_{args.baseline}") + ("" if CHECKOUT == REPO else f"_{CHECKOUT.name}")
     spark_options = ["--no-forensic-tables"] if args.no_forensic_tables else []
     results: dict = {"checkout": str(CHECKOUT), "shape": args.shape, "format": args.format, "archive_bytes": total, "archive_files": len(files),
                      "split_size": split_size, "cpu_count": os.cpu_count(), "spark_options": spark_options,
+                     "baseline": args.baseline,
                      "rounds": []}
     # unmeasured warm-up on the tiny capture: writes the JVM's class-data archive
     # (a cache, like bytecode; see kdissect/spark/session.py) if there is none yet
@@ -420,18 +434,26 @@ def main() -> None:
         config: {"wall": [], "cpu": [], "wall_less_page": [], "cpu_less_page": []} for config in configurations}
     first_half, second_half = halves(files)
     archive_halves = (list(map(str, first_half)), list(map(str, second_half)))
+    # the run each archive run is set against ("tiny" in the results either way)
+    baseline = [str(TINY)] if args.baseline == "tiny" else archive_halves[0]
+    quarters = halves(first_half)
+    if args.baseline == "half" and with_two_exports and not all(quarters):
+        raise SystemExit(f"bench_spark: --baseline half with the 2-cores row needs at least 4 files "
+                         f"(this archive has {len(files)}); add --only '1 core'")
+    baseline_halves = ((baseline, baseline) if args.baseline == "tiny"
+                       else (list(map(str, quarters[0])), list(map(str, quarters[1]))))
     names = list(configurations) + (["2 exports"] if with_two_exports else [])
     ratios: dict[str, list[float]] = {config: [] for config in names}
     cpu_ratios: dict[str, list[float]] = {config: [] for config in names}
     for round_number in range(args.rounds):
         measured: dict = {"load_average": os.getloadavg()[0]}
-        (tiny_wall, tiny_cpu), (wall, cpu) = export([str(TINY)]), export(list(map(str, files)))
+        (tiny_wall, tiny_cpu), (wall, cpu) = export(baseline), export(list(map(str, files)))
         measured["export"] = {"tiny": round(tiny_wall, 2), "archive": round(wall, 2),
                               "tiny_cpu": round(tiny_cpu, 2), "archive_cpu": round(cpu, 2)}
         work_export, cpu_export = wall - tiny_wall, cpu - tiny_cpu
         if with_report:
             (report_tiny, report_tiny_cpu), (report_wall, report_cpu) = (
-                report([str(TINY)], f"cli_report_tiny_{slug}"), report(list(map(str, files)), f"cli_report_{slug}"))
+                report(baseline, f"cli_report_tiny_{slug}"), report(list(map(str, files)), f"cli_report_{slug}"))
             measured["report"] = {"tiny": round(report_tiny, 2), "archive": round(report_wall, 2),
                                   "tiny_cpu": round(report_tiny_cpu, 2), "archive_cpu": round(report_cpu, 2)}
             print(f"round {round_number + 1}: report {report_wall:.1f}s (tiny {report_tiny:.1f}s), CPU "
@@ -439,7 +461,7 @@ def main() -> None:
         spark_work: dict[str, tuple[float, float]] = {}
         for config, (master, cpus) in configurations.items():
             outdir = OUT / f"spark_{slug}_{config.replace(' ', '_')}"
-            tiny, tiny_cpu = spark([str(TINY)], master, cpus, OUT / f"spark_tiny_{slug}")
+            tiny, tiny_cpu = spark(baseline, master, cpus, OUT / f"spark_tiny_{slug}")
             seconds, cpu = spark([str(archive_dir)], master, cpus, outdir)
             manifest = json.loads((outdir / "manifest.json").read_text())
             ratio = work_export / (seconds - tiny)
@@ -479,7 +501,7 @@ def main() -> None:
                       f"{page_cpu_work:.1f}s) taken out: {figures['wall_less_page']:.2f}x, "
                       f"{figures['cpu_less_page']:.2f}x", flush=True)
         if with_two_exports:
-            tiny, tiny_cpu = two_exports(([str(TINY)], [str(TINY)]))
+            tiny, tiny_cpu = two_exports(baseline_halves)
             seconds, cpu = two_exports(archive_halves)
             ratio, cpu_ratio = work_export / (seconds - tiny), cpu_export / (cpu - tiny_cpu)
             ratios["2 exports"].append(ratio)

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from kdissect.conn.arrivals import BY_PRODUCE, MAX_HELD_NS, FetchArrival, ProduceArrival, apply_wait, earliest_produce
 from kdissect.shared.outdir_tree import Tree, as_tree
-from kdissect.spark.parquet_rows import ParquetRows
+from kdissect.spark.tree_rows import TreeRows
 
 ARRIVALS_DIR = "arrivals"
 PRODUCED, FETCHED = 0, 1
@@ -59,7 +59,7 @@ class ArrivalSink:
         self.task_partition = task_partition
         self.fetched = 0
         # the name is chosen at the end (`arrivals-` or `produced-`): written as `.partial` until then
-        self.rows = ParquetRows(self.directory, f"{self.name}.partial", ARRIVAL_SCHEMA)
+        self.rows = TreeRows(self.directory, f"{self.name}.partial", ARRIVAL_SCHEMA)
 
     def add(self, exchange: Any, ordered: tuple[int | None, int | None, int]) -> None:
         """Note the arrival facts of an exchange, whose row is found by
@@ -70,8 +70,8 @@ class ArrivalSink:
         elif isinstance(arrival, FetchArrival) and arrival.end_ns - arrival.start_ns <= MAX_HELD_NS:
             for label, partition, offset in arrival.marks:
                 self.fetched += 1
-                self.rows.add(FETCHED, label, partition, offset, None, None, self.task_partition, *ordered,
-                              arrival.start_ns, arrival.end_ns, arrival.before_ns, arrival.before_reason)
+                self.rows.add((FETCHED, label, partition, offset, None, None, self.task_partition, *ordered,
+                               arrival.start_ns, arrival.end_ns, arrival.before_ns, arrival.before_reason))
         exchange.arrival = None
 
     def add_produced(self, exchange: Any) -> None:
@@ -80,7 +80,7 @@ class ArrivalSink:
         arrival = exchange.arrival
         if isinstance(arrival, ProduceArrival) and exchange.response_ts is not None:
             for label, partition, first, last in arrival.ranges:
-                self.rows.add(PRODUCED, label, partition, first, last, exchange.response_ts, *([None] * 8))
+                self.rows.add((PRODUCED, label, partition, first, last, exchange.response_ts, *([None] * 8)))
         exchange.arrival = None
 
     def close(self) -> None:

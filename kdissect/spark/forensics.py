@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from kdissect.forensics.latency import FETCHED, PRODUCED, RangeRows
 from kdissect.shared.outdir_tree import Tree, as_tree
-from kdissect.spark.parquet_rows import FLUSH_ROWS, ParquetRows
+from kdissect.spark.tree_rows import FLUSH_ROWS, TreeRows
 
 FORENSICS_DIR = "forensics"
 RANGE_SCHEMA = pa.schema([
@@ -58,10 +58,10 @@ class RangeSink:
     kdissect.forensics.latency.RangeRows) is the `latency_sink` of the
     task's Forensics, called once per range (a task has thousands), and
     hands its rows to the file once FLUSH_ROWS have gathered, as
-    `ParquetRows.add` would write them."""
+    `TreeRows.add` would write them."""
 
     def __init__(self, work_dir: Tree | str, task_partition: int) -> None:
-        self.rows = ParquetRows(_directory(work_dir), f"ranges-{task_partition:05d}.parquet", RANGE_SCHEMA)
+        self.rows = TreeRows(_directory(work_dir), f"ranges-{task_partition:05d}.parquet", RANGE_SCHEMA)
         self.sink = RangeRows(self._flush, FLUSH_ROWS)
 
     def _flush(self) -> None:

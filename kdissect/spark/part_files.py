@@ -22,15 +22,13 @@ file again.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
-from kdissect.shared.arrow_rows import rows_batch
-from kdissect.shared.atomic import cannot_write
 from kdissect.model.exchange import TIMESTAMP_COLUMNS, arrow_columns, arrow_schema
 from kdissect.shared.outdir_tree import Tree, as_tree
+from kdissect.spark.tree_rows import TreeRows
 
 EXCHANGES, PARTITION_ERRORS = "exchanges", "partition_errors"
 
@@ -85,78 +83,13 @@ def _timestamps_in(table: pa.Table, ts_unit: str) -> pa.Table:
                                  column.cast(pa.timestamp(ts_unit, tz="UTC")))
     return table
 
+
+# rows per batch of a work file: a task holds at most this many rows of a table
 BATCH_ROWS = 4096
 
 
 def _part_name(task_partition: int, suffix: str) -> str:
     return f"part-{task_partition:05d}.{suffix}"
-
-
-class _RowFile:
-    """Rows of one table of one task partition, appended to an Arrow file in batches.
-
-    A row is a tuple of its values in the schema's column order: a batch is
-    those tuples turned into columns (`zip`) and each column converted at its
-    field's type, the conversion `RecordBatch.from_pylist` makes once it has
-    looked every value up in its row's dict (about twice the cost, measured
-    on the benchmark archive's exchange rows)."""
-
-    def __init__(self, tree: Tree, name: str, schema: pa.Schema, lossless: bool = False) -> None:
-        self.tree = tree
-        self.name = name
-        self.schema = schema
-        self.lossless = lossless  # the rows' captured strings not yet stored by the lossless rule
-        self.rows: list[tuple] = []
-        self.written = 0
-        self._output: Any = None  # the Tree.output context while writing
-        self._writer: Any = None
-
-    def add(self, values: tuple) -> None:
-        rows = self.rows
-        rows.append(values)
-        if len(rows) >= BATCH_ROWS:
-            self._flush()
-
-    def _flush(self) -> None:
-        """Write the rows held; a failed write (a full disk) is the one-line OutputError."""
-        try:
-            self._write_rows()
-        except OSError as problem:
-            self.abandon()
-            raise cannot_write(self.tree.uri_of(self.name), problem) from None
-
-    def _write_rows(self) -> None:
-        if not self.rows:
-            return
-        if self._writer is None:
-            self._output = self.tree.output(self.name)
-            self._writer = pa.ipc.new_file(self._output.__enter__(), self.schema)
-        self._writer.write_batch(rows_batch(self.rows, self.schema, self.lossless))
-        self.written += len(self.rows)
-        self.rows = []
-
-    def close(self) -> None:
-        self._flush()
-        if self._writer is not None:
-            try:
-                self._writer.close()
-            except OSError as problem:
-                self.abandon()
-                raise cannot_write(self.tree.uri_of(self.name), problem) from None
-            self._writer = None
-            try:
-                self._output.__exit__(None, None, None)  # a re-run task replaces its earlier file
-            except OSError as problem:
-                raise cannot_write(self.tree.uri_of(self.name), problem) from None
-
-    def abandon(self) -> None:
-        if self._writer is not None:
-            with contextlib.suppress(Exception):
-                self._writer.close()
-            self._writer = None
-            problem = RuntimeError("task abandoned")
-            with contextlib.suppress(RuntimeError, OSError):
-                self._output.__exit__(RuntimeError, problem, None)  # the temporary file is removed
 
 
 class PartSink:
@@ -166,8 +99,8 @@ class PartSink:
         work_dir = as_tree(work_dir)
         self.task_partition = task_partition
         # (the exchange rows come as captured: their strings are made lossless a column at a time)
-        self.files = {table: _RowFile(work_dir.sub(table), _part_name(task_partition, "arrow"), WORK_SCHEMAS[table],
-                                      lossless=table == EXCHANGES)
+        self.files = {table: TreeRows(work_dir.sub(table), _part_name(task_partition, "arrow"), WORK_SCHEMAS[table],
+                                      ipc=True, lossless=table == EXCHANGES, flush_rows=BATCH_ROWS)
                       for table in WORK_SCHEMAS}
 
     def add_exchange(self, values: tuple) -> None:
