@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -48,3 +51,27 @@ def tshark() -> str:
     if path is None:
         pytest.fail("tshark is not installed: run tools/setup.sh (it installs Debian's tshark)")
     return path
+
+
+@contextlib.contextmanager
+def small_tmpfs(mount_point: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` (e.g. "64k") mounted at `mount_point` (created): a
+    real file system that fills up. The tests run as root in CI; elsewhere
+    mounting may not be permitted, and the test is skipped."""
+    mount_point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        # lazy: a failing test may still hold a file open there (in its traceback)
+        subprocess.run(["umount", "--lazy", str(mount_point)], check=True)
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs under tmp_path (see `small_tmpfs`)."""
+    with small_tmpfs(tmp_path / "full", "64k") as mount_point:
+        yield mount_point

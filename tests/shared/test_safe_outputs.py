@@ -4,7 +4,7 @@
   hard link of it) is refused before anything is written, by every verb
   with -o: the capture stays byte for byte.
 - Every output file is written under a temporary name and renamed: on a
-  really full disk (a 64 KiB tmpfs, mounted here) the earlier output stays
+  really full disk (a 64 KiB tmpfs: the `full_disk` fixture of tests/conftest.py) the earlier output stays
   byte for byte, no temporary file is left, and the error is one line with
   exit 2. The disk is filled so that the output cannot fit: its size is
   taken from the same command writing to an ordinary directory.
@@ -121,22 +121,6 @@ def test_an_output_is_replaced_whole_through_links_with_its_permissions(tmp_path
     # a device is written in place (never renamed over)
     assert _run(["export", str(SOURCE), "-o", "/dev/null", "-q"], capsys)[0] == 0
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
-
-
-@pytest.fixture
-def full_disk(tmp_path):
-    """A 64 KiB tmpfs (a real file system that fills up). The test runs as
-    root in CI; elsewhere mounting may not be permitted."""
-    mount_point = tmp_path / "full"
-    mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=True)
 
 
 def _fill(mount_point: Path, leave: int) -> None:

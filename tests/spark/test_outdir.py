@@ -23,7 +23,7 @@ from kdissect.cli import main
 from kdissect.shared.protected_inputs import ProtectedInputs
 from kdissect.spark.job import TABLES, WORK_DIR
 from kdissect.spark.outdir import MARKER, claim_outdir
-from tests.conftest import CAPTURES
+from tests.conftest import CAPTURES, small_tmpfs
 
 SOURCE = CAPTURES / "admin.pcap"
 
@@ -228,18 +228,10 @@ def test_a_full_disk_under_the_job_is_one_error_line(tmp_path):
     import subprocess
     import sys
 
-    mount_point = tmp_path / "full"
-    mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "full", "128k") as mount_point:
         result = subprocess.run([sys.executable, "-m", "kdissect", "spark", str(CAPTURES / "forensics_kafka.pcap"),
                                  "-o", str(mount_point / "out"), "--master", "local[1]"],
                                 cwd=CAPTURES.parent, capture_output=True, text=True, timeout=600)
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=True)
     last = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 2, result.stderr[-2000:]
     assert last.startswith(f"kdissect: error: cannot write {mount_point / 'out'}/")
