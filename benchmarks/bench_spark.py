@@ -399,6 +399,10 @@ def main() -> None:
                      "split_size": split_size, "cpu_count": os.cpu_count(), "spark_options": spark_options,
                      "baseline": args.baseline,
                      "rounds": []}
+    if args.baseline == "half" and "2 cores" in configurations and not all(halves(halves(files)[0])):
+        # (the 2-exports row's baseline: two exports, on a quarter of the archive each)
+        raise SystemExit(f"bench_spark: --baseline half with the 2-cores row needs a first half of at least "
+                         f"2 files (this archive has {len(files)} files); add --only '1 core'")
     # unmeasured warm-up on the tiny capture: writes the JVM's class-data archive
     # (a cache, like bytecode; see kdissect/spark/session.py) if there is none yet
     _timed([python, "-m", "kdissect", "spark", str(TINY), "-o", str(OUT / f"spark_warmup_{slug}"),
@@ -437,9 +441,6 @@ def main() -> None:
     # the run each archive run is set against ("tiny" in the results either way)
     baseline = [str(TINY)] if args.baseline == "tiny" else archive_halves[0]
     quarters = halves(first_half)
-    if args.baseline == "half" and with_two_exports and not all(quarters):
-        raise SystemExit(f"bench_spark: --baseline half with the 2-cores row needs at least 4 files "
-                         f"(this archive has {len(files)}); add --only '1 core'")
     baseline_halves = ((baseline, baseline) if args.baseline == "tiny"
                        else (list(map(str, quarters[0])), list(map(str, quarters[1]))))
     names = list(configurations) + (["2 exports"] if with_two_exports else [])
