@@ -53,7 +53,7 @@
    archive costs each command, which sets aside start-up and every other cost
    a run pays once (a second job, the last tables), not only the tiny
    capture's; two exports then read a quarter each against an eighth
-   (so it needs at least four files with the "2 cores" row). Two archive
+   (so with the "2 cores" row the first half must hold two files at least). Two archive
    runs differ by the same few seconds of noise as an archive and a tiny
    run, so on the 60 MB shapes, where half the archive is 2-3 s of work,
    this figure is noise; it is meant for the record-heavy archive and larger.
