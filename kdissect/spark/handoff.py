@@ -139,6 +139,17 @@ def merge_indexes(indexes: list[dict[Any, list]]) -> dict[int, list[Piece]]:
     return merged
 
 
+def launch_order(pieces_by_bucket: dict[int, list[Piece]]) -> list[tuple[int, list[Piece]]]:
+    """(bucket, pieces) pairs in the order their dissecting tasks are
+    launched: the most batches first (a batch holds up to BATCH_BYTES of
+    runs, so batches measure a bucket's bytes), ties by bucket. The slots
+    take tasks as they come free, so the stage ends on the smallest buckets,
+    not on a large one launched last while the other slots wait (record-heavy
+    archive, two cores: four buckets of 0.88, 0.65, 0.64 and 0.05 s in
+    bucket order left one slot alone for 0.82 s)."""
+    return sorted(pieces_by_bucket.items(), key=lambda item: (-sum(piece[2] for piece in item[1]), item[0]))
+
+
 def bucket_runs(work_dir: Tree, pieces: list[Piece]) -> Iterator[tuple]:
     """A bucket's runs as RUN_SCHEMA tuples, each 4-tuple's consecutive and in
     the order of their first segments (order_ts, capture_index, frame_number)."""

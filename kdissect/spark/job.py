@@ -328,7 +328,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
 
     # -- 3. read; dissect in place, or hand off by connection -----------------
     from kdissect.spark.dissect import ACCOUNTING, CONNECTION, OUTPUT_SCHEMA, dissect_buckets, read_partition
-    from kdissect.spark.handoff import SHIPPED_KEY, merge_indexes
+    from kdissect.spark.handoff import SHIPPED_KEY, launch_order, merge_indexes
     from kdissect.spark.segments import RANGES_KEY, add_read_stats
 
     partitions = options.partitions or shuffle_partitions(total_bytes, sc.defaultParallelism, options.in_place)
@@ -378,8 +378,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         # task; collected as Arrow (converted in the tasks) rather than as pickled Rows, which the
         # driver converts after the job ends while both slots wait
         read_rows = _collected_rows(group_ids.mapInArrow(read, output_schema).select(*_COLLECTED))
-        buckets = sorted(merge_indexes([json.loads(row[-1]).get(SHIPPED_KEY, {}) for row in read_rows
-                                        if row[0] == ACCOUNTING]).items())
+        buckets = launch_order(merge_indexes([json.loads(row[-1]).get(SHIPPED_KEY, {}) for row in read_rows
+                                              if row[0] == ACCOUNTING]))
         if not buckets:  # every 4-tuple was dissected where it was read
             return read_rows
 

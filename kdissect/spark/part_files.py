@@ -136,7 +136,6 @@ def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
     global with `frame_offsets` (kdissect.spark.frames). Returns the rows
     written per table and the partition's exchanges' summaries.SUMMARY_COLUMNS,
     times in int nanoseconds (for the summary tables)."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from kdissect.spark.summaries import SUMMARY_COLUMNS
@@ -160,11 +159,8 @@ def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
             from kdissect.spark.frames import renumber_frames
 
             rows = renumber_frames(rows, frame_offsets)
-        keys = zip(rows.column("stream_capture_index").to_pylist(), rows.column("stream_frame_number").to_pylist())
-        numbered = rows.set_column(schema.get_field_index("stream"), "stream",
-                                   pa.array([streams.get(key) for key in keys], pa.int64()))
-        # the sort is stable: a response's partition errors keep their order
-        ordered = numbered.take(pc.sort_indices(numbered, [("stream", "ascending"), ("ordinal", "ascending")]))
+        numbered = rows.set_column(schema.get_field_index("stream"), "stream", stream_column(rows, streams))
+        ordered = _in_stream_order(numbered)
         selected = ordered.select(schema.names)
         final = _timestamps_in(selected, ts_unit).cast(schema)
         for directory, rows_of_day in _lake_partitions(table, final):
@@ -174,6 +170,53 @@ def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
         if table == EXCHANGES:
             exchanges = selected.select(list(SUMMARY_COLUMNS)).cast(summary_schema)
     return written, exchanges
+
+
+def stream_column(rows: pa.Table, streams: dict[tuple[int, int], int]) -> pa.Array:
+    """The global stream number of each work row, from its connection's key
+    (stream_capture_index, stream_frame_number) and `streams`; null where
+    the key is not in `streams` (a row of no Kafka connection)."""
+    import numpy as np
+
+    length = rows.num_rows
+    found = np.zeros(length, dtype=bool)
+    numbers = np.zeros(length, dtype=np.int64)
+    if streams and length:
+        capture_of = rows.column("stream_capture_index").to_numpy(zero_copy_only=False)
+        frame_of = rows.column("stream_frame_number").to_numpy(zero_copy_only=False)
+        known = rows.column("stream_capture_index").is_valid().to_numpy(zero_copy_only=False) & \
+            rows.column("stream_frame_number").is_valid().to_numpy(zero_copy_only=False)
+        by_capture: dict[int, list[tuple[int, int]]] = {}
+        for (capture_index, frame_number), stream in streams.items():
+            by_capture.setdefault(capture_index, []).append((frame_number, stream))
+        # (a partition's connections come from few files: one sorted lookup per file)
+        for capture_index, pairs in by_capture.items():
+            pairs.sort()
+            frames = np.array([frame for frame, _ in pairs], dtype=np.int64)
+            their_streams = np.array([stream for _, stream in pairs], dtype=np.int64)
+            here = np.flatnonzero(known & (capture_of == capture_index))
+            wanted = frame_of[here].astype(np.int64)
+            at = np.minimum(np.searchsorted(frames, wanted), len(frames) - 1)
+            hit = frames[at] == wanted
+            found[here[hit]] = True
+            numbers[here[hit]] = their_streams[at[hit]]
+    return pa.array(numbers, pa.int64(), mask=~found)
+
+
+def _in_stream_order(rows: pa.Table) -> pa.Table:
+    """`rows` sorted by stream and exchange order (stable: a response's
+    partition errors keep their order). A task writes each connection's rows
+    together and in order, so a part is often in order already: then the
+    sort's copy of every column (a `take`) is skipped."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    stream, ordinal = rows.column("stream"), rows.column("ordinal")
+    if not stream.null_count and not ordinal.null_count:
+        s, o = stream.to_numpy(), ordinal.to_numpy()
+        if bool(np.all((s[1:] > s[:-1]) | ((s[1:] == s[:-1]) & (o[1:] >= o[:-1])))):
+            return rows
+    return rows.take(pc.sort_indices(rows, [("stream", "ascending"), ("ordinal", "ascending")]))
 
 
 # The exchanges table is partitioned for a lake, Hive style:

@@ -134,3 +134,26 @@ def test_each_column_of_an_exchange_row_is_its_attribute_of_that_name():
              if isinstance(key, ast.Constant) and isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)]
     assert len(pairs) == len(entries.keys)
     assert pairs == [(name, ("self", name)) for name in COLUMN_NAMES]
+
+
+def test_stream_numbers_follow_each_rows_capture_and_frame_and_an_unknown_key_is_null():
+    from kdissect.spark.part_files import stream_column
+
+    # the same frame number in two files is two connections; (1, 99) was not classified
+    rows = pa.table({"stream_capture_index": pa.array([1, 0, 1, 0, None], pa.int32()),
+                     "stream_frame_number": pa.array([7, 7, 99, 3, 3], pa.int64())})
+    streams = {(0, 7): 4, (1, 7): 2, (0, 3): 0}
+    assert stream_column(rows, streams).to_pylist() == [2, 4, None, 0, None]
+    assert stream_column(rows, {}).to_pylist() == [None] * 5
+
+
+def test_a_part_in_order_is_kept_and_one_out_of_order_is_sorted_stably(tmp_path):
+    from kdissect.spark.part_files import _in_stream_order
+
+    ordered = pa.table({"stream": [0, 0, 0, 2], "ordinal": [0, 1, 1, 0], "tag": ["a", "b", "c", "d"]})
+    assert _in_stream_order(ordered) is ordered
+    shuffled = pa.table({"stream": [2, 0, 0, 0], "ordinal": [0, 1, 0, 1], "tag": ["d", "b", "a", "c"]})
+    assert _in_stream_order(shuffled).column("tag").to_pylist() == ["a", "b", "c", "d"]
+    # a row of no known stream goes last (Arrow's null placement), as before the in-order check
+    with_null = pa.table({"stream": pa.array([None, 0], pa.int64()), "ordinal": [0, 0], "tag": ["z", "a"]})
+    assert _in_stream_order(with_null).column("tag").to_pylist() == ["a", "z"]

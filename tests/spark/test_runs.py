@@ -110,3 +110,14 @@ def test_each_split_reports_its_read_counts_once(captures_dir, tmp_path):
     # every shipped 4-tuple's runs were left in the split's files, in the three buckets
     assert {int(bucket) for value in values for bucket in value[SHIPPED_KEY]} <= {0, 1, 2}
     assert all(value[SHIPPED_KEY] for value in values)
+
+
+def test_the_bucket_with_the_most_batches_is_launched_first():
+    # batches are bounded by BATCH_BYTES, so a bucket's batch count measures its bytes
+    by_bucket = {0: [("split-00000-000.arrow", 0, 1)],
+                 1: [("split-00000-000.arrow", 1, 3), ("split-00001-000.arrow", 0, 4)],
+                 2: [("split-00001-000.arrow", 4, 7)],
+                 3: [("split-00001-000.arrow", 11, 1)]}
+    assert [bucket for bucket, _ in handoff.launch_order(by_bucket)] == [1, 2, 0, 3]
+    assert handoff.launch_order(by_bucket)[0][1] == by_bucket[1]
+    assert handoff.launch_order({}) == []
