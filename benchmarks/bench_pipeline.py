@@ -63,7 +63,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_files import write_result
+from bench_files import compiled_modules, write_result
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -157,16 +157,6 @@ def kdissect_env(cold: bool) -> dict[str, str]:
 def interpreter_version(python: str) -> str:
     """`python`'s version line, as `python -VV` prints it."""
     return subprocess.run([python, "-VV"], capture_output=True, text=True, check=True).stdout.strip()
-
-
-_COMPILED_PROBE = ("import json, kdissect.conn.pipeline, kdissect.wire.capture; from kdissect import native; "
-                   "print(json.dumps(native.running_native()))")
-
-
-def compiled_modules(python: str, env: dict[str, str]) -> list[str]:
-    """The per-packet modules `python` runs from their compiled build with `env`."""
-    out = subprocess.run([python, "-c", _COMPILED_PROBE], capture_output=True, text=True, check=True, cwd=REPO, env=env)
-    return json.loads(out.stdout)
 
 
 def bench(path: Path, rounds: int, cold: bool = False, pythons: list[str] | None = None,

@@ -99,7 +99,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench_files import write_result
+from bench_files import compiled_modules, write_result
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "benchmarks" / "out"
@@ -399,6 +399,13 @@ def main() -> None:
                      "split_size": split_size, "cpu_count": os.cpu_count(), "spark_options": spark_options,
                      "baseline": args.baseline,
                      "rounds": []}
+    # a checkout without a current compiled build runs its per-packet modules as plain
+    # Python, slower by a third or more, and `export` with it: said before any run
+    results["compiled_modules"] = compiled_modules(python, dict(os.environ, PYTHONPATH=str(CHECKOUT)), CHECKOUT)
+    if not results["compiled_modules"]:
+        print(f"bench_spark: warning: {CHECKOUT} runs plain Python modules (KDISSECT_PURE_PYTHON is set, or "
+              f"it has no current compiled build: run tools/build_native.py there): these are not the "
+              f"compiled figures", file=sys.stderr, flush=True)
     if args.baseline == "half" and "2 cores" in configurations and not all(halves(halves(files)[0])):
         # (the 2-exports row's baseline: two exports, on a quarter of the archive each)
         raise SystemExit(f"bench_spark: --baseline half with the 2-cores row needs a first half of at least "
