@@ -177,15 +177,18 @@ def stream_column(rows: pa.Table, streams: dict[tuple[int, int], int]) -> pa.Arr
     (stream_capture_index, stream_frame_number) and `streams`; null where
     the key is not in `streams` (a row of no Kafka connection)."""
     import numpy as np
+    import pyarrow.compute as pc
 
     length = rows.num_rows
     found = np.zeros(length, dtype=bool)
     numbers = np.zeros(length, dtype=np.int64)
     if streams and length:
-        capture_of = rows.column("stream_capture_index").to_numpy(zero_copy_only=False)
-        frame_of = rows.column("stream_frame_number").to_numpy(zero_copy_only=False)
-        known = rows.column("stream_capture_index").is_valid().to_numpy(zero_copy_only=False) & \
-            rows.column("stream_frame_number").is_valid().to_numpy(zero_copy_only=False)
+        captures, frames_of_rows = rows.column("stream_capture_index"), rows.column("stream_frame_number")
+        known = pc.and_(captures.is_valid(), frames_of_rows.is_valid()).to_numpy()
+        # nulls filled first: a column with nulls would come out as float64, which
+        # cannot hold a locally numbered frame (split id << 40) exactly
+        capture_of = pc.fill_null(captures, -1).to_numpy()
+        frame_of = pc.fill_null(frames_of_rows, -1).to_numpy()
         by_capture: dict[int, list[tuple[int, int]]] = {}
         for (capture_index, frame_number), stream in streams.items():
             by_capture.setdefault(capture_index, []).append((frame_number, stream))
@@ -195,7 +198,7 @@ def stream_column(rows: pa.Table, streams: dict[tuple[int, int], int]) -> pa.Arr
             frames = np.array([frame for frame, _ in pairs], dtype=np.int64)
             their_streams = np.array([stream for _, stream in pairs], dtype=np.int64)
             here = np.flatnonzero(known & (capture_of == capture_index))
-            wanted = frame_of[here].astype(np.int64)
+            wanted = frame_of[here]
             at = np.minimum(np.searchsorted(frames, wanted), len(frames) - 1)
             hit = frames[at] == wanted
             found[here[hit]] = True
