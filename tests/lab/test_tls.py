@@ -26,7 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import pytest
 
@@ -191,6 +191,29 @@ def record_scenarios(scenarios: list[Scenario], pcap: Path, keylog: Path, workdi
     return tls_port
 
 
+class ConnKey(NamedTuple):
+    """One connection to the TLS port: its client port, and how many earlier
+    connections in the capture came from that port (a long lab run reuses
+    ephemeral ports, so the port alone may name two connections)."""
+    client_port: int
+    reuse: int = 0
+
+    def __str__(self) -> str:
+        return f":{self.client_port}" + (f" (connection {self.reuse + 1} from it)" if self.reuse else "")
+
+
+class _KeyMaker:
+    """ConnKeys handed out in the capture order of the connections."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, int] = {}
+
+    def __call__(self, client_port: int) -> ConnKey:
+        reuse = self._seen.get(client_port, 0)
+        self._seen[client_port] = reuse + 1
+        return ConnKey(client_port, reuse)
+
+
 # -- kdissect's side --------------------------------------------------------------
 
 @dataclass
@@ -202,20 +225,21 @@ class Decrypted:
     gap_at: list[int] = None  # type: ignore[assignment]  # plaintext length when the first gap came
 
 
-def connection_calls(pcap: Path, port: int) -> dict[int, list[tuple[int, Call]]]:
+def connection_calls(pcap: Path, port: int) -> dict[ConnKey, list[tuple[int, Call]]]:
     """The calls the reassembler makes on the sinks of every TCP connection
-    to `port`, in capture order: client port -> [(direction, call)]."""
+    to `port`, in capture order: connection -> [(direction, call)]."""
     listener = RecordingListener()
     reassembler = Reassembler(listener)
     for segment in read_segments([pcap]):
         reassembler.feed(segment)
     reassembler.finish()
     by_id: dict[int, list[tuple[int, Call]]] = {}
-    out: dict[int, list[tuple[int, Call]]] = {}
+    out: dict[ConnKey, list[tuple[int, Call]]] = {}
+    key_of = _KeyMaker()
     for event in listener.take():
         if isinstance(event, Opened):
             assert event.conn.responder[1] == port
-            by_id[event.conn.id] = out.setdefault(event.conn.initiator[1], [])
+            by_id[event.conn.id] = out.setdefault(key_of(event.conn.initiator[1]), [])
         elif isinstance(event, Delivered):
             by_id[event.conn.id].append((event.direction, event.call))
     return out
@@ -246,27 +270,29 @@ def replay(keylog: KeyLog, calls: list[tuple[int, Call]], client_port: int = 0) 
     return result
 
 
-def decrypt_capture(pcap: Path, keylog: KeyLog, port: int) -> dict[int, Decrypted]:
-    """Every TCP connection to `port` decrypted, by client port."""
-    return {client_port: replay(keylog, calls, client_port)
-            for client_port, calls in connection_calls(pcap, port).items()}
+def decrypt_capture(pcap: Path, keylog: KeyLog, port: int) -> dict[ConnKey, Decrypted]:
+    """Every TCP connection to `port` decrypted."""
+    return {key: replay(keylog, calls, key.client_port) for key, calls in connection_calls(pcap, port).items()}
 
 
 # -- tshark's side ----------------------------------------------------------------
 
-def tshark_follow(pcap: Path, keylog: Path, port: int) -> dict[int, tuple[bytes, bytes]]:
-    """tshark's decrypted bytes per connection: client port -> (client's, server's)."""
+def tshark_follow(pcap: Path, keylog: Path, port: int) -> dict[ConnKey, tuple[bytes, bytes]]:
+    """tshark's decrypted bytes per connection: connection -> (client's, server's)."""
     common = ["tshark", "-n", "-r", str(pcap), "-o", f"tls.keylog_file:{keylog}", "-d", f"tcp.port=={port},tls"]
     # each stream's client port, from its SYN
     syns = subprocess.run(common + ["-Y", "tcp.flags.syn == 1 && tcp.flags.ack == 0", "-T", "fields",
                                     "-e", "tcp.stream", "-e", "tcp.srcport"],
                           capture_output=True, text=True, timeout=300, check=True).stdout
     client_ports = {int(stream): int(sport) for stream, sport in (line.split("\t") for line in syns.splitlines())}
+    # tshark numbers streams in the order they first appear, as the reassembler opens them
+    key_of = _KeyMaker()
+    keys = {stream: key_of(client_ports[stream]) for stream in sorted(client_ports)}
     follow = []
     for stream in sorted(client_ports):
         follow += ["-z", f"follow,tls,raw,{stream}"]
     text = subprocess.run(common + ["-q", *follow], capture_output=True, text=True, timeout=300, check=True).stdout
-    out: dict[int, tuple[bytes, bytes]] = {}
+    out: dict[ConnKey, tuple[bytes, bytes]] = {}
     for block in text.split("Follow: tls,raw")[1:]:
         stream = int(re.search(r"tcp\.stream eq (\d+)", block).group(1))
         node0 = re.search(r"Node 0: \S*:(\d+)", block)
@@ -277,19 +303,19 @@ def tshark_follow(pcap: Path, keylog: Path, port: int) -> dict[int, tuple[bytes,
             if re.fullmatch(r"\t?[0-9a-f]+", line):
                 sides[1 if line.startswith("\t") else 0] += bytes.fromhex(line.strip())
         client, server = (sides[0], sides[1]) if client_is_node0 else (sides[1], sides[0])
-        out[client_ports[stream]] = (bytes(client), bytes(server))
+        out[keys[stream]] = (bytes(client), bytes(server))
     return out
 
 
-def assert_same_as_tshark(pcap: Path, keylog_path: Path, port: int) -> dict[int, Decrypted]:
+def assert_same_as_tshark(pcap: Path, keylog_path: Path, port: int) -> dict[ConnKey, Decrypted]:
     ours = decrypt_capture(pcap, read_keylog_file(keylog_path), port)
     theirs = tshark_follow(pcap, keylog_path, port)
     assert set(ours) == set(theirs)
-    for client_port, (client, server) in theirs.items():
-        mine = ours[client_port]
-        assert bytes(mine.plaintext[0]) == client, f"client bytes of :{client_port}"
-        assert bytes(mine.plaintext[1]) == server, f"server bytes of :{client_port}"
-        assert mine.gaps == [0, 0]
+    for key, (client, server) in theirs.items():
+        mine = ours[key]
+        assert bytes(mine.plaintext[0]) == client, f"client bytes of {key}"
+        assert bytes(mine.plaintext[1]) == server, f"server bytes of {key}"
+        assert mine.gaps == [0, 0], f"gaps in {key}"
     return ours
 
 
@@ -395,8 +421,8 @@ def test_secrets_injected_in_pcapng(kafka_tls_capture, tmp_path) -> None:
     # the pcapng (secrets and all) through the capture reader decrypts the same
     ours = decrypt_capture(injected, from_block, port)
     theirs = tshark_follow(injected, keylog, port)
-    for client_port, (client, server) in theirs.items():
-        assert (bytes(ours[client_port].plaintext[0]), bytes(ours[client_port].plaintext[1])) == (client, server)
+    for key, (client, server) in theirs.items():
+        assert (bytes(ours[key].plaintext[0]), bytes(ours[key].plaintext[1])) == (client, server)
 
 
 def _record_starts(stream: bytes) -> list[int]:
@@ -440,10 +466,10 @@ def test_lost_bytes_resynchronise(kafka_tls_capture, suite: str, exact: bool, sp
     theirs = tshark_follow(pcap, keylog_path, port)
     all_calls = connection_calls(pcap, port)
     # the connection of this suite whose client sent the most: the producer
-    candidates = [cp for cp, calls in all_calls.items()
+    candidates = [key for key, calls in all_calls.items()
                   if suite in replay(keylog, calls).stats.suites]
-    client_port = max(candidates, key=lambda cp: len(theirs[cp][0]))
-    calls = all_calls[client_port]
+    key = max(candidates, key=lambda k: len(theirs[k][0]))
+    calls = all_calls[key]
     stream = b"".join(c.data for d, c in calls if d == 0)
     starts = _record_starts(stream)
     middle = len(starts) // 2
@@ -451,8 +477,8 @@ def test_lost_bytes_resynchronise(kafka_tls_capture, suite: str, exact: bool, sp
         low, high = starts[middle] + 40, starts[middle] + 140
     else:  # from inside one record to inside the next but one: boundaries lost
         low, high = starts[middle] + 40, starts[middle + 2] + 40
-    result = replay(keylog, _with_loss(calls, 0, low, high), client_port)
-    full = theirs[client_port][0]
+    result = replay(keylog, _with_loss(calls, 0, low, high), key.client_port)
+    full = theirs[key][0]
     ours = bytes(result.plaintext[0])
     gap = result.gaps[0]
     assert gap > 0 and result.stats.resyncs >= (1 if span == "across-records" else 0)
@@ -464,7 +490,7 @@ def test_lost_bytes_resynchronise(kafka_tls_capture, suite: str, exact: bool, sp
         assert len(before) + gap + len(after) == len(full)
     else:
         assert abs(len(before) + gap + len(after) - len(full)) <= 16 * (2 if span == "inside-one-record" else 3)
-    assert bytes(result.plaintext[1]) == theirs[client_port][1]  # the other side untouched
+    assert bytes(result.plaintext[1]) == theirs[key][1]  # the other side untouched
     assert result.stats.partly_decrypted == 1 and result.stats.lost_bytes == high - low
 
 

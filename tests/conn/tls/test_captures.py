@@ -37,9 +37,9 @@ def test_committed_capture_decrypts_like_tshark(name: str) -> None:
     theirs = tshark_follow(pcap, keys, port)
     assert set(ours) == set(theirs) and len(ours) >= 3
     total = TlsStats()
-    for client_port, (client, server) in theirs.items():
-        assert (bytes(ours[client_port].plaintext[0]), bytes(ours[client_port].plaintext[1])) == (client, server)
-        total.add(ours[client_port].stats)
+    for key, (client, server) in theirs.items():
+        assert (bytes(ours[key].plaintext[0]), bytes(ours[key].plaintext[1])) == (client, server)
+        total.add(ours[key].stats)
     assert total.decrypted == total.connections and dict(total.suites) == {NAMES[name]: total.connections}
     assert b"tls-producer" in b"".join(bytes(r.plaintext[0]) for r in ours.values())  # Kafka client ids inside
 
@@ -125,10 +125,10 @@ def test_apache_kafka_tls_listener_decrypts_like_tshark(name: str) -> None:
     theirs = tshark_follow(pcap, keys, port)
     assert set(ours) == set(theirs) and len(ours) == _tshark_streams(pcap) == 4
     total = TlsStats()
-    for client_port, (client, server) in theirs.items():
-        assert client and server, f":{client_port}: tshark decrypted nothing (key log?)"
-        assert (bytes(ours[client_port].plaintext[0]), bytes(ours[client_port].plaintext[1])) == (client, server)
-        total.add(ours[client_port].stats)
+    for key, (client, server) in theirs.items():
+        assert client and server, f"{key}: tshark decrypted nothing (key log?)"
+        assert (bytes(ours[key].plaintext[0]), bytes(ours[key].plaintext[1])) == (client, server)
+        total.add(ours[key].stats)
     assert total.decrypted == total.connections == 4 and dict(total.suites) == {suite: 4}
     assert total.tls13 == (4 if version == "1.3" else 0)
     assert total.undecrypted_bytes == 0 and total.failed_records == 0

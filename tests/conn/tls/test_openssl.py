@@ -75,11 +75,11 @@ def test_handshake_variants_decrypt_like_tshark(openssl_capture) -> None:
     theirs = tshark_follow(pcap, keylog, port)
     assert set(ours) == set(theirs) and len(ours) == 8
     total = TlsStats()
-    for client_port, (client, server) in theirs.items():
-        mine = ours[client_port]
+    for key, (client, server) in theirs.items():
+        mine = ours[key]
         total.add(mine.stats)
-        assert bytes(mine.plaintext[0]) == client, f":{client_port}"
-        assert bytes(mine.plaintext[1]) == server, f":{client_port}"
+        assert bytes(mine.plaintext[0]) == client, str(key)
+        assert bytes(mine.plaintext[1]) == server, str(key)
         assert client and server  # each connection carried data both ways
     assert total.decrypted == 8, total.summary_line()
     assert total.alerts == total.close_notifies  # no refusal: the renegotiation completed
@@ -176,7 +176,7 @@ def test_tls11_and_early_data_are_counted_with_their_reasons(counted_capture) ->
     tls11 = ours[by_name["tls11"]]
     assert tls11.plaintext == [bytearray(), bytearray()]
     assert dict(tls11.stats.reasons) == {"unsupported TLS version": 1} and tls11.stats.undecrypted == 1
-    assert tls11.stats.undecrypted_bytes == _client_records_after_ccs(pcap, port, by_name["tls11"]) > 0
+    assert tls11.stats.undecrypted_bytes == _client_records_after_ccs(pcap, port, by_name["tls11"].client_port) > 0
 
     full = ours[by_name["full"]]
     assert (bytes(full.plaintext[0]), bytes(full.plaintext[1])) == theirs[by_name["full"]]
