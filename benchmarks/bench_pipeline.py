@@ -34,7 +34,9 @@ reported is the median over the rounds of each round's CPU-time ratio
 tshark / kdissect (> 1 means kdissect is faster), with the range of those
 ratios; a shape whose ratios spread by more than SPREAD_LIMIT of the median
 is flagged "too wide to trust" (rerun it on a quieter machine). Median
-CPU and wall times and the greatest peak RSS are reported beside it. Results
+CPU and wall times and the greatest peak RSS are reported beside it, and
+the share of the machine's CPU time its host took during the rounds (steal,
+/proc/stat; flagged over 5%: a busy host, not the code, moved them). Results
 also go to benchmarks/out/results.json.
 
 `--per-connection` measures what one more connection costs: kdissect on the
@@ -63,7 +65,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_files import compiled_modules, write_result
+from bench_files import StealClock, compiled_modules, steal_said, write_result
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -177,6 +179,7 @@ def bench(path: Path, rounds: int, cold: bool = False, pythons: list[str] | None
         for label, command in commands.items():
             measure(command, runners[label][1])  # warm-up: bytecode and codec cache
     runs: dict[str, list[dict]] = {label: [] for label in runners} | {"tshark": []}
+    steal = StealClock()
     for i in range(rounds):
         order = [(label, command, runners[label][1]) for label, command in commands.items()]
         order.append(("tshark", tshark, None))
@@ -209,6 +212,7 @@ def bench(path: Path, rounds: int, cold: bool = False, pythons: list[str] | None
                           "speedup_cpu": paired[label]["cpu_median"], "paired": paired[label]}
                          for label, (python, run_env) in runners.items()],
         "kdissect_accounting": accounting,
+        "steal_share": steal.share(),  # of the paired rounds, warm-up left out
     }
 
 
@@ -304,6 +308,7 @@ def main() -> int:
                   f"{'  SPREAD TOO WIDE TO TRUST' if p['cpu_too_wide'] else ''}, wall {p['wall_median']:.2f}x "
                   f"(range {p['wall_range'][0]:.2f}-{p['wall_range'][1]:.2f}); "
                   f"peak RSS kdissect / tshark: {k['peak_rss_mib'] / t['peak_rss_mib']:.2f}")
+        print(f"  rounds: {steal_said(result['steal_share'])} of this machine's CPU time taken by its host")
         for line in result["kdissect_accounting"]:
             print(f"  | {line}")
     print(f"ended {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "

@@ -60,7 +60,10 @@
    `--checkout DIR` runs another checkout's kdissect on the same
    archive (an A/B against main). The result is the median
    over the rounds and their range; a spread (max - min) over a quarter of
-   the median is flagged as too wide to trust. Results go to
+   the median is flagged as too wide to trust. Each round also notes the
+   share of the machine's CPU time its host took (steal, /proc/stat) and
+   flags a round over 5%: on a shared host that, not the code, is what
+   moves the figures most. Results go to
    benchmarks/out/bench_spark_SHAPE_FORMAT.json.
    With --no-forensic-tables the Spark runs leave out the topic, group and
    client tables (`kdissect spark --no-forensic-tables`): they then write
@@ -99,7 +102,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench_files import compiled_modules, write_result
+from bench_files import STEAL_WARN_SHARE, StealClock, compiled_modules, steal_said, write_result
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "benchmarks" / "out"
@@ -455,6 +458,7 @@ def main() -> None:
     cpu_ratios: dict[str, list[float]] = {config: [] for config in names}
     for round_number in range(args.rounds):
         measured: dict = {"load_average": os.getloadavg()[0]}
+        steal = StealClock()
         (tiny_wall, tiny_cpu), (wall, cpu) = export(baseline), export(list(map(str, files)))
         measured["export"] = {"tiny": round(tiny_wall, 2), "archive": round(wall, 2),
                               "tiny_cpu": round(tiny_cpu, 2), "archive_cpu": round(cpu, 2)}
@@ -520,6 +524,9 @@ def main() -> None:
             print(f"round {round_number + 1}: 2 exports (half the files each, one CPU each): {seconds:.1f}s "
                   f"(tiny {tiny:.1f}s), CPU {cpu:.1f}s: {ratio:.2f}x export's work by wall time, "
                   f"{cpu_ratio:.2f}x by CPU time", flush=True)
+        measured["steal_share"] = steal.share()
+        print(f"round {round_number + 1}: {steal_said(measured['steal_share'])} of this machine's CPU time "
+              f"taken by its host during the round", flush=True)
         results["rounds"].append(measured)
     cli_exchanges = None
     try:
@@ -555,6 +562,13 @@ def main() -> None:
                 summary["vs_report"][measure], said = _spread(found, "median")
                 print(f"{config}: against report's work ({measure.replace('_', ' ')}), median {said}", flush=True)
         results[config] = summary
+    shares = [r["steal_share"] for r in results["rounds"] if r["steal_share"] is not None]
+    if shares:
+        busy = sum(share > STEAL_WARN_SHARE for share in shares)
+        results["steal_share"] = {"median": round(_median(shares), 4), "max": round(max(shares), 4),
+                                  "rounds_over_warn_share": busy}
+        print(f"host steal: median {_median(shares):.1%}, max {max(shares):.1%}; {busy} of {len(shares)} "
+              f"rounds over {STEAL_WARN_SHARE:.0%}", flush=True)
     write_result(OUT / f"bench_spark_{slug}.json", json.dumps(results, indent=2) + "\n")
     print(f"results in {OUT / f'bench_spark_{slug}.json'}")
 
