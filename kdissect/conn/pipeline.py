@@ -785,6 +785,30 @@ class Dissector:
             yield from out
             out.clear()
 
+    def end_connections(self) -> Iterator[Exchange]:
+        """Close every open connection as `finishing` does, without adding
+        the counts to the accounting (`finishing` adds them, once, at the
+        end: they are sums). With `start_afresh` after it, a Spark task
+        dissects 4-tuple after 4-tuple with one Dissector instead of a new
+        one each: on a capture of 50,000 two-packet connections a new one and
+        its own additions to the accounting cost about as much again as the
+        connection's dissection."""
+        out = self.out
+        for _ in self._reassembler.closing():
+            if out:
+                yield from out
+                out.clear()
+
+    def start_afresh(self) -> ClassificationKeys:
+        """After `end_connections`: the segments fed next (another 4-tuple's)
+        meet the state of a new Dissector, counts apart. Returns the
+        classification keys of the connections since the last start (a
+        connection's `stream` indexes them, so they start again too)."""
+        self._reassembler.start_afresh()
+        self.next_stream = 0
+        keys, self.classification_keys = self.classification_keys, ClassificationKeys()
+        return keys
+
     @property
     def open_connections(self) -> int:
         return self._reassembler.open_connection_count
@@ -794,7 +818,7 @@ class Dissector:
         go of it (the dissector is the reassembler's listener, the one
         reference cycle between them), so it is freed by its reference count
         as soon as its user drops it, not by a pass of the cyclic collector
-        (a Spark task makes one dissector per 4-tuple). It takes no more segments."""
+        (a Spark task makes one for its 4-tuples). It takes no more segments."""
         self._reassembler.listener = _RELEASED
 
 

@@ -7,9 +7,11 @@ their first segment (kdissect.spark.handoff), so all segments of one
 4-tuple arrive consecutively. With one capture file they are
 in feed order already; with several, `captureset.ConnectionMerge` merges the
 runs into the capture set's feed order and drops duplicates across files,
-exactly as `kdissect export` does for the whole set. Each 4-tuple gets a
-fresh `Dissector` (the single-process one), so a task holds one connection's
-state at a time.
+exactly as `kdissect export` does for the whole set. Each 4-tuple meets the
+state of a fresh `Dissector` (the single-process one): the task's one
+dissector closes every connection of a 4-tuple before the next 4-tuple
+comes and then starts afresh (`Dissector.end_connections`, `start_afresh`), so a task holds
+one connection's state at a time.
 
 Exchange rows and the per-partition errors of their responses go to the
 task's own files (`part_files.PartSink`), with their connection's
@@ -86,7 +88,7 @@ class _Output:
 
 
 class ConnectionRunner:
-    """Feeds consecutive rows of one 4-tuple at a time to a fresh Dissector."""
+    """Feeds consecutive rows of one 4-tuple at a time to its Dissector, started afresh for each."""
 
     def __init__(self, ports: Sequence[int], detect: bool, capture_names: Sequence[str], sink: PartSink,
                  keylog: Any = None, several_files: bool | None = None, forensics: Any = None,
@@ -114,8 +116,7 @@ class ConnectionRunner:
         self.read_totals: dict[str, Any] = {}  # copies across files dropped (the splits' counts come with theirs)
         self.classified_connections = 0
         self.output = _Output()
-        self._dissector: Dissector | None = None
-        self._keeps: dict[str, Any] | None = None  # what the dissectors keep (made at the first 4-tuple)
+        self._dissector: Dissector | None = None  # the task's one, made at its first 4-tuple
         self._ordinal = 0
         # a read task's in-place counts (kdissect.spark.inrange.InRangeCounts), reported with its accounting
         self.in_range: Any = None
@@ -124,19 +125,20 @@ class ConnectionRunner:
         self._key: tuple | None = None
 
     def _start(self) -> None:
+        """A 4-tuple begins (the dissector made at the first one)."""
         # rows are skimmed (no decoded messages kept), except what the tables
         # read, as `kdissect stats` keeps it (COLLECT_KEEPS): responses with
         # error codes, whose per-partition errors the job tabulates, and,
         # with the forensic tables, the messages they read; all connections
         # of the task count into one (additive) Accounting
-        if self._keeps is None:  # (once: a task may dissect hundreds of thousands of 4-tuples)
+        if self._dissector is None:
             from kdissect.stats.tables import COLLECT_KEEPS
 
-            self._keeps = COLLECT_KEEPS if self.forensics else {**COLLECT_KEEPS, "keep_apis": ()}
-        self._dissector = Dissector(ports=self.ports, detect=self.detect, capture_names=self.capture_names,
-                                    # (--group reads the decoded messages)
-                                    keep_messages=self.selection is not None and self.selection.reads_messages,
-                                    accounting=self.accounting, keylog=self.keylog, **self._keeps)
+            keeps = COLLECT_KEEPS if self.forensics else {**COLLECT_KEEPS, "keep_apis": ()}
+            self._dissector = Dissector(ports=self.ports, detect=self.detect, capture_names=self.capture_names,
+                                        # (--group reads the decoded messages)
+                                        keep_messages=self.selection is not None and self.selection.reads_messages,
+                                        accounting=self.accounting, keylog=self.keylog, **keeps)
         self._ordinal = 0
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
@@ -176,26 +178,33 @@ class ConnectionRunner:
             exchange.request = exchange.response = None
 
     def finish_connection(self) -> None:
+        """The current 4-tuple's last segment was fed: its connections close."""
         dissector = self._dissector
-        if dissector is None:
+        if dissector is None or self._key is None:
             return
         if self.merge is not None:
             self._emit(dissector.feed_many(self.merge.finish()))
             self.duplicates += self.merge.duplicates
             self.merge = None
-        if dissector.open_connections and self._key is not None:
+        if dissector.open_connections:
             self.left_open.add(self._key)
-        self._emit(dissector.finish())
-        self.classified_connections += len(dissector.classification_keys)
-        if dissector.accounting.tls_connections:
-            if self.tls_stats is None:
-                self.tls_stats = dissector.tls_stats
-            elif dissector.tls_stats is not self.tls_stats:
-                self.tls_stats.add(dissector.tls_stats)
-        for order_ts, capture_index, frame_number in dissector.classification_keys:
+        self._emit(dissector.end_connections())
+        keys = dissector.start_afresh()
+        self.classified_connections += len(keys)
+        for order_ts, capture_index, frame_number in keys:
             self.output.add({"kind": CONNECTION, "task_partition": self.sink.task_partition,
                              "stream_capture_index": capture_index, "stream_frame_number": frame_number,
                              "stream_order_ts": order_ts})
+        self._key = None
+
+    def _end_dissector(self) -> None:
+        """The task's last 4-tuple done: the dissector's counts go to the accounting."""
+        dissector = self._dissector
+        if dissector is None:
+            return
+        self._emit(dissector.finish())  # (no connection is open any more: only its counts)
+        if self.accounting.tls_connections:
+            self.tls_stats = dissector.tls_stats
         dissector.release()  # freed now by its reference count, not by the worker's collection after the task
         self._dissector = None
 
@@ -227,6 +236,7 @@ class ConnectionRunner:
             if self.output.size >= BATCH_ROWS:
                 yield self.output.batch()
         self.finish_connection()
+        self._end_dissector()
         if self.duplicates:
             add_read_stats(self.read_totals, {"duplicate_packets": self.duplicates})
         written = self.sink.close()

@@ -7,8 +7,8 @@ Python) costs several times its dissection. A read task therefore keeps the
 segments of each 4-tuple whose opening it saw (the first segment of the
 4-tuple in the range is a SYN without ACK) and that closed (RST, or FIN in
 both directions) at least CLOSE_GRACE_NS before the range's last packet;
-those are dissected in the task itself, by a fresh `Dissector` per 4-tuple
-exactly as the dissecting task would. Every other 4-tuple (open at the range's
+those are dissected in the task itself, 4-tuple by 4-tuple, exactly as the
+dissecting task would. Every other 4-tuple (open at the range's
 start or end) is shipped: its segments become runs (see segments.py) and go
 to the same dissecting task as the same 4-tuple's runs from the other ranges. In
 the capture set's last range, "open at the end" is no reason to ship: no

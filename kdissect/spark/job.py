@@ -16,8 +16,8 @@ tables' contributions):
 3. read splits (`mapInArrow`), dissecting the 4-tuples wholly inside a split
    there (kdissect.spark.inrange) and leaving the others' segment runs in
    files by bucket of 4-tuple; then a task per bucket merges its runs by
-   4-tuple and capture order (kdissect.spark.handoff) and runs one
-   `Dissector` per 4-tuple; each task writes its exchange and partition
+   4-tuple and capture order (kdissect.spark.handoff) and runs them through
+   its `Dissector` one 4-tuple at a time; each task writes its exchange and partition
    error rows to its own Arrow files (see part_files.py) and hands back only
    a row per Kafka connection and its accounting;
 4. number streams by ranking the connections' classification keys (on the

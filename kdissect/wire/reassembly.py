@@ -390,6 +390,18 @@ class Reassembler:
             self._close(conn, reason, None, remember=False)
             yield conn
 
+    def start_afresh(self) -> None:
+        """After `closing()`: forget the closed connections as well (their
+        tombstones) and number connections from 0 again, so the segments fed
+        next meet what a new Reassembler would meet; the counts (`stats`)
+        go on, as they are summed anyway."""
+        if self._conns:
+            raise RuntimeError("start_afresh with connections still open")
+        self._recently_closed.clear()
+        self._timers.clear()
+        self._next_id = 0
+        self._arrivals = 0
+
     def _feed(self, seg: TcpSegment, conn: TcpConnection | None) -> None:
         """Every segment the common case does not cover."""
         flags = seg.flags

@@ -368,7 +368,7 @@ def _dissected_then_dropped(release: bool) -> int:
 
 
 def test_a_released_dissector_is_freed_without_the_cyclic_collector():
-    # (a Spark task makes a dissector per 4-tuple: each left as cyclic
+    # (a Spark task once made a dissector per 4-tuple: each left as cyclic
     # garbage made the worker's collection after the task walk them all)
     assert _dissected_then_dropped(release=False) > 0  # the dissector and its reassembler hold each other
     assert _dissected_then_dropped(release=True) == 0
