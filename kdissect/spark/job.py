@@ -345,6 +345,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     max_uncompressed = options.max_uncompressed
     forensic_tables = options.forensic_tables  # False: the tasks tally nothing for them
 
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql.pandas.types import from_arrow_schema
 
     output_schema = from_arrow_schema(OUTPUT_SCHEMA)
@@ -377,9 +379,9 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         # small: a row per Kafka connection (its key, for the stream numbering) and one per split and
         # task; collected as Arrow (converted in the tasks) rather than as pickled Rows, which the
         # driver converts after the job ends while both slots wait
-        read_rows = _collected_rows(group_ids.mapInArrow(read, output_schema).select(*_COLLECTED))
-        buckets = launch_order(merge_indexes([json.loads(row[-1]).get(SHIPPED_KEY, {}) for row in read_rows
-                                              if row[0] == ACCOUNTING]))
+        read_rows = _collected(group_ids.mapInArrow(read, output_schema).select(*_COLLECTED))
+        buckets = launch_order(merge_indexes([json.loads(row["accounting"]).get(SHIPPED_KEY, {})
+                                              for row in task_rows(read_rows)]))
         if not buckets:  # every 4-tuple was dissected where it was read
             return read_rows
 
@@ -391,10 +393,14 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
                                    max_uncompressed, selection, forensic_tables)
 
         bucket_ids = spark.range(0, len(buckets), 1, len(buckets))
-        return read_rows + _collected_rows(bucket_ids.mapInArrow(dissect, output_schema).select(*_COLLECTED))
+        dissected_rows = _collected(bucket_ids.mapInArrow(dissect, output_schema).select(*_COLLECTED))
+        return pa.concat_tables([read_rows, dissected_rows])
 
-    def task_rows(dissected: list) -> list[dict[str, Any]]:
-        return [dict(zip(_COLLECTED, row)) for row in dissected if row[0] == ACCOUNTING]
+    def of_kind(dissected: pa.Table, kind: int) -> pa.Table:
+        return dissected.filter(pc.equal(dissected.column("kind"), kind))
+
+    def task_rows(dissected: pa.Table) -> list[dict[str, Any]]:
+        return of_kind(dissected, ACCOUNTING).to_pylist()
 
     def range_ends(accountings) -> list[dict[str, Any]]:
         ends: list[dict[str, Any]] = []
@@ -474,10 +480,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     local_mode = planning.local_task_slots(sc.master) is not None
     fixes = produce_answers(spark, work_dir, on_driver=local_mode)
     say("long polls a Produce ended found", "arrivals")
-    # (rows are tuples of the columns selected in read_and_dissect: unpacked, not looked up by name)
-    kafka_connections = [(task_partition, capture_index, frame_number, order_ts)
-                         for kind, task_partition, capture_index, frame_number, order_ts, _ in dissected
-                         if kind == CONNECTION]
+    kafka_connections = of_kind(dissected, CONNECTION).select(list(tables.CONNECTION_COLUMNS))
     forensic_summary = None
     with _Beside() as beside:
         if options.forensic_tables:
@@ -599,17 +602,22 @@ def _in_place_conflicts(work_dir: Tree) -> int:
     return conflicts(tables)
 
 
-# the columns read_and_dissect collects, in this order (its rows are tuples)
+# the columns read_and_dissect collects
 _COLLECTED = ("kind", "task_partition", "stream_capture_index", "stream_frame_number", "stream_order_ts", "accounting")
 
 
-def _collected_rows(frame: Any) -> list[tuple]:
-    """A small DataFrame's rows as tuples: through Arrow (`toArrow`, PySpark 4),
-    else (PySpark 3.5) as Rows."""
+def _collected(frame: Any) -> Any:
+    """A small DataFrame's rows as an Arrow table: through Arrow (`toArrow`,
+    PySpark 4), else (PySpark 3.5) from its Rows. (A row per Kafka connection:
+    kept as columns, numbered with numpy by kdissect.spark.tables.stream_numbers.)"""
+    import pyarrow as pa
+
+    from kdissect.spark.dissect import OUTPUT_SCHEMA
+
+    schema = pa.schema([OUTPUT_SCHEMA.field(name) for name in _COLLECTED])
     if hasattr(frame, "toArrow"):
-        collected = frame.toArrow()
-        return list(zip(*(column.to_pylist() for column in collected.columns)))
-    return [tuple(row) for row in frame.collect()]
+        return frame.toArrow().cast(schema)
+    return pa.Table.from_pylist([row.asDict() for row in frame.collect()], schema=schema)
 
 
 class _Beside:

@@ -22,7 +22,7 @@ file again.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import pyarrow as pa
 
@@ -126,11 +126,11 @@ class PartSink:
 
 
 def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
-                streams: dict[tuple[int, int], int], ts_unit: str = "us",
+                streams: PartStreams | None, ts_unit: str = "us",
                 fixes: dict | None = None, frame_offsets: list[int] | None = None
                 ) -> tuple[dict[str, int], pa.Table]:
     """Rewrite one task partition's Arrow files as final Parquet parts: stream
-    numbers from `streams` ((capture index, frame number) -> stream), rows
+    numbers from `streams` (None: the partition has no Kafka connection), rows
     sorted by stream and exchange order, the waits of long polls a captured
     Produce ended from `fixes` (kdissect.spark.arrivals), frame numbers made
     global with `frame_offsets` (kdissect.spark.frames). Returns the rows
@@ -172,7 +172,26 @@ def finish_part(work_dir: Tree | str, outdir: Tree | str, task_partition: int,
     return written, exchanges
 
 
-def stream_column(rows: pa.Table, streams: dict[tuple[int, int], int]) -> pa.Array:
+class PartStreams(NamedTuple):
+    """One task partition's Kafka connections and their global stream
+    numbers: numpy int64 arrays sorted by (capture index, frame number) of
+    each connection's key (kdissect.spark.tables.stream_numbers)."""
+
+    captures: Any
+    frames: Any
+    streams: Any
+
+    @classmethod
+    def of(cls, streams: dict[tuple[int, int], int]) -> "PartStreams":
+        """From {(capture index, frame number): stream}."""
+        import numpy as np
+
+        keys = sorted(streams)
+        return cls(*(np.array(values, dtype=np.int64) for values in
+                     ([key[0] for key in keys], [key[1] for key in keys], [streams[key] for key in keys])))
+
+
+def stream_column(rows: pa.Table, streams: PartStreams | None) -> pa.Array:
     """The global stream number of each work row, from its connection's key
     (stream_capture_index, stream_frame_number) and `streams`; null where
     the key is not in `streams` (a row of no Kafka connection)."""
@@ -182,21 +201,17 @@ def stream_column(rows: pa.Table, streams: dict[tuple[int, int], int]) -> pa.Arr
     length = rows.num_rows
     found = np.zeros(length, dtype=bool)
     numbers = np.zeros(length, dtype=np.int64)
-    if streams and length:
+    if streams is not None and len(streams.frames) and length:
         captures, frames_of_rows = rows.column("stream_capture_index"), rows.column("stream_frame_number")
         known = pc.and_(captures.is_valid(), frames_of_rows.is_valid()).to_numpy()
         # nulls filled first: a column with nulls would come out as float64, which
         # cannot hold a locally numbered frame (split id << 40) exactly
         capture_of = pc.fill_null(captures, -1).to_numpy()
         frame_of = pc.fill_null(frames_of_rows, -1).to_numpy()
-        by_capture: dict[int, list[tuple[int, int]]] = {}
-        for (capture_index, frame_number), stream in streams.items():
-            by_capture.setdefault(capture_index, []).append((frame_number, stream))
         # (a partition's connections come from few files: one sorted lookup per file)
-        for capture_index, pairs in by_capture.items():
-            pairs.sort()
-            frames = np.array([frame for frame, _ in pairs], dtype=np.int64)
-            their_streams = np.array([stream for _, stream in pairs], dtype=np.int64)
+        for capture_index in np.unique(streams.captures):
+            first, end = np.searchsorted(streams.captures, [capture_index, capture_index + 1])
+            frames, their_streams = streams.frames[first:end], streams.streams[first:end]
             here = np.flatnonzero(known & (capture_of == capture_index))
             wanted = frame_of[here]
             at = np.minimum(np.searchsorted(frames, wanted), len(frames) - 1)
@@ -276,7 +291,7 @@ def _single_day(when: pa.ChunkedArray) -> str | None:
 SUMMARY_BATCH_ROWS = 1 << 19
 
 
-def finish_partitions(parts: Iterable[tuple[int, dict[tuple[int, int], int], dict | None]], work_dir: Tree,
+def finish_partitions(parts: Iterable[tuple[int, PartStreams | None, dict | None]], work_dir: Tree,
                       outdir: Tree, ts_unit: str = "us",
                       frame_offsets: list[int] | None = None) -> Iterator[pa.Table]:
     """A finishing task's body: (task partition, its streams, its arrivals

@@ -14,7 +14,7 @@ import pytest
 
 from kdissect.spark.dissect import ACCOUNTING, CONNECTION, read_partition
 from kdissect.spark.plan import number_tasks, plan_splits
-from kdissect.spark.tables import finish_tables
+from kdissect.spark.tables import CONNECTION_COLUMNS, finish_tables
 from tests.support.spark import local_session
 
 # several files (task partitions), held fetches a Produce answered (fixes), partition errors
@@ -22,7 +22,7 @@ CAPTURES = ("longpoll_data_kafka.pcap", "consume_group_kafka.pcap", "hostile_str
             "java_transactions_kafka.pcap")
 
 
-def _dissected(captures_dir, work) -> tuple[list[tuple], dict[int, int]]:
+def _dissected(captures_dir, work) -> tuple[pa.Table, dict[int, int]]:
     """Read tasks' work files in `work`; the Kafka connections' keys and each task partition's exchange rows."""
     paths = [str(captures_dir / name) for name in CAPTURES]
     splits = [split.as_row() for split in number_tasks(plan_splits([(path, "pcap") for path in paths], 1 << 40))]
@@ -35,7 +35,7 @@ def _dissected(captures_dir, work) -> tuple[list[tuple], dict[int, int]]:
                                     row["stream_frame_number"], row["stream_order_ts"]))
             elif row["kind"] == ACCOUNTING and "rows_written" in json.loads(row["accounting"]):
                 rows[row["task_partition"]] = json.loads(row["accounting"])["rows_written"]["exchanges"]
-    return connections, rows
+    return pa.table(list(zip(*connections)), names=list(CONNECTION_COLUMNS)), rows
 
 
 def _tables(outdir) -> dict[str, list[dict]]:
@@ -59,7 +59,7 @@ def test_the_driver_finishes_the_parts_the_spark_job_finishes(one_slot, captures
 
     work = tmp_path / "_work"
     connections, rows = _dissected(captures_dir, work)
-    assert len(rows) == len(CAPTURES) and len(connections) >= len(CAPTURES)
+    assert len(rows) == len(CAPTURES) and connections.num_rows >= len(CAPTURES)
     fixes = produce_answers(None, str(work), on_driver=True)
     assert fixes  # the long polls a Produce ended are fixed in both
     results = {}

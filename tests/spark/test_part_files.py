@@ -15,6 +15,7 @@ from kdissect.spark.part_files import (
     PARTITION_ERRORS,
     WORK_SCHEMAS,
     PartSink,
+    PartStreams,
     finish_part,
     finish_partitions,
 )
@@ -45,7 +46,7 @@ def test_streams_are_numbered_and_rows_sorted_by_stream_then_order(tmp_path):
              "topic": "t", "partition": 0, "error_code": 3, "error_name": "UNKNOWN_TOPIC_OR_PARTITION",
              "stream_capture_index": 0, "stream_frame_number": 40, "ordinal": 1}
     assert _write(work, 4, rows, [error]) == {EXCHANGES: 4, PARTITION_ERRORS: 1}
-    written, exchanges = finish_part(str(work), str(out), 4, {(0, 5): 11, (0, 40): 12})
+    written, exchanges = finish_part(str(work), str(out), 4, PartStreams.of({(0, 5): 11, (0, 40): 12}))
     assert written == {EXCHANGES: 4, PARTITION_ERRORS: 1}
     # what the summary tables read, in the written order
     assert exchanges.column_names == list(SUMMARY_COLUMNS) and exchanges.num_rows == 4
@@ -63,7 +64,7 @@ def test_a_task_that_runs_twice_leaves_one_file_with_the_second_runs_rows(tmp_pa
     _write(work, 0, [_exchange((0, 1), 0, 1)])
     _write(work, 0, [_exchange((0, 1), 0, 1), _exchange((0, 1), 1, 2)])
     assert [p.name for p in (work / "exchanges").iterdir()] == ["part-00000.arrow"]
-    assert finish_part(str(work), str(tmp_path / "out"), 0, {(0, 1): 0})[0][EXCHANGES] == 2
+    assert finish_part(str(work), str(tmp_path / "out"), 0, PartStreams.of({(0, 1): 0}))[0][EXCHANGES] == 2
 
 
 def test_a_partition_without_rows_is_finished_with_none(tmp_path):
@@ -71,7 +72,7 @@ def test_a_partition_without_rows_is_finished_with_none(tmp_path):
 
     work, out = tmp_path / "work", tmp_path / "out"
     _write(work, 1, [_exchange((2, 9), 0, 5)])
-    parts = [(0, {}, None), (1, {(2, 9): 3}, None)]  # partition 0 wrote nothing
+    parts = [(0, None, None), (1, PartStreams.of({(2, 9): 3}), None)]  # partition 0 wrote nothing
     rows = pa.concat_tables(finish_partitions(parts, str(work), str(out))).to_pylist()
     written = {row["dimension"]: row["count"] for row in rows if row["table"] == WRITTEN}
     assert written == {EXCHANGES: 1, PARTITION_ERRORS: 0}
@@ -142,15 +143,16 @@ def test_stream_numbers_follow_each_rows_capture_and_frame_and_an_unknown_key_is
     # the same frame number in two files is two connections; (1, 99) was not classified
     rows = pa.table({"stream_capture_index": pa.array([1, 0, 1, 0, None], pa.int32()),
                      "stream_frame_number": pa.array([7, 7, 99, 3, 3], pa.int64())})
-    streams = {(0, 7): 4, (1, 7): 2, (0, 3): 0}
+    streams = PartStreams.of({(0, 7): 4, (1, 7): 2, (0, 3): 0})
     assert stream_column(rows, streams).to_pylist() == [2, 4, None, 0, None]
-    assert stream_column(rows, {}).to_pylist() == [None] * 5
+    assert stream_column(rows, None).to_pylist() == [None] * 5
+    assert stream_column(rows, PartStreams.of({})).to_pylist() == [None] * 5
     # frames numbered within a range (split id << 40, kdissect.spark.frames) differ by one
     # beyond float64's precision; a row without a key in the same column must not round them
     local = (9000 << 40) + 5
     rows = pa.table({"stream_capture_index": pa.array([0, 0, None], pa.int32()),
                      "stream_frame_number": pa.array([local, local + 1, None], pa.int64())})
-    assert stream_column(rows, {(0, local): 1, (0, local + 1): 0}).to_pylist() == [1, 0, None]
+    assert stream_column(rows, PartStreams.of({(0, local): 1, (0, local + 1): 0})).to_pylist() == [1, 0, None]
 
 
 def test_a_part_in_order_is_kept_and_one_out_of_order_is_sorted_stably(tmp_path):
