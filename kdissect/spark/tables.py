@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator
 # the columns of the Kafka connections' keys (kdissect.spark.dissect's CONNECTION rows) the numbering reads
 CONNECTION_COLUMNS = ("task_partition", "stream_capture_index", "stream_frame_number", "stream_order_ts")
 
+
 def stream_numbers(connections: Any) -> dict[int, Any]:
     """{task partition: its part_files.PartStreams} of the connections
     classified as Kafka, given as a table of CONNECTION_COLUMNS (task
