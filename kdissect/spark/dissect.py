@@ -267,20 +267,22 @@ class ConnectionRunner:
         self.finish_connection()
         yield from self._finish_task()
 
-    def run_in_place(self, segments: Sequence[Any]) -> Iterator[pa.RecordBatch]:
+    def run_in_place(self, segments: list[Any]) -> Iterator[pa.RecordBatch]:
         """OUTPUT_SCHEMA batches of a read task's in-place segments
         (kdissect.spark.inrange): every 4-tuple's at once, in capture order,
         through the one Dissector, as `kdissect export` feeds a capture (fed
         4-tuple by 4-tuple, a range of many short connections paid as much
-        again in sorting and per-4-tuple steps). `left_open` gets the
-        4-tuples of the connections still open at the range's end."""
+        again in sorting and per-4-tuple steps). Each segment is let go as it
+        is fed (`segments` ends empty), so the connections' state takes the
+        place of their segments instead of adding to them. `left_open` gets
+        the 4-tuples of the connections still open at the range's end."""
         from kdissect.spark.inrange import canonical
 
         if segments:
             self._start()
             dissector = self._dissector
             assert dissector is not None
-            self._emit(dissector.feed_many(segments))
+            self._emit(dissector.feed_many(_let_go(segments)))
             self.left_open.update(canonical(*four_tuple) for four_tuple in dissector.open_four_tuples())
             self._emit(dissector.end_connections())
             keys = dissector.start_afresh()
@@ -308,6 +310,14 @@ class ConnectionRunner:
             totals["in_range"] = self.in_range.to_dict()
         self.output.add_accounting(json.dumps(totals))
         yield self.output.batch()
+
+
+def _let_go(segments: list[Any]) -> Iterator[Any]:
+    """The items of `segments` in order, each removed from the list as it is handed out."""
+    segments.reverse()
+    take = segments.pop
+    while segments:
+        yield take()
 
 
 def _selection(values: tuple | None) -> Any:
