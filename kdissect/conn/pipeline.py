@@ -813,6 +813,10 @@ class Dissector:
     def open_connections(self) -> int:
         return self._reassembler.open_connection_count
 
+    def open_four_tuples(self) -> list[tuple[Any, Any, Any, Any]]:
+        """The 4-tuples (initiator first) of the connections still open."""
+        return [conn.key for conn in self._reassembler.open_connections]
+
     def release(self) -> None:
         """Done with this dissector (after `finish()`): its reassembler lets
         go of it (the dissector is the reassembler's listener, the one

@@ -11,7 +11,9 @@ exactly as `kdissect export` does for the whole set. Each 4-tuple meets the
 state of a fresh `Dissector` (the single-process one): the task's one
 dissector closes every connection of a 4-tuple before the next 4-tuple
 comes and then starts afresh (`Dissector.end_connections`, `start_afresh`), so a task holds
-one connection's state at a time.
+one connection's state at a time. A read task's in-place connections
+(kdissect.spark.inrange) are fed otherwise: all of them at once, in capture
+order, as `kdissect export` feeds a capture (`run_in_place`).
 
 Exchange rows and the per-partition errors of their responses go to the
 task's own files (`part_files.PartSink`), with their connection's
@@ -143,10 +145,12 @@ class ConnectionRunner:
         self.classified_connections = 0
         self.output = _Output(sink.task_partition)
         self._dissector: Dissector | None = None  # the task's one, made at its first 4-tuple
-        self._ordinal = 0
+        # each connection's next ordinal (the order of its rows), by stream key
+        self._ordinals: dict[tuple | None, int] = {}
         # a read task's in-place counts (kdissect.spark.inrange.InRangeCounts), reported with its accounting
         self.in_range: Any = None
-        # 4-tuples whose connection the reassembler still held open after their last segment
+        # 4-tuples whose connection the reassembler still held open after their
+        # last segment (in place: at the range's end)
         self.left_open: set[tuple] = set()
         self._key: tuple | None = None
 
@@ -165,11 +169,12 @@ class ConnectionRunner:
                                         # (--group reads the decoded messages)
                                         keep_messages=self.selection is not None and self.selection.reads_messages,
                                         accounting=self.accounting, keylog=self.keylog, **keeps)
-        self._ordinal = 0
+        self._ordinals = {}
 
     def _emit(self, exchanges: Iterable[Exchange]) -> None:
         selection = self.selection
         add_exchange = self.sink.add_exchange
+        ordinals = self._ordinals
         for exchange in exchanges:
             if selection is not None and not selection.matches(exchange):
                 if self.forensics is not None:  # topic names are context, learned from every exchange
@@ -181,8 +186,9 @@ class ConnectionRunner:
             key = exchange.stream_key
             # the work file's columns: the row's (its strings made lossless in
             # the work file, a column at a time), the stream key, the ordinal
-            ordered = (*(key if key is not None else (None, None)), self._ordinal)
-            self._ordinal += 1
+            ordinal = ordinals.get(key, 0)
+            ordinals[key] = ordinal + 1
+            ordered = (*(key if key is not None else (None, None)), ordinal)
             add_exchange((*row_values(exchange), *ordered))
             if exchange.arrival is not None and self.arrivals is not None:
                 self.arrivals.add(exchange, ordered)
@@ -259,6 +265,33 @@ class ConnectionRunner:
             if self.output.size >= BATCH_ROWS:
                 yield self.output.batch()
         self.finish_connection()
+        yield from self._finish_task()
+
+    def run_in_place(self, segments: list[Any]) -> Iterator[pa.RecordBatch]:
+        """OUTPUT_SCHEMA batches of a read task's in-place segments
+        (kdissect.spark.inrange): every 4-tuple's at once, in capture order,
+        through the one Dissector, as `kdissect export` feeds a capture (fed
+        4-tuple by 4-tuple, a range of many short connections paid as much
+        again in sorting and per-4-tuple steps). Each segment is let go as it
+        is fed (`segments` ends empty), so the connections' state takes the
+        place of their segments instead of adding to them. `left_open` gets
+        the 4-tuples of the connections still open at the range's end."""
+        from kdissect.spark.inrange import canonical
+
+        if segments:
+            self._start()
+            dissector = self._dissector
+            assert dissector is not None
+            self._emit(dissector.feed_many(_let_go(segments)))
+            self.left_open.update(canonical(*four_tuple) for four_tuple in dissector.open_four_tuples())
+            self._emit(dissector.end_connections())
+            keys = dissector.start_afresh()
+            self.classified_connections += len(keys)
+            self.output.add_connections(keys)
+        yield from self._finish_task()
+
+    def _finish_task(self) -> Iterator[pa.RecordBatch]:
+        """The task's last segment was fed: its files close, its accounting row goes out."""
         self._end_dissector()
         if self.duplicates:
             add_read_stats(self.read_totals, {"duplicate_packets": self.duplicates})
@@ -277,6 +310,14 @@ class ConnectionRunner:
             totals["in_range"] = self.in_range.to_dict()
         self.output.add_accounting(json.dumps(totals))
         yield self.output.batch()
+
+
+def _let_go(segments: list[Any]) -> Iterator[Any]:
+    """The items of `segments` in order, each removed from the list as it is handed out."""
+    segments.reverse()
+    take = segments.pop
+    while segments:
+        yield take()
 
 
 def _selection(values: tuple | None) -> Any:
@@ -368,7 +409,7 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
                                  forensics=forensics)
                 runner.in_range = reader.counts
                 try:
-                    yield from runner.run_rows(reader.in_place_rows())
+                    yield from runner.run_in_place(reader.in_place_segments())
                 except BaseException:
                     _abandon(runner)
                     raise

@@ -7,10 +7,11 @@ Python) costs several times its dissection. A read task therefore keeps the
 segments of each 4-tuple whose opening it saw (the first segment of the
 4-tuple in the range is a SYN without ACK) and that closed (RST, or FIN in
 both directions) at least CLOSE_GRACE_NS before the range's last packet;
-those are dissected in the task itself, 4-tuple by 4-tuple, exactly as the
-dissecting task would. Every other 4-tuple (open at the range's
-start or end) is shipped: its segments become runs (see segments.py) and go
-to the same dissecting task as the same 4-tuple's runs from the other ranges. In
+those are dissected in the task itself, all of them in capture order through
+one Dissector, as `kdissect export` feeds the whole capture set. Every other
+4-tuple (open at the range's start or end) is shipped: its segments become
+runs (see segments.py) and go to the same dissecting task as the same
+4-tuple's runs from the other ranges. In
 the capture set's last range, "open at the end" is no reason to ship: no
 later range exists.
 
@@ -61,35 +62,33 @@ TUPLE_SCHEMA = pa.schema([("addr_a", pa.string()), ("port_a", pa.int32()), ("add
 
 
 class _Candidate:
-    """A 4-tuple whose opening the range holds: its segments, as read (a
+    """A 4-tuple whose opening the range holds: what its held segments add
+    up to (the segments themselves are in the reader's one list, as read: a
     connection dissected in place is never packed), and whether it closed."""
 
-    __slots__ = ("order_ts", "frame_number", "segments", "payload_bytes", "fins", "closed", "first_ts", "syn")
+    __slots__ = ("order_ts", "frame_number", "first_ts", "last_ts", "syn", "segments", "payload_bytes", "fins",
+                 "closed")
 
     def __init__(self, order_ts: int, frame_number: int, ts: int, syn: tuple[bool, int]) -> None:
         self.order_ts = order_ts
         self.first_ts = ts
+        self.last_ts = ts  # the capture time of its latest segment
         self.syn = syn
         self.frame_number = frame_number
-        self.segments: list[TcpSegment] = []
+        self.segments = 0
         self.payload_bytes = 0  # the captured payload bytes of its segments
         self.fins = 0  # directions that sent a FIN (bit 0: a -> b, bit 1: b -> a)
         self.closed = False
 
     @property
-    def last_ts(self) -> int:
-        """The capture time of its last segment."""
-        return self.segments[-1].ts if self.segments else 0
-
-    @property
     def packed_size(self) -> int:
         """The bytes its segments would take packed (the manifest's counts)."""
-        return SEGMENT_HEADER.size * len(self.segments) + self.payload_bytes
+        return SEGMENT_HEADER.size * self.segments + self.payload_bytes
 
     @property
     def held_bytes(self) -> int:
         """What holding its segments costs (BUFFER_BUDGET's count)."""
-        return HELD_SEGMENT_BYTES * len(self.segments) + self.payload_bytes
+        return HELD_SEGMENT_BYTES * self.segments + self.payload_bytes
 
     def follow(self, flags: int, direction: int) -> None:
         """A segment with SYN, RST or FIN (no other flag changes what it follows)."""
@@ -101,6 +100,16 @@ class _Candidate:
             self.fins |= 1 << direction
             if self.fins == 3:
                 self.closed = True
+
+
+def canonical(a: str, port_a: int, b: str, port_b: int) -> Key:
+    """A 4-tuple with the lower endpoint first, as (address, port) pairs order."""
+    return (a, port_a, b, port_b) if (a, port_a) <= (b, port_b) else (b, port_b, a, port_a)
+
+
+def canonical_key(segment: TcpSegment) -> Key:
+    """A segment's canonical 4-tuple."""
+    return canonical(segment.src, segment.sport, segment.dst, segment.dport)
 
 
 @dataclass
@@ -118,7 +127,7 @@ class InRangeCounts:
 
 class SplitReader:
     """One split's segments: shipped runs as they are read (`shipped_runs`),
-    then the 4-tuples to dissect in place (`in_place_rows`)."""
+    then the segments to dissect in place (`in_place_segments`)."""
 
     def __init__(self, split: dict[str, Any], stats: Any, in_place: bool = True, last_range: bool = False,
                  watch: Any = None) -> None:
@@ -130,6 +139,7 @@ class SplitReader:
         self.capture_index = split["capture_index"]
         self.shipped: set[Key] = set()
         self.candidates: dict[Key, _Candidate] = {}
+        self.held: list[TcpSegment] = []  # the candidates' segments, in the order read
         self.counts = InRangeCounts()
         self.in_place_keys: list[Key] = []
         self._spans: list[tuple[int, int, tuple[bool, int]]] = []  # (first, last ts, SYN) of each in-place 4-tuple
@@ -144,6 +154,7 @@ class SplitReader:
         runs: dict[Key, tuple[int, int, bytearray]] = {}
         segments = payload_bytes = 0
         shipped, candidates = self.shipped, self.candidates
+        hold = self.held.append
         in_place = self.in_place
         chunk_segments, chunk_bytes = _segments.CHUNK_SEGMENTS, _segments.CHUNK_PAYLOAD_BYTES
         buffered = self._buffered  # (kept in self._buffered around a _ship_some)
@@ -171,9 +182,11 @@ class SplitReader:
                     else:
                         shipped.add(key)
                 if candidate is not None:
-                    candidate.segments.append(segment)
+                    hold(segment)
                     size = len(payload)
+                    candidate.segments += 1
                     candidate.payload_bytes += size
+                    candidate.last_ts = ts
                     if flags & (_SYN | _RST | _FIN):
                         candidate.follow(flags, direction)
                     buffered += HELD_SEGMENT_BYTES + size
@@ -181,6 +194,7 @@ class SplitReader:
                         self._buffered = buffered
                         yield from self._ship_some()
                         buffered = self._buffered
+                        hold = self.held.append  # (the list was rebuilt without the shipped ones)
                     continue
             else:
                 shipped.add(key)
@@ -221,42 +235,57 @@ class SplitReader:
             yield from self._ship(list(self.candidates))
 
     def _ship(self, keys: list[Key]) -> Iterator[pa.RecordBatch]:
-        """Candidates shipped after all: their buffers cut into runs of at
-        most a chunk's payload, in segment order."""
-        rows: dict[Key, list[tuple[int, int, bytes]]] = {}
-        held = 0
+        """Candidates shipped after all: their segments taken out of the held
+        list and cut into runs of at most a chunk's payload, in segment order."""
+        if not keys:
+            return
+        leaving: dict[Key, list[TcpSegment]] = {}
+        sizes: dict[Key, int] = {}
         for key in keys:
             candidate = self.candidates.pop(key)
             self.shipped.add(key)
             self._buffered -= candidate.held_bytes
-            self.counts.bytes_shipped += candidate.packed_size
-            rows[key] = list(_cut_runs(candidate.segments))
-            held += candidate.packed_size
+            sizes[key] = candidate.packed_size
+            self.counts.bytes_shipped += sizes[key]
+            leaving[key] = []
+        staying: list[TcpSegment] = []
+        for segment in self.held:
+            mine = leaving.get(canonical_key(segment))
+            if mine is None:
+                staying.append(segment)
+            else:
+                mine.append(segment)
+        self.held = staying
+        rows: dict[Key, list[tuple[int, int, bytes]]] = {}
+        held = 0
+        for key, segments in leaving.items():
+            rows[key] = list(_cut_runs(segments))
+            held += sizes[key]
             if held >= _segments.CHUNK_PAYLOAD_BYTES * 8:
                 yield from _run_batches(rows, self.capture_index)
                 rows, held = {}, 0
         if rows:
             yield from _run_batches(rows, self.capture_index)
 
-    def in_place_rows(self) -> Iterator[tuple[str, int, str, int, list[TcpSegment]]]:
-        """(4-tuple, its segments in capture order) of each
-        4-tuple dissected in place, once `shipped_runs` is exhausted; each is
-        let go as it is handed out."""
+    def in_place_segments(self) -> list[TcpSegment]:
+        """The segments of every 4-tuple dissected in place, in the order
+        read (capture order), once `shipped_runs` is exhausted; the reader
+        lets go of them."""
         self.counts.tuples_shipped = len(self.shipped)
-        for key in list(self.candidates):
-            candidate = self.candidates.pop(key)
+        for key, candidate in self.candidates.items():
             self.in_place_keys.append(key)
             self._spans.append((candidate.first_ts, candidate.last_ts, candidate.syn))
             self.counts.tuples_in_place += 1
             self.counts.bytes_in_place += candidate.packed_size
-            yield (*key, candidate.segments)
-            candidate.segments = []
+        self.candidates = {}
+        held, self.held = self.held, []
+        return held
 
     def tuple_table(self, left_open: set[Key] | frozenset = frozenset()) -> pa.Table:
         """Every 4-tuple of the split and whether it was dissected in place
-        (for the driver's check), once `in_place_rows` is exhausted;
-        `left_open`: in-place 4-tuples the reassembler had not closed by
-        their last segment."""
+        (for the driver's check), once `in_place_segments` has been taken;
+        `left_open`: in-place 4-tuples the reassembler had not closed by the
+        range's end."""
         keys = [*self.in_place_keys, *self.shipped]
         in_place = len(self.in_place_keys)
         flags = [True] * in_place + [False] * len(self.shipped)

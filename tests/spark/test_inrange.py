@@ -29,6 +29,14 @@ def _key(segment) -> tuple:
     return (*min(a, b), *max(a, b))
 
 
+def _by_tuple(held: list) -> dict[tuple, list]:
+    """The in-place segments (one list, in the order read) by canonical 4-tuple."""
+    grouped: dict[tuple, list] = {}
+    for segment in held:
+        grouped.setdefault(_key(segment), []).append(segment)
+    return grouped
+
+
 def _rounded(rows: list[dict]) -> list[dict]:
     return canonical([{k: float(f"{v:.9g}") if isinstance(v, float) else v for k, v in row.items()} for row in rows])
 
@@ -61,7 +69,10 @@ def test_every_segment_is_either_shipped_or_dissected_in_place(captures_dir, div
                 key = (row["addr_a"], row["port_a"], row["addr_b"], row["port_b"])
                 shipped.setdefault(key, []).extend(segments.run_segments(
                     row["capture_index"], *key, row["segments"]))
-        in_place = {tuple(row[:4]): list(row[4]) for row in reader.in_place_rows()}
+        held = reader.in_place_segments()
+        # fed to one Dissector as read: in capture order, all 4-tuples together
+        assert [s.frame_number for s in held] == sorted(s.frame_number for s in held)
+        in_place = _by_tuple(held)
         assert not set(shipped) & set(in_place)
         for key, held in in_place.items():
             assert held[0].flags & 0x12 == 0x02, key  # opened in the range
@@ -90,7 +101,7 @@ def test_over_the_budget_held_connections_are_shipped_whole_and_unchanged(captur
         for row in batch.to_pylist():
             key = (row["addr_a"], row["port_a"], row["addr_b"], row["port_b"])
             shipped.setdefault(key, []).extend(segments.run_segments(row["capture_index"], *key, row["segments"]))
-    in_place = {tuple(row[:4]): list(row[4]) for row in reader.in_place_rows()}
+    in_place = _by_tuple(reader.in_place_segments())
     assert shipped and reader._buffered <= inrange.BUFFER_BUDGET
     expected = list(read_segments([str(path)]))
     got = {segment.frame_number: segment for held in (*shipped.values(), *in_place.values()) for segment in held}
@@ -113,7 +124,7 @@ def test_the_check_table_spans_and_byte_counts_are_the_segments_as_read(captures
     for split in _planned(path, max(4096, path.stat().st_size // divisor)):
         reader = SplitReader(split, ReadStats(), last_range=False)
         shipped_bytes = sum(len(row["segments"]) for batch in reader.shipped_runs() for row in batch.to_pylist())
-        held = {tuple(row[:4]): list(row[4]) for row in reader.in_place_rows()}
+        held = _by_tuple(reader.in_place_segments())
         table = reader.tuple_table().to_pylist()
         spans = {(row["addr_a"], row["port_a"], row["addr_b"], row["port_b"]):
                  (row["first_ts"], row["last_ts"], row["syn_from_a"], row["syn_seq"]) for row in table if row["in_place"]}
@@ -138,6 +149,39 @@ def test_connections_crossing_range_boundaries_are_shuffled_and_the_rest_dissect
     assert counts["tuples_in_place"] > 0 and counts["tuples_shipped"] > 0 and counts["conflicts"] == 0
     assert counts["bytes_in_place"] > 0 and counts["bytes_shipped"] > 0
     assert canonical(table_rows(tmp_path / "out", "exchanges")) == canonical(export_rows([path], tmp_path / "x.parquet"))
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")
+def test_connections_dissected_together_in_place_keep_each_ones_order(spark, captures_dir, tmp_path):
+    """One range: its connections, open at once, are fed to one Dissector
+    interleaved in capture order, so a task writes their rows interleaved.
+    Each part comes out sorted by stream, and each stream's rows in the order
+    `kdissect export` gives them."""
+    import pyarrow.parquet as pq
+
+    path = captures_dir / SOURCE
+    manifest = run_local_job(spark, [path], tmp_path / "out")
+    assert manifest["in_range"]["tuples_in_place"] > 1 and manifest["in_range"]["tuples_shipped"] == 0
+
+    def by_stream(rows: list[dict]) -> dict[int, list[tuple]]:
+        streams: dict[int, list[tuple]] = {}
+        for row in rows:
+            streams.setdefault(row["stream"], []).append((row["correlation_id"], row["api_key"], row["request_ts"]))
+        return streams
+
+    parts = sorted((tmp_path / "out" / "exchanges").rglob("*.parquet"))
+    spark_rows = []
+    for part in parts:
+        rows = pq.read_table(part).to_pylist()
+        streams = [row["stream"] for row in rows]
+        assert streams == sorted(streams), part
+        spark_rows += rows
+    export = export_rows([path], tmp_path / "x.parquet")
+    export_streams = [row["stream"] for row in export]
+    interleaved = sum(1 for before, after in zip(export_streams, export_streams[1:]) if after < before)
+    assert interleaved > 0  # the connections' exchanges do interleave in capture order
+    assert by_stream(spark_rows) == by_stream(export)
 
 
 @pytest.mark.slow
