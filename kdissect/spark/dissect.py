@@ -248,7 +248,8 @@ class ConnectionRunner:
     def run_rows(self, rows: Iterable[tuple]) -> Iterator[pa.RecordBatch]:
         """OUTPUT_SCHEMA batches of (addr_a, port_a, addr_b, port_b, segments)
         rows, each 4-tuple's rows consecutive, its segments (TcpSegments in
-        capture order) a run's or all of an in-place 4-tuple's."""
+        capture order) a run's (a read task's in-place segments go through
+        `run_in_place` instead)."""
         current = None
         for addr_a, port_a, addr_b, port_b, segments in rows:
             key = (addr_a, port_a, addr_b, port_b)
