@@ -10,8 +10,8 @@ and how each task of a several-slot job still reads.
 
 The inputs are ordered and planned as the job's driver does (files by
 first packet time, cut at `--split-size`, ranges probed). The two ways run
-alternately in one process, after one warm-up of each, so each pair meets
-the machine in the same state; printed: each way's median and range of CPU
+alternately in one process (each first in every other round), after one
+warm-up of each, so each pair meets the machine in the same state; printed: each way's median and range of CPU
 seconds (process_time), and the median and range of the pairs' ratios.
 Each run writes into a fresh temporary work directory. `--buckets` is the
 number of dissecting tasks the shipped connections go to (the job's
@@ -103,8 +103,11 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in ways}
     for way in ways.values():  # warm: imports, caches
         way(splits, firsts, names, tables, args.buckets)
-    for _ in range(args.rounds):
-        for name, way in ways.items():
+    for round_number in range(args.rounds):
+        # each way first in every other round: what one run leaves (freed
+        # arenas, caches) meets both ways alike
+        order = list(ways.items()) if round_number % 2 == 0 else list(ways.items())[::-1]
+        for name, way in order:
             gc.collect()
             start = time.process_time()
             way(splits, firsts, names, tables, args.buckets)
