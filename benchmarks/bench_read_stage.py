@@ -33,6 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench_read_task import size_of  # noqa: E402  (sizes as 128m, 10m)
+
 
 def planned(inputs: list[str], split_size: int) -> tuple[list[dict], list, list[str]]:
     """(Split rows, the files' first packet times, capture names), as the driver plans them."""
@@ -78,12 +80,6 @@ def sorted_and_shipped(splits: list[dict], firsts: list, names: list[str], table
                 pass
     finally:
         shutil.rmtree(work)
-
-
-def size_of(text: str) -> int:
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    text = text.strip().lower()
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
 def main() -> None:
