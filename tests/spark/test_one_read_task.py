@@ -7,6 +7,7 @@ built with."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -91,3 +92,19 @@ def test_rotated_pieces_give_the_rows_of_the_single_capture(spark, captures_dir,
     per_file = ("capture", "request_frame", "response_frame")
     assert canonical(got) == canonical(export_rows(pieces, tmp_path / "pieces.parquet"))
     assert canonical(got, per_file) == canonical(export_rows([source], tmp_path / "single.parquet"), per_file)
+
+
+@pytest.mark.parametrize("case", [
+    "test_a_false_boundary_is_caught_after_the_read_and_the_file_read_again",
+    "test_a_clock_going_back_across_a_cut_reads_the_file_again_in_ranges",
+    "test_a_pcapng_interface_described_mid_file_reads_the_file_again",
+])
+def test_a_range_that_fails_its_check_is_read_again(spark, captures_dir, tmp_path, case):
+    """The range check after the read holds for the one task too: a file whose
+    cut ranges did not chain (a false record start, a clock going back across
+    a cut, a pcapng interface described mid-file) is read again, and the rows
+    are export's (test_read_once's cases, run in the one-slot session)."""
+    from tests.spark import test_read_once
+
+    getattr(test_read_once, case)(spark, captures_dir, tmp_path)
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["one_read_task"] is True
