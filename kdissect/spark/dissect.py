@@ -13,7 +13,9 @@ dissector closes every connection of a 4-tuple before the next 4-tuple
 comes and then starts afresh (`Dissector.end_connections`, `start_afresh`), so a task holds
 one connection's state at a time. A read task's in-place connections
 (kdissect.spark.inrange) are fed otherwise: all of them at once, in capture
-order, as `kdissect export` feeds a capture (`run_in_place`).
+order, as `kdissect export` feeds a capture (`run_in_place`). A read stage
+of one task reads the whole capture set and feeds every segment as read
+(`read_capture_set`): nothing to sort into in place and shipped.
 
 Exchange rows and the per-partition errors of their responses go to the
 task's own files (`part_files.PartSink`), with their connection's
@@ -40,7 +42,7 @@ from kdissect.model.exchange import Exchange, row_values
 from kdissect.shared.output import lossless_row
 from kdissect.conn.pipeline import Dissector
 from kdissect.spark.part_files import EXCHANGES, PARTITION_ERRORS, PartSink
-from kdissect.spark.segments import add_read_stats, run_segments
+from kdissect.spark.segments import add_read_stats, run_segments, split_segments
 
 CONNECTION, ACCOUNTING = 1, 2
 
@@ -280,16 +282,30 @@ class ConnectionRunner:
         from kdissect.spark.inrange import canonical
 
         if segments:
-            self._start()
-            dissector = self._dissector
-            assert dissector is not None
-            self._emit(dissector.feed_many(_let_go(segments)))
-            self.left_open.update(canonical(*four_tuple) for four_tuple in dissector.open_four_tuples())
-            self._emit(dissector.end_connections())
-            keys = dissector.start_afresh()
-            self.classified_connections += len(keys)
-            self.output.add_connections(keys)
+            self._feed_together(_let_go(segments), lambda dissector: self.left_open.update(
+                canonical(*four_tuple) for four_tuple in dissector.open_four_tuples()))
         yield from self._finish_task()
+
+    def run_capture_set(self, segments: Iterable[Any]) -> Iterator[pa.RecordBatch]:
+        """OUTPUT_SCHEMA batches of a whole capture set's segments in feed
+        order (`read_capture_set`): fed to the one Dissector as `kdissect
+        export` feeds them, as they are read."""
+        self._feed_together(segments)
+        yield from self._finish_task()
+
+    def _feed_together(self, segments: Iterable[Any], at_end: Any = None) -> None:
+        """Every segment to the one Dissector; then `at_end(dissector)`, if
+        given, and the connections still open are closed."""
+        self._start()
+        dissector = self._dissector
+        assert dissector is not None
+        self._emit(dissector.feed_many(segments))
+        if at_end is not None:
+            at_end(dissector)
+        self._emit(dissector.end_connections())
+        keys = dissector.start_afresh()
+        self.classified_connections += len(keys)
+        self.output.add_connections(keys)
 
     def _finish_task(self) -> Iterator[pa.RecordBatch]:
         """The task's last segment was fed: its files close, its accounting row goes out."""
@@ -425,6 +441,57 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
         raise
     if forensics is not None:
         forensics.close()
+
+
+def read_capture_set(batches: Iterable[pa.RecordBatch], firsts: Sequence[int | None], first_task_partition: int,
+                     ports: Sequence[int], detect: bool, capture_names: Sequence[str], work_dir: Any,
+                     keylog: Any = None, max_uncompressed: int | None = None, selection: tuple | None = None,
+                     forensic_tables: bool = True) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of a read stage that is one task (every split of the
+    capture set; `firsts`: each file's first packet time, in capture order):
+    the files' segments merged in feed order with the duplicates across
+    files dropped (kdissect.wire.captureset.merge_files, as `kdissect
+    export` reads a capture set) and fed, as they are read, to one Dissector.
+    Nothing is held, sorted or shipped: with no other task, no connection
+    continues elsewhere. The rows are those of task partition
+    `first_task_partition` + the first split's id. An ACCOUNTING row per
+    split carries its read counts (and a checked range's end), then the
+    runner's row follows."""
+    from itertools import chain
+
+    from kdissect.shared.outdir_tree import as_tree
+    from kdissect.spark.segments import RangeWatch, read_stats_values
+    from kdissect.wire.capture import ReadStats
+    from kdissect.wire.captureset import DuplicateFilter, merge_files
+
+    work_dir = as_tree(work_dir)
+    splits = sorted((split for batch in batches for split in batch.to_pylist()), key=lambda split: split["split_id"])
+    if not splits:
+        return
+    read = [(split, ReadStats(), RangeWatch(split) if split["checked"] else None) for split in splits]
+    by_file: dict[int, list[tuple]] = {}
+    for one in read:
+        by_file.setdefault(one[0]["capture_index"], []).append(one)
+
+    def open_file(capture_index: int) -> Iterator[Any]:
+        # a cut file's ranges one after another, in file order
+        return chain.from_iterable(split_segments(split, stats, watch)
+                                   for split, stats, watch in by_file.get(capture_index, []))
+
+    # (duplicates across files are counted with the first split's reading)
+    segments = (open_file(0) if len(firsts) == 1
+                else merge_files(firsts, open_file, DuplicateFilter(counts=read[0][1])))
+    runner = _runner(first_task_partition + splits[0]["split_id"], ports, detect, capture_names, work_dir, keylog,
+                     max_uncompressed, selection, several_files=False, forensic_tables=forensic_tables)
+    try:
+        yield from runner.run_capture_set(segments)
+    except BaseException:
+        _abandon(runner)
+        raise
+    yield pa.RecordBatch.from_pylist([
+        {"kind": ACCOUNTING, "task_partition": first_task_partition + split["split_id"],
+         "accounting": json.dumps({"read": read_stats_values(stats, watch)})} for split, stats, watch in read],
+        schema=OUTPUT_SCHEMA)
 
 
 def dissect_buckets(batches: Iterable[pa.RecordBatch], buckets: list[tuple[int, list]], ports: Sequence[int], detect: bool,

@@ -1,5 +1,7 @@
 """Read one split and sort its connections: dissected where they were read,
-or shipped to a dissecting task by 4-tuple (kdissect.spark.handoff).
+or shipped to a dissecting task by 4-tuple (kdissect.spark.handoff). (A
+read stage of one task sorts nothing: it reads the whole capture set and
+dissects every connection as read, kdissect.spark.dissect.read_capture_set.)
 
 Almost every connection of an archive lives inside one byte range: moving
 its bytes through Spark's shuffle (Python -> JVM -> disk -> sort -> JVM ->

@@ -195,8 +195,10 @@ def _with_carried_secrets(keylog: Any, pcapngs: list[str]) -> Any:
     return merged
 
 
-def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], list[int], list[str]]:
-    """(path, kind) in capture-set order, each file's resolution (ticks per second), skipped files.
+def _ordered_captures(inputs: Sequence[str]
+                      ) -> tuple[list[tuple[str, str]], list[int], list[int | None], list[str]]:
+    """(path, kind) in capture-set order, each file's resolution (ticks per
+    second) and first packet time (ns; None: no packets), skipped files.
     Paths are local paths or store URIs (kdissect.wire.stores)."""
     from kdissect.wire.capture import describe_captures
 
@@ -204,7 +206,8 @@ def _ordered_captures(inputs: Sequence[str]) -> tuple[list[tuple[str, str]], lis
     described = describe_captures(files)
     as_given = {str(Path(path)): path for path in files}  # (pathlib folds a URI's "//")
     paths = [as_given.get(str(f.path), str(f.path)) for f in described]
-    return ([(path, file_kind(path) or "pcap") for path in paths], [f.resolution for f in described], skipped)
+    return ([(path, file_kind(path) or "pcap") for path in paths], [f.resolution for f in described],
+            [f.first_ts for f in described], skipped)
 
 
 def capture_name(path: str) -> str:
@@ -281,7 +284,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         # configured (spark.hadoop.fs.s3a.*): joined before OUTDIR is claimed
         spark = spark()
     store_settings = configure_stores(None if callable(spark) else spark)
-    ordered, resolutions, skipped = _ordered_captures(options.inputs)
+    ordered, resolutions, firsts, skipped = _ordered_captures(options.inputs)
     # checked (a typo is exit 2) before OUTDIR is touched; the tasks rebuild it
     selection = _selection_values(options, [path for path, _ in ordered])
     # the one place OUTDIR is checked and prepared, before Spark starts and
@@ -327,7 +330,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     say(f"{len(splits)} read tasks", "planned")
 
     # -- 3. read; dissect in place, or hand off by connection -----------------
-    from kdissect.spark.dissect import ACCOUNTING, CONNECTION, OUTPUT_SCHEMA, dissect_buckets, read_partition
+    from kdissect.spark.dissect import (ACCOUNTING, CONNECTION, OUTPUT_SCHEMA, dissect_buckets, read_capture_set,
+                                        read_partition)
     from kdissect.spark.handoff import SHIPPED_KEY, launch_order, merge_indexes
     from kdissect.spark.segments import RANGES_KEY, add_read_stats
 
@@ -351,6 +355,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
 
     output_schema = from_arrow_schema(OUTPUT_SCHEMA)
 
+    read_stage = {"whole_set": False}  # how the last read stage went
+
     def read_and_dissect(splits: list[planning.Split], in_place: bool):
         """The read stage (4-tuples wholly inside a split dissected there, see
         kdissect.spark.inrange; the others' runs left under _work/runs), then
@@ -358,6 +364,11 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         (kdissect.spark.handoff); what comes back is small (a row per Kafka
         connection and one per split and task)."""
         groups = [[split.as_row() for split in group] for group in read_task_groups(splits, sc.defaultParallelism)]
+        # One task reads every split (one slot, or one split): it reads the
+        # capture set as `kdissect export` does and dissects every connection
+        # as read, with nothing held or shipped (dissect.read_capture_set)
+        whole_set = in_place and len(groups) == 1
+        read_stage["whole_set"] = whole_set
         # One partition per group, made in the JVM: `spark.range` of one id per
         # partition, and the task reads the splits of group `id` (shipped with
         # the function). An RDD of the groups (sc.parallelize + createDataFrame)
@@ -372,6 +383,9 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
             keep_freed_memory()  # a Python worker lives for the whole job
             stores.configure_once(store_settings)
             # read tasks' partitions are numbered after the dissecting tasks'
+            if whole_set:
+                return read_capture_set(_group_splits(batches, groups), firsts, partitions, ports, detect,
+                                        capture_names, work_dir, keylog, max_uncompressed, selection, forensic_tables)
             return read_partition(_group_splits(batches, groups), in_place, last_split_id, partitions, ports, detect,
                                   capture_names, work_dir, keylog, max_uncompressed, selection, forensic_tables,
                                   buckets=partitions)
@@ -555,6 +569,9 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         # 4-tuples dissected by the task that read them, and those shuffled (kdissect.spark.inrange);
         # `conflicts`: 4-tuples dissected in place but seen in another range (the run was redone shipped)
         "in_range": {**in_range, "conflicts": in_place_conflicts},
+        # the read stage was one task that read the whole capture set in feed order and dissected
+        # every connection as read, as `kdissect export` does (in_range then counts nothing)
+        "one_read_task": read_stage["whole_set"],
         "ports": list(options.ports),
         "detect": options.detect,
         "selection": None if selection is None else {

@@ -153,16 +153,35 @@ def test_connections_crossing_range_boundaries_are_shuffled_and_the_rest_dissect
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")
-def test_connections_dissected_together_in_place_keep_each_ones_order(spark, captures_dir, tmp_path):
+@pytest.mark.parametrize("after_another_file", [False, True])
+def test_connections_dissected_together_in_place_keep_each_ones_order(spark, captures_dir, tmp_path,
+                                                                      after_another_file):
     """One range: its connections, open at once, are fed to one Dissector
     interleaved in capture order, so a task writes their rows interleaved.
     Each part comes out sorted by stream, and each stream's rows in the order
-    `kdissect export` gives them."""
+    `kdissect export` gives them. Alone, the capture is the read stage's one
+    task (dissect.read_capture_set); after another file, a day earlier,
+    it is the last of two read tasks, its connections in place (inrange)."""
     import pyarrow.parquet as pq
 
+    from kdissect.wire.capture import iter_frames
+
     path = captures_dir / SOURCE
-    manifest = run_local_job(spark, [path], tmp_path / "out")
-    assert manifest["in_range"]["tuples_in_place"] > 1 and manifest["in_range"]["tuples_shipped"] == 0
+    inputs = [path]
+    if after_another_file:
+        other = captures_dir / "admin_kafka.pcap"
+        first_ns = next(iter(iter_frames([path]))).ts
+        other_first_ns = next(iter(iter_frames([other]))).ts
+        earlier = tmp_path / "earlier.pcap"
+        shift = (first_ns - other_first_ns) // 10**9 - 86400
+        subprocess.run(["editcap", "-F", "pcap", "-t", str(shift), str(other), str(earlier)], check=True)
+        inputs = [earlier, path]
+    manifest = run_local_job(spark, inputs, tmp_path / "out")
+    if after_another_file:
+        assert manifest["one_read_task"] is False and manifest["read_tasks"] == 2
+        assert manifest["in_range"]["tuples_in_place"] > 1 and manifest["in_range"]["conflicts"] == 0
+    else:
+        assert manifest["one_read_task"] is True
 
     def by_stream(rows: list[dict]) -> dict[int, list[tuple]]:
         streams: dict[int, list[tuple]] = {}
@@ -177,7 +196,7 @@ def test_connections_dissected_together_in_place_keep_each_ones_order(spark, cap
         streams = [row["stream"] for row in rows]
         assert streams == sorted(streams), part
         spark_rows += rows
-    export = export_rows([path], tmp_path / "x.parquet")
+    export = export_rows(inputs, tmp_path / "x.parquet")
     export_streams = [row["stream"] for row in export]
     interleaved = sum(1 for before, after in zip(export_streams, export_streams[1:]) if after < before)
     assert interleaved > 0  # the connections' exchanges do interleave in capture order
@@ -245,7 +264,7 @@ def test_rotated_pieces_agree_with_every_connection_shuffled(spark, captures_dir
 @pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")
 def test_a_reused_four_tuple(spark, captures_dir, tmp_path):
     """The capture followed by itself an hour later: every 4-tuple used twice.
-    In one range both uses are dissected together in place. Cut between
+    Read by one task, both uses go through its one Dissector. Cut between
     them, some 4-tuples are shipped from one range (open at its end) and
     dissected in place in the other: the check after the job catches them
     and the run is redone with every connection shuffled."""
@@ -256,8 +275,7 @@ def test_a_reused_four_tuple(spark, captures_dir, tmp_path):
     subprocess.run(["mergecap", "-a", "-F", "pcap", "-w", str(twice), str(path), str(later)], check=True)
     expected = canonical(export_rows([twice], tmp_path / "twice.parquet"))
     whole = run_local_job(spark, [twice], tmp_path / "whole")
-    assert whole["read_tasks"] == 1 and whole["in_range"]["tuples_in_place"] > 0
-    assert whole["in_range"]["conflicts"] == 0
+    assert whole["read_tasks"] == 1 and whole["one_read_task"]  # (the whole capture set's feed, as export's)
     assert canonical(table_rows(tmp_path / "whole", "exchanges")) == expected
     cut = run_local_job(spark, [twice], tmp_path / "cut", split_size=path.stat().st_size)  # the cut near the second use
     assert cut["read_tasks"] >= 2 and cut["in_range"]["conflicts"] > 0

@@ -1,0 +1,121 @@
+"""CPU time of a one-slot read stage, in-process (no Spark, no JVM): the
+capture set read by its one task (`kdissect.spark.dissect.read_capture_set`)
+against the same splits sorted into in-place and shipped connections
+(`read_partition`) plus the dissecting tasks of the shipped ones
+(`dissect_buckets`), which is how a one-slot job read before 2026-11-28 19:30
+and how each task of a several-slot job still reads.
+
+    python3 benchmarks/bench_read_stage.py CAPTURE_OR_DIR... [--rounds 5] [--no-forensic-tables]
+                                           [--split-size 128m] [--buckets 4]
+
+The inputs are ordered and planned as the job's driver does (files by
+first packet time, cut at `--split-size`, ranges probed). The two ways run
+alternately in one process (each first in every other round), after one
+warm-up of each, so each pair meets the machine in the same state; printed: each way's median and range of CPU
+seconds (process_time), and the median and range of the pairs' ratios.
+Each run writes into a fresh temporary work directory. `--buckets` is the
+number of dissecting tasks the shipped connections go to (the job's
+`shuffle_partitions` on one slot: one per 128 MiB of capture).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench_read_task import size_of  # noqa: E402  (sizes as 128m, 10m)
+
+
+def planned(inputs: list[str], split_size: int) -> tuple[list[dict], list, list[str]]:
+    """(Split rows, the files' first packet times, capture names), as the driver plans them."""
+    from kdissect.spark.job import _ordered_captures, capture_name
+    from kdissect.spark.plan import number_tasks, plan_splits, probe_ranges, read_splits
+
+    ordered, _resolutions, firsts, _skipped = _ordered_captures(inputs)
+    splits = read_splits(number_tasks(probe_ranges(plan_splits(ordered, split_size))))
+    return [split.as_row() for split in splits], firsts, [capture_name(path) for path, _ in ordered]
+
+
+def one_task(splits: list[dict], firsts: list, names: list[str], tables: bool, buckets: int) -> None:
+    import pyarrow as pa
+
+    from kdissect.spark.dissect import read_capture_set
+
+    work = tempfile.mkdtemp(prefix="bench-read-stage-")
+    try:
+        for _ in read_capture_set([pa.RecordBatch.from_pylist(splits)], firsts, buckets, [9092], True, names, work,
+                                  forensic_tables=tables):
+            pass
+    finally:
+        shutil.rmtree(work)
+
+
+def sorted_and_shipped(splits: list[dict], firsts: list, names: list[str], tables: bool, buckets: int) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from kdissect.spark.dissect import ACCOUNTING, dissect_buckets, read_partition
+    from kdissect.spark.handoff import SHIPPED_KEY, launch_order, merge_indexes
+
+    work = tempfile.mkdtemp(prefix="bench-read-stage-")
+    try:
+        rows = pa.Table.from_batches(list(read_partition(
+            [pa.RecordBatch.from_pylist(splits)], True, splits[-1]["split_id"], buckets, [9092], True, names, work,
+            forensic_tables=tables, buckets=buckets)))
+        accounting = rows.filter(pc.equal(rows.column("kind"), ACCOUNTING)).column("accounting").to_pylist()
+        shipped = launch_order(merge_indexes([json.loads(text).get(SHIPPED_KEY, {}) for text in accounting]))
+        if shipped:
+            indexes = pa.RecordBatch.from_arrays([pa.array(range(len(shipped)), pa.int64())], ["id"])
+            for _ in dissect_buckets([indexes], shipped, [9092], True, names, work, forensic_tables=tables):
+                pass
+    finally:
+        shutil.rmtree(work)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("inputs", nargs="+")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--no-forensic-tables", action="store_true")
+    parser.add_argument("--split-size", type=size_of, default=128 << 20)
+    parser.add_argument("--buckets", type=int, default=4)
+    args = parser.parse_args()
+    from kdissect.spark.worker_daemon import FEWER_COLLECTIONS
+
+    gc.set_threshold(max(gc.get_threshold()[0], FEWER_COLLECTIONS), *gc.get_threshold()[1:])
+    tables = not args.no_forensic_tables
+    splits, firsts, names = planned(args.inputs, args.split_size)
+    ways = {"one task, whole set": one_task, "sorted and shipped": sorted_and_shipped}
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for way in ways.values():  # warm: imports, caches
+        way(splits, firsts, names, tables, args.buckets)
+    for round_number in range(args.rounds):
+        # each way first in every other round: what one run leaves (freed
+        # arenas, caches) meets both ways alike
+        order = list(ways.items()) if round_number % 2 == 0 else list(ways.items())[::-1]
+        for name, way in order:
+            gc.collect()
+            start = time.process_time()
+            way(splits, firsts, names, tables, args.buckets)
+            times[name].append(time.process_time() - start)
+    print(f"{len(names)} files, {len(splits)} splits, {'every table' if tables else '--no-forensic-tables'}, "
+          f"{args.rounds} alternating pairs:")
+    for name, found in times.items():
+        print(f"  {name}: median {statistics.median(found):.3f} s CPU (range {min(found):.3f}-{max(found):.3f})")
+    ratios = [old / new for old, new in zip(times["sorted and shipped"], times["one task, whole set"])]
+    print(f"  sorted and shipped / one task: median {statistics.median(ratios):.2f}x "
+          f"(range {min(ratios):.2f}-{max(ratios):.2f})")
+
+
+if __name__ == "__main__":
+    main()
