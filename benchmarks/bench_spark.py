@@ -372,6 +372,35 @@ def _spread(found: list[float], median_key: str) -> tuple[dict, str]:
                      + ("  SPREAD TOO WIDE TO TRUST" if too_wide else ""))
 
 
+def shape_archive(shape: str, fmt: str = "pcap", sources: list[str] | None = None, size_mb: int | None = None,
+                  file_count: int | None = None) -> list[Path]:
+    """The files of `shape`'s archive in `fmt` (built once into benchmarks/out,
+    reused after): replays of `sources` (default: the shape's) up to
+    `size_mb` in `file_count` files (default: the shape's)."""
+    size_mb = size_mb or SHAPES[shape][0]
+    file_count = file_count or SHAPES[shape][1]
+    whole_replays = shape in WHOLE_REPLAYS
+    started = time.monotonic()
+    if shape == "connections":
+        files = connections_archive()
+        archive_dir = files[0].parent
+        name = archive_dir.name.removeprefix("archive_")
+    else:
+        sources = [str(Path(s).resolve()) for s in sources or default_sources(shape)]
+        name = f"{size_mb}mb_{file_count}" + ("_whole_replays" if whole_replays else "")
+        archive_dir = OUT / f"archive_{name}"
+        files = build_archive(sources, size_mb * 10**6, file_count, archive_dir, whole_replays)
+    if whole_replays:
+        print(f"archive: {check_distinct_clients(files)} TCP connections, no client address in two files", flush=True)
+    if fmt == "pcapng":
+        archive_dir = OUT / f"archive_{name}_pcapng"
+        files = as_pcapng(files, archive_dir)
+    total = sum(f.stat().st_size for f in files)
+    print(f"archive: {len(files)} files, {total / 1e6:.0f} MB in {archive_dir} "
+          f"(built/reused in {time.monotonic() - started:.0f}s)", flush=True)
+    return files
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sources", nargs="*", help="lab captures to replay (default: captures/*.pcap)")
@@ -397,31 +426,12 @@ def main() -> None:
     global CHECKOUT
     CHECKOUT = args.checkout.resolve()
     configurations = {name: CONFIGURATIONS[name] for name in (args.only or CONFIGURATIONS)}
-    size_mb, file_count, split_size = SHAPES[args.shape]
-    size_mb = args.size_mb or size_mb
-    file_count = args.files or file_count
-    split_size = args.split_size or split_size
-    whole_replays = args.shape in WHOLE_REPLAYS
-    started = time.monotonic()
-    if args.shape == "connections":
-        if set(configurations) != {"1 core"}:
-            raise SystemExit("bench_spark: the connections shape is one split: run it with --only '1 core'")
-        files = connections_archive()
-        archive_dir = files[0].parent
-        name = archive_dir.name.removeprefix("archive_")
-    else:
-        sources = [str(Path(s).resolve()) for s in args.sources or default_sources(args.shape)]
-        name = f"{size_mb}mb_{file_count}" + ("_whole_replays" if whole_replays else "")
-        archive_dir = OUT / f"archive_{name}"
-        files = build_archive(sources, size_mb * 10**6, file_count, archive_dir, whole_replays)
-    if whole_replays:
-        print(f"archive: {check_distinct_clients(files)} TCP connections, no client address in two files", flush=True)
-    if args.format == "pcapng":
-        archive_dir = OUT / f"archive_{name}_pcapng"
-        files = as_pcapng(files, archive_dir)
+    split_size = args.split_size or SHAPES[args.shape][2]
+    if args.shape == "connections" and set(configurations) != {"1 core"}:
+        raise SystemExit("bench_spark: the connections shape is one split: run it with --only '1 core'")
+    files = shape_archive(args.shape, args.format, args.sources, args.size_mb, args.files)
     total = sum(f.stat().st_size for f in files)
-    print(f"archive: {len(files)} files, {total / 1e6:.0f} MB in {archive_dir} "
-          f"(built/reused in {time.monotonic() - started:.0f}s); split size {split_size}", flush=True)
+    print(f"split size {split_size}", flush=True)
     python = sys.executable
     slug = f"{args.shape}_{args.format}" + ("_no-forensic-tables" if args.no_forensic_tables else "") + \
         ("" if args.baseline == "tiny" else f"_{args.baseline}") + ("" if CHECKOUT == REPO else f"_{CHECKOUT.name}")
@@ -502,7 +512,7 @@ def main() -> None:
         for config, (master, cpus) in configurations.items():
             outdir = OUT / f"spark_{slug}_{config.replace(' ', '_')}"
             tiny, tiny_cpu = spark(baseline, master, cpus, OUT / f"spark_tiny_{slug}")
-            seconds, cpu = spark([str(archive_dir)], master, cpus, outdir)
+            seconds, cpu = spark([str(files[0].parent)], master, cpus, outdir)
             manifest = json.loads((outdir / "manifest.json").read_text())
             ratio = work_export / (seconds - tiny)
             cpu_ratio = cpu_export / (cpu - tiny_cpu)
