@@ -52,7 +52,11 @@
    time (user + system of the whole process tree, sampled from /proc; the
    other load on a shared machine moves it far less than the wall time;
    for two cores the wall time is the figure that counts, on a quiet
-   machine). With `--baseline half` the subtracted run is not the tiny
+   machine). A third figure counts each Spark run's CPU from its line
+   `kdissect: N read tasks` on (the read stage planned, the JVM and the
+   session up; READ_STAGE_LINE), in the tiny and the archive run alike:
+   it leaves out the JVM's own start, whose CPU moved by 5 s between
+   tiny runs (6.9-12.3 s on 2026-11-28; 2.7-4.8 s from the line). With `--baseline half` the subtracted run is not the tiny
    capture's but the same command on the first half of the archive's files
    (by bytes; `halves` below): the figure is then what the second half of the
    archive costs each command, which sets aside start-up and every other cost
@@ -100,9 +104,11 @@ import argparse
 import glob
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -260,20 +266,54 @@ def _measured(command: list[str], log: Path, cpus: set[int] | None = None) -> tu
     """(wall seconds, CPU seconds) of `command` and every process under it
     (the JVM, Spark's Python workers and the pre-pass processes included),
     sampled from /proc every 0.1 s: a process's last 0.1 s may be missed."""
+    wall, cpu, _ = measured_from(command, log, cpus)
+    return wall, cpu
+
+
+# a Spark job's line once its read stage is planned and the JVM and session
+# are up: what a run's CPU from there on counts leaves out the JVM's own
+# start (its JIT and class loading), which moved by 5 s between runs here
+READ_STAGE_LINE = re.compile(r"kdissect: \d+ read tasks")
+
+
+def measured_from(command: list[str], log: Path, cpus: set[int] | None = None,
+                  mark: re.Pattern | None = None) -> tuple[float, float, float | None]:
+    """`_measured`'s (wall seconds, CPU seconds), and the CPU seconds from the
+    first line of the command's output that `mark` matches to its end (None
+    without `mark`; an error if no line matches)."""
     confine = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     seen: dict[int, float] = {}
+    at_mark: list[float] = []
     started = time.monotonic()
     env = dict(os.environ, PYTHONPATH=str(CHECKOUT))
     with open(log, "w") as out:
-        child = subprocess.Popen(command, cwd=CHECKOUT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                 preexec_fn=confine)
+        child = subprocess.Popen(command, cwd=CHECKOUT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, preexec_fn=confine)
+
+        def copy_and_watch() -> None:
+            assert child.stdout is not None
+            for line in child.stdout:
+                out.write(line)
+                if mark is not None and not at_mark and mark.match(line):
+                    now = dict(seen)
+                    _tree_cpu(child.pid, now)
+                    at_mark.append(sum(now.values()))
+
+        reader = threading.Thread(target=copy_and_watch)
+        reader.start()
         while child.poll() is None:
             _tree_cpu(child.pid, seen)
             time.sleep(0.1)
+        reader.join()
     wall = time.monotonic() - started
     if child.returncode:
         raise subprocess.CalledProcessError(child.returncode, command)
-    return wall, sum(seen.values())
+    cpu = sum(seen.values())
+    if mark is None:
+        return wall, cpu, None
+    if not at_mark:
+        raise SystemExit(f"bench_spark: no line {mark.pattern!r} in {log}")
+    return wall, cpu, cpu - at_mark[0]
 
 
 # name -> (Spark master, CPUs to confine the run to or None)
@@ -465,9 +505,13 @@ def main() -> None:
         return _measured([python, "-m", "kdissect", "report", *inputs, "-o", str(OUT / f"{name}.html"), "--quiet"],
                          OUT / f"{name}.log")
 
-    def spark(inputs: list[str], master: str, cpus: set[int] | None, outdir: Path) -> tuple[float, float]:
-        return _measured([python, "-m", "kdissect", "spark", *inputs, "-o", str(outdir), "--master", master,
-                          "--overwrite", "--split-size", split_size, *spark_options], OUT / f"{outdir.name}.log", cpus)
+    def spark(inputs: list[str], master: str, cpus: set[int] | None, outdir: Path) -> tuple[float, float, float]:
+        """(wall seconds, CPU seconds, CPU seconds from the read stage's line on) of a Spark run."""
+        wall, cpu, from_read = measured_from(
+            [python, "-m", "kdissect", "spark", *inputs, "-o", str(outdir), "--master", master, "--overwrite",
+             "--split-size", split_size, *spark_options], OUT / f"{outdir.name}.log", cpus, READ_STAGE_LINE)
+        assert from_read is not None
+        return wall, cpu, from_read
 
     def two_exports(sides: tuple[list[str], list[str]]) -> tuple[float, float]:
         """(wall seconds until both end, CPU seconds of both) of two exports at once, one a CPU."""
@@ -494,6 +538,8 @@ def main() -> None:
     names = list(configurations) + (["2 exports"] if with_two_exports else [])
     ratios: dict[str, list[float]] = {config: [] for config in names}
     cpu_ratios: dict[str, list[float]] = {config: [] for config in names}
+    # Spark's CPU counted from its read stage's line on, in both its runs (READ_STAGE_LINE)
+    from_read_ratios: dict[str, list[float]] = {config: [] for config in configurations}
     for round_number in range(args.rounds):
         measured: dict = {"load_average": os.getloadavg()[0]}
         steal = StealClock()
@@ -511,23 +557,29 @@ def main() -> None:
         spark_work: dict[str, tuple[float, float]] = {}
         for config, (master, cpus) in configurations.items():
             outdir = OUT / f"spark_{slug}_{config.replace(' ', '_')}"
-            tiny, tiny_cpu = spark(baseline, master, cpus, OUT / f"spark_tiny_{slug}")
-            seconds, cpu = spark([str(files[0].parent)], master, cpus, outdir)
+            tiny, tiny_cpu, tiny_from_read = spark(baseline, master, cpus, OUT / f"spark_tiny_{slug}")
+            seconds, cpu, from_read = spark([str(files[0].parent)], master, cpus, outdir)
             manifest = json.loads((outdir / "manifest.json").read_text())
             ratio = work_export / (seconds - tiny)
             cpu_ratio = cpu_export / (cpu - tiny_cpu)
+            from_read_ratio = cpu_export / (from_read - tiny_from_read)
             ratios[config].append(ratio)
             cpu_ratios[config].append(cpu_ratio)
+            from_read_ratios[config].append(from_read_ratio)
             spark_work[config] = (seconds - tiny, cpu - tiny_cpu)
             measured[config] = {"tiny": round(tiny, 2), "archive": round(seconds, 2), "vs_export": round(ratio, 3),
                                 "tiny_cpu": round(tiny_cpu, 2), "archive_cpu": round(cpu, 2),
                                 "cpu_vs_export": round(cpu_ratio, 3),
+                                "tiny_cpu_from_read": round(tiny_from_read, 2),
+                                "archive_cpu_from_read": round(from_read, 2),
+                                "cpu_from_read_vs_export": round(from_read_ratio, 3),
                                 "exchanges": manifest["counts"]["exchanges"], "read_tasks": manifest["read_tasks"],
                                 "in_range": manifest.get("in_range"), "steps": manifest.get("seconds_since_start_at")}
             print(f"round {round_number + 1}: {config}: {seconds:.1f}s (tiny {tiny:.1f}s), CPU {cpu:.1f}s "
                   f"(tiny {tiny_cpu:.1f}s); export {wall:.1f}s (tiny {tiny_wall:.1f}s), CPU {measured['export']['archive_cpu']:.1f}s "
                   f"(tiny {measured['export']['tiny_cpu']:.1f}s): {ratio:.2f}x export's work by wall time, "
-                  f"{cpu_ratio:.2f}x by CPU time; {manifest['counts']['exchanges']} exchanges, "
+                  f"{cpu_ratio:.2f}x by CPU time ({from_read_ratio:.2f}x from the read stage's line); "
+                  f"{manifest['counts']['exchanges']} exchanges, "
                   f"{manifest['read_tasks']} read tasks, in place {manifest.get('in_range')}; "
                   f"load {measured['load_average']:.1f}", flush=True)
         if with_report:
@@ -583,6 +635,10 @@ def main() -> None:
         for measure, found in (("wall", values), ("cpu", cpu_ratios[config])):
             summary[measure], said = _spread(found, "median_vs_export")
             print(f"{config}: by {measure} time, median {said} one export process's work", flush=True)
+        if config in from_read_ratios:
+            summary["cpu_from_read"], said = _spread(from_read_ratios[config], "median_vs_export")
+            print(f"{config}: by CPU time from the read stage's line, median {said} one export process's work",
+                  flush=True)
         # the same ratio from each command's median runs (median archive run minus
         # median tiny run): less moved by one round's start-up than a median of ratios
         for measure, archive_key, tiny_key in (("wall", "archive", "tiny"), ("cpu", "archive_cpu", "tiny_cpu")):

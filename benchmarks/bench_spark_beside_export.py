@@ -41,61 +41,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_files import write_result  # noqa: E402
-from bench_spark import SHAPES, TINY, _spread, _tree_cpu, shape_archive  # noqa: E402
+from bench_spark import READ_STAGE_LINE, SHAPES, TINY, _spread, measured_from, shape_archive  # noqa: E402
 
-REPO = HERE.parent
 OUT = HERE / "out" / "beside_export"
-
-
-def measured(command: list[str], cpu: int, log: Path, mark: re.Pattern | None = None) -> tuple[float, float]:
-    """(CPU seconds of `command`'s whole process tree, confined to `cpu`;
-    its CPU seconds from the first output line `mark` matches to its end,
-    or 0.0 without `mark`)."""
-    seen: dict[int, float] = {}
-    at_mark: list[float] = []
-    with open(log, "w") as out:
-        child = subprocess.Popen(command, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
-
-        def watch() -> None:
-            assert child.stdout is not None
-            for line in child.stdout:
-                out.write(line)
-                if mark is not None and not at_mark and mark.match(line):
-                    now: dict[int, float] = dict(seen)
-                    _tree_cpu(child.pid, now)
-                    at_mark.append(sum(now.values()))
-
-        reader = threading.Thread(target=watch)
-        reader.start()
-        while child.poll() is None:
-            _tree_cpu(child.pid, seen)
-            time.sleep(0.1)
-        reader.join()
-    if child.returncode:
-        raise SystemExit(f"bench_spark_beside_export: {command[3]} exited {child.returncode} (see {log})")
-    if mark is not None and not at_mark:
-        raise SystemExit(f"bench_spark_beside_export: no line {mark.pattern!r} in {log}")
-    total = sum(seen.values())
-    return total, total - at_mark[0] if at_mark else 0.0
-
-
-# the job's line once its read stage is planned and the JVM and session are up:
-# Spark's CPU is counted from there (see the module's docstring)
-READ_STAGE_LINE = re.compile(r"kdissect: \d+ read tasks")
 
 
 def side_by_side(inputs: list[str], spark_cpu: int, split_size: str, tag: str) -> tuple[float, float, list[float]]:
@@ -111,14 +68,15 @@ def side_by_side(inputs: list[str], spark_cpu: int, split_size: str, tag: str) -
 
     def export_until_done() -> None:
         while True:
-            exports.append(measured(export_command, 1 - spark_cpu, OUT / f"export_{tag}.log")[0])
+            exports.append(measured_from(export_command, OUT / f"export_{tag}.log", {1 - spark_cpu})[1])
             if done.is_set():
                 return
 
     beside = threading.Thread(target=export_until_done)
     beside.start()
     try:
-        spark, from_read = measured(spark_command, spark_cpu, OUT / f"spark_{tag}.log", READ_STAGE_LINE)
+        _, spark, from_read = measured_from(spark_command, OUT / f"spark_{tag}.log", {spark_cpu}, READ_STAGE_LINE)
+        assert from_read is not None
     finally:
         done.set()
         beside.join()
