@@ -11,9 +11,7 @@ process: `join_here`) and applies the CLI's own rule to them
 (`kdissect.conn.arrivals.earliest_produce`, through `earliest_answers`);
 it collects the fetches a Produce answer ends, a row each, and the task
 partitions apply them when they rewrite their exchange rows
-(`fix_exchanges`, from part_files.finish_part). A read stage of one task
-meets every connection and applies the CLI's pass itself
-(`ConnectionRunner.run_capture_set`): its sink stays empty.
+(`fix_exchanges`, from part_files.finish_part).
 """
 
 from __future__ import annotations

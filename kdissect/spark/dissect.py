@@ -289,36 +289,20 @@ class ConnectionRunner:
     def run_capture_set(self, segments: Iterable[Any]) -> Iterator[pa.RecordBatch]:
         """OUTPUT_SCHEMA batches of a whole capture set's segments in feed
         order (`read_capture_set`): fed to the one Dissector as `kdissect
-        export` feeds them, as they are read. The task meets every
-        connection, so the Produce rule is `export`'s own pass over the
-        exchanges in order (kdissect.conn.arrivals.ArrivalResolver): a long
-        poll leaves the task with its wait decided, and nothing goes to the
-        job's capture-wide step (the arrival sink stays empty)."""
-        from kdissect.conn.arrivals import ArrivalResolver
-
-        self._feed_together(segments, resolver=ArrivalResolver())
+        export` feeds them, as they are read."""
+        self._feed_together(segments)
         yield from self._finish_task()
 
-    def _feed_together(self, segments: Iterable[Any], at_end: Any = None, resolver: Any = None) -> None:
+    def _feed_together(self, segments: Iterable[Any], at_end: Any = None) -> None:
         """Every segment to the one Dissector; then `at_end(dissector)`, if
-        given, and the connections still open are closed. With `resolver`
-        (an ArrivalResolver) the exchanges pass through it on their way out."""
+        given, and the connections still open are closed."""
         self._start()
         dissector = self._dissector
         assert dissector is not None
-        if resolver is None:
-            emit = self._emit
-        else:
-            add = resolver.add
-
-            def emit(exchanges: Iterable[Exchange]) -> None:
-                self._emit(released for exchange in exchanges for released in add(exchange))
-        emit(dissector.feed_many(segments))
+        self._emit(dissector.feed_many(segments))
         if at_end is not None:
             at_end(dissector)
-        emit(dissector.end_connections())
-        if resolver is not None:
-            self._emit(resolver.finish())
+        self._emit(dissector.end_connections())
         keys = dissector.start_afresh()
         self.classified_connections += len(keys)
         self.output.add_connections(keys)
