@@ -170,6 +170,19 @@ def start_session(master: str | None, app_name: str = "kdissect", extra_conf: di
             builder.config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            # the job's queries have fixed shapes (an explicit repartition, mapInArrow):
+            # adaptive execution has nothing to re-plan, but cut each into a job per
+            # stage with a planning pass between them
+            .config("spark.sql.adaptive.enabled", "false")
+            # Spark keeps a worker daemon (and its idle workers) per set of
+            # worker environment variables, and its SQL runners (mapInArrow)
+            # add this one to what RDD jobs (the finishing stage) get: two
+            # daemons per executor, the second started in the middle of the job
+            # (~1.3-1.7 s of preloading in local mode, and workers not reused
+            # across the two). Given to every Python function, the two sets are
+            # equal: one daemon (on a standalone cluster too: a job of the
+            # cluster tests took 49 s instead of 56 s with this and the line above).
+            .config("spark.executorEnv.SPARK_SIMPLIFIED_TRACEBACK", "1")
         )
         if master.startswith("local"):
             # In one process on one machine, compressing the shuffle (the whole
@@ -183,17 +196,6 @@ def start_session(master: str | None, app_name: str = "kdissect", extra_conf: di
                 # fork with their modules loaded (kdissect/spark/worker_daemon.py);
                 # local only: a cluster's executors get kdissect by addPyFile
                 .config("spark.python.daemon.module", "kdissect.spark.worker_daemon")
-                # the job's queries have fixed shapes (an explicit repartition, mapInArrow):
-                # adaptive execution has nothing to re-plan, but cut each into a job per
-                # stage with a planning pass between them
-                .config("spark.sql.adaptive.enabled", "false")
-                # Spark keeps a worker daemon (and its idle workers) per set of
-                # worker environment variables, and its SQL runners (mapInArrow)
-                # add this one to what RDD jobs (the finishing stage) get: two
-                # daemons, the second started in the middle of the job (~1.3-1.7 s
-                # of preloading, and workers not reused across the two). Given to
-                # every Python function, the two sets are equal: one daemon.
-                .config("spark.executorEnv.SPARK_SIMPLIFIED_TRACEBACK", "1")
             )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)

@@ -50,7 +50,7 @@ def archive(tmp_path_factory, captures_dir):
 
 
 def _run_on_cluster(cluster, inputs: str, outdir: str, env: dict[str, str], local_out) -> None:
-    env = dict(env, PYTHONPATH=str(REPO))
+    env = dict(env, PYTHONPATH=str(REPO), SPARK_CONF_DIR=str(cluster.conf_dir))
     done = subprocess.run([sys.executable, "-m", "kdissect", "spark", inputs, "-o", outdir, "--master",
                            cluster.master, "--split-size", "96k"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=1500)
