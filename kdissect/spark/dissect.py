@@ -19,14 +19,12 @@ of one task reads the whole capture set and feeds every segment as read
 
 Exchange rows and the per-partition errors of their responses go to the
 task's own files (`part_files.PartSink`), with their connection's
-classification key in place of a stream number. What goes back to Spark is
-small (OUTPUT_SCHEMA), of two kinds:
-  CONNECTION  one per connection classified as Kafka, with that key, so the
-              driver can number streams exactly as the CLI does, even for
-              connections without exchanges;
-  ACCOUNTING  one per task: the summed `Accounting` as JSON, with the rows
-              the task wrote.
-Both carry the task's partition index, which names its files.
+classification key in place of a stream number, and so do the keys of
+every connection classified as Kafka, so the driver can number streams
+exactly as the CLI does, even for connections without exchanges. What goes
+back to Spark is a row per task and per split read (OUTPUT_SCHEMA): the
+summed `Accounting` as JSON, with the rows the task wrote, under the task's
+partition index, which names its files.
 """
 
 from __future__ import annotations
@@ -44,18 +42,11 @@ from kdissect.conn.pipeline import Dissector
 from kdissect.spark.part_files import EXCHANGES, PARTITION_ERRORS, PartSink
 from kdissect.spark.segments import add_read_stats, run_segments, split_segments
 
-CONNECTION, ACCOUNTING = 1, 2
-
 OUTPUT_SCHEMA = pa.schema([
-    ("kind", pa.int8()),
     ("task_partition", pa.int32()),
-    ("stream_capture_index", pa.int32()),  # where the connection was classified as Kafka
-    ("stream_frame_number", pa.int64()),
-    ("stream_order_ts", pa.int64()),  # its feed time (kdissect.wire.captureset): streams are numbered in feed order
     ("accounting", pa.string()),
 ])
 
-BATCH_ROWS = 2048
 # the columns of an exchange's partition error rows taken from the exchange
 _PARTITION_ERROR_EXCHANGE_COLUMNS = ("capture", "correlation_id", "api_key", "api_name", "api_version")
 # the columns after an exchange's row in its work file (part_files.WORK_SCHEMAS)
@@ -70,51 +61,6 @@ def _partition_errors(exchange: Exchange) -> list[dict[str, Any]]:
     return [{"topic": None if topic is None else str(topic), "partition": partition,
              "error_code": code, "error_name": error_name(code)}
             for topic, partition, code in partition_errors_of(exchange)]
-
-
-class _Output:
-    """Collects a task's output rows and cuts them into Arrow batches: its
-    Kafka connections' keys, a column at a time (a task may have hundreds of
-    thousands; a dict per row and `from_pylist` cost 2 us each), then its
-    one accounting row."""
-
-    def __init__(self, task_partition: int) -> None:
-        self.task_partition = task_partition
-        self.capture_indexes: list[int] = []
-        self.frame_numbers: list[int] = []
-        self.order_ts: list[int | None] = []
-        self.accounting: str | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.capture_indexes)
-
-    def add_connections(self, keys: Iterable[tuple[int | None, int, int]]) -> None:
-        """Kafka connections by their classification keys: (order_ts, capture index, frame number)."""
-        for order_ts, capture_index, frame_number in keys:
-            self.order_ts.append(order_ts)
-            self.capture_indexes.append(capture_index)
-            self.frame_numbers.append(frame_number)
-
-    def add_accounting(self, text: str) -> None:
-        self.accounting = text
-
-    def batch(self) -> pa.RecordBatch:
-        """The rows added since the last batch: the connections', then the accounting row if it came."""
-        connections = self.size
-        rows = connections + (self.accounting is not None)
-        kinds = [CONNECTION] * connections + [ACCOUNTING] * (rows - connections)
-        tail = [None] * (rows - connections)
-        batch = pa.RecordBatch.from_arrays([
-            pa.array(kinds, pa.int8()),
-            pa.array([self.task_partition] * rows, pa.int32()),
-            pa.array(self.capture_indexes + tail, pa.int32()),
-            pa.array(self.frame_numbers + tail, pa.int64()),
-            pa.array(self.order_ts + tail, pa.int64()),
-            pa.array([None] * connections + ([self.accounting] if tail else []), pa.string()),
-        ], schema=OUTPUT_SCHEMA)
-        self.capture_indexes, self.frame_numbers, self.order_ts, self.accounting = [], [], [], None
-        return batch
 
 
 class ConnectionRunner:
@@ -145,7 +91,6 @@ class ConnectionRunner:
         self.partition_error_failures = 0
         self.read_totals: dict[str, Any] = {}  # copies across files dropped (the splits' counts come with theirs)
         self.classified_connections = 0
-        self.output = _Output(sink.task_partition)
         self._dissector: Dissector | None = None  # the task's one, made at its first 4-tuple
         # each connection's next ordinal (the order of its rows), by stream key
         self._ordinals: dict[tuple | None, int] = {}
@@ -223,9 +168,7 @@ class ConnectionRunner:
         if dissector.open_connections:
             self.left_open.add(self._key)
         self._emit(dissector.end_connections())
-        keys = dissector.start_afresh()
-        self.classified_connections += len(keys)
-        self.output.add_connections(keys)
+        self.classified_connections += self.sink.add_connections(dissector.start_afresh())
         self._key = None
 
     def _end_dissector(self) -> None:
@@ -265,8 +208,6 @@ class ConnectionRunner:
                 segments = self.merge.add_run(segments)
             # (the exchanges as each segment completes them, fed in one call)
             self._emit(self._dissector.feed_many(segments))  # type: ignore[union-attr]
-            if self.output.size >= BATCH_ROWS:
-                yield self.output.batch()
         self.finish_connection()
         yield from self._finish_task()
 
@@ -303,9 +244,7 @@ class ConnectionRunner:
         if at_end is not None:
             at_end(dissector)
         self._emit(dissector.end_connections())
-        keys = dissector.start_afresh()
-        self.classified_connections += len(keys)
-        self.output.add_connections(keys)
+        self.classified_connections += self.sink.add_connections(dissector.start_afresh())
 
     def _finish_task(self) -> Iterator[pa.RecordBatch]:
         """The task's last segment was fed: its files close, its accounting row goes out."""
@@ -325,8 +264,8 @@ class ConnectionRunner:
         totals["rows_written"] = {EXCHANGES: written[EXCHANGES], PARTITION_ERRORS: written[PARTITION_ERRORS]}
         if self.in_range is not None:
             totals["in_range"] = self.in_range.to_dict()
-        self.output.add_accounting(json.dumps(totals))
-        yield self.output.batch()
+        yield pa.RecordBatch.from_arrays([pa.array([self.sink.task_partition], pa.int32()),
+                                          pa.array([json.dumps(totals)], pa.string())], schema=OUTPUT_SCHEMA)
 
 
 def _let_go(segments: list[Any]) -> Iterator[Any]:
@@ -382,7 +321,7 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
     """mapInArrow body of the read stage: Split rows -> OUTPUT_SCHEMA batches.
 
     Each split's shipped runs go to its files under `_work/runs/`, in
-    `buckets` buckets (kdissect.spark.handoff); an ACCOUNTING row per split
+    `buckets` buckets (kdissect.spark.handoff); an accounting row per split
     (task partition `first_task_partition` + split id) carries its read
     counts and those files' pieces by bucket (SHIPPED_KEY). With `in_place`,
     the 4-tuples wholly inside the split (kdissect.spark.inrange) are
@@ -413,8 +352,8 @@ def read_partition(batches: Iterable[pa.RecordBatch], in_place: bool, last_split
                 for runs in reader.shipped_runs():
                     spool.add(runs)
                 read = {"read": read_stats_values(stats, watch), SHIPPED_KEY: spool.close()}
-                yield pa.RecordBatch.from_pylist([{"kind": ACCOUNTING, "task_partition": task_partition,
-                                                   "accounting": json.dumps(read)}], schema=OUTPUT_SCHEMA)
+                yield pa.RecordBatch.from_pylist([{"task_partition": task_partition, "accounting": json.dumps(read)}],
+                                                 schema=OUTPUT_SCHEMA)
                 if not in_place:
                     continue
                 if forensic_tables and forensics is None:
@@ -454,7 +393,7 @@ def read_capture_set(batches: Iterable[pa.RecordBatch], firsts: Sequence[int | N
     export` reads a capture set) and fed, as they are read, to one Dissector.
     Nothing is held, sorted or shipped: with no other task, no connection
     continues elsewhere. The rows are those of task partition
-    `first_task_partition` + the first split's id. An ACCOUNTING row per
+    `first_task_partition` + the first split's id. An accounting row per
     split carries its read counts (and a checked range's end), then the
     runner's row follows."""
     from itertools import chain
@@ -489,7 +428,7 @@ def read_capture_set(batches: Iterable[pa.RecordBatch], firsts: Sequence[int | N
         _abandon(runner)
         raise
     yield pa.RecordBatch.from_pylist([
-        {"kind": ACCOUNTING, "task_partition": first_task_partition + split["split_id"],
+        {"task_partition": first_task_partition + split["split_id"],
          "accounting": json.dumps({"read": read_stats_values(stats, watch)})} for split, stats, watch in read],
         schema=OUTPUT_SCHEMA)
 

@@ -18,8 +18,8 @@ tables' contributions):
    files by bucket of 4-tuple; then a task per bucket merges its runs by
    4-tuple and capture order (kdissect.spark.handoff) and runs them through
    its `Dissector` one 4-tuple at a time; each task writes its exchange and partition
-   error rows to its own Arrow files (see part_files.py) and hands back only
-   a row per Kafka connection and its accounting;
+   error rows, and its Kafka connections' keys, to its own Arrow files (see
+   part_files.py) and hands back only its accounting;
 4. number streams by ranking the connections' classification keys (on the
    driver), and have each task partition rewrite its files as the final
    Parquet parts of `exchanges/` and `partition_errors/` and hand back its
@@ -330,8 +330,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     say(f"{len(splits)} read tasks", "planned")
 
     # -- 3. read; dissect in place, or hand off by connection -----------------
-    from kdissect.spark.dissect import (ACCOUNTING, CONNECTION, OUTPUT_SCHEMA, dissect_buckets, read_capture_set,
-                                        read_partition)
+    from kdissect.spark.dissect import OUTPUT_SCHEMA, dissect_buckets, read_capture_set, read_partition
     from kdissect.spark.handoff import SHIPPED_KEY, launch_order, merge_indexes
     from kdissect.spark.segments import RANGES_KEY, add_read_stats
 
@@ -361,8 +360,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         """The read stage (4-tuples wholly inside a split dissected there, see
         kdissect.spark.inrange; the others' runs left under _work/runs), then
         the dissecting stage of the shipped 4-tuples, a task per bucket
-        (kdissect.spark.handoff); what comes back is small (a row per Kafka
-        connection and one per split and task)."""
+        (kdissect.spark.handoff); what comes back is small (a row per split
+        and task)."""
         groups = [[split.as_row() for split in group] for group in read_task_groups(splits, sc.defaultParallelism)]
         # One task reads every split (one slot, or one split): it reads the
         # capture set as `kdissect export` does and dissects every connection
@@ -390,9 +389,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
                                   capture_names, work_dir, keylog, max_uncompressed, selection, forensic_tables,
                                   buckets=partitions)
 
-        # small: a row per Kafka connection (its key, for the stream numbering) and one per split and
-        # task; collected as Arrow (converted in the tasks) rather than as pickled Rows, which the
-        # driver converts after the job ends while both slots wait
+        # small: a row per split and task (the Kafka connections' keys are in the tasks' files,
+        # part_files.CONNECTIONS); collected as Arrow rather than as pickled Rows
         read_rows = _collected(group_ids.mapInArrow(read, output_schema).select(*_COLLECTED))
         buckets = launch_order(merge_indexes([json.loads(row["accounting"]).get(SHIPPED_KEY, {})
                                               for row in task_rows(read_rows)]))
@@ -410,11 +408,8 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
         dissected_rows = _collected(bucket_ids.mapInArrow(dissect, output_schema).select(*_COLLECTED))
         return pa.concat_tables([read_rows, dissected_rows])
 
-    def of_kind(dissected: pa.Table, kind: int) -> pa.Table:
-        return dissected.filter(pc.equal(dissected.column("kind"), kind))
-
     def task_rows(dissected: pa.Table) -> list[dict[str, Any]]:
-        return of_kind(dissected, ACCOUNTING).to_pylist()
+        return dissected.to_pylist()
 
     def range_ends(accountings) -> list[dict[str, Any]]:
         ends: list[dict[str, Any]] = []
@@ -454,7 +449,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
 
     # -- 4. stream numbers, then every table ----------------------------------
     from kdissect.spark import tables
-    from kdissect.spark.part_files import write_empty_parts
+    from kdissect.spark.part_files import read_connection_keys, write_empty_parts
     from kdissect.spark.summaries import write_tables
 
     from kdissect.conn.tls import TlsStats
@@ -494,7 +489,7 @@ def _run_job(options: JobOptions, spark: Any, log: Callable[[str], None] | None)
     local_mode = planning.local_task_slots(sc.master) is not None
     fixes = produce_answers(spark, work_dir, on_driver=local_mode)
     say("long polls a Produce ended found", "arrivals")
-    kafka_connections = of_kind(dissected, CONNECTION).select(list(tables.CONNECTION_COLUMNS))
+    kafka_connections = read_connection_keys(work_dir).select(list(tables.CONNECTION_COLUMNS))
     forensic_summary = None
     with _Beside() as beside:
         if options.forensic_tables:
@@ -620,13 +615,12 @@ def _in_place_conflicts(work_dir: Tree) -> int:
 
 
 # the columns read_and_dissect collects
-_COLLECTED = ("kind", "task_partition", "stream_capture_index", "stream_frame_number", "stream_order_ts", "accounting")
+_COLLECTED = ("task_partition", "accounting")
 
 
 def _collected(frame: Any) -> Any:
     """A small DataFrame's rows as an Arrow table: through Arrow (`toArrow`,
-    PySpark 4), else (PySpark 3.5) from its Rows. (A row per Kafka connection:
-    kept as columns, numbered with numpy by kdissect.spark.tables.stream_numbers.)"""
+    PySpark 4), else (PySpark 3.5) from its Rows."""
     import pyarrow as pa
 
     from kdissect.spark.dissect import OUTPUT_SCHEMA

@@ -92,6 +92,36 @@ def _part_name(task_partition: int, suffix: str) -> str:
     return f"part-{task_partition:05d}.{suffix}"
 
 
+# A task's Kafka connections' classification keys (see dissect.py), one file
+# per task partition: the driver ranks them into stream numbers
+# (tables.stream_numbers). They were rows of the read stage's output, and
+# passing them through the JVM to the driver (Arrow to Spark's rows in the
+# executor, back to Arrow for the collect) cost about as much CPU as writing
+# and reading this file many times over on 200,000 connections
+# (benchmarks/README.md, 2026-11-29).
+CONNECTIONS = "connections"
+CONNECTION_KEY_SCHEMA = pa.schema([
+    ("task_partition", pa.int32()),
+    ("stream_capture_index", pa.int32()),  # where the connection was classified as Kafka
+    ("stream_frame_number", pa.int64()),
+    ("stream_order_ts", pa.int64()),  # its feed time (kdissect.wire.captureset): streams are numbered in feed order
+])
+
+
+def read_connection_keys(work_dir: Tree | str) -> pa.Table:
+    """Every task's Kafka connection keys (CONNECTION_KEY_SCHEMA), from
+    `work_dir` (the files read on several threads: from a store, each is a
+    request of its own)."""
+    import pyarrow.dataset as ds
+
+    work_dir = as_tree(work_dir)
+    names = work_dir.files(CONNECTIONS, suffix=".arrow")
+    if not names:
+        return CONNECTION_KEY_SCHEMA.empty_table()
+    return ds.dataset([work_dir.path(CONNECTIONS, name) for name in names], schema=CONNECTION_KEY_SCHEMA,
+                      filesystem=work_dir.fs, format="arrow").to_table()
+
+
 class PartSink:
     """Where one dissecting task puts its exchange and partition error rows."""
 
@@ -102,6 +132,17 @@ class PartSink:
         self.files = {table: TreeRows(work_dir.sub(table), _part_name(task_partition, "arrow"), WORK_SCHEMAS[table],
                                       ipc=True, lossless=table == EXCHANGES, flush_rows=BATCH_ROWS)
                       for table in WORK_SCHEMAS}
+        self.connections = TreeRows(work_dir.sub(CONNECTIONS), _part_name(task_partition, "arrow"),
+                                    CONNECTION_KEY_SCHEMA, ipc=True, flush_rows=BATCH_ROWS)
+
+    def add_connections(self, keys: Iterable[tuple[int | None, int, int]]) -> int:
+        """Kafka connections by their classification keys (order_ts, capture
+        index, frame number); how many came."""
+        add, task_partition, count = self.connections.add, self.task_partition, 0
+        for order_ts, capture_index, frame_number in keys:
+            add((task_partition, capture_index, frame_number, order_ts))
+            count += 1
+        return count
 
     def add_exchange(self, values: tuple) -> None:
         """An exchange row: its values in WORK_SCHEMAS[EXCHANGES]'s column order
@@ -118,10 +159,11 @@ class PartSink:
         """Close the files; rows written per table."""
         for file in self.files.values():
             file.close()
+        self.connections.close()
         return {table: file.written for table, file in self.files.items()}
 
     def abandon(self) -> None:
-        for file in self.files.values():
+        for file in (*self.files.values(), self.connections):
             file.abandon()
 
 

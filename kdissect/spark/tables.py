@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-# the columns of the Kafka connections' keys (kdissect.spark.dissect's CONNECTION rows) the numbering reads
+# the columns of the Kafka connections' keys (the tasks' part_files.CONNECTIONS files) the numbering reads
 CONNECTION_COLUMNS = ("task_partition", "stream_capture_index", "stream_frame_number", "stream_order_ts")
 
 

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kdissect.spark.dissect import ACCOUNTING, CONNECTION, read_partition
+from kdissect.spark.dissect import read_partition
+from kdissect.spark.part_files import read_connection_keys
 from kdissect.spark.plan import number_tasks, plan_splits
 from kdissect.spark.tables import CONNECTION_COLUMNS, finish_tables
 from tests.support.spark import local_session
@@ -26,16 +27,13 @@ def _dissected(captures_dir, work) -> tuple[pa.Table, dict[int, int]]:
     """Read tasks' work files in `work`; the Kafka connections' keys and each task partition's exchange rows."""
     paths = [str(captures_dir / name) for name in CAPTURES]
     splits = [split.as_row() for split in number_tasks(plan_splits([(path, "pcap") for path in paths], 1 << 40))]
-    connections, rows = [], {}
+    rows = {}
     for batch in read_partition([pa.RecordBatch.from_pylist(splits)], True, splits[-1]["split_id"], 4, [9092], True,
                                 CAPTURES, str(work), forensic_tables=False):
         for row in batch.to_pylist():
-            if row["kind"] == CONNECTION:
-                connections.append((row["task_partition"], row["stream_capture_index"],
-                                    row["stream_frame_number"], row["stream_order_ts"]))
-            elif row["kind"] == ACCOUNTING and "rows_written" in json.loads(row["accounting"]):
+            if "rows_written" in json.loads(row["accounting"]):
                 rows[row["task_partition"]] = json.loads(row["accounting"])["rows_written"]["exchanges"]
-    return pa.table(list(zip(*connections)), names=list(CONNECTION_COLUMNS)), rows
+    return read_connection_keys(str(work)).select(list(CONNECTION_COLUMNS)), rows
 
 
 def _tables(outdir) -> dict[str, list[dict]]:
