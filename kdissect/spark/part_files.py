@@ -94,11 +94,11 @@ def _part_name(task_partition: int, suffix: str) -> str:
 
 # A task's Kafka connections' classification keys (see dissect.py), one file
 # per task partition: the driver ranks them into stream numbers
-# (tables.stream_numbers). They were rows of the read stage's output, and
-# passing them through the JVM to the driver (Arrow to Spark's rows in the
-# executor, back to Arrow for the collect) cost about as much CPU as writing
-# and reading this file many times over on 200,000 connections
-# (benchmarks/README.md, 2026-11-29).
+# (tables.stream_numbers). They were rows of the read stage's output; passing
+# them through the JVM to the driver (Arrow to Spark's rows in the executor,
+# back to Arrow for the collect) cost the JVM about 1 s of CPU on 200,000
+# connections (2.66 s against 1.69 s in the read stage: benchmarks/README.md,
+# 2026-11-29).
 CONNECTIONS = "connections"
 CONNECTION_KEY_SCHEMA = pa.schema([
     ("task_partition", pa.int32()),
@@ -123,7 +123,8 @@ def read_connection_keys(work_dir: Tree | str) -> pa.Table:
 
 
 class PartSink:
-    """Where one dissecting task puts its exchange and partition error rows."""
+    """Where one dissecting task puts its exchange and partition error rows
+    and its Kafka connections' keys."""
 
     def __init__(self, work_dir: Tree | str, task_partition: int) -> None:
         work_dir = as_tree(work_dir)
