@@ -171,15 +171,31 @@ def test_cli_without_java_exits_2_with_one_line(captures_dir, tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_package_zip_for_remote_executors():
+def test_package_zip_for_remote_executors(tmp_path):
+    """The zip holds the sources and each one's bytecode, which a fresh
+    interpreter importing from the zip loads instead of compiling the source
+    (the module's file is the .pyc) and which runs as the source does."""
+    import subprocess
+    import sys
     import zipfile
 
     from kdissect.spark.session import package_zip
 
-    names = zipfile.ZipFile(package_zip()).namelist()
+    path = package_zip()
+    names = zipfile.ZipFile(path).namelist()
     assert "kdissect/__init__.py" in names and "kdissect/spark/dissect.py" in names
     assert "kdissect/spark/log4j2.properties" in names
-    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    assert not [n for n in names if "__pycache__" in n]
+    sources = [n for n in names if n.endswith(".py")]
+    assert sorted(n + "c" for n in sources) == sorted(n for n in names if n.endswith(".pyc"))
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import kdissect.spark.dissect as d, kdissect.protocol.errors as e;"
+             "print(d.__file__); print(e.error_name(3))")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", probe, path], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    loaded, name = done.stdout.split()
+    assert loaded == f"{path}/kdissect/spark/dissect.pyc"
+    assert name == "UNKNOWN_TOPIC_OR_PARTITION"  # error code 3 in Kafka's protocol
 
 
 def test_cli_bad_inputs_are_one_line_errors(tmp_path, capsys):
