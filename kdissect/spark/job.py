@@ -604,14 +604,10 @@ def _group_splits(id_batches: Any, groups: list[list[dict[str, Any]]]) -> Any:
 def _in_place_conflicts(work_dir: Tree) -> int:
     """4-tuples a read task dissected in place that another split saw too
     (from the tasks' `_work/tuples/` files; kdissect.spark.inrange)."""
-    import pyarrow as pa
+    from kdissect.spark.inrange import TUPLE_SCHEMA, TUPLES_DIR, conflicts
+    from kdissect.spark.tree_rows import read_ipc_files
 
-    from kdissect.spark.inrange import TUPLES_DIR, conflicts
-
-    tables = []
-    for name in work_dir.files(TUPLES_DIR, suffix=".arrow"):
-        tables.append(pa.ipc.open_file(pa.py_buffer(work_dir.read_bytes(TUPLES_DIR, name))).read_all())
-    return conflicts(tables)
+    return conflicts([read_ipc_files(work_dir.sub(TUPLES_DIR), TUPLE_SCHEMA)])
 
 
 # the columns read_and_dissect collects

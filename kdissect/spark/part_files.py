@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from kdissect.model.exchange import TIMESTAMP_COLUMNS, arrow_columns, arrow_schema
 from kdissect.shared.outdir_tree import Tree, as_tree
-from kdissect.spark.tree_rows import TreeRows
+from kdissect.spark.tree_rows import TreeRows, read_ipc_files
 
 EXCHANGES, PARTITION_ERRORS = "exchanges", "partition_errors"
 
@@ -109,17 +109,8 @@ CONNECTION_KEY_SCHEMA = pa.schema([
 
 
 def read_connection_keys(work_dir: Tree | str) -> pa.Table:
-    """Every task's Kafka connection keys (CONNECTION_KEY_SCHEMA), from
-    `work_dir` (the files read on several threads: from a store, each is a
-    request of its own)."""
-    import pyarrow.dataset as ds
-
-    work_dir = as_tree(work_dir)
-    names = work_dir.files(CONNECTIONS, suffix=".arrow")
-    if not names:
-        return CONNECTION_KEY_SCHEMA.empty_table()
-    return ds.dataset([work_dir.path(CONNECTIONS, name) for name in names], schema=CONNECTION_KEY_SCHEMA,
-                      filesystem=work_dir.fs, format="arrow").to_table()
+    """Every task's Kafka connection keys (CONNECTION_KEY_SCHEMA), from `work_dir`."""
+    return read_ipc_files(as_tree(work_dir).sub(CONNECTIONS), CONNECTION_KEY_SCHEMA)
 
 
 class PartSink:

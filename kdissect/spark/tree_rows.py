@@ -101,3 +101,16 @@ class TreeRows:
             output, self._output = self._output, None
             with contextlib.suppress(RuntimeError, OSError):
                 output.__exit__(RuntimeError, RuntimeError("task abandoned"), None)
+
+
+def read_ipc_files(directory: Tree, schema: pa.Schema) -> pa.Table:
+    """Every Arrow IPC file (`.arrow`) the tasks left under `directory`, as one
+    table of `schema` (empty when there is none); the files are read on
+    several threads: from a store, each is a request of its own."""
+    import pyarrow.dataset as ds
+
+    names = directory.files(suffix=".arrow")
+    if not names:
+        return schema.empty_table()
+    return ds.dataset([directory.path(name) for name in names], schema=schema, filesystem=directory.fs,
+                      format="arrow").to_table()
