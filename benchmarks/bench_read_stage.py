@@ -3,7 +3,10 @@ capture set read by its one task (`kdissect.spark.dissect.read_capture_set`)
 against the same splits sorted into in-place and shipped connections
 (`read_partition`) plus the dissecting tasks of the shipped ones
 (`dissect_buckets`), which is how a one-slot job read before 2026-11-28 19:30
-and how each task of a several-slot job still reads.
+and how each task of a several-slot job still reads; and the one task's read
+alone ("read only": the segments read and merged, none dissected), whose
+share bounds any design where every task reads the whole set and dissects
+its own share of the connections.
 
     python3 benchmarks/bench_read_stage.py CAPTURE_OR_DIR... [--rounds 5] [--no-forensic-tables]
                                            [--split-size 128m] [--buckets 4]
@@ -29,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -60,11 +64,26 @@ def one_task(splits: list[dict], firsts: list, names: list[str], tables: bool, b
         shutil.rmtree(work)
 
 
+def read_only(splits: list[dict], firsts: list, names: list[str], tables: bool, buckets: int) -> None:
+    """The one task's read (the same split readers, the files' merge, the
+    duplicate filter) with nothing dissected: its runner drains the segments."""
+    from unittest import mock
+
+    from kdissect.spark.dissect import ConnectionRunner
+
+    def drain(runner: ConnectionRunner, segments: Any) -> Any:
+        for _ in segments:
+            pass
+        yield from runner._finish_task()
+
+    with mock.patch.object(ConnectionRunner, "run_capture_set", drain):
+        one_task(splits, firsts, names, tables, buckets)
+
+
 def sorted_and_shipped(splits: list[dict], firsts: list, names: list[str], tables: bool, buckets: int) -> None:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    from kdissect.spark.dissect import ACCOUNTING, dissect_buckets, read_partition
+    from kdissect.spark.dissect import dissect_buckets, read_partition
     from kdissect.spark.handoff import SHIPPED_KEY, launch_order, merge_indexes
 
     work = tempfile.mkdtemp(prefix="bench-read-stage-")
@@ -72,7 +91,7 @@ def sorted_and_shipped(splits: list[dict], firsts: list, names: list[str], table
         rows = pa.Table.from_batches(list(read_partition(
             [pa.RecordBatch.from_pylist(splits)], True, splits[-1]["split_id"], buckets, [9092], True, names, work,
             forensic_tables=tables, buckets=buckets)))
-        accounting = rows.filter(pc.equal(rows.column("kind"), ACCOUNTING)).column("accounting").to_pylist()
+        accounting = rows.column("accounting").to_pylist()  # (every output row is an accounting row)
         shipped = launch_order(merge_indexes([json.loads(text).get(SHIPPED_KEY, {}) for text in accounting]))
         if shipped:
             indexes = pa.RecordBatch.from_arrays([pa.array(range(len(shipped)), pa.int64())], ["id"])
@@ -95,7 +114,7 @@ def main() -> None:
     gc.set_threshold(max(gc.get_threshold()[0], FEWER_COLLECTIONS), *gc.get_threshold()[1:])
     tables = not args.no_forensic_tables
     splits, firsts, names = planned(args.inputs, args.split_size)
-    ways = {"one task, whole set": one_task, "sorted and shipped": sorted_and_shipped}
+    ways = {"one task, whole set": one_task, "sorted and shipped": sorted_and_shipped, "read only": read_only}
     times: dict[str, list[float]] = {name: [] for name in ways}
     for way in ways.values():  # warm: imports, caches
         way(splits, firsts, names, tables, args.buckets)
@@ -115,6 +134,14 @@ def main() -> None:
     ratios = [old / new for old, new in zip(times["sorted and shipped"], times["one task, whole set"])]
     print(f"  sorted and shipped / one task: median {statistics.median(ratios):.2f}x "
           f"(range {min(ratios):.2f}-{max(ratios):.2f})")
+    # a design where each of two tasks reads the whole set and dissects half
+    # its connections pays the read twice: each task costs at least half the
+    # dissecting plus the whole read, so two of them beat one by at most this
+    bounds = [whole / ((whole - read) / 2 + read) for whole, read in zip(times["one task, whole set"], times["read only"])]
+    shares = [read / whole for whole, read in zip(times["one task, whole set"], times["read only"])]
+    print(f"  the read's share of the one task: median {statistics.median(shares):.0%} "
+          f"(range {min(shares):.0%}-{max(shares):.0%}); two tasks each reading the whole set and dissecting "
+          f"half of it: at most {statistics.median(bounds):.2f}x one task (range {min(bounds):.2f}-{max(bounds):.2f})")
 
 
 if __name__ == "__main__":
