@@ -9,7 +9,7 @@ share bounds any design where every task reads the whole set and dissects
 its own share of the connections.
 
     python3 benchmarks/bench_read_stage.py CAPTURE_OR_DIR... [--rounds 5] [--no-forensic-tables]
-                                           [--split-size 128m] [--buckets 4]
+                                           [--split-size 128m] [--buckets 4] [--owned-halves]
 
 The inputs are ordered and planned as the job's driver does (files by
 first packet time, cut at `--split-size`, ranges probed). The two ways run
@@ -64,20 +64,44 @@ def one_task(splits: list[dict], firsts: list, names: list[str], tables: bool, b
         shutil.rmtree(work)
 
 
-def read_only(splits: list[dict], firsts: list, names: list[str], tables: bool, buckets: int) -> None:
-    """The one task's read (the same split readers, the files' merge, the
-    duplicate filter) with nothing dissected: its runner drains the segments."""
+def _fed_only(keep: Any) -> Any:
+    """A way: the one task's read (the same split readers, the files' merge,
+    the duplicate filter) whose Dissector is fed only the segments `keep` passes."""
     from unittest import mock
 
     from kdissect.spark.dissect import ConnectionRunner
 
-    def drain(runner: ConnectionRunner, segments: Any) -> Any:
-        for _ in segments:
-            pass
-        yield from runner._finish_task()
+    run_capture_set = ConnectionRunner.run_capture_set
 
-    with mock.patch.object(ConnectionRunner, "run_capture_set", drain):
-        one_task(splits, firsts, names, tables, buckets)
+    def fed_only(runner: ConnectionRunner, segments: Any) -> Any:
+        return run_capture_set(runner, filter(keep, segments))
+
+    def way(splits: list[dict], firsts: list, names: list[str], tables: bool, buckets: int) -> None:
+        with mock.patch.object(ConnectionRunner, "run_capture_set", fed_only):
+            one_task(splits, firsts, names, tables, buckets)
+
+    return way
+
+
+def _owned_half(half: int) -> Any:
+    """`keep` of the segments whose 4-tuple (either direction) hashes to
+    `half` of two: a CRC of its canonical form, the same in any process."""
+    import zlib
+
+    owners: dict[tuple, int] = {}
+
+    def keep(segment: Any) -> bool:
+        key = (segment.src, segment.sport, segment.dst, segment.dport)
+        owner = owners.get(key)
+        if owner is None:
+            ends = sorted([f"{segment.src}|{segment.sport}", f"{segment.dst}|{segment.dport}"])
+            owner = owners[key] = zlib.crc32("/".join(ends).encode()) % 2
+        return owner == half
+
+    return keep
+
+
+read_only = _fed_only(lambda segment: False)
 
 
 def sorted_and_shipped(splits: list[dict], firsts: list, names: list[str], tables: bool, buckets: int) -> None:
@@ -108,13 +132,18 @@ def main() -> None:
     parser.add_argument("--no-forensic-tables", action="store_true")
     parser.add_argument("--split-size", type=size_of, default=128 << 20)
     parser.add_argument("--buckets", type=int, default=4)
+    parser.add_argument("--owned-halves", action="store_true",
+                        help="also time each half of the connections (by a CRC of the 4-tuple) fed alone")
     args = parser.parse_args()
     from kdissect.spark.worker_daemon import FEWER_COLLECTIONS
 
     gc.set_threshold(max(gc.get_threshold()[0], FEWER_COLLECTIONS), *gc.get_threshold()[1:])
     tables = not args.no_forensic_tables
     splits, firsts, names = planned(args.inputs, args.split_size)
-    ways = {"one task, whole set": one_task, "sorted and shipped": sorted_and_shipped, "read only": read_only}
+    ways: dict[str, Any] = {"one task, whole set": one_task, "sorted and shipped": sorted_and_shipped,
+                            "read only": read_only}
+    if args.owned_halves:
+        ways.update({f"owned half {half}": _fed_only(_owned_half(half)) for half in (0, 1)})
     times: dict[str, list[float]] = {name: [] for name in ways}
     for way in ways.values():  # warm: imports, caches
         way(splits, firsts, names, tables, args.buckets)
@@ -142,6 +171,12 @@ def main() -> None:
     print(f"  the read's share of the one task: median {statistics.median(shares):.0%} "
           f"(range {min(shares):.0%}-{max(shares):.0%}); two tasks each reading the whole set and dissecting "
           f"half of it: at most {statistics.median(bounds):.2f}x one task (range {min(bounds):.2f}-{max(bounds):.2f})")
+    if args.owned_halves:
+        # the slower half sets two such tasks' pace
+        paces = [whole / max(first, second) for whole, first, second
+                 in zip(times["one task, whole set"], times["owned half 0"], times["owned half 1"])]
+        print(f"  two tasks owning half the 4-tuples each: the slower one's pace {statistics.median(paces):.2f}x "
+              f"one task (range {min(paces):.2f}-{max(paces):.2f})")
 
 
 if __name__ == "__main__":
