@@ -12,10 +12,11 @@ its own share of the connections.
                                            [--split-size 128m] [--buckets 4] [--owned-halves]
 
 The inputs are ordered and planned as the job's driver does (files by
-first packet time, cut at `--split-size`, ranges probed). The two ways run
-alternately in one process (each first in every other round), after one
-warm-up of each, so each pair meets the machine in the same state; printed: each way's median and range of CPU
-seconds (process_time), and the median and range of the pairs' ratios.
+first packet time, cut at `--split-size`, ranges probed). The ways run
+in turn in one process (in reverse order every other round), after one
+warm-up of each, so each round's runs meet the machine in the same state;
+printed: each way's median and range of CPU seconds (process_time), and
+the median and range of the rounds' ratios.
 Each run writes into a fresh temporary work directory. `--buckets` is the
 number of dissecting tasks the shipped connections go to (the job's
 `shuffle_partitions` on one slot: one per 128 MiB of capture).
@@ -149,7 +150,7 @@ def main() -> None:
         way(splits, firsts, names, tables, args.buckets)
     for round_number in range(args.rounds):
         # each way first in every other round: what one run leaves (freed
-        # arenas, caches) meets both ways alike
+        # arenas, caches) meets every way alike
         order = list(ways.items()) if round_number % 2 == 0 else list(ways.items())[::-1]
         for name, way in order:
             gc.collect()
